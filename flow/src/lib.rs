@@ -1,0 +1,14 @@
+//! The FLOW standard as a library: JSON/1 values, Schema/1 schemas, Package/1
+//! trees and their digests, Capability and Channel Contract/1 descriptors, and
+//! the Run/1 wire format.
+//!
+//! This crate owns the portable rules only. It must never know about
+//! projects, admission, sandboxes, providers or any other host policy, and it
+//! must never panic on input: every malformed value is an error carrying the
+//! specification's code.
+
+pub mod contract;
+pub mod json;
+pub mod package;
+pub mod schema;
+pub mod wire;

@@ -1,0 +1,1 @@
+//! Example WASM provider.

@@ -1,0 +1,1 @@
+//! WASM provider loader.

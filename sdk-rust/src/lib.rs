@@ -1,0 +1,1 @@
+//! Run SDK/1 for Rust component authors.
