@@ -1,0 +1,1 @@
+"""jiggy: namespace of the bundled FLOW SDK; see jiggy.flow."""

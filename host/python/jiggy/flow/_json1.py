@@ -1,0 +1,193 @@
+"""FLOW JSON/1: strict decoding, validated snapshots and compact encoding.
+
+This room owns the value model only. It never touches the wire, the event
+loop or the handler; callers decide which protocol error a failure becomes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+# Absolute JSON/1 maxima (inclusive), per "FLOW JSON/1 value model".
+MAX_DOCUMENT_BYTES = 16_777_216
+MAX_DEPTH = 128
+MAX_NODES = 262_144
+MAX_OBJECT_MEMBERS = 65_536
+MAX_ARRAY_ITEMS = 65_536
+MAX_STRING_BYTES = 8_388_608
+MAX_MEMBER_NAME_BYTES = 1_024
+MAX_NUMBER_TOKEN_BYTES = 128
+MAX_SAFE_INTEGER = 9_007_199_254_740_991
+
+
+class Json1Error(ValueError):
+    """A value or document is outside FLOW JSON/1."""
+
+
+def _reject_constant(token: str) -> Any:
+    raise Json1Error(f"{token} is not a JSON/1 number")
+
+
+def _parse_int(token: str) -> int:
+    if len(token) > MAX_NUMBER_TOKEN_BYTES:
+        raise Json1Error("number token exceeds 128 bytes")
+    value = int(token)
+    if abs(value) > MAX_SAFE_INTEGER:
+        raise Json1Error("integral number outside the safe integer range")
+    return value
+
+
+def _parse_float(token: str) -> int | float:
+    if len(token) > MAX_NUMBER_TOKEN_BYTES:
+        raise Json1Error("number token exceeds 128 bytes")
+    return _number(float(token))
+
+
+def _number(value: float) -> int | float:
+    """Normalise a binary64 value: integral values become exact ints."""
+    if not math.isfinite(value):
+        raise Json1Error("number is not finite")
+    if value.is_integer():
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise Json1Error("integral number outside the safe integer range")
+        # -0 equals and canonicalises as 0.
+        return int(value)
+    return value
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise Json1Error("duplicate object member name")
+    return result
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object_pairs,
+    parse_int=_parse_int,
+    parse_float=_parse_float,
+    parse_constant=_reject_constant,
+    strict=True,
+)
+
+
+def decode(payload: bytes) -> Any:
+    """Decode one complete JSON/1 document from UTF-8 bytes.
+
+    Raises UnicodeDecodeError for invalid UTF-8 (a transport-level failure the
+    caller must distinguish) and Json1Error for every JSON/1 violation.
+    """
+    if len(payload) > MAX_DOCUMENT_BYTES:
+        raise Json1Error("document exceeds 16,777,216 bytes")
+    text = payload.decode("utf-8", errors="strict")
+    if text.startswith("\ufeff"):
+        raise Json1Error("byte order mark")
+    try:
+        value = _DECODER.decode(text)
+    except Json1Error:
+        raise
+    except (ValueError, RecursionError) as error:
+        raise Json1Error(f"invalid JSON: {error}") from None
+    _check_tree(value)
+    return value
+
+
+def _string_bytes(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise Json1Error("string contains a lone surrogate") from None
+
+
+def _check_tree(root: Any) -> None:
+    """Check decoded-tree limits iteratively (parser output is trusted types)."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise Json1Error("document exceeds 262,144 value nodes")
+        if depth > MAX_DEPTH:
+            raise Json1Error("document exceeds depth 128")
+        if isinstance(value, str):
+            if _string_bytes(value) > MAX_STRING_BYTES:
+                raise Json1Error("string exceeds 8,388,608 bytes")
+        elif isinstance(value, dict):
+            if len(value) > MAX_OBJECT_MEMBERS:
+                raise Json1Error("object exceeds 65,536 members")
+            for name, member in value.items():
+                if _string_bytes(name) > MAX_MEMBER_NAME_BYTES:
+                    raise Json1Error("member name exceeds 1,024 bytes")
+                stack.append((member, depth + 1))
+        elif isinstance(value, list):
+            if len(value) > MAX_ARRAY_ITEMS:
+                raise Json1Error("array exceeds 65,536 items")
+            for item in value:
+                stack.append((item, depth + 1))
+
+
+class _Budget:
+    __slots__ = ("nodes",)
+
+    def __init__(self) -> None:
+        self.nodes = 0
+
+
+def snapshot(value: Any, *, depth: int = 1) -> Any:
+    """Return an isolated deep copy of an application value, checked as JSON/1.
+
+    `depth` is the depth the value occupies inside its enclosing document so a
+    value nested in a frame is held to the frame's absolute depth limit.
+    Accepts dict (str keys), list, tuple, str, int, float, bool and None,
+    including subclasses, and returns plain built-in types only.
+    """
+    budget = _Budget()
+    return _copy(value, depth, budget)
+
+
+def _copy(value: Any, depth: int, budget: _Budget) -> Any:
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        raise Json1Error("value exceeds 262,144 nodes")
+    if depth > MAX_DEPTH:
+        raise Json1Error("value exceeds depth 128")
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        plain = str.__str__(value)
+        if _string_bytes(plain) > MAX_STRING_BYTES:
+            raise Json1Error("string exceeds 8,388,608 bytes")
+        return plain
+    if isinstance(value, int):
+        number = int.__index__(value)
+        if abs(number) > MAX_SAFE_INTEGER:
+            raise Json1Error("integer outside the safe integer range")
+        return number
+    if isinstance(value, float):
+        return _number(float.__float__(value))
+    if isinstance(value, dict):
+        if len(value) > MAX_OBJECT_MEMBERS:
+            raise Json1Error("object exceeds 65,536 members")
+        copied: dict[str, Any] = {}
+        for name, member in value.items():
+            if not isinstance(name, str):
+                raise Json1Error(f"object member name is {type(name).__name__}, not str")
+            plain_name = str.__str__(name)
+            if _string_bytes(plain_name) > MAX_MEMBER_NAME_BYTES:
+                raise Json1Error("member name exceeds 1,024 bytes")
+            copied[plain_name] = _copy(member, depth + 1, budget)
+        return copied
+    if isinstance(value, (list, tuple)):
+        if len(value) > MAX_ARRAY_ITEMS:
+            raise Json1Error("array exceeds 65,536 items")
+        return [_copy(item, depth + 1, budget) for item in value]
+    raise Json1Error(f"{type(value).__name__} is not a JSON value")
+
+
+def encode(value: Any) -> bytes:
+    """Encode an already validated value compactly as UTF-8 bytes."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8")

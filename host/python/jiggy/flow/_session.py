@@ -1,0 +1,455 @@
+"""One Run/1 channel incarnation: the root request, owned calls and completion.
+
+The session owns protocol stdin/stdout after `handle` takes them over. It
+serves exactly one root `flow/run`, admits outbound calls only while the
+handler runs, never detaches a call, and publishes exactly one root response.
+It must never write a frame after that response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import sys
+from typing import Any, Awaitable, Callable, Mapping
+
+from . import _json1, _wire
+from ._errors import LOCAL_CODES, WIRE_CODES, CapabilityError, OperationError
+
+# How long a fatal close waits for the cancelled handler before exiting.
+FATAL_HANDLER_GRACE_SECONDS = 2.0
+# Exit status when the root never received a published response.
+EXIT_FAILURE = 1
+
+_QUEUED = "queued"
+_WIRE = "wire"
+_TOMBSTONE = "tombstone"
+_SETTLED = "settled"
+_DROPPED = "dropped"
+
+
+class _Fatal(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class _Call:
+    """One component-originated request and its single local waiter."""
+
+    __slots__ = ("request_id", "method", "frame", "future", "state")
+
+    def __init__(self, request_id: str, method: str, frame: bytes, future: asyncio.Future) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.frame = frame
+        self.future = future
+        self.state = _QUEUED
+
+
+class Session:
+    def __init__(self, handler: Callable[[Any], Awaitable[Any]], in_fd: int, out_fd: int) -> None:
+        self._handler = handler
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finished: asyncio.Future[int] | None = None
+        self._stopped = False
+        # Host-originated requests.
+        self._host_ids: set[str] = set()
+        self._host_requests = 0
+        self._root_id: str | None = None
+        # Component-originated requests.
+        self._next_id = 0
+        self._issued = 0
+        self._wire: dict[str, _Call] = {}
+        self._queue: collections.deque[_Call] = collections.deque()
+        self._idle: asyncio.Event | None = None
+        # Root state.
+        self._admission_closed: str | None = None
+        self._root_cancelled = False
+        self._fatal: _Fatal | None = None
+        self._published = False
+        self._handler_task: asyncio.Task | None = None
+        self._supervisor: asyncio.Task | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def main(self) -> int:
+        self._loop = asyncio.get_running_loop()
+        self._finished = self._loop.create_future()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        reader = _wire.FrameReader(self._in_fd, self._post_frame, self._post_end)
+        reader.start()
+        status = await self._finished
+        self._stopped = True
+        return status
+
+    def _post_frame(self, frame: bytes) -> bool:
+        if self._stopped:
+            return False
+        try:
+            self._loop.call_soon_threadsafe(self._on_frame, frame)
+        except RuntimeError:  # the loop already closed
+            return False
+        return True
+
+    def _post_end(self, reason: str) -> None:
+        if reason == "stopped":
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._on_end, reason)
+        except RuntimeError:
+            pass
+
+    def _finish(self, status: int) -> None:
+        self._stopped = True
+        if not self._finished.done():
+            self._finished.set_result(status)
+
+    def _on_end(self, reason: str) -> None:
+        if self._stopped:
+            return
+        if reason == "eof":
+            self._fail(_Fatal("CHANNEL_LOST", "protocol stdin closed"))
+        elif reason == "read-error":
+            self._fail(_Fatal("CHANNEL_LOST", "protocol stdin read failed"))
+        elif reason == "oversized":
+            self._fail(_Fatal("PROTOCOL_ERROR", "frame exceeds 16,777,216 bytes"))
+        else:
+            self._fail(_Fatal("PROTOCOL_ERROR", "EOF inside an incomplete frame"))
+
+    def _fail(self, fatal: _Fatal) -> None:
+        """Fatal close: stop admission, cancel owned work, fail pending calls."""
+        if self._stopped or self._fatal is not None:
+            return
+        self._fatal = fatal
+        self._admission_closed = fatal.code
+        print(f"jiggy.flow: {fatal.code}: {fatal.reason}", file=sys.stderr, flush=True)
+        pending = list(self._queue) + list(self._wire.values())
+        self._queue.clear()
+        self._wire.clear()
+        for call in pending:
+            call.state = _DROPPED
+            if not call.future.done():
+                call.future.set_exception(OperationError(fatal.code, fatal.reason))
+        self._idle.set()
+        if self._handler_task is None or self._handler_task.done():
+            self._finish(EXIT_FAILURE)
+            return
+        self._handler_task.cancel()
+        self._loop.create_task(self._finish_after_handler())
+
+    async def _finish_after_handler(self) -> None:
+        await asyncio.wait({self._handler_task}, timeout=FATAL_HANDLER_GRACE_SECONDS)
+        self._finish(EXIT_FAILURE)
+
+    # --- writing --------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self._published or self._fatal is not None:
+            raise _Fatal("CHANNEL_LOST", "write after the channel closed")
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._out_fd, view)
+                view = view[written:]
+        except OSError as error:
+            raise _Fatal("CHANNEL_LOST", f"protocol stdout write failed: {error}") from None
+
+    def _send_standard_error(self, request_id: str | None, code: int, message: str) -> None:
+        """Best-effort standard JSON-RPC error; a failed write is a channel loss."""
+        frame = {
+            "jsonrpc": _wire.JSONRPC,
+            "id": request_id,
+            "error": {"code": code, "message": _wire.bounded_message(message, "error")},
+        }
+        self._write(_wire.encode_frame(frame))
+
+    def _publish(self, frame: dict[str, Any]) -> None:
+        """Publish the one root terminal response, then finish with exit 0."""
+        try:
+            data = _wire.encode_frame(frame)
+        except _json1.Json1Error as error:
+            frame = _root_error(self._root_id, "INVALID_RESULT", f"result frame: {error}")
+            data = _wire.encode_frame(frame)
+        try:
+            self._write(data)
+        except _Fatal as fatal:
+            self._fail(fatal)
+            return
+        self._published = True
+        self._finish(0)
+
+    # --- inbound frames ---------------------------------------------------------------
+
+    def _on_frame(self, raw: bytes) -> None:
+        if self._stopped or self._fatal is not None:
+            return
+        try:
+            self._dispatch(raw)
+        except _Fatal as fatal:
+            self._fail(fatal)
+
+    def _dispatch(self, raw: bytes) -> None:
+        try:
+            message = _json1.decode(raw)
+        except UnicodeDecodeError:
+            raise _Fatal("PROTOCOL_ERROR", "frame is not valid UTF-8") from None
+        except _json1.Json1Error as error:
+            self._send_standard_error(None, _wire.PARSE_ERROR, f"Parse error: {error}")
+            raise _Fatal("PROTOCOL_ERROR", f"frame is not JSON/1: {error}") from None
+        try:
+            envelope = _wire.classify(message)
+        except _wire.EnvelopeError as error:
+            self._send_standard_error(error.reply_id, _wire.INVALID_REQUEST, str(error))
+            raise _Fatal("PROTOCOL_ERROR", f"invalid envelope: {error}") from None
+        if envelope.kind == "request":
+            self._on_request(envelope)
+        elif envelope.kind == "notification":
+            self._on_notification(envelope)
+        else:
+            self._on_response(envelope)
+
+    def _on_request(self, envelope: _wire.Envelope) -> None:
+        if envelope.id in self._host_ids:
+            raise _Fatal("PROTOCOL_ERROR", f"host reused request ID {envelope.id}")
+        self._host_requests += 1
+        if self._host_requests > _wire.MAX_LIFETIME_REQUESTS:
+            raise _Fatal("PROTOCOL_ERROR", "host exceeded 65,536 requests")
+        self._host_ids.add(envelope.id)
+        if envelope.method != "flow/run":
+            self._send_standard_error(
+                envelope.id, _wire.METHOD_NOT_FOUND, f"Method not found: {envelope.method}"
+            )
+            return
+        if self._root_id is not None:
+            self._send_standard_error(envelope.id, _wire.INVALID_REQUEST, "second flow/run")
+            raise _Fatal("PROTOCOL_ERROR", "host sent a second flow/run")
+        self._root_id = envelope.id
+        try:
+            params = _wire.parse_root_params(envelope.params)
+        except _wire.InvalidParams as error:
+            message = _wire.bounded_message(f"Invalid params: {error}", "Invalid params")
+            self._publish(
+                {
+                    "jsonrpc": _wire.JSONRPC,
+                    "id": envelope.id,
+                    "error": {"code": _wire.INVALID_PARAMS, "message": message},
+                }
+            )
+            return
+        from ._context import RunContext  # local import: the context room calls back
+
+        context = RunContext(self, params)
+        self._handler_task = self._loop.create_task(self._invoke_handler(context))
+        self._supervisor = self._loop.create_task(self._supervise())
+
+    def _on_notification(self, envelope: _wire.Envelope) -> None:
+        if envelope.method != "request/cancel":
+            return
+        try:
+            target = _wire.parse_cancel_target(envelope.params)
+        except _wire.InvalidParams as error:
+            raise _Fatal("PROTOCOL_ERROR", f"malformed request/cancel: {error}") from None
+        if target == self._root_id:
+            self._cancel_root()
+
+    def _on_response(self, envelope: _wire.Envelope) -> None:
+        if envelope.id is None:
+            raise _Fatal("PROTOCOL_ERROR", f"host rejected a component frame: {envelope.error!r}")
+        call = self._wire.pop(envelope.id, None)
+        if call is None:
+            raise _Fatal("PROTOCOL_ERROR", f"unknown or duplicate response ID {envelope.id}")
+        try:
+            outcome = _interpret(call.method, envelope)
+        except _wire.InvalidResponse as error:
+            raise _Fatal("PROTOCOL_ERROR", str(error)) from None
+        if call.state == _WIRE:
+            call.state = _SETTLED
+            if not call.future.done():
+                if isinstance(outcome, BaseException):
+                    call.future.set_exception(outcome)
+                else:
+                    call.future.set_result(outcome)
+        else:
+            call.state = _SETTLED
+        self._pump()
+
+    # --- outbound calls ----------------------------------------------------------------
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """Admit, dispatch and await one component-originated request."""
+        if self._admission_closed is not None:
+            code = self._admission_closed
+            raise OperationError(code, f"calls are no longer admitted ({code})")
+        if self._issued >= _wire.MAX_LIFETIME_REQUESTS:
+            raise OperationError(
+                "RESOURCE_EXHAUSTED", "the 65,536 request lifetime budget is spent"
+            )
+        request_id = f"component:{self._next_id + 1}"
+        frame = _wire.encode_frame(
+            {"jsonrpc": _wire.JSONRPC, "id": request_id, "method": method, "params": params}
+        )
+        self._next_id += 1
+        self._issued += 1
+        call = _Call(request_id, method, frame, self._loop.create_future())
+        self._queue.append(call)
+        self._idle.clear()
+        self._pump()
+        try:
+            return await call.future
+        except asyncio.CancelledError:
+            self._withdraw(call)
+            raise
+
+    def _pump(self) -> None:
+        """Move queued calls onto the wire while fewer than 64 await responses."""
+        try:
+            while self._queue and len(self._wire) < _wire.MAX_PENDING_REQUESTS:
+                call = self._queue.popleft()
+                self._write(call.frame)
+                call.state = _WIRE
+                self._wire[call.request_id] = call
+        except _Fatal as fatal:
+            self._fail(fatal)
+            return
+        if not self._queue and not self._wire:
+            self._idle.set()
+
+    def _withdraw(self, call: _Call) -> None:
+        """Stop waiting locally: drop a queued call, tombstone a wire call."""
+        if call.state == _QUEUED:
+            call.state = _DROPPED
+            try:
+                self._queue.remove(call)
+            except ValueError:
+                pass
+            self._pump()
+        elif call.state == _WIRE:
+            call.state = _TOMBSTONE
+            notification = {
+                "jsonrpc": _wire.JSONRPC,
+                "method": "request/cancel",
+                "params": {"requestId": call.request_id},
+            }
+            try:
+                self._write(_wire.encode_frame(notification))
+            except _Fatal as fatal:
+                self._fail(fatal)
+
+    def _abandon_live_calls(self) -> int:
+        """Withdraw every call whose waiter is still live; returns how many."""
+        live = [c for c in list(self._queue) + list(self._wire.values()) if c.state in (_QUEUED, _WIRE)]
+        for call in live:
+            self._withdraw(call)
+            call.future.cancel()
+        return len(live)
+
+    # --- the root -----------------------------------------------------------------------
+
+    async def _invoke_handler(self, context: Any) -> Any:
+        return await self._handler(context)
+
+    def _cancel_root(self) -> None:
+        if self._published or self._root_cancelled or self._fatal is not None:
+            return
+        self._root_cancelled = True
+        self._admission_closed = "CANCELLED"
+        self._abandon_live_calls()
+        if self._handler_task is not None and not self._handler_task.done():
+            self._handler_task.cancel()
+
+    async def _supervise(self) -> None:
+        task = self._handler_task
+        await asyncio.wait({task})
+        if self._fatal is not None:
+            return
+        if self._admission_closed is None:
+            self._admission_closed = "OWNER_CLOSED"
+        abandoned = self._abandon_live_calls()
+        await self._idle.wait()
+        if self._fatal is not None or self._published:
+            return
+        self._publish(self._root_frame(task, abandoned))
+
+    def _root_frame(self, task: asyncio.Task, abandoned: int) -> dict[str, Any]:
+        root_id = self._root_id
+        if self._root_cancelled:
+            return _root_error(root_id, "CANCELLED", "the root Run was cancelled")
+        if task.cancelled():
+            return _root_error(root_id, "EXECUTION_FAILED", "the handler task was cancelled")
+        error = task.exception()
+        if error is not None:
+            return _handler_error(root_id, error)
+        if abandoned:
+            return _root_error(
+                root_id,
+                "EXECUTION_FAILED",
+                f"the handler returned while {abandoned} owned call(s) were still open",
+            )
+        try:
+            result = _checked_result(task.result())
+        except (_json1.Json1Error, TypeError, ValueError) as problem:
+            return _root_error(root_id, "INVALID_RESULT", f"invalid handler result: {problem}")
+        return {"jsonrpc": _wire.JSONRPC, "id": root_id, "result": result}
+
+
+def _interpret(method: str, envelope: _wire.Envelope) -> Any:
+    """Map a correlated response to a value or an exception for the waiter."""
+    if envelope.error is not None:
+        code, message, details = _wire.parse_operation_error(envelope.error)
+        return OperationError(code, message, details)
+    if method == "flow/run-child":
+        return _wire.parse_run_result(envelope.result)
+    if method == "capability/call":
+        is_error, value, data = _wire.parse_capability_result(envelope.result)
+        if is_error:
+            return CapabilityError(value, data)
+        return value
+    return envelope.result
+
+
+def _checked_result(result: Any) -> dict[str, Any]:
+    if not isinstance(result, Mapping):
+        raise TypeError(f"result is {type(result).__name__}, not a {{outcome, output}} mapping")
+    if set(result.keys()) != {"outcome", "output"}:
+        raise ValueError("result must have exactly outcome and output")
+    if not _wire.is_local_name(result["outcome"]):
+        raise ValueError("outcome is not a LocalName")
+    return {"outcome": str.__str__(result["outcome"]), "output": _json1.snapshot(result["output"])}
+
+
+def _root_error(root_id: str | None, code: str, message: str, details: Any = None) -> dict[str, Any]:
+    data: dict[str, Any] = {"code": code}
+    if details is not None:
+        data["details"] = details
+    return {
+        "jsonrpc": _wire.JSONRPC,
+        "id": root_id,
+        "error": {
+            "code": _wire.OPERATION_ERROR,
+            "message": _wire.bounded_message(message, code),
+            "data": data,
+        },
+    }
+
+
+def _handler_error(root_id: str | None, error: BaseException) -> dict[str, Any]:
+    if isinstance(error, OperationError) and error.code in WIRE_CODES:
+        try:
+            details = None if error.details is None else _json1.snapshot(error.details)
+            if not isinstance(error.message, str):
+                raise TypeError("message must be a string")
+        except (_json1.Json1Error, TypeError) as problem:
+            return _root_error(
+                root_id, "EXECUTION_FAILED", f"OperationError metadata is invalid: {problem}"
+            )
+        return _root_error(root_id, error.code, error.message, details)
+    if isinstance(error, OperationError) and error.code in LOCAL_CODES:
+        return _root_error(root_id, "EXECUTION_FAILED", f"{error.code}: {error.message}")
+    text = str(error) or type(error).__name__
+    return _root_error(root_id, "EXECUTION_FAILED", text)
