@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Offline checks of the Nix packaging: parses every Nix file, checks flake.lock
+# against the recorded nixpkgs pin, evaluates the flake inputs, runs the
+# evaluation tests in checks/tests.nix (flake outputs, package and module
+# evaluated against stub nixpkgs, limits at and past each bound) and compares
+# the module's option list with checks/options.expected.
+#
+# nixpkgs itself is not needed (and cannot be fetched here); building the
+# package and running the NixOS VM test is `nix flake check` on a Nix machine.
+# Exits non-zero on the first failing step.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+pins="${JIG_NIXPKGS_PINS:-$root/../shared/nix/nixpkgs-pins.json}"
+
+if ! command -v nix-instantiate >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "check.sh: installing nix-bin for nix-instantiate" >&2
+    apt-get install -y nix-bin >/dev/null 2>&1 \
+      || { apt-get update >/dev/null && apt-get install -y nix-bin >/dev/null; }
+  else
+    echo "check.sh: nix-instantiate not found (install nix-bin)" >&2
+    exit 1
+  fi
+fi
+
+step() { printf '== %s\n' "$1"; }
+eval_nix() { nix-instantiate --eval --strict "$@"; }
+
+cd "$root"
+
+step "parse"
+for file in flake.nix nixos-module/*.nix nixos-module/checks/*.nix; do
+  nix-instantiate --parse "$file" >/dev/null
+  echo "ok $file"
+done
+
+step "flake.lock"
+eval_nix -E '
+  let lock = builtins.fromJSON (builtins.readFile ./flake.lock);
+  in assert lock.version == 7 && lock.nodes.nixpkgs.original.ref == "nixos-25.11"; lock.nodes.nixpkgs.locked.rev'
+if [ -f "$pins" ]; then
+  eval_nix --arg pinsFile "$pins" -E '
+    { pinsFile }:
+    let
+      pin = removeAttrs (builtins.fromJSON (builtins.readFile pinsFile))."nixos-25.11" [ "seen_in" ];
+      locked = (builtins.fromJSON (builtins.readFile ./flake.lock)).nodes.nixpkgs.locked;
+    in
+    if pin == locked then "matches the nixos-25.11 pin"
+    else throw "flake.lock nixpkgs ${builtins.toJSON locked} differs from pin ${builtins.toJSON pin}"'
+else
+  echo "no pins file at $pins; lock checked structurally only"
+fi
+
+step "flake inputs"
+eval_nix -E '(import ./flake.nix).inputs'
+
+step "evaluation tests"
+passed="$(eval_nix --json nixos-module/checks/tests.nix)"
+python3 -c 'import json, sys; names = json.loads(sys.argv[1]); print("\n".join("ok " + n for n in names)); print(len(names), "cases passed")' "$passed"
+
+step "option list"
+actual="$(mktemp)"
+trap 'rm -f "$actual"' EXIT
+eval_nix --json nixos-module/checks/options.nix \
+  | python3 -c 'import json, sys; sys.stdout.write(json.load(sys.stdin))' >"$actual"
+if ! diff -u nixos-module/checks/options.expected "$actual"; then
+  echo "option list changed: update nixos-module/checks/options.expected if intended" >&2
+  exit 1
+fi
+echo "ok $(grep -c . nixos-module/checks/options.expected) options"
+
+echo "all Nix checks passed"

@@ -1,0 +1,96 @@
+# The `jig` host binary, built from this repository's Cargo workspace.
+#
+# The binary is wrapped so that, unless the environment already names one
+# (the NixOS module sets JIG_CONFIG=/etc/jig/host.toml), it reads a host.toml
+# in its own output that points at Python and Bubblewrap in the Nix store.
+# Runtimes and containment tools are therefore chosen by host configuration,
+# never by the caller's PATH.
+{
+  lib,
+  rustPlatform,
+  formats,
+  makeBinaryWrapper,
+  python3,
+  bubblewrap,
+  # Attribute set of runtime name -> absolute executable path for the default
+  # host.toml; null means "Python only".
+  runtimes ? null,
+}:
+let
+  jigLib = import ./lib.nix;
+  root = ../.;
+  workspace = (builtins.fromTOML (builtins.readFile (root + "/Cargo.toml"))).workspace.package;
+  rustc = rustPlatform.rust.rustc;
+
+  hostToml = (formats.toml { }).generate "jig-host.toml" {
+    runtimes = if runtimes != null then runtimes else { python = "${python3}/bin/python3"; };
+    containment.bwrap = "${bubblewrap}/bin/bwrap";
+  };
+
+  # Exactly what `cargo build -p jig` reads: the workspace manifest and lock,
+  # and every member and path dependency named in Cargo.toml (cargo loads the
+  # whole workspace even when building one package).
+  src = lib.fileset.toSource {
+    inherit root;
+    fileset = lib.fileset.difference (lib.fileset.unions (
+      [
+        (root + "/Cargo.toml")
+        (root + "/Cargo.lock")
+      ]
+      ++ map (dir: root + "/${dir}") (jigLib.memberDirs (root + "/Cargo.toml"))
+    )) (lib.fileset.fileFilter (file: file.hasExt "pyc") root);
+  };
+in
+lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
+  ''
+    jig needs rustc >= ${workspace.rust-version} (rust-version in Cargo.toml), but this
+    nixpkgs provides rustc ${rustc.version}. Build against a newer nixpkgs, e.g.
+      nix build --override-input nixpkgs github:NixOS/nixpkgs/nixos-unstable
+    or pass a newer toolchain: jig.override { rustPlatform = ...; }''
+  rustPlatform.buildRustPackage
+  {
+    pname = "jig";
+    inherit (workspace) version;
+    inherit src;
+
+    cargoLock.lockFile = root + "/Cargo.lock";
+    cargoBuildFlags = [
+      "-p"
+      "jig"
+    ];
+
+    # The test suites create user namespaces and cgroups and run Bubblewrap,
+    # none of which the Nix build sandbox permits; the NixOS VM test
+    # (checks.<system>.module) exercises the installed binary instead.
+    doCheck = false;
+
+    # rquickjs-sys and zstd-sys compile their bundled C sources with the
+    # stdenv C compiler; rquickjs-sys ships pre-generated bindings for
+    # x86_64/aarch64 Linux, so neither bindgen nor libclang is needed.
+    nativeBuildInputs = [ makeBinaryWrapper ];
+
+    postInstall = ''
+      install -Dm0444 ${hostToml} $out/share/jig/host.toml
+      # The bundled Python Run SDK (`jiggy`), beside the binary for a host
+      # that looks it up relative to its executable.
+      if [ -d host/python/jiggy ]; then
+        mkdir -p $out/share/jig/python
+        cp -r host/python/jiggy $out/share/jig/python/
+      fi
+      wrapProgram $out/bin/jig --set-default JIG_CONFIG $out/share/jig/host.toml
+    '';
+
+    passthru = {
+      inherit hostToml;
+    };
+
+    meta = {
+      description = "A FLOW host: runs FLOW packages in rootless Linux containment";
+      license = lib.licenses.asl20;
+      mainProgram = "jig";
+      platforms = [
+        "x86_64-linux"
+        "aarch64-linux"
+      ];
+    };
+  }
