@@ -19,7 +19,7 @@ pkgs.testers.runNixOSTest {
           deno = null;
         };
         projects.intake = {
-          path = "/srv/jig/intake";
+          path = "/home/alice/intake";
           user = "alice";
         };
       };
@@ -68,8 +68,8 @@ pkgs.testers.runNixOSTest {
           assert as_alice("echo $JIG_CONFIG").strip() == "/etc/jig/host.toml"
 
       with subtest("declared project directories"):
-          assert machine.succeed("stat -c '%U %a' /srv/jig/intake").strip() == "alice 750"
-          assert machine.succeed("stat -c '%U %a' /srv/jig/intake/.jig").strip() == "alice 700"
+          assert machine.succeed("stat -c '%U %a' /home/alice/intake").strip() == "alice 750"
+          assert machine.succeed("stat -c '%U %a' /home/alice/intake/.jig").strip() == "alice 700"
 
       with subtest("user namespaces and cgroup delegation"):
           machine.succeed("test \"$(cat /proc/sys/user/max_user_namespaces)\" -gt 0")
