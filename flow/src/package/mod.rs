@@ -1,0 +1,438 @@
+//! FLOW Package/1: one immutable logical file tree, its `FLOW.md` metadata,
+//! its optional root entrypoint, its conventional schemas, and its digest.
+//!
+//! A [`Package`] is built from an in-memory file map or staged from a
+//! directory; either way every rule is checked before the value exists, so
+//! holding a `Package` means holding a valid, privately staged tree.
+
+mod casefold;
+mod metadata;
+mod path;
+mod stage;
+
+use std::collections::{BTreeMap, HashMap};
+
+use sha2::{Digest, Sha256};
+
+use crate::contract::{ChannelContract, Contract};
+use crate::schema::Schema;
+
+pub use metadata::{
+    parse_metadata, Access, Metadata, Use, MAX_DESCRIPTION_CHARS, MAX_FRONTMATTER_BYTES,
+    MAX_MAP_ENTRIES, MAX_METADATA_DEPTH, MAX_METADATA_NODES, MAX_SEQUENCE_ITEMS, RESERVED_OUTCOMES,
+};
+pub use path::{
+    case_fold, check_author_reference, check_path, collision_key, MAX_PATH_BYTES,
+    MAX_PATH_SEGMENTS, MAX_SEGMENT_BYTES,
+};
+pub use stage::MAX_STAGE_ATTEMPTS;
+
+/// Maximum regular files in one package.
+pub const MAX_FILES: usize = 65_536;
+/// Maximum bytes of one file.
+pub const MAX_FILE_BYTES: u64 = 1_073_741_824;
+/// Maximum sum of file contents.
+pub const MAX_TOTAL_BYTES: u64 = 4_294_967_296;
+/// Domain separator of the package digest.
+pub const DIGEST_DOMAIN: &[u8] = b"FLOW-Package/1\0";
+/// The required metadata file at the package root.
+pub const FLOW_MD: &str = "FLOW.md";
+/// Maximum characters of an entrypoint suffix.
+pub const MAX_SUFFIX_CHARS: usize = 16;
+/// Maximum characters of a shebang selector.
+pub const MAX_SELECTOR_CHARS: usize = 64;
+/// Conventional schema files.
+pub const INPUT_SCHEMA: &str = "input.schema.json";
+pub const SETTINGS_SCHEMA: &str = "settings.schema.json";
+pub const RESULT_SCHEMA: &str = "result.schema.json";
+
+/// Stable package error codes. Embedded schema and contract failures keep
+/// their own codes (`SCHEMA_*`, `CONTRACT_*`) with `path` set.
+pub mod codes {
+    pub const PACKAGE_FLOW_MISSING: &str = "PACKAGE_FLOW_MISSING";
+    pub const PACKAGE_ENTRYPOINT_AMBIGUOUS: &str = "PACKAGE_ENTRYPOINT_AMBIGUOUS";
+    pub const PACKAGE_ENTRYPOINT_INVALID: &str = "PACKAGE_ENTRYPOINT_INVALID";
+    pub const PACKAGE_PATH_INVALID: &str = "PACKAGE_PATH_INVALID";
+    pub const PACKAGE_PATH_COLLISION: &str = "PACKAGE_PATH_COLLISION";
+    pub const PACKAGE_SYMLINK: &str = "PACKAGE_SYMLINK";
+    pub const PACKAGE_SPECIAL_FILE: &str = "PACKAGE_SPECIAL_FILE";
+    pub const PACKAGE_HARDLINK: &str = "PACKAGE_HARDLINK";
+    pub const PACKAGE_LIMIT_EXCEEDED: &str = "PACKAGE_LIMIT_EXCEEDED";
+    pub const PACKAGE_SOURCE_CHANGED: &str = "PACKAGE_SOURCE_CHANGED";
+    pub const PACKAGE_IO: &str = "PACKAGE_IO";
+    pub const METADATA_ENCODING_INVALID: &str = "METADATA_ENCODING_INVALID";
+    pub const METADATA_DELIMITER_INVALID: &str = "METADATA_DELIMITER_INVALID";
+    pub const METADATA_YAML_INVALID: &str = "METADATA_YAML_INVALID";
+    pub const METADATA_LIMIT_EXCEEDED: &str = "METADATA_LIMIT_EXCEEDED";
+    pub const METADATA_INVALID: &str = "METADATA_INVALID";
+    pub const METADATA_REFERENCE_INVALID: &str = "METADATA_REFERENCE_INVALID";
+}
+
+/// A package that could not be staged or is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct PackageError {
+    pub code: &'static str,
+    /// Logical path the failure concerns, when one does.
+    pub path: Option<String>,
+    /// RFC 6901 pointer inside that file, when one applies.
+    pub pointer: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for PackageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)?;
+        if let Some(path) = &self.path {
+            write!(f, " at {path:?}")?;
+        }
+        if let Some(pointer) = &self.pointer {
+            write!(f, " pointer {pointer:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl PackageError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        PackageError {
+            code,
+            path: None,
+            pointer: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn at(code: &'static str, path: &str, message: impl Into<String>) -> Self {
+        PackageError {
+            code,
+            path: Some(path.to_owned()),
+            pointer: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// The root implementation file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entrypoint {
+    /// Logical path, e.g. `flow.py`.
+    pub path: String,
+    /// The suffix, e.g. `py`.
+    pub suffix: String,
+    /// From an exact `#!/usr/bin/env <selector>` first line.
+    pub selector: Option<String>,
+}
+
+/// A valid, staged Package/1 tree.
+#[derive(Debug, Clone)]
+pub struct Package {
+    files: BTreeMap<String, Vec<u8>>,
+    digest: String,
+    metadata: Metadata,
+    entrypoint: Option<Entrypoint>,
+    input_schema: Option<Schema>,
+    settings_schema: Option<Schema>,
+    result_schema: Option<Schema>,
+    contracts: BTreeMap<String, Contract>,
+    channel_contracts: BTreeMap<String, ChannelContract>,
+}
+
+impl Package {
+    /// Stages a directory tree with descriptor-relative reads.
+    pub fn stage_dir(dir: &std::path::Path) -> Result<Package, PackageError> {
+        Package::stage_dir_excluding(dir, &|_| false)
+    }
+
+    /// Stages a directory tree, skipping logical paths (files or
+    /// directories) for which `exclude` returns true. Exclusion is host
+    /// policy; Package/1 itself has none.
+    pub fn stage_dir_excluding(
+        dir: &std::path::Path,
+        exclude: &dyn Fn(&str) -> bool,
+    ) -> Result<Package, PackageError> {
+        let files = stage::read_tree(dir, exclude)?;
+        Package::from_files(files)
+    }
+
+    /// Validates an in-memory logical file map.
+    pub fn from_files(files: BTreeMap<String, Vec<u8>>) -> Result<Package, PackageError> {
+        check_tree(&files)?;
+        let Some(flow_md) = files.get(FLOW_MD) else {
+            return Err(PackageError::new(
+                codes::PACKAGE_FLOW_MISSING,
+                "the package root has no exact-case FLOW.md",
+            ));
+        };
+        let metadata = parse_metadata(flow_md)?;
+        let entrypoint = entrypoint(&files)?;
+        let schema = |name: &str| -> Result<Option<Schema>, PackageError> {
+            files
+                .get(name)
+                .map(|bytes| {
+                    Schema::compile_file(bytes).map_err(|e| PackageError {
+                        code: e.code,
+                        path: Some(name.to_owned()),
+                        pointer: Some(e.pointer),
+                        message: e.message,
+                    })
+                })
+                .transpose()
+        };
+        let input_schema = schema(INPUT_SCHEMA)?;
+        let settings_schema = schema(SETTINGS_SCHEMA)?;
+        let result_schema = schema(RESULT_SCHEMA)?;
+
+        let mut contracts = BTreeMap::new();
+        for (slot, use_) in &metadata.uses {
+            if let Use::Contract { path } = use_ {
+                let bytes = referenced(&files, path, &format!("/uses/{slot}/contract"))?;
+                let contract = Contract::parse(bytes).map_err(|e| PackageError {
+                    code: e.code,
+                    path: Some(path.clone()),
+                    pointer: Some(e.pointer),
+                    message: e.message,
+                })?;
+                contracts.insert(slot.clone(), contract);
+            }
+        }
+        let mut channel_contracts = BTreeMap::new();
+        for (name, decl) in &metadata.channels {
+            if let Some(reference) = decl.get("contract").and_then(|r| r.as_str()) {
+                let path = check_author_reference(reference)?;
+                let bytes = referenced(&files, path, &format!("/channels/{name}/contract"))?;
+                let contract = ChannelContract::parse(bytes).map_err(|e| PackageError {
+                    code: e.code,
+                    path: Some(path.to_owned()),
+                    pointer: Some(e.pointer),
+                    message: e.message,
+                })?;
+                channel_contracts.insert(name.clone(), contract);
+            }
+        }
+        let digest = digest_files(&files);
+        Ok(Package {
+            files,
+            digest,
+            metadata,
+            entrypoint,
+            input_schema,
+            settings_schema,
+            result_schema,
+            contracts,
+            channel_contracts,
+        })
+    }
+
+    /// `sha256:<64 hex>` Package/1 digest.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Files by canonical path, in unsigned UTF-8 byte order.
+    pub fn files(&self) -> &BTreeMap<String, Vec<u8>> {
+        &self.files
+    }
+
+    pub fn into_files(self) -> BTreeMap<String, Vec<u8>> {
+        self.files
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    pub fn entrypoint(&self) -> Option<&Entrypoint> {
+        self.entrypoint.as_ref()
+    }
+
+    pub fn input_schema(&self) -> Option<&Schema> {
+        self.input_schema.as_ref()
+    }
+
+    pub fn settings_schema(&self) -> Option<&Schema> {
+        self.settings_schema.as_ref()
+    }
+
+    pub fn result_schema(&self) -> Option<&Schema> {
+        self.result_schema.as_ref()
+    }
+
+    /// The compiled contract of `uses[slot]`, when it names one.
+    pub fn contract(&self, slot: &str) -> Option<&Contract> {
+        self.contracts.get(slot)
+    }
+
+    /// The compiled Channel Contract named by `channels[name].contract`.
+    pub fn channel_contract(&self, name: &str) -> Option<&ChannelContract> {
+        self.channel_contracts.get(name)
+    }
+
+    /// Total content bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.values().map(|c| c.len() as u64).sum()
+    }
+}
+
+fn referenced<'f>(
+    files: &'f BTreeMap<String, Vec<u8>>,
+    path: &str,
+    pointer: &str,
+) -> Result<&'f [u8], PackageError> {
+    files
+        .get(path)
+        .map(Vec::as_slice)
+        .ok_or_else(|| PackageError {
+            code: codes::METADATA_REFERENCE_INVALID,
+            path: Some(FLOW_MD.to_owned()),
+            pointer: Some(pointer.to_owned()),
+            message: format!("referenced file \"./{path}\" is not in the package"),
+        })
+}
+
+/// Checks paths, collisions and the size ceilings of a logical file map.
+fn check_tree(files: &BTreeMap<String, Vec<u8>>) -> Result<(), PackageError> {
+    if files.len() > MAX_FILES {
+        return Err(PackageError::new(
+            codes::PACKAGE_LIMIT_EXCEEDED,
+            format!("the package has more than {MAX_FILES} files"),
+        ));
+    }
+    let mut total: u64 = 0;
+    let mut keys: HashMap<String, &str> = HashMap::with_capacity(files.len());
+    for (path, content) in files {
+        check_path(path)?;
+        let len = content.len() as u64;
+        if len > MAX_FILE_BYTES {
+            return Err(PackageError::at(
+                codes::PACKAGE_LIMIT_EXCEEDED,
+                path,
+                format!("file exceeds {MAX_FILE_BYTES} bytes"),
+            ));
+        }
+        total = total
+            .checked_add(len)
+            .filter(|t| *t <= MAX_TOTAL_BYTES)
+            .ok_or_else(|| {
+                PackageError::new(
+                    codes::PACKAGE_LIMIT_EXCEEDED,
+                    format!("file contents exceed {MAX_TOTAL_BYTES} bytes"),
+                )
+            })?;
+        check_collisions(&mut keys, path)?;
+    }
+    Ok(())
+}
+
+/// Records `path` and every directory prefix under its collision key; a
+/// second spelling of the same key (file or directory) is a collision.
+fn check_collisions<'p>(
+    keys: &mut HashMap<String, &'p str>,
+    path: &'p str,
+) -> Result<(), PackageError> {
+    let mut end = 0;
+    loop {
+        let next = path[end..].find('/').map(|i| end + i);
+        let prefix = &path[..next.unwrap_or(path.len())];
+        let key = collision_key(prefix);
+        match keys.get(&key) {
+            Some(existing) if *existing != prefix => {
+                return Err(PackageError::at(
+                    codes::PACKAGE_PATH_COLLISION,
+                    path,
+                    format!("{prefix:?} collides with {existing:?} under case folding"),
+                ))
+            }
+            Some(_) => {}
+            None => {
+                keys.insert(key, prefix);
+            }
+        }
+        match next {
+            Some(i) => end = i + 1,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Whether a root file name is `flow.<suffix>`; returns the suffix.
+fn entrypoint_suffix(path: &str) -> Option<&str> {
+    let suffix = path.strip_prefix("flow.")?;
+    (!suffix.is_empty()
+        && suffix.len() <= MAX_SUFFIX_CHARS
+        && suffix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+    .then_some(suffix)
+}
+
+fn entrypoint(files: &BTreeMap<String, Vec<u8>>) -> Result<Option<Entrypoint>, PackageError> {
+    let mut found: Option<(&String, &str)> = None;
+    for path in files.keys() {
+        if let Some(suffix) = entrypoint_suffix(path) {
+            if let Some((first, _)) = found {
+                return Err(PackageError::at(
+                    codes::PACKAGE_ENTRYPOINT_AMBIGUOUS,
+                    path,
+                    format!("both {first:?} and {path:?} are root implementations"),
+                ));
+            }
+            found = Some((path, suffix));
+        }
+    }
+    let Some((path, suffix)) = found else {
+        return Ok(None);
+    };
+    let selector = shebang_selector(&files[path])
+        .map_err(|m| PackageError::at(codes::PACKAGE_ENTRYPOINT_INVALID, path, m))?;
+    Ok(Some(Entrypoint {
+        path: path.clone(),
+        suffix: suffix.to_owned(),
+        selector,
+    }))
+}
+
+/// Reads the selector of an exact `#!/usr/bin/env <selector>` first line.
+pub fn shebang_selector(content: &[u8]) -> Result<Option<String>, String> {
+    if !content.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let line_end = content
+        .iter()
+        .position(|b| *b == b'\n')
+        .unwrap_or(content.len());
+    let line = &content[..line_end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let Some(selector) = line.strip_prefix(b"#!/usr/bin/env ") else {
+        return Err("the first line must be exactly \"#!/usr/bin/env <selector>\"".into());
+    };
+    let valid = !selector.is_empty()
+        && selector.len() <= MAX_SELECTOR_CHARS
+        && selector[0].is_ascii_alphanumeric()
+        && selector
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(b));
+    if !valid {
+        return Err(format!(
+            "selector {:?} must match [A-Za-z0-9][A-Za-z0-9._+-]* (1 to {MAX_SELECTOR_CHARS} characters)",
+            String::from_utf8_lossy(selector)
+        ));
+    }
+    Ok(Some(
+        String::from_utf8(selector.to_vec()).expect("ASCII selector"),
+    ))
+}
+
+/// The Package/1 digest of a logical file map (paths assumed canonical).
+pub fn digest_files(files: &BTreeMap<String, Vec<u8>>) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(DIGEST_DOMAIN);
+    hasher.update((files.len() as u64).to_be_bytes());
+    for (path, content) in files {
+        hasher.update([0x01]);
+        hasher.update((path.len() as u32).to_be_bytes());
+        hasher.update(path.as_bytes());
+        hasher.update((content.len() as u64).to_be_bytes());
+        hasher.update(content);
+    }
+    format!("sha256:{}", crate::contract::hex(&hasher.finalize()))
+}
