@@ -598,6 +598,7 @@ class ResultTests(PeerTestCase):
             "{'outcome': 'done', 'output': {1: 2}}",
             "{'outcome': 'done', 'output': object()}",
             "{'outcome': 'done', 'output': 'x' * (8_388_608 + 1)}",
+            "{'outcome': 'done', 'output': ['x' * 8_388_608, 'y' * 8_388_608]}",
         ):
             with self.subTest(expression=expression):
                 peer = self.run_probe({"case": "python-result", "expression": expression})
@@ -616,6 +617,10 @@ class ResultTests(PeerTestCase):
         peer = self.run_probe({"case": "raise", "message": "boom"})
         error = self.assertRootError(peer, "EXECUTION_FAILED")
         self.assertEqual(error["message"], "boom")
+
+    def test_system_exit_in_the_handler_becomes_execution_failed(self) -> None:
+        peer = self.run_probe({"case": "exit"})
+        self.assertRootError(peer, "EXECUTION_FAILED")
 
     def test_long_exception_text_is_bounded(self) -> None:
         peer = self.run_probe({"case": "raise", "message": "x" * 5000})

@@ -90,7 +90,7 @@ def decode(payload: bytes) -> Any:
         raise
     except (ValueError, RecursionError) as error:
         raise Json1Error(f"invalid JSON: {error}") from None
-    _check_tree(value)
+    check_limits(value)
     return value
 
 
@@ -101,8 +101,8 @@ def _string_bytes(text: str) -> int:
         raise Json1Error("string contains a lone surrogate") from None
 
 
-def _check_tree(root: Any) -> None:
-    """Check decoded-tree limits iteratively (parser output is trusted types)."""
+def check_limits(root: Any) -> None:
+    """Check document limits of a tree of plain JSON types (parsed or snapshotted)."""
     nodes = 0
     stack: list[tuple[Any, int]] = [(root, 1)]
     while stack:

@@ -309,7 +309,11 @@ class Session:
     def _pump(self) -> None:
         """Move queued calls onto the wire while fewer than 64 await responses."""
         try:
-            while self._queue and len(self._wire) < _wire.MAX_PENDING_REQUESTS:
+            while (
+                self._admission_closed is None
+                and self._queue
+                and len(self._wire) < _wire.MAX_PENDING_REQUESTS
+            ):
                 call = self._queue.popleft()
                 self._write(call.frame)
                 call.state = _WIRE
@@ -352,7 +356,11 @@ class Session:
     # --- the root -----------------------------------------------------------------------
 
     async def _invoke_handler(self, context: Any) -> Any:
-        return await self._handler(context)
+        try:
+            return await self._handler(context)
+        except (SystemExit, KeyboardInterrupt) as escape:
+            # These would otherwise unwind the event loop without a root response.
+            raise RuntimeError(f"the handler raised {type(escape).__name__}") from escape
 
     def _cancel_root(self) -> None:
         if self._published or self._root_cancelled or self._fatal is not None:

@@ -128,7 +128,7 @@ class FrameReader(threading.Thread):
 
 def encode_frame(message: dict[str, Any]) -> bytes:
     """Encode one outbound frame (LF included) after checking JSON/1 limits."""
-    _json1.snapshot(message)
+    _json1.check_limits(message)
     payload = _json1.encode(message)
     if len(payload) > MAX_FRAME_BYTES:
         raise _json1.Json1Error("frame exceeds 16,777,216 bytes")

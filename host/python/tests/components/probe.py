@@ -115,6 +115,8 @@ async def run(context: RunContext) -> RunResult:
         return context.input["result"]
     if case == "python-result":
         return eval(context.input["expression"])  # test-only: unrepresentable values
+    if case == "exit":
+        sys.exit(0)
     if case == "raise":
         raise RuntimeError(context.input["message"])
     if case == "operation-error":
