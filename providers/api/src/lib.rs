@@ -1,1 +1,42 @@
-//! Provider API.
+//! The capability-provider interface the `jig` host calls, and the registry
+//! that maps an exact contract identity to the one provider serving it.
+//!
+//! This crate owns the host-side vocabulary shared by every kind of provider
+//! (WASM component, native library, builtin): contract identities, the call
+//! context, the two kinds of call failure, the operator's provider
+//! declaration, and the checks every loader applies around a guest call
+//! ([`dispatch`]). It must never load or run provider code itself, and it
+//! must never put a secret's contents into an error, a log line or `Debug`
+//! output.
+
+mod call;
+mod config;
+mod contract;
+pub mod dispatch;
+mod error;
+mod registry;
+
+pub use call::{CallContext, CallError, MAX_MESSAGE_CHARS, WIRE_CODES};
+pub use config::{ProviderConfig, ProviderDecl, ProviderKind, Secrets, MAX_SECRET_BYTES};
+pub use contract::{ContractIdentity, ServedContract};
+pub use dispatch::ContractSet;
+pub use error::{LoadError, RegistryError};
+pub use registry::Registry;
+
+/// A loaded provider serving one or more exact contracts.
+pub trait Provider: Send + Sync {
+    /// The operator's name for this provider (`[[providers]] name`).
+    fn name(&self) -> &str;
+    /// The exact contracts this provider serves, each with its descriptor.
+    fn contracts(&self) -> &[ServedContract];
+    /// Calls `method` of `ctx.contract` with `input`.
+    ///
+    /// Blocking; the host calls it from a blocking thread and enforces the
+    /// deadline around it too.
+    fn call(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        input: &serde_json::Value,
+    ) -> Result<serde_json::Value, CallError>;
+}

@@ -1,0 +1,53 @@
+//! Test fixture: serves the kv contract but misbehaves according to the
+//! requested key, so the loader tests can watch the host survive it.
+//!
+//! | key          | behaviour                                         |
+//! |--------------|---------------------------------------------------|
+//! | `panic`      | panics (a trap in WASM, caught in native)         |
+//! | `spin`       | loops forever                                     |
+//! | `grow`       | allocates 128 MiB                                 |
+//! | `undeclared` | application error the contract does not declare   |
+//! | `bad-code`   | operational error with a code outside Run/1       |
+//! | `big-int`    | a value outside JSON/1's number domain            |
+//! | `operational`| `RESOURCE_EXHAUSTED` with details                 |
+//! | anything else| the key itself                                    |
+
+use jig_provider_sdk::{serde_json::json, CallError, Config, Context, Provider, Value};
+
+pub struct Faulty;
+
+impl Provider for Faulty {
+    fn contracts() -> Vec<&'static str> {
+        vec![include_str!("../../contracts/kv.capability.json")]
+    }
+
+    fn call(_: &Context, _: &str, input: Value, _: &Config) -> Result<Value, CallError> {
+        let key = input.get("key").and_then(Value::as_str).unwrap_or_default();
+        match key {
+            "panic" => panic!("faulty provider panics on purpose"),
+            "spin" => spin(),
+            "grow" => {
+                let block = vec![1u8; 128 << 20];
+                Ok(json!(block.iter().map(|&b| b as u64).sum::<u64>()))
+            }
+            "undeclared" => Err(CallError::application("gone", json!(null))),
+            "bad-code" => Err(CallError::operational("NOT_A_CODE", "made up")),
+            "big-int" => Ok(json!(9_007_199_254_740_993u64)),
+            "operational" => Err(CallError::Operational {
+                code: "RESOURCE_EXHAUSTED".to_owned(),
+                message: "quota".to_owned(),
+                details: Some(json!({"limit": 3})),
+            }),
+            other => Ok(json!(other)),
+        }
+    }
+}
+
+fn spin() -> ! {
+    let mut n = 0u64;
+    loop {
+        n = std::hint::black_box(n.wrapping_add(1));
+    }
+}
+
+jig_provider_sdk::export_provider!(Faulty);
