@@ -771,6 +771,20 @@ class ProtocolErrorTests(PeerTestCase):
                     self.assertEqual(response["error"]["code"], -32700)
                     self.assertNotEqual(peer.expect_closed(), 0)
 
+    def test_host_request_lifetime_allows_65536_and_the_65537th_is_fatal(self) -> None:
+        peer = self.peer(PROBE)
+        unknown = b"".join(
+            encode_frame({"jsonrpc": "2.0", "id": f"host:x{index}", "method": "nonsense"})
+            for index in range(65_535)
+        )
+        peer.send_raw(unknown + encode_frame(flow_run("host:root", input={"case": "sleep"})))
+        for _ in range(65_535):
+            self.assertEqual(peer.receive()["error"]["code"], -32601)
+        peer.expect_quiet(0.1)  # the 65,536th request, flow/run, is running
+        peer.send({"jsonrpc": "2.0", "id": "host:one-more", "method": "nonsense"})
+        self.assertNotEqual(peer.expect_closed(), 0)
+        self.assertIn("65,536", peer.stderr)
+
     def test_reused_host_request_id_is_fatal(self) -> None:
         peer = self.peer(PROBE)
         peer.send({"jsonrpc": "2.0", "id": "host:1", "method": "nonsense"})
