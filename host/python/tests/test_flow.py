@@ -24,6 +24,8 @@ COMPONENTS = HERE / "components"
 STANDARD = COMPONENTS / "standard.py"
 MATRIX = COMPONENTS / "matrix.py"
 PROBE = COMPONENTS / "probe.py"
+CHANNELS = COMPONENTS / "channels.py"
+BROADCAST = COMPONENTS / "broadcast.py"
 
 FRAME_LIMIT = 16_777_216
 RECEIVE_TIMEOUT = 10.0
@@ -791,6 +793,157 @@ class ProtocolErrorTests(PeerTestCase):
         self.assertEqual(peer.receive()["error"]["code"], -32601)
         peer.send(flow_run("host:1"))
         self.assertNotEqual(peer.expect_closed(), 0)
+
+
+def grant(endpoint: str, direction: str, delivery: str = "direct", start: int | None = None) -> dict:
+    value: dict[str, Any] = {"endpoint": endpoint, "direction": direction, "delivery": delivery}
+    if direction == "receive":
+        value["startSequence"] = 1 if start is None else start
+    return value
+
+
+def item(request_id: str, sequence: int, value: Any) -> dict[str, Any]:
+    return success(request_id, {"item": {"sequence": sequence, "value": value}})
+
+
+def end(request_id: str, last: int) -> dict[str, Any]:
+    return success(request_id, {"end": {"lastSequence": last}})
+
+
+class ChannelTests(PeerTestCase):
+    def start_channels(self, peer: HostPeer) -> tuple[dict, dict]:
+        peer.send(flow_run(input={"topic": "x"}))
+        create = peer.receive_request("channel/create")
+        self.assertEqual(create["params"], {})
+        peer.respond(
+            success(create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")})
+        )
+        first, second = peer.receive(), peer.receive()
+        calls = {message["method"]: message for message in (first, second)}
+        work, read = calls["capability/call"], calls["channel/next"]
+        self.assertEqual(work["params"]["channels"], {"events": "ch:w"})
+        self.assertEqual(read["params"], {"endpoint": "ch:r"})
+        return work, read
+
+    def test_direct_channel_is_read_to_its_end_while_the_call_runs(self) -> None:
+        peer = self.peer(CHANNELS)
+        work, read = self.start_channels(peer)
+        peer.respond(item(read["id"], 1, {"text": "a"}))
+        read = peer.receive_request("channel/next")
+        peer.respond(item(read["id"], 2, "b"))
+        read = peer.receive_request("channel/next")
+        peer.respond(end(read["id"], 2))
+        peer.expect_quiet(0.1)  # ended: no disposal request
+        peer.respond(success(work["id"], {"value": {"answer": 42}}))
+        self.assertRootSuccess(
+            peer, {"complete": True, "values": [{"text": "a"}, "b"], "work": {"answer": 42}}
+        )
+
+    def test_lagged_read_marks_the_observation_incomplete(self) -> None:
+        peer = self.peer(CHANNELS)
+        work, read = self.start_channels(peer)
+        peer.respond(item(read["id"], 1, "a"))
+        read = peer.receive_request("channel/next")
+        peer.respond(operation_error(read["id"], "LAGGED"))
+        peer.expect_quiet(0.1)
+        peer.respond(success(work["id"], {"value": None}))
+        self.assertRootSuccess(peer, {"complete": False, "values": ["a"], "work": None})
+
+    def test_read_sequence_gap_is_fatal(self) -> None:
+        peer = self.peer(CHANNELS)
+        work, read = self.start_channels(peer)
+        peer.respond(item(read["id"], 2, "skipped one"))
+        self.assertNotEqual(peer.expect_closed(), 0)
+        self.assertIn("PROTOCOL_ERROR", peer.stderr)
+
+    def test_failed_call_disposes_the_receiver_and_fails_the_run(self) -> None:
+        peer = self.peer(CHANNELS)
+        work, read = self.start_channels(peer)
+        peer.respond(operation_error(work["id"], "INVALID_INPUT"))
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "ch:r"})
+        peer.expect_quiet(0.1)  # the retained read still needs its response
+        peer.respond(end(read["id"], 0))
+        peer.respond(success(release["id"], {"status": "released"}))
+        self.assertRootError(peer, "INVALID_INPUT")
+
+    def test_broadcast_early_and_late_readers(self) -> None:
+        peer = self.peer(BROADCAST)
+        peer.send(flow_run())
+        create = peer.receive_request("channel/create")
+        self.assertEqual(create["params"], {"delivery": "broadcast"})
+        peer.respond(
+            success(create["id"], {"send": grant("b:w", "send", "broadcast"), "source": "b:src"})
+        )
+        subscribe = peer.receive_request("channel/subscribe")
+        self.assertEqual(subscribe["params"], {"source": "b:src"})
+        peer.respond(success(subscribe["id"], grant("b:early", "receive", "broadcast", 1)))
+        send = peer.receive_request("channel/send")
+        self.assertEqual(send["params"], {"endpoint": "b:w", "value": "before-late"})
+        peer.respond(success(send["id"], None))
+        subscribe = peer.receive_request("channel/subscribe")
+        peer.respond(success(subscribe["id"], grant("b:late", "receive", "broadcast", 2)))
+        send = peer.receive_request("channel/send")
+        self.assertEqual(send["params"]["value"], "after-late")
+        peer.respond(success(send["id"], None))
+        close = peer.receive_request("channel/close")
+        self.assertEqual(close["params"], {"endpoint": "b:w"})
+        peer.respond(success(close["id"], None))
+        streams = {"b:early": [(1, "before-late"), (2, "after-late")], "b:late": [(2, "after-late")]}
+        reads = [peer.receive_request("channel/next") for _ in range(2)]
+        while reads:
+            read = reads.pop(0)
+            endpoint = read["params"]["endpoint"]
+            if streams[endpoint]:
+                sequence, value = streams[endpoint].pop(0)
+                peer.respond(item(read["id"], sequence, value))
+                reads.append(peer.receive_request("channel/next"))
+            else:
+                peer.respond(end(read["id"], 2))
+        self.assertRootSuccess(
+            peer,
+            {
+                "early": {"start": 1, "values": ["before-late", "after-late"], "complete": True},
+                "late": {"start": 2, "values": ["after-late"], "complete": True},
+            },
+        )
+
+    def test_unread_subscription_is_abandonment_and_is_disposed(self) -> None:
+        peer = self.peer(PROBE)
+        peer.send(flow_run(input={"case": "channel", "behaviour": "abandon-subscription"}))
+        create = peer.receive_request("channel/create")
+        peer.respond(
+            success(create["id"], {"send": grant("b:w", "send", "broadcast"), "source": "b:src"})
+        )
+        subscribe = peer.receive_request("channel/subscribe")
+        peer.respond(success(subscribe["id"], grant("b:r", "receive", "broadcast", 1)))
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "b:r"})
+        peer.expect_quiet(0.1)
+        peer.respond(success(release["id"], {"status": "released"}))
+        self.assertRootError(peer, "EXECUTION_FAILED")
+
+    def test_cancelled_read_disposes_and_drains_both_responses(self) -> None:
+        peer = self.peer(PROBE)
+        peer.send(flow_run(input={"case": "channel", "behaviour": "cancel-read"}))
+        create = peer.receive_request("channel/create")
+        peer.respond(
+            success(create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")})
+        )
+        read = peer.receive_request("channel/next")
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "ch:r"})
+        peer.expect_quiet(0.1)
+        peer.respond(success(release["id"], {"status": "failed", "code": "LAGGED"}))
+        peer.expect_quiet(0.1)  # the original read is still retained
+        peer.respond(item(read["id"], 1, "committed but never exposed"))
+        self.assertRootSuccess(peer, "close raised LAGGED")
+
+    def test_local_channel_argument_checks(self) -> None:
+        peer = self.peer(PROBE)
+        peer.send(flow_run(input={"case": "channel", "behaviour": "schema-and-contract"}))
+        self.assertRootSuccess(peer, "refused")
+        self.assertEqual(peer.seen_request_ids, set())
 
 
 if __name__ == "__main__":

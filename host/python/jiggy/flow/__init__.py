@@ -14,6 +14,7 @@ import sys
 from typing import Any, Awaitable, Callable, Union
 
 from ._channels import (
+    ChannelBroadcast,
     ChannelContractIdentity,
     ChannelEndpoint,
     ChannelPair,
@@ -111,6 +112,7 @@ def _run_loop(session: Session) -> int:
 __all__ = [
     "Attachment",
     "CapabilityError",
+    "ChannelBroadcast",
     "ChannelContractIdentity",
     "ChannelEndpoint",
     "ChannelPair",

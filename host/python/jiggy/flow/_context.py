@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, Mapping, TypedDict, overload
 
 from . import _json1, _wire
-from ._channels import ChannelEndpoint, channel_references, endpoints_from_grants
+from ._errors import CapabilityError
+from ._channels import (
+    ChannelBroadcast,
+    ChannelEndpoint,
+    ChannelPair,
+    channel_references,
+    create_channel,
+    endpoints_from_grants,
+)
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -19,6 +27,9 @@ class Attachment(TypedDict):
 class RunResult(TypedDict):
     outcome: str
     output: Any
+
+
+_UNSET: Any = object()
 
 
 def _require_wire_id(value: Any, what: str) -> str:
@@ -38,6 +49,11 @@ def _require_json(value: Any, what: str) -> Any:
         return _json1.snapshot(value)
     except _json1.Json1Error as error:
         raise ValueError(f"{what} is not a JSON/1 value: {error}") from None
+
+
+def _capability_outcome(result: Any) -> Any:
+    is_error, value, data = _wire.parse_capability_result(result)
+    return CapabilityError(value, data) if is_error else value
 
 
 class RunContext:
@@ -102,7 +118,7 @@ class RunContext:
         params["input"] = _require_json(input, "input")
         if channels:
             params["channels"] = channel_references(self._session, channels)
-        return await self._session.call("flow/run-child", params)
+        return await self._session.call("flow/run-child", params, _wire.parse_run_result)
 
     async def call_capability(
         self,
@@ -122,4 +138,29 @@ class RunContext:
         }
         if channels:
             params["channels"] = channel_references(self._session, channels)
-        return await self._session.call("capability/call", params)
+        return await self._session.call("capability/call", params, _capability_outcome)
+
+    @overload
+    async def channel(
+        self, *, delivery: Literal["direct"] = "direct", schema: Any = _UNSET,
+        contract: str | None = None,
+    ) -> ChannelPair: ...
+
+    @overload
+    async def channel(
+        self, *, delivery: Literal["broadcast"], schema: Any = _UNSET,
+        contract: str | None = None,
+    ) -> ChannelBroadcast: ...
+
+    async def channel(
+        self, *, delivery: str = "direct", schema: Any = _UNSET, contract: str | None = None
+    ) -> ChannelPair | ChannelBroadcast:
+        """Create a channel owned by this invocation (direct pair or broadcast source).
+
+        `schema` (a Schema/1 object or boolean) and `contract` (a package-local
+        "./..." Channel Contract/1 reference) are mutually exclusive.
+        """
+        return await create_channel(
+            self._session, delivery=delivery, schema=schema, contract=contract,
+            has_schema=schema is not _UNSET,
+        )

@@ -15,6 +15,7 @@ import sys
 from typing import Any, Awaitable, Callable, Mapping
 
 from . import _json1, _wire
+from ._channels import abandon_receivers
 from ._errors import LOCAL_CODES, WIRE_CODES, CapabilityError, OperationError
 
 # How long a fatal close waits for the cancelled handler before exiting.
@@ -24,7 +25,6 @@ EXIT_FAILURE = 1
 
 _QUEUED = "queued"
 _WIRE = "wire"
-_TOMBSTONE = "tombstone"
 _SETTLED = "settled"
 _DROPPED = "dropped"
 
@@ -37,16 +37,55 @@ class _Fatal(Exception):
 
 
 class _Call:
-    """One component-originated request and its single local waiter."""
+    """One component-originated request and its single local waiter.
 
-    __slots__ = ("request_id", "method", "frame", "future", "state")
+    `retain` calls keep their request when the waiter goes away (settlement,
+    reads and allocations); other calls are dropped from the queue or get a
+    `request/cancel`. A detached call's response goes to `on_late`.
+    """
 
-    def __init__(self, request_id: str, method: str, frame: bytes, future: asyncio.Future) -> None:
+    __slots__ = (
+        "request_id",
+        "method",
+        "frame",
+        "parse",
+        "future",
+        "wire_done",
+        "state",
+        "detached",
+        "retain",
+        "internal",
+        "on_late",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        method: str,
+        frame: bytes,
+        parse: Callable[[Any], Any],
+        loop: asyncio.AbstractEventLoop,
+        *,
+        retain: bool,
+        internal: bool,
+        on_late: Callable[[Any], None] | None,
+    ) -> None:
         self.request_id = request_id
         self.method = method
         self.frame = frame
-        self.future = future
+        self.parse = parse
+        self.future: asyncio.Future = loop.create_future()
+        self.wire_done: asyncio.Future = loop.create_future()
         self.state = _QUEUED
+        self.detached = False
+        self.retain = retain
+        self.internal = internal
+        self.on_late = on_late
+
+    def close_wire(self, state: str) -> None:
+        self.state = state
+        if not self.wire_done.done():
+            self.wire_done.set_result(None)
 
 
 class Session:
@@ -66,6 +105,10 @@ class Session:
         self._issued = 0
         self._wire: dict[str, _Call] = {}
         self._queue: collections.deque[_Call] = collections.deque()
+        self._settlement_queue: collections.deque[_Call] = collections.deque()
+        # Allocated or pending channel endpoints that may still need settlement.
+        self.channel_debt = 0
+        self.receivers: set[Any] = set()
         self._idle: asyncio.Event | None = None
         # Root state.
         self._admission_closed: str | None = None
@@ -129,11 +172,12 @@ class Session:
         self._fatal = fatal
         self._admission_closed = fatal.code
         print(f"jiggy.flow: {fatal.code}: {fatal.reason}", file=sys.stderr, flush=True)
-        pending = list(self._queue) + list(self._wire.values())
+        pending = list(self._queue) + list(self._settlement_queue) + list(self._wire.values())
         self._queue.clear()
+        self._settlement_queue.clear()
         self._wire.clear()
         for call in pending:
-            call.state = _DROPPED
+            call.close_wire(_DROPPED)
             if not call.future.done():
                 call.future.set_exception(OperationError(fatal.code, fatal.reason))
         self._idle.set()
@@ -265,28 +309,51 @@ class Session:
         if call is None:
             raise _Fatal("PROTOCOL_ERROR", f"unknown or duplicate response ID {envelope.id}")
         try:
-            outcome = _interpret(call.method, envelope)
+            if envelope.error is not None:
+                code, message, details = _wire.parse_operation_error(envelope.error)
+                outcome: Any = OperationError(code, message, details)
+            else:
+                outcome = call.parse(envelope.result)
         except _wire.InvalidResponse as error:
-            raise _Fatal("PROTOCOL_ERROR", str(error)) from None
-        if call.state == _WIRE:
-            call.state = _SETTLED
-            if not call.future.done():
-                if isinstance(outcome, BaseException):
-                    call.future.set_exception(outcome)
-                else:
-                    call.future.set_result(outcome)
-        else:
-            call.state = _SETTLED
+            raise _Fatal("PROTOCOL_ERROR", f"{call.method} response: {error}") from None
+        call.close_wire(_SETTLED)
+        if call.detached:
+            if call.on_late is not None:
+                call.on_late(outcome)
+        elif not call.future.done():
+            if isinstance(outcome, BaseException):
+                call.future.set_exception(outcome)
+            else:
+                call.future.set_result(outcome)
         self._pump()
 
     # --- outbound calls ----------------------------------------------------------------
 
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        """Admit, dispatch and await one component-originated request."""
-        if self._admission_closed is not None:
+    def admit(
+        self,
+        method: str,
+        params: dict[str, Any],
+        parse: Callable[[Any], Any],
+        *,
+        retain: bool = False,
+        reserved: bool = False,
+        internal: bool = False,
+        on_late: Callable[[Any], None] | None = None,
+    ) -> _Call:
+        """Admit one request synchronously or raise; see `wait` for its outcome.
+
+        Ordinary calls stop short of the channel settlement reserve; `reserved`
+        calls may use it; `internal` settlement by the SDK is admitted even
+        after the handler settled, while the root response is unpublished.
+        """
+        if internal:
+            if self._fatal is not None or self._published:
+                raise OperationError(self._admission_closed or "OWNER_CLOSED", "channel closed")
+        elif self._admission_closed is not None:
             code = self._admission_closed
             raise OperationError(code, f"calls are no longer admitted ({code})")
-        if self._issued >= _wire.MAX_LIFETIME_REQUESTS:
+        reserve = 0 if (reserved or internal) else self.settlement_debt()
+        if self._issued + reserve >= _wire.MAX_LIFETIME_REQUESTS:
             raise OperationError(
                 "RESOURCE_EXHAUSTED", "the 65,536 request lifetime budget is spent"
             )
@@ -296,58 +363,89 @@ class Session:
         )
         self._next_id += 1
         self._issued += 1
-        call = _Call(request_id, method, frame, self._loop.create_future())
-        self._queue.append(call)
+        call = _Call(
+            request_id, method, frame, parse, self._loop,
+            retain=retain, internal=internal, on_late=on_late,
+        )
+        (self._settlement_queue if internal or reserved else self._queue).append(call)
         self._idle.clear()
         self._pump()
+        return call
+
+    async def wait(self, call: _Call) -> Any:
         try:
             return await call.future
         except asyncio.CancelledError:
             self._withdraw(call)
             raise
 
+    async def call(self, method: str, params: dict[str, Any], parse: Callable[[Any], Any]) -> Any:
+        """Admit, dispatch and await one ordinary component-originated request."""
+        return await self.wait(self.admit(method, params, parse))
+
+    def settlement_debt(self) -> int:
+        """Requests the SDK may still need to settle allocated channel endpoints."""
+        return self.channel_debt
+
     def _pump(self) -> None:
-        """Move queued calls onto the wire while fewer than 64 await responses."""
+        """Move queued calls onto the wire while fewer than 64 await responses.
+
+        Settlement requests go first and may use every slot; ordinary calls
+        leave one slot free while channel endpoints may still need settling.
+        """
         try:
+            while self._settlement_queue and len(self._wire) < _wire.MAX_PENDING_REQUESTS:
+                self._put_on_wire(self._settlement_queue.popleft())
+            ordinary_limit = _wire.MAX_PENDING_REQUESTS - (1 if self.settlement_debt() else 0)
             while (
                 self._admission_closed is None
                 and self._queue
-                and len(self._wire) < _wire.MAX_PENDING_REQUESTS
+                and len(self._wire) < ordinary_limit
             ):
-                call = self._queue.popleft()
-                self._write(call.frame)
-                call.state = _WIRE
-                self._wire[call.request_id] = call
+                self._put_on_wire(self._queue.popleft())
         except _Fatal as fatal:
             self._fail(fatal)
             return
-        if not self._queue and not self._wire:
+        if not self._queue and not self._settlement_queue and not self._wire:
             self._idle.set()
 
+    def _put_on_wire(self, call: _Call) -> None:
+        self._write(call.frame)
+        call.state = _WIRE
+        self._wire[call.request_id] = call
+
     def _withdraw(self, call: _Call) -> None:
-        """Stop waiting locally: drop a queued call, tombstone a wire call."""
+        """The waiter went away: retain, drop, or tombstone with request/cancel."""
+        if call.detached or call.state in (_SETTLED, _DROPPED):
+            return
+        call.detached = True
+        if call.retain:
+            return
         if call.state == _QUEUED:
-            call.state = _DROPPED
+            call.close_wire(_DROPPED)
             try:
                 self._queue.remove(call)
             except ValueError:
                 pass
             self._pump()
-        elif call.state == _WIRE:
-            call.state = _TOMBSTONE
-            notification = {
-                "jsonrpc": _wire.JSONRPC,
-                "method": "request/cancel",
-                "params": {"requestId": call.request_id},
-            }
-            try:
-                self._write(_wire.encode_frame(notification))
-            except _Fatal as fatal:
-                self._fail(fatal)
+            return
+        notification = {
+            "jsonrpc": _wire.JSONRPC,
+            "method": "request/cancel",
+            "params": {"requestId": call.request_id},
+        }
+        try:
+            self._write(_wire.encode_frame(notification))
+        except _Fatal as fatal:
+            self._fail(fatal)
 
     def _abandon_live_calls(self) -> int:
-        """Withdraw every call whose waiter is still live; returns how many."""
-        live = [c for c in list(self._queue) + list(self._wire.values()) if c.state in (_QUEUED, _WIRE)]
+        """Withdraw every ordinary call whose waiter is still live; returns how many."""
+        live = [
+            call
+            for call in list(self._queue) + list(self._wire.values())
+            if not call.internal and not call.detached and call.state in (_QUEUED, _WIRE)
+        ]
         for call in live:
             self._withdraw(call)
             call.future.cancel()
@@ -368,6 +466,7 @@ class Session:
         self._root_cancelled = True
         self._admission_closed = "CANCELLED"
         self._abandon_live_calls()
+        abandon_receivers(self)
         if self._handler_task is not None and not self._handler_task.done():
             self._handler_task.cancel()
 
@@ -378,7 +477,7 @@ class Session:
             return
         if self._admission_closed is None:
             self._admission_closed = "OWNER_CLOSED"
-        abandoned = self._abandon_live_calls()
+        abandoned = self._abandon_live_calls() + abandon_receivers(self)
         await self._idle.wait()
         if self._fatal is not None or self._published:
             return
@@ -404,21 +503,6 @@ class Session:
         except (_json1.Json1Error, TypeError, ValueError) as problem:
             return _root_error(root_id, "INVALID_RESULT", f"invalid handler result: {problem}")
         return {"jsonrpc": _wire.JSONRPC, "id": root_id, "result": result}
-
-
-def _interpret(method: str, envelope: _wire.Envelope) -> Any:
-    """Map a correlated response to a value or an exception for the waiter."""
-    if envelope.error is not None:
-        code, message, details = _wire.parse_operation_error(envelope.error)
-        return OperationError(code, message, details)
-    if method == "flow/run-child":
-        return _wire.parse_run_result(envelope.result)
-    if method == "capability/call":
-        is_error, value, data = _wire.parse_capability_result(envelope.result)
-        if is_error:
-            return CapabilityError(value, data)
-        return value
-    return envelope.result
 
 
 def _checked_result(result: Any) -> dict[str, Any]:

@@ -363,3 +363,93 @@ def parse_operation_error(error: Any) -> tuple[str, str, Any]:
     if data["code"] not in WIRE_CODES:
         raise InvalidResponse(f"unknown operational code {data['code']!r}")
     return data["code"], message, data.get("details")
+
+
+# --- channel results (Run/1 §5.1) -------------------------------------------------------
+
+MAX_CONTRACT_REFERENCE_CHARS = 4_096
+_CONTRACT_REFERENCE = re.compile(r"\./[^\\]+", re.DOTALL)
+
+
+def is_contract_reference(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_CONTRACT_REFERENCE_CHARS
+        and _CONTRACT_REFERENCE.fullmatch(value) is not None
+    )
+
+
+def _grant(value: Any, direction: str, delivery: str, what: str) -> dict[str, Any]:
+    try:
+        grant = parse_grant(value, what)
+    except InvalidParams as error:
+        raise InvalidResponse(str(error)) from None
+    if grant["direction"] != direction or grant["delivery"] != delivery:
+        raise InvalidResponse(f"{what} must be a {delivery} {direction} grant")
+    return grant
+
+
+def parse_null(result: Any) -> None:
+    if result is not None:
+        raise InvalidResponse("result must be null")
+    return None
+
+
+def parse_direct_channel(result: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    if not isinstance(result, dict) or result.keys() != {"send", "receive"}:
+        raise InvalidResponse("direct channel result must be exactly {send, receive}")
+    send = _grant(result["send"], "send", "direct", "send")
+    receive = _grant(result["receive"], "receive", "direct", "receive")
+    if send["endpoint"] == receive["endpoint"]:
+        raise InvalidResponse("channel endpoints must be distinct")
+    return send, receive
+
+
+def parse_broadcast_channel(result: Any) -> tuple[dict[str, Any], str]:
+    if not isinstance(result, dict) or result.keys() != {"send", "source"}:
+        raise InvalidResponse("broadcast channel result must be exactly {send, source}")
+    send = _grant(result["send"], "send", "broadcast", "send")
+    if not is_wire_id(result["source"]):
+        raise InvalidResponse("broadcast source is not a request-ID token")
+    return send, result["source"]
+
+
+def parse_subscription(result: Any) -> dict[str, Any]:
+    return _grant(result, "receive", "broadcast", "subscription")
+
+
+def _sequence(value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidResponse("sequence must be an integer")
+    return value
+
+
+def parse_read(result: Any) -> tuple[str, Any, int]:
+    """Returns ("item", value, sequence) or ("end", None, lastSequence)."""
+    if isinstance(result, dict) and result.keys() == {"item"}:
+        item = result["item"]
+        if isinstance(item, dict) and item.keys() == {"sequence", "value"}:
+            return "item", item["value"], _sequence(item["sequence"], 1)
+    if isinstance(result, dict) and result.keys() == {"end"}:
+        end = result["end"]
+        if isinstance(end, dict) and end.keys() == {"lastSequence"}:
+            return "end", None, _sequence(end["lastSequence"], 0)
+    raise InvalidResponse("read result must be {item:{sequence,value}} or {end:{lastSequence}}")
+
+
+def parse_release(result: Any) -> tuple[str, Any, Any]:
+    """Returns ("released"|"ended"|"failed", lastSequence or code, details)."""
+    if isinstance(result, dict):
+        status = result.get("status")
+        if status == "released" and result.keys() == {"status"}:
+            return "released", None, None
+        if status == "ended" and result.keys() == {"status", "lastSequence"}:
+            return "ended", _sequence(result["lastSequence"], 0), None
+        if (
+            status == "failed"
+            and "code" in result
+            and result.keys() <= {"status", "code", "details"}
+            and result["code"] in WIRE_CODES
+        ):
+            return "failed", result["code"], result.get("details")
+    raise InvalidResponse("release result must be released, ended or failed")

@@ -99,6 +99,43 @@ async def lifetime_in_batches(context: RunContext):
     raise RuntimeError("the 65,537th request was not refused")
 
 
+async def channel_behaviour(context: RunContext, behaviour: str):
+    if behaviour == "abandon-subscription":
+        source = await context.channel(delivery="broadcast")
+        await source.subscribe()
+        return "returned-with-an-unread-subscription"
+    if behaviour == "cancel-read":
+        pair = await context.channel()
+        read = asyncio.ensure_future(pair.receive.__anext__())
+        await asyncio.sleep(0.05)
+        read.cancel()
+        try:
+            await read
+        except asyncio.CancelledError:
+            pass
+        try:
+            await pair.receive.aclose()
+        except OperationError as error:
+            return f"close raised {error.code}"
+        return "disposed"
+    if behaviour == "reuse-claimed":
+        pair = await context.channel()
+        await pair.send.send(1)
+        try:
+            await context.call_capability(
+                operation_id="x:1", slot="s", method="m", input=None,
+                channels={"events": pair.send},
+            )
+        except ValueError:
+            return "refused"
+    if behaviour == "schema-and-contract":
+        try:
+            await context.channel(schema=True, contract="./c.json")
+        except ValueError:
+            return "refused"
+    raise RuntimeError(f"unknown channel behaviour {behaviour}")
+
+
 async def ignore_cancellation(context: RunContext):
     try:
         await asyncio.sleep(3600)
@@ -131,6 +168,8 @@ async def run(context: RunContext) -> RunResult:
         return {"outcome": "done", "output": await after_return(context)}
     if case == "lifetime":
         return {"outcome": "done", "output": await lifetime_in_batches(context)}
+    if case == "channel":
+        return {"outcome": "done", "output": await channel_behaviour(context, context.input["behaviour"])}
     if case == "sleep":
         await asyncio.sleep(3600)
     if case == "ignore-cancellation":
