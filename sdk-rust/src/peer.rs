@@ -1,0 +1,486 @@
+//! The component side of one Run/1 channel: outbound call records, the
+//! 64-on-the-wire window, the lifetime budget, tombstones, root cancellation
+//! and response correlation. The executor in `run` feeds it frames; the call
+//! futures in `context` poll it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::task::{Context, Poll, Waker};
+
+use flow::json::Value;
+use flow::wire::{
+    self, CapabilityResult, ErrorCode, Message, Method, RpcError, RunResult, MAX_FRAME_BYTES,
+    MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS,
+};
+
+use crate::error::OperationError;
+
+/// The longest transport ID this SDK can emit, used to size-check a request
+/// before it is admitted.
+const LONGEST_TRANSPORT_ID: &str = "component:65536";
+
+struct CallRecord {
+    method: Method,
+    params: Value,
+    wire_id: Option<String>,
+    response: Option<Result<Value, OperationError>>,
+    waker: Option<Waker>,
+    /// The local wait was cancelled (root cancellation); its future yields
+    /// `CANCELLED` unless a response already won.
+    cancelled: bool,
+    /// No future observes this record any more; it is a tombstone kept until
+    /// its response so a late response is not an unknown ID.
+    detached: bool,
+    cancel_sent: bool,
+}
+
+pub(crate) struct Peer {
+    out: Box<dyn Write>,
+    fatal: Option<OperationError>,
+    next_wire: u64,
+    admitted: u64,
+    next_key: u64,
+    records: BTreeMap<u64, CallRecord>,
+    on_wire: BTreeMap<String, u64>,
+    queue: VecDeque<u64>,
+    root_cancelled: bool,
+    cancel_wakers: Vec<Waker>,
+    closed: bool,
+    abandoned: bool,
+}
+
+impl Peer {
+    pub(crate) fn new(out: Box<dyn Write>) -> Self {
+        Peer {
+            out,
+            fatal: None,
+            next_wire: 0,
+            admitted: 0,
+            next_key: 0,
+            records: BTreeMap::new(),
+            on_wire: BTreeMap::new(),
+            queue: VecDeque::new(),
+            root_cancelled: false,
+            cancel_wakers: Vec::new(),
+            closed: false,
+            abandoned: false,
+        }
+    }
+
+    pub(crate) fn fatal(&self) -> Option<&OperationError> {
+        self.fatal.as_ref()
+    }
+
+    /// Records a fatal channel condition; nothing more is written.
+    pub(crate) fn fail(&mut self, code: ErrorCode, message: impl Into<String>) {
+        if self.fatal.is_none() {
+            let e = OperationError::new(code, message);
+            eprintln!("flow-sdk: {e}");
+            self.fatal = Some(e);
+            self.wake_all();
+        }
+    }
+
+    /// Writes and flushes one frame; a failed write is `CHANNEL_LOST`.
+    pub(crate) fn send(&mut self, message: &Message) {
+        if self.fatal.is_some() {
+            return;
+        }
+        let bytes = wire::encode(message);
+        if let Err(e) = self.out.write_all(&bytes).and_then(|()| self.out.flush()) {
+            self.fail(
+                ErrorCode::ChannelLost,
+                format!("protocol write failed: {e}"),
+            );
+        }
+    }
+
+    pub(crate) fn root_cancelled(&self) -> bool {
+        self.root_cancelled
+    }
+
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    /// Stops admission: the handler has settled.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Requests still awaiting their response on the wire (tombstones included).
+    pub(crate) fn on_wire(&self) -> usize {
+        self.on_wire.len()
+    }
+
+    pub(crate) fn register_cancel_waker(&mut self, waker: &Waker) {
+        self.cancel_wakers.push(waker.clone());
+    }
+
+    fn wake_all(&mut self) {
+        for w in self.cancel_wakers.drain(..) {
+            w.wake();
+        }
+        for r in self.records.values_mut() {
+            if let Some(w) = r.waker.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Admits one outbound call or refuses it locally without emitting a frame.
+    pub(crate) fn admit(&mut self, method: Method, params: Value) -> Result<u64, OperationError> {
+        if let Some(f) = &self.fatal {
+            return Err(f.clone());
+        }
+        if self.closed {
+            return Err(OperationError::new(
+                ErrorCode::OwnerClosed,
+                "the root handler has settled; no more calls are admitted",
+            ));
+        }
+        if self.root_cancelled {
+            return Err(OperationError::cancelled());
+        }
+        if self.admitted >= MAX_LIFETIME_REQUESTS {
+            return Err(OperationError::new(
+                ErrorCode::ResourceExhausted,
+                format!("this channel already carried {MAX_LIFETIME_REQUESTS} requests"),
+            ));
+        }
+        let probe = Message::request(LONGEST_TRANSPORT_ID, method, params);
+        if wire::encode(&probe).len() - 1 > MAX_FRAME_BYTES {
+            return Err(OperationError::new(
+                ErrorCode::InvalidInput,
+                format!("the request would exceed {MAX_FRAME_BYTES} bytes"),
+            ));
+        }
+        let Message::Request {
+            params: Some(params),
+            ..
+        } = probe
+        else {
+            unreachable!("Message::request always carries params")
+        };
+        self.admitted += 1;
+        let key = self.next_key;
+        self.next_key += 1;
+        self.records.insert(
+            key,
+            CallRecord {
+                method,
+                params,
+                wire_id: None,
+                response: None,
+                waker: None,
+                cancelled: false,
+                detached: false,
+                cancel_sent: false,
+            },
+        );
+        self.queue.push_back(key);
+        self.pump();
+        Ok(key)
+    }
+
+    /// Moves queued calls onto the wire while the window has room.
+    fn pump(&mut self) {
+        while !self.root_cancelled
+            && self.fatal.is_none()
+            && self.on_wire.len() < MAX_PENDING_REQUESTS
+        {
+            let Some(key) = self.queue.pop_front() else {
+                break;
+            };
+            let Some(rec) = self.records.get_mut(&key) else {
+                continue;
+            };
+            self.next_wire += 1;
+            let id = format!("component:{}", self.next_wire);
+            rec.wire_id = Some(id.clone());
+            let params = std::mem::replace(&mut rec.params, Value::Null);
+            let message = Message::request(id.clone(), rec.method, params);
+            self.on_wire.insert(id, key);
+            self.send(&message);
+        }
+    }
+
+    /// Polls the local wait of one call.
+    pub(crate) fn poll_call(
+        &mut self,
+        key: u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Value, OperationError>> {
+        if let Some(f) = &self.fatal {
+            return Poll::Ready(Err(f.clone()));
+        }
+        let Some(rec) = self.records.get_mut(&key) else {
+            return Poll::Ready(Err(OperationError::cancelled()));
+        };
+        if let Some(response) = rec.response.take() {
+            self.records.remove(&key);
+            return Poll::Ready(response);
+        }
+        if rec.cancelled {
+            self.release(key);
+            return Poll::Ready(Err(OperationError::cancelled()));
+        }
+        rec.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Takes a response that already settled the call, if any.
+    pub(crate) fn poll_settled(&mut self, key: u64) -> Option<Result<Value, OperationError>> {
+        let response = self.records.get_mut(&key)?.response.take()?;
+        self.records.remove(&key);
+        Some(response)
+    }
+
+    /// Explicit local cancellation by the caller: not abandonment.
+    pub(crate) fn cancel_call(&mut self, key: u64) {
+        self.release(key);
+    }
+
+    /// The caller dropped its wait. Dropping an unsettled call that was not
+    /// cancelled first abandons owned work, which refuses root success.
+    pub(crate) fn drop_call(&mut self, key: u64) {
+        if let Some(rec) = self.records.get(&key) {
+            if rec.response.is_none() && !rec.cancelled && !rec.detached {
+                self.abandoned = true;
+            }
+        }
+        self.release(key);
+    }
+
+    /// Detaches the observer: a queued call disappears, a call on the wire is
+    /// cancelled once and kept as a tombstone until its response.
+    fn release(&mut self, key: u64) {
+        let Some(rec) = self.records.get_mut(&key) else {
+            return;
+        };
+        if rec.response.is_some() {
+            self.records.remove(&key);
+            return;
+        }
+        match rec.wire_id.clone() {
+            None => {
+                self.records.remove(&key);
+                self.queue.retain(|k| *k != key);
+            }
+            Some(id) => {
+                rec.detached = true;
+                rec.waker = None;
+                if !rec.cancel_sent {
+                    rec.cancel_sent = true;
+                    self.send(&Message::cancel(id));
+                }
+            }
+        }
+    }
+
+    /// Root cancellation: one `request/cancel` per open call, queued calls
+    /// never reach the wire, every local wait resolves `CANCELLED`.
+    pub(crate) fn cancel_root(&mut self) {
+        if self.root_cancelled {
+            return;
+        }
+        self.root_cancelled = true;
+        let mut cancels = Vec::new();
+        for rec in self.records.values_mut() {
+            if rec.response.is_some() {
+                continue;
+            }
+            rec.cancelled = true;
+            if let Some(id) = &rec.wire_id {
+                if !rec.cancel_sent {
+                    rec.cancel_sent = true;
+                    cancels.push(id.clone());
+                }
+            }
+        }
+        self.queue.clear();
+        for id in cancels {
+            self.send(&Message::cancel(id));
+        }
+        self.wake_all();
+    }
+
+    /// Correlates one response from the host. An unknown ID, a malformed
+    /// result or a standard JSON-RPC error is fatal.
+    pub(crate) fn on_response(&mut self, id: Option<&str>, outcome: Result<Value, RpcError>) {
+        let Some(id) = id else {
+            let detail = match &outcome {
+                Err(e) => format!("{} {}", e.code, e.message),
+                Ok(_) => "result".into(),
+            };
+            self.fail(
+                ErrorCode::ProtocolError,
+                format!("the host rejected a frame: {detail}"),
+            );
+            return;
+        };
+        let Some(key) = self.on_wire.remove(id) else {
+            self.fail(
+                ErrorCode::ProtocolError,
+                format!("response for unknown or settled request {id:?}"),
+            );
+            return;
+        };
+        let Some(rec) = self.records.get_mut(&key) else {
+            return;
+        };
+        let settled = match outcome {
+            Ok(result) => {
+                let valid = match rec.method {
+                    Method::RunChild => RunResult::from_value(&result).map(|_| ()),
+                    Method::CapabilityCall => CapabilityResult::from_value(&result).map(|_| ()),
+                    _ => Ok(()),
+                };
+                match valid {
+                    Ok(()) => Ok(result),
+                    Err(e) => {
+                        self.fail(
+                            ErrorCode::ProtocolError,
+                            format!("invalid result for {id:?}: {e}"),
+                        );
+                        return;
+                    }
+                }
+            }
+            Err(rpc) => match rpc.operational() {
+                Some(op) => Err(OperationError::from_wire(op)),
+                None => {
+                    self.fail(
+                        ErrorCode::ProtocolError,
+                        format!(
+                            "standard JSON-RPC error {} for {id:?}: the peers disagree about Run/1",
+                            rpc.code
+                        ),
+                    );
+                    return;
+                }
+            },
+        };
+        if rec.detached {
+            self.records.remove(&key);
+        } else {
+            rec.response = Some(settled);
+            if let Some(w) = rec.waker.take() {
+                w.wake();
+            }
+        }
+        self.pump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Clone, Default)]
+    struct Sink(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn sent(sink: &Sink) -> Vec<Message> {
+        let bytes = sink.0.borrow();
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|f| !f.is_empty())
+            .map(|f| wire::decode(f).unwrap())
+            .collect()
+    }
+
+    fn params(i: usize) -> Value {
+        serde_json::json!({"operationId": format!("op:{i}"), "slot": "sink", "method": "write", "input": i})
+    }
+
+    #[test]
+    fn window_holds_at_most_64_requests_on_the_wire() {
+        let sink = Sink::default();
+        let mut peer = Peer::new(Box::new(sink.clone()));
+        for i in 0..=MAX_PENDING_REQUESTS {
+            peer.admit(Method::CapabilityCall, params(i)).unwrap();
+        }
+        assert_eq!(sent(&sink).len(), MAX_PENDING_REQUESTS);
+        assert_eq!(peer.on_wire(), MAX_PENDING_REQUESTS);
+        peer.on_response(Some("component:1"), Ok(serde_json::json!({"value": 1})));
+        let all = sent(&sink);
+        assert_eq!(all.len(), MAX_PENDING_REQUESTS + 1);
+        assert!(
+            matches!(&all[MAX_PENDING_REQUESTS], Message::Request { id, .. } if id == "component:65")
+        );
+        assert!(peer.fatal().is_none());
+    }
+
+    #[test]
+    fn lifetime_budget_refuses_the_65537th_request_locally() {
+        let sink = Sink::default();
+        let mut peer = Peer::new(Box::new(sink.clone()));
+        for i in 0..MAX_LIFETIME_REQUESTS {
+            let key = peer
+                .admit(Method::CapabilityCall, params(i as usize))
+                .unwrap();
+            let id = format!("component:{}", i + 1);
+            peer.on_response(Some(&id), Ok(serde_json::json!({"value": null})));
+            peer.records.remove(&key);
+        }
+        let before = sink.0.borrow().len();
+        let e = peer.admit(Method::CapabilityCall, params(0)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ResourceExhausted);
+        assert_eq!(sink.0.borrow().len(), before, "nothing is emitted");
+    }
+
+    #[test]
+    fn unknown_response_and_standard_errors_are_fatal() {
+        let mut peer = Peer::new(Box::new(Sink::default()));
+        peer.on_response(Some("component:9"), Ok(Value::Null));
+        assert_eq!(peer.fatal().unwrap().code, ErrorCode::ProtocolError);
+
+        let mut peer = Peer::new(Box::new(Sink::default()));
+        peer.admit(Method::CapabilityCall, params(0)).unwrap();
+        peer.on_response(
+            Some("component:1"),
+            Err(RpcError::standard(wire::METHOD_NOT_FOUND, "nope")),
+        );
+        assert_eq!(peer.fatal().unwrap().code, ErrorCode::ProtocolError);
+
+        let mut peer = Peer::new(Box::new(Sink::default()));
+        peer.admit(Method::RunChild, params(0)).unwrap();
+        peer.on_response(
+            Some("component:1"),
+            Ok(serde_json::json!({"outcome": "done"})),
+        );
+        assert_eq!(peer.fatal().unwrap().code, ErrorCode::ProtocolError);
+    }
+
+    #[test]
+    fn dropping_a_live_call_cancels_once_and_keeps_a_tombstone() {
+        let sink = Sink::default();
+        let mut peer = Peer::new(Box::new(sink.clone()));
+        let key = peer.admit(Method::CapabilityCall, params(0)).unwrap();
+        peer.drop_call(key);
+        assert!(peer.abandoned());
+        assert_eq!(peer.on_wire(), 1);
+        let msgs = sent(&sink);
+        assert_eq!(msgs[1], Message::cancel("component:1"));
+        peer.cancel_root();
+        assert_eq!(sent(&sink).len(), 2, "no second cancel for the same call");
+        peer.on_response(Some("component:1"), Ok(serde_json::json!({"value": 1})));
+        assert_eq!(peer.on_wire(), 0);
+        assert!(
+            peer.fatal().is_none(),
+            "a late response to a tombstone is not unknown"
+        );
+    }
+}
