@@ -1,0 +1,636 @@
+//! Re-validation and re-normalization of evaluated declarations in Rust
+//! (HOST-FACTS §1.2–1.4, project-authoring-1.schema.json). Helper output is
+//! never trusted: a forged or hand-written value passes exactly when it
+//! normalizes under these rules.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value as Json};
+
+use crate::paths::{self, escape};
+use crate::{BindingDecl, ProjectError, SlotTarget};
+
+/// Largest `discover()` root list and exact member list (the JSON/1 container bound).
+pub const MAX_SOURCE_ENTRIES: usize = flow::json::MAX_ARRAY_ITEMS;
+/// Most slots in one Binding.
+pub const MAX_SLOTS: usize = 256;
+/// Most Project Command policy entries in one Binding.
+pub const MAX_COMMANDS: usize = 8;
+/// Longest command path, in bytes.
+pub const MAX_COMMAND_PATH_BYTES: usize = 256;
+/// Most segments of a command path.
+pub const MAX_COMMAND_PATH_SEGMENTS: usize = 16;
+/// Most test paths of one `test` command.
+pub const MAX_COMMAND_TESTS: usize = 16;
+
+const INVALID: &str = "PROJECT_DECLARATION_INVALID";
+const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
+
+fn invalid(pointer: impl Into<String>, message: impl Into<String>) -> ProjectError {
+    ProjectError::new(INVALID, message).pointer(pointer)
+}
+
+/// How one field of `defineJig` selects members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Shallow discovery under these canonical roots (sorted).
+    Discover(Vec<String>),
+    /// Exactly these canonical members (sorted).
+    Members(Vec<String>),
+}
+
+/// A normalized `jig.ts` declaration.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectDecl {
+    pub flows: Option<Source>,
+    pub bindings: Option<Source>,
+    pub value: Json,
+}
+
+/// Normalizes the default export of `jig.ts`.
+pub(crate) fn project(value: &Json) -> Result<ProjectDecl, ProjectError> {
+    let object = value.as_object().ok_or_else(|| {
+        invalid(
+            "",
+            "the default export of jig.ts must be a Jig definition object",
+        )
+    })?;
+    let mut normalized = Map::new();
+    let mut decl = ProjectDecl {
+        flows: None,
+        bindings: None,
+        value: Json::Null,
+    };
+    for (key, field) in object {
+        let pointer = format!("/{}", pointer_token(key));
+        let source = match key.as_str() {
+            "flows" | "bindings" => source(key, field, &pointer)?,
+            _ => {
+                return Err(invalid(
+                    pointer,
+                    format!("Jig definition has unknown field {}", escape(key)),
+                ))
+            }
+        };
+        normalized.insert(key.clone(), source_value(&source));
+        if key == "flows" {
+            decl.flows = Some(source);
+        } else {
+            decl.bindings = Some(source);
+        }
+    }
+    decl.value = Json::Object(normalized);
+    Ok(decl)
+}
+
+fn source_value(source: &Source) -> Json {
+    match source {
+        Source::Discover(roots) => json!({ "kind": "discover", "roots": roots }),
+        Source::Members(paths) => json!({ "kind": "members", "paths": paths }),
+    }
+}
+
+fn source(name: &str, value: &Json, pointer: &str) -> Result<Source, ProjectError> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid(pointer, format!("{name} source must come from discover()")))?;
+    let kind = object.get("kind").and_then(Json::as_str);
+    let (list_key, is_discover) = match kind {
+        Some("discover") => ("roots", true),
+        Some("members") => ("paths", false),
+        _ => {
+            return Err(invalid(
+                format!("{pointer}/kind"),
+                format!("{name} source has an invalid kind"),
+            ))
+        }
+    };
+    if let Some(extra) = object.keys().find(|k| *k != "kind" && *k != list_key) {
+        return Err(invalid(
+            format!("{pointer}/{}", pointer_token(extra)),
+            format!("{name} source has unknown field {}", escape(extra)),
+        ));
+    }
+    let list_pointer = format!("{pointer}/{list_key}");
+    let items = object
+        .get(list_key)
+        .and_then(Json::as_array)
+        .ok_or_else(|| {
+            invalid(
+                &list_pointer,
+                format!("{name} {list_key} must be an array of strings"),
+            )
+        })?;
+    if is_discover && items.is_empty() {
+        return Err(invalid(
+            &list_pointer,
+            format!("{name} discovery requires at least one root"),
+        ));
+    }
+    if items.len() > MAX_SOURCE_ENTRIES {
+        return Err(invalid(
+            &list_pointer,
+            format!("{name} {list_key} exceed the JSON/1 container bound"),
+        ));
+    }
+    let mut canonical: Vec<(String, usize)> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let item_pointer = format!("{list_pointer}/{i}");
+        let text = item.as_str().ok_or_else(|| {
+            invalid(
+                &item_pointer,
+                format!("{name} {list_key} must be an array of strings"),
+            )
+        })?;
+        if is_discover && text.contains(GLOB_CHARS) {
+            return Err(invalid(
+                &item_pointer,
+                "root cannot contain glob characters",
+            ));
+        }
+        let path = paths::normalize(text).map_err(|e| e.pointer(&item_pointer))?;
+        canonical.push((path, i));
+    }
+    canonical.sort();
+    let collision_code = if is_discover {
+        INVALID
+    } else {
+        "PROJECT_MEMBER_COLLISION"
+    };
+    let mut by_fold: BTreeMap<String, (&str, usize)> = BTreeMap::new();
+    for (path, i) in &canonical {
+        if let Some((other, j)) = by_fold.insert(paths::fold(path), (path, *i)) {
+            let what = if is_discover {
+                "root paths collide"
+            } else {
+                "members collide"
+            };
+            // Point at whichever of the two the author wrote later.
+            return Err(ProjectError::new(
+                collision_code,
+                format!("{what}: {} and {}", escape(other), escape(path)),
+            )
+            .pointer(format!("{list_pointer}/{}", j.max(*i))));
+        }
+    }
+    if is_discover {
+        // Roots form an unordered union: one beneath another would overlap.
+        for (a, _) in &canonical {
+            if let Some((b, i)) = canonical
+                .iter()
+                .find(|(b, _)| b != a && paths::is_within(&paths::fold(b), &paths::fold(a)))
+            {
+                return Err(invalid(
+                    format!("{list_pointer}/{i}"),
+                    format!(
+                        "discovery roots overlap: {} contains {}",
+                        escape(a),
+                        escape(b)
+                    ),
+                ));
+            }
+        }
+    }
+    let sorted: Vec<String> = canonical.into_iter().map(|(p, _)| p).collect();
+    Ok(if is_discover {
+        Source::Discover(sorted)
+    } else {
+        Source::Members(sorted)
+    })
+}
+
+/// Normalizes the default export of Binding file `file`.
+pub(crate) fn binding(value: &Json, file: &str) -> Result<BindingDecl, ProjectError> {
+    let object = value.as_object().ok_or_else(|| {
+        invalid(
+            "",
+            format!("the default export of {file} must be a Binding definition object"),
+        )
+    })?;
+    for key in object.keys() {
+        if !matches!(
+            key.as_str(),
+            "kind" | "package" | "settings" | "slots" | "commands"
+        ) {
+            return Err(invalid(
+                format!("/{}", pointer_token(key)),
+                format!("Binding definition has unknown field {}", escape(key)),
+            ));
+        }
+    }
+    if let Some(kind) = object.get("kind") {
+        if kind.as_str() != Some("package") {
+            return Err(invalid("/kind", "Binding kind must be \"package\""));
+        }
+    }
+    let package = match object.get("package") {
+        None => return Err(invalid("/package", "Binding package is required")),
+        Some(Json::String(text)) => paths::normalize(text).map_err(|e| e.pointer("/package"))?,
+        Some(_) => {
+            return Err(invalid(
+                "/package",
+                "Binding package must be a project path string",
+            ))
+        }
+    };
+    let settings = match object.get("settings") {
+        None => Json::Object(Map::new()),
+        Some(v @ Json::Object(_)) => v.clone(),
+        Some(_) => return Err(invalid("/settings", "settings must be an object")),
+    };
+    let slots = match object.get("slots") {
+        None => BTreeMap::new(),
+        Some(Json::Object(map)) => slots(map)?,
+        Some(_) => return Err(invalid("/slots", "slots must be an object")),
+    };
+    let commands = match object.get("commands") {
+        None => None,
+        Some(Json::Object(map)) => commands(map)?,
+        Some(_) => return Err(invalid("/commands", "commands must be an object")),
+    };
+    Ok(BindingDecl {
+        file: file.to_owned(),
+        package,
+        settings,
+        slots,
+        commands,
+    })
+}
+
+fn slots(map: &Map<String, Json>) -> Result<BTreeMap<String, SlotTarget>, ProjectError> {
+    if map.len() > MAX_SLOTS {
+        return Err(invalid(
+            "/slots",
+            format!("slots exceed {MAX_SLOTS} entries"),
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (name, value) in map {
+        let pointer = format!("/slots/{}", pointer_token(name));
+        if !paths::is_local_name(name) {
+            return Err(invalid(pointer, "slot name must be a LocalName"));
+        }
+        let text = value
+            .as_str()
+            .ok_or_else(|| invalid(&pointer, format!("slot {name} must be a target selector")))?;
+        let selects = || {
+            invalid(
+                &pointer,
+                format!("slot {name} must select flow:<path> or binding:<id>"),
+            )
+        };
+        let target = if let Some(path) = text.strip_prefix("flow:") {
+            SlotTarget::Flow(paths::normalize(path).map_err(|_| selects())?)
+        } else if let Some(id) = text.strip_prefix("binding:") {
+            if !paths::is_local_name(id) {
+                return Err(selects());
+            }
+            SlotTarget::Binding(id.to_owned())
+        } else {
+            return Err(selects());
+        };
+        out.insert(name.clone(), target);
+    }
+    Ok(out)
+}
+
+/// A command path (HOST-FACTS §1.3): canonical relative ASCII without shell syntax.
+fn command_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= MAX_COMMAND_PATH_BYTES
+        && path.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_alphanumeric() || b == b'_' || (i > 0 && matches!(b, b'.' | b'/' | b'-'))
+        })
+        && path.split('/').count() <= MAX_COMMAND_PATH_SEGMENTS
+        && path.split('/').all(|s| !matches!(s, "" | "." | ".."))
+}
+
+fn is_test_path(path: &str) -> bool {
+    [".test.ts", ".test.js", ".spec.ts", ".spec.js"]
+        .iter()
+        .any(|suffix| path.ends_with(suffix))
+}
+
+fn commands(map: &Map<String, Json>) -> Result<Option<Json>, ProjectError> {
+    if map.len() > MAX_COMMANDS {
+        return Err(invalid("/commands", "commands exceed eight entries"));
+    }
+    let mut out = Map::new();
+    for (name, value) in map {
+        let pointer = format!("/commands/{}", pointer_token(name));
+        if !paths::is_local_name(name) {
+            return Err(invalid(pointer, "command name must be a LocalName"));
+        }
+        let one_of = || {
+            invalid(
+                &pointer,
+                format!("command {name} must have exactly one of run or test"),
+            )
+        };
+        let entry = value
+            .as_object()
+            .filter(|e| e.len() == 1)
+            .ok_or_else(one_of)?;
+        let normalized = if let Some(run) = entry.get("run") {
+            match run.as_str() {
+                Some(p) if command_path(p) && (p.ends_with(".ts") || p.ends_with(".js")) => {
+                    json!({ "run": p })
+                }
+                _ => {
+                    return Err(invalid(
+                        format!("{pointer}/run"),
+                        format!("command {name} run must be a relative .ts or .js path"),
+                    ))
+                }
+            }
+        } else if let Some(test) = entry.get("test") {
+            let tests_pointer = format!("{pointer}/test");
+            let list = test
+                .as_array()
+                .filter(|l| !l.is_empty() && l.len() <= MAX_COMMAND_TESTS)
+                .ok_or_else(|| {
+                    invalid(
+                        &tests_pointer,
+                        format!("command {name} test must list 1 to 16 paths"),
+                    )
+                })?;
+            let mut seen = std::collections::BTreeSet::new();
+            for (i, item) in list.iter().enumerate() {
+                match item.as_str() {
+                    Some(p) if command_path(p) && is_test_path(p) => {
+                        if !seen.insert(p) {
+                            return Err(invalid(
+                                format!("{tests_pointer}/{i}"),
+                                format!("command {name} test paths must be distinct"),
+                            ));
+                        }
+                    }
+                    _ => {
+                        return Err(invalid(
+                            format!("{tests_pointer}/{i}"),
+                            format!("command {name} test paths must be relative *.test.ts, *.test.js, *.spec.ts or *.spec.js files"),
+                        ))
+                    }
+                }
+            }
+            json!({ "test": list })
+        } else {
+            return Err(one_of());
+        };
+        out.insert(name.clone(), normalized);
+    }
+    Ok(if out.is_empty() {
+        None
+    } else {
+        Some(Json::Object(out))
+    })
+}
+
+/// The normalized JSON value of a Binding declaration (the authoring shape).
+pub(crate) fn binding_value(decl: &BindingDecl) -> Json {
+    let mut object = Map::new();
+    if let Some(commands) = &decl.commands {
+        object.insert("commands".into(), commands.clone());
+    }
+    object.insert("kind".into(), json!("package"));
+    object.insert("package".into(), json!(decl.package));
+    object.insert("settings".into(), decl.settings.clone());
+    let slots: Map<String, Json> = decl
+        .slots
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v.selector())))
+        .collect();
+    object.insert("slots".into(), Json::Object(slots));
+    Json::Object(object)
+}
+
+/// Escapes one RFC 6901 reference token.
+pub(crate) fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<ProjectDecl, ProjectError>) -> (&'static str, Option<String>) {
+        let e = r.unwrap_err();
+        (e.code, e.pointer)
+    }
+
+    #[test]
+    fn project_normalizes_forged_values() {
+        let decl = project(&json!({"flows": {"kind": "discover", "roots": ["./vendor", "flows"]}}))
+            .unwrap();
+        assert_eq!(
+            decl.value,
+            json!({"flows": {"kind": "discover", "roots": ["flows", "vendor"]}})
+        );
+        assert_eq!(
+            decl.flows,
+            Some(Source::Discover(vec!["flows".into(), "vendor".into()]))
+        );
+        assert_eq!(decl.bindings, None);
+    }
+
+    #[test]
+    fn project_rejections_carry_pointers() {
+        let cases = [
+            (json!([]), INVALID, ""),
+            (json!({"flow": []}), INVALID, "/flow"),
+            (json!({"flows": ["flows"]}), INVALID, "/flows"),
+            (
+                json!({"flows": {"kind": "glob", "roots": ["a"]}}),
+                INVALID,
+                "/flows/kind",
+            ),
+            (
+                json!({"flows": {"kind": "discover", "roots": []}}),
+                INVALID,
+                "/flows/roots",
+            ),
+            (
+                json!({"flows": {"kind": "discover", "roots": ["a*"]}}),
+                INVALID,
+                "/flows/roots/0",
+            ),
+            (
+                json!({"flows": {"kind": "discover", "roots": ["a", "A"]}}),
+                INVALID,
+                "/flows/roots/1",
+            ),
+            (
+                json!({"flows": {"kind": "discover", "roots": ["a", "a/b"]}}),
+                INVALID,
+                "/flows/roots/1",
+            ),
+            (
+                json!({"flows": {"kind": "discover", "roots": [".jig"]}}),
+                INVALID,
+                "/flows/roots/0",
+            ),
+            (
+                json!({"flows": {"kind": "discover", "roots": ["a"], "x": 1}}),
+                INVALID,
+                "/flows/x",
+            ),
+            (
+                json!({"flows": {"kind": "members", "paths": ["a", "./a"]}}),
+                "PROJECT_MEMBER_COLLISION",
+                "/flows/paths/1",
+            ),
+        ];
+        for (value, expected, pointer) in cases {
+            let (c, p) = code(project(&value));
+            assert_eq!((c, p.as_deref()), (expected, Some(pointer)), "{value}");
+        }
+    }
+
+    #[test]
+    fn binding_normalizes() {
+        let decl = binding(
+            &json!({"package": "./flows/review", "slots": {"research": "flow:./flows/research", "critique": "binding:critic"}}),
+            "bindings/reviewer.ts",
+        )
+        .unwrap();
+        assert_eq!(
+            binding_value(&decl),
+            json!({"kind":"package","package":"flows/review","settings":{},"slots":{"critique":"binding:critic","research":"flow:flows/research"}})
+        );
+        assert_eq!(
+            decl.slots["research"],
+            SlotTarget::Flow("flows/research".into())
+        );
+    }
+
+    #[test]
+    fn slot_and_command_limits_are_inclusive() {
+        let slots: Map<String, Json> = (0..MAX_SLOTS)
+            .map(|i| (format!("s{i}"), json!("binding:x")))
+            .collect();
+        assert!(binding(&json!({"package": "p", "slots": slots}), "b.ts").is_ok());
+        let mut past = slots.clone();
+        past.insert("extra".into(), json!("binding:x"));
+        let e = binding(&json!({"package": "p", "slots": past}), "b.ts").unwrap_err();
+        assert_eq!((e.code, e.pointer.as_deref()), (INVALID, Some("/slots")));
+
+        let cmds: Map<String, Json> = (0..MAX_COMMANDS)
+            .map(|i| (format!("c{i}"), json!({"run": "src/a.ts"})))
+            .collect();
+        assert!(binding(&json!({"package": "p", "commands": cmds}), "b.ts").is_ok());
+        let mut past = cmds.clone();
+        past.insert("c9".into(), json!({"run": "a.js"}));
+        assert!(binding(&json!({"package": "p", "commands": past}), "b.ts").is_err());
+
+        let tests: Vec<String> = (0..MAX_COMMAND_TESTS)
+            .map(|i| format!("t/{i}.test.ts"))
+            .collect();
+        assert!(binding(
+            &json!({"package": "p", "commands": {"t": {"test": tests}}}),
+            "b.ts"
+        )
+        .is_ok());
+        let mut past = tests.clone();
+        past.push("t/x.spec.js".into());
+        assert!(binding(
+            &json!({"package": "p", "commands": {"t": {"test": past}}}),
+            "b.ts"
+        )
+        .is_err());
+
+        let long = format!("{}.ts", "a".repeat(MAX_COMMAND_PATH_BYTES - 3));
+        assert!(binding(
+            &json!({"package": "p", "commands": {"c": {"run": long}}}),
+            "b.ts"
+        )
+        .is_ok());
+        let longer = format!("{}.ts", "a".repeat(MAX_COMMAND_PATH_BYTES - 2));
+        assert!(binding(
+            &json!({"package": "p", "commands": {"c": {"run": longer}}}),
+            "b.ts"
+        )
+        .is_err());
+        let deep = format!("{}a.ts", "d/".repeat(MAX_COMMAND_PATH_SEGMENTS - 1));
+        assert!(binding(
+            &json!({"package": "p", "commands": {"c": {"run": deep}}}),
+            "b.ts"
+        )
+        .is_ok());
+        let deeper = format!("{}a.ts", "d/".repeat(MAX_COMMAND_PATH_SEGMENTS));
+        assert!(binding(
+            &json!({"package": "p", "commands": {"c": {"run": deeper}}}),
+            "b.ts"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn binding_rejections() {
+        let cases = [
+            (json!({"settings": {}}), "/package"),
+            (json!({"package": "p", "id": "x"}), "/id"),
+            (json!({"package": "p", "kind": "flow"}), "/kind"),
+            (json!({"package": "p", "settings": []}), "/settings"),
+            (
+                json!({"package": "p", "slots": {"Bad": "binding:x"}}),
+                "/slots/Bad",
+            ),
+            (json!({"package": "p", "slots": {"a": 1}}), "/slots/a"),
+            (
+                json!({"package": "p", "slots": {"a": "flows/x"}}),
+                "/slots/a",
+            ),
+            (
+                json!({"package": "p", "slots": {"a": "binding:Bad"}}),
+                "/slots/a",
+            ),
+            (
+                json!({"package": "p", "slots": {"a": "flow:../x"}}),
+                "/slots/a",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"run": "a.ts", "test": ["a.test.ts"]}}}),
+                "/commands/c",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"run": "a.sh"}}}),
+                "/commands/c/run",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"run": "a;b.ts"}}}),
+                "/commands/c/run",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"run": "../a.ts"}}}),
+                "/commands/c/run",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"test": []}}}),
+                "/commands/c/test",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"test": ["a.ts"]}}}),
+                "/commands/c/test/0",
+            ),
+            (
+                json!({"package": "p", "commands": {"c": {"test": ["a.test.ts", "a.test.ts"]}}}),
+                "/commands/c/test/1",
+            ),
+        ];
+        for (value, pointer) in cases {
+            let e = binding(&value, "bindings/b.ts").unwrap_err();
+            assert_eq!(
+                (e.code, e.pointer.as_deref()),
+                (INVALID, Some(pointer)),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_commands_are_omitted() {
+        let decl = binding(&json!({"package": "p", "commands": {}}), "b.ts").unwrap();
+        assert_eq!(decl.commands, None);
+        assert!(binding_value(&decl).get("commands").is_none());
+    }
+}

@@ -1,0 +1,291 @@
+//! `jig init`: a new project skeleton, built beside the destination and
+//! renamed into place without replacement, so a failure leaves nothing behind
+//! and an existing file is never touched.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::InitError;
+
+/// The generated `jig.ts` (seed 002 §1): conventional membership made explicit.
+pub const JIG_TS: &str = r#"import { defineJig, discover } from "@jigging/jig";
+
+export default defineJig({
+  flows: discover("./flows"),
+  bindings: discover("./bindings"),
+});
+"#;
+
+/// The generated `.gitignore`: local admission state is never project source.
+pub const GITIGNORE: &str = ".jig/\n";
+
+const README_MD: &str = r#"# Jig project
+
+This is a [Jig](https://jig.md) project. `jig.ts` declares which Flow packages
+(under `flows/`) and Bindings (under `bindings/`) belong to it. Editing them
+proposes a change; nothing runs until you review and approve it.
+
+Review and approve the project:
+
+```sh
+jig review
+```
+
+Then run the greeting Flow:
+
+```sh
+jig run flow:flows/hello --input '"Ada"'
+```
+"#;
+
+const HELLO_FLOW_MD: &str = r#"---
+name: hello
+description: Greet someone by name.
+---
+
+Greet the supplied name, or the world when no name is given.
+Return a short greeting message.
+"#;
+
+const HELLO_FLOW_PY: &str = r#"from jiggy.flow import RunContext, RunResult, handle
+
+async def run(context: RunContext) -> RunResult:
+    name = context.input if isinstance(context.input, str) else "world"
+    return {"outcome": "done", "output": {"message": f"Hello, {name}!"}}
+
+handle(run)
+"#;
+
+/// One entry of the skeleton, in creation order.
+enum Entry {
+    Dir(&'static str),
+    File(&'static str, &'static str),
+}
+
+fn skeleton(bare: bool) -> Vec<Entry> {
+    let mut entries = vec![
+        Entry::File(".gitignore", GITIGNORE),
+        Entry::File("jig.ts", JIG_TS),
+        Entry::Dir("flows"),
+        Entry::Dir("bindings"),
+    ];
+    if !bare {
+        entries.extend([
+            Entry::File("README.md", README_MD),
+            Entry::Dir("flows/hello"),
+            Entry::File("flows/hello/FLOW.md", HELLO_FLOW_MD),
+            Entry::File("flows/hello/flow.py", HELLO_FLOW_PY),
+        ]);
+    }
+    entries
+}
+
+/// Creates a new project at `destination`, which must not exist while its
+/// parent must. `bare` creates only `.gitignore`, `jig.ts`, `flows/` and
+/// `bindings/`; otherwise a README and the `flows/hello` greeting are added.
+pub fn init(destination: &Path, bare: bool) -> Result<(), InitError> {
+    init_with(destination, bare, &mut |_| Ok(()))
+}
+
+/// `init` with a hook run before each entry is created, so tests can inject
+/// a failure part-way through.
+pub(crate) fn init_with(
+    destination: &Path,
+    bare: bool,
+    before_entry: &mut dyn FnMut(&Path) -> io::Result<()>,
+) -> Result<(), InitError> {
+    if fs::symlink_metadata(destination).is_ok() {
+        return Err(InitError::DestinationExists(destination.to_path_buf()));
+    }
+    let unavailable = |source: io::Error| InitError::Unavailable {
+        destination: destination.to_path_buf(),
+        source,
+    };
+    let name = destination.file_name().ok_or_else(|| {
+        unavailable(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the destination has no final name",
+        ))
+    })?;
+    let parent = match destination.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !fs::metadata(&parent).map_err(unavailable)?.is_dir() {
+        return Err(unavailable(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "the parent is not a directory",
+        )));
+    }
+
+    let staging = parent.join(staging_name(name));
+    fs::create_dir(&staging).map_err(unavailable)?;
+    let result = populate(&staging, bare, before_entry)
+        .map_err(unavailable)
+        .and_then(|()| publish(&staging, destination));
+    match result {
+        Ok(()) => Ok(()),
+        Err(failure) => match fs::remove_dir_all(&staging) {
+            Ok(()) => Err(failure),
+            Err(cleanup) => Err(InitError::CleanupFailed {
+                failure: Box::new(failure),
+                leftover: staging,
+                cleanup,
+            }),
+        },
+    }
+}
+
+fn staging_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut staged = std::ffi::OsString::from(".");
+    staged.push(name);
+    staged.push(format!(".jig-init-{}-{nanos}", std::process::id()));
+    staged
+}
+
+fn populate(
+    staging: &Path,
+    bare: bool,
+    before_entry: &mut dyn FnMut(&Path) -> io::Result<()>,
+) -> io::Result<()> {
+    for entry in skeleton(bare) {
+        match entry {
+            Entry::Dir(rel) => {
+                let path = staging.join(rel);
+                before_entry(&path)?;
+                fs::create_dir(&path)?;
+            }
+            Entry::File(rel, text) => {
+                let path = staging.join(rel);
+                before_entry(&path)?;
+                let mut file = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)?;
+                file.write_all(text.as_bytes())?;
+                file.sync_all()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Renames the finished tree into place; never replaces an existing entry.
+fn publish(staging: &Path, destination: &Path) -> Result<(), InitError> {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    match renameat2(
+        AT_FDCWD,
+        staging,
+        AT_FDCWD,
+        destination,
+        RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EEXIST) | Err(nix::errno::Errno::ENOTEMPTY) => {
+            Err(InitError::DestinationExists(destination.to_path_buf()))
+        }
+        Err(errno) => Err(InitError::Unavailable {
+            destination: destination.to_path_buf(),
+            source: io::Error::from(errno),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let rel = e
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if e.file_type().unwrap().is_dir() {
+                    out.push(format!("{rel}/"));
+                    stack.push(e.path());
+                } else {
+                    out.push(rel);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn failure_part_way_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("project");
+        let mut seen = 0;
+        let err = init_with(&dest, false, &mut |_| {
+            seen += 1;
+            if seen == 6 {
+                Err(io::Error::other("injected failure"))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+        assert_eq!(err.code(), "JIG_INIT_UNAVAILABLE");
+        assert_eq!(err.exit_code(), 2);
+        assert!(listing(tmp.path()).is_empty(), "{:?}", listing(tmp.path()));
+    }
+
+    #[test]
+    fn cleanup_failure_keeps_both_failures() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("project");
+        // Replacing the staging directory with a file makes the write fail and
+        // leaves the cleanup something it cannot remove as a directory tree.
+        let err = init_with(&dest, true, &mut |path| {
+            if path.ends_with("jig.ts") {
+                let staging = path.parent().unwrap();
+                fs::remove_dir_all(staging)?;
+                fs::write(staging, b"not a directory")?;
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(err.code(), "JIG_INIT_CLEANUP_FAILED", "{err}");
+        let InitError::CleanupFailed {
+            failure, leftover, ..
+        } = &err
+        else {
+            unreachable!()
+        };
+        assert_eq!(failure.code(), "JIG_INIT_UNAVAILABLE");
+        assert!(leftover.exists());
+        assert!(!dest.exists());
+    }
+
+    #[test]
+    fn a_destination_appearing_late_is_not_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("project");
+        let dest_for_hook = dest.clone();
+        let err = init_with(&dest, true, &mut |path| {
+            if path.ends_with("bindings") {
+                fs::create_dir(&dest_for_hook)?;
+                fs::write(dest_for_hook.join("mine.txt"), b"keep me")?;
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(err.code(), "JIG_INIT_DESTINATION_EXISTS");
+        assert_eq!(listing(tmp.path()), vec!["project/", "project/mine.txt"]);
+        assert_eq!(fs::read(dest.join("mine.txt")).unwrap(), b"keep me");
+    }
+}
