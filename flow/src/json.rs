@@ -659,12 +659,11 @@ pub fn format_number(value: f64) -> String {
         // Callers guarantee finiteness; keep the output well-defined anyway.
         return "null".to_owned();
     }
-    // Rust's `{:e}` prints the shortest digit string that round-trips and is
-    // nearest to the value: exactly ECMAScript's choice of digits.
-    let sci = format!("{:e}", value.abs());
-    let (mantissa, exponent) = sci.split_once('e').expect("exponent form");
-    let exponent: i32 = exponent.parse().expect("decimal exponent");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    // Below 2^53 every integer is exact and its digits are the shortest.
+    if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
+        return (value as i64).to_string();
+    }
+    let (digits, exponent) = shortest_digits(value.abs());
     let k = digits.len() as i32;
     let n = exponent + 1;
     let mut out = String::new();
@@ -689,10 +688,79 @@ pub fn format_number(value: f64) -> String {
             out.push_str(&digits[1..]);
         }
         out.push('e');
-        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push(if n > 0 { '+' } else { '-' });
         out.push_str(&(n - 1).abs().to_string());
     }
     out
+}
+
+/// Splits Rust's `{:e}` rendering into (significant digits, exponent).
+fn split_scientific(text: &str) -> (String, i32) {
+    let (mantissa, exponent) = text.split_once('e').expect("exponent form");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    (digits, exponent.parse().expect("decimal exponent"))
+}
+
+/// The shortest round-tripping significant digits of a positive finite
+/// value and the decimal exponent of the first digit.
+///
+/// Rust's `{:e}` gives the shortest digits nearest to the value. When two
+/// shortest candidates are exactly equally near, ECMAScript takes the one
+/// whose last digit is even, which Rust does not promise; that tie is
+/// detected from the exact decimal expansion and resolved here.
+fn shortest_digits(value: f64) -> (String, i32) {
+    let (digits, exponent) = split_scientific(&format!("{value:e}"));
+    let k = digits.len();
+    // A tie needs the exact value to be D.5 units in the last place: cheap
+    // rounded previews rule almost every value out first.
+    let (preview, preview_exp) = split_scientific(&format!("{value:.prec$e}", prec = k + 8));
+    if preview_exp != exponent && preview_exp != exponent - 1 {
+        return (digits, exponent);
+    }
+    if !preview[k..].starts_with("5") || !preview[k + 1..].bytes().all(|b| b == b'0') {
+        return (digits, exponent);
+    }
+    // Exact expansion: a binary64 value has at most 767 significant digits.
+    let (exact, exact_exp) = split_scientific(&format!("{value:.800e}"));
+    if exact_exp != exponent
+        || exact.as_bytes()[k] != b'5'
+        || !exact.as_bytes()[k + 1..].iter().all(|b| *b == b'0')
+    {
+        return (digits, exponent);
+    }
+    let truncated = &exact[..k];
+    let last = truncated.as_bytes()[k - 1] - b'0';
+    let even = if last.is_multiple_of(2) {
+        truncated.to_owned()
+    } else {
+        match increment(truncated) {
+            Some(up) => up,
+            None => return (digits, exponent),
+        }
+    };
+    if even == digits {
+        return (digits, exponent);
+    }
+    let candidate = format!("{}.{}e{}", &even[..1], &even[1..], exponent);
+    if candidate.parse::<f64>() == Ok(value) {
+        let trimmed = even.trim_end_matches('0');
+        return (trimmed.to_owned(), exponent);
+    }
+    (digits, exponent)
+}
+
+/// Adds one unit in the last place of a digit string; `None` on carry out.
+fn increment(digits: &str) -> Option<String> {
+    let mut bytes = digits.as_bytes().to_vec();
+    for b in bytes.iter_mut().rev() {
+        if *b == b'9' {
+            *b = b'0';
+        } else {
+            *b += 1;
+            return Some(String::from_utf8(bytes).expect("ASCII digits"));
+        }
+    }
+    None
 }
 
 /// The length of the value's compact serialization, without building it.

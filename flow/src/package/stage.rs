@@ -60,6 +60,8 @@ struct Snapshot {
     nlink: u64,
 }
 
+// `stat` field types differ between platforms; the casts are not no-ops everywhere.
+#[allow(clippy::unnecessary_cast)]
 impl From<&FileStat> for Snapshot {
     fn from(st: &FileStat) -> Self {
         Snapshot {
