@@ -1,0 +1,58 @@
+//! Every exit status `jig` uses, decided in one place (HOST-FACTS §5).
+
+/// A failure the CLI reports as `CODE: message` on stderr.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: String,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> CliError {
+        CliError {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The documented exit status of this code.
+    pub fn exit_code(&self) -> u8 {
+        exit_code(&self.code)
+    }
+}
+
+pub fn exit_code(code: &str) -> u8 {
+    match code {
+        // Refused before any work, or declined: the caller can fix the request.
+        "INVALID_REQUEST"
+        | "PROJECT_NOT_FOUND"
+        | "PROJECT_UNSAFE"
+        | "PROJECT_STATE_INVALID"
+        | "INVALID_CANDIDATE"
+        | "LOCK_MISMATCH"
+        | "PLAN_NOT_FOUND"
+        | "STALE_PLAN"
+        | "JIG_CHANGES_DECLINED"
+        | "JIG_RUN_TARGET_INVALID"
+        | "JIG_RUN_INPUT_INVALID"
+        | "JIG_RUN_FILES_INVALID"
+        | "JIG_RUN_TIMEOUT_INVALID"
+        | "JIG_OUTPUT_INVALID"
+        | "JIG_OUTPUT_EXISTS"
+        | "SUBMISSION_CONFLICT"
+        | "RUN_NOT_FOUND"
+        | "JIG_INIT_DESTINATION_EXISTS"
+        | "JIG_CONFIG_INVALID" => 1,
+        // Busy, unavailable, interrupted, lost or unknown: not the request's fault.
+        _ => 2,
+    }
+}
+
+/// `jig run`'s status from the printed terminal.
+pub fn run_exit_code(status: &str) -> u8 {
+    match status {
+        "succeeded" => 0,
+        "failed" => 1,
+        _ => 2,
+    }
+}

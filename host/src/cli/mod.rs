@@ -1,0 +1,618 @@
+//! The `jig` command line: parse, dispatch to the library, print, and exit
+//! with the documented status. No command reads a file before its
+//! arguments are fully parsed.
+
+mod exit;
+
+pub use exit::{exit_code, CliError};
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use flow::json::Value;
+use serde_json::json;
+
+use crate::config::HostConfig;
+use crate::exec::{Executor, Failure, Invocation, Success, TargetRef};
+use crate::plan;
+use crate::providers::ProviderSet;
+use crate::state::{self, ProjectState, Submission};
+
+/// Seed 002 §9: default and largest root deadline.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// `--input @FILE` is JSON/1, so it is bounded by the JSON/1 document limit.
+pub const MAX_INPUT_FILE_BYTES: u64 = flow::json::MAX_DOCUMENT_BYTES as u64;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "jig",
+    about = "A FLOW host: review, admit and run Flows",
+    disable_version_flag = true
+)]
+pub struct Cli {
+    /// Print the version and exit.
+    #[arg(long = "version")]
+    version: bool,
+    /// Work in DIR instead of the current directory.
+    #[arg(short = 'C', value_name = "DIR", global = true)]
+    chdir: Option<PathBuf>,
+    /// Host configuration file (else $JIG_CONFIG, else $XDG_CONFIG_HOME/jig/host.toml).
+    #[arg(long, value_name = "PATH", global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a project: the greeting project, or with --bare only the skeleton.
+    Init {
+        #[arg(long)]
+        bare: bool,
+        directory: PathBuf,
+    },
+    /// Capture the project, show what would change, and admit it.
+    Review {
+        /// The project directory (default: the current directory).
+        project: Option<PathBuf>,
+        /// Admit without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Show the complete current and proposed policy.
+        #[arg(long)]
+        details: bool,
+    },
+    /// Run an admitted target: flow:<path> or binding:<id>.
+    Run {
+        target: String,
+        /// The input: JSON text, or @FILE to read JSON from a file.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// Root deadline: a positive integer with ms, s, m or h (at most 24h).
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        /// Idempotency key: the same key and content return the same Run.
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// Print the terminal as one JSON line even on a terminal.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List recent Runs, or show one.
+    Runs {
+        #[command(subcommand)]
+        action: Option<RunsAction>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RunsAction {
+    /// Print one Run record.
+    Show { id: String },
+}
+
+/// Run the command line; returns the process exit status.
+pub fn main() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => 2,
+            };
+        }
+    };
+    if cli.version {
+        println!("{}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    let Some(command) = cli.command else {
+        eprintln!("JIG_USAGE: a command is required; see jig --help");
+        return 2;
+    };
+    let base = cli.chdir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let result = match command {
+        Command::Init { bare, directory } => init(&base.join(directory), bare),
+        Command::Review {
+            project,
+            yes,
+            details,
+        } => review(
+            &project.map(|p| base.join(p)).unwrap_or(base),
+            cli.config.as_deref(),
+            yes,
+            details,
+        ),
+        Command::Run {
+            target,
+            input,
+            timeout,
+            key,
+            json,
+        } => run(
+            &base,
+            cli.config.as_deref(),
+            &target,
+            input.as_deref(),
+            timeout.as_deref(),
+            key.as_deref(),
+            json,
+        ),
+        Command::Runs { action } => runs(&base, action),
+    };
+    match result {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("{}: {}", e.code, e.message);
+            e.exit_code()
+        }
+    }
+}
+
+fn init(destination: &Path, bare: bool) -> Result<u8, CliError> {
+    jig_project::init(destination, bare).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    if bare {
+        println!("created {}", destination.display());
+    } else {
+        println!(
+            "created {}\nnext: cd {} && jig review && jig run flow:flows/hello --input '\"Ada\"'",
+            destination.display(),
+            destination.display()
+        );
+    }
+    Ok(0)
+}
+
+fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
+    if !dir.join("jig.ts").is_file() {
+        return Err(CliError::new(
+            "PROJECT_NOT_FOUND",
+            format!("no jig.ts in {}", dir.display()),
+        ));
+    }
+    std::fs::canonicalize(dir).map_err(|e| CliError::new("PROJECT_NOT_FOUND", e.to_string()))
+}
+
+fn load_config(path: Option<&Path>) -> Result<HostConfig, CliError> {
+    HostConfig::load(path).map_err(|e| CliError::new(e.code(), e.to_string()))
+}
+
+fn state_error(e: state::StateError) -> CliError {
+    CliError::new(e.code(), e.to_string())
+}
+
+fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result<u8, CliError> {
+    let root = project_root(dir)?;
+    let config = load_config(config)?;
+    let declarations = jig_project::capture(&root).map_err(|e| {
+        let mut diagnostic = e.code.to_string();
+        if let Some(path) = &e.path {
+            diagnostic.push_str(&format!(" at {}", plan::ascii_quote(path)));
+        }
+        if let Some(pointer) = &e.pointer {
+            diagnostic.push_str(&format!(" pointer {}", plan::ascii_quote(pointer)));
+        }
+        match e.code {
+            "PROJECT_NOT_FOUND" | "PROJECT_BUSY" | "PROJECT_UNSAFE" => {
+                CliError::new(e.code, e.message.clone())
+            }
+            _ => CliError::new("INVALID_CANDIDATE", format!("{}; {diagnostic}", e.message)),
+        }
+    })?;
+    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let candidate =
+        plan::stage(&root, declarations).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let providers = ProviderSet::new(config.providers.clone());
+    let current = state.current().map_err(state_error)?;
+    let proposed = plan::plan(
+        &candidate,
+        &config,
+        &providers,
+        current.as_ref().map(|g| g.number),
+    )
+    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let lock_bytes = plan::lock_bytes(&proposed["lock"]);
+    if let Some(current) = &current {
+        if plan::meaning(&current.plan) == plan::meaning(&proposed) {
+            if state.read_lock().as_deref() != Some(&lock_bytes[..]) {
+                state.write_lock(&lock_bytes).map_err(state_error)?;
+                println!("jig.lock repaired to match the admitted project");
+            }
+            println!("unchanged");
+            println!("project is ready");
+            return Ok(0);
+        }
+    }
+    let store = state.store();
+    for package in candidate.packages.values() {
+        store.put_package(package).map_err(state_error)?;
+    }
+    let plan_digest = state.retain_plan(&proposed).map_err(state_error)?;
+    let mut providers_view = serde_json::Map::new();
+    for (path, execution) in proposed["execution"].as_object().into_iter().flatten() {
+        for (slot, pin) in execution["providers"].as_object().into_iter().flatten() {
+            providers_view.insert(format!("{path}#{slot}"), pin.clone());
+        }
+    }
+    let text = plan::review_text(
+        current.as_ref().map(|g| &g.plan["lock"]),
+        &proposed["lock"],
+        &Value::Object(providers_view),
+        details,
+    );
+    print!("{text}");
+    let _ = std::io::stdout().flush();
+    if !yes {
+        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        if !interactive {
+            return Err(CliError::new(
+                "JIG_APPROVAL_REQUIRED",
+                "project changes require confirmation; rerun with --yes",
+            ));
+        }
+        print!("Approve this exact revision for execution? [y/N] ");
+        let _ = std::io::stdout().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        let answer = answer.trim().to_ascii_lowercase();
+        if answer != "y" && answer != "yes" {
+            return Err(CliError::new(
+                "JIG_CHANGES_DECLINED",
+                "project changes were not admitted",
+            ));
+        }
+    }
+    state
+        .apply(
+            &plan_digest,
+            current.as_ref().map(|g| g.number),
+            &lock_bytes,
+        )
+        .map_err(state_error)?;
+    println!("project is ready");
+    Ok(0)
+}
+
+/// `--timeout`: `^[1-9][0-9]*(ms|s|m|h)$`, at most 24 hours.
+pub fn parse_timeout(text: &str) -> Option<Duration> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    if number.is_empty() || number.starts_with('0') || number.len() > 12 {
+        return None;
+    }
+    let n: u64 = number.parse().ok()?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60)?),
+        "h" => Duration::from_secs(n.checked_mul(3600)?),
+        _ => return None,
+    };
+    (duration <= MAX_TIMEOUT).then_some(duration)
+}
+
+/// `--input JSON|@FILE`. A file is opened once, must be a regular
+/// non-symlink file, is bounded, and is parsed as JSON/1.
+pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
+    let invalid = |m: String| CliError::new("JIG_RUN_INPUT_INVALID", m);
+    let Some(text) = text else {
+        return Ok(json!({}));
+    };
+    let bytes = match text.strip_prefix('@') {
+        None => text.as_bytes().to_vec(),
+        Some(file) => {
+            use std::io::Read;
+            use std::os::unix::fs::OpenOptionsExt;
+            let path = base.join(file);
+            let mut handle = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+                .open(&path)
+                .map_err(|e| invalid(format!("cannot open {}: {e}", path.display())))?;
+            let meta = handle.metadata().map_err(|e| invalid(e.to_string()))?;
+            if !meta.is_file() {
+                return Err(invalid(format!("{} is not a regular file", path.display())));
+            }
+            if meta.len() > MAX_INPUT_FILE_BYTES {
+                return Err(invalid(format!(
+                    "{} is larger than a JSON/1 document may be",
+                    path.display()
+                )));
+            }
+            let mut bytes = Vec::new();
+            Read::by_ref(&mut handle)
+                .take(MAX_INPUT_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| invalid(e.to_string()))?;
+            let after = handle.metadata().map_err(|e| invalid(e.to_string()))?;
+            if bytes.len() as u64 != meta.len()
+                || after.len() != meta.len()
+                || after.modified().ok() != meta.modified().ok()
+            {
+                return Err(invalid(format!(
+                    "{} changed while it was read",
+                    path.display()
+                )));
+            }
+            bytes
+        }
+    };
+    flow::json::parse(&bytes).map_err(|e| invalid(format!("the input is not JSON/1: {e}")))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    dir: &Path,
+    config: Option<&Path>,
+    target: &str,
+    input: Option<&str>,
+    timeout: Option<&str>,
+    key: Option<&str>,
+    json_output: bool,
+) -> Result<u8, CliError> {
+    let target_ref = TargetRef::parse(target).ok_or_else(|| {
+        CliError::new(
+            "JIG_RUN_TARGET_INVALID",
+            format!("{target:?} is not flow:<path> or binding:<id>"),
+        )
+    })?;
+    let timeout = match timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => parse_timeout(text).ok_or_else(|| {
+            CliError::new(
+                "JIG_RUN_TIMEOUT_INVALID",
+                format!("{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"),
+            )
+        })?,
+    };
+    if key.is_some_and(|k| k.is_empty() || k.len() > 128) {
+        return Err(CliError::new(
+            "INVALID_REQUEST",
+            "--key must be 1 to 128 bytes",
+        ));
+    }
+    let input = read_input(input, dir)?;
+    let root = project_root(dir)?;
+    let config = load_config(config)?;
+    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let runs = state.runs();
+    runs.fence_lost()
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let Some(generation) = state.current().map_err(state_error)? else {
+        return Err(CliError::new(
+            "ADMISSION_MISSING",
+            "the project has no usable reviewed revision; complete jig review before running",
+        ));
+    };
+    if !Executor::is_target(&generation.plan, &target_ref) {
+        let targets = Executor::targets(&generation.plan);
+        return Err(CliError::new(
+            "JIG_RUN_TARGET_INVALID",
+            format!(
+                "{target_ref} is not an admitted target; admitted: {}",
+                if targets.is_empty() {
+                    "none".into()
+                } else {
+                    targets.join(", ")
+                }
+            ),
+        ));
+    }
+    let input_digest = state::sha256_digest(&flow::json::canonical(&input));
+    let content = json!({
+        "target": target_ref.to_string(),
+        "inputDigest": input_digest,
+        "generation": generation.number,
+        "timeoutMs": timeout.as_millis() as u64,
+    });
+    let mut record = match runs
+        .submit(key, content)
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?
+    {
+        Submission::Existing(record) => {
+            let terminal = record
+                .terminal()
+                .cloned()
+                .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
+            return Ok(print_terminal(&terminal, json_output));
+        }
+        Submission::New(record) => record,
+    };
+    let work_root = state.run_dir(&record.id).map_err(state_error)?;
+    let python_sdk = work_root.join("python");
+    write_python_sdk(&python_sdk)
+        .map_err(|e| CliError::new("INTERNAL", format!("cannot stage the Python SDK: {e}")))?;
+    let executor = Arc::new(Executor::new(
+        state.store(),
+        work_root.join("runs"),
+        generation.plan.clone(),
+        Arc::new(ProviderSet::new(config.providers.clone())),
+        Arc::new(crate::sandbox::ProcessGroup),
+        python_sdk,
+    ));
+    let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let outcome = runtime.block_on(async {
+        let interrupt = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        let run = executor.run(Invocation { target: target_ref.clone(), input, deadline_unix_ms, cancel: cancel_rx });
+        tokio::pin!(run);
+        let mut interrupted = false;
+        tokio::pin!(interrupt);
+        loop {
+            tokio::select! {
+                result = &mut run => return (result, interrupted),
+                _ = &mut interrupt, if !interrupted => {
+                    interrupted = true;
+                    let _ = cancel_tx.send(true);
+                }
+            }
+        }
+    });
+    drop(runtime);
+    let (result, interrupted) = outcome;
+    let cleanup = std::fs::remove_dir_all(&work_root);
+    let mut terminal = terminal_value(&result);
+    terminal["runId"] = json!(record.id);
+    runs.settle(&mut record, terminal.clone())
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let status = print_terminal(&terminal, json_output);
+    if let Err(e) = cleanup {
+        eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
+        return Ok(2);
+    }
+    if interrupted {
+        eprintln!("JIG_COMMAND_INTERRUPTED: the Run was interrupted");
+        return Ok(2);
+    }
+    Ok(status)
+}
+
+fn terminal_value(result: &Result<Success, Failure>) -> Value {
+    match result {
+        Ok(success) => json!({
+            "status": "succeeded",
+            "outcome": success.outcome,
+            "output": success.output,
+            "diagnostics": success.diagnostics.to_value(),
+        }),
+        Err(failure) => {
+            let mut value = json!({
+                "status": "failed",
+                "code": failure.code,
+                "message": failure.message,
+                "diagnostics": failure.diagnostics.to_value(),
+            });
+            if let Some(details) = &failure.details {
+                value["details"] = details.clone();
+            }
+            value
+        }
+    }
+}
+
+/// Print a terminal (JSON when redirected or asked for) and return the exit status.
+fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
+    let status = terminal["status"].as_str().unwrap_or("lost");
+    if json_output || !std::io::stdout().is_terminal() {
+        println!("{}", flow::json::canonical_string(terminal));
+    } else {
+        match status {
+            "succeeded" => {
+                println!("succeeded: {}", terminal["outcome"].as_str().unwrap_or(""));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&terminal["output"]).unwrap_or_default()
+                );
+            }
+            _ => {
+                println!(
+                    "{status}: {} {}",
+                    terminal["code"].as_str().unwrap_or(""),
+                    terminal["message"].as_str().unwrap_or("")
+                );
+            }
+        }
+        if let Some(stderr) = terminal
+            .pointer("/diagnostics/stderr")
+            .and_then(Value::as_str)
+        {
+            if !stderr.is_empty() && status != "succeeded" {
+                eprintln!("component stderr:\n{stderr}");
+            }
+        }
+    }
+    exit::run_exit_code(status)
+}
+
+fn runs(dir: &Path, action: Option<RunsAction>) -> Result<u8, CliError> {
+    let root = project_root(dir)?;
+    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let runs = state.runs();
+    runs.fence_lost()
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    match action {
+        None => {
+            for record in runs
+                .list()
+                .map_err(|e| CliError::new(e.code(), e.to_string()))?
+                .iter()
+                .take(50)
+            {
+                let target = record.value["target"].as_str().unwrap_or("");
+                let status = record.status().as_str();
+                let code = record
+                    .value
+                    .pointer("/terminal/code")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                println!("{}\t{status}\t{target}\t{code}", record.id);
+            }
+        }
+        Some(RunsAction::Show { id }) => {
+            let record = runs
+                .load(&id)
+                .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+            println!("{}", flow::json::canonical_string(&record.value));
+        }
+    }
+    Ok(0)
+}
+
+include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
+
+/// Write the bundled `jiggy` package under `dir` (read-only files).
+fn write_python_sdk(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for (path, bytes) in PYTHON_SDK {
+        let target = dir.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&target, bytes)?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_follow_the_reference_grammar() {
+        assert_eq!(parse_timeout("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_timeout("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_timeout("24h"), Some(MAX_TIMEOUT));
+        assert_eq!(parse_timeout("1441m"), None);
+        assert_eq!(parse_timeout("0s"), None);
+        assert_eq!(parse_timeout("05s"), None);
+        assert_eq!(parse_timeout("1.5s"), None);
+        assert_eq!(parse_timeout("10"), None);
+        assert_eq!(parse_timeout("-1s"), None);
+    }
+
+    #[test]
+    fn a_quoted_at_string_is_inline_input() {
+        let value = read_input(Some("\"@notes\""), Path::new("/nonexistent")).unwrap();
+        assert_eq!(value, json!("@notes"));
+        assert_eq!(read_input(None, Path::new(".")).unwrap(), json!({}));
+        let err = read_input(Some("@/nonexistent/input.json"), Path::new(".")).unwrap_err();
+        assert_eq!(err.code, "JIG_RUN_INPUT_INVALID");
+    }
+}

@@ -1,0 +1,217 @@
+//! The host configuration: which runtimes, containment tools and capability
+//! providers this machine offers. It is operator policy, never project input.
+//!
+//! Looked up in this order: `--config PATH`, `$JIG_CONFIG`,
+//! `$XDG_CONFIG_HOME/jig/host.toml` (or `~/.config/jig/host.toml`). A missing
+//! default file means "defaults"; a missing explicit file is an error.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use jig_provider_api::ProviderDecl;
+use serde::Deserialize;
+
+/// Directories searched for a runtime the configuration does not name. Ambient
+/// `PATH` is never consulted, so a project cannot steer runtime selection.
+pub const RUNTIME_DIRS: [&str; 4] = [
+    "/usr/bin",
+    "/bin",
+    "/run/current-system/sw/bin",
+    "/usr/local/bin",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read host configuration {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("host configuration {path} is invalid: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl ConfigError {
+    pub fn code(&self) -> &'static str {
+        "JIG_CONFIG_INVALID"
+    }
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtimes {
+    pub python: Option<PathBuf>,
+    pub bun: Option<PathBuf>,
+    pub deno: Option<PathBuf>,
+    pub node: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Containment {
+    pub bwrap: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Agent {
+    pub api: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    #[serde(default)]
+    pub runtimes: Runtimes,
+    #[serde(default)]
+    pub containment: Containment,
+    #[serde(default)]
+    pub agent: Agent,
+    #[serde(default)]
+    pub providers: Vec<ProviderDecl>,
+    /// Where the configuration came from, for diagnostics and for resolving
+    /// relative provider paths.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+impl HostConfig {
+    /// Load the configuration following the documented lookup order.
+    pub fn load(explicit: Option<&Path>) -> Result<HostConfig, ConfigError> {
+        if let Some(path) = explicit {
+            return Self::read(path);
+        }
+        if let Some(path) = std::env::var_os("JIG_CONFIG").filter(|p| !p.is_empty()) {
+            return Self::read(Path::new(&path));
+        }
+        let default = default_path();
+        match default {
+            Some(path) if path.exists() => Self::read(&path),
+            _ => Ok(HostConfig::default()),
+        }
+    }
+
+    pub fn read(path: &Path) -> Result<HostConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config = Self::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("/"));
+        for provider in &mut config.providers {
+            if let Some(p) = &provider.path {
+                if p.is_relative() {
+                    provider.path = Some(base.join(p));
+                }
+            }
+            for secret in provider.secrets.values_mut() {
+                if secret.is_relative() {
+                    *secret = base.join(&*secret);
+                }
+            }
+        }
+        config.source = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    pub fn parse(text: &str) -> Result<HostConfig, String> {
+        let config: HostConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut names = std::collections::BTreeSet::new();
+        for provider in &config.providers {
+            if !names.insert(provider.name.clone()) {
+                return Err(format!("provider name {:?} appears twice", provider.name));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The interpreter for a runtime: the configured absolute path, else the
+    /// first executable found in [`RUNTIME_DIRS`].
+    pub fn runtime(&self, name: &str) -> Option<PathBuf> {
+        let configured = match name {
+            "python3" => &self.runtimes.python,
+            "bun" => &self.runtimes.bun,
+            "deno" => &self.runtimes.deno,
+            "node" => &self.runtimes.node,
+            _ => &None,
+        };
+        if let Some(path) = configured {
+            return is_executable(path).then(|| path.clone());
+        }
+        RUNTIME_DIRS
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|candidate| is_executable(candidate))
+    }
+}
+
+fn default_path() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".config"),
+    };
+    Some(base.join("jig").join("host.toml"))
+}
+
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.is_absolute()
+        && std::fs::metadata(path)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+}
+
+/// Secrets are file paths; a provider's settings never carry the secret text.
+pub type SecretPaths = BTreeMap<String, PathBuf>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_shape() {
+        let config = HostConfig::parse(
+            r#"
+[runtimes]
+python = "/usr/bin/python3"
+
+[containment]
+bwrap = "/usr/bin/bwrap"
+
+[agent]
+api = "responses"
+base-url = "https://api.example.org/v1"
+model = "some-model"
+api-key-file = "/run/credentials/jig/agent-key"
+
+[[providers]]
+name = "kv"
+kind = "wasm"
+path = "/nix/store/x-kv/kv.wasm"
+settings = { namespace = "demo" }
+secrets = { token = "/run/credentials/jig/kv-token" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.runtimes.python.as_deref(),
+            Some(Path::new("/usr/bin/python3"))
+        );
+        assert_eq!(config.providers.len(), 1);
+        assert_eq!(config.providers[0].name, "kv");
+        assert_eq!(config.agent.model.as_deref(), Some("some-model"));
+    }
+
+    #[test]
+    fn rejects_unknown_tables_and_duplicate_providers() {
+        assert!(HostConfig::parse("[runtime]\npython='/x'\n").is_err());
+        let twice = "[[providers]]\nname='a'\nkind='native'\npath='/a.so'\n[[providers]]\nname='a'\nkind='native'\npath='/b.so'\n";
+        assert!(HostConfig::parse(twice).unwrap_err().contains("twice"));
+    }
+}

@@ -1,0 +1,843 @@
+//! Executing admitted targets: resolve a target in the admitted generation,
+//! launch its component by recipe, serve it over Run/1, and classify how it
+//! ended. Child Flows run through the same path with the Binding's slots;
+//! capability calls go to the provider the review pinned.
+
+mod ledger;
+pub mod peer;
+pub mod wasm;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::Package;
+use flow::wire::{
+    CapabilityCallParams, ErrorCode, FlowRunParams, OperationalError, RunChildParams, RunResult,
+};
+use jig_provider_api::{CallContext, CallError, ContractIdentity};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::watch;
+
+use crate::plan::{Recipe, RecipeKind};
+use crate::providers::ProviderSet;
+use crate::sandbox::{Launch, Sandbox};
+use crate::state::Store;
+use peer::{BoxFuture, PeerLimits, PeerReport, Services};
+
+/// Diagnostics kept from a component's stderr (the tail, lossy UTF-8).
+pub const MAX_STDERR_BYTES: usize = 64 * 1024;
+/// Seed 002 §8: the root permits two active sibling Flow calls.
+pub const MAX_ACTIVE_CHILDREN: usize = 2;
+/// How long a component may take to exit after its root response.
+pub const EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// `flow:<path>` or `binding:<id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetRef {
+    Flow(String),
+    Binding(String),
+}
+
+impl TargetRef {
+    pub fn parse(text: &str) -> Option<TargetRef> {
+        if let Some(path) = text.strip_prefix("flow:") {
+            let path = path.strip_prefix("./").unwrap_or(path);
+            return (!path.is_empty()).then(|| TargetRef::Flow(path.to_string()));
+        }
+        let id = text.strip_prefix("binding:")?;
+        flow::wire::is_local_name(id).then(|| TargetRef::Binding(id.to_string()))
+    }
+
+    fn from_lock(value: &Value) -> Option<TargetRef> {
+        match value.get("kind")?.as_str()? {
+            "flow" => Some(TargetRef::Flow(value.get("path")?.as_str()?.to_string())),
+            "binding" => Some(TargetRef::Binding(value.get("id")?.as_str()?.to_string())),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for TargetRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetRef::Flow(path) => write!(f, "flow:{path}"),
+            TargetRef::Binding(id) => write!(f, "binding:{id}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diagnostics {
+    pub stderr: String,
+    pub stderr_bytes: u64,
+    pub stderr_truncated: bool,
+}
+
+impl Diagnostics {
+    pub fn to_value(&self) -> Value {
+        json!({ "stderr": self.stderr, "stderrBytes": self.stderr_bytes, "stderrTruncated": self.stderr_truncated })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Success {
+    pub outcome: String,
+    pub output: Value,
+    pub diagnostics: Diagnostics,
+}
+
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub code: String,
+    pub message: String,
+    pub details: Option<Value>,
+    pub diagnostics: Diagnostics,
+}
+
+impl Failure {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Failure {
+        Failure {
+            code: code.into(),
+            message: message.into(),
+            details: None,
+            diagnostics: Diagnostics::default(),
+        }
+    }
+
+    fn with_details(mut self, details: Value) -> Failure {
+        self.details = Some(details);
+        self
+    }
+
+    /// The same failure as a parent sees it on the wire: local-only and
+    /// host-only codes become `EXECUTION_FAILED`, keeping the original.
+    fn to_operational(&self) -> OperationalError {
+        match ErrorCode::parse_wire(&self.code) {
+            Some(code) => OperationalError {
+                code,
+                message: self.message.clone(),
+                details: self.details.clone(),
+            },
+            None => OperationalError {
+                code: ErrorCode::ExecutionFailed,
+                message: self.message.clone(),
+                details: Some(json!({ "code": self.code })),
+            },
+        }
+    }
+}
+
+/// One execution request.
+pub struct Invocation {
+    pub target: TargetRef,
+    pub input: Value,
+    pub deadline_unix_ms: u64,
+    pub cancel: watch::Receiver<bool>,
+}
+
+/// A target resolved against the admitted generation.
+struct Resolved {
+    digest: String,
+    settings: Value,
+    slots: BTreeMap<String, TargetRef>,
+    recipe: Recipe,
+    providers: Value,
+}
+
+pub struct Executor {
+    store: Store,
+    work_root: PathBuf,
+    plan: Value,
+    providers: Arc<ProviderSet>,
+    sandbox: Arc<dyn Sandbox>,
+    python_sdk: PathBuf,
+    counter: AtomicU64,
+}
+
+impl Executor {
+    pub fn new(
+        store: Store,
+        work_root: PathBuf,
+        plan: Value,
+        providers: Arc<ProviderSet>,
+        sandbox: Arc<dyn Sandbox>,
+        python_sdk: PathBuf,
+    ) -> Executor {
+        Executor {
+            store,
+            work_root,
+            plan,
+            providers,
+            sandbox,
+            python_sdk,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// Every target of the admitted generation, for messages.
+    pub fn targets(plan: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(packages) = plan.pointer("/lock/packages").and_then(Value::as_object) {
+            for (path, p) in packages {
+                if p.get("directRun") == Some(&Value::Bool(true)) {
+                    out.push(format!("flow:{path}"));
+                }
+            }
+        }
+        if let Some(bindings) = plan.pointer("/lock/bindings").and_then(Value::as_object) {
+            out.extend(bindings.keys().map(|id| format!("binding:{id}")));
+        }
+        out
+    }
+
+    /// Is `target` a target of the admitted generation?
+    pub fn is_target(plan: &Value, target: &TargetRef) -> bool {
+        Self::targets(plan).contains(&target.to_string())
+    }
+
+    fn resolve(&self, target: &TargetRef, with_slots: bool) -> Result<Resolved, Failure> {
+        let lock = &self.plan["lock"];
+        let unknown = || Failure::new("UNAVAILABLE", format!("{target} is not an admitted target"));
+        let (package_path, settings, slots) = match target {
+            TargetRef::Flow(path) => {
+                let entry = lock["packages"].get(path).ok_or_else(unknown)?;
+                if entry["directRun"] != json!(true) {
+                    return Err(unknown());
+                }
+                (path.clone(), json!({}), BTreeMap::new())
+            }
+            TargetRef::Binding(id) => {
+                let entry = lock["bindings"].get(id).ok_or_else(unknown)?;
+                let path = entry["packagePath"]
+                    .as_str()
+                    .ok_or_else(unknown)?
+                    .to_string();
+                let mut slots = BTreeMap::new();
+                if with_slots {
+                    for (slot, value) in entry["slots"].as_object().into_iter().flatten() {
+                        slots.insert(
+                            slot.clone(),
+                            TargetRef::from_lock(value).ok_or_else(unknown)?,
+                        );
+                    }
+                }
+                (path, entry["settings"].clone(), slots)
+            }
+        };
+        let digest = lock["packages"][&package_path]["digest"]
+            .as_str()
+            .ok_or_else(unknown)?
+            .to_string();
+        let execution = &self.plan["execution"][&package_path];
+        let recipe = Recipe::from_value(&execution["recipe"]).ok_or_else(|| {
+            Failure::new(
+                "UNAVAILABLE",
+                format!("{target} has no recipe on this host"),
+            )
+        })?;
+        Ok(Resolved {
+            digest,
+            settings,
+            slots,
+            recipe,
+            providers: execution["providers"].clone(),
+        })
+    }
+
+    /// Run one invocation to its terminal. Boxed because child Flows recurse.
+    pub fn run(self: &Arc<Self>, invocation: Invocation) -> BoxFuture<Result<Success, Failure>> {
+        let this = self.clone();
+        Box::pin(async move { this.run_inner(invocation, true).await })
+    }
+
+    fn run_child(self: &Arc<Self>, invocation: Invocation) -> BoxFuture<Result<Success, Failure>> {
+        let this = self.clone();
+        Box::pin(async move { this.run_inner(invocation, false).await })
+    }
+
+    async fn run_inner(
+        self: Arc<Self>,
+        invocation: Invocation,
+        root: bool,
+    ) -> Result<Success, Failure> {
+        let resolved = self.resolve(&invocation.target, root)?;
+        if let Err(reason) = resolved.recipe.verify() {
+            return Err(Failure::new(
+                "REVIEW_REQUIRED",
+                format!("the admitted execution environment changed ({reason}); run jig review"),
+            )
+            .with_details(
+                json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false }),
+            ));
+        }
+        let files = self
+            .store
+            .get_package(&resolved.digest)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        let package = Package::from_files(files).map_err(|e| {
+            Failure::new(
+                "PROJECT_STATE_INVALID",
+                format!("admitted package no longer validates: {e}"),
+            )
+        })?;
+        if let Some(schema) = package.input_schema() {
+            if let Err(invalid) = schema.validate(&invocation.input) {
+                return Err(Failure::new(
+                    "INVALID_INPUT",
+                    format!("input does not satisfy input.schema.json: {invalid}"),
+                )
+                .with_details(invalid_details(&invalid)));
+            }
+        }
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let dir = self.work_root.join(format!("{n}"));
+        let package_dir = dir.join("package");
+        let scratch = dir.join("scratch");
+        let prepared = (|| -> Result<(), String> {
+            std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
+            self.store
+                .materialize(&resolved.digest, &package_dir)
+                .map_err(|e| e.to_string())
+        })();
+        if let Err(e) = prepared {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(Failure::new(
+                "EXECUTION_FAILED",
+                format!("cannot prepare the Run: {e}"),
+            ));
+        }
+        let package = Arc::new(package);
+        let services = Arc::new(InvocationServices {
+            executor: self.clone(),
+            resolved: Arc::new(resolved),
+            package: package.clone(),
+            deadline_unix_ms: invocation.deadline_unix_ms,
+            cancel: invocation.cancel.clone(),
+            active_children: Arc::new(AtomicUsize::new(0)),
+        });
+        let outcome = self
+            .launch(&services, &package_dir, &scratch, &invocation)
+            .await;
+        let cleanup = std::fs::remove_dir_all(&dir);
+        let (report, exit, diagnostics) = outcome?;
+        if let Err(e) = cleanup {
+            return Err(Failure {
+                code: "JIG_CLEANUP_FAILED".into(),
+                message: format!("the Run ended but its private files could not be removed: {e}"),
+                details: None,
+                diagnostics,
+            });
+        }
+        let result = classify(&report, &exit).map_err(|mut f| {
+            f.diagnostics = diagnostics.clone();
+            f
+        })?;
+        check_result(&package, &result)
+            .map(|r| Success {
+                outcome: r.outcome,
+                output: r.output,
+                diagnostics: diagnostics.clone(),
+            })
+            .map_err(|mut f| {
+                f.diagnostics = diagnostics;
+                f
+            })
+    }
+
+    async fn launch(
+        &self,
+        services: &Arc<InvocationServices>,
+        package_dir: &std::path::Path,
+        scratch: &std::path::Path,
+        invocation: &Invocation,
+    ) -> Result<(PeerReport, Exit, Diagnostics), Failure> {
+        let recipe = &services.resolved.recipe;
+        let now = crate::state::now_unix_ms();
+        let left = Duration::from_millis(invocation.deadline_unix_ms.saturating_sub(now));
+        let limits = || PeerLimits {
+            deadline: tokio::time::Instant::now() + left,
+            cancel: invocation.cancel.clone(),
+        };
+        let mut params = FlowRunParams {
+            protocol: flow::wire::PROTOCOL.into(),
+            input: invocation.input.clone(),
+            settings: services
+                .resolved
+                .settings
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            attachments: BTreeMap::new(),
+            scratch: scratch.to_string_lossy().to_string(),
+            deadline_unix_ms: invocation.deadline_unix_ms,
+            channels: BTreeMap::new(),
+        };
+        let entry = package_dir.join(&recipe.entrypoint);
+        if recipe.kind == RecipeKind::Wasm {
+            params.scratch = "/scratch".into();
+            let bytes = std::fs::read(&entry)
+                .map_err(|e| Failure::new("EXECUTION_FAILED", e.to_string()))?;
+            let launch = wasm::WasmLaunch {
+                bytes,
+                preopens: vec![wasm::Preopen {
+                    host: scratch.to_path_buf(),
+                    guest: "/scratch".into(),
+                    writable: true,
+                }],
+            };
+            let (host_in, guest_in) = tokio::io::duplex(64 * 1024);
+            let (guest_out, host_out) = tokio::io::duplex(64 * 1024);
+            let (guest_err, host_err) = tokio::io::duplex(64 * 1024);
+            let guest = tokio::spawn(wasm::run(launch, guest_in, guest_out, guest_err));
+            let stderr = tokio::spawn(collect_stderr(host_err));
+            let services: Arc<dyn Services> = services.clone();
+            let report = peer::serve(host_out, host_in, params, services, limits()).await;
+            let exit = finish_guest(guest, &report).await;
+            let diagnostics = stderr.await.unwrap_or_default();
+            return Ok((report, exit, diagnostics));
+        }
+        let (program, args): (PathBuf, Vec<std::ffi::OsString>) =
+            match (recipe.kind, &recipe.runtime) {
+                (RecipeKind::Native, _) => (entry.clone(), vec![]),
+                (RecipeKind::Python | RecipeKind::Bun | RecipeKind::Node, Some(runtime)) => {
+                    (runtime.clone(), vec![entry.clone().into()])
+                }
+                (RecipeKind::Deno, Some(runtime)) => (
+                    runtime.clone(),
+                    vec![
+                        "run".into(),
+                        "--no-prompt".into(),
+                        format!(
+                            "--allow-read={},{}",
+                            package_dir.display(),
+                            scratch.display()
+                        )
+                        .into(),
+                        format!("--allow-write={}", scratch.display()).into(),
+                        entry.clone().into(),
+                    ],
+                ),
+                _ => {
+                    return Err(Failure::new(
+                        "UNAVAILABLE",
+                        "the recipe has no runtime on this host",
+                    ))
+                }
+            };
+        let mut env = vec![("LANG".to_string(), "C.UTF-8".to_string())];
+        if recipe.kind == RecipeKind::Python {
+            env.push((
+                "PYTHONPATH".into(),
+                self.python_sdk.to_string_lossy().to_string(),
+            ));
+            env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+            env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+        }
+        let launch = Launch {
+            program,
+            args,
+            env,
+            cwd: scratch.to_path_buf(),
+        };
+        let mut contained = self.sandbox.spawn(&launch).map_err(|e| {
+            Failure::new(
+                "EXECUTION_FAILED",
+                format!("cannot start {}: {e}", launch.program.display()),
+            )
+        })?;
+        let stdin = contained.child.stdin.take().expect("piped stdin");
+        let stdout = contained.child.stdout.take().expect("piped stdout");
+        let stderr = tokio::spawn(collect_stderr(
+            contained.child.stderr.take().expect("piped stderr"),
+        ));
+        let services: Arc<dyn Services> = services.clone();
+        let report = peer::serve(stdout, stdin, params, services, limits()).await;
+        let wait_for = if report.response.is_some() && !report.drain_timed_out {
+            EXIT_GRACE
+        } else {
+            Duration::ZERO
+        };
+        let exit = match tokio::time::timeout(wait_for, contained.child.wait()).await {
+            Ok(Ok(status)) => {
+                contained.reap_group();
+                Exit {
+                    code: status.code(),
+                    killed: false,
+                }
+            }
+            _ => {
+                contained.kill().await;
+                Exit {
+                    code: None,
+                    killed: true,
+                }
+            }
+        };
+        let diagnostics = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
+            Ok(Ok(d)) => d,
+            _ => Diagnostics::default(),
+        };
+        Ok((report, exit, diagnostics))
+    }
+}
+
+/// How the component process ended.
+#[derive(Debug)]
+struct Exit {
+    code: Option<i32>,
+    killed: bool,
+}
+
+async fn finish_guest(
+    guest: tokio::task::JoinHandle<Result<i32, String>>,
+    report: &PeerReport,
+) -> Exit {
+    if report.response.is_none() || report.drain_timed_out {
+        guest.abort();
+        let _ = guest.await;
+        return Exit {
+            code: None,
+            killed: true,
+        };
+    }
+    let abort = guest.abort_handle();
+    match tokio::time::timeout(EXIT_GRACE, guest).await {
+        Ok(Ok(Ok(code))) => Exit {
+            code: Some(code),
+            killed: false,
+        },
+        Ok(Ok(Err(_))) | Ok(Err(_)) => Exit {
+            code: Some(1),
+            killed: false,
+        },
+        Err(_) => {
+            abort.abort();
+            Exit {
+                code: None,
+                killed: true,
+            }
+        }
+    }
+}
+
+async fn collect_stderr<R: AsyncRead + Unpin>(mut stderr: R) -> Diagnostics {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n as u64;
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > MAX_STDERR_BYTES {
+                    tail.drain(..tail.len() - MAX_STDERR_BYTES);
+                }
+            }
+        }
+    }
+    Diagnostics {
+        stderr: String::from_utf8_lossy(&tail).into_owned(),
+        stderr_bytes: total,
+        stderr_truncated: total > tail.len() as u64,
+    }
+}
+
+/// Run/1 §9: turn what the peer saw and how the process ended into the
+/// request decision, or the failure that prevents acceptance.
+fn classify(report: &PeerReport, exit: &Exit) -> Result<Value, Failure> {
+    if let Some(violation) = &report.violation {
+        return Err(Failure::new("PROTOCOL_ERROR", violation.clone()));
+    }
+    if report.deadline {
+        return Err(Failure::new(
+            "DEADLINE_EXCEEDED",
+            "the Run reached its deadline",
+        ));
+    }
+    if report.cancelled {
+        return Err(Failure::new("CANCELLED", "the Run was cancelled"));
+    }
+    let Some(response) = &report.response else {
+        if let Some(code) = exit.code.filter(|c| *c != 0) {
+            return Err(Failure::new(
+                "EXECUTION_FAILED",
+                format!("the component exited with status {code} before responding"),
+            ));
+        }
+        if exit.code.is_none() && !exit.killed {
+            return Err(Failure::new(
+                "EXECUTION_FAILED",
+                "the component was killed by a signal before responding",
+            ));
+        }
+        return Err(Failure::new(
+            "CHANNEL_LOST",
+            report
+                .lost
+                .clone()
+                .unwrap_or_else(|| "the component ended without a root response".into()),
+        ));
+    };
+    if report.pending_at_response > 0 {
+        return Err(Failure::new(
+            "PROTOCOL_ERROR",
+            "the component answered its root while its own requests were pending",
+        ));
+    }
+    if exit.killed || report.drain_timed_out {
+        return Err(Failure::new(
+            "EXECUTION_FAILED",
+            "the component did not exit after responding and was killed",
+        ));
+    }
+    if exit.code != Some(0) {
+        return Err(Failure::new(
+            "EXECUTION_FAILED",
+            match exit.code {
+                Some(code) => format!("the component exited with status {code}"),
+                None => "the component was killed by a signal".into(),
+            },
+        ));
+    }
+    match response {
+        Ok(result) => Ok(result.clone()),
+        Err(error) => match error.operational() {
+            Some(op) => Err(Failure {
+                code: op.code.as_str().into(),
+                message: op.message,
+                details: op.details,
+                diagnostics: Diagnostics::default(),
+            }),
+            None => Err(Failure::new(
+                "PROTOCOL_ERROR",
+                format!(
+                    "the component answered flow/run with JSON-RPC error {}: {}",
+                    error.code, error.message
+                ),
+            )),
+        },
+    }
+}
+
+/// The result must be `{outcome, output}` with `done` or a declared outcome,
+/// and valid against `result.schema.json`.
+fn check_result(package: &Package, result: &Value) -> Result<RunResult, Failure> {
+    let run_result = RunResult::from_value(result).map_err(|e| {
+        Failure::new(
+            "INVALID_RESULT",
+            format!("the result is not a Run result: {}", e.0),
+        )
+    })?;
+    if run_result.outcome != "done"
+        && !package
+            .metadata()
+            .outcomes
+            .contains_key(&run_result.outcome)
+    {
+        return Err(Failure::new(
+            "INVALID_RESULT",
+            format!(
+                "outcome {:?} is neither done nor declared in FLOW.md",
+                run_result.outcome
+            ),
+        ));
+    }
+    if let Some(schema) = package.result_schema() {
+        if let Err(invalid) = schema.validate(result) {
+            return Err(Failure::new(
+                "INVALID_RESULT",
+                format!("the result does not satisfy result.schema.json: {invalid}"),
+            )
+            .with_details(invalid_details(&invalid)));
+        }
+    }
+    Ok(run_result)
+}
+
+fn invalid_details(invalid: &flow::schema::Invalid) -> Value {
+    match invalid {
+        flow::schema::Invalid::Diagnostic(d) => json!({
+            "instancePointer": d.instance_pointer,
+            "schemaPointer": d.schema_pointer,
+            "keyword": d.keyword,
+        }),
+        flow::schema::Invalid::LimitExceeded => json!({ "code": "SCHEMA_LIMIT_EXCEEDED" }),
+        flow::schema::Invalid::Json(e) => json!({ "message": e.to_string() }),
+    }
+}
+
+/// What one running component may ask of its host.
+struct InvocationServices {
+    executor: Arc<Executor>,
+    resolved: Arc<Resolved>,
+    package: Arc<Package>,
+    deadline_unix_ms: u64,
+    cancel: watch::Receiver<bool>,
+    active_children: Arc<AtomicUsize>,
+}
+
+struct ChildSlot(Arc<AtomicUsize>);
+
+impl Drop for ChildSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Services for InvocationServices {
+    fn run_child(&self, params: RunChildParams) -> BoxFuture<Result<Value, OperationalError>> {
+        let Some(target) = self.resolved.slots.get(&params.slot).cloned() else {
+            let e = OperationalError::new(
+                ErrorCode::Unavailable,
+                format!("no child slot {:?} is admitted here", params.slot),
+            );
+            return Box::pin(async move { Err(e) });
+        };
+        if self.active_children.fetch_add(1, Ordering::SeqCst) >= MAX_ACTIVE_CHILDREN {
+            self.active_children.fetch_sub(1, Ordering::SeqCst);
+            let e = OperationalError::new(
+                ErrorCode::ResourceExhausted,
+                "two sibling Flow calls are already active",
+            );
+            return Box::pin(async move { Err(e) });
+        }
+        let slot = ChildSlot(self.active_children.clone());
+        let invocation = Invocation {
+            target,
+            input: params.input,
+            deadline_unix_ms: self.deadline_unix_ms,
+            cancel: self.cancel.clone(),
+        };
+        let child = self.executor.run_child(invocation);
+        Box::pin(async move {
+            let _slot = slot;
+            match child.await {
+                Ok(success) => Ok(json!({ "outcome": success.outcome, "output": success.output })),
+                Err(failure) => Err(failure.to_operational()),
+            }
+        })
+    }
+
+    fn call_capability(
+        &self,
+        params: CapabilityCallParams,
+    ) -> BoxFuture<Result<Value, OperationalError>> {
+        let prepared = self.prepare_call(&params);
+        let deadline_unix_ms = self.deadline_unix_ms;
+        Box::pin(async move {
+            let (provider, method, identity) = prepared?;
+            let ctx = CallContext {
+                contract: identity,
+                operation_id: params.operation_id.clone(),
+                deadline_unix_ms,
+            };
+            let name = params.method.clone();
+            let input = params.input.clone();
+            let call = tokio::task::spawn_blocking(move || provider.call(&ctx, &name, &input));
+            let left =
+                Duration::from_millis(deadline_unix_ms.saturating_sub(crate::state::now_unix_ms()));
+            let outcome = match tokio::time::timeout(left, call).await {
+                Err(_) => {
+                    return Err(OperationalError::new(
+                        ErrorCode::DeadlineExceeded,
+                        "the capability call reached the deadline",
+                    ))
+                }
+                Ok(Err(_)) => {
+                    return Err(OperationalError::new(
+                        ErrorCode::ExecutionFailed,
+                        "the provider failed",
+                    ))
+                }
+                Ok(Ok(outcome)) => outcome,
+            };
+            match outcome {
+                Ok(value) => match method.output.validate(&value) {
+                    Ok(()) => Ok(json!({ "value": value })),
+                    Err(invalid) => Err(OperationalError {
+                        code: ErrorCode::InvalidResult,
+                        message: format!(
+                            "the provider's value does not satisfy the contract: {invalid}"
+                        ),
+                        details: Some(invalid_details(&invalid)),
+                    }),
+                },
+                Err(CallError::Application { name, data }) => match method.errors.get(&name) {
+                    Some(schema) if schema.validate(&data).is_ok() => {
+                        Ok(json!({ "error": { "name": name, "data": data } }))
+                    }
+                    _ => Err(OperationalError::new(
+                        ErrorCode::InvalidResult,
+                        format!("the provider returned undeclared or invalid error {name:?}"),
+                    )),
+                },
+                Err(CallError::Operational {
+                    code,
+                    message,
+                    details,
+                }) => Err(OperationalError {
+                    code: ErrorCode::parse_wire(&code).unwrap_or(ErrorCode::ExecutionFailed),
+                    message,
+                    details,
+                }),
+            }
+        })
+    }
+}
+
+type PreparedCall = (
+    Arc<dyn jig_provider_api::Provider>,
+    flow::contract::Method,
+    ContractIdentity,
+);
+
+impl InvocationServices {
+    fn prepare_call(
+        &self,
+        params: &CapabilityCallParams,
+    ) -> Result<PreparedCall, OperationalError> {
+        let unavailable = |m: String| OperationalError::new(ErrorCode::Unavailable, m);
+        let contract = self.package.contract(&params.slot).ok_or_else(|| {
+            unavailable(format!(
+                "no capability slot {:?} is bound here",
+                params.slot
+            ))
+        })?;
+        let method = contract.method(&params.method).cloned().ok_or_else(|| {
+            OperationalError::new(
+                ErrorCode::InvalidInput,
+                format!("the contract has no method {:?}", params.method),
+            )
+        })?;
+        if let Err(invalid) = method.input.validate(&params.input) {
+            return Err(OperationalError {
+                code: ErrorCode::InvalidInput,
+                message: format!("the input does not satisfy the contract: {invalid}"),
+                details: Some(invalid_details(&invalid)),
+            });
+        }
+        let identity = ContractIdentity {
+            id: contract.id.clone(),
+            version: contract.version.clone(),
+            digest: contract.digest.clone(),
+        };
+        let pin = self.resolved.providers.get(&params.slot).ok_or_else(|| {
+            unavailable(format!(
+                "no provider was admitted for slot {:?}",
+                params.slot
+            ))
+        })?;
+        let provider = self
+            .executor
+            .providers
+            .resolve(pin, &identity)
+            .map_err(unavailable)?;
+        Ok((provider, method, identity))
+    }
+}

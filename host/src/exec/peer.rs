@@ -1,0 +1,379 @@
+//! The host side of one Run/1 channel: send `flow/run`, serve what the
+//! component asks for, and observe exactly how the channel ends.
+//!
+//! The peer classifies nothing on its own: it reports what it saw (the root
+//! response, a protocol violation, transport loss, a recorded deadline or
+//! cancellation) and the executor turns that, with the process exit status,
+//! into one terminal.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::wire::{
+    self, CancelParams, CapabilityCallParams, Direction, ErrorCode, FlowRunParams, FrameDecoder,
+    Message, Method, OperationalError, RpcError, RunChildParams,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+
+use super::ledger::{Join, OperationLedger};
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The id the host uses for its one `flow/run` request.
+pub const ROOT_REQUEST_ID: &str = "host:1";
+/// How long a component may take to settle after the host asks it to stop.
+pub const CANCEL_GRACE: Duration = Duration::from_millis(250);
+/// How long the host waits for stdout to end after the root response.
+pub const POST_RESPONSE_DRAIN: Duration = Duration::from_secs(5);
+
+/// What the host offers a component while its root is pending.
+pub trait Services: Send + Sync + 'static {
+    fn run_child(&self, params: RunChildParams) -> BoxFuture<Result<Value, OperationalError>>;
+    fn call_capability(
+        &self,
+        params: CapabilityCallParams,
+    ) -> BoxFuture<Result<Value, OperationalError>>;
+}
+
+/// Everything the peer observed on one channel.
+#[derive(Debug, Default)]
+pub struct PeerReport {
+    /// The root response, when one arrived and was well formed.
+    pub response: Option<Result<Value, RpcError>>,
+    /// A detected peer-protocol violation (`PROTOCOL_ERROR`).
+    pub violation: Option<String>,
+    /// Transport loss without a violation (`CHANNEL_LOST` when no response).
+    pub lost: Option<String>,
+    /// The deadline was recorded before any root response.
+    pub deadline: bool,
+    /// Cancellation was recorded before any root response.
+    pub cancelled: bool,
+    /// The component still had requests pending when it answered the root.
+    pub pending_at_response: usize,
+    /// Stdout did not reach EOF within [`POST_RESPONSE_DRAIN`] after the response.
+    pub drain_timed_out: bool,
+}
+
+pub struct PeerLimits {
+    pub deadline: tokio::time::Instant,
+    pub cancel: watch::Receiver<bool>,
+}
+
+enum Event {
+    Bytes(std::io::Result<usize>),
+    Completion(String, Result<Value, OperationalError>),
+    Deadline,
+    Cancel,
+    GraceOver,
+}
+
+/// Serve one component channel until it ends.
+pub async fn serve<R, W>(
+    mut stdout: R,
+    stdin: W,
+    params: FlowRunParams,
+    services: Arc<dyn Services>,
+    mut limits: PeerLimits,
+) -> PeerReport
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut report = PeerReport::default();
+    let (write_tx, write_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(write_frames(stdin, write_rx));
+    let mut writer_open = Some(write_tx);
+    let send = |tx: &Option<mpsc::UnboundedSender<Vec<u8>>>, message: &Message| {
+        if let Some(tx) = tx {
+            let _ = tx.send(wire::encode(message));
+        }
+    };
+    send(
+        &writer_open,
+        &Message::request(ROOT_REQUEST_ID, Method::FlowRun, params.to_value()),
+    );
+
+    let (done_tx, mut done_rx) =
+        mpsc::unbounded_channel::<(String, Result<Value, OperationalError>)>();
+    let mut ledger = OperationLedger::default();
+    let mut pending: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut seen_ids: HashSet<String> = HashSet::new();
+    let mut lifetime_requests: u64 = 0;
+    let mut decoder = FrameDecoder::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut grace: Option<tokio::time::Instant> = None;
+    let mut drain_until: Option<tokio::time::Instant> = None;
+    let mut root_settled = false;
+
+    loop {
+        let event = {
+            let deadline_armed = !report.deadline && !report.cancelled && !root_settled;
+            tokio::select! {
+                n = stdout.read(&mut buf) => Event::Bytes(n),
+                Some((id, result)) = done_rx.recv(), if !root_settled => Event::Completion(id, result),
+                _ = tokio::time::sleep_until(limits.deadline), if deadline_armed => Event::Deadline,
+                Ok(()) = limits.cancel.changed(), if deadline_armed => Event::Cancel,
+                _ = sleep_until_opt(grace.or(drain_until)), if grace.is_some() || drain_until.is_some() => Event::GraceOver,
+            }
+        };
+        match event {
+            Event::Deadline | Event::Cancel => {
+                if matches!(event, Event::Deadline) {
+                    report.deadline = true;
+                } else if *limits.cancel.borrow() {
+                    report.cancelled = true;
+                } else {
+                    continue;
+                }
+                // Owned calls stay answerable: the component cancels each one
+                // and waits for its response before failing the root.
+                send(&writer_open, &Message::cancel(ROOT_REQUEST_ID));
+                grace = Some(tokio::time::Instant::now() + CANCEL_GRACE);
+            }
+            Event::GraceOver => {
+                if drain_until.is_some() {
+                    report.drain_timed_out = true;
+                }
+                break;
+            }
+            Event::Completion(id, result) => {
+                if pending.remove(&id).is_some() {
+                    let message = match result {
+                        Ok(value) => Message::Success { id, result: value },
+                        Err(e) => Message::failure(Some(id), e.to_rpc()),
+                    };
+                    send(&writer_open, &message);
+                }
+            }
+            Event::Bytes(Err(e)) => {
+                report
+                    .lost
+                    .get_or_insert(format!("reading component stdout failed: {e}"));
+                break;
+            }
+            Event::Bytes(Ok(0)) => {
+                if decoder.finish().is_err() {
+                    report
+                        .violation
+                        .get_or_insert("component stdout ended inside a frame".into());
+                } else if !root_settled {
+                    report
+                        .lost
+                        .get_or_insert("component stdout ended before the root response".into());
+                }
+                break;
+            }
+            Event::Bytes(Ok(n)) => {
+                decoder.push(&buf[..n]);
+                loop {
+                    let frame = match decoder.next_frame() {
+                        Ok(Some(frame)) => frame,
+                        Ok(None) => break,
+                        Err(e) => {
+                            report
+                                .violation
+                                .get_or_insert(format!("invalid frame: {e}"));
+                            break;
+                        }
+                    };
+                    if root_settled {
+                        report
+                            .violation
+                            .get_or_insert("component wrote after its root response".into());
+                        break;
+                    }
+                    let message = match wire::decode(&frame) {
+                        Ok(message) => message,
+                        Err(e) => {
+                            if let Some(reply) = e.reply() {
+                                send(&writer_open, &reply);
+                            }
+                            report.violation.get_or_insert(e.to_string());
+                            break;
+                        }
+                    };
+                    match message {
+                        Message::Success { id, result } if id == ROOT_REQUEST_ID => {
+                            report.response = Some(Ok(result));
+                        }
+                        Message::Failure {
+                            id: Some(id),
+                            error,
+                        } if id == ROOT_REQUEST_ID => {
+                            report.response = Some(Err(error));
+                        }
+                        Message::Success { id, .. } | Message::Failure { id: Some(id), .. } => {
+                            report
+                                .violation
+                                .get_or_insert(format!("response to unknown request {id:?}"));
+                        }
+                        Message::Failure { id: None, error } => {
+                            report.violation.get_or_insert(format!(
+                                "component reported {}: {}",
+                                error.code, error.message
+                            ));
+                        }
+                        Message::Notification { method, params } => {
+                            if method == Method::RequestCancel.as_str() {
+                                match params.as_ref().map(CancelParams::from_value) {
+                                    Some(Ok(cancel)) => {
+                                        if let Some(task) = pending.remove(&cancel.request_id) {
+                                            task.abort();
+                                            if let Some(op) = ledger.leave(&cancel.request_id) {
+                                                ledger.abort_if_unwatched(&op);
+                                            }
+                                            let e = OperationalError::new(
+                                                ErrorCode::Cancelled,
+                                                "cancelled by the component",
+                                            );
+                                            send(
+                                                &writer_open,
+                                                &Message::failure(
+                                                    Some(cancel.request_id),
+                                                    e.to_rpc(),
+                                                ),
+                                            );
+                                        }
+                                    }
+                                    _ => {
+                                        report
+                                            .violation
+                                            .get_or_insert("malformed request/cancel".into());
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        Message::Request { id, method, params } => {
+                            if !seen_ids.insert(id.clone()) {
+                                report
+                                    .violation
+                                    .get_or_insert(format!("request id {id:?} reused"));
+                                break;
+                            }
+                            lifetime_requests += 1;
+                            if lifetime_requests > wire::MAX_LIFETIME_REQUESTS {
+                                report.violation.get_or_insert(
+                                    "more than 65,536 requests on one channel".into(),
+                                );
+                                break;
+                            }
+                            let Some(method) =
+                                wire::request_method(Direction::ComponentToHost, &method)
+                            else {
+                                let e =
+                                    RpcError::standard(wire::METHOD_NOT_FOUND, "method not found");
+                                send(&writer_open, &Message::failure(Some(id), e));
+                                continue;
+                            };
+                            if report.deadline || report.cancelled {
+                                let e = OperationalError::new(
+                                    ErrorCode::OwnerClosed,
+                                    "the root is no longer admitting work",
+                                );
+                                send(&writer_open, &Message::failure(Some(id), e.to_rpc()));
+                                continue;
+                            }
+                            if pending.len() >= wire::MAX_PENDING_REQUESTS {
+                                let e = OperationalError::new(
+                                    ErrorCode::ResourceExhausted,
+                                    "64 requests are already pending",
+                                );
+                                send(&writer_open, &Message::failure(Some(id), e.to_rpc()));
+                                continue;
+                            }
+                            let params = params.unwrap_or(Value::Null);
+                            let work: Result<(String, Value, BoxFuture<Result<Value, OperationalError>>), RpcError> =
+                                match method {
+                                    Method::RunChild => RunChildParams::from_value(&params)
+                                        .map(|p| {
+                                            let key = serde_json::json!({"method": "flow/run-child", "slot": p.slot, "intent": p.intent, "input": p.input, "channels": p.channels});
+                                            (p.operation_id.clone(), key, services.run_child(p))
+                                        })
+                                        .map_err(|e| e.to_rpc()),
+                                    Method::CapabilityCall => CapabilityCallParams::from_value(&params)
+                                        .map(|p| {
+                                            let key = serde_json::json!({"method": "capability/call", "slot": p.slot, "method_": p.method, "input": p.input, "channels": p.channels});
+                                            (p.operation_id.clone(), key, services.call_capability(p))
+                                        })
+                                        .map_err(|e| e.to_rpc()),
+                                    _ => Err(RpcError::standard(wire::METHOD_NOT_FOUND, "channels are not offered by this host yet")),
+                                };
+                            let (operation_id, key, future) = match work {
+                                Ok(work) => work,
+                                Err(e) => {
+                                    send(&writer_open, &Message::failure(Some(id), e));
+                                    continue;
+                                }
+                            };
+                            let receiver = match ledger.join(&operation_id, &key, &id, future) {
+                                Join::Conflict => {
+                                    let e = OperationalError::new(
+                                        ErrorCode::OperationConflict,
+                                        format!("operation {operation_id:?} was already used with different parameters"),
+                                    );
+                                    send(&writer_open, &Message::failure(Some(id), e.to_rpc()));
+                                    continue;
+                                }
+                                Join::Waiter(receiver) => receiver,
+                            };
+                            let done = done_tx.clone();
+                            let request_id = id.clone();
+                            let waiter = tokio::spawn(async move {
+                                let result = OperationLedger::wait(receiver).await;
+                                let _ = done.send((request_id, result));
+                            });
+                            pending.insert(id, waiter);
+                        }
+                    }
+                    if report.response.is_some() && !root_settled {
+                        root_settled = true;
+                        report.pending_at_response = pending.len();
+                        for (_, task) in pending.drain() {
+                            task.abort();
+                        }
+                        ledger.abort_all();
+                        // The component may stop reading now: close our half.
+                        writer_open = None;
+                        grace = None;
+                        drain_until = Some(tokio::time::Instant::now() + POST_RESPONSE_DRAIN);
+                    }
+                }
+                if report.violation.is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    for (_, task) in pending.drain() {
+        task.abort();
+    }
+    ledger.abort_all();
+    drop(writer_open);
+    let _ = tokio::time::timeout(Duration::from_millis(100), writer).await;
+    report
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut stdin: W,
+    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    while let Some(frame) = frames.recv().await {
+        if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = stdin.shutdown().await;
+}

@@ -1,0 +1,415 @@
+//! Planning: from captured declarations and staged packages to one candidate,
+//! linked, with a recipe and provider chosen for every target, the portable
+//! lock derived, and the review text a person approves.
+//!
+//! Planning never runs package code and never grants authority; it only
+//! produces a Plan value that `state` may retain and later admit.
+
+mod lock;
+mod recipe;
+mod review;
+
+pub use lock::{lock_bytes, LOCK_FILE};
+pub use recipe::{Recipe, RecipeKind};
+pub use review::review_text;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use flow::json::Value;
+use flow::package::{Access, Package, Use};
+use jig_project::{Declarations, SlotTarget};
+use serde_json::json;
+
+use crate::config::HostConfig;
+use crate::providers::{builtin_contract, ProviderSet};
+
+/// Seed 002 §4 direct-target limits.
+pub const MAX_DIRECT_ATTACHMENTS: usize = 8;
+pub const MAX_DIRECT_WRITABLE_ATTACHMENTS: usize = 1;
+/// HOST-FACTS §2: direct targets plus Bindings.
+pub const MAX_TARGETS: usize = 4096;
+
+/// One finding that invalidates the candidate, with its location.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub code: String,
+    pub path: Option<String>,
+    pub pointer: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The candidate is invalid (`INVALID_CANDIDATE`).
+    #[error("{}", render_diagnostics("the project candidate is invalid", .0))]
+    Invalid(Vec<Diagnostic>),
+    /// Some target has no recipe or provider on this host (`UNAVAILABLE`).
+    #[error("{}", render_diagnostics("this host cannot run every target", .0))]
+    Unavailable(Vec<Diagnostic>),
+}
+
+impl PlanError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            PlanError::Invalid(_) => "INVALID_CANDIDATE",
+            PlanError::Unavailable(_) => "UNAVAILABLE",
+        }
+    }
+}
+
+fn render_diagnostics(hint: &str, diagnostics: &[Diagnostic]) -> String {
+    let mut text = hint.to_string();
+    for d in diagnostics {
+        text.push_str("; ");
+        text.push_str(&d.code);
+        if let Some(path) = &d.path {
+            text.push_str(&format!(" at {}", ascii_quote(path)));
+        }
+        if let Some(pointer) = &d.pointer {
+            text.push_str(&format!(" pointer {}", ascii_quote(pointer)));
+        }
+        text.push_str(&format!(": {}", d.message));
+    }
+    text
+}
+
+/// Quote project-controlled text for a terminal: ASCII only, controls escaped.
+pub fn ascii_quote(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(c),
+            c => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The staged candidate: every selected package, keyed by project path.
+pub struct Candidate {
+    pub declarations: Declarations,
+    pub packages: BTreeMap<String, Package>,
+}
+
+/// Stage every selected Flow as a Package/1 tree (generated `node_modules`
+/// excluded, seed 002 §4).
+pub fn stage(root: &Path, declarations: Declarations) -> Result<Candidate, PlanError> {
+    let mut packages = BTreeMap::new();
+    let mut diagnostics = Vec::new();
+    for path in &declarations.flows {
+        let exclude = |p: &str| p == "node_modules" || p.starts_with("node_modules/");
+        match Package::stage_dir_excluding(&root.join(path), &exclude) {
+            Ok(package) => {
+                packages.insert(path.clone(), package);
+            }
+            Err(e) => diagnostics.push(Diagnostic {
+                code: e.code.to_string(),
+                path: Some(match &e.path {
+                    Some(inner) => format!("{path}/{inner}"),
+                    None => path.clone(),
+                }),
+                pointer: e.pointer.clone(),
+                message: e.message.clone(),
+            }),
+        }
+    }
+    if diagnostics.is_empty() {
+        Ok(Candidate {
+            declarations,
+            packages,
+        })
+    } else {
+        Err(PlanError::Invalid(diagnostics))
+    }
+}
+
+/// Is this package a direct Run target (seed 002 §4)? Structural only.
+pub fn direct_run(package: &Package) -> bool {
+    let meta = package.metadata();
+    if package.entrypoint().is_none() {
+        return false;
+    }
+    let mut builtin_uses: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for slot in meta.uses.keys() {
+        if let Some(contract) = package.contract(slot) {
+            match builtin_contract(&contract.id) {
+                Some("project-command") => return false,
+                Some(name) => *builtin_uses.entry(name).or_default() += 1,
+                None => {}
+            }
+        }
+    }
+    if builtin_uses.values().any(|n| *n > 1) {
+        return false;
+    }
+    let writable = meta
+        .attachments
+        .values()
+        .filter(|a| matches!(a, Access::ReadWrite))
+        .count();
+    if meta.attachments.len() > MAX_DIRECT_ATTACHMENTS || writable > MAX_DIRECT_WRITABLE_ATTACHMENTS
+    {
+        return false;
+    }
+    accepts_settings(package, &json!({}))
+}
+
+fn accepts_settings(package: &Package, settings: &Value) -> bool {
+    match package.settings_schema() {
+        Some(schema) => schema.validate(settings).is_ok(),
+        None => settings.as_object().is_some_and(|o| o.is_empty()),
+    }
+}
+
+/// Link the candidate and choose recipes and providers: the complete Plan.
+pub fn plan(
+    candidate: &Candidate,
+    config: &HostConfig,
+    providers: &ProviderSet,
+    base: Option<u64>,
+) -> Result<Value, PlanError> {
+    let mut invalid = Vec::new();
+    let mut unavailable = Vec::new();
+    let decl = &candidate.declarations;
+
+    let mut lock_packages = serde_json::Map::new();
+    let mut execution = serde_json::Map::new();
+    for (path, package) in &candidate.packages {
+        let direct = direct_run(package);
+        let mut uses = serde_json::Map::new();
+        let mut served = serde_json::Map::new();
+        for (slot, use_) in &package.metadata().uses {
+            let location = format!("{path}/FLOW.md");
+            match use_ {
+                Use::Local => unavailable.push(Diagnostic {
+                    code: "PROJECT_CAPABILITY_UNAVAILABLE".into(),
+                    path: Some(location),
+                    pointer: Some(format!("/uses/{slot}")),
+                    message: "a local capability seam has no provider on this host".into(),
+                }),
+                Use::Contract { .. } => {
+                    let Some(contract) = package.contract(slot) else {
+                        continue;
+                    };
+                    uses.insert(
+                        slot.clone(),
+                        json!({ "id": contract.id, "version": contract.version, "digest": contract.digest }),
+                    );
+                    match providers.plan_for(&contract.id, &contract.version, &contract.digest) {
+                        Ok(pin) => {
+                            served.insert(slot.clone(), pin);
+                        }
+                        Err(reason) => unavailable.push(Diagnostic {
+                            code: if builtin_contract(&contract.id) == Some("agent-run") {
+                                "PROJECT_AGENT_UNAVAILABLE".into()
+                            } else {
+                                "PROJECT_CAPABILITY_UNAVAILABLE".into()
+                            },
+                            path: Some(location),
+                            pointer: Some(format!("/uses/{slot}")),
+                            message: reason,
+                        }),
+                    }
+                }
+            }
+        }
+        lock_packages.insert(
+            path.clone(),
+            json!({ "digest": package.digest(), "directRun": direct, "uses": Value::Object(uses) }),
+        );
+        let recipe = match package.entrypoint() {
+            None => None,
+            Some(entry) => match Recipe::select(entry, config) {
+                Ok(recipe) => Some(recipe),
+                Err(reason) => {
+                    unavailable.push(Diagnostic {
+                        code: "UNAVAILABLE".into(),
+                        path: Some(format!("{path}/{}", entry.path)),
+                        pointer: None,
+                        message: reason,
+                    });
+                    None
+                }
+            },
+        };
+        execution.insert(
+            path.clone(),
+            json!({
+                "recipe": recipe.map(|r| r.to_value()),
+                "providers": Value::Object(served),
+            }),
+        );
+    }
+
+    let mut lock_bindings = serde_json::Map::new();
+    for (id, binding) in &decl.bindings {
+        let at = Some(binding.file.clone());
+        let Some(package) = candidate.packages.get(&binding.package) else {
+            invalid.push(Diagnostic {
+                code: "PROJECT_BINDING_PACKAGE_MISSING".into(),
+                path: at.clone(),
+                pointer: Some("/package".into()),
+                message: format!(
+                    "{} is not a selected Flow package",
+                    ascii_quote(&binding.package)
+                ),
+            });
+            continue;
+        };
+        if package.entrypoint().is_none() {
+            invalid.push(Diagnostic {
+                code: "PROJECT_BINDING_PACKAGE_MISSING".into(),
+                path: at.clone(),
+                pointer: Some("/package".into()),
+                message: "an instructions-only package cannot be bound".into(),
+            });
+        }
+        if !binding.settings.is_object() || !accepts_settings(package, &binding.settings) {
+            invalid.push(Diagnostic {
+                code: "PROJECT_BINDING_SETTINGS_INVALID".into(),
+                path: at.clone(),
+                pointer: Some("/settings".into()),
+                message: if package.settings_schema().is_some() {
+                    "settings do not satisfy the package's settings.schema.json".into()
+                } else {
+                    "the package has no settings.schema.json, so only {} is valid".into()
+                },
+            });
+        }
+        let mut slots = serde_json::Map::new();
+        for (slot, target) in &binding.slots {
+            let pointer = Some(format!("/slots/{slot}"));
+            let problem = match target {
+                SlotTarget::Flow(path) => match candidate.packages.get(path) {
+                    None => Some(format!("flow:{path} is not a selected Flow")),
+                    Some(_) if *path == binding.package => {
+                        Some("a slot cannot select its own package".into())
+                    }
+                    Some(child) if !direct_run(child) => {
+                        Some(format!("flow:{path} is not a direct Run target"))
+                    }
+                    Some(child) if !child.metadata().attachments.is_empty() => {
+                        Some("the selected package requires attachments".into())
+                    }
+                    Some(_) => None,
+                },
+                SlotTarget::Binding(child_id) => match decl.bindings.get(child_id) {
+                    None => Some(format!("binding:{child_id} is not declared")),
+                    Some(_) if child_id == id => Some("a Binding cannot select itself".into()),
+                    Some(child) if child.package == binding.package => {
+                        Some("a slot cannot select its own package through a Binding".into())
+                    }
+                    Some(child) if !child.slots.is_empty() => {
+                        Some(format!("binding:{child_id} has slots of its own"))
+                    }
+                    Some(child) => match candidate.packages.get(&child.package) {
+                        Some(p) if p.entrypoint().is_none() => {
+                            Some("the selected package has no entrypoint".into())
+                        }
+                        Some(p) if !p.metadata().attachments.is_empty() => {
+                            Some("the selected package requires attachments".into())
+                        }
+                        _ => None,
+                    },
+                },
+            };
+            if let Some(message) = problem {
+                invalid.push(Diagnostic {
+                    code: "PROJECT_BINDING_SLOT_MISSING".into(),
+                    path: at.clone(),
+                    pointer,
+                    message,
+                });
+                continue;
+            }
+            slots.insert(
+                slot.clone(),
+                match target {
+                    SlotTarget::Flow(path) => json!({ "kind": "flow", "path": path }),
+                    SlotTarget::Binding(id) => json!({ "kind": "binding", "id": id }),
+                },
+            );
+        }
+        let mut entry = json!({
+            "packagePath": binding.package,
+            "settings": binding.settings,
+            "slots": Value::Object(slots),
+        });
+        if let Some(commands) = &binding.commands {
+            entry["commands"] = commands.clone();
+        }
+        lock_bindings.insert(id.clone(), entry);
+    }
+
+    let direct_targets = lock_packages
+        .values()
+        .filter(|p| p["directRun"] == json!(true))
+        .count();
+    if direct_targets + lock_bindings.len() > MAX_TARGETS {
+        invalid.push(Diagnostic {
+            code: "PROJECT_DECLARATION_INVALID".into(),
+            path: None,
+            pointer: None,
+            message: format!("more than {MAX_TARGETS} targets"),
+        });
+    }
+    if !invalid.is_empty() {
+        return Err(PlanError::Invalid(invalid));
+    }
+    // Unavailability only matters for targets that could run.
+    let needed: BTreeSet<&String> = lock_packages
+        .iter()
+        .filter(|(_, p)| p["directRun"] == json!(true))
+        .map(|(path, _)| path)
+        .chain(
+            lock_bindings
+                .values()
+                .filter_map(|b| b["packagePath"].as_str())
+                .map(|p| {
+                    lock_packages
+                        .keys()
+                        .find(|k| k.as_str() == p)
+                        .expect("linked")
+                }),
+        )
+        .collect();
+    let unavailable: Vec<Diagnostic> = unavailable
+        .into_iter()
+        .filter(|d| {
+            d.path
+                .as_deref()
+                .map(|p| needed.iter().any(|n| p.starts_with(&format!("{n}/"))))
+                .unwrap_or(true)
+        })
+        .collect();
+    if !unavailable.is_empty() {
+        return Err(PlanError::Unavailable(unavailable));
+    }
+
+    let lock = json!({ "packages": Value::Object(lock_packages), "bindings": Value::Object(lock_bindings) });
+    let sources: serde_json::Map<String, Value> = decl
+        .sources
+        .iter()
+        .map(|(path, bytes)| (path.clone(), json!(crate::state::sha256_digest(bytes))))
+        .collect();
+    Ok(json!({
+        "base": base,
+        "lock": lock,
+        "execution": Value::Object(execution),
+        "candidate": { "project": decl.project, "sources": Value::Object(sources) },
+    }))
+}
+
+/// The execution-relevant part of a Plan: what decides "unchanged".
+pub fn meaning(plan: &Value) -> Value {
+    json!({ "lock": plan["lock"], "execution": plan["execution"] })
+}

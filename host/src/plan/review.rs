@@ -1,0 +1,202 @@
+//! The review text: what an operator approves. It leads with added, changed
+//! and removed packages, Bindings and targets, shows full Package/1 digests,
+//! and escapes every project-controlled string.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use flow::json::Value;
+
+use super::ascii_quote;
+
+fn entries(lock: Option<&Value>, section: &str) -> serde_json::Map<String, Value> {
+    lock.and_then(|l| l.get(section))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn targets(lock: Option<&Value>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (path, package) in entries(lock, "packages") {
+        if package.get("directRun") == Some(&Value::Bool(true)) {
+            out.insert(format!("flow:{path}"));
+        }
+    }
+    for id in entries(lock, "bindings").keys() {
+        out.insert(format!("binding:{id}"));
+    }
+    out
+}
+
+fn describe_binding(binding: &Value) -> String {
+    let package = binding
+        .get("packagePath")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut text = format!("package {}", ascii_quote(package));
+    let settings = binding.get("settings").cloned().unwrap_or(Value::Null);
+    text.push_str(&format!(
+        " settings {}",
+        ascii_quote(&flow::json::canonical_string(&settings))
+    ));
+    if let Some(slots) = binding.get("slots").and_then(Value::as_object) {
+        for (slot, target) in slots {
+            let selector = match (
+                target.get("kind").and_then(Value::as_str),
+                target.get("path"),
+                target.get("id"),
+            ) {
+                (Some("flow"), Some(Value::String(p)), _) => format!("flow:{p}"),
+                (Some("binding"), _, Some(Value::String(id))) => format!("binding:{id}"),
+                _ => "?".into(),
+            };
+            text.push_str(&format!(
+                " slot {} -> {}",
+                ascii_quote(slot),
+                ascii_quote(&selector)
+            ));
+        }
+    }
+    if let Some(commands) = binding.get("commands") {
+        text.push_str(&format!(
+            " commands {}",
+            ascii_quote(&flow::json::canonical_string(commands))
+        ));
+    }
+    text
+}
+
+fn describe_package(package: &Value) -> String {
+    let digest = package.get("digest").and_then(Value::as_str).unwrap_or("");
+    let mut text = digest.to_string();
+    if package.get("directRun") != Some(&Value::Bool(true)) {
+        text.push_str(" (not a direct target)");
+    }
+    if let Some(uses) = package.get("uses").and_then(Value::as_object) {
+        for (slot, contract) in uses {
+            let id = contract.get("id").and_then(Value::as_str).unwrap_or("");
+            let version = contract
+                .get("version")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            text.push_str(&format!(
+                " uses {} = {}@{}",
+                ascii_quote(slot),
+                ascii_quote(id),
+                ascii_quote(version)
+            ));
+        }
+    }
+    text
+}
+
+/// Render the change from `current` (the admitted lock, if any) to `proposed`.
+/// With `details`, the complete current and proposed policy follow.
+pub fn review_text(
+    current: Option<&Value>,
+    proposed: &Value,
+    providers: &Value,
+    details: bool,
+) -> String {
+    let mut out = String::new();
+    let sections: [(&str, &str, fn(&Value) -> String); 2] = [
+        ("Packages", "packages", describe_package),
+        ("Bindings", "bindings", describe_binding),
+    ];
+    for (title, section, describe) in sections {
+        let before = entries(current, section);
+        let after = entries(Some(proposed), section);
+        let mut lines = Vec::new();
+        for (key, value) in &after {
+            match before.get(key) {
+                None => lines.push(format!("  + {} {}", ascii_quote(key), describe(value))),
+                Some(old) if old != value => {
+                    lines.push(format!("  ~ {} {}", ascii_quote(key), describe(value)));
+                    lines.push(format!("      was {}", describe(old)));
+                }
+                Some(_) => {}
+            }
+        }
+        for (key, value) in &before {
+            if !after.contains_key(key) {
+                lines.push(format!("  - {} {}", ascii_quote(key), describe(value)));
+            }
+        }
+        if !lines.is_empty() {
+            let _ = writeln!(out, "{title}:");
+            for line in lines {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    let before = targets(current);
+    let after = targets(Some(proposed));
+    let _ = writeln!(out, "Targets:");
+    for target in &after {
+        let mark = if before.contains(target) { ' ' } else { '+' };
+        let _ = writeln!(out, "  {mark} {}", ascii_quote(target));
+    }
+    for target in before.difference(&after) {
+        let _ = writeln!(out, "  - {}", ascii_quote(target));
+    }
+    if let Some(served) = providers.as_object().filter(|m| !m.is_empty()) {
+        let _ = writeln!(out, "Providers:");
+        for (slot, provider) in served {
+            let name = provider.get("name").and_then(Value::as_str).unwrap_or("");
+            let kind = provider.get("kind").and_then(Value::as_str).unwrap_or("");
+            let _ = writeln!(
+                out,
+                "  {} served by {} ({kind})",
+                ascii_quote(slot),
+                ascii_quote(name)
+            );
+        }
+    }
+    if details {
+        let _ = writeln!(out, "Current policy:");
+        match current {
+            Some(lock) => {
+                let _ = writeln!(
+                    out,
+                    "  {}",
+                    ascii_quote(&flow::json::canonical_string(lock))
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  (nothing admitted)");
+            }
+        }
+        let _ = writeln!(out, "Proposed policy:");
+        let _ = writeln!(
+            out,
+            "  {}",
+            ascii_quote(&flow::json::canonical_string(proposed))
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn first_review_lists_the_greeting_package_and_target() {
+        let proposed = json!({"packages": {"flows/hello": {"digest": "sha256:ab", "directRun": true, "uses": {}}}, "bindings": {}});
+        let text = review_text(None, &proposed, &json!({}), false);
+        assert_eq!(
+            text,
+            "Packages:\n  + \"flows/hello\" sha256:ab\nTargets:\n  + \"flow:flows/hello\"\n"
+        );
+    }
+
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        let proposed = json!({"packages": {"flows/\u{1b}[2J": {"digest": "sha256:ab", "directRun": false, "uses": {}}}, "bindings": {}});
+        let text = review_text(None, &proposed, &json!({}), false);
+        assert!(text.contains("\\u001b[2J"));
+        assert!(!text.contains('\u{1b}'));
+    }
+}

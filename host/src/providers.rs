@@ -1,0 +1,140 @@
+//! The capability providers this host offers, as the operator configured
+//! them: loaded on demand, pinned by file digest at review, and checked again
+//! before a Run calls them.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use flow::json::Value;
+use jig_provider_api::{ContractIdentity, Provider, ProviderDecl, ProviderKind};
+use serde_json::json;
+
+/// The Jig contracts a host serves itself (HOST-FACTS §1–§3).
+pub const BUILTIN_CONTRACTS: [(&str, &str); 3] = [
+    ("https://jig.md/contracts/agent-run", "agent-run"),
+    ("https://jig.md/contracts/run-checkpoint", "run-checkpoint"),
+    (
+        "https://jig.md/contracts/project-command",
+        "project-command",
+    ),
+];
+
+pub fn builtin_contract(id: &str) -> Option<&'static str> {
+    BUILTIN_CONTRACTS
+        .iter()
+        .find(|(uri, _)| *uri == id)
+        .map(|(_, name)| *name)
+}
+
+pub struct ProviderSet {
+    decls: Vec<ProviderDecl>,
+    loaded: Mutex<BTreeMap<String, Arc<dyn Provider>>>,
+}
+
+impl ProviderSet {
+    pub fn new(decls: Vec<ProviderDecl>) -> ProviderSet {
+        ProviderSet {
+            decls,
+            loaded: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn decl(&self, name: &str) -> Option<&ProviderDecl> {
+        self.decls.iter().find(|d| d.name == name)
+    }
+
+    fn load(&self, decl: &ProviderDecl) -> Result<Arc<dyn Provider>, String> {
+        if let Some(p) = self.loaded.lock().unwrap().get(&decl.name) {
+            return Ok(p.clone());
+        }
+        let provider = match decl.kind {
+            ProviderKind::Wasm => jig_provider_wasm::WasmProvider::load(decl),
+            ProviderKind::Native => jig_provider_native::NativeProvider::load(decl),
+            ProviderKind::Builtin => {
+                return Err(format!(
+                    "builtin provider {:?} is not available in this build",
+                    decl.name
+                ))
+            }
+        }
+        .map_err(|e| format!("provider {:?} failed to load: {e}", decl.name))?;
+        self.loaded
+            .lock()
+            .unwrap()
+            .insert(decl.name.clone(), provider.clone());
+        Ok(provider)
+    }
+
+    fn file_digest(decl: &ProviderDecl) -> Result<String, String> {
+        let path = decl
+            .path
+            .as_ref()
+            .ok_or_else(|| format!("provider {:?} has no path", decl.name))?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("provider {:?}: {}: {e}", decl.name, path.display()))?;
+        Ok(crate::state::sha256_digest(&bytes))
+    }
+
+    /// Choose the provider serving an exact contract identity, as a pin
+    /// `{name, kind, fileDigest}` for the Plan.
+    pub fn plan_for(&self, id: &str, version: &str, digest: &str) -> Result<Value, String> {
+        let wanted = ContractIdentity {
+            id: id.into(),
+            version: version.into(),
+            digest: digest.into(),
+        };
+        let mut found = Vec::new();
+        for decl in &self.decls {
+            let provider = self.load(decl)?;
+            if provider.contracts().iter().any(|c| c.identity == wanted) {
+                found.push(decl);
+            }
+        }
+        match found.as_slice() {
+            [decl] => Ok(json!({
+                "name": decl.name,
+                "kind": kind_name(&decl.kind),
+                "fileDigest": Self::file_digest(decl)?,
+            })),
+            [] => Err(format!(
+                "no configured provider serves {id} {version} ({digest})"
+            )),
+            _ => Err(format!(
+                "more than one configured provider serves {id} {version}; keep one"
+            )),
+        }
+    }
+
+    /// The provider a reviewed pin names, if it is still the same file and
+    /// still serves the identity. `Err` means the execution environment changed.
+    pub fn resolve(
+        &self,
+        pin: &Value,
+        identity: &ContractIdentity,
+    ) -> Result<Arc<dyn Provider>, String> {
+        let name = pin.get("name").and_then(Value::as_str).unwrap_or_default();
+        let decl = self
+            .decl(name)
+            .ok_or_else(|| format!("provider {name:?} is no longer configured"))?;
+        if Some(Self::file_digest(decl)?.as_str()) != pin.get("fileDigest").and_then(Value::as_str)
+        {
+            return Err(format!("provider {name:?} changed since review"));
+        }
+        let provider = self.load(decl)?;
+        if !provider.contracts().iter().any(|c| &c.identity == identity) {
+            return Err(format!(
+                "provider {name:?} no longer serves {}",
+                identity.id
+            ));
+        }
+        Ok(provider)
+    }
+}
+
+fn kind_name(kind: &ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Wasm => "wasm",
+        ProviderKind::Native => "native",
+        ProviderKind::Builtin => "builtin",
+    }
+}

@@ -1,0 +1,270 @@
+//! Protected project state under `.jig/`: one owner at a time, a
+//! content-addressed store for admitted bytes, retained Plans, admission
+//! generations advanced by one compare-and-set, and durable Run records.
+//!
+//! Nothing here reads project source or decides what a Plan means; it keeps
+//! exactly what it is given and refuses state it cannot validate
+//! (`PROJECT_STATE_INVALID`). Every write that matters goes through
+//! [`write_atomic`]: a temporary file, fsync, rename, fsync of the directory.
+
+mod records;
+mod store;
+
+pub use records::{now_unix_ms, RunRecord, RunStatus, Runs, RunsError, Submission};
+pub use store::Store;
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use flow::json::Value;
+use nix::fcntl::{Flock, FlockArg};
+
+pub const STATE_DIR: &str = ".jig";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{message}")]
+    Busy { message: String },
+    #[error("{message}")]
+    Invalid { message: String },
+    #[error("{message}")]
+    Unsafe { message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("{message}")]
+    StalePlan { message: String },
+    #[error("{message}")]
+    PlanNotFound { message: String },
+}
+
+impl StateError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            StateError::Busy { .. } => "PROJECT_BUSY",
+            StateError::Invalid { .. } => "PROJECT_STATE_INVALID",
+            StateError::Unsafe { .. } => "PROJECT_UNSAFE",
+            StateError::Io { .. } => "INTERNAL",
+            StateError::StalePlan { .. } => "STALE_PLAN",
+            StateError::PlanNotFound { .. } => "PLAN_NOT_FOUND",
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StateError {
+        let context = context.into();
+        move |source| StateError::Io { context, source }
+    }
+}
+
+/// An acquired project: the exclusive owner of its `.jig/` state for as long
+/// as this value lives.
+pub struct ProjectState {
+    root: PathBuf,
+    dir: PathBuf,
+    _owner: Flock<File>,
+}
+
+/// The admitted generation: the exact authority that Runs execute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub number: u64,
+    /// The retained Plan value this generation admitted.
+    pub plan: Value,
+    pub plan_digest: String,
+}
+
+impl ProjectState {
+    /// Acquire the project at `root` (which must hold `jig.ts`), creating
+    /// `.jig/` on first use. A second concurrent owner gets `PROJECT_BUSY`.
+    pub fn acquire(root: &Path) -> Result<ProjectState, StateError> {
+        let dir = root.join(STATE_DIR);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+                return Err(StateError::Unsafe {
+                    message: format!("{} is not a plain directory", dir.display()),
+                })
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                create_private_dir(&dir)?;
+            }
+            Err(e) => return Err(StateError::io(format!("inspecting {}", dir.display()))(e)),
+        }
+        let owner = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("owner.lock"))
+            .map_err(StateError::io("opening the project owner lock"))?;
+        let owner =
+            Flock::lock(owner, FlockArg::LockExclusiveNonblock).map_err(|_| StateError::Busy {
+                message: "another jig process owns this project; try again when it finishes".into(),
+            })?;
+        for sub in ["store", "plans", "admission", "runs", "work"] {
+            let path = dir.join(sub);
+            if !path.exists() {
+                create_private_dir(&path)?;
+            }
+        }
+        Ok(ProjectState {
+            root: root.to_path_buf(),
+            dir,
+            _owner: owner,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn store(&self) -> Store {
+        Store::new(self.dir.join("store"))
+    }
+
+    pub fn runs(&self) -> Runs {
+        Runs::new(self.dir.join("runs"))
+    }
+
+    /// Retain a Plan by the digest of its canonical bytes.
+    pub fn retain_plan(&self, plan: &Value) -> Result<String, StateError> {
+        let bytes = flow::json::canonical(plan);
+        let digest = sha256_digest(&bytes);
+        let path = self.dir.join("plans").join(digest_hex(&digest));
+        if !path.exists() {
+            write_atomic(&path, &bytes)?;
+        }
+        Ok(digest)
+    }
+
+    pub fn load_plan(&self, digest: &str) -> Result<Value, StateError> {
+        let path = self.dir.join("plans").join(digest_hex(digest));
+        let bytes = std::fs::read(&path).map_err(|_| StateError::PlanNotFound {
+            message: format!("plan {digest} is not retained"),
+        })?;
+        if sha256_digest(&bytes) != digest {
+            return Err(StateError::Invalid {
+                message: format!("retained plan {digest} is corrupt"),
+            });
+        }
+        parse_state(&bytes, "retained plan")
+    }
+
+    /// The current admitted generation, if any.
+    pub fn current(&self) -> Result<Option<Generation>, StateError> {
+        let pointer = self.dir.join("admission").join("current");
+        let bytes = match std::fs::read(&pointer) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StateError::io("reading the admission pointer")(e)),
+        };
+        let value = parse_state(&bytes, "admission pointer")?;
+        let number = value.get("generation").and_then(Value::as_u64);
+        let plan_digest = value.get("plan").and_then(Value::as_str);
+        let (Some(number), Some(plan_digest)) = (number, plan_digest) else {
+            return Err(StateError::Invalid {
+                message: "admission pointer has an unknown shape".into(),
+            });
+        };
+        let plan = self.load_plan(plan_digest)?;
+        Ok(Some(Generation {
+            number,
+            plan,
+            plan_digest: plan_digest.to_string(),
+        }))
+    }
+
+    /// Admit a retained Plan: write `jig.lock` durably, then advance the
+    /// admission pointer in one rename, but only if the current generation is
+    /// still the Plan's base. Returns the new generation number.
+    pub fn apply(
+        &self,
+        plan_digest: &str,
+        base: Option<u64>,
+        lock_bytes: &[u8],
+    ) -> Result<u64, StateError> {
+        let _plan = self.load_plan(plan_digest)?;
+        let current = self.current()?;
+        if current.as_ref().map(|g| g.number) != base {
+            return Err(StateError::StalePlan {
+                message: "the admitted project changed since this review; review again".into(),
+            });
+        }
+        self.write_lock(lock_bytes)?;
+        let number = base.unwrap_or(0) + 1;
+        let pointer = serde_json::json!({ "generation": number, "plan": plan_digest });
+        write_atomic(
+            &self.dir.join("admission").join("current"),
+            &flow::json::canonical(&pointer),
+        )?;
+        Ok(number)
+    }
+
+    /// Write the visible `jig.lock` (only apply calls this, and lock repair).
+    pub fn write_lock(&self, lock_bytes: &[u8]) -> Result<(), StateError> {
+        write_atomic(&self.root.join("jig.lock"), lock_bytes)
+    }
+
+    pub fn read_lock(&self) -> Option<Vec<u8>> {
+        std::fs::read(self.root.join("jig.lock")).ok()
+    }
+
+    /// A fresh private directory for one Run's scratch and materialized package.
+    pub fn run_dir(&self, run_id: &str) -> Result<PathBuf, StateError> {
+        let dir = self.dir.join("work").join(run_id);
+        std::fs::create_dir_all(&dir).map_err(StateError::io("creating the run directory"))?;
+        set_private(&dir)?;
+        Ok(dir)
+    }
+}
+
+fn parse_state(bytes: &[u8], what: &str) -> Result<Value, StateError> {
+    flow::json::parse(bytes).map_err(|e| StateError::Invalid {
+        message: format!("{what} is not JSON/1: {e}"),
+    })
+}
+
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", hex(&Sha256::digest(bytes)))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn digest_hex(digest: &str) -> &str {
+    digest.strip_prefix("sha256:").unwrap_or(digest)
+}
+
+fn create_private_dir(path: &Path) -> Result<(), StateError> {
+    std::fs::create_dir_all(path)
+        .map_err(StateError::io(format!("creating {}", path.display())))?;
+    set_private(path)
+}
+
+fn set_private(path: &Path) -> Result<(), StateError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .map_err(StateError::io(format!("protecting {}", path.display())))
+}
+
+/// Replace `path` with `bytes` atomically and durably.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(StateError::io(format!("writing {}", path.display())))?;
+    temp.write_all(bytes)
+        .map_err(StateError::io(format!("writing {}", path.display())))?;
+    temp.as_file()
+        .sync_all()
+        .map_err(StateError::io(format!("syncing {}", path.display())))?;
+    temp.persist(path)
+        .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! Durable Run records: written before dispatch, settled exactly once.
+
+use std::path::PathBuf;
+
+use flow::json::Value;
+use serde_json::json;
+
+use super::{digest_hex, sha256_digest, write_atomic, StateError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Pending,
+    Succeeded,
+    Failed,
+    Lost,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Lost => "lost",
+        }
+    }
+}
+
+/// One Run as stored in `.jig/runs/<id>.json`.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub id: String,
+    /// `{target, inputDigest, generation, pid, submittedAtUnixMs, key?, contentDigest, terminal?}`
+    pub value: Value,
+}
+
+impl RunRecord {
+    pub fn status(&self) -> RunStatus {
+        match self
+            .value
+            .pointer("/terminal/status")
+            .and_then(Value::as_str)
+        {
+            Some("succeeded") => RunStatus::Succeeded,
+            Some("failed") => RunStatus::Failed,
+            Some("lost") => RunStatus::Lost,
+            _ => RunStatus::Pending,
+        }
+    }
+
+    pub fn terminal(&self) -> Option<&Value> {
+        self.value.get("terminal")
+    }
+}
+
+pub struct Runs {
+    dir: PathBuf,
+}
+
+pub enum Submission {
+    New(RunRecord),
+    Existing(RunRecord),
+}
+
+impl Runs {
+    pub(super) fn new(dir: PathBuf) -> Runs {
+        Runs { dir }
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Record a new Run before dispatch. With an idempotency key, the same key
+    /// and identical content return the existing Run; changed content is
+    /// `SUBMISSION_CONFLICT`.
+    pub fn submit(&self, key: Option<&str>, content: Value) -> Result<Submission, RunsError> {
+        let content_digest = sha256_digest(&flow::json::canonical(&content));
+        let key_path = key.map(|k| {
+            self.dir
+                .join("keys")
+                .join(digest_hex(&sha256_digest(k.as_bytes())))
+        });
+        if let Some(key_path) = &key_path {
+            if let Ok(existing) = std::fs::read_to_string(key_path) {
+                let record = self.load(existing.trim())?;
+                if record.value.get("contentDigest").and_then(Value::as_str)
+                    != Some(content_digest.as_str())
+                {
+                    return Err(RunsError::Conflict);
+                }
+                return Ok(Submission::Existing(record));
+            }
+        }
+        let id = new_run_id();
+        let mut value = content;
+        let object = value.as_object_mut().expect("run content is an object");
+        object.insert("id".into(), json!(id));
+        object.insert("contentDigest".into(), json!(content_digest));
+        object.insert("pid".into(), json!(std::process::id()));
+        object.insert("submittedAtUnixMs".into(), json!(now_unix_ms()));
+        if let Some(k) = key {
+            object.insert("key".into(), json!(k));
+        }
+        let record = RunRecord {
+            id: id.clone(),
+            value,
+        };
+        self.store(&record)?;
+        if let Some(key_path) = key_path {
+            std::fs::create_dir_all(key_path.parent().unwrap())
+                .map_err(|e| RunsError::State(StateError::io("recording the key")(e)))?;
+            write_atomic(&key_path, id.as_bytes()).map_err(RunsError::State)?;
+        }
+        Ok(Submission::New(record))
+    }
+
+    /// Settle a pending Run with its one terminal.
+    pub fn settle(&self, record: &mut RunRecord, terminal: Value) -> Result<(), RunsError> {
+        if record.status() != RunStatus::Pending {
+            return Ok(());
+        }
+        record
+            .value
+            .as_object_mut()
+            .unwrap()
+            .insert("terminal".into(), terminal);
+        self.store(record)
+    }
+
+    pub fn load(&self, id: &str) -> Result<RunRecord, RunsError> {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            return Err(RunsError::NotFound(id.to_string()));
+        }
+        let bytes =
+            std::fs::read(self.path(id)).map_err(|_| RunsError::NotFound(id.to_string()))?;
+        let value = flow::json::parse(&bytes).map_err(|_| {
+            RunsError::State(StateError::Invalid {
+                message: format!("run record {id} is corrupt"),
+            })
+        })?;
+        Ok(RunRecord {
+            id: id.to_string(),
+            value,
+        })
+    }
+
+    /// Every record, newest first.
+    pub fn list(&self) -> Result<Vec<RunRecord>, RunsError> {
+        let mut records = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().to_string();
+                if let Some(id) = name.strip_suffix(".json") {
+                    records.push(self.load(id)?);
+                }
+            }
+        }
+        records.sort_by_key(|r| {
+            std::cmp::Reverse(
+                r.value
+                    .get("submittedAtUnixMs")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+            )
+        });
+        Ok(records)
+    }
+
+    /// Settle Runs left pending by a coordinator that is gone: dispatch may
+    /// have happened and no result can be proved, so they are lost, never
+    /// replayed. Called while holding the project.
+    pub fn fence_lost(&self) -> Result<usize, RunsError> {
+        let mut fenced = 0;
+        for mut record in self.list()? {
+            if record.status() != RunStatus::Pending {
+                continue;
+            }
+            let pid = record.value.get("pid").and_then(Value::as_u64).unwrap_or(0);
+            if pid as u32 == std::process::id() {
+                continue;
+            }
+            let terminal = json!({
+                "status": "lost",
+                "code": "COORDINATOR_LOST",
+                "message": "the process coordinating this Run ended before it settled; its work was fenced and is not replayed",
+            });
+            self.settle(&mut record, terminal)?;
+            fenced += 1;
+        }
+        Ok(fenced)
+    }
+
+    fn store(&self, record: &RunRecord) -> Result<(), RunsError> {
+        write_atomic(
+            &self.path(&record.id),
+            &flow::json::canonical(&record.value),
+        )
+        .map_err(RunsError::State)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunsError {
+    #[error("the key was already used for a different submission")]
+    Conflict,
+    #[error("no Run {0} in this project")]
+    NotFound(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+impl RunsError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunsError::Conflict => "SUBMISSION_CONFLICT",
+            RunsError::NotFound(_) => "RUN_NOT_FOUND",
+            RunsError::State(e) => e.code(),
+        }
+    }
+}
+
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Run ids sort by time and never repeat within a project.
+fn new_run_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "run-{}-{:05x}{:04x}{}",
+        now_unix_ms(),
+        std::process::id() & 0xfffff,
+        nanos & 0xffff,
+        n
+    )
+}

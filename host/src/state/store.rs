@@ -1,0 +1,131 @@
+//! The content-addressed store: every admitted package's exact bytes, kept by
+//! content digest so that Runs never reopen visible source.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{digest_hex, sha256_digest, write_atomic, StateError};
+
+/// Per-artifact and per-project ceilings of seed 002 §4.
+pub const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
+
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    pub(super) fn new(dir: PathBuf) -> Store {
+        Store { dir }
+    }
+
+    fn blob_path(&self, digest: &str) -> PathBuf {
+        self.dir.join("blobs").join(digest_hex(digest))
+    }
+
+    fn package_path(&self, digest: &str) -> PathBuf {
+        self.dir.join("packages").join(digest_hex(digest))
+    }
+
+    /// Retain a staged package's files under its Package/1 digest.
+    pub fn put_package(&self, package: &flow::package::Package) -> Result<(), StateError> {
+        let manifest_path = self.package_path(package.digest());
+        if manifest_path.exists() {
+            return Ok(());
+        }
+        let total: u64 = package.files().values().map(|c| c.len() as u64).sum();
+        if total > MAX_ARTIFACT_BYTES {
+            return Err(StateError::Invalid {
+                message: format!(
+                    "package {} exceeds the 64 MiB artifact ceiling",
+                    package.digest()
+                ),
+            });
+        }
+        if self.used_bytes() + total > MAX_STORE_BYTES {
+            return Err(StateError::Invalid {
+                message: "the project store reached its 1 GiB ceiling; remove .jig to start over"
+                    .into(),
+            });
+        }
+        std::fs::create_dir_all(self.dir.join("blobs"))
+            .map_err(StateError::io("creating the store"))?;
+        std::fs::create_dir_all(self.dir.join("packages"))
+            .map_err(StateError::io("creating the store"))?;
+        let mut manifest = serde_json::Map::new();
+        for (path, content) in package.files() {
+            let digest = sha256_digest(content);
+            let blob = self.blob_path(&digest);
+            if !blob.exists() {
+                write_atomic(&blob, content)?;
+            }
+            manifest.insert(path.clone(), serde_json::Value::String(digest));
+        }
+        let manifest = serde_json::json!({ "digest": package.digest(), "files": manifest });
+        write_atomic(&manifest_path, &flow::json::canonical(&manifest))
+    }
+
+    /// Read back exactly the files of an admitted package, verifying every
+    /// blob and the Package/1 digest.
+    pub fn get_package(&self, digest: &str) -> Result<BTreeMap<String, Vec<u8>>, StateError> {
+        let corrupt = |what: &str| StateError::Invalid {
+            message: format!("admitted package {digest}: {what}"),
+        };
+        let bytes =
+            std::fs::read(self.package_path(digest)).map_err(|_| corrupt("not retained"))?;
+        let manifest = flow::json::parse(&bytes).map_err(|_| corrupt("manifest is not JSON/1"))?;
+        let files = manifest
+            .get("files")
+            .and_then(|f| f.as_object())
+            .ok_or_else(|| corrupt("manifest shape"))?;
+        let mut out = BTreeMap::new();
+        for (path, blob) in files {
+            let blob = blob.as_str().ok_or_else(|| corrupt("manifest shape"))?;
+            let content =
+                std::fs::read(self.blob_path(blob)).map_err(|_| corrupt("missing blob"))?;
+            if sha256_digest(&content) != blob {
+                return Err(corrupt("blob changed"));
+            }
+            out.insert(path.clone(), content);
+        }
+        if flow::package::digest_files(&out) != digest {
+            return Err(corrupt("digest mismatch"));
+        }
+        Ok(out)
+    }
+
+    /// Write an admitted package as a read-only tree at `dest`.
+    pub fn materialize(&self, digest: &str, dest: &Path) -> Result<(), StateError> {
+        use std::os::unix::fs::PermissionsExt;
+        let files = self.get_package(digest)?;
+        for (path, content) in &files {
+            let target = dest.join(path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(StateError::io("materializing a package"))?;
+            }
+            std::fs::write(&target, content).map_err(StateError::io("materializing a package"))?;
+            // Entrypoints of the native recipe must be executable; nothing is writable.
+            let mode = if path.starts_with("flow.") {
+                0o555
+            } else {
+                0o444
+            };
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+                .map_err(StateError::io("materializing a package"))?;
+        }
+        Ok(())
+    }
+
+    fn used_bytes(&self) -> u64 {
+        std::fs::read_dir(self.dir.join("blobs"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,144 @@
+//! The greeting project from `jig init`, end to end.
+
+use crate::support::*;
+
+fn init_demo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_jig(dir.path(), &["init", "demo"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let demo = dir.path().join("demo");
+    (dir, demo)
+}
+
+#[test]
+fn init_review_run_greets_ada() {
+    let (_dir, demo) = init_demo();
+    let review = review(&demo);
+    assert!(
+        review.stdout.contains("+ \"flows/hello\" sha256:"),
+        "{review:?}"
+    );
+    assert!(
+        review.stdout.contains("+ \"flow:flows/hello\""),
+        "{review:?}"
+    );
+    assert!(review.stdout.ends_with("project is ready\n"), "{review:?}");
+
+    let lock = std::fs::read_to_string(demo.join("jig.lock")).unwrap();
+    let digest = lock
+        .strip_prefix("{\"bindings\":{},\"packages\":{\"flows/hello\":{\"digest\":\"sha256:")
+        .and_then(|rest| rest.strip_suffix("\",\"directRun\":true,\"uses\":{}}}}\n"))
+        .unwrap_or_else(|| panic!("unexpected jig.lock: {lock:?}"));
+    assert_eq!(digest.len(), 64);
+    assert!(digest
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+
+    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "succeeded");
+    assert_eq!(terminal["outcome"], "done");
+    assert_eq!(
+        terminal["output"],
+        serde_json::json!({"message": "Hello, Ada!"})
+    );
+    assert_eq!(terminal["diagnostics"]["stderrTruncated"], false);
+
+    let again = run_jig(&demo, &["review"]);
+    assert_eq!(again.status, 0, "{again:?}");
+    assert_eq!(again.stdout, "unchanged\nproject is ready\n");
+}
+
+#[test]
+fn review_without_yes_on_a_pipe_admits_nothing() {
+    let (_dir, demo) = init_demo();
+    let run = run_jig(&demo, &["review"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.contains("JIG_APPROVAL_REQUIRED: "), "{run:?}");
+    assert!(!demo.join("jig.lock").exists());
+    let run = run_jig(&demo, &["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("ADMISSION_MISSING: "), "{run:?}");
+}
+
+#[test]
+fn source_edits_grant_nothing_until_review() {
+    let (_dir, demo) = init_demo();
+    review(&demo);
+    let flow = demo.join("flows/hello/flow.py");
+    let source = std::fs::read_to_string(&flow)
+        .unwrap()
+        .replace("Hello", "Goodbye");
+    std::fs::write(&flow, source).unwrap();
+    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(
+        run.json()["output"]["message"],
+        "Hello, Ada!",
+        "the admitted bytes run, not the edit"
+    );
+    review(&demo);
+    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.json()["output"]["message"], "Goodbye, Ada!");
+}
+
+#[test]
+fn unknown_targets_are_named_with_the_admitted_ones() {
+    let (_dir, demo) = init_demo();
+    review(&demo);
+    let run = run_jig(&demo, &["run", "flow:flows/nope"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stderr.starts_with("JIG_RUN_TARGET_INVALID: "),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("flow:flows/hello"), "{run:?}");
+}
+
+#[test]
+fn same_key_same_content_returns_the_same_run() {
+    let (_dir, demo) = init_demo();
+    review(&demo);
+    let first = run_jig(
+        &demo,
+        &[
+            "run",
+            "flow:flows/hello",
+            "--input",
+            "\"Ada\"",
+            "--key",
+            "k1",
+        ],
+    );
+    let second = run_jig(
+        &demo,
+        &[
+            "run",
+            "flow:flows/hello",
+            "--input",
+            "\"Ada\"",
+            "--key",
+            "k1",
+        ],
+    );
+    assert_eq!(first.status, 0, "{first:?}");
+    assert_eq!(first.json()["runId"], second.json()["runId"]);
+    let conflict = run_jig(
+        &demo,
+        &[
+            "run",
+            "flow:flows/hello",
+            "--input",
+            "\"Bob\"",
+            "--key",
+            "k1",
+        ],
+    );
+    assert_eq!(conflict.status, 1, "{conflict:?}");
+    assert!(
+        conflict.stderr.starts_with("SUBMISSION_CONFLICT: "),
+        "{conflict:?}"
+    );
+    let list = run_jig(&demo, &["runs"]);
+    assert_eq!(list.stdout.lines().count(), 1, "{list:?}");
+}

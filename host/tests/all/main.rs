@@ -1,0 +1,12 @@
+//! The `jig` host's integration tests: one binary, a module per area. Every
+//! test drives the real `jig` executable as a user would and asserts what the
+//! user sees: bytes on stdout, codes on stderr, exit statuses.
+
+mod binding;
+mod cli;
+mod failures;
+mod greeting;
+mod providers;
+mod python_sdk;
+mod rust_component;
+mod support;

@@ -1,0 +1,87 @@
+//! Capability providers answering `capability/call` from a Flow: one WASM
+//! component provider and one native library provider serving the same
+//! example contract.
+
+use std::path::Path;
+
+use crate::support::*;
+
+const FLOW_MD: &str = "---\nname: lookup\ndescription: Look a key up in the store capability.\nuses:\n  store:\n    contract: ./contracts/kv.capability.json\n---\n";
+
+const FLOW_PY: &str = r#"from jiggy.flow import CapabilityError, handle
+
+
+async def run(ctx):
+    try:
+        value = await ctx.call_capability(
+            operation_id="get:1", slot="store", method="get", input={"key": ctx.input}
+        )
+        return {"outcome": "done", "output": {"value": value}}
+    except CapabilityError as error:
+        return {"outcome": "done", "output": {"error": error.error_name, "data": error.data}}
+
+
+handle(run)
+"#;
+
+fn lookup_project(kind: &str, provider: &Path) -> tempfile::TempDir {
+    let contract = std::fs::read_to_string(
+        workspace().join("providers/examples/contracts/kv.capability.json"),
+    )
+    .unwrap();
+    let dir = project(&[
+        ("flows/lookup/FLOW.md", FLOW_MD),
+        ("flows/lookup/flow.py", FLOW_PY),
+        ("flows/lookup/contracts/kv.capability.json", &contract),
+    ]);
+    let config = format!(
+        "[[providers]]\nname = \"kv\"\nkind = \"{kind}\"\npath = \"{}\"\nsettings = {{ entries = {{ Ada = \"Lovelace\" }} }}\n",
+        provider.display()
+    );
+    write_files(dir.path(), &[(".test-config-home/jig/host.toml", &config)]);
+    dir
+}
+
+fn check_lookup(dir: &Path) {
+    let review = review(dir);
+    assert!(review.stdout.contains("served by \"kv\""), "{review:?}");
+    let found = run_jig(dir, &["run", "flow:flows/lookup", "--input", "\"Ada\""]);
+    assert_eq!(found.status, 0, "{found:?}");
+    assert_eq!(
+        found.json()["output"],
+        serde_json::json!({"value": "Lovelace"})
+    );
+    let missing = run_jig(dir, &["run", "flow:flows/lookup", "--input", "\"Bob\""]);
+    assert_eq!(missing.status, 0, "{missing:?}");
+    assert_eq!(
+        missing.json()["output"],
+        serde_json::json!({"error": "not-found", "data": {"key": "Bob"}})
+    );
+}
+
+#[test]
+fn a_wasm_component_provider_answers_a_flow() {
+    let dir = lookup_project("wasm", &kv_wasm_provider());
+    check_lookup(dir.path());
+}
+
+#[test]
+fn a_native_provider_answers_a_flow() {
+    let dir = lookup_project("native", &kv_native_provider());
+    check_lookup(dir.path());
+}
+
+#[test]
+fn without_a_provider_the_plan_is_unavailable() {
+    let dir = lookup_project("native", &kv_native_provider());
+    std::fs::remove_file(dir.path().join(".test-config-home/jig/host.toml")).unwrap();
+    let run = run_jig(dir.path(), &["review", "--yes"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("UNAVAILABLE: "), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "PROJECT_CAPABILITY_UNAVAILABLE at \"flows/lookup/FLOW.md\" pointer \"/uses/store\""
+        ),
+        "{run:?}"
+    );
+}

@@ -1,0 +1,163 @@
+//! Shared test support: a `jig` command with a private environment, temp
+//! projects, and guest artifacts built from source in this repository.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `jig` with an isolated configuration home, run in `dir`.
+pub fn jig(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_jig"));
+    command
+        .current_dir(dir)
+        .env_remove("JIG_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join(".test-config-home"))
+        .env("NO_COLOR", "1");
+    command
+}
+
+pub struct Run {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.stdout.trim_end())
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "status {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+pub fn output(out: Output) -> Run {
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub fn run_jig(dir: &Path, args: &[&str]) -> Run {
+    output(jig(dir).args(args).output().expect("jig runs"))
+}
+
+/// Write `files` (path, content) under `root`.
+pub fn write_files(root: &Path, files: &[(&str, &str)]) {
+    for (path, content) in files {
+        let target = root.join(path);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, content).unwrap();
+    }
+}
+
+pub const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\n\nexport default defineJig({\n  flows: discover(\"./flows\"),\n  bindings: discover(\"./bindings\"),\n});\n";
+
+/// A project with the standard jig.ts and the given files.
+pub fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(dir.path(), &[("jig.ts", JIG_TS)]);
+    write_files(dir.path(), files);
+    dir
+}
+
+pub fn review(dir: &Path) -> Run {
+    let run = run_jig(dir, &["review", "--yes"]);
+    assert_eq!(run.status, 0, "review failed: {run:?}");
+    run
+}
+
+/// Build a guest artifact from this workspace (once per test process) into
+/// a separate target dir, so the outer cargo's build lock is not involved.
+pub fn cargo_build(args: &[&str]) -> PathBuf {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let target_dir = workspace().join("target").join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(workspace())
+        .args(["build", "--quiet"])
+        .args(args)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build {args:?} failed");
+    target_dir
+}
+
+fn once(cell: &'static OnceLock<PathBuf>, build: impl FnOnce() -> PathBuf) -> PathBuf {
+    cell.get_or_init(build).clone()
+}
+
+/// The Rust example component `greet` as a wasm32-wasip1 command.
+pub fn greet_wasm() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        cargo_build(&[
+            "-p",
+            "flow-sdk",
+            "--example",
+            "greet",
+            "--target",
+            "wasm32-wasip1",
+        ])
+        .join("wasm32-wasip1/debug/examples/greet.wasm")
+    })
+}
+
+/// The same example built natively.
+pub fn greet_native() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        cargo_build(&["-p", "flow-sdk", "--example", "greet"]).join("debug/examples/greet")
+    })
+}
+
+/// The example WASM capability provider (a wasm32-wasip2 component).
+pub fn kv_wasm_provider() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        cargo_build(&["-p", "kv-wasm-provider", "--target", "wasm32-wasip2"])
+            .join("wasm32-wasip2/debug/kv_wasm_provider.wasm")
+    })
+}
+
+/// The example native capability provider (a cdylib).
+pub fn kv_native_provider() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        cargo_build(&["-p", "kv-native-provider"]).join("debug/libkv_native_provider.so")
+    })
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != ".jig" {
+                copy_dir(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
