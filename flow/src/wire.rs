@@ -57,11 +57,8 @@ pub const OPERATIONAL_ERROR: i64 = -32000;
 // JSON/1 seam
 
 /// Parses one frame payload as a JSON/1 value.
-///
-/// Interim: plain serde_json until `flow::json::parse` is committed; it does
-/// not yet reject duplicate members or unsafe integers.
 fn parse_json(bytes: &[u8]) -> Result<Value, String> {
-    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    crate::json::parse(bytes).map_err(|e| e.to_string())
 }
 
 // ---------------------------------------------------------------------------

@@ -8,6 +8,9 @@
 mod casefold;
 mod metadata;
 mod path;
+// Directory staging needs POSIX descriptors; the in-memory model and the
+// digest stay available everywhere (the Rust SDK builds flow for wasm32-wasip1).
+#[cfg(unix)]
 mod stage;
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +28,7 @@ pub use path::{
     case_fold, check_author_reference, check_path, collision_key, MAX_PATH_BYTES,
     MAX_PATH_SEGMENTS, MAX_SEGMENT_BYTES,
 };
+#[cfg(unix)]
 pub use stage::MAX_STAGE_ATTEMPTS;
 
 /// Maximum regular files in one package.
@@ -139,6 +143,7 @@ pub struct Package {
 
 impl Package {
     /// Stages a directory tree with descriptor-relative reads.
+    #[cfg(unix)]
     pub fn stage_dir(dir: &std::path::Path) -> Result<Package, PackageError> {
         Package::stage_dir_excluding(dir, &|_| false)
     }
@@ -146,6 +151,7 @@ impl Package {
     /// Stages a directory tree, skipping logical paths (files or
     /// directories) for which `exclude` returns true. Exclusion is host
     /// policy; Package/1 itself has none.
+    #[cfg(unix)]
     pub fn stage_dir_excluding(
         dir: &std::path::Path,
         exclude: &dyn Fn(&str) -> bool,
