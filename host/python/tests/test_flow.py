@@ -29,7 +29,7 @@ BROADCAST = COMPONENTS / "broadcast.py"
 
 FRAME_LIMIT = 16_777_216
 RECEIVE_TIMEOUT = 10.0
-QUIET_SECONDS = 0.3
+QUIET_SECONDS = 0.2
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -149,6 +149,17 @@ class GrammarTests(unittest.TestCase):
             with self.subTest(bad=bad):
                 self.assertFalse(_wire.is_local_name(bad))
 
+    def test_outbound_frames_are_held_to_frame_limits(self) -> None:
+        value = None
+        for _ in range(_json1.MAX_DEPTH - 1):
+            value = [value]
+        self.assertTrue(_wire.encode_frame({"v": value[0]}).endswith(b"\n"))
+        with self.assertRaises(_json1.Json1Error):
+            _wire.encode_frame({"v": value})
+        with self.assertRaises(_json1.Json1Error):
+            _wire.encode_frame({"v": "\ud800"})
+        self.assertEqual(_wire.encode_frame({"s": "x" * 100}), b"{\"s\":\"" + b"x" * 100 + b"\"}\n")
+
     def test_error_message_bound(self) -> None:
         limit = _wire.MAX_ERROR_MESSAGE_CHARS
         self.assertEqual(len(_wire.bounded_message("x" * limit, "f")), limit)

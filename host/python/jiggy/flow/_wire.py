@@ -126,12 +126,21 @@ class FrameReader(threading.Thread):
                 start = newline + 1
 
 
+# A document of at most this many bytes cannot exceed depth 128 (that needs
+# 128 open/close pairs plus a leaf) or any other JSON/1 count limit.
+SMALL_FRAME_BYTES = 2 * _json1.MAX_DEPTH
+
+
 def encode_frame(message: dict[str, Any]) -> bytes:
-    """Encode one outbound frame (LF included) after checking JSON/1 limits."""
-    _json1.check_limits(message)
-    payload = _json1.encode(message)
+    """Encode one outbound frame (LF included) of snapshotted values, checking limits."""
+    try:
+        payload = _json1.encode(message)
+    except (TypeError, ValueError) as error:  # includes lone surrogates
+        raise _json1.Json1Error(f"frame is not JSON/1: {error}") from None
     if len(payload) > MAX_FRAME_BYTES:
         raise _json1.Json1Error("frame exceeds 16,777,216 bytes")
+    if len(payload) > SMALL_FRAME_BYTES:
+        _json1.check_limits(message)
     return payload + b"\n"
 
 
