@@ -13,7 +13,6 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 import unittest
 from pathlib import Path
 from typing import Any
@@ -340,9 +339,7 @@ class StandardComponentTests(PeerTestCase):
         peer = self.peer(STANDARD)
         child, store = self.start_standard(peer)
         peer.respond(success(store["id"], {"value": {"uri": "artifact://1"}}))
-        peer.respond(
-            success(child["id"], {"outcome": "done", "output": {"answer": "Fifa 99"}})
-        )
+        peer.respond(success(child["id"], {"outcome": "done", "output": {"answer": "Fifa 99"}}))
         missing = peer.receive_request("capability/call")
         self.assertEqual(
             missing["params"],
@@ -353,9 +350,7 @@ class StandardComponentTests(PeerTestCase):
                 "input": {"uri": "artifact://missing"},
             },
         )
-        peer.respond(
-            success(missing["id"], {"error": {"name": "not-found", "data": {"uri": "x"}}})
-        )
+        peer.respond(success(missing["id"], {"error": {"name": "not-found", "data": {"uri": "x"}}}))
         self.assertRootSuccess(
             peer,
             {
@@ -372,7 +367,9 @@ class StandardComponentTests(PeerTestCase):
         cancels = [peer.receive(), peer.receive()]
         self.assertEqual(
             sorted(cancels, key=lambda m: m["params"]["requestId"]),
-            sorted([cancel(child["id"]), cancel(store["id"])], key=lambda m: m["params"]["requestId"]),
+            sorted(
+                [cancel(child["id"]), cancel(store["id"])], key=lambda m: m["params"]["requestId"]
+            ),
         )
         peer.expect_quiet()
         peer.respond(operation_error(child["id"], "CANCELLED"))
@@ -494,7 +491,7 @@ class CallOutcomeTests(PeerTestCase):
     def test_request_lifetime_budget_refuses_the_65537th_call_locally(self) -> None:
         peer = self.peer(PROBE)
         peer.send(flow_run(input={"case": "lifetime"}))
-        for batch in range(65_536 // 64):
+        for _batch in range(65_536 // 64):
             calls = [peer.receive() for _ in range(64)]
             peer.send_raw(b"".join(encode_frame(success(c["id"], {"value": None})) for c in calls))
             peer.requests_on_wire.clear()
@@ -608,7 +605,10 @@ class ResultTests(PeerTestCase):
 
     def test_custom_outcome_and_tuple_output(self) -> None:
         peer = self.run_probe(
-            {"case": "python-result", "expression": "{'outcome': 'needs-review', 'output': (1, 2.5, -0.0)}"}
+            {
+                "case": "python-result",
+                "expression": "{'outcome': 'needs-review', 'output': (1, 2.5, -0.0)}",
+            }
         )
         self.assertEqual(
             peer.receive()["result"], {"outcome": "needs-review", "output": [1, 2.5, 0]}
@@ -795,7 +795,9 @@ class ProtocolErrorTests(PeerTestCase):
         self.assertNotEqual(peer.expect_closed(), 0)
 
 
-def grant(endpoint: str, direction: str, delivery: str = "direct", start: int | None = None) -> dict:
+def grant(
+    endpoint: str, direction: str, delivery: str = "direct", start: int | None = None
+) -> dict:
     value: dict[str, Any] = {"endpoint": endpoint, "direction": direction, "delivery": delivery}
     if direction == "receive":
         value["startSequence"] = 1 if start is None else start
@@ -816,7 +818,9 @@ class ChannelTests(PeerTestCase):
         create = peer.receive_request("channel/create")
         self.assertEqual(create["params"], {})
         peer.respond(
-            success(create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")})
+            success(
+                create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")}
+            )
         )
         first, second = peer.receive(), peer.receive()
         calls = {message["method"]: message for message in (first, second)}
@@ -889,7 +893,10 @@ class ChannelTests(PeerTestCase):
         close = peer.receive_request("channel/close")
         self.assertEqual(close["params"], {"endpoint": "b:w"})
         peer.respond(success(close["id"], None))
-        streams = {"b:early": [(1, "before-late"), (2, "after-late")], "b:late": [(2, "after-late")]}
+        streams = {
+            "b:early": [(1, "before-late"), (2, "after-late")],
+            "b:late": [(2, "after-late")],
+        }
         reads = [peer.receive_request("channel/next") for _ in range(2)]
         while reads:
             read = reads.pop(0)
@@ -928,7 +935,9 @@ class ChannelTests(PeerTestCase):
         peer.send(flow_run(input={"case": "channel", "behaviour": "cancel-read"}))
         create = peer.receive_request("channel/create")
         peer.respond(
-            success(create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")})
+            success(
+                create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")}
+            )
         )
         read = peer.receive_request("channel/next")
         release = peer.receive_request("channel/release")

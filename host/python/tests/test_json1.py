@@ -36,6 +36,7 @@ class DecodeTests(unittest.TestCase):
 
     def test_nodes(self) -> None:
         limit = _json1.MAX_NODES
+
         # One root array of arrays: 1 + outer items + inner items nodes.
         def document(total: int) -> bytes:
             inner = total - 1 - 4
@@ -84,7 +85,14 @@ class DecodeTests(unittest.TestCase):
         self.assertEqual(_json1.decode(b"1.5"), 1.5)
 
     def test_non_finite_and_lone_surrogates(self) -> None:
-        for payload in (b"NaN", b"Infinity", b"-Infinity", b"1e400", b'"\\udc00"', b'{"\\ud800":1}'):
+        for payload in (
+            b"NaN",
+            b"Infinity",
+            b"-Infinity",
+            b"1e400",
+            b'"\\udc00"',
+            b'{"\\ud800":1}',
+        ):
             with self.subTest(payload=payload):
                 self.assertRejected(payload)
         self.assertEqual(_json1.decode(b'"\\ud83d\\udc23"'), "\U0001f423")
@@ -158,7 +166,7 @@ class GrammarTests(unittest.TestCase):
             _wire.encode_frame({"v": value})
         with self.assertRaises(_json1.Json1Error):
             _wire.encode_frame({"v": "\ud800"})
-        self.assertEqual(_wire.encode_frame({"s": "x" * 100}), b"{\"s\":\"" + b"x" * 100 + b"\"}\n")
+        self.assertEqual(_wire.encode_frame({"s": "x" * 100}), b'{"s":"' + b"x" * 100 + b'"}\n')
 
     def test_error_message_bound(self) -> None:
         limit = _wire.MAX_ERROR_MESSAGE_CHARS

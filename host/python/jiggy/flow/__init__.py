@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Any, Awaitable, Callable, Union
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from ._channels import (
     ChannelBroadcast,
@@ -25,7 +26,7 @@ from ._context import Attachment, RunContext, RunResult
 from ._errors import CapabilityError, OperationError
 from ._session import Session
 
-JsonValue = Union[None, bool, int, float, str, list[Any], dict[str, Any]]
+JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
 RunHandler = Callable[[RunContext], Awaitable[RunResult]]
 
 # How long leftover application tasks get to settle after the root response.

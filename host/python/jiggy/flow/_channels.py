@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Union
+from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 from . import _json1, _wire
 from ._errors import LOCAL_CODES, OperationError
@@ -61,8 +62,11 @@ class ChannelSender:
         """Seal the writer; a cancelled wait keeps the close request."""
         self._claimed = True
         call = self._session.admit(
-            "channel/close", {"endpoint": self._reference}, _wire.parse_null,
-            retain=True, reserved=True,
+            "channel/close",
+            {"endpoint": self._reference},
+            _wire.parse_null,
+            retain=True,
+            reserved=True,
         )
         await self._session.wait(call)
 
@@ -154,8 +158,11 @@ class ChannelReceiver:
             return kind, value, sequence
 
         call = self._session.admit(
-            "channel/next", {"endpoint": self._reference}, parse,
-            retain=True, on_late=self._late_read,
+            "channel/next",
+            {"endpoint": self._reference},
+            parse,
+            retain=True,
+            on_late=self._late_read,
         )
         self._read = call
         try:
@@ -190,8 +197,11 @@ class ChannelReceiver:
             return False
         self._state = _DISPOSING
         call = self._session.admit(
-            "channel/release", {"endpoint": self._reference}, _wire.parse_release,
-            retain=True, internal=True,
+            "channel/release",
+            {"endpoint": self._reference},
+            _wire.parse_release,
+            retain=True,
+            internal=True,
         )
         self._disposal = asyncio.ensure_future(self._settle_disposal(call))
         return True
@@ -245,7 +255,7 @@ class ChannelReceiver:
         )
 
 
-ChannelEndpoint = Union[ChannelSender, ChannelReceiver]
+ChannelEndpoint = ChannelSender | ChannelReceiver
 
 
 @dataclass(frozen=True)
@@ -300,14 +310,20 @@ async def create_channel(
         params["contract"] = contract
     if delivery == "direct":
         return await _allocate(
-            session, "channel/create", params, _wire.parse_direct_channel,
+            session,
+            "channel/create",
+            params,
+            _wire.parse_direct_channel,
             lambda grants: ChannelPair(
                 ChannelSender(session, grants[0]),
                 ChannelReceiver(session, grants[1], allocated=False),
             ),
         )
     return await _allocate(
-        session, "channel/create", params, _wire.parse_broadcast_channel,
+        session,
+        "channel/create",
+        params,
+        _wire.parse_broadcast_channel,
         lambda result: ChannelBroadcast(session, ChannelSender(session, result[0]), result[1]),
     )
 

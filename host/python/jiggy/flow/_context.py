@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Mapping, TypedDict, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
+from collections.abc import Mapping
 
 from . import _json1, _wire
 from ._errors import CapabilityError
@@ -142,13 +143,19 @@ class RunContext:
 
     @overload
     async def channel(
-        self, *, delivery: Literal["direct"] = "direct", schema: Any = _UNSET,
+        self,
+        *,
+        delivery: Literal["direct"] = "direct",
+        schema: Any = _UNSET,
         contract: str | None = None,
     ) -> ChannelPair: ...
 
     @overload
     async def channel(
-        self, *, delivery: Literal["broadcast"], schema: Any = _UNSET,
+        self,
+        *,
+        delivery: Literal["broadcast"],
+        schema: Any = _UNSET,
         contract: str | None = None,
     ) -> ChannelBroadcast: ...
 
@@ -161,6 +168,9 @@ class RunContext:
         "./..." Channel Contract/1 reference) are mutually exclusive.
         """
         return await create_channel(
-            self._session, delivery=delivery, schema=schema, contract=contract,
+            self._session,
+            delivery=delivery,
+            schema=schema,
+            contract=contract,
             has_schema=schema is not _UNSET,
         )

@@ -12,11 +12,12 @@ import asyncio
 import collections
 import os
 import sys
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 from . import _json1, _wire
 from ._channels import abandon_receivers
-from ._errors import LOCAL_CODES, WIRE_CODES, CapabilityError, OperationError
+from ._errors import LOCAL_CODES, WIRE_CODES, OperationError
 
 # How long a fatal close waits for the cancelled handler before exiting.
 FATAL_HANDLER_GRACE_SECONDS = 2.0
@@ -178,7 +179,7 @@ class Session:
         self._wire.clear()
         for call in pending:
             call.close_wire(_DROPPED)
-            if not call.future.done():
+            if not call.future.done() and not call.detached:
                 call.future.set_exception(OperationError(fatal.code, fatal.reason))
         self._idle.set()
         if self._handler_task is None or self._handler_task.done():
@@ -364,8 +365,14 @@ class Session:
         self._next_id += 1
         self._issued += 1
         call = _Call(
-            request_id, method, frame, parse, self._loop,
-            retain=retain, internal=internal, on_late=on_late,
+            request_id,
+            method,
+            frame,
+            parse,
+            self._loop,
+            retain=retain,
+            internal=internal,
+            on_late=on_late,
         )
         (self._settlement_queue if internal or reserved else self._queue).append(call)
         self._idle.clear()
@@ -398,9 +405,7 @@ class Session:
                 self._put_on_wire(self._settlement_queue.popleft())
             ordinary_limit = _wire.MAX_PENDING_REQUESTS - (1 if self.settlement_debt() else 0)
             while (
-                self._admission_closed is None
-                and self._queue
-                and len(self._wire) < ordinary_limit
+                self._admission_closed is None and self._queue and len(self._wire) < ordinary_limit
             ):
                 self._put_on_wire(self._queue.popleft())
         except _Fatal as fatal:
@@ -515,7 +520,9 @@ def _checked_result(result: Any) -> dict[str, Any]:
     return {"outcome": str.__str__(result["outcome"]), "output": _json1.snapshot(result["output"])}
 
 
-def _root_error(root_id: str | None, code: str, message: str, details: Any = None) -> dict[str, Any]:
+def _root_error(
+    root_id: str | None, code: str, message: str, details: Any = None
+) -> dict[str, Any]:
     data: dict[str, Any] = {"code": code}
     if details is not None:
         data["details"] = details

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from . import _json1
 from ._errors import WIRE_CODES

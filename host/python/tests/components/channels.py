@@ -11,7 +11,10 @@ async def run(context: RunContext) -> RunResult:
     async def invoke():
         try:
             return await context.call_capability(
-                operation_id="answer", slot="worker", method="run", input=context.input,
+                operation_id="answer",
+                slot="worker",
+                method="run",
+                input=context.input,
                 channels={"events": pair.send},
             )
         except (Exception, asyncio.CancelledError):

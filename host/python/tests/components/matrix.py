@@ -14,7 +14,9 @@ async def fanout(context: RunContext):
     await asyncio.gather(
         *(
             context.call_capability(
-                operation_id=f"fanout:{index + 1}", slot="sink", method="write",
+                operation_id=f"fanout:{index + 1}",
+                slot="sink",
+                method="write",
                 input={"index": index},
             )
             for index in range(65)
@@ -44,7 +46,9 @@ async def cancel_shared_waiter(context: RunContext):
     def waiter():
         return asyncio.create_task(
             context.call_capability(
-                operation_id="shared-cancel:1", slot="sink", method="write",
+                operation_id="shared-cancel:1",
+                slot="sink",
+                method="write",
                 input={"value": "shared"},
             )
         )
@@ -67,7 +71,9 @@ async def uncertain_replay(context: RunContext):
     async def attempt(operation_id):
         try:
             return await context.call_capability(
-                operation_id=operation_id, slot="sink", method="write",
+                operation_id=operation_id,
+                slot="sink",
+                method="write",
                 input={"value": "uncertain"},
             )
         except OperationError as error:
@@ -86,7 +92,9 @@ async def request_lifetime(context: RunContext):
         )
     try:
         await context.call_capability(
-            operation_id=f"lifetime:{LIFETIME_REQUESTS + 1}", slot="sink", method="write",
+            operation_id=f"lifetime:{LIFETIME_REQUESTS + 1}",
+            slot="sink",
+            method="write",
             input=None,
         )
     except OperationError as error:

@@ -83,8 +83,10 @@ async def lifetime_in_batches(context: RunContext):
         values = await asyncio.gather(
             *(
                 context.call_capability(
-                    operation_id=f"lifetime:{batch * 64 + index + 1}", slot="sink",
-                    method="write", input=None,
+                    operation_id=f"lifetime:{batch * 64 + index + 1}",
+                    slot="sink",
+                    method="write",
+                    input=None,
                 )
                 for index in range(64)
             )
@@ -123,7 +125,10 @@ async def channel_behaviour(context: RunContext, behaviour: str):
         await pair.send.send(1)
         try:
             await context.call_capability(
-                operation_id="x:1", slot="s", method="m", input=None,
+                operation_id="x:1",
+                slot="s",
+                method="m",
+                input=None,
                 channels={"events": pair.send},
             )
         except ValueError:
@@ -169,7 +174,10 @@ async def run(context: RunContext) -> RunResult:
     if case == "lifetime":
         return {"outcome": "done", "output": await lifetime_in_batches(context)}
     if case == "channel":
-        return {"outcome": "done", "output": await channel_behaviour(context, context.input["behaviour"])}
+        return {
+            "outcome": "done",
+            "output": await channel_behaviour(context, context.input["behaviour"]),
+        }
     if case == "sleep":
         await asyncio.sleep(3600)
     if case == "ignore-cancellation":
