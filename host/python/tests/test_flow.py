@@ -25,6 +25,7 @@ MATRIX = COMPONENTS / "matrix.py"
 PROBE = COMPONENTS / "probe.py"
 CHANNELS = COMPONENTS / "channels.py"
 BROADCAST = COMPONENTS / "broadcast.py"
+CHANNEL_WIRING = COMPONENTS / "channel_wiring.py"
 
 FRAME_LIMIT = 16_777_216
 RECEIVE_TIMEOUT = 10.0
@@ -947,6 +948,47 @@ class ChannelTests(PeerTestCase):
         peer.expect_quiet(0.1)  # the original read is still retained
         peer.respond(item(read["id"], 1, "committed but never exposed"))
         self.assertRootSuccess(peer, "close raised LAGGED")
+
+    def test_monitor_stops_after_one_item_disposes_and_forwards_progress(self) -> None:
+        peer = self.peer(CHANNEL_WIRING)
+        channels = {"events": grant("in:r", "receive"), "progress": grant("out:w", "send")}
+        peer.send(flow_run(input={"role": "monitor", "stop": True}, channels=channels))
+        read = peer.receive_request("channel/next")
+        self.assertEqual(read["params"], {"endpoint": "in:r"})
+        peer.respond(item(read["id"], 1, {"text": "hello", "kind": "note"}))
+        send = peer.receive_request("channel/send")
+        self.assertEqual(send["params"], {"endpoint": "out:w", "value": "hello"})
+        peer.respond(success(send["id"], None))
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "in:r"})
+        peer.respond(success(release["id"], {"status": "released"}))
+        close = peer.receive_request("channel/close")
+        self.assertEqual(close["params"], {"endpoint": "out:w"})
+        peer.respond(success(close["id"], None))
+        self.assertRootSuccess(peer, {"complete": False, "selected": ["hello"]})
+
+    def test_root_wires_worker_and_monitor_after_a_rejected_mapping(self) -> None:
+        peer = self.peer(CHANNEL_WIRING)
+        peer.send(flow_run(input={"role": "root"}))
+        create = peer.receive_request("channel/create")
+        self.assertEqual(create["params"], {"contract": "./updates.json"})
+        peer.respond(
+            success(
+                create["id"], {"send": grant("u:w", "send"), "receive": grant("u:r", "receive")}
+            )
+        )
+        incompatible = peer.receive_request("flow/run-child")
+        self.assertEqual(incompatible["params"]["channels"], {"events": "u:w"})
+        peer.respond(operation_error(incompatible["id"], "INVALID_INPUT"))
+        children = peer.receive_requests(2)
+        self.assertEqual(children["worker"]["params"]["channels"], {"events": "u:w"})
+        self.assertEqual(children["monitor"]["params"]["channels"], {"events": "u:r"})
+        self.assertEqual(children["monitor"]["params"]["input"], {"role": "monitor", "stop": False})
+        work = {"outcome": "done", "output": "answer"}
+        seen = {"outcome": "done", "output": {"complete": True, "selected": []}}
+        peer.respond(success(children["monitor"]["id"], seen))
+        peer.respond(success(children["worker"]["id"], work))
+        self.assertRootSuccess(peer, {"incompatible": True, "work": work, "monitor": seen})
 
     def test_local_channel_argument_checks(self) -> None:
         peer = self.peer(PROBE)
