@@ -990,6 +990,21 @@ class ChannelTests(PeerTestCase):
         peer.respond(success(children["worker"]["id"], work))
         self.assertRootSuccess(peer, {"incompatible": True, "work": work, "monitor": seen})
 
+    def test_a_locally_used_endpoint_cannot_be_transferred(self) -> None:
+        peer = self.peer(PROBE)
+        peer.send(flow_run(input={"case": "channel", "behaviour": "reuse-claimed"}))
+        create = peer.receive_request("channel/create")
+        peer.respond(
+            success(
+                create["id"], {"send": grant("ch:w", "send"), "receive": grant("ch:r", "receive")}
+            )
+        )
+        send = peer.receive_request("channel/send")
+        self.assertEqual(send["params"], {"endpoint": "ch:w", "value": 1})
+        peer.respond(success(send["id"], None))
+        self.assertRootSuccess(peer, "refused")
+        self.assertEqual(len(peer.seen_request_ids), 2)
+
     def test_local_channel_argument_checks(self) -> None:
         peer = self.peer(PROBE)
         peer.send(flow_run(input={"case": "channel", "behaviour": "schema-and-contract"}))
