@@ -557,6 +557,25 @@ class CancellationTests(PeerTestCase):
         peer.respond(operation_error(child["id"], "CANCELLED"))
         self.assertRootError(peer, "EXECUTION_FAILED")
 
+    def test_root_cancellation_drops_queued_calls_and_cancels_each_wire_call_once(self) -> None:
+        peer = self.peer(MATRIX)
+        peer.send(flow_run(input={"case": "fanout-65"}))
+        calls = [peer.receive_request("capability/call") for _ in range(64)]
+        peer.send(cancel("host:1"))
+        cancelled = [peer.receive() for _ in range(64)]
+        self.assertEqual(
+            sorted(message["params"]["requestId"] for message in cancelled),
+            sorted(call["id"] for call in calls),
+        )
+        self.assertTrue(all(message["method"] == "request/cancel" for message in cancelled))
+        peer.expect_quiet()
+        for call in calls[:-1]:
+            peer.respond(operation_error(call["id"], "CANCELLED"))
+        peer.expect_quiet()
+        peer.respond(success(calls[-1]["id"], {"value": "won the race"}))
+        self.assertRootError(peer, "CANCELLED")
+        self.assertEqual(len(peer.seen_request_ids), 64)
+
     def test_root_cancellation_without_calls(self) -> None:
         peer = self.peer(PROBE)
         peer.send(flow_run(input={"case": "sleep"}))
