@@ -86,6 +86,37 @@ impl fmt::Display for Invalid {
 
 impl std::error::Error for Invalid {}
 
+impl Invalid {
+    /// The stable code to report: `SCHEMA_LIMIT_EXCEEDED` on exhaustion,
+    /// otherwise the seam's instance code (`INVALID_INPUT`, ...).
+    pub fn code(&self, instance_code: &'static str) -> &'static str {
+        match self {
+            Invalid::LimitExceeded => SCHEMA_LIMIT_EXCEEDED,
+            Invalid::Diagnostic(_) | Invalid::Json(_) => instance_code,
+        }
+    }
+
+    /// The diagnostic as the JSON object Schema/1 §5 describes.
+    pub fn to_value(&self, instance_code: &'static str) -> Value {
+        let mut out = serde_json::Map::new();
+        out.insert("code".into(), Value::from(self.code(instance_code)));
+        let (instance_pointer, schema_pointer, keyword) = match self {
+            Invalid::Diagnostic(d) => (
+                d.instance_pointer.as_str(),
+                d.schema_pointer.as_str(),
+                d.keyword,
+            ),
+            Invalid::LimitExceeded | Invalid::Json(_) => ("", "", None),
+        };
+        out.insert("instancePointer".into(), Value::from(instance_pointer));
+        out.insert("schemaPointer".into(), Value::from(schema_pointer));
+        if let Some(k) = keyword {
+            out.insert("keyword".into(), Value::from(k));
+        }
+        Value::Object(out)
+    }
+}
+
 /// One instance diagnostic; the caller supplies the code
 /// (`INVALID_INPUT`, `INVALID_SETTINGS`, `INVALID_RESULT`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -666,6 +697,15 @@ impl Schema {
     /// JSON/1 first, and its canonical size against the file limit.
     pub fn compile_value(value: &Value) -> Result<Schema, SchemaError> {
         json::check(value).map_err(|e| SchemaError::new(SCHEMA_INVALID_JSON, "", e.to_string()))?;
+        // An in-memory value has no file; its smallest encoding must fit.
+        let size = json::canonical(value).len();
+        if size > MAX_SCHEMA_BYTES {
+            return Err(SchemaError::new(
+                SCHEMA_LIMIT_EXCEEDED,
+                "",
+                format!("schema is {size} canonical bytes; the limit is {MAX_SCHEMA_BYTES}"),
+            ));
+        }
         let Value::Object(root) = value else {
             return Err(SchemaError::new(
                 SCHEMA_INVALID,
