@@ -60,6 +60,20 @@ impl ContractSet {
         Ok(ContractSet { compiled, served })
     }
 
+    /// Like [`ContractSet::from_descriptors`] for descriptors already parsed
+    /// as JSON/1 values; each is re-rendered so the descriptor byte limit
+    /// applies exactly as for text.
+    pub fn from_descriptor_values(
+        provider: &str,
+        descriptors: &[Value],
+    ) -> Result<ContractSet, LoadError> {
+        let texts: Vec<Vec<u8>> = descriptors
+            .iter()
+            .map(|d| d.to_string().into_bytes())
+            .collect();
+        ContractSet::from_descriptors(provider, texts.iter().map(Vec::as_slice))
+    }
+
     pub fn served(&self) -> &[ServedContract] {
         &self.served
     }

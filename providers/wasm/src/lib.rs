@@ -1,1 +1,345 @@
-//! WASM provider loader.
+//! Loads capability providers built as WASM components exporting the
+//! `jig:provider` world (`providers/wit/provider.wit`) and calls them.
+//!
+//! Each provider is compiled once into an [`InstancePre`]; every call gets a
+//! fresh store and instance from the shared pooling allocator, a memory
+//! ceiling, and an epoch deadline taken from the Run's deadline. The guest
+//! gets a WASI context with nothing granted: no filesystem, no network, no
+//! environment, no arguments, closed stdin, and stdout/stderr discarded.
+//! This crate must never grant a guest more than that, and never let a
+//! guest failure (trap, exhaustion, garbage output) escape as anything but a
+//! [`CallError`].
+//!
+//! [`InstancePre`]: wasmtime::component::InstancePre
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use jig_provider_api::dispatch::{self, Admitted, ContractSet};
+use jig_provider_api::{
+    CallContext, CallError, LoadError, Provider, ProviderDecl, ProviderKind, ServedContract,
+};
+use serde_json::Value;
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "capability-provider",
+    });
+}
+
+use bindings::exports::jig::provider::provider as wit;
+use bindings::CapabilityProviderPre;
+
+/// Ceiling on each linear memory of one call's instance.
+pub const MEMORY_CEILING_BYTES: usize = 64 << 20;
+/// Ceiling on the elements of each table of one call's instance.
+pub const TABLE_CEILING_ELEMENTS: usize = 100_000;
+/// How many provider calls may hold an instance at the same time, across
+/// all WASM providers of this process. A call beyond it is refused with
+/// `RESOURCE_EXHAUSTED` rather than queued.
+pub const MAX_CONCURRENT_INSTANCES: u32 = 64;
+/// Period of the epoch ticker; deadlines are enforced to this granularity.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+/// Time a provider gets to answer `contracts` at load time.
+pub const LOAD_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A loaded WASM component provider.
+pub struct WasmProvider {
+    name: String,
+    contracts: ContractSet,
+    pre: CapabilityProviderPre<GuestState>,
+    settings: String,
+    secrets: Vec<wit::Secret>,
+}
+
+impl WasmProvider {
+    /// Reads, compiles and pre-links the component named by `decl`, reads
+    /// its secrets, and asks it which contracts it serves.
+    pub fn load(decl: &ProviderDecl) -> Result<Arc<dyn Provider>, LoadError> {
+        WasmProvider::load_concrete(decl).map(|p| Arc::new(p) as Arc<dyn Provider>)
+    }
+
+    fn load_concrete(decl: &ProviderDecl) -> Result<WasmProvider, LoadError> {
+        let path = decl.artifact(ProviderKind::Wasm)?;
+        let config = decl.config()?;
+        let failed = |reason: String| LoadError::LoadFailed {
+            provider: decl.name.clone(),
+            path: path.to_owned(),
+            reason,
+        };
+        let engine = engine().map_err(|e| failed(e.clone()))?;
+        let bytes = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
+        let component =
+            Component::new(engine, &bytes).map_err(|e| failed(format!("not a component: {e}")))?;
+        let mut linker = Linker::new(engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| failed(e.to_string()))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| failed(format!("imports cannot be satisfied: {e}")))?;
+        let pre = CapabilityProviderPre::new(pre)
+            .map_err(|e| failed(format!("does not export jig:provider/provider@0.1.0: {e}")))?;
+
+        let deadline = dispatch::now_unix_ms() + LOAD_DEADLINE.as_millis() as u64;
+        let mut store = new_store(engine, deadline);
+        let descriptors = pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.jig_provider_provider().call_contracts(&mut store))
+            .map_err(|e| failed(format!("contracts failed: {e}")))?;
+        let contracts =
+            ContractSet::from_descriptors(&decl.name, descriptors.iter().map(|d| d.as_bytes()))?;
+
+        Ok(WasmProvider {
+            name: decl.name.clone(),
+            contracts,
+            pre,
+            settings: config.settings_text(),
+            secrets: config
+                .secrets
+                .iter()
+                .map(|(name, value)| wit::Secret {
+                    name: name.to_owned(),
+                    value: value.to_owned(),
+                })
+                .collect(),
+        })
+    }
+
+    fn run(
+        &self,
+        admitted: &Admitted<'_>,
+        ctx: &CallContext,
+        method: &str,
+        input: &Value,
+    ) -> Result<Value, CallError> {
+        let engine = self.pre.engine();
+        let mut store = new_store(engine, ctx.deadline_unix_ms);
+        let outcome = self.pre.instantiate(&mut store).and_then(|instance| {
+            let call_ctx = wit::CallContext {
+                contract_id: ctx.contract.id.clone(),
+                contract_version: ctx.contract.version.clone(),
+                contract_digest: ctx.contract.digest.clone(),
+                operation_id: ctx.operation_id.clone(),
+                deadline_unix_ms: ctx.deadline_unix_ms,
+            };
+            let config = wit::ProviderConfig {
+                settings: self.settings.clone(),
+                secrets: self.secrets.clone(),
+            };
+            instance.jig_provider_provider().call_call(
+                &mut store,
+                &call_ctx,
+                method,
+                &input.to_string(),
+                &config,
+            )
+        });
+        match outcome {
+            Ok(Ok(value)) => admitted.output(dispatch::json(value.as_bytes())?),
+            Ok(Err(wit::CallError::Application(e))) => {
+                let data = dispatch::json(e.data.as_bytes())?;
+                Err(admitted.application(&e.name, data))
+            }
+            Ok(Err(wit::CallError::Operational(e))) => {
+                let details = e
+                    .details
+                    .map(|d| dispatch::json(d.as_bytes()))
+                    .transpose()?;
+                Err(admitted.operational(&e.code, e.message, details))
+            }
+            Err(error) => Err(classify_failure(&error, store.data().ceiling.hit)),
+        }
+    }
+}
+
+impl Provider for WasmProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn contracts(&self) -> &[ServedContract] {
+        self.contracts.served()
+    }
+
+    fn call(&self, ctx: &CallContext, method: &str, input: &Value) -> Result<Value, CallError> {
+        let admitted = self.contracts.admit(ctx, method, input)?;
+        self.run(&admitted, ctx, method, input)
+    }
+}
+
+/// Maps a failed instantiation or call to the Run/1 code a caller sees.
+fn classify_failure(error: &wasmtime::Error, ceiling_hit: bool) -> CallError {
+    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return dispatch::deadline_exceeded();
+    }
+    if ceiling_hit {
+        return CallError::operational(
+            "RESOURCE_EXHAUSTED",
+            format!("provider exceeded its memory ceiling of {MEMORY_CEILING_BYTES} bytes"),
+        );
+    }
+    if error
+        .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+        .is_some()
+    {
+        return CallError::operational(
+            "RESOURCE_EXHAUSTED",
+            format!("more than {MAX_CONCURRENT_INSTANCES} provider calls in flight"),
+        );
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(trap) => {
+            CallError::operational("EXECUTION_FAILED", format!("provider trapped: {trap}"))
+        }
+        None => CallError::operational("EXECUTION_FAILED", format!("provider failed: {error}")),
+    }
+}
+
+/// The process-wide engine: one pooling allocator shared by every WASM
+/// provider, and one ticker thread advancing its epoch.
+fn engine() -> Result<&'static Engine, &'static String> {
+    static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(MAX_CONCURRENT_INSTANCES)
+                .total_core_instances(MAX_CONCURRENT_INSTANCES * 8)
+                .total_memories(MAX_CONCURRENT_INSTANCES * 2)
+                .total_tables(MAX_CONCURRENT_INSTANCES * 8)
+                .max_memory_size(MEMORY_CEILING_BYTES);
+            let mut config = Config::new();
+            config
+                .wasm_component_model(true)
+                .epoch_interruption(true)
+                .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+            let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
+            let ticker = engine.clone();
+            std::thread::Builder::new()
+                .name("jig-wasm-epoch".to_owned())
+                .spawn(move || loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker.increment_epoch();
+                })
+                .map_err(|e| format!("epoch ticker: {e}"))?;
+            Ok(engine)
+        })
+        .as_ref()
+}
+
+/// Per-call guest state: an empty WASI context and the resource ceiling.
+struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    ceiling: Ceiling,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Refuses growth past the ceilings and remembers that it did, so a trap
+/// that follows can be reported as exhaustion rather than a crash.
+#[derive(Default)]
+struct Ceiling {
+    hit: bool,
+}
+
+impl wasmtime::ResourceLimiter for Ceiling {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= MEMORY_CEILING_BYTES;
+        self.hit |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= TABLE_CEILING_ELEMENTS;
+        self.hit |= !allowed;
+        Ok(allowed)
+    }
+}
+
+/// A store with nothing granted, the ceilings, and an epoch deadline at
+/// `deadline_unix_ms` (rounded up to the next tick).
+fn new_store(engine: &Engine, deadline_unix_ms: u64) -> Store<GuestState> {
+    let wasi = WasiCtx::builder()
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let mut store = Store::new(
+        engine,
+        GuestState {
+            wasi,
+            table: ResourceTable::new(),
+            ceiling: Ceiling::default(),
+        },
+    );
+    store.limiter(|state| &mut state.ceiling);
+    store.set_epoch_deadline(epoch_ticks_until(deadline_unix_ms, dispatch::now_unix_ms()));
+    store
+}
+
+/// Epoch ticks from `now` until `deadline`: at least one, rounded up, plus
+/// one because the first tick may land immediately after the store starts.
+fn epoch_ticks_until(deadline_unix_ms: u64, now_unix_ms: u64) -> u64 {
+    let tick_ms = EPOCH_TICK.as_millis() as u64;
+    deadline_unix_ms
+        .saturating_sub(now_unix_ms)
+        .div_ceil(tick_ms)
+        .max(1)
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_ticks_round_up_and_never_reach_zero() {
+        assert_eq!(epoch_ticks_until(1_000, 1_000), 2);
+        assert_eq!(epoch_ticks_until(1_001, 1_000), 2);
+        assert_eq!(epoch_ticks_until(1_000 + 5, 1_000), 2);
+        assert_eq!(epoch_ticks_until(1_000 + 6, 1_000), 3);
+        assert_eq!(epoch_ticks_until(0, 1_000), 2);
+    }
+
+    #[test]
+    fn ceiling_allows_the_limit_and_refuses_one_past() {
+        use wasmtime::ResourceLimiter;
+        let mut ceiling = Ceiling::default();
+        assert!(ceiling
+            .memory_growing(0, MEMORY_CEILING_BYTES, None)
+            .unwrap());
+        assert!(!ceiling.hit);
+        assert!(!ceiling
+            .memory_growing(0, MEMORY_CEILING_BYTES + 1, None)
+            .unwrap());
+        assert!(ceiling.hit);
+        let mut ceiling = Ceiling::default();
+        assert!(ceiling
+            .table_growing(0, TABLE_CEILING_ELEMENTS, None)
+            .unwrap());
+        assert!(!ceiling
+            .table_growing(0, TABLE_CEILING_ELEMENTS + 1, None)
+            .unwrap());
+        assert!(ceiling.hit);
+    }
+}

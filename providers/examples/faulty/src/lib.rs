@@ -10,6 +10,7 @@
 //! | `bad-code`   | operational error with a code outside Run/1       |
 //! | `big-int`    | a value outside JSON/1's number domain            |
 //! | `operational`| `RESOURCE_EXHAUSTED` with details                 |
+//! | `config`     | `<settings.marker>:<secret token>`                |
 //! | anything else| the key itself                                    |
 
 use jig_provider_sdk::{serde_json::json, CallError, Config, Context, Provider, Value};
@@ -21,7 +22,7 @@ impl Provider for Faulty {
         vec![include_str!("../../contracts/kv.capability.json")]
     }
 
-    fn call(_: &Context, _: &str, input: Value, _: &Config) -> Result<Value, CallError> {
+    fn call(_: &Context, _: &str, input: Value, config: &Config) -> Result<Value, CallError> {
         let key = input.get("key").and_then(Value::as_str).unwrap_or_default();
         match key {
             "panic" => panic!("faulty provider panics on purpose"),
@@ -38,6 +39,15 @@ impl Provider for Faulty {
                 message: "quota".to_owned(),
                 details: Some(json!({"limit": 3})),
             }),
+            "config" => {
+                let marker = config.settings.get("marker").and_then(Value::as_str);
+                let token = config.secrets.get("token");
+                Ok(json!(format!(
+                    "{}:{}",
+                    marker.unwrap_or("-"),
+                    token.map_or("-", |t| t)
+                )))
+            }
             other => Ok(json!(other)),
         }
     }
