@@ -62,8 +62,7 @@ pub(crate) fn lookup(root: &Path, rel: &str) -> Result<Kind, ProjectError> {
                         "{} is a symlink; Jig never follows links in project sources",
                         crate::paths::escape(&through)
                     ),
-                )
-                .at(rel));
+                ));
             }
             Kind::Dir => {}
             _ if last => return Ok(kind),

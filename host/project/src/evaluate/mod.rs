@@ -152,13 +152,15 @@ impl Evaluator {
             rquickjs::Error::Allocation => {
                 return ProjectError::new(FAILED, "evaluation exceeded its memory limit").at(entry)
             }
-            rquickjs::Error::WouldBlock => return ProjectError::new(
-                FAILED,
-                format!(
+            rquickjs::Error::WouldBlock => {
+                return ProjectError::new(
+                    FAILED,
+                    format!(
                     "{entry} never finished evaluating (it awaits a promise that cannot settle)"
                 ),
-            )
-            .at(entry),
+                )
+                .at(entry)
+            }
             other => {
                 return ProjectError::new(FAILED, format!("evaluation failed: {other}")).at(entry)
             }
