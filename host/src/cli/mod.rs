@@ -2,6 +2,7 @@
 //! with the documented status. No command reads a file before its
 //! arguments are fully parsed.
 
+mod doctor;
 mod exit;
 
 pub use exit::{exit_code, CliError};
@@ -82,6 +83,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Report which recipes this host can run and how they are contained.
+    Doctor,
     /// List recent Runs, or show one.
     Runs {
         #[command(subcommand)]
@@ -144,6 +147,7 @@ pub fn main() -> u8 {
             json,
         ),
         Command::Runs { action } => runs(&base, action),
+        Command::Doctor => load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config)),
     };
     match result {
         Ok(status) => status,

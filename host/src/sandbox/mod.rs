@@ -86,3 +86,107 @@ impl Sandbox for ProcessGroup {
         Ok(Contained { child, pgid })
     }
 }
+
+/// Where bubblewrap may come from: an absolute `JIG_BWRAP_PATH`, else these
+/// system directories. Ambient `PATH` never selects a containment tool.
+pub const BWRAP_DIRS: [&str; 3] = ["/usr/bin", "/bin", "/run/current-system/sw/bin"];
+
+/// What this machine offers for containment, as `jig doctor` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    pub bwrap: Result<(PathBuf, String), String>,
+    pub user_namespaces: Result<(), String>,
+    pub cgroup: Cgroup,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cgroup {
+    /// cgroup v2 with the controllers enabled at the root.
+    V2 {
+        controllers: Vec<String>,
+    },
+    /// cgroup v1 with the hierarchies that are mounted.
+    V1 {
+        controllers: Vec<String>,
+    },
+    None,
+}
+
+impl Probe {
+    pub fn run(configured_bwrap: Option<&std::path::Path>) -> Probe {
+        Probe {
+            bwrap: find_bwrap(configured_bwrap),
+            user_namespaces: user_namespaces(),
+            cgroup: cgroup(),
+        }
+    }
+}
+
+/// Select bubblewrap: `JIG_BWRAP_PATH` (must be absolute and executable; no
+/// fallback when it is not), else the configured path, else the fixed dirs.
+pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, String), String> {
+    let explicit = std::env::var_os("JIG_BWRAP_PATH")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    let candidate = match explicit.or_else(|| configured.map(PathBuf::from)) {
+        Some(path) => {
+            if !path.is_absolute() || !crate::config::is_executable(&path) {
+                return Err(format!(
+                    "{} is not an absolute executable bubblewrap",
+                    path.display()
+                ));
+            }
+            path
+        }
+        None => BWRAP_DIRS
+            .iter()
+            .map(|d| std::path::Path::new(d).join("bwrap"))
+            .find(|p| crate::config::is_executable(p))
+            .ok_or_else(|| {
+                "bubblewrap was not found in /usr/bin, /bin or /run/current-system/sw/bin"
+                    .to_string()
+            })?,
+    };
+    let out = std::process::Command::new(&candidate)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .map_err(|e| format!("{} does not run: {e}", candidate.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || version.is_empty() {
+        return Err(format!("{} --version failed", candidate.display()));
+    }
+    Ok((candidate, version))
+}
+
+fn user_namespaces() -> Result<(), String> {
+    if let Ok(text) = std::fs::read_to_string("/proc/sys/user/max_user_namespaces") {
+        if text.trim() == "0" {
+            return Err("user.max_user_namespaces is 0".into());
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone") {
+        if text.trim() == "0" && !nix::unistd::geteuid().is_root() {
+            return Err("kernel.unprivileged_userns_clone is 0".into());
+        }
+    }
+    Ok(())
+}
+
+fn cgroup() -> Cgroup {
+    if let Ok(text) = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers") {
+        return Cgroup::V2 {
+            controllers: text.split_whitespace().map(str::to_string).collect(),
+        };
+    }
+    let controllers: Vec<String> = ["memory", "pids", "cpu"]
+        .into_iter()
+        .filter(|c| std::path::Path::new("/sys/fs/cgroup").join(c).is_dir())
+        .map(str::to_string)
+        .collect();
+    if controllers.is_empty() {
+        Cgroup::None
+    } else {
+        Cgroup::V1 { controllers }
+    }
+}

@@ -66,6 +66,7 @@ fn a_direct_flow_target_has_no_slots() {
 fn a_slot_naming_an_unknown_flow_rejects_the_candidate() {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&workspace().join("examples/triage"), dir.path());
+    let lock_before = std::fs::read(dir.path().join("jig.lock")).unwrap();
     write_files(
         dir.path(),
         &[(
@@ -82,5 +83,6 @@ fn a_slot_naming_an_unknown_flow_rejects_the_candidate() {
         ),
         "{run:?}"
     );
-    assert!(!dir.path().join("jig.lock").exists());
+    assert_eq!(std::fs::read(dir.path().join("jig.lock")).unwrap(), lock_before, "a rejected candidate leaves jig.lock alone");
+    assert!(!dir.path().join(".jig/admission/current").exists(), "nothing was admitted");
 }

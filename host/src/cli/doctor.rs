@@ -1,0 +1,93 @@
+//! `jig doctor`: what this host can run, and how contained.
+
+use std::path::Path;
+
+use crate::config::HostConfig;
+use crate::sandbox::{Cgroup, Probe};
+
+/// Recipes a host must be able to run for `jig doctor` to pass; the
+/// JavaScript runtimes are optional host support.
+const REQUIRED: [&str; 3] = ["flow.py", "flow.wasm", "flow.bin"];
+
+pub fn doctor(config: &HostConfig) -> u8 {
+    let mut ok = true;
+    println!("jig {}", env!("CARGO_PKG_VERSION"));
+    if let Some(source) = &config.source {
+        println!("configuration: {}", source.display());
+    } else {
+        println!("configuration: defaults (no host.toml)");
+    }
+    println!("recipes:");
+    let mut line = |entry: &str, state: Result<String, String>| {
+        match &state {
+            Ok(how) => println!("  {entry:<10} runnable: {how}"),
+            Err(why) => println!("  {entry:<10} unavailable: {why}"),
+        }
+        if state.is_err() && REQUIRED.contains(&entry) {
+            ok = false;
+        }
+    };
+    let runtime = |name: &str| {
+        config
+            .runtime(name)
+            .map(|p| p.display().to_string())
+            .ok_or_else(|| format!("no {name} configured or installed"))
+    };
+    line("flow.py", runtime("python3"));
+    line(
+        "flow.wasm",
+        crate::exec::wasm::engine()
+            .map(|_| "in-process wasmtime (WASI preview 1 and 2)".to_string()),
+    );
+    line("flow.bin", Ok("native executable".into()));
+    line("flow.ts", runtime("bun").or_else(|_| runtime("deno")));
+    line(
+        "flow.js",
+        runtime("bun")
+            .or_else(|_| runtime("deno"))
+            .or_else(|_| runtime("node")),
+    );
+
+    let probe = Probe::run(config.containment.bwrap.as_deref());
+    println!("containment:");
+    match &probe.bwrap {
+        Ok((path, version)) => println!("  bubblewrap: {version} at {}", path.display()),
+        Err(why) => println!("  bubblewrap: unavailable: {why}"),
+    }
+    match &probe.user_namespaces {
+        Ok(()) => println!("  user namespaces: available"),
+        Err(why) => println!("  user namespaces: unavailable: {why}"),
+    }
+    match &probe.cgroup {
+        Cgroup::V2 { controllers } => {
+            println!("  cgroup: v2, controllers: {}", controllers.join(" "))
+        }
+        Cgroup::V1 { controllers } => {
+            println!("  cgroup: v1, controllers: {}", controllers.join(" "))
+        }
+        Cgroup::None => println!("  cgroup: none found"),
+    }
+    println!("  envelope in use: process-group (cleared environment, private scratch, whole-group kill; no namespaces or cgroup limits yet)");
+    for provider in &config.providers {
+        let path = provider.path.as_deref().unwrap_or(Path::new("(builtin)"));
+        println!(
+            "provider {}: {} {}",
+            provider.name,
+            kind(&provider.kind),
+            path.display()
+        );
+    }
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
+fn kind(kind: &jig_provider_api::ProviderKind) -> &'static str {
+    match kind {
+        jig_provider_api::ProviderKind::Wasm => "wasm",
+        jig_provider_api::ProviderKind::Native => "native",
+        jig_provider_api::ProviderKind::Builtin => "builtin",
+    }
+}
