@@ -12,7 +12,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-/// What one contained process is granted.
+/// What one contained process is granted. Paths are host paths; an
+/// envelope may show them at the same location inside.
 #[derive(Debug, Clone)]
 pub struct Launch {
     pub program: PathBuf,
@@ -20,6 +21,14 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// The working directory: the Run's private scratch.
     pub cwd: PathBuf,
+    /// The admitted package tree, visible read-only.
+    pub package: PathBuf,
+    /// The one private writable directory.
+    pub scratch: PathBuf,
+    /// Further read-only trees the recipe needs (e.g. the bundled Python SDK).
+    pub read_only: Vec<PathBuf>,
+    /// Attachments: (host path, writable).
+    pub attachments: Vec<(PathBuf, bool)>,
 }
 
 pub struct Contained {
