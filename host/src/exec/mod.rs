@@ -438,11 +438,19 @@ impl Executor {
             env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
             env.push(("PYTHONUNBUFFERED".into(), "1".into()));
         }
+        let mut read_only = Vec::new();
+        if recipe.kind == RecipeKind::Python {
+            read_only.push(self.python_sdk.clone());
+        }
         let launch = Launch {
             program,
             args,
             env,
             cwd: scratch.to_path_buf(),
+            package: package_dir.to_path_buf(),
+            scratch: scratch.to_path_buf(),
+            read_only,
+            attachments: Vec::new(),
         };
         let mut contained = self.sandbox.spawn(&launch).map_err(|e| {
             Failure::new(
