@@ -436,7 +436,7 @@ fn run(
         work_root.join("runs"),
         generation.plan.clone(),
         Arc::new(ProviderSet::new(config.providers.clone())),
-        Arc::new(crate::sandbox::ProcessGroup),
+        crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
         python_sdk,
     ));
     let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;

@@ -471,13 +471,10 @@ impl Executor {
             Duration::ZERO
         };
         let exit = match tokio::time::timeout(wait_for, contained.child.wait()).await {
-            Ok(Ok(status)) => {
-                contained.reap_group();
-                Exit {
-                    code: status.code(),
-                    killed: false,
-                }
-            }
+            Ok(Ok(status)) => Exit {
+                code: status.code(),
+                killed: false,
+            },
             _ => {
                 contained.kill().await;
                 Exit {
@@ -486,10 +483,19 @@ impl Executor {
                 }
             }
         };
+        let fenced = contained.cleanup();
         let diagnostics = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
             Ok(Ok(d)) => d,
             _ => Diagnostics::default(),
         };
+        if let Err(e) = fenced {
+            return Err(Failure {
+                code: "JIG_CLEANUP_FAILED".into(),
+                message: format!("the Run's processes could not be fenced and removed: {e}"),
+                details: None,
+                diagnostics,
+            });
+        }
         Ok((report, exit, diagnostics))
     }
 }

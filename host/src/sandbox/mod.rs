@@ -31,37 +31,44 @@ pub struct Launch {
     pub attachments: Vec<(PathBuf, bool)>,
 }
 
+/// A started process and everything it may have started: the envelope
+/// fences the whole tree, not only the leader.
 pub struct Contained {
     pub child: tokio::process::Child,
-    pgid: Option<i32>,
+    fence: Box<dyn Fence>,
+}
+
+/// How an envelope ends everything a Run started.
+pub trait Fence: Send {
+    /// Kill every process of the envelope now (the leader included).
+    fn kill_all(&mut self);
+    /// After the leader exited or was killed: kill what remains, wait until
+    /// nothing remains, and release the envelope's resources. An error is a
+    /// cleanup failure the Run must report, never hide.
+    fn cleanup(&mut self) -> Result<(), String>;
 }
 
 impl Contained {
-    /// Kill the whole process group, then reap the leader.
+    pub fn new(child: tokio::process::Child, fence: Box<dyn Fence>) -> Contained {
+        Contained { child, fence }
+    }
+
+    /// Kill the whole tree, then reap the leader.
     pub async fn kill(&mut self) {
-        if let Some(pgid) = self.pgid {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        self.fence.kill_all();
         let _ = self.child.kill().await;
     }
 
-    /// After the leader exited, remove anything it left in its group.
-    pub fn reap_group(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+    /// Confirm the envelope is empty and released.
+    pub fn cleanup(&mut self) -> Result<(), String> {
+        self.fence.cleanup()
     }
 }
 
 impl Drop for Contained {
     fn drop(&mut self) {
-        self.reap_group();
+        self.fence.kill_all();
+        let _ = self.fence.cleanup();
     }
 }
 
@@ -70,8 +77,34 @@ pub trait Sandbox: Send + Sync {
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained>;
 }
 
-/// The process-group envelope.
+/// The envelope this host uses for process recipes.
+pub fn select(_config: &crate::config::HostConfig) -> Result<std::sync::Arc<dyn Sandbox>, String> {
+    Ok(std::sync::Arc::new(ProcessGroup))
+}
+
+/// The process-group envelope: a cleared environment, the scratch as working
+/// directory, and its own process group killed as a whole. It is not a
+/// security boundary.
 pub struct ProcessGroup;
+
+struct GroupFence(Option<i32>);
+
+impl Fence for GroupFence {
+    fn kill_all(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+
+    fn cleanup(&mut self) -> Result<(), String> {
+        self.kill_all();
+        self.0 = None;
+        Ok(())
+    }
+}
 
 impl Sandbox for ProcessGroup {
     fn name(&self) -> &'static str {
@@ -92,7 +125,7 @@ impl Sandbox for ProcessGroup {
             .kill_on_drop(true);
         let child = command.spawn()?;
         let pgid = child.id().map(|id| id as i32);
-        Ok(Contained { child, pgid })
+        Ok(Contained::new(child, Box::new(GroupFence(pgid))))
     }
 }
 

@@ -83,6 +83,13 @@ fn a_slot_naming_an_unknown_flow_rejects_the_candidate() {
         ),
         "{run:?}"
     );
-    assert_eq!(std::fs::read(dir.path().join("jig.lock")).unwrap(), lock_before, "a rejected candidate leaves jig.lock alone");
-    assert!(!dir.path().join(".jig/admission/current").exists(), "nothing was admitted");
+    assert_eq!(
+        std::fs::read(dir.path().join("jig.lock")).unwrap(),
+        lock_before,
+        "a rejected candidate leaves jig.lock alone"
+    );
+    assert!(
+        !dir.path().join(".jig/admission/current").exists(),
+        "nothing was admitted"
+    );
 }
