@@ -295,35 +295,51 @@ fn referenced<'f>(
         })
 }
 
-/// Checks paths, collisions and the size ceilings of a logical file map.
-fn check_tree(files: &BTreeMap<String, Vec<u8>>) -> Result<(), PackageError> {
-    if files.len() > MAX_FILES {
+/// Rejects a tree with more than [`MAX_FILES`] files.
+pub(crate) fn check_file_count(count: usize) -> Result<(), PackageError> {
+    if count > MAX_FILES {
         return Err(PackageError::new(
             codes::PACKAGE_LIMIT_EXCEEDED,
             format!("the package has more than {MAX_FILES} files"),
         ));
     }
+    Ok(())
+}
+
+/// Rejects a file over [`MAX_FILE_BYTES`].
+pub(crate) fn check_file_size(path: &str, len: u64) -> Result<(), PackageError> {
+    if len > MAX_FILE_BYTES {
+        return Err(PackageError::at(
+            codes::PACKAGE_LIMIT_EXCEEDED,
+            path,
+            format!("file exceeds {MAX_FILE_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Adds a file's length to the running total; counters never wrap.
+pub(crate) fn add_to_total(total: u64, len: u64) -> Result<u64, PackageError> {
+    total
+        .checked_add(len)
+        .filter(|t| *t <= MAX_TOTAL_BYTES)
+        .ok_or_else(|| {
+            PackageError::new(
+                codes::PACKAGE_LIMIT_EXCEEDED,
+                format!("file contents exceed {MAX_TOTAL_BYTES} bytes"),
+            )
+        })
+}
+
+/// Checks paths, collisions and the size ceilings of a logical file map.
+fn check_tree(files: &BTreeMap<String, Vec<u8>>) -> Result<(), PackageError> {
+    check_file_count(files.len())?;
     let mut total: u64 = 0;
     let mut keys: HashMap<String, &str> = HashMap::with_capacity(files.len());
     for (path, content) in files {
         check_path(path)?;
-        let len = content.len() as u64;
-        if len > MAX_FILE_BYTES {
-            return Err(PackageError::at(
-                codes::PACKAGE_LIMIT_EXCEEDED,
-                path,
-                format!("file exceeds {MAX_FILE_BYTES} bytes"),
-            ));
-        }
-        total = total
-            .checked_add(len)
-            .filter(|t| *t <= MAX_TOTAL_BYTES)
-            .ok_or_else(|| {
-                PackageError::new(
-                    codes::PACKAGE_LIMIT_EXCEEDED,
-                    format!("file contents exceed {MAX_TOTAL_BYTES} bytes"),
-                )
-            })?;
+        check_file_size(path, content.len() as u64)?;
+        total = add_to_total(total, content.len() as u64)?;
         check_collisions(&mut keys, path)?;
     }
     Ok(())
@@ -441,4 +457,100 @@ pub fn digest_files(files: &BTreeMap<String, Vec<u8>>) -> String {
         hasher.update(content);
     }
     format!("sha256:{}", crate::contract::hex(&hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_ceilings_at_and_past_the_limit() {
+        assert!(check_file_count(MAX_FILES).is_ok());
+        assert_eq!(
+            check_file_count(MAX_FILES + 1).unwrap_err().code,
+            codes::PACKAGE_LIMIT_EXCEEDED
+        );
+        assert!(check_file_size("a", MAX_FILE_BYTES).is_ok());
+        assert_eq!(
+            check_file_size("a", MAX_FILE_BYTES + 1).unwrap_err().code,
+            codes::PACKAGE_LIMIT_EXCEEDED
+        );
+        assert_eq!(
+            add_to_total(MAX_TOTAL_BYTES - 5, 5).unwrap(),
+            MAX_TOTAL_BYTES
+        );
+        assert_eq!(
+            add_to_total(MAX_TOTAL_BYTES - 5, 6).unwrap_err().code,
+            codes::PACKAGE_LIMIT_EXCEEDED
+        );
+        // Counters do not wrap.
+        assert!(add_to_total(u64::MAX, 1).is_err());
+    }
+
+    #[test]
+    fn shebang_selectors() {
+        assert_eq!(shebang_selector(b"print()").unwrap(), None);
+        assert_eq!(
+            shebang_selector(b"#!/usr/bin/env python3\n")
+                .unwrap()
+                .as_deref(),
+            Some("python3")
+        );
+        assert_eq!(
+            shebang_selector(b"#!/usr/bin/env bun\r\nx")
+                .unwrap()
+                .as_deref(),
+            Some("bun")
+        );
+        assert_eq!(
+            shebang_selector(b"#!/usr/bin/env node").unwrap().as_deref(),
+            Some("node")
+        );
+        let max = format!("#!/usr/bin/env a{}\n", "b".repeat(MAX_SELECTOR_CHARS - 1));
+        assert!(shebang_selector(max.as_bytes()).unwrap().is_some());
+        let past = format!("#!/usr/bin/env a{}\n", "b".repeat(MAX_SELECTOR_CHARS));
+        assert!(shebang_selector(past.as_bytes()).is_err());
+        for bad in [
+            &b"#!/usr/bin/python3\n"[..],
+            b"#!/usr/bin/env -S python3\n",
+            b"#!/usr/bin/env python3 -u\n",
+            b"#!/usr/bin/env  python3\n",
+            b"#! /usr/bin/env python3\n",
+            b"#!/usr/bin/env\n",
+            b"#!/usr/bin/env .py\n",
+            b"#!/usr/bin/env $PY\n",
+            b"#!/usr/bin/env py\r\r\n",
+        ] {
+            assert!(
+                shebang_selector(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn entrypoint_names() {
+        assert_eq!(entrypoint_suffix("flow.py"), Some("py"));
+        assert_eq!(entrypoint_suffix("flow.wasm"), Some("wasm"));
+        assert_eq!(
+            entrypoint_suffix(&format!("flow.{}", "a".repeat(MAX_SUFFIX_CHARS))),
+            Some("aaaaaaaaaaaaaaaa")
+        );
+        for not in [
+            "flow.",
+            "flow.PY",
+            "flow.tar.gz",
+            "flow",
+            "Flow.py",
+            "src/flow.py",
+            "flow.p-y",
+        ] {
+            assert_eq!(entrypoint_suffix(not), None, "{not}");
+        }
+        assert_eq!(
+            entrypoint_suffix(&format!("flow.{}", "a".repeat(MAX_SUFFIX_CHARS + 1))),
+            None
+        );
+    }
 }

@@ -17,7 +17,7 @@ use nix::errno::Errno;
 use nix::fcntl::{open, openat, OFlag};
 use nix::sys::stat::{fstat, FileStat, Mode, SFlag};
 
-use super::{codes, PackageError, MAX_FILES, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+use super::{add_to_total, check_file_count, check_file_size, codes, PackageError, MAX_FILE_BYTES};
 
 /// How many times a walk is restarted after a detected concurrent change.
 pub const MAX_STAGE_ATTEMPTS: usize = 4;
@@ -213,20 +213,9 @@ fn walk_dir(
                 "special files are not package content",
             ));
         }
-        if state.files.len() == MAX_FILES {
-            return Err(PackageError::new(
-                codes::PACKAGE_LIMIT_EXCEEDED,
-                format!("the package has more than {MAX_FILES} files"),
-            ));
-        }
+        check_file_count(state.files.len() + 1)?;
         let before = Snapshot::from(&st);
-        if before.size as u64 > MAX_FILE_BYTES {
-            return Err(PackageError::at(
-                codes::PACKAGE_LIMIT_EXCEEDED,
-                &path,
-                format!("file exceeds {MAX_FILE_BYTES} bytes"),
-            ));
-        }
+        check_file_size(&path, before.size.max(0) as u64)?;
         let mut content = Vec::with_capacity(before.size.max(0) as usize);
         let mut reader = std::fs::File::from(file);
         // Read at most one byte past the limit so growth is noticed.
@@ -238,16 +227,7 @@ fn walk_dir(
         if Snapshot::from(&after) != before || content.len() as u64 != before.size as u64 {
             return Ok(Some(path));
         }
-        state.total = state
-            .total
-            .checked_add(content.len() as u64)
-            .filter(|t| *t <= MAX_TOTAL_BYTES)
-            .ok_or_else(|| {
-                PackageError::new(
-                    codes::PACKAGE_LIMIT_EXCEEDED,
-                    format!("file contents exceed {MAX_TOTAL_BYTES} bytes"),
-                )
-            })?;
+        state.total = add_to_total(state.total, content.len() as u64)?;
         if before.nlink > 1 {
             state
                 .links
