@@ -288,22 +288,7 @@ where
                                 continue;
                             }
                             let params = params.unwrap_or(Value::Null);
-                            let work: Result<(String, Value, BoxFuture<Result<Value, OperationalError>>), RpcError> =
-                                match method {
-                                    Method::RunChild => RunChildParams::from_value(&params)
-                                        .map(|p| {
-                                            let key = serde_json::json!({"method": "flow/run-child", "slot": p.slot, "intent": p.intent, "input": p.input, "channels": p.channels});
-                                            (p.operation_id.clone(), key, services.run_child(p))
-                                        })
-                                        .map_err(|e| e.to_rpc()),
-                                    Method::CapabilityCall => CapabilityCallParams::from_value(&params)
-                                        .map(|p| {
-                                            let key = serde_json::json!({"method": "capability/call", "slot": p.slot, "method_": p.method, "input": p.input, "channels": p.channels});
-                                            (p.operation_id.clone(), key, services.call_capability(p))
-                                        })
-                                        .map_err(|e| e.to_rpc()),
-                                    _ => Err(RpcError::standard(wire::METHOD_NOT_FOUND, "channels are not offered by this host yet")),
-                                };
+                            let work = dispatch(services.as_ref(), method, &params);
                             let (operation_id, key, future) = match work {
                                 Ok(work) => work,
                                 Err(e) => {
@@ -357,6 +342,29 @@ where
     drop(writer_open);
     let _ = tokio::time::timeout(Duration::from_millis(100), writer).await;
     report
+}
+
+/// One admitted component request, ready for the ledger: its operation id,
+/// the canonical identity it is compared by, and the work to run if new.
+type Dispatch = (String, Value, BoxFuture<Result<Value, OperationalError>>);
+
+fn dispatch(services: &dyn Services, method: Method, params: &Value) -> Result<Dispatch, RpcError> {
+    match method {
+        Method::RunChild => {
+            let p = RunChildParams::from_value(params).map_err(|e| e.to_rpc())?;
+            let key = serde_json::json!({"method": "flow/run-child", "slot": p.slot, "intent": p.intent, "input": p.input, "channels": p.channels});
+            Ok((p.operation_id.clone(), key, services.run_child(p)))
+        }
+        Method::CapabilityCall => {
+            let p = CapabilityCallParams::from_value(params).map_err(|e| e.to_rpc())?;
+            let key = serde_json::json!({"method": "capability/call", "slot": p.slot, "capabilityMethod": p.method, "input": p.input, "channels": p.channels});
+            Ok((p.operation_id.clone(), key, services.call_capability(p)))
+        }
+        _ => Err(RpcError::standard(
+            wire::METHOD_NOT_FOUND,
+            "channels are not offered by this host yet",
+        )),
+    }
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {

@@ -9,6 +9,8 @@ use flow::json::Value;
 
 use super::ascii_quote;
 
+type Describe = fn(&Value) -> String;
+
 fn entries(lock: Option<&Value>, section: &str) -> serde_json::Map<String, Value> {
     lock.and_then(|l| l.get(section))
         .and_then(Value::as_object)
@@ -100,7 +102,7 @@ pub fn review_text(
     details: bool,
 ) -> String {
     let mut out = String::new();
-    let sections: [(&str, &str, fn(&Value) -> String); 2] = [
+    let sections: [(&str, &str, Describe); 2] = [
         ("Packages", "packages", describe_package),
         ("Bindings", "bindings", describe_binding),
     ];
