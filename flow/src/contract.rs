@@ -667,8 +667,13 @@ pub fn is_contract_id(id: &str) -> bool {
     if labels.len() < 2 || !labels.iter().all(|l| is_dns_label(l)) {
         return false;
     }
-    // Four all-numeric labels would be an IPv4 literal.
-    if labels.len() == 4 && labels.iter().all(|l| l.bytes().all(|b| b.is_ascii_digit())) {
+    // A dotted quad of octets is an IPv4 literal, not a DNS name.
+    let octet = |l: &&str| {
+        l.len() <= 3
+            && l.bytes().all(|b| b.is_ascii_digit())
+            && l.parse::<u16>().is_ok_and(|n| n <= 255)
+    };
+    if labels.len() == 4 && labels.iter().all(octet) {
         return false;
     }
     path.split('/').all(|seg| {
