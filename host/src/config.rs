@@ -47,9 +47,28 @@ pub struct Runtimes {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Containment {
     pub bwrap: Option<PathBuf>,
+    /// `contained` (the default): every process recipe runs in the
+    /// bubblewrap + cgroup envelope, and a host that cannot provide it
+    /// refuses to run them (`UNAVAILABLE`). `none` is an explicit operator
+    /// opt-out to the process-group launch, which is not a security
+    /// boundary and enforces no limits.
+    #[serde(default)]
+    pub mode: ContainmentMode,
+    /// An existing cgroup directory under which Run cgroups are created,
+    /// instead of the host process's own cgroup (cgroup v2: a delegated
+    /// directory whose controllers can be enabled for its children).
+    pub cgroup_parent: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContainmentMode {
+    #[default]
+    Contained,
+    None,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

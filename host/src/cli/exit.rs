@@ -15,6 +15,12 @@ impl CliError {
         }
     }
 
+    /// Add a project location to the message.
+    pub fn with_location(mut self, at: &str) -> CliError {
+        self.message = format!("{} (at {at})", self.message);
+        self
+    }
+
     /// The documented exit status of this code.
     pub fn exit_code(&self) -> u8 {
         exit_code(&self.code)
@@ -42,7 +48,8 @@ pub fn exit_code(code: &str) -> u8 {
         | "SUBMISSION_CONFLICT"
         | "RUN_NOT_FOUND"
         | "JIG_INIT_DESTINATION_EXISTS"
-        | "JIG_CONFIG_INVALID" => 1,
+        | "JIG_CONFIG_INVALID"
+        | "INVALID_SETTINGS" => 1,
         // Busy, unavailable, interrupted, lost or unknown: not the request's fault.
         _ => 2,
     }

@@ -3,6 +3,7 @@
 //! arguments are fully parsed.
 
 mod doctor;
+mod exec;
 mod exit;
 
 pub use exit::{exit_code, CliError};
@@ -83,6 +84,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one package directory directly, for local testing of your own
+    /// code (admits nothing).
+    Exec {
+        package: PathBuf,
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// The Run's settings object (validated against settings.schema.json).
+        #[arg(long, value_name = "JSON")]
+        settings: Option<String>,
+        /// Serve child slot SLOT with the package in DIR (repeatable).
+        #[arg(long = "child", value_name = "SLOT=DIR")]
+        children: Vec<String>,
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Report which recipes this host can run and how they are contained.
     Doctor,
     /// List recent Runs, or show one.
@@ -147,6 +165,23 @@ pub fn main() -> u8 {
             json,
         ),
         Command::Runs { action } => runs(&base, action),
+        Command::Exec {
+            package,
+            input,
+            settings,
+            children,
+            timeout,
+            json,
+        } => exec::exec(exec::ExecArgs {
+            package: &package,
+            input: input.as_deref(),
+            settings: settings.as_deref(),
+            children: &children,
+            timeout: timeout.as_deref(),
+            json,
+            config: cli.config.as_deref(),
+            base: &base,
+        }),
         Command::Doctor => load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config)),
     };
     match result {
@@ -439,37 +474,7 @@ fn run(
         crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
         python_sdk,
     ));
-    let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let outcome = runtime.block_on(async {
-        let interrupt = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
-        };
-        let run = executor.run(Invocation { target: target_ref.clone(), input, deadline_unix_ms, cancel: cancel_rx });
-        tokio::pin!(run);
-        let mut interrupted = false;
-        tokio::pin!(interrupt);
-        loop {
-            tokio::select! {
-                result = &mut run => return (result, interrupted),
-                _ = &mut interrupt, if !interrupted => {
-                    interrupted = true;
-                    let _ = cancel_tx.send(true);
-                }
-            }
-        }
-    });
-    drop(runtime);
-    let (result, interrupted) = outcome;
+    let (result, interrupted) = run_invocation(&executor, target_ref.clone(), input, timeout)?;
     let cleanup = std::fs::remove_dir_all(&work_root);
     let mut terminal = terminal_value(&result);
     terminal["runId"] = json!(record.id);
@@ -485,6 +490,47 @@ fn run(
         return Ok(2);
     }
     Ok(status)
+}
+
+/// Run one invocation on a fresh runtime; SIGINT or SIGTERM cancels it.
+/// Returns the result and whether the command was interrupted.
+fn run_invocation(
+    executor: &Arc<Executor>,
+    target: TargetRef,
+    input: Value,
+    timeout: Duration,
+) -> Result<(Result<Success, Failure>, bool), CliError> {
+    let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let outcome = runtime.block_on(async {
+        let interrupt = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        let run = executor.run(Invocation { target, input, deadline_unix_ms, cancel: cancel_rx });
+        tokio::pin!(run);
+        let mut interrupted = false;
+        tokio::pin!(interrupt);
+        loop {
+            tokio::select! {
+                result = &mut run => return (result, interrupted),
+                _ = &mut interrupt, if !interrupted => {
+                    interrupted = true;
+                    let _ = cancel_tx.send(true);
+                }
+            }
+        }
+    });
+    drop(runtime);
+    Ok(outcome)
 }
 
 fn terminal_value(result: &Result<Success, Failure>) -> Value {

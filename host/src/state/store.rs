@@ -15,7 +15,7 @@ pub struct Store {
 }
 
 impl Store {
-    pub(super) fn new(dir: PathBuf) -> Store {
+    pub fn new(dir: PathBuf) -> Store {
         Store { dir }
     }
 

@@ -1,0 +1,154 @@
+//! `jig exec <package-dir>`: run one package directory directly, in the same
+//! envelope and with the same Run/1 host as `jig run`, for local testing of
+//! your own code. It admits nothing: the packages are staged into a private
+//! temporary store, planned like a one-Binding project, run once, and
+//! forgotten. It is not a way to run someone else's package.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flow::package::Package;
+use jig_project::{BindingDecl, Declarations, SlotTarget};
+use serde_json::json;
+
+use super::{
+    load_config, print_terminal, read_input, run_invocation, terminal_value, CliError,
+    DEFAULT_TIMEOUT,
+};
+use crate::exec::{Executor, TargetRef};
+use crate::plan::{self, Candidate};
+use crate::providers::ProviderSet;
+use crate::state::Store;
+
+/// Where the root package and child packages appear in the private plan.
+const ROOT_PATH: &str = "exec/root";
+const BINDING_ID: &str = "exec";
+
+pub struct ExecArgs<'a> {
+    pub package: &'a Path,
+    pub input: Option<&'a str>,
+    pub settings: Option<&'a str>,
+    pub children: &'a [String],
+    pub timeout: Option<&'a str>,
+    pub json: bool,
+    pub config: Option<&'a Path>,
+    pub base: &'a Path,
+}
+
+pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
+    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let mut slots = BTreeMap::new();
+    for child in args.children {
+        let (slot, dir) = child
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--child {child:?} is not SLOT=DIR")))?;
+        if !flow::wire::is_local_name(slot) || slots.contains_key(slot) {
+            return Err(usage(format!(
+                "--child slot {slot:?} is not a unique LocalName"
+            )));
+        }
+        slots.insert(slot.to_string(), args.base.join(dir));
+    }
+    let timeout = match args.timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => super::parse_timeout(text).ok_or_else(|| {
+            CliError::new(
+                "JIG_RUN_TIMEOUT_INVALID",
+                format!("{text:?} is not a positive duration like 90s, 10m or 1h"),
+            )
+        })?,
+    };
+    let input = read_input(args.input, args.base)?;
+    let settings = match args.settings {
+        None => json!({}),
+        Some(text) => flow::json::parse(text.as_bytes())
+            .ok()
+            .filter(|v| v.is_object())
+            .ok_or_else(|| {
+                CliError::new("INVALID_SETTINGS", "--settings must be a JSON/1 object")
+            })?,
+    };
+    let config = load_config(args.config)?;
+
+    let stage = |dir: &Path, at: &str| {
+        Package::stage_dir(dir).map_err(|e| {
+            CliError::new("INVALID_CANDIDATE", format!("{}: {e}", dir.display())).with_location(at)
+        })
+    };
+    let mut packages = BTreeMap::new();
+    packages.insert(
+        ROOT_PATH.to_string(),
+        stage(&args.base.join(args.package), ROOT_PATH)?,
+    );
+    let mut slot_targets = BTreeMap::new();
+    for (slot, dir) in &slots {
+        let path = format!("exec/child/{slot}");
+        packages.insert(path.clone(), stage(dir, &path)?);
+        slot_targets.insert(slot.clone(), SlotTarget::Flow(path));
+    }
+    let binding = BindingDecl {
+        file: "jig exec".into(),
+        package: ROOT_PATH.into(),
+        settings,
+        slots: slot_targets,
+        commands: None,
+    };
+    let declarations = Declarations {
+        flows: packages.keys().cloned().collect(),
+        bindings: BTreeMap::from([(BINDING_ID.to_string(), binding)]),
+        project: json!(null),
+        sources: BTreeMap::new(),
+    };
+    let candidate = Candidate {
+        declarations,
+        packages,
+    };
+    let providers = Arc::new(ProviderSet::new(config.providers.clone()));
+    let planned = plan::plan(&candidate, &config, &providers, None)
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+
+    let temp = tempfile::Builder::new()
+        .prefix("jig-exec-")
+        .tempdir()
+        .map_err(|e| {
+            CliError::new(
+                "INTERNAL",
+                format!("cannot create a private directory: {e}"),
+            )
+        })?;
+    let store = Store::new(temp.path().join("store"));
+    for package in candidate.packages.values() {
+        store
+            .put_package(package)
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    }
+    let python_sdk = temp.path().join("python");
+    super::write_python_sdk(&python_sdk).map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+    let executor = Arc::new(Executor::new(
+        store,
+        temp.path().join("runs"),
+        planned,
+        providers,
+        crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
+        python_sdk,
+    ));
+    let (result, interrupted) = run_invocation(
+        &executor,
+        TargetRef::Binding(BINDING_ID.into()),
+        input,
+        timeout,
+    )?;
+    let terminal = terminal_value(&result);
+    let status = print_terminal(&terminal, args.json);
+    let cleanup: Result<PathBuf, _> = temp.close().map(|_| PathBuf::new());
+    if let Err(e) = cleanup {
+        eprintln!("JIG_CLEANUP_FAILED: the private directory could not be removed: {e}");
+        return Ok(2);
+    }
+    if interrupted {
+        eprintln!("JIG_COMMAND_INTERRUPTED: the Run was interrupted");
+        return Ok(2);
+    }
+    Ok(status)
+}
