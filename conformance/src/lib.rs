@@ -1,1 +1,60 @@
-//! Conformance runner.
+//! Run/1 conformance: plays the host side of the public Run/1 corpus against
+//! a component command and reports each case.
+//!
+//! It owns only the host-peer checks a component must pass (SCENARIOS.md,
+//! "What an independent host peer checks of a component"). It never knows
+//! about projects, admission or sandboxes, and it never trusts a component's
+//! output beyond what the wire rules allow.
+
+pub mod cases;
+pub mod session;
+
+pub use cases::{Case, Target, CASES};
+pub use session::{Component, Session};
+
+/// The outcome of one case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub name: &'static str,
+    pub result: Result<(), String>,
+}
+
+impl Verdict {
+    /// `PASS name` or `FAIL name: reason`.
+    pub fn line(&self) -> String {
+        match &self.result {
+            Ok(()) => format!("PASS {}", self.name),
+            Err(reason) => format!("FAIL {}: {reason}", self.name),
+        }
+    }
+}
+
+/// Runs every case whose target component was given and whose name
+/// contains `filter` (when set), calling `report` as each case finishes.
+pub fn run(
+    standard: Option<&Component>,
+    matrix: Option<&Component>,
+    filter: Option<&str>,
+    mut report: impl FnMut(&Verdict),
+) -> Vec<Verdict> {
+    let mut verdicts = Vec::new();
+    for case in CASES {
+        if filter.is_some_and(|f| !case.name.contains(f)) {
+            continue;
+        }
+        let component = match case.target {
+            Target::Standard => standard,
+            Target::Matrix => matrix,
+        };
+        let Some(component) = component else {
+            continue;
+        };
+        let verdict = Verdict {
+            name: case.name,
+            result: (case.run)(component),
+        };
+        report(&verdict);
+        verdicts.push(verdict);
+    }
+    verdicts
+}

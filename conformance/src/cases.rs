@@ -1,0 +1,798 @@
+//! The corpus cases, one function each. Every case starts a fresh component
+//! process and checks what SCENARIOS.md says an independent host peer
+//! checks of a component.
+
+use std::thread;
+use std::time::Duration;
+
+use flow::wire::{ErrorCode, Method, RunResult, MAX_FRAME_BYTES};
+use serde_json::{json, Value};
+
+use crate::session::{root_request, Component, Request, Session};
+
+type Step<T> = Result<T, String>;
+
+/// Which example component a case drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The "standard component" of SCENARIOS.md.
+    Standard,
+    /// The "matrix component" of SCENARIOS.md.
+    Matrix,
+}
+
+/// One named case.
+pub struct Case {
+    pub name: &'static str,
+    pub target: Target,
+    pub run: fn(&Component) -> Step<()>,
+}
+
+/// Every case this runner implements, in corpus order.
+pub const CASES: &[Case] = &[
+    Case {
+        name: "json-framing-fixtures",
+        target: Target::Standard,
+        run: fatal_frames,
+    },
+    Case {
+        name: "json-depth-and-frame-bounds",
+        target: Target::Standard,
+        run: frame_bounds,
+    },
+    Case {
+        name: "golden-conversation",
+        target: Target::Standard,
+        run: golden_conversation,
+    },
+    Case {
+        name: "direction-and-request-form",
+        target: Target::Standard,
+        run: direction_and_request_form,
+    },
+    Case {
+        name: "invalid-root-params",
+        target: Target::Standard,
+        run: invalid_root_params,
+    },
+    Case {
+        name: "second-root",
+        target: Target::Standard,
+        run: second_root,
+    },
+    Case {
+        name: "root-cancellation",
+        target: Target::Standard,
+        run: root_cancellation,
+    },
+    Case {
+        name: "malformed-root-cancellation",
+        target: Target::Standard,
+        run: malformed_root_cancellation,
+    },
+    Case {
+        name: "fatal-frames",
+        target: Target::Standard,
+        run: fatal_frames_while_pending,
+    },
+    Case {
+        name: "root-frame-boundaries",
+        target: Target::Standard,
+        run: root_frame_boundaries,
+    },
+    Case {
+        name: "terminal-half-close",
+        target: Target::Standard,
+        run: terminal_half_close,
+    },
+    Case {
+        name: "response-failures",
+        target: Target::Standard,
+        run: response_failures,
+    },
+    Case {
+        name: "simultaneous-request-ceiling",
+        target: Target::Matrix,
+        run: fanout_65,
+    },
+    Case {
+        name: "request-lifetime-ceiling",
+        target: Target::Matrix,
+        run: request_lifetime,
+    },
+    Case {
+        name: "operation-join-replay-conflict",
+        target: Target::Matrix,
+        run: operation_identity,
+    },
+    Case {
+        name: "joined-waiter-cancellation",
+        target: Target::Matrix,
+        run: cancel_shared_waiter,
+    },
+    Case {
+        name: "uncertain-replay",
+        target: Target::Matrix,
+        run: uncertain_replay,
+    },
+    Case {
+        name: "call-cancellation-late-response",
+        target: Target::Matrix,
+        run: cancel_one_call,
+    },
+    Case {
+        name: "abandoned-call",
+        target: Target::Matrix,
+        run: abandoned_call,
+    },
+    Case {
+        name: "one-flow",
+        target: Target::Matrix,
+        run: one_flow,
+    },
+    Case {
+        name: "two-effects",
+        target: Target::Matrix,
+        run: two_effects,
+    },
+];
+
+fn ensure(cond: bool, what: impl FnOnce() -> String) -> Step<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+fn expect_eq(what: &str, got: &Value, want: &Value) -> Step<()> {
+    ensure(got == want, || format!("{what}: got {got}, want {want}"))
+}
+
+fn expect_done(root: Result<RunResult, flow::wire::OperationalError>, want: &Value) -> Step<()> {
+    match root {
+        Ok(r) => expect_eq(
+            "root result",
+            &r.to_value(),
+            &json!({"outcome": "done", "output": want}),
+        ),
+        Err(e) => Err(format!("root failed: {e}")),
+    }
+}
+
+fn expect_failed(
+    root: Result<RunResult, flow::wire::OperationalError>,
+    code: ErrorCode,
+) -> Step<()> {
+    match root {
+        Err(e) if e.code == code => Ok(()),
+        Err(e) => Err(format!("root failed with {}, want {code}", e.code)),
+        Ok(r) => Err(format!("root succeeded with {}, want {code}", r.to_value())),
+    }
+}
+
+fn expect_method(r: &Request, method: Method, operation_id: &str) -> Step<()> {
+    ensure(
+        r.method == method && r.operation_id() == operation_id,
+        || {
+            format!(
+                "expected {} {operation_id}, got {} {}",
+                method.as_str(),
+                r.method.as_str(),
+                r.operation_id()
+            )
+        },
+    )
+}
+
+// ---------------------------------------------------------------------------
+// standard component
+
+const ROOT_INPUT: &str = r#"{"subject":"football"}"#;
+
+fn root_input() -> Value {
+    serde_json::from_str(ROOT_INPUT).unwrap_or(Value::Null)
+}
+
+fn research_result() -> Value {
+    json!({"outcome": "done", "output": {"target": "rugby"}})
+}
+
+fn stored_value() -> Value {
+    json!({"uri": "artifact://research"})
+}
+
+/// The two concurrent first requests of the standard component, in
+/// (research, store) order whichever order they were written in.
+fn first_pair(s: &mut Session, input: &Value) -> Step<(Request, Request)> {
+    let a = s.expect_request()?;
+    let b = s.expect_request()?;
+    let (research, store) = if a.operation_id() == "research:1" {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    expect_method(&research, Method::RunChild, "research:1")?;
+    expect_method(&store, Method::CapabilityCall, "store:1")?;
+    expect_eq(
+        "research:1 params",
+        &research.params,
+        &json!({"operationId": "research:1", "slot": "research",
+                "intent": "Find a useful comparison target.", "input": input}),
+    )?;
+    expect_eq(
+        "store:1 params",
+        &store.params,
+        &json!({"operationId": "store:1", "slot": "artifacts", "method": "write",
+                "input": {"source": "research"}}),
+    )?;
+    Ok((research, store))
+}
+
+fn expect_missing(s: &mut Session) -> Step<Request> {
+    let missing = s.expect_request()?;
+    expect_method(&missing, Method::CapabilityCall, "missing:1")?;
+    expect_eq(
+        "missing:1 params",
+        &missing.params,
+        &json!({"operationId": "missing:1", "slot": "artifacts", "method": "read",
+                "input": {"uri": "artifact://missing"}}),
+    )?;
+    Ok(missing)
+}
+
+fn standard_output() -> Value {
+    json!({"research": research_result(), "stored": stored_value(), "missing": "not-found"})
+}
+
+fn not_found() -> Value {
+    json!({"error": {"name": "not-found", "data": {"uri": "artifact://missing"}}})
+}
+
+/// Serves the standard component after its root request was sent and
+/// checks the successful root result.
+fn serve_standard(s: &mut Session, input: &Value) -> Step<()> {
+    let (research, store) = first_pair(s, input)?;
+    s.reply(&store.id, json!({"value": stored_value()}))?;
+    s.reply(&research.id, research_result())?;
+    let missing = expect_missing(s)?;
+    s.reply(&missing.id, not_found())?;
+    expect_done(s.expect_root()?, &standard_output())
+}
+
+fn event(direction: &str, kind: &str) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("direction".into(), json!(direction));
+    m.insert("kind".into(), json!(kind));
+    m
+}
+
+fn request_event(direction: &str, method: Method, operation_id: Option<&str>) -> Value {
+    let mut m = event(direction, "request");
+    m.insert("method".into(), json!(method.as_str()));
+    if let Some(op) = operation_id {
+        m.insert("operationId".into(), json!(op));
+    }
+    Value::Object(m)
+}
+
+fn result_event(direction: &str, method: Method, declared: Option<&str>) -> Value {
+    let mut m = event(direction, "result");
+    m.insert("for".into(), json!(method.as_str()));
+    if let Some(d) = declared {
+        m.insert("declaredError".into(), json!(d));
+    }
+    Value::Object(m)
+}
+
+/// The one golden conversation, checked frame by frame against
+/// `fixtures/golden-trace.json`.
+pub fn golden_conversation(c: &Component) -> Step<()> {
+    const H2C: &str = "host->component";
+    const C2H: &str = "component->host";
+    let golden: Value = serde_json::from_str(include_str!("../fixtures/golden-trace.json"))
+        .map_err(|e| e.to_string())?;
+    let mut trace = Vec::new();
+    let mut s = Session::spawn(c)?;
+    let input = root_input();
+
+    s.send_root(input.clone())?;
+    trace.push(request_event(H2C, Method::FlowRun, None));
+    let (research, store) = first_pair(&mut s, &input)?;
+    trace.push(request_event(C2H, Method::RunChild, Some("research:1")));
+    trace.push(request_event(C2H, Method::CapabilityCall, Some("store:1")));
+
+    s.reply(&store.id, json!({"value": stored_value()}))?;
+    trace.push(result_event(H2C, Method::CapabilityCall, None));
+    // missing:1 must wait until both first calls settle.
+    s.expect_quiet()?;
+    s.reply(&research.id, research_result())?;
+    trace.push(result_event(H2C, Method::RunChild, None));
+
+    let missing = expect_missing(&mut s)?;
+    trace.push(request_event(
+        C2H,
+        Method::CapabilityCall,
+        Some("missing:1"),
+    ));
+    s.reply(&missing.id, not_found())?;
+    trace.push(result_event(H2C, Method::CapabilityCall, Some("not-found")));
+
+    expect_done(s.expect_root()?, &standard_output())?;
+    trace.push(result_event(C2H, Method::FlowRun, None));
+    expect_eq("trace", &Value::Array(trace), &golden)?;
+    s.finish_clean()
+}
+
+fn direction_and_request_form(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "host:0", "method": "capability/call", "params": {
+        "operationId": "x", "slot": "x", "method": "x", "input": null}}),
+    )?;
+    let id = s.expect_standard_error(-32601)?;
+    ensure(id.as_deref() == Some("host:0"), || {
+        format!("-32601 carried id {id:?}")
+    })?;
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "host:00", "method": "request/cancel",
+        "params": {"requestId": "host:0"}}),
+    )?;
+    s.expect_standard_error(-32601)?;
+    s.send(&json!({"jsonrpc": "2.0", "method": "unknown/notice", "params": {}}))?;
+    s.send(&json!({"jsonrpc": "2.0", "method": "flow/run", "params": {}}))?;
+    s.expect_quiet()?;
+    s.send_root(root_input())?;
+    // A component-only method while the root is pending: answered, channel goes on.
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "host:2", "method": "flow/run-child", "params": {
+        "operationId": "x", "slot": "x", "input": null}}),
+    )?;
+    let (research, store) = {
+        // The -32601 may interleave with the first two requests.
+        let mut requests = Vec::new();
+        let mut answered = false;
+        while requests.len() < 2 || !answered {
+            match s.recv()? {
+                flow::wire::Message::Failure { id, error } if error.code == -32601 => {
+                    ensure(id.as_deref() == Some("host:2"), || {
+                        format!("-32601 id {id:?}")
+                    })?;
+                    answered = true;
+                }
+                flow::wire::Message::Request { id, method, params } => requests.push(Request {
+                    id,
+                    method: Method::parse(&method).ok_or("unknown method")?,
+                    params: params.unwrap_or(Value::Null),
+                }),
+                other => return Err(format!("unexpected {}", other.to_value())),
+            }
+        }
+        let b = requests.pop().ok_or("missing request")?;
+        let a = requests.pop().ok_or("missing request")?;
+        if a.operation_id() == "research:1" {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    };
+    s.reply(&store.id, json!({"value": stored_value()}))?;
+    s.reply(&research.id, research_result())?;
+    let missing = expect_missing(&mut s)?;
+    s.reply(&missing.id, not_found())?;
+    expect_done(s.expect_root()?, &standard_output())?;
+    s.finish_clean()
+}
+
+fn invalid_root_params(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let mut root = root_request("host:1", Value::Null);
+    root["params"]["runId"] = json!("forbidden");
+    s.send(&root)?;
+    let id = s.expect_standard_error(-32602)?;
+    ensure(id.as_deref() == Some("host:1"), || {
+        format!("-32602 carried id {id:?}")
+    })?;
+    s.expect_closed().map(|_| ())
+}
+
+fn second_root(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    s.send_root(root_input())?;
+    first_pair(&mut s, &root_input())?;
+    s.send(&root_request("host:2", Value::Null))?;
+    let id = s.expect_standard_error(-32600)?;
+    ensure(id.is_none() || id.as_deref() == Some("host:2"), || {
+        format!("-32600 carried id {id:?}")
+    })?;
+    s.expect_closed().map(|_| ())
+}
+
+fn root_cancellation(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    s.send_root(root_input())?;
+    let (research, store) = first_pair(&mut s, &root_input())?;
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "request/cancel", "params": {"requestId": "host:1"}}),
+    )?;
+    let mut cancelled = vec![s.expect_cancel()?, s.expect_cancel()?];
+    cancelled.sort();
+    let mut open = vec![research.id.clone(), store.id.clone()];
+    open.sort();
+    ensure(cancelled == open, || {
+        format!("cancelled {cancelled:?}, open {open:?}")
+    })?;
+    s.expect_quiet()?;
+    s.reply_error(&store.id, "CANCELLED")?;
+    s.expect_quiet()?;
+    s.reply(&research.id, research_result())?;
+    expect_failed(s.expect_root()?, ErrorCode::Cancelled)?;
+    s.finish_clean()
+}
+
+fn malformed_root_cancellation(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    s.send_root(root_input())?;
+    first_pair(&mut s, &root_input())?;
+    s.send(&json!({"jsonrpc": "2.0", "method": "request/cancel", "params": {"requestId": 42}}))?;
+    s.expect_closed().map(|_| ())
+}
+
+/// Each raw input is fatal before the root: `reply` is the standard error
+/// expected first (with id null), or none.
+fn fatal_frames(c: &Component) -> Step<()> {
+    let cases: [(&str, &[u8], Option<i64>); 8] = [
+        ("invalid JSON", b"{\"jsonrpc\":\n", Some(-32700)),
+        ("BOM", b"\xef\xbb\xbf{}\n", Some(-32700)),
+        ("duplicate member", b"{\"a\":1,\"a\":2}\n", Some(-32700)),
+        (
+            "unsafe integer",
+            b"{\"a\":9007199254740993}\n",
+            Some(-32700),
+        ),
+        ("batch", b"[]\n", Some(-32600)),
+        ("scalar", b"1\n", Some(-32600)),
+        ("invalid UTF-8", b"{\"a\":\"\xff\"}\n", None),
+        ("empty frame", b"\n", None),
+    ];
+    for (name, bytes, reply) in cases {
+        let mut s = Session::spawn(c)?;
+        let _ = s.send_raw(bytes);
+        if let Some(code) = reply {
+            let id = s
+                .expect_standard_error(code)
+                .map_err(|e| format!("{name}: {e}"))?;
+            ensure(id.is_none(), || {
+                format!("{name}: reply id {id:?}, want null")
+            })?;
+        }
+        s.expect_closed().map_err(|e| format!("{name}: {e}"))?;
+    }
+    let mut s = Session::spawn(c)?;
+    let _ = s.send_raw(b"{\"jsonrpc\"");
+    s.close_stdin();
+    s.expect_closed()
+        .map_err(|e| format!("EOF inside a frame: {e}"))?;
+    Ok(())
+}
+
+/// The same fatal inputs while the root is pending: no root response.
+fn fatal_frames_while_pending(c: &Component) -> Step<()> {
+    let cases: [(&str, &[u8], Option<i64>); 4] = [
+        ("invalid JSON", b"{\"jsonrpc\":\n", Some(-32700)),
+        ("scalar", b"\"x\"\n", Some(-32600)),
+        ("invalid UTF-8", b"{\"a\":\"\xff\"}\n", None),
+        ("EOF inside a frame", b"{\"jsonrpc\"", None),
+    ];
+    for (name, bytes, reply) in cases {
+        let mut s = Session::spawn(c)?;
+        s.send_root(root_input())?;
+        first_pair(&mut s, &root_input())?;
+        let _ = s.send_raw(bytes);
+        s.close_stdin();
+        if let Some(code) = reply {
+            s.expect_standard_error(code)
+                .map_err(|e| format!("{name}: {e}"))?;
+        }
+        s.expect_closed().map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A root frame of exactly 16,777,216 bytes before LF is served; one byte
+/// more closes the channel without a reply.
+fn frame_bounds(c: &Component) -> Step<()> {
+    let padded = |len: usize| -> Step<Vec<u8>> {
+        let mut bytes =
+            serde_json::to_vec(&root_request("host:1", root_input())).map_err(|e| e.to_string())?;
+        let close = bytes.pop().ok_or("empty")?;
+        bytes.resize(len - 1, b' ');
+        bytes.push(close);
+        bytes.push(b'\n');
+        Ok(bytes)
+    };
+    let mut s = Session::spawn(c)?;
+    s.send_raw(&padded(MAX_FRAME_BYTES)?)?;
+    serve_standard(&mut s, &root_input()).map_err(|e| format!("exact limit: {e}"))?;
+    s.finish_clean()?;
+
+    let mut s = Session::spawn(c)?;
+    let _ = s.send_raw(&padded(MAX_FRAME_BYTES + 1)?);
+    s.expect_closed().map_err(|e| format!("limit + 1: {e}"))?;
+    Ok(())
+}
+
+/// Host frames split across writes and coalesced into one write.
+fn root_frame_boundaries(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let mut root =
+        serde_json::to_vec(&root_request("host:1", root_input())).map_err(|e| e.to_string())?;
+    root.push(b'\n');
+    let (a, rest) = root.split_at(7);
+    let (b, d) = rest.split_at(rest.len() / 2);
+    for chunk in [a, b, d] {
+        s.send_raw(chunk)?;
+        thread::sleep(Duration::from_millis(30));
+    }
+    let (research, store) = first_pair(&mut s, &root_input())?;
+    let mut both = Vec::new();
+    for (id, result) in [
+        (&store.id, json!({"value": stored_value()})),
+        (&research.id, research_result()),
+    ] {
+        both.extend(
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                .map_err(|e| e.to_string())?,
+        );
+        both.push(b'\n');
+    }
+    s.send_raw(&both)?;
+    let missing = expect_missing(&mut s)?;
+    let mut last =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": missing.id, "result": not_found()}))
+            .map_err(|e| e.to_string())?;
+    last.push(b'\n');
+    for byte in last {
+        s.send_raw(&[byte])?;
+    }
+    s.mark_answered(&[&store.id, &research.id, &missing.id]);
+    expect_done(s.expect_root()?, &standard_output())?;
+    s.finish_clean()
+}
+
+/// Closing stdin right after the root response: clean end, exit 0.
+fn terminal_half_close(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    s.send_root(root_input())?;
+    serve_standard(&mut s, &root_input())?;
+    s.finish_clean()
+}
+
+/// Each bad response to a well-formed call is fatal for the component.
+fn response_failures(c: &Component) -> Step<()> {
+    type Bad = fn(&Request, &Request) -> Vec<Value>;
+    let cases: [(&str, Bad); 6] = [
+        ("unknown id", |_, _| {
+            vec![json!({"jsonrpc": "2.0", "id": "component:999", "result": {"value": 1}})]
+        }),
+        ("duplicate id", |_, store| {
+            let r = json!({"jsonrpc": "2.0", "id": store.id, "result": {"value": 1}});
+            vec![r.clone(), r]
+        }),
+        ("child result without output", |research, _| {
+            vec![json!({"jsonrpc": "2.0", "id": research.id, "result": {"outcome": "done"}})]
+        }),
+        ("standard error to a well-formed call", |_, store| {
+            vec![
+                json!({"jsonrpc": "2.0", "id": store.id, "error": {"code": -32601, "message": "no"}}),
+            ]
+        }),
+        ("capability result with two arms", |_, store| {
+            vec![
+                json!({"jsonrpc": "2.0", "id": store.id, "result": {"value": 1, "error": {"name": "x", "data": null}}}),
+            ]
+        }),
+        ("capability error without data", |_, store| {
+            vec![json!({"jsonrpc": "2.0", "id": store.id, "result": {"error": {"name": "x"}}})]
+        }),
+    ];
+    for (name, bad) in cases {
+        let mut s = Session::spawn(c)?;
+        s.send_root(root_input())?;
+        let (research, store) = first_pair(&mut s, &root_input())?;
+        for frame in bad(&research, &store) {
+            let _ = s.send(&frame);
+        }
+        s.expect_closed().map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// matrix component
+
+fn matrix_root(s: &mut Session, case: &str) -> Step<()> {
+    s.send_root(json!({"case": case}))
+}
+
+fn fanout_65(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "fanout-65")?;
+    let mut open = Vec::new();
+    for _ in 0..64 {
+        open.push(s.expect_request()?);
+    }
+    s.expect_quiet()
+        .map_err(|e| format!("65th request before a slot freed: {e}"))?;
+    let first = open.remove(0);
+    s.reply(&first.id, json!({"value": null}))?;
+    open.push(s.expect_request()?);
+    let mut seen = vec![first];
+    for r in open {
+        s.reply(&r.id, json!({"value": null}))?;
+        seen.push(r);
+    }
+    seen.sort_by_key(|r| r.params["input"]["index"].as_i64());
+    for (i, r) in seen.iter().enumerate() {
+        expect_method(r, Method::CapabilityCall, &format!("fanout:{}", i + 1))?;
+        expect_eq("fanout input", &r.params["input"], &json!({"index": i}))?;
+    }
+    expect_done(s.expect_root()?, &json!({"settled": 65}))?;
+    s.finish_clean()
+}
+
+fn request_lifetime(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "request-lifetime")?;
+    for i in 1..=65_536u64 {
+        let r = s.expect_request()?;
+        if i == 1 || i == 65_536 {
+            expect_method(&r, Method::CapabilityCall, &format!("lifetime:{i}"))?;
+        }
+        s.reply(&r.id, json!({"value": null}))?;
+    }
+    expect_done(
+        s.expect_root()?,
+        &json!({"accepted": 65_536, "rejected": "RESOURCE_EXHAUSTED"}),
+    )?;
+    s.finish_clean()
+}
+
+fn operation_identity(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "operation-identity")?;
+    let v = json!({"token": "shared-1"});
+    let a = s.expect_request()?;
+    let b = s.expect_request()?;
+    for r in [&a, &b] {
+        expect_method(r, Method::CapabilityCall, "shared:1")?;
+        expect_eq(
+            "shared input",
+            &r.params["input"],
+            &json!({"value": "same"}),
+        )?;
+    }
+    s.reply(&a.id, json!({"value": v}))?;
+    s.reply(&b.id, json!({"value": v}))?;
+    let replay = s.expect_request()?;
+    expect_method(&replay, Method::CapabilityCall, "shared:1")?;
+    s.reply(&replay.id, json!({"value": v}))?;
+    let conflict = s.expect_request()?;
+    expect_eq(
+        "conflict input",
+        &conflict.params["input"],
+        &json!({"value": "different"}),
+    )?;
+    s.reply_error(&conflict.id, "OPERATION_CONFLICT")?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"first": v, "second": v, "replay": v, "conflict": "OPERATION_CONFLICT"}),
+    )?;
+    s.finish_clean()
+}
+
+fn cancel_shared_waiter(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "cancel-shared-waiter")?;
+    let first = s.expect_request()?;
+    let second = s.expect_request()?;
+    expect_method(&first, Method::CapabilityCall, "shared-cancel:1")?;
+    expect_method(&second, Method::CapabilityCall, "shared-cancel:1")?;
+    let release = s.expect_request()?;
+    expect_method(&release, Method::CapabilityCall, "release-shared-cancel:1")?;
+    s.reply(&release.id, json!({"value": null}))?;
+    let target = s.expect_cancel()?;
+    ensure(target == first.id, || {
+        format!("cancelled {target}, want {}", first.id)
+    })?;
+    s.reply_error(&first.id, "CANCELLED")?;
+    s.reply(&second.id, json!({"value": "shared-result"}))?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"cancellation": "CANCELLED", "survivor": "shared-result"}),
+    )?;
+    s.finish_clean()
+}
+
+fn uncertain_replay(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "uncertain-replay")?;
+    for op in ["uncertain:1", "uncertain:1"] {
+        let r = s.expect_request()?;
+        expect_method(&r, Method::CapabilityCall, op)?;
+        s.reply_error(&r.id, "UNCERTAIN")?;
+    }
+    let fresh = s.expect_request()?;
+    expect_method(&fresh, Method::CapabilityCall, "uncertain:2")?;
+    s.reply(&fresh.id, json!({"value": "fresh"}))?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"first": "UNCERTAIN", "replay": "UNCERTAIN", "fresh": "fresh"}),
+    )?;
+    s.finish_clean()
+}
+
+fn cancel_one_call(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "cancel-one-call")?;
+    let child = s.expect_request()?;
+    expect_method(&child, Method::RunChild, "cancelled-child:1")?;
+    let release = s.expect_request()?;
+    expect_method(&release, Method::CapabilityCall, "release-cancel:1")?;
+    s.reply(&release.id, json!({"value": null}))?;
+    let target = s.expect_cancel()?;
+    ensure(target == child.id, || {
+        format!("cancelled {target}, want {}", child.id)
+    })?;
+    // The root waits for the cancelled request to settle.
+    s.expect_quiet()?;
+    s.reply(&child.id, json!({"outcome": "done", "output": "late"}))?;
+    expect_done(s.expect_root()?, &json!("cancelled-locally"))?;
+    s.finish_clean()
+}
+
+fn abandoned_call(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "abandoned-call")?;
+    let child = s.expect_request()?;
+    expect_method(&child, Method::RunChild, "abandoned-child:1")?;
+    let release = s.expect_request()?;
+    expect_method(&release, Method::CapabilityCall, "release-abandon:1")?;
+    s.reply(&release.id, json!({"value": null}))?;
+    let target = s.expect_cancel()?;
+    ensure(target == child.id, || {
+        format!("cancelled {target}, want {}", child.id)
+    })?;
+    s.reply_error(&child.id, "CANCELLED")?;
+    expect_failed(s.expect_root()?, ErrorCode::ExecutionFailed)?;
+    s.finish_clean()
+}
+
+fn one_flow(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "one-flow")?;
+    let child = s.expect_request()?;
+    expect_method(&child, Method::RunChild, "child:1")?;
+    expect_eq(
+        "child:1 params",
+        &child.params,
+        &json!({"operationId": "child:1", "slot": "child", "input": null}),
+    )?;
+    let result = json!({"outcome": "finished", "output": {"n": 1}});
+    s.reply(&child.id, result.clone())?;
+    expect_done(s.expect_root()?, &result)?;
+    s.finish_clean()
+}
+
+fn two_effects(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    matrix_root(&mut s, "two-effects")?;
+    for (op, n) in [("first:1", 1), ("second:1", 2)] {
+        let r = s.expect_request()?;
+        expect_method(&r, Method::CapabilityCall, op)?;
+        expect_eq("input", &r.params["input"], &json!({"sequence": n}))?;
+        s.reply(&r.id, json!({"value": n * 10}))?;
+    }
+    expect_done(s.expect_root()?, &json!({"first": 10, "second": 20}))?;
+    s.finish_clean()
+}
