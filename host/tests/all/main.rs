@@ -4,6 +4,7 @@
 
 mod binding;
 mod cli;
+mod exec;
 mod failures;
 mod greeting;
 mod providers;

@@ -1,0 +1,479 @@
+//! Run-owned cgroups: created and limited before package code starts,
+//! killed as a whole, waited empty and removed on every ending.
+//!
+//! cgroup v2 when the unified hierarchy is mounted at `/sys/fs/cgroup`
+//! (`cpu`, `memory`, `pids` must be available for our children); cgroup v1
+//! otherwise, with the `memory`, `pids` and `cpu` hierarchies (and `freezer`
+//! when mounted, for an atomic kill).
+//!
+//! Layout: one host group `jig-<host pid>` per host process carrying the
+//! root's aggregate ceiling, and one child `run-<n>` per envelope carrying
+//! the Flow ceiling. The host group is removed when its last envelope is.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1024 * 1024;
+
+/// The CPU accounting period for both ceilings (seed 002 §8: 100 ms).
+pub const CPU_PERIOD_US: u64 = 100_000;
+/// Flow execution ceiling (HOST-FACTS §5): 256 MiB.
+pub const FLOW_MEMORY_BYTES: u64 = 256 * MIB;
+/// Flow execution ceiling: 64 tasks (threads count as tasks).
+pub const FLOW_TASKS: u64 = 64;
+/// Flow execution ceiling: half a CPU per period.
+pub const FLOW_CPU_QUOTA_US: u64 = CPU_PERIOD_US / 2;
+/// The root's aggregate payload budget (seed 002 §8): 1,280 MiB.
+pub const ROOT_MEMORY_BYTES: u64 = 1280 * MIB;
+/// The root's aggregate payload budget: 448 tasks.
+pub const ROOT_TASKS: u64 = 448;
+/// The root's aggregate payload budget: 2.5 CPUs per period.
+pub const ROOT_CPU_QUOTA_US: u64 = CPU_PERIOD_US * 5 / 2;
+/// How long cleanup waits for a killed group to become empty.
+pub const EMPTY_WAIT: Duration = Duration::from_secs(10);
+/// The prefix of every cgroup this host creates.
+pub const HOST_GROUP_PREFIX: &str = "jig-";
+
+/// The controllers a Run group must have.
+pub const REQUIRED_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+
+/// The ceilings written into one group before anything enters it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub memory_bytes: u64,
+    pub tasks: u64,
+    pub cpu_quota_us: u64,
+    pub cpu_period_us: u64,
+}
+
+impl Limits {
+    pub const FLOW: Limits = Limits {
+        memory_bytes: FLOW_MEMORY_BYTES,
+        tasks: FLOW_TASKS,
+        cpu_quota_us: FLOW_CPU_QUOTA_US,
+        cpu_period_us: CPU_PERIOD_US,
+    };
+    pub const ROOT: Limits = Limits {
+        memory_bytes: ROOT_MEMORY_BYTES,
+        tasks: ROOT_TASKS,
+        cpu_quota_us: ROOT_CPU_QUOTA_US,
+        cpu_period_us: CPU_PERIOD_US,
+    };
+}
+
+/// Which cgroup hierarchy this host uses, and where our groups go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// The unified hierarchy; `base` is the directory our host groups are
+    /// created in.
+    V2 { base: PathBuf },
+    /// Per-controller hierarchies: (controller, base directory).
+    V1 { bases: Vec<(String, PathBuf)> },
+}
+
+impl Hierarchy {
+    /// Find a usable hierarchy, or say exactly what is missing.
+    pub fn detect(parent: Option<&Path>) -> Result<Hierarchy, String> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            let base = match parent {
+                Some(p) => p.to_path_buf(),
+                None => {
+                    let rel = own
+                        .lines()
+                        .find_map(|l| l.strip_prefix("0::"))
+                        .ok_or("cgroup v2 is mounted but this process has no v2 cgroup")?;
+                    Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'))
+                }
+            };
+            let available = read_words(&base.join("cgroup.controllers"))?;
+            let missing: Vec<&str> = REQUIRED_CONTROLLERS
+                .into_iter()
+                .filter(|c| !available.iter().any(|a| a == c))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "cgroup v2 controllers {} are not delegated to {}",
+                    missing.join(" "),
+                    base.display()
+                ));
+            }
+            return Ok(Hierarchy::V2 { base });
+        }
+        let mut bases = Vec::new();
+        for controller in REQUIRED_CONTROLLERS.into_iter().chain(["freezer"]) {
+            let mount = Path::new("/sys/fs/cgroup").join(controller);
+            if !mount.join("cgroup.procs").exists() {
+                if controller == "freezer" {
+                    continue;
+                }
+                return Err(format!(
+                    "the cgroup v1 {controller} hierarchy is not mounted at {}",
+                    mount.display()
+                ));
+            }
+            let base = match parent {
+                Some(p) => mount.join(p.strip_prefix("/").unwrap_or(p)),
+                None => {
+                    let rel = own
+                        .lines()
+                        .find_map(|l| {
+                            let mut parts = l.splitn(3, ':');
+                            let _ = parts.next();
+                            let names = parts.next()?;
+                            let path = parts.next()?;
+                            names.split(',').any(|n| n == controller).then_some(path)
+                        })
+                        .unwrap_or("/");
+                    mount.join(rel.trim_start_matches('/'))
+                }
+            };
+            bases.push((controller.to_string(), base));
+        }
+        Ok(Hierarchy::V1 { bases })
+    }
+
+    pub fn version(&self) -> &'static str {
+        match self {
+            Hierarchy::V2 { .. } => "v2",
+            Hierarchy::V1 { .. } => "v1",
+        }
+    }
+
+    /// The directories a host group named `name` would occupy.
+    pub fn host_dirs(&self, name: &str) -> Vec<PathBuf> {
+        match self {
+            Hierarchy::V2 { base } => vec![base.join(name)],
+            Hierarchy::V1 { bases } => bases.iter().map(|(_, b)| b.join(name)).collect(),
+        }
+    }
+
+    /// Create the host group for this process with the root's aggregate
+    /// ceiling (v2: and enable the controllers for its children).
+    pub fn create_host_group(&self, name: &str) -> Result<Group, String> {
+        if let Hierarchy::V2 { base } = self {
+            enable_controllers(base)?;
+        }
+        let group = Group::create(self, &self.host_dirs(name), Limits::ROOT)?;
+        if let Hierarchy::V2 { .. } = self {
+            if let Err(e) = enable_controllers(&group.dirs[0].1) {
+                let _ = group.remove(Duration::ZERO);
+                return Err(e);
+            }
+        }
+        Ok(group)
+    }
+
+    /// Remove groups left by host processes that no longer exist (a host
+    /// killed before it could clean up). Best effort.
+    pub fn sweep_stale(&self) {
+        let bases: Vec<PathBuf> = match self {
+            Hierarchy::V2 { base } => vec![base.clone()],
+            Hierarchy::V1 { bases } => bases.iter().map(|(_, b)| b.clone()).collect(),
+        };
+        for base in bases {
+            let Ok(entries) = std::fs::read_dir(&base) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name
+                    .strip_prefix(HOST_GROUP_PREFIX)
+                    .and_then(|p| p.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                if Path::new("/proc").join(pid.to_string()).exists() {
+                    continue;
+                }
+                let _ = remove_tree(&entry.path());
+            }
+        }
+    }
+}
+
+/// One cgroup, present in one (v2) or several (v1) hierarchies.
+#[derive(Debug)]
+pub struct Group {
+    /// (controller or "unified", directory)
+    dirs: Vec<(String, PathBuf)>,
+    v2: bool,
+}
+
+impl Group {
+    fn create(hierarchy: &Hierarchy, dirs: &[PathBuf], limits: Limits) -> Result<Group, String> {
+        let named: Vec<(String, PathBuf)> = match hierarchy {
+            Hierarchy::V2 { .. } => vec![("unified".to_string(), dirs[0].clone())],
+            Hierarchy::V1 { bases } => bases
+                .iter()
+                .zip(dirs)
+                .map(|((c, _), d)| (c.clone(), d.clone()))
+                .collect(),
+        };
+        let mut group = Group {
+            dirs: Vec::new(),
+            v2: matches!(hierarchy, Hierarchy::V2 { .. }),
+        };
+        for (controller, dir) in named {
+            std::fs::create_dir(&dir)
+                .map_err(|e| format!("cannot create cgroup {}: {e}", dir.display()))?;
+            group.dirs.push((controller, dir));
+        }
+        if let Err(e) = group.limit(limits) {
+            let _ = group.remove(Duration::ZERO);
+            return Err(e);
+        }
+        Ok(group)
+    }
+
+    /// A child group (`name`) under this one, limited before it is returned.
+    pub fn child(&self, name: &str, limits: Limits) -> Result<Group, String> {
+        let hierarchy = if self.v2 {
+            Hierarchy::V2 {
+                base: self.dirs[0].1.clone(),
+            }
+        } else {
+            Hierarchy::V1 {
+                bases: self.dirs.clone(),
+            }
+        };
+        let dirs = hierarchy.host_dirs(name);
+        Group::create(&hierarchy, &dirs, limits)
+    }
+
+    fn limit(&self, limits: Limits) -> Result<(), String> {
+        for (controller, dir) in &self.dirs {
+            let writes: Vec<(&str, String)> = match (self.v2, controller.as_str()) {
+                (true, _) => vec![
+                    ("memory.max", limits.memory_bytes.to_string()),
+                    ("memory.swap.max", "0".into()),
+                    ("pids.max", limits.tasks.to_string()),
+                    (
+                        "cpu.max",
+                        format!("{} {}", limits.cpu_quota_us, limits.cpu_period_us),
+                    ),
+                ],
+                (false, "memory") => vec![
+                    ("memory.limit_in_bytes", limits.memory_bytes.to_string()),
+                    ("memory.memsw.limit_in_bytes", limits.memory_bytes.to_string()),
+                ],
+                (false, "pids") => vec![("pids.max", limits.tasks.to_string())],
+                (false, "cpu") => vec![
+                    ("cpu.cfs_period_us", limits.cpu_period_us.to_string()),
+                    ("cpu.cfs_quota_us", limits.cpu_quota_us.to_string()),
+                ],
+                _ => vec![],
+            };
+            for (file, value) in writes {
+                let path = dir.join(file);
+                // Swap accounting may be compiled out; without it there is
+                // no swap to limit.
+                let optional = file.contains("swap") || file.contains("memsw");
+                if optional && !path.exists() {
+                    continue;
+                }
+                write_value(&path, &value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` files a process must write itself into to enter
+    /// this group (one per hierarchy).
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs
+            .iter()
+            .map(|(_, d)| d.join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Every process currently in the group, across hierarchies.
+    pub fn pids(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self
+            .dirs
+            .iter()
+            .flat_map(|(_, d)| read_pids(d))
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Kill every process in the group. v2: `cgroup.kill` (or a signal to
+    /// each member where the kernel predates it); v1: freeze, signal every
+    /// member, thaw, so no member can fork while the kill is delivered.
+    pub fn kill_all(&self) {
+        if self.v2 {
+            let kill = self.dirs[0].1.join("cgroup.kill");
+            if kill.exists() && write_value(&kill, "1").is_ok() {
+                return;
+            }
+            signal_all(&self.pids());
+            return;
+        }
+        let freezer = self
+            .dirs
+            .iter()
+            .find(|(c, _)| c == "freezer")
+            .map(|(_, d)| d.clone());
+        if let Some(dir) = &freezer {
+            let state = dir.join("freezer.state");
+            if write_value(&state, "FROZEN").is_ok() {
+                let until = Instant::now() + Duration::from_millis(500);
+                while Instant::now() < until {
+                    match std::fs::read_to_string(&state) {
+                        Ok(s) if s.trim() == "FROZEN" => break,
+                        Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        signal_all(&self.pids());
+        if let Some(dir) = &freezer {
+            let _ = write_value(&dir.join("freezer.state"), "THAWED");
+        }
+    }
+
+    /// Kill what remains, wait until the group is empty, and remove it.
+    pub fn remove(&self, wait: Duration) -> Result<(), String> {
+        let until = Instant::now() + wait;
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() {
+                break;
+            }
+            if Instant::now() >= until {
+                return Err(format!(
+                    "cgroup {} still holds processes {pids:?}",
+                    self.dirs[0].1.display()
+                ));
+            }
+            self.kill_all();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut failures = Vec::new();
+        for (_, dir) in &self.dirs {
+            if let Err(e) = rmdir_retrying(dir, until) {
+                failures.push(format!("cannot remove cgroup {}: {e}", dir.display()));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+
+    pub fn dirs(&self) -> impl Iterator<Item = &Path> {
+        self.dirs.iter().map(|(_, d)| d.as_path())
+    }
+}
+
+fn enable_controllers(dir: &Path) -> Result<(), String> {
+    let control = dir.join("cgroup.subtree_control");
+    let enabled = read_words(&control)?;
+    let wanted: Vec<String> = REQUIRED_CONTROLLERS
+        .into_iter()
+        .filter(|c| !enabled.iter().any(|e| e == c))
+        .map(|c| format!("+{c}"))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    write_value(&control, &wanted.join(" ")).map_err(|e| {
+        format!(
+            "{e} (a cgroup v2 directory can hand controllers to children only \
+             when it holds no processes itself: start jig in a delegated scope, \
+             e.g. `systemd-run --user --scope -p Delegate=yes`, or set \
+             [containment] cgroup-parent to an empty delegated directory)"
+        )
+    })
+}
+
+fn rmdir_retrying(dir: &Path, until: Instant) -> std::io::Result<()> {
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            // A just-killed member may still be leaving.
+            Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Kill and remove a whole stale subtree, deepest first.
+fn remove_tree(dir: &Path) -> Result<(), String> {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove_tree(&entry.path())?;
+            }
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let pids = read_pids(dir);
+        if pids.is_empty() {
+            break;
+        }
+        if Instant::now() >= until {
+            return Err(format!("{} still holds {pids:?}", dir.display()));
+        }
+        signal_all(&pids);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    rmdir_retrying(dir, until).map_err(|e| e.to_string())
+}
+
+fn signal_all(pids: &[i32]) {
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+fn read_pids(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn read_words(path: &Path) -> Result<Vec<String>, String> {
+    std::fs::read_to_string(path)
+        .map(|t| t.split_whitespace().map(str::to_string).collect())
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn write_value(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ceilings_match_the_published_table() {
+        assert_eq!(FLOW_MEMORY_BYTES, 268_435_456);
+        assert_eq!(FLOW_TASKS, 64);
+        assert_eq!(FLOW_CPU_QUOTA_US * 2, CPU_PERIOD_US);
+        assert_eq!(ROOT_MEMORY_BYTES, 1_342_177_280);
+        assert_eq!(ROOT_TASKS, 448);
+        assert_eq!(ROOT_CPU_QUOTA_US, 250_000);
+        assert_eq!(CPU_PERIOD_US, 100_000);
+    }
+}
