@@ -67,7 +67,15 @@ pub fn doctor(config: &HostConfig) -> u8 {
         }
         Cgroup::None => println!("  cgroup: none found"),
     }
-    println!("  envelope in use: process-group (cleared environment, private scratch, whole-group kill; no namespaces or cgroup limits yet)");
+    match crate::sandbox::describe(config) {
+        Ok(envelope) => println!("  envelope in use: {envelope}"),
+        Err(why) => {
+            println!(
+                "  envelope in use: none; flow.py, flow.ts, flow.js and flow.bin cannot run: {why}"
+            );
+            ok = false;
+        }
+    }
     for provider in &config.providers {
         let path = provider.path.as_deref().unwrap_or(Path::new("(builtin)"));
         println!(

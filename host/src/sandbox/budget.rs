@@ -8,8 +8,8 @@
 use std::sync::{Arc, Mutex};
 
 use super::cgroup::{
-    Limits, FLOW_CPU_QUOTA_US, FLOW_MEMORY_BYTES, FLOW_TASKS, ROOT_CPU_QUOTA_US,
-    ROOT_MEMORY_BYTES, ROOT_TASKS,
+    Limits, FLOW_CPU_QUOTA_US, FLOW_MEMORY_BYTES, FLOW_TASKS, ROOT_CPU_QUOTA_US, ROOT_MEMORY_BYTES,
+    ROOT_TASKS,
 };
 
 /// How many Flow envelopes the root budget holds at once (seed: "at most 5").

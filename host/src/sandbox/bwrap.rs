@@ -68,10 +68,7 @@ impl Bubblewrap {
     fn run_group(&self) -> Result<Group, String> {
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
         if host.group.is_none() {
-            host.group = Some(
-                self.hierarchy
-                    .create_host_group(&Self::host_group_name())?,
-            );
+            host.group = Some(self.hierarchy.create_host_group(&Self::host_group_name())?);
         }
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let parent = host.group.as_ref().expect("just created");
@@ -287,9 +284,7 @@ impl Fence for CgroupFence {
         host.active -= 1;
         if host.active == 0 {
             if let Some(g) = host.group.take() {
-                if let Err(e) = g.remove(EMPTY_WAIT) {
-                    return Err(e);
-                }
+                g.remove(EMPTY_WAIT)?;
             }
         }
         Ok(())
@@ -347,7 +342,9 @@ mod tests {
         let ro = after(&args, "--ro-bind");
         assert!(ro.contains(&"/p/pkg") && ro.contains(&"/p/sdk") && ro.contains(&"/a/in"));
         assert!(ro.contains(&"/usr"));
-        assert!(!ro.iter().any(|p| *p == "/etc" || *p == "/home" || *p == "/root"));
+        assert!(!ro
+            .iter()
+            .any(|p| *p == "/etc" || *p == "/home" || *p == "/root"));
         assert_eq!(after(&args, "--bind"), vec!["/p/scratch", "/a/out"]);
         assert_eq!(after(&args, "--chdir"), vec!["/p/scratch"]);
         assert_eq!(

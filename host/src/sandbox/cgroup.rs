@@ -257,7 +257,10 @@ impl Group {
                 ],
                 (false, "memory") => vec![
                     ("memory.limit_in_bytes", limits.memory_bytes.to_string()),
-                    ("memory.memsw.limit_in_bytes", limits.memory_bytes.to_string()),
+                    (
+                        "memory.memsw.limit_in_bytes",
+                        limits.memory_bytes.to_string(),
+                    ),
                 ],
                 (false, "pids") => vec![("pids.max", limits.tasks.to_string())],
                 (false, "cpu") => vec![
@@ -291,11 +294,7 @@ impl Group {
 
     /// Every process currently in the group, across hierarchies.
     pub fn pids(&self) -> Vec<i32> {
-        let mut pids: Vec<i32> = self
-            .dirs
-            .iter()
-            .flat_map(|(_, d)| read_pids(d))
-            .collect();
+        let mut pids: Vec<i32> = self.dirs.iter().flat_map(|(_, d)| read_pids(d)).collect();
         pids.sort_unstable();
         pids.dedup();
         pids

@@ -2,11 +2,19 @@
 //! package code goes through [`Sandbox::spawn`], so the envelope has one
 //! narrow door: what the process sees is exactly what [`Launch`] grants.
 //!
-//! This first envelope gives a cleared environment, a private working
-//! directory (the Run's scratch), its own process group killed as a whole,
-//! and no inherited descriptors beyond the three protocol/diagnostic pipes.
-//! Namespaces, cgroup limits and bubblewrap come with the containment work;
-//! `jig doctor` must say which envelope is in use.
+//! The default envelope is [`Bubblewrap`]: a Run-owned cgroup (memory,
+//! tasks, CPU; see [`cgroup`]) entered before exec, then new user, mount,
+//! PID, IPC, UTS, cgroup and network namespaces. A host that cannot provide
+//! it refuses process recipes (`UNAVAILABLE`, naming what is missing);
+//! there is no silent weaker fallback. The [`ProcessGroup`] launch is kept
+//! only behind the explicit operator opt-out `[containment] mode = "none"`.
+
+pub mod budget;
+pub mod bwrap;
+pub mod cgroup;
+
+pub use budget::{Budget, Exhausted, Reservation};
+pub use bwrap::Bubblewrap;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -77,9 +85,74 @@ pub trait Sandbox: Send + Sync {
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained>;
 }
 
-/// The envelope this host uses for process recipes.
-pub fn select(_config: &crate::config::HostConfig) -> Result<std::sync::Arc<dyn Sandbox>, String> {
-    Ok(std::sync::Arc::new(ProcessGroup))
+/// The envelope this host uses for process recipes: the contained
+/// envelope, or an error naming what this machine lacks. The process-group
+/// launch only when the operator opted out with `[containment] mode = "none"`.
+pub fn select(config: &crate::config::HostConfig) -> Result<std::sync::Arc<dyn Sandbox>, String> {
+    if config.containment.mode == crate::config::ContainmentMode::None {
+        return Ok(std::sync::Arc::new(ProcessGroup));
+    }
+    Ok(std::sync::Arc::new(contained(config)?))
+}
+
+/// Build the contained envelope, or say everything that is missing.
+pub fn contained(config: &crate::config::HostConfig) -> Result<Bubblewrap, String> {
+    let mut missing = Vec::new();
+    let bwrap = find_bwrap(config.containment.bwrap.as_deref())
+        .map_err(|e| missing.push(e))
+        .ok();
+    if let Err(e) = user_namespaces() {
+        missing.push(e);
+    }
+    let hierarchy = cgroup::Hierarchy::detect(config.containment.cgroup_parent.as_deref())
+        .and_then(|h| writable(&h).map(|()| h))
+        .map_err(|e| missing.push(e))
+        .ok();
+    match (bwrap, hierarchy) {
+        (Some((path, _)), Some(hierarchy)) if missing.is_empty() => {
+            Ok(Bubblewrap::new(path, hierarchy))
+        }
+        _ => Err(format!(
+            "process recipes cannot run contained on this host: {}; fix that, or opt out \
+             explicitly with [containment] mode = \"none\" in host.toml (no isolation, no limits)",
+            missing.join("; ")
+        )),
+    }
+}
+
+fn writable(hierarchy: &cgroup::Hierarchy) -> Result<(), String> {
+    let bases: Vec<PathBuf> = match hierarchy {
+        cgroup::Hierarchy::V2 { base } => vec![base.clone()],
+        cgroup::Hierarchy::V1 { bases } => bases.iter().map(|(_, b)| b.clone()).collect(),
+    };
+    for base in bases {
+        nix::unistd::access(&base, nix::unistd::AccessFlags::W_OK)
+            .map_err(|e| format!("cannot create cgroups in {}: {e}", base.display()))?;
+    }
+    Ok(())
+}
+
+/// What `jig doctor` says about the envelope `select` would give.
+pub fn describe(config: &crate::config::HostConfig) -> Result<String, String> {
+    if config.containment.mode == crate::config::ContainmentMode::None {
+        return Ok(
+            "process-group (operator opt-out [containment] mode = \"none\": cleared \
+                   environment, private scratch, whole-group kill; NOT isolated, no limits)"
+                .into(),
+        );
+    }
+    let envelope = contained(config)?;
+    Ok(format!(
+        "bubblewrap with cgroup {} (user, mount, PID, IPC, UTS, cgroup and network namespaces; \
+         per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks)",
+        envelope.hierarchy().version(),
+        cgroup::FLOW_MEMORY_BYTES >> 20,
+        cgroup::FLOW_TASKS,
+        cgroup::FLOW_CPU_QUOTA_US,
+        cgroup::CPU_PERIOD_US,
+        cgroup::ROOT_MEMORY_BYTES >> 20,
+        cgroup::ROOT_TASKS,
+    ))
 }
 
 /// The process-group envelope: a cleared environment, the scratch as working
