@@ -8,6 +8,9 @@ use serde_json::json;
 
 async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
     let name = ctx.input().as_str().unwrap_or("world");
+    // The SDK pointed fd 1 at stderr before the handler ran, so ordinary
+    // output is a diagnostic and cannot corrupt protocol stdout.
+    println!("greeting {name}");
     Ok(RunResult::done(
         json!({ "message": format!("Hello, {name}!") }),
     ))

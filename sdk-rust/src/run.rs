@@ -764,4 +764,32 @@ mod tests {
         assert_eq!(status, EXIT_UNANSWERED);
         assert_eq!(out.len(), 1);
     }
+
+    #[test]
+    fn the_hosts_65537th_request_is_fatal() {
+        let mut frames: Vec<Value> = (1..MAX_LIFETIME_REQUESTS)
+            .map(|i| json!({"jsonrpc":"2.0","id":format!("h:{i}"),"method":"x/y","params":{}}))
+            .collect();
+        frames.push(root(Value::Null));
+        // The root was the 65,536th; this one is the 65,537th.
+        frames.push(json!({"jsonrpc":"2.0","id":"h:last","method":"x/y","params":{}}));
+        async fn wait(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            ctx.cancelled().await;
+            Ok(RunResult::done(Value::Null))
+        }
+        let (status, out) = exchange(script(&frames), wait);
+        assert_eq!(status, EXIT_UNANSWERED);
+        assert_eq!(
+            out.len() as u64,
+            MAX_LIFETIME_REQUESTS - 1,
+            "only the -32601 replies"
+        );
+
+        // One fewer host request leaves the channel healthy.
+        frames.pop();
+        frames.push(cancel("host:1"));
+        let (status, out) = exchange(script(&frames), wait);
+        assert_eq!(status, EXIT_ANSWERED);
+        assert_eq!(error_code(out.last().unwrap()), "CANCELLED");
+    }
 }

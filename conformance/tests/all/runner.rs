@@ -59,6 +59,10 @@ fn greet_examples_answer_as_documented() {
         json!({"outcome":"done","output":{"message":"Hello, Ada!"}})
     );
     s.finish_clean().unwrap();
+    assert!(
+        s.stderr().contains("greeting Ada"),
+        "println! went to stderr"
+    );
 
     for (reply, want) in [
         (json!({"value": 42}), json!({"value": 42})),
