@@ -28,7 +28,7 @@ pub use discovery::{FLOW_MD, MAX_MEMBERS};
 pub use error::{InitError, ProjectError};
 pub use evaluate::{EVALUATION_DEADLINE, EVALUATION_MEMORY_LIMIT, EVALUATION_STACK_LIMIT};
 pub use init::{init, GITIGNORE, JIG_TS};
-pub use modules::{MAX_CLOSURE_BYTES, MAX_CLOSURE_MODULES, SDK_SPECIFIER};
+pub use modules::{MAX_CLOSURE_BYTES, MAX_CLOSURE_MODULES, MAX_MODULE_BYTES, SDK_SPECIFIER};
 
 use serde_json::Value as Json;
 
@@ -37,6 +37,12 @@ pub const JIG_TS_PATH: &str = "jig.ts";
 /// How many times capture starts over when source changes underneath it
 /// before reporting `PROJECT_BUSY`.
 pub const CAPTURE_ATTEMPTS: u32 = 3;
+/// Stack of the capture thread. The parser, type stripping and code
+/// generation recurse once per nesting level; a [`MAX_MODULE_BYTES`] module
+/// nests at most that many levels, which measured under 1 KiB each in an
+/// unoptimized build, so this leaves a wide margin. Only touched pages are
+/// ever committed.
+pub const CAPTURE_STACK_BYTES: usize = 256 << 20;
 
 /// Everything a project declares, captured from one consistent view of its
 /// sources.
@@ -109,8 +115,29 @@ impl SlotTarget {
 /// (`PROJECT_BINDING_SLOT_MISSING`). Checks that need package contents
 /// (settings schemas, direct eligibility, leaf Bindings, cycles, commands on a
 /// package without the capability) belong to the host's linking.
+///
+/// Capture runs on its own thread with a [`CAPTURE_STACK_BYTES`] stack, so
+/// deeply nested hostile source cannot overflow the caller's stack, and a
+/// panic inside the parser or evaluator becomes an error instead of
+/// unwinding into the host.
 pub fn capture(project_root: &Path) -> Result<Declarations, ProjectError> {
-    capture_with(project_root, &mut |_| {})
+    let root = project_root.to_path_buf();
+    let worker = std::thread::Builder::new()
+        .name("jig-capture".into())
+        .stack_size(CAPTURE_STACK_BYTES)
+        .spawn(move || capture_with(&root, &mut |_| {}))
+        .map_err(|e| {
+            ProjectError::new(
+                "PROJECT_UNAVAILABLE",
+                format!("cannot start project capture: {e}"),
+            )
+        })?;
+    worker.join().unwrap_or_else(|_| {
+        Err(ProjectError::new(
+            "PROJECT_EVALUATION_FAILED",
+            "project capture stopped on an internal error",
+        ))
+    })
 }
 
 /// What one attempt looked at, so it can be compared with a later look.

@@ -27,6 +27,10 @@ pub const SDK_SPECIFIER: &str = "@jigging/jig";
 pub const MAX_CLOSURE_MODULES: usize = 64;
 /// Most source bytes in one entry's closure.
 pub const MAX_CLOSURE_BYTES: usize = 1 << 20;
+/// Most source bytes in one module. Parsing and stripping recurse once per
+/// nesting level and a level can cost one byte, so this bounds the stack the
+/// compiler needs (see `CAPTURE_STACK_BYTES`).
+pub const MAX_MODULE_BYTES: usize = 64 << 10;
 
 const INVALID: &str = "PROJECT_DECLARATION_INVALID";
 
@@ -162,13 +166,13 @@ impl ModuleSet {
         if self.modules.contains_key(path) {
             return Ok(());
         }
-        let bytes = match tree::read_file(root, path, MAX_CLOSURE_BYTES) {
+        let bytes = match tree::read_file(root, path, MAX_MODULE_BYTES) {
             Ok(bytes) => bytes,
             Err(ReadError::Project(e)) => return Err(e.at(importer)),
             Err(ReadError::TooLarge) => {
                 return Err(ProjectError::new(
                     INVALID,
-                    format!("{} exceeds {MAX_CLOSURE_BYTES} bytes", paths::escape(path)),
+                    format!("{} exceeds {MAX_MODULE_BYTES} bytes", paths::escape(path)),
                 )
                 .at(path))
             }
@@ -203,7 +207,7 @@ impl ModuleSet {
         self.modules
             .iter()
             .find(
-                |(path, module)| match tree::read_file(root, path, MAX_CLOSURE_BYTES) {
+                |(path, module)| match tree::read_file(root, path, MAX_MODULE_BYTES) {
                     Ok(bytes) => bytes != module.bytes,
                     Err(_) => true,
                 },

@@ -46,6 +46,11 @@ const INVALID: &str = "PROJECT_DECLARATION_INVALID";
 pub(crate) struct Evaluator {
     runtime: Runtime,
     scripts: Scripts,
+    /// When the running evaluation must stop; read by the interrupt handler.
+    deadline: Rc<Cell<Instant>>,
+    /// Evaluation time left for this attempt. Only time spent inside
+    /// `evaluate` counts, not reading and compiling Binding files between.
+    remaining: Cell<Duration>,
     timed_out: Rc<Cell<bool>>,
 }
 
@@ -61,11 +66,12 @@ impl Evaluator {
             .map_err(|e| ProjectError::new(FAILED, format!("cannot start the evaluator: {e}")))?;
         runtime.set_memory_limit(EVALUATION_MEMORY_LIMIT);
         runtime.set_max_stack_size(EVALUATION_STACK_LIMIT);
-        let deadline = Instant::now() + budget;
+        let deadline = Rc::new(Cell::new(Instant::now() + budget));
         let timed_out = Rc::new(Cell::new(false));
         let flag = timed_out.clone();
+        let stop_at = deadline.clone();
         runtime.set_interrupt_handler(Some(Box::new(move || {
-            if Instant::now() >= deadline {
+            if Instant::now() >= stop_at.get() {
                 flag.set(true);
                 true
             } else {
@@ -84,6 +90,8 @@ impl Evaluator {
         Ok(Self {
             runtime,
             scripts,
+            deadline,
+            remaining: Cell::new(budget),
             timed_out,
         })
     }
@@ -99,7 +107,11 @@ impl Evaluator {
         let context = Context::full(&self.runtime).map_err(|e| {
             ProjectError::new(FAILED, format!("cannot start the evaluator: {e}")).at(entry)
         })?;
+        let started = Instant::now();
+        self.deadline.set(started + self.remaining.get());
         let text = context.with(|ctx| self.run(&ctx, entry));
+        self.remaining
+            .set(self.remaining.get().saturating_sub(started.elapsed()));
         // Free this context's objects now so the next entry starts with the full heap.
         drop(context);
         self.runtime.run_gc();

@@ -1,4 +1,4 @@
-use jig_project::{MAX_CLOSURE_BYTES, MAX_CLOSURE_MODULES};
+use jig_project::{MAX_CLOSURE_BYTES, MAX_CLOSURE_MODULES, MAX_MODULE_BYTES};
 
 use crate::fixture::{located, Project};
 
@@ -160,20 +160,90 @@ fn module_count_limit_is_inclusive() {
 }
 
 #[test]
-fn source_byte_limit_is_inclusive() {
+fn module_byte_limit_is_inclusive() {
     let body = format!("{HEAD}import \"./pad.ts\";\nexport default defineJig({{}});\n");
-    let pad_for = |total: usize| {
-        let fill = total - body.len() - 3;
-        format!("//{}\n", "x".repeat(fill))
-    };
     let p = Project::with_jig(&body);
-    p.write("pad.ts", &pad_for(MAX_CLOSURE_BYTES));
+    p.write("pad.ts", &comment_of(MAX_MODULE_BYTES));
     assert!(p.capture().is_ok());
-    p.write("pad.ts", &pad_for(MAX_CLOSURE_BYTES + 1));
+    p.write("pad.ts", &comment_of(MAX_MODULE_BYTES + 1));
+    assert_eq!(
+        located(&p.refused()),
+        ("PROJECT_DECLARATION_INVALID", Some("pad.ts"), None)
+    );
+}
+
+/// A line comment of exactly `bytes` bytes.
+fn comment_of(bytes: usize) -> String {
+    format!("//{}\n", "x".repeat(bytes - 3))
+}
+
+#[test]
+fn closure_byte_limit_is_inclusive() {
+    // jig.ts plus full-size modules, with the last one sized to land exactly on the limit.
+    let full = MAX_CLOSURE_BYTES / MAX_MODULE_BYTES;
+    let imports: String = (0..full)
+        .map(|i| format!("import \"./pad/{i}.ts\";\n"))
+        .collect();
+    let body = format!("{HEAD}{imports}export default defineJig({{}});\n");
+    let p = Project::with_jig(&body);
+    for i in 0..full - 1 {
+        p.write(&format!("pad/{i}.ts"), &comment_of(MAX_MODULE_BYTES));
+    }
+    let last = MAX_CLOSURE_BYTES - body.len() - (full - 1) * MAX_MODULE_BYTES;
+    p.write(&format!("pad/{}.ts", full - 1), &comment_of(last));
+    assert_eq!(
+        p.capture()
+            .unwrap()
+            .sources
+            .values()
+            .map(Vec::len)
+            .sum::<usize>(),
+        MAX_CLOSURE_BYTES
+    );
+    p.write(&format!("pad/{}.ts", full - 1), &comment_of(last + 1));
     assert_eq!(
         located(&p.refused()),
         ("PROJECT_DECLARATION_INVALID", Some("jig.ts"), None)
     );
+}
+
+/// Nesting as deep as a module can hold fails cleanly instead of exhausting
+/// the stack (the test binary would abort).
+#[test]
+fn deep_nesting_is_refused_without_crashing() {
+    // As many repetitions of `open`..`close` around `mid` as fit in one module.
+    let nest = |head: &str, open: &str, mid: &str, close: &str, tail: &str| {
+        let n =
+            (MAX_MODULE_BYTES - head.len() - mid.len() - tail.len()) / (open.len() + close.len());
+        format!("{head}{}{mid}{}{tail}", open.repeat(n), close.repeat(n))
+    };
+    let d = "export default ";
+    let sources = [
+        nest(d, "[", "", "]", ";"),
+        nest(d, "(", "1", ")", ";"),
+        nest(d, "{a:", "{}", "}", ";"),
+        nest(d, "!", "1", "", ";"),
+        nest(d, "", "1", "+1", ";"),
+        nest(d, "a=>", "1", "", ";"),
+        nest(d, "a?1:", "1", "", ";"),
+        nest(d, "", "a", "()", ";"),
+        nest(d, "", "a", ".b", ";"),
+        nest("type T = ", "A<", "1", ">", ";\nexport default 1;"),
+        nest(d, "`${", "1", "}`", ";"),
+    ];
+    for source in sources {
+        assert!(source.len() <= MAX_MODULE_BYTES, "{}", source.len());
+        let p = Project::with_jig(&source);
+        let e = p.refused();
+        assert!(
+            matches!(
+                e.code,
+                "PROJECT_DECLARATION_INVALID" | "PROJECT_EVALUATION_FAILED"
+            ),
+            "{}: {e}",
+            &source[..40]
+        );
+    }
 }
 
 #[test]
