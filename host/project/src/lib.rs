@@ -145,12 +145,14 @@ pub fn capture(project_root: &Path) -> Result<Declarations, ProjectError> {
 struct Observation {
     modules: modules::ModuleSet,
     project: Option<declaration::ProjectDecl>,
-    flows: Option<Vec<String>>,
-    bindings: Option<BTreeMap<String, String>>,
+    flows: Option<Result<Vec<String>, ProjectError>>,
+    bindings: Option<Result<BTreeMap<String, String>, ProjectError>>,
 }
 
 impl Observation {
-    /// Whether anything this attempt read is now different.
+    /// Whether anything this attempt read is now different. Discovery
+    /// outcomes are compared whole, failures included, so a failure caused
+    /// by a concurrent edit is retried rather than reported.
     fn changed(&self, root: &Path) -> bool {
         if self.modules.changed(root).is_some() {
             return true;
@@ -159,16 +161,12 @@ impl Observation {
             return false;
         };
         if let Some(flows) = &self.flows {
-            if discovery::flows(root, project.flows.as_ref()).ok().as_ref() != Some(flows) {
+            if &discovery::flows(root, project.flows.as_ref()) != flows {
                 return true;
             }
         }
         if let Some(bindings) = &self.bindings {
-            if discovery::bindings(root, project.bindings.as_ref())
-                .ok()
-                .as_ref()
-                != Some(bindings)
-            {
+            if &discovery::bindings(root, project.bindings.as_ref()) != bindings {
                 return true;
             }
         }
@@ -227,11 +225,12 @@ fn attempt_capture(root: &Path, observed: &mut Observation) -> Result<Declaratio
     let project = declaration::project(&value).map_err(|e| e.at(JIG_TS_PATH))?;
     observed.project = Some(project.clone());
 
-    let flows = discovery::flows(root, project.flows.as_ref()).map_err(|e| e.at(JIG_TS_PATH))?;
+    let flows = discovery::flows(root, project.flows.as_ref());
     observed.flows = Some(flows.clone());
-    let binding_files =
-        discovery::bindings(root, project.bindings.as_ref()).map_err(|e| e.at(JIG_TS_PATH))?;
+    let flows = flows.map_err(|e| e.at(JIG_TS_PATH))?;
+    let binding_files = discovery::bindings(root, project.bindings.as_ref());
     observed.bindings = Some(binding_files.clone());
+    let binding_files = binding_files.map_err(|e| e.at(JIG_TS_PATH))?;
 
     let mut bindings = BTreeMap::new();
     for (id, file) in &binding_files {
@@ -345,6 +344,26 @@ mod tests {
             decl.sources["jig.ts"],
             format!("{JIG_TS}// edit 0\n").into_bytes()
         );
+    }
+
+    #[test]
+    fn a_failure_caused_by_a_concurrent_edit_is_retried() {
+        let tmp = greeting();
+        let root = tmp.path().join("p");
+        fs::create_dir(root.join("flows/bad")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("flows/bad/FLOW.md")).unwrap();
+        let mut first = true;
+        let decl = capture_with(&root, &mut |_| {
+            if std::mem::take(&mut first) {
+                fs::remove_dir_all(root.join("flows/bad")).unwrap();
+            }
+        })
+        .unwrap();
+        assert_eq!(decl.flows, vec!["flows/hello"]);
+        // Without the edit the same failure is reported.
+        fs::create_dir(root.join("flows/bad")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("flows/bad/FLOW.md")).unwrap();
+        assert_eq!(capture(&root).unwrap_err().code, "PROJECT_UNSAFE");
     }
 
     #[test]
