@@ -487,6 +487,18 @@ mod tests {
     }
 
     #[test]
+    fn source_entry_limit_is_inclusive() {
+        let roots: Vec<String> = (0..MAX_SOURCE_ENTRIES).map(|i| format!("r{i}")).collect();
+        assert!(project(&json!({"flows": {"kind": "discover", "roots": roots}})).is_ok());
+        let mut past = roots.clone();
+        past.push("extra".into());
+        let (c, p) = code(project(
+            &json!({"flows": {"kind": "discover", "roots": past}}),
+        ));
+        assert_eq!((c, p.as_deref()), (INVALID, Some("/flows/roots")));
+    }
+
+    #[test]
     fn binding_normalizes() {
         let decl = binding(
             &json!({"package": "./flows/review", "slots": {"research": "flow:./flows/research", "critique": "binding:critic"}}),

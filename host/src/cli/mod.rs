@@ -307,11 +307,7 @@ fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result
         }
     }
     state
-        .apply(
-            &plan_digest,
-            current.as_ref().map(|g| g.number),
-            &lock_bytes,
-        )
+        .apply(&plan_digest, current.as_ref().map(|g| g.number))
         .map_err(state_error)?;
     println!("project is ready");
     Ok(0)

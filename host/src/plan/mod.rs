@@ -187,6 +187,7 @@ pub fn plan(
         let direct = direct_run(package);
         let mut uses = serde_json::Map::new();
         let mut served = serde_json::Map::new();
+        let mut contract_uses = serde_json::Map::new();
         for (slot, use_) in &package.metadata().uses {
             let location = format!("{path}/FLOW.md");
             match use_ {
@@ -200,10 +201,14 @@ pub fn plan(
                     let Some(contract) = package.contract(slot) else {
                         continue;
                     };
-                    uses.insert(
-                        slot.clone(),
-                        json!({ "id": contract.id, "version": contract.version, "digest": contract.digest }),
-                    );
+                    let identity = json!({ "id": contract.id, "version": contract.version, "digest": contract.digest });
+                    // The portable lock names only the Jig contracts (its schema is
+                    // closed to them); contracts served by configured providers are
+                    // host policy, pinned in the execution section below.
+                    if builtin_contract(&contract.id).is_some() {
+                        uses.insert(slot.clone(), identity.clone());
+                    }
+                    contract_uses.insert(slot.clone(), identity);
                     match providers.plan_for(&contract.id, &contract.version, &contract.digest) {
                         Ok(pin) => {
                             served.insert(slot.clone(), pin);
@@ -245,6 +250,7 @@ pub fn plan(
             path.clone(),
             json!({
                 "recipe": recipe.map(|r| r.to_value()),
+                "uses": Value::Object(contract_uses),
                 "providers": Value::Object(served),
             }),
         );
@@ -396,6 +402,14 @@ pub fn plan(
     }
 
     let lock = json!({ "packages": Value::Object(lock_packages), "bindings": Value::Object(lock_bindings) });
+    check_lock(&lock).map_err(|message| {
+        PlanError::Invalid(vec![Diagnostic {
+            code: "LOCK_MISMATCH".into(),
+            path: Some(LOCK_FILE.into()),
+            pointer: None,
+            message,
+        }])
+    })?;
     let sources: serde_json::Map<String, Value> = decl
         .sources
         .iter()
@@ -407,6 +421,18 @@ pub fn plan(
         "execution": Value::Object(execution),
         "candidate": { "project": decl.project, "sources": Value::Object(sources) },
     }))
+}
+
+/// The lock value must satisfy the published Jig lock/1 schema.
+pub fn check_lock(lock: &Value) -> Result<(), String> {
+    static SCHEMA: std::sync::OnceLock<flow::schema::Schema> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(|| {
+        flow::schema::Schema::compile_file(include_bytes!("jig-lock-1.schema.json"))
+            .expect("the lock schema compiles")
+    });
+    schema
+        .validate(lock)
+        .map_err(|e| format!("the derived lock does not satisfy Jig lock/1: {e}"))
 }
 
 /// The execution-relevant part of a Plan: what decides "unchanged".

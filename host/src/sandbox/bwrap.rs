@@ -150,6 +150,9 @@ impl Bubblewrap {
         for (key, value) in &launch.env {
             push(&[&"--setenv", key, value]);
         }
+        // Nothing outside the explicit writable grants (scratch, writable
+        // attachments, the private /tmp) can be written.
+        push(&[&"--remount-ro", &"/"]);
         a
     }
 }

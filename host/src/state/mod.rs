@@ -87,7 +87,17 @@ impl ProjectState {
                     message: format!("{} is not a plain directory", dir.display()),
                 })
             }
-            Ok(_) => {}
+            Ok(meta) => {
+                use std::os::unix::fs::MetadataExt;
+                if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+                    return Err(StateError::Unsafe {
+                        message: format!(
+                            "{} must be owned by this user and writable by nobody else",
+                            dir.display()
+                        ),
+                    });
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 create_private_dir(&dir)?;
             }
@@ -179,26 +189,35 @@ impl ProjectState {
     /// Admit a retained Plan: write `jig.lock` durably, then advance the
     /// admission pointer in one rename, but only if the current generation is
     /// still the Plan's base. Returns the new generation number.
-    pub fn apply(
-        &self,
-        plan_digest: &str,
-        base: Option<u64>,
-        lock_bytes: &[u8],
-    ) -> Result<u64, StateError> {
-        let _plan = self.load_plan(plan_digest)?;
+    pub fn apply(&self, plan_digest: &str, base: Option<u64>) -> Result<u64, StateError> {
+        let plan = self.load_plan(plan_digest)?;
+        let lock_bytes = crate::plan::lock_bytes(&plan["lock"]);
         let current = self.current()?;
+        if let Some(current) = &current {
+            if current.plan_digest == plan_digest {
+                // Replaying an applied Plan converges: only the lock may need repair.
+                if self.read_lock().as_deref() != Some(&lock_bytes[..]) {
+                    self.write_lock(&lock_bytes)?;
+                }
+                return Ok(current.number);
+            }
+        }
         if current.as_ref().map(|g| g.number) != base {
             return Err(StateError::StalePlan {
                 message: "the admitted project changed since this review; review again".into(),
             });
         }
-        self.write_lock(lock_bytes)?;
+        crash_point("apply:before-lock");
+        write_atomic_at(&self.root.join("jig.lock"), &lock_bytes, Some("apply:lock"))?;
+        crash_point("apply:after-lock");
         let number = base.unwrap_or(0) + 1;
         let pointer = serde_json::json!({ "generation": number, "plan": plan_digest });
-        write_atomic(
+        write_atomic_at(
             &self.dir.join("admission").join("current"),
             &flow::json::canonical(&pointer),
+            Some("apply:pointer"),
         )?;
+        crash_point("apply:after-pointer");
         Ok(number)
     }
 
@@ -251,20 +270,107 @@ fn set_private(path: &Path) -> Result<(), StateError> {
         .map_err(StateError::io(format!("protecting {}", path.display())))
 }
 
+/// Test-only crash injection: when `JIG_TEST_CRASH_AT` names this point, the
+/// process aborts here, as a power cut or `kill -9` would stop it. Tests use
+/// it to prove that every step of apply leaves the old or the new complete
+/// state. It has no other effect.
+fn crash_point(point: &str) {
+    if std::env::var_os("JIG_TEST_CRASH_AT").is_some_and(|p| p == point) {
+        std::process::abort();
+    }
+}
+
 /// Replace `path` with `bytes` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    write_atomic_at(path, bytes, None)
+}
+
+fn write_atomic_at(path: &Path, bytes: &[u8], point: Option<&str>) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir)
+    let mut temp = tempfile::Builder::new()
+        .prefix(".jig-write-")
+        .tempfile_in(dir)
         .map_err(StateError::io(format!("writing {}", path.display())))?;
     temp.write_all(bytes)
         .map_err(StateError::io(format!("writing {}", path.display())))?;
     temp.as_file()
         .sync_all()
         .map_err(StateError::io(format!("syncing {}", path.display())))?;
+    if let Some(point) = point {
+        crash_point(&format!("{point}-written"));
+    }
     temp.persist(path)
         .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plan(word: &str, base: Option<u64>) -> Value {
+        json!({
+            "base": base,
+            "lock": {"bindings": {}, "packages": {"flows/hello": {"digest": format!("sha256:{}", word.repeat(64)), "directRun": true, "uses": {}}}},
+            "execution": {},
+        })
+    }
+
+    fn project() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("jig.ts"), "export default {};\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_stale_plan_changes_nothing() {
+        let dir = project();
+        let state = ProjectState::acquire(dir.path()).unwrap();
+        let a = state.retain_plan(&plan("a", None)).unwrap();
+        let b = state.retain_plan(&plan("b", None)).unwrap();
+        assert_eq!(state.apply(&b, None).unwrap(), 1);
+        let lock = std::fs::read(dir.path().join("jig.lock")).unwrap();
+        let err = state.apply(&a, None).unwrap_err();
+        assert_eq!(err.code(), "STALE_PLAN");
+        assert_eq!(state.current().unwrap().unwrap().plan_digest, b);
+        assert_eq!(std::fs::read(dir.path().join("jig.lock")).unwrap(), lock);
+    }
+
+    #[test]
+    fn replaying_an_applied_plan_converges() {
+        let dir = project();
+        let state = ProjectState::acquire(dir.path()).unwrap();
+        let a = state.retain_plan(&plan("a", None)).unwrap();
+        assert_eq!(state.apply(&a, None).unwrap(), 1);
+        std::fs::remove_file(dir.path().join("jig.lock")).unwrap();
+        assert_eq!(state.apply(&a, None).unwrap(), 1, "the same generation");
+        assert!(
+            dir.path().join("jig.lock").exists(),
+            "the lock was repaired"
+        );
+        assert_eq!(state.apply(&a, Some(1)).unwrap(), 1);
+    }
+
+    #[test]
+    fn an_unknown_plan_is_not_found() {
+        let dir = project();
+        let state = ProjectState::acquire(dir.path()).unwrap();
+        let missing = format!("sha256:{}", "0".repeat(64));
+        assert_eq!(
+            state.apply(&missing, None).unwrap_err().code(),
+            "PLAN_NOT_FOUND"
+        );
+    }
+
+    #[test]
+    fn one_owner_at_a_time() {
+        let dir = project();
+        let _first = ProjectState::acquire(dir.path()).unwrap();
+        let second = ProjectState::acquire(dir.path());
+        assert_eq!(second.err().map(|e| e.code()), Some("PROJECT_BUSY"));
+    }
 }

@@ -2,8 +2,10 @@
 //! test drives the real `jig` executable as a user would and asserts what the
 //! user sees: bytes on stdout, codes on stderr, exit statuses.
 
+mod admission;
 mod binding;
 mod cli;
+mod containment;
 mod exec;
 mod failures;
 mod greeting;

@@ -190,3 +190,25 @@ fn forged_helper_output_is_renormalized() {
         assert_eq!(located(&p.refused()), expected, "{value}");
     }
 }
+
+#[test]
+fn helper_outputs_are_deeply_frozen_with_sorted_keys() {
+    let p = Project::with_jig(
+        r#"import { defineJig, discover, defineBinding } from "@jigging/jig";
+const check = (ok: boolean, what: string) => { if (!ok) throw new Error(what); };
+const d = discover(["./b", "a"]);
+check(Object.isFrozen(d) && Object.isFrozen(d.roots), "discover frozen");
+check(JSON.stringify(d) === '{"kind":"discover","roots":["a","b"]}', JSON.stringify(d));
+const j = defineJig({ flows: ["./z", "y"], bindings: d });
+check(Object.isFrozen(j) && Object.isFrozen(j.flows) && Object.isFrozen(j.flows.paths), "defineJig frozen");
+check(JSON.stringify(j) === '{"bindings":{"kind":"discover","roots":["a","b"]},"flows":{"kind":"members","paths":["y","z"]}}', JSON.stringify(j));
+const b = defineBinding({ slots: { z: "flow:./f", a: "binding:x" }, settings: { y: [1, { b: 2, a: 1 }], x: null }, package: "./p" });
+check(Object.isFrozen(b) && Object.isFrozen(b.settings) && Object.isFrozen(b.settings.y) && Object.isFrozen(b.settings.y[1]), "defineBinding frozen");
+check(JSON.stringify(b) === '{"kind":"package","package":"p","settings":{"x":null,"y":[1,{"a":1,"b":2}]},"slots":{"a":"binding:x","z":"flow:f"}}', JSON.stringify(b));
+const keys = Object.keys({ ...{ only: 1 } });
+check(keys.length === 1, "spread");
+export default defineJig({});
+"#,
+    );
+    p.capture().unwrap();
+}

@@ -195,3 +195,38 @@ fn clock_and_randomness_are_ordinary_language_features() {
     let p = jig("const t = Date.now() + Math.random();\nif (!(t > 0)) throw new Error(\"no clock\");\nexport default defineJig({});");
     p.capture().unwrap();
 }
+
+#[test]
+fn ordinary_allocations_fit_under_the_memory_limit() {
+    // A quarter of the limit is fine; twice the limit is not.
+    let quarter = jig_project::EVALUATION_MEMORY_LIMIT / 4;
+    let p = jig(&format!("const s = \"x\".repeat({quarter});\nif (s.length !== {quarter}) throw new Error();\nexport default defineJig({{}});"));
+    p.capture().unwrap();
+    let double = jig_project::EVALUATION_MEMORY_LIMIT * 2;
+    let p = jig(&format!(
+        "const s = \"x\".repeat({double});\nexport default defineJig({{ flows: [s] }});"
+    ));
+    let e = p.refused();
+    assert_eq!(e.code, "PROJECT_EVALUATION_FAILED");
+    assert!(e.message.contains("memory"), "{}", e.message);
+}
+
+#[test]
+fn the_deadline_is_shared_by_every_declaration_of_one_capture() {
+    // Two Bindings each busy for 60% of the budget: together they exceed it.
+    let p = Project::with_jig(crate::fixture::CONVENTIONAL);
+    p.flow("flows/a");
+    let spin = (EVALUATION_DEADLINE.as_millis() * 6 / 10) as u64;
+    for id in ["one", "two"] {
+        p.write(
+            &format!("bindings/{id}.ts"),
+            &format!("const end = Date.now() + {spin};\nwhile (Date.now() < end) {{}}\nexport default {{ package: \"flows/a\" }};\n"),
+        );
+    }
+    let e = p.refused();
+    assert_eq!(
+        located(&e),
+        ("PROJECT_EVALUATION_FAILED", Some("bindings/two.ts"), None)
+    );
+    assert!(e.message.contains("deadline"), "{}", e.message);
+}

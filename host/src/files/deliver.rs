@@ -1,0 +1,428 @@
+//! The Run's side of files: the sealed read-only projection of captured
+//! bytes, the validation of the writable attachment after the Run is
+//! fenced, and the packet published with one no-replace rename.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use flow::json::Value;
+use nix::fcntl::{renameat2, AtFlags, OFlag, RenameFlags};
+use nix::sys::stat::{fstatat, Mode};
+
+use super::capture::fd_path;
+use super::{
+    check_relative, is_protected, quote, sha256_hex, utf8_name, Captured, CapturedFile,
+    FilesError, MAX_COMPONENTS, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
+};
+
+/// A delivered file: same shape as a captured one.
+pub type OutputFile = CapturedFile;
+
+/// Write each captured root under `dir/<name>` and make the trees read-only.
+/// Returns the sealed path of each attachment.
+pub fn seal(captured: &Captured, dir: &Path) -> std::io::Result<BTreeMap<String, PathBuf>> {
+    let mut sealed = BTreeMap::new();
+    for (name, root) in &captured.roots {
+        let top = dir.join(name);
+        std::fs::create_dir_all(&top)?;
+        for file in &root.files {
+            let target = top.join(&file.path);
+            std::fs::create_dir_all(target.parent().expect("file has a parent"))?;
+            std::fs::write(&target, &file.bytes)?;
+        }
+        set_modes(&top, 0o555, 0o444)?;
+        sealed.insert(name.clone(), top);
+    }
+    Ok(sealed)
+}
+
+/// Set every directory under (and including) `top` to `dirs` and every
+/// file to `files`, never following links.
+fn set_modes(top: &Path, dirs: u32, files: u32) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(top)?;
+    if meta.is_dir() {
+        // Writable first, so the children can be reached and changed.
+        std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o700))?;
+        for entry in std::fs::read_dir(top)? {
+            set_modes(&entry?.path(), dirs, files)?;
+        }
+        std::fs::set_permissions(top, std::fs::Permissions::from_mode(dirs))?;
+    } else if meta.is_file() {
+        std::fs::set_permissions(top, std::fs::Permissions::from_mode(files))?;
+    }
+    Ok(())
+}
+
+/// Remove a tree that may hold read-only directories (sealed attachments,
+/// or whatever a Flow left in its writable attachment).
+pub fn remove_tree(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(meta) if !meta.is_dir() => return std::fs::remove_file(path),
+        Ok(_) => {}
+    }
+    set_modes(path, 0o700, 0o600)?;
+    std::fs::remove_dir_all(path)
+}
+
+/// Validate the writable attachment's final tree and read it: at most
+/// [`MAX_OUTPUT_FILES`] singly linked regular files, [`MAX_OUTPUT_BYTES`]
+/// logical bytes, and capture's entry, depth and path limits.
+pub fn read_output(dir: &Path) -> Result<Vec<OutputFile>, FilesError> {
+    let mut files = Vec::new();
+    let mut entries = 0;
+    let mut bytes = 0;
+    read_output_dir(dir, "", &mut entries, &mut bytes, &mut files)
+        .map_err(|m| FilesError::delivery(format!("the writable attachment {m}")))?;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+fn read_output_dir(
+    dir: &Path,
+    prefix: &str,
+    entries: &mut usize,
+    bytes: &mut u64,
+    files: &mut Vec<OutputFile>,
+) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("cannot be listed: {e}"))? {
+        let entry = entry.map_err(|e| format!("cannot be listed: {e}"))?;
+        *entries += 1;
+        if *entries > MAX_ENTRIES {
+            return Err(format!("has more than {MAX_ENTRIES} entries"));
+        }
+        names.push(utf8_name(&entry.file_name(), "it")?);
+    }
+    names.sort();
+    for name in names {
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        check_relative(&rel).map_err(|m| format!("has {}: {m}", quote(&rel)))?;
+        let path = dir.join(&name);
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
+        if meta.is_dir() {
+            if rel.split('/').count() >= MAX_COMPONENTS {
+                return Err(format!(
+                    "nests {} deeper than {MAX_COMPONENTS} components",
+                    quote(&rel)
+                ));
+            }
+            read_output_dir(&path, &rel, entries, bytes, files)?;
+            continue;
+        }
+        if !meta.is_file() {
+            return Err(format!("has {}, which is not a regular file", quote(&rel)));
+        }
+        if meta.nlink() != 1 {
+            return Err(format!("has {} with {} hard links", quote(&rel), meta.nlink()));
+        }
+        if files.len() >= MAX_OUTPUT_FILES {
+            return Err(format!("has more than {MAX_OUTPUT_FILES} files"));
+        }
+        *bytes += meta.len();
+        if *bytes > MAX_OUTPUT_BYTES {
+            return Err(format!("holds more than {MAX_OUTPUT_BYTES} bytes"));
+        }
+        let content = std::fs::read(&path).map_err(|e| e.to_string())?;
+        if content.len() as u64 != meta.len() {
+            return Err(format!("has {}, which changed while it was read", quote(&rel)));
+        }
+        files.push(OutputFile {
+            path: rel,
+            sha256: sha256_hex(&content),
+            bytes: content,
+        });
+    }
+    Ok(())
+}
+
+/// A checked `--out` destination: an absent leaf beneath an opened parent.
+#[derive(Debug)]
+pub struct Destination {
+    parent: OwnedFd,
+    leaf: String,
+    /// The absolute destination, as reported to the operator.
+    pub absolute: PathBuf,
+}
+
+/// Check `--out` before dispatch: the leaf must be absent beneath an
+/// existing parent, outside every selected input root and protected state.
+pub fn prepare_destination(out: &Path, input_roots: &[PathBuf]) -> Result<Destination, FilesError> {
+    let shown = quote(&out.to_string_lossy());
+    let leaf = match out.file_name().map(|n| utf8_name(n, "--out")) {
+        Some(Ok(leaf)) if check_relative(&leaf).is_ok() => leaf,
+        _ => {
+            return Err(FilesError::output_invalid(format!(
+                "--out {shown} must end in a new directory name"
+            )))
+        }
+    };
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let parent_fd = nix::fcntl::open(
+        &parent,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        FilesError::output_invalid(format!(
+            "the parent of --out {shown} is not an existing directory ({e})"
+        ))
+    })?;
+    let real_parent = fd_path(&parent_fd).map_err(FilesError::output_invalid)?;
+    let absolute = real_parent.join(&leaf);
+    match fstatat(&parent_fd, leaf.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(_) => {
+            return Err(FilesError::output_exists(format!(
+                "--out {} already exists; choose a new directory",
+                quote(&absolute.to_string_lossy())
+            )))
+        }
+        Err(nix::errno::Errno::ENOENT) => {}
+        Err(e) => {
+            return Err(FilesError::output_invalid(format!(
+                "cannot inspect --out {shown}: {e}"
+            )))
+        }
+    }
+    if is_protected(&absolute) {
+        return Err(FilesError::output_invalid(format!(
+            "--out {} is in a protected place",
+            quote(&absolute.to_string_lossy())
+        )));
+    }
+    if let Some(root) = input_roots.iter().find(|r| absolute.starts_with(r)) {
+        return Err(FilesError::output_invalid(format!(
+            "--out {} is inside the input folder {}",
+            quote(&absolute.to_string_lossy()),
+            quote(&root.to_string_lossy())
+        )));
+    }
+    super::capture::supported_filesystem(&parent_fd)
+        .map_err(|m| FilesError::output_invalid(format!("--out {shown}: {m}")))?;
+    Ok(Destination {
+        parent: parent_fd,
+        leaf,
+        absolute,
+    })
+}
+
+/// Publish `files/` and `result.json` as the destination, atomically and
+/// without replacing anything. On any failure nothing is left behind.
+pub fn publish(
+    destination: &Destination,
+    files: &[OutputFile],
+    result: &Value,
+) -> Result<(), FilesError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let staging_name = format!(
+        ".{}.jig-staging-{}-{nanos}",
+        destination.leaf,
+        std::process::id()
+    );
+    // Descriptor-anchored: the parent opened before dispatch, not its path.
+    let parent = PathBuf::from(format!("/proc/self/fd/{}", destination.parent.as_raw_fd()));
+    let staging = parent.join(&staging_name);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&staging)
+        .map_err(|e| FilesError::delivery(format!("cannot create the staging directory: {e}")))?;
+    let written = write_packet(&staging, files, result).and_then(|()| {
+        renameat2(
+            &destination.parent,
+            staging_name.as_str(),
+            &destination.parent,
+            destination.leaf.as_str(),
+            RenameFlags::RENAME_NOREPLACE,
+        )
+        .map_err(|e| match e {
+            nix::errno::Errno::EEXIST | nix::errno::Errno::ENOTEMPTY => {
+                FilesError::output_exists(format!(
+                    "--out {} appeared during the Run; nothing was published",
+                    quote(&destination.absolute.to_string_lossy())
+                ))
+            }
+            e => FilesError::delivery(format!("cannot publish the packet: {e}")),
+        })
+    });
+    if written.is_err() {
+        let _ = remove_tree(&staging);
+    }
+    written
+}
+
+fn write_packet(staging: &Path, files: &[OutputFile], result: &Value) -> Result<(), FilesError> {
+    let fail = |e: std::io::Error| FilesError::delivery(format!("cannot write the packet: {e}"));
+    let dirs = std::fs::DirBuilder::new().mode(0o700).clone();
+    let root = staging.join("files");
+    dirs.create(&root).map_err(fail)?;
+    for file in files {
+        let target = root.join(&file.path);
+        let mut at = root.clone();
+        let components: Vec<&str> = file.path.split('/').collect();
+        for component in &components[..components.len() - 1] {
+            at.push(component);
+            if !at.is_dir() {
+                dirs.create(&at).map_err(fail)?;
+                std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o700))
+                    .map_err(fail)?;
+            }
+        }
+        write_new(&target, &file.bytes).map_err(fail)?;
+    }
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+    let mut record = flow::json::canonical(result);
+    record.push(b'\n');
+    write_new(&staging.join("result.json"), &record).map_err(fail)?;
+    std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+    Ok(())
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::MetadataExt;
+
+    fn file(path: &str, bytes: &[u8]) -> OutputFile {
+        OutputFile {
+            path: path.into(),
+            bytes: bytes.to_vec(),
+            sha256: sha256_hex(bytes),
+        }
+    }
+
+    #[test]
+    fn a_packet_is_published_with_private_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("packet");
+        let destination = prepare_destination(&out, &[]).unwrap();
+        publish(
+            &destination,
+            &[file("a/b.txt", b"hi"), file("top", b"")],
+            &json!({"k": 1}),
+        )
+        .unwrap();
+        let mode = |p: &str| std::fs::metadata(out.join(p)).unwrap().mode() & 0o777;
+        assert_eq!(mode(""), 0o700);
+        assert_eq!(mode("files"), 0o700);
+        assert_eq!(mode("files/a"), 0o700);
+        assert_eq!(mode("files/a/b.txt"), 0o600);
+        assert_eq!(mode("files/top"), 0o600);
+        assert_eq!(mode("result.json"), 0o600);
+        assert_eq!(std::fs::read(out.join("files/a/b.txt")).unwrap(), b"hi");
+        assert_eq!(std::fs::read(out.join("result.json")).unwrap(), b"{\"k\":1}\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("packet")], "no staging left");
+    }
+
+    #[test]
+    fn a_destination_that_appears_meanwhile_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("packet");
+        let destination = prepare_destination(&out, &[]).unwrap();
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(out.join("mine"), b"keep").unwrap();
+        let err = publish(&destination, &[file("x", b"x")], &json!({})).unwrap_err();
+        assert_eq!(err.code, "JIG_OUTPUT_EXISTS");
+        assert_eq!(std::fs::read(out.join("mine")).unwrap(), b"keep");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no staging left");
+    }
+
+    #[test]
+    fn destinations_are_checked_before_dispatch() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("exists")).unwrap();
+        let code = |p: PathBuf, roots: &[PathBuf]| prepare_destination(&p, roots).unwrap_err().code;
+        assert_eq!(code(dir.path().join("exists"), &[]), "JIG_OUTPUT_EXISTS");
+        assert_eq!(code(dir.path().join("no/such/parent"), &[]), "JIG_OUTPUT_INVALID");
+        assert_eq!(code(dir.path().join(".jig"), &[]), "JIG_OUTPUT_INVALID");
+        assert_eq!(code(PathBuf::from("/proc/jig-out"), &[]), "JIG_OUTPUT_INVALID");
+        assert_eq!(
+            code(dir.path().join("exists/new"), &[dir.path().join("exists")]),
+            "JIG_OUTPUT_INVALID"
+        );
+        assert_eq!(code(dir.path().join(".."), &[]), "JIG_OUTPUT_INVALID");
+        std::os::unix::fs::symlink("/nonexistent", dir.path().join("dangling")).unwrap();
+        assert_eq!(code(dir.path().join("dangling"), &[]), "JIG_OUTPUT_EXISTS");
+    }
+
+    #[test]
+    fn sealed_trees_are_read_only_and_removable() {
+        let source = tempfile::tempdir().unwrap();
+        std::fs::create_dir(source.path().join("d")).unwrap();
+        std::fs::write(source.path().join("d/f"), b"bytes").unwrap();
+        let mut request = super::super::Request::default();
+        request.roots.insert("source".into(), (source.path().to_path_buf(), vec![]));
+        let captured = super::super::capture(&request, Path::new("/")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sealed = seal(&captured, dir.path()).unwrap();
+        let top = &sealed["source"];
+        assert_eq!(std::fs::read(top.join("d/f")).unwrap(), b"bytes");
+        assert_eq!(std::fs::metadata(top.join("d")).unwrap().mode() & 0o777, 0o555);
+        assert_eq!(std::fs::metadata(top.join("d/f")).unwrap().mode() & 0o777, 0o444);
+        remove_tree(dir.path()).unwrap();
+        assert!(!dir.path().exists());
+    }
+
+    #[test]
+    fn output_files_at_and_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..MAX_OUTPUT_FILES {
+            std::fs::write(dir.path().join(format!("{i:02}")), b"o").unwrap();
+        }
+        assert_eq!(read_output(dir.path()).unwrap().len(), MAX_OUTPUT_FILES);
+        std::fs::write(dir.path().join("extra"), b"o").unwrap();
+        let err = read_output(dir.path()).unwrap_err();
+        assert_eq!(err.code, "JIG_DELIVERY_FAILED");
+        assert!(err.message.contains("more than 64 files"), "{err}");
+    }
+
+    #[test]
+    fn output_bytes_at_and_past_the_limit_counting_sparse_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join("sparse")).unwrap();
+        f.set_len(MAX_OUTPUT_BYTES).unwrap();
+        assert_eq!(read_output(dir.path()).unwrap()[0].bytes.len() as u64, MAX_OUTPUT_BYTES);
+        f.set_len(MAX_OUTPUT_BYTES + 1).unwrap();
+        let err = read_output(dir.path()).unwrap_err();
+        assert!(err.message.contains("more than 16777216 bytes"), "{err}");
+    }
+
+    #[test]
+    fn output_links_and_special_files_reject_delivery() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
+        assert!(read_output(dir.path()).unwrap_err().message.contains("not a regular file"));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"").unwrap();
+        std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
+        assert!(read_output(dir.path()).unwrap_err().message.contains("hard links"));
+    }
+}

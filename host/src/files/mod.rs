@@ -1,0 +1,292 @@
+//! Root file Runs (seed 002 §8): what `--attach`, `--select` and `--out`
+//! turn into. Capture reads the operator's folders once, descriptor-relative,
+//! into bytes held by the command; [`seal`] projects those bytes into a
+//! private read-only tree the Run sees (never the live host directory).
+//! Delivery validates the writable attachment after the Run is fenced and
+//! publishes the packet with one no-replace rename. Nothing here starts or
+//! talks to Flow code.
+
+mod capture;
+mod deliver;
+
+pub use capture::{capture, open_root, CapturedFile, CapturedRoot, Captured};
+pub use deliver::{
+    prepare_destination, publish, read_output, remove_tree, seal, Destination, OutputFile,
+};
+
+use std::collections::BTreeMap;
+
+use flow::json::Value;
+use serde_json::json;
+
+/// Declared attachments, including the writable one.
+pub const MAX_ATTACHMENTS: usize = 8;
+/// Regular files captured across every read attachment.
+pub const MAX_FILES: usize = 64;
+/// Content bytes captured across every read attachment.
+pub const MAX_CONTENT_BYTES: u64 = 8 * 1024 * 1024;
+/// Directory entries examined across every read attachment.
+pub const MAX_ENTRIES: usize = 256;
+/// Components of one relative path.
+pub const MAX_COMPONENTS: usize = 16;
+/// UTF-8 bytes of one relative path.
+pub const MAX_PATH_BYTES: usize = 512;
+/// Regular files the writable attachment may deliver.
+pub const MAX_OUTPUT_FILES: usize = 64;
+/// Logical bytes the writable attachment may deliver.
+pub const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A refused file request or delivery, with its stable code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FilesError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl FilesError {
+    pub fn invalid(message: impl Into<String>) -> FilesError {
+        FilesError {
+            code: "JIG_RUN_FILES_INVALID",
+            message: message.into(),
+        }
+    }
+
+    pub fn output_invalid(message: impl Into<String>) -> FilesError {
+        FilesError {
+            code: "JIG_OUTPUT_INVALID",
+            message: message.into(),
+        }
+    }
+
+    pub fn output_exists(message: impl Into<String>) -> FilesError {
+        FilesError {
+            code: "JIG_OUTPUT_EXISTS",
+            message: message.into(),
+        }
+    }
+
+    pub fn delivery(message: impl Into<String>) -> FilesError {
+        FilesError {
+            code: "JIG_DELIVERY_FAILED",
+            message: message.into(),
+        }
+    }
+}
+
+/// The parsed `--attach`/`--select` arguments: attachment name to the
+/// operator's directory and its exact selectors. Parsing reads no files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    pub roots: BTreeMap<String, (std::path::PathBuf, Vec<String>)>,
+}
+
+impl Request {
+    pub fn parse(attach: &[String], select: &[String]) -> Result<Request, FilesError> {
+        let mut roots = BTreeMap::new();
+        for arg in attach {
+            let (name, dir) = split_mapping(arg, "--attach", "NAME=DIR")?;
+            if roots
+                .insert(name.to_string(), (std::path::PathBuf::from(dir), Vec::new()))
+                .is_some()
+            {
+                return Err(FilesError::invalid(format!(
+                    "--attach {name} is given more than once"
+                )));
+            }
+        }
+        for arg in select {
+            let (name, file) = split_mapping(arg, "--select", "NAME=FILE")?;
+            let Some((_, selectors)) = roots.get_mut(name) else {
+                return Err(FilesError::invalid(format!(
+                    "--select {name}={file} has no matching --attach {name}=DIR"
+                )));
+            };
+            check_relative(file).map_err(|m| {
+                FilesError::invalid(format!("--select {name}={}: {m}", quote(file)))
+            })?;
+            if selectors.iter().any(|s| s == file) {
+                return Err(FilesError::invalid(format!(
+                    "--select {name}={} is given more than once",
+                    quote(file)
+                )));
+            }
+            selectors.push(file.to_string());
+        }
+        Ok(Request { roots })
+    }
+}
+
+fn split_mapping<'a>(
+    arg: &'a str,
+    flag: &str,
+    shape: &str,
+) -> Result<(&'a str, &'a str), FilesError> {
+    match arg.split_once('=') {
+        Some((name, value)) if flow::wire::is_local_name(name) && !value.is_empty() => {
+            Ok((name, value))
+        }
+        _ => Err(FilesError::invalid(format!(
+            "{flag} {} is not {shape} with a local attachment name",
+            quote(arg)
+        ))),
+    }
+}
+
+/// A relative path as capture and delivery accept it: UTF-8 in NFC, no
+/// empty, `.` or `..` components, at most [`MAX_COMPONENTS`] components and
+/// [`MAX_PATH_BYTES`] bytes.
+pub fn check_relative(path: &str) -> Result<(), String> {
+    if path.len() > MAX_PATH_BYTES {
+        return Err(format!("the path is longer than {MAX_PATH_BYTES} bytes"));
+    }
+    if path.starts_with('/') {
+        return Err("the path must be relative".into());
+    }
+    let mut count = 0;
+    for component in path.split('/') {
+        count += 1;
+        match component {
+            "" => return Err("the path has an empty component".into()),
+            "." | ".." => return Err("the path must not traverse with . or ..".into()),
+            _ => {}
+        }
+        if component.contains('\0') {
+            return Err("the path contains NUL".into());
+        }
+    }
+    if count > MAX_COMPONENTS {
+        return Err(format!("the path has more than {MAX_COMPONENTS} components"));
+    }
+    if !unicode_normalization::is_nfc(path) {
+        return Err("the path is not in Unicode NFC".into());
+    }
+    Ok(())
+}
+
+/// Quote a path for a message without letting it inject control bytes.
+pub fn quote(text: &str) -> String {
+    format!("{:?}", text)
+}
+
+/// A name from a directory listing as UTF-8, or the malformed-path error.
+pub(crate) fn utf8_name(name: &std::ffi::OsStr, at: &str) -> Result<String, String> {
+    use std::os::unix::ffi::OsStrExt;
+    std::str::from_utf8(name.as_bytes())
+        .map(str::to_string)
+        .map_err(|_| format!("{at} contains a name that is not UTF-8"))
+}
+
+/// Paths a Run's files may never come from or go to.
+pub fn is_protected(path: &std::path::Path) -> bool {
+    use std::path::Component;
+    let mut components = path.components();
+    if path.is_absolute() {
+        components.next();
+        if let Some(Component::Normal(first)) = components.next() {
+            if ["proc", "sys", "dev", "run"].iter().any(|p| first == *p) {
+                return true;
+            }
+        }
+    }
+    path.components()
+        .any(|c| matches!(c, Component::Normal(n) if n == ".jig"))
+}
+
+/// `{name: [{path, length, sha256}]}`, names and paths in ordinal order:
+/// the data identity of captured or delivered files.
+pub fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> Value {
+    let mut out = serde_json::Map::new();
+    for (name, entries) in files {
+        let mut entries = entries.clone();
+        entries.sort();
+        out.insert(
+            name.clone(),
+            Value::Array(
+                entries
+                    .into_iter()
+                    .map(|(path, length, sha256)| {
+                        json!({"path": path, "length": length, "sha256": sha256})
+                    })
+                    .collect(),
+            ),
+        );
+    }
+    Value::Object(out)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    crate::state::hex(&sha2::Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn mappings_parse_without_reading_files() {
+        let request = Request::parse(
+            &strings(&["source=/nonexistent/dir", "notes=rel"]),
+            &strings(&["source=a/b.txt", "source=c"]),
+        )
+        .unwrap();
+        assert_eq!(request.roots["source"].1, strings(&["a/b.txt", "c"]));
+        assert!(request.roots["notes"].1.is_empty());
+    }
+
+    #[test]
+    fn malformed_duplicate_and_orphan_mappings_are_refused() {
+        let code = |a: &[&str], s: &[&str]| Request::parse(&strings(a), &strings(s)).unwrap_err().code;
+        assert_eq!(code(&["source"], &[]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["source="], &[]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["bad name=x"], &[]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["a=x", "a=y"], &[]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["a=x"], &["b=f"]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["a=x"], &["a=f", "a=f"]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["a=x"], &["a=../f"]), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["a=x"], &["a=/etc/passwd"]), "JIG_RUN_FILES_INVALID");
+    }
+
+    #[test]
+    fn relative_paths_at_and_past_each_bound() {
+        let at = vec!["d"; MAX_COMPONENTS].join("/");
+        assert!(check_relative(&at).is_ok());
+        assert!(check_relative(&format!("{at}/d")).is_err());
+        let long = "x".repeat(MAX_PATH_BYTES);
+        assert!(check_relative(&long).is_ok());
+        assert!(check_relative(&format!("{long}x")).is_err());
+        assert!(check_relative("a//b").is_err());
+        assert!(check_relative("a/./b").is_err());
+        assert!(check_relative("a/../b").is_err());
+        assert!(check_relative("caf\u{e9}").is_ok());
+        assert!(check_relative("cafe\u{301}").is_err(), "NFD is malformed");
+    }
+
+    #[test]
+    fn protected_paths() {
+        for p in ["/proc/self", "/sys", "/dev/shm/x", "/run/user", "/p/.jig/runs", ".jig"] {
+            assert!(is_protected(std::path::Path::new(p)), "{p}");
+        }
+        for p in ["/home/ada/run", "/tmp/proc", "/p/jig", "/p/x.jig"] {
+            assert!(!is_protected(std::path::Path::new(p)), "{p}");
+        }
+    }
+
+    #[test]
+    fn manifest_sorts_names_and_paths() {
+        let mut files = BTreeMap::new();
+        files.insert(
+            "b".to_string(),
+            vec![("z".to_string(), 1, "h1".to_string()), ("a".to_string(), 0, "h0".to_string())],
+        );
+        assert_eq!(
+            flow::json::canonical_string(&manifest_value(&files)),
+            r#"{"b":[{"length":0,"path":"a","sha256":"h0"},{"length":1,"path":"z","sha256":"h1"}]}"#
+        );
+    }
+}

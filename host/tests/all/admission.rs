@@ -1,0 +1,224 @@
+//! Review and admission (seed 002 §6–§7, §10, §11 items 5–8): nothing runs
+//! that was not approved, and no crash leaves mixed authority.
+
+use std::path::Path;
+
+use crate::support::*;
+
+const HELLO_FLOW: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": \"Hello\"}\n\nhandle(run)\n";
+
+fn hello_project() -> tempfile::TempDir {
+    project(&[
+        (
+            "flows/hello/FLOW.md",
+            "---\nname: hello\ndescription: Greets.\n---\n",
+        ),
+        ("flows/hello/flow.py", HELLO_FLOW),
+    ])
+}
+
+fn greeting_of(dir: &Path) -> String {
+    let run = run_jig(dir, &["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    run.json()["output"].as_str().unwrap().to_string()
+}
+
+fn edit(dir: &Path, word: &str) {
+    std::fs::write(
+        dir.join("flows/hello/flow.py"),
+        HELLO_FLOW.replace("Hello", word),
+    )
+    .unwrap();
+}
+
+fn pointer(dir: &Path) -> Vec<u8> {
+    std::fs::read(dir.join(".jig/admission/current")).unwrap()
+}
+
+#[test]
+fn every_crash_point_of_apply_leaves_old_or_new_complete_authority() {
+    // (crash point, lock visible afterwards is new, admission is new)
+    let points = [
+        ("apply:before-lock", false, false),
+        ("apply:lock-written", false, false),
+        ("apply:after-lock", true, false),
+        ("apply:pointer-written", true, false),
+        ("apply:after-pointer", true, true),
+    ];
+    for (point, new_lock, new_admission) in points {
+        let dir = hello_project();
+        review(dir.path());
+        let old_lock = std::fs::read(dir.path().join("jig.lock")).unwrap();
+        edit(dir.path(), "Goodbye");
+        let crashed = output(
+            jig(dir.path())
+                .args(["review", "--yes"])
+                .env("JIG_TEST_CRASH_AT", point)
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(
+            crashed.status, 0,
+            "{point}: the hook must stop the process: {crashed:?}"
+        );
+        let lock = std::fs::read(dir.path().join("jig.lock")).unwrap();
+        assert_eq!(lock != old_lock, new_lock, "{point}: visible lock");
+        let expected = if new_admission { "Goodbye" } else { "Hello" };
+        assert_eq!(
+            greeting_of(dir.path()),
+            expected,
+            "{point}: admitted generation"
+        );
+        // Reviewing again converges on the new complete state.
+        review(dir.path());
+        assert_eq!(
+            greeting_of(dir.path()),
+            "Goodbye",
+            "{point}: after converging"
+        );
+    }
+}
+
+#[test]
+fn the_old_generation_runs_until_the_edit_is_applied() {
+    let dir = hello_project();
+    review(dir.path());
+    edit(dir.path(), "Changed");
+    assert_eq!(greeting_of(dir.path()), "Hello");
+    let refused = run_jig(dir.path(), &["review"]);
+    assert_eq!(refused.status, 2, "{refused:?}");
+    assert!(
+        refused.stdout.contains("~ \"flows/hello\" sha256:"),
+        "the change is shown: {refused:?}"
+    );
+    assert_eq!(
+        greeting_of(dir.path()),
+        "Hello",
+        "a declined review grants nothing"
+    );
+    review(dir.path());
+    assert_eq!(greeting_of(dir.path()), "Changed");
+    // Deleting a member proposes removal; the old generation stays usable.
+    std::fs::remove_dir_all(dir.path().join("flows/hello")).unwrap();
+    assert_eq!(greeting_of(dir.path()), "Changed");
+    let removal = run_jig(dir.path(), &["review"]);
+    assert!(removal.stdout.contains("- \"flows/hello\""), "{removal:?}");
+    assert!(
+        removal.stdout.contains("- \"flow:flows/hello\""),
+        "{removal:?}"
+    );
+}
+
+#[test]
+fn a_missing_or_drifted_lock_is_repaired_without_a_new_generation() {
+    let dir = hello_project();
+    review(dir.path());
+    let lock = std::fs::read(dir.path().join("jig.lock")).unwrap();
+    let admitted = pointer(dir.path());
+    std::fs::remove_file(dir.path().join("jig.lock")).unwrap();
+    let repaired = run_jig(dir.path(), &["review"]);
+    assert_eq!(repaired.status, 0, "{repaired:?}");
+    assert!(
+        repaired.stdout.starts_with("jig.lock repaired"),
+        "{repaired:?}"
+    );
+    assert_eq!(std::fs::read(dir.path().join("jig.lock")).unwrap(), lock);
+    assert_eq!(pointer(dir.path()), admitted, "no new generation");
+    std::fs::write(dir.path().join("jig.lock"), b"{}\n").unwrap();
+    assert_eq!(run_jig(dir.path(), &["review"]).status, 0);
+    assert_eq!(std::fs::read(dir.path().join("jig.lock")).unwrap(), lock);
+    assert_eq!(pointer(dir.path()), admitted);
+}
+
+#[test]
+fn formatting_only_edits_need_no_new_admission() {
+    let dir = project(&[
+        (
+            "flows/hello/FLOW.md",
+            "---\nname: hello\ndescription: Greets.\n---\n",
+        ),
+        ("flows/hello/flow.py", HELLO_FLOW),
+    ]);
+    review(dir.path());
+    let spaced = JIG_TS.replace(
+        "flows: discover(\"./flows\")",
+        "flows:    discover( \"./flows\" )",
+    );
+    std::fs::write(dir.path().join("jig.ts"), spaced).unwrap();
+    let again = run_jig(dir.path(), &["review"]);
+    assert_eq!(again.status, 0, "{again:?}");
+    assert_eq!(again.stdout, "unchanged\nproject is ready\n");
+}
+
+#[test]
+fn a_second_owner_is_told_the_project_is_busy() {
+    let dir = project(&[
+        ("flows/slow/FLOW.md", "---\nname: slow\ndescription: Sleeps.\n---\n"),
+        (
+            "flows/slow/flow.py",
+            "import asyncio\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    await asyncio.sleep(3)\n    return {\"outcome\": \"done\", \"output\": None}\n\nhandle(run)\n",
+        ),
+    ]);
+    review(dir.path());
+    let mut first = jig(dir.path())
+        .args(["run", "flow:flows/slow"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let second = run_jig(dir.path(), &["review", "--yes"]);
+    assert_eq!(second.status, 2, "{second:?}");
+    assert!(second.stderr.starts_with("PROJECT_BUSY: "), "{second:?}");
+    assert!(first.wait().unwrap().success());
+}
+
+#[test]
+fn unsafe_or_invalid_state_is_refused_and_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = hello_project();
+    review(dir.path());
+    let state = dir.path().join(".jig");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let unsafe_run = run_jig(dir.path(), &["run", "flow:flows/hello"]);
+    assert_eq!(unsafe_run.status, 1, "{unsafe_run:?}");
+    assert!(
+        unsafe_run.stderr.starts_with("PROJECT_UNSAFE: "),
+        "{unsafe_run:?}"
+    );
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    std::fs::write(state.join("admission/current"), b"{\"generation\":\"one\"}").unwrap();
+    let invalid = run_jig(dir.path(), &["run", "flow:flows/hello"]);
+    assert_eq!(invalid.status, 1, "{invalid:?}");
+    assert!(
+        invalid.stderr.starts_with("PROJECT_STATE_INVALID: "),
+        "{invalid:?}"
+    );
+    assert_eq!(
+        std::fs::read(state.join("admission/current")).unwrap(),
+        b"{\"generation\":\"one\"}",
+        "failed acquisition preserves retained state"
+    );
+}
+
+#[test]
+fn invalid_package_metadata_rejects_the_whole_candidate() {
+    let dir = project(&[
+        (
+            "flows/good/FLOW.md",
+            "---\nname: good\ndescription: Fine.\n---\n",
+        ),
+        ("flows/good/flow.py", HELLO_FLOW),
+        (
+            "flows/bad/FLOW.md",
+            "---\nname: bad\ndescription: Has an unknown field.\ncolour: blue\n---\n",
+        ),
+        ("flows/bad/flow.py", HELLO_FLOW),
+    ]);
+    let run = run_jig(dir.path(), &["review", "--yes"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stderr.starts_with("INVALID_CANDIDATE: "), "{run:?}");
+    assert!(run.stderr.contains("at \"flows/bad/FLOW.md\""), "{run:?}");
+    assert!(!dir.path().join("jig.lock").exists());
+    assert!(!dir.path().join(".jig/admission/current").exists());
+}

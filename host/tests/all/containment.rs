@@ -1,0 +1,500 @@
+//! The execution envelope against hostile components (seed 002 §9, §11
+//! items 13–14). Each attack runs as `flow.py` and as `flow.bin`; every
+//! Run must end with the right code or the component's own report of what
+//! it could not do, and leave no process, cgroup, mount or scratch behind.
+//! Written for cgroup v1 and v2 alike: the checks find our groups the way
+//! the host creates them (under the test process's own cgroup).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const FLOW_MD: &str = "---\nname: hostile\ndescription: Tries to escape its envelope.\n---\n";
+const HOSTILE_PY: &str = include_str!("../hostile/hostile.py");
+const TARGETS: [&str; 2] = ["flow:flows/hostile-py", "flow:flows/hostile-bin"];
+/// The per-Flow task ceiling the envelope must enforce.
+const FLOW_TASKS: u64 = 64;
+/// A sentinel in the host's environment that must never be visible inside.
+const SENTINEL: &str = "JIG_CONTAINMENT_SENTINEL";
+const SENTINEL_VALUE: &str = "host-secret-7f3a";
+
+/// The hostile component built natively from host/tests/hostile/bin.
+fn hostile_bin() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let target_dir = workspace().join("target").join("guests");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--manifest-path"])
+            .arg(workspace().join("host/tests/hostile/bin/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the hostile flow.bin failed");
+        target_dir.join("debug/hostile")
+    })
+    .clone()
+}
+
+/// A reviewed project with the hostile Flow in both recipes, and a private
+/// HOME holding a secret.
+fn hostile_project() -> tempfile::TempDir {
+    let dir = project(&[
+        ("flows/hostile-py/FLOW.md", FLOW_MD),
+        ("flows/hostile-py/flow.py", HOSTILE_PY),
+        ("flows/hostile-bin/FLOW.md", FLOW_MD),
+        ("home/secret.txt", "home secret\n"),
+    ]);
+    std::fs::copy(hostile_bin(), dir.path().join("flows/hostile-bin/flow.bin")).unwrap();
+    review(dir.path());
+    dir
+}
+
+struct Watched {
+    run: Run,
+    pid: u32,
+    elapsed: Duration,
+}
+
+/// Run `jig` in `dir`, remembering its pid to find what it may leave.
+fn watched(dir: &Path, args: &[&str]) -> Watched {
+    let started = Instant::now();
+    let child = jig(dir)
+        .args(args)
+        .env("HOME", dir.join("home"))
+        .env(SENTINEL, SENTINEL_VALUE)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("jig starts");
+    let pid = child.id();
+    let run = output(child.wait_with_output().expect("jig ends"));
+    Watched {
+        run,
+        pid,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn attack(dir: &Path, target: &str, input: Value, extra: &[&str]) -> Watched {
+    let input = input.to_string();
+    let mut args = vec!["run", target, "--input", &input];
+    args.extend_from_slice(extra);
+    let w = watched(dir, &args);
+    assert_nothing_left(dir, w.pid);
+    w
+}
+
+fn succeeded(w: &Watched) -> Value {
+    assert_eq!(w.run.status, 0, "{:?}", w.run);
+    let json = w.run.json();
+    assert_eq!(json["status"], "succeeded", "{:?}", w.run);
+    json["output"].clone()
+}
+
+fn failed(w: &Watched) -> String {
+    assert_eq!(w.run.status, 1, "{:?}", w.run);
+    let json = w.run.json();
+    assert_eq!(json["status"], "failed", "{:?}", w.run);
+    json["code"].as_str().unwrap().to_string()
+}
+
+/// The cgroup directories the host would use as parents: the test
+/// process's own cgroup in each hierarchy (jig inherits it).
+fn cgroup_bases() -> Vec<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let rel = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+        return vec![Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'))];
+    }
+    ["memory", "pids", "cpu", "freezer"]
+        .into_iter()
+        .filter_map(|c| {
+            let rel = own.lines().find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let _ = parts.next();
+                let names = parts.next()?;
+                let path = parts.next()?;
+                names.split(',').any(|n| n == c).then_some(path)
+            })?;
+            let base = Path::new("/sys/fs/cgroup")
+                .join(c)
+                .join(rel.trim_start_matches('/'));
+            base.is_dir().then_some(base)
+        })
+        .collect()
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(needle) {
+            found.push((pid, text));
+        }
+    }
+    found
+}
+
+fn scratch_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            if entry.file_name() == "scratch" {
+                found.push(entry.path());
+            }
+            found.extend(scratch_dirs(&entry.path()));
+        }
+    }
+    found
+}
+
+/// After a `jig` process (pid) ended: no process of this project, no cgroup
+/// of that host, no mount of the project, no scratch directory.
+fn assert_nothing_left(dir: &Path, pid: u32) {
+    let needle = dir.to_string_lossy().into_owned();
+    let processes = processes_mentioning(&needle);
+    assert!(
+        processes.is_empty(),
+        "processes outlived the Run: {processes:?}"
+    );
+    let bases = cgroup_bases();
+    assert!(!bases.is_empty(), "no cgroup hierarchy found");
+    for base in bases {
+        let group = base.join(format!("jig-{pid}"));
+        assert!(!group.exists(), "cgroup {} remains", group.display());
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&needle), "a mount of the project remains");
+    let scratch = scratch_dirs(&dir.join(".jig"));
+    assert!(scratch.is_empty(), "scratch remains: {scratch:?}");
+}
+
+/// A process on the host the component will try to reach.
+struct Victim(std::process::Child);
+
+impl Victim {
+    fn start() -> Victim {
+        Victim(
+            Command::new("/bin/sleep")
+                .arg("60")
+                .env(SENTINEL, SENTINEL_VALUE)
+                .spawn()
+                .unwrap(),
+        )
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    fn state(&self) -> String {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .unwrap()
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+}
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_task_ceiling() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        let w = attack(dir.path(), target, json!({"attack": "fork-bomb"}), &[]);
+        let out = succeeded(&w);
+        let forked = out["forked"].as_u64().unwrap();
+        assert!(forked > 0 && forked < FLOW_TASKS, "{target}: {out}");
+        assert_eq!(out["failure"], "EAGAIN", "{target}: {out}");
+    }
+}
+
+#[test]
+fn memory_is_capped_at_256_mib() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        // Within the ceiling (runtime overhead included) the component lives.
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "memory-hog", "mib": 160}),
+            &[],
+        );
+        assert_eq!(succeeded(&w)["heldMiB"], 160, "{target}");
+        // Past it the kernel ends the process.
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "memory-hog", "mib": 320}),
+            &[],
+        );
+        assert_eq!(failed(&w), "EXECUTION_FAILED", "{target}: {:?}", w.run);
+    }
+}
+
+#[test]
+fn a_cpu_spin_ends_at_the_wall_clock_deadline() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "cpu-spin"}),
+            &["--timeout", "1500ms"],
+        );
+        assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
+        assert!(
+            w.elapsed < Duration::from_secs(8),
+            "{target}: took {:?}",
+            w.elapsed
+        );
+    }
+}
+
+#[test]
+fn a_double_forked_daemon_does_not_outlive_the_run() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        // attack() asserts that no process of the project remains.
+        let w = attack(dir.path(), target, json!({"attack": "daemon"}), &[]);
+        assert_eq!(succeeded(&w)["daemonized"], true, "{target}");
+    }
+}
+
+#[test]
+fn there_is_no_network_but_loopback_and_no_name_service() {
+    let dir = hostile_project();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "network", "port": port, "name": "example.com"}),
+            &[],
+        );
+        let out = succeeded(&w);
+        assert_eq!(out["tcp"], "ECONNREFUSED", "{target}: {out}");
+        assert!(
+            out["dns"].as_str().unwrap().starts_with("failed"),
+            "{target}: {out}"
+        );
+        assert!(
+            listener.accept().is_err(),
+            "{target}: the host listener was reached"
+        );
+    }
+}
+
+#[test]
+fn host_secrets_source_state_and_processes_are_invisible() {
+    let dir = hostile_project();
+    let victim = Victim::start();
+    let root = dir.path();
+    let dot_jig: Vec<String> = std::fs::read_dir(root.join(".jig"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != "work")
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .collect();
+    assert!(!dot_jig.is_empty());
+    let mut secret: Vec<String> = vec![
+        "/etc/shadow".into(),
+        "/etc/passwd".into(),
+        "/root".into(),
+        root.join("home/secret.txt").to_string_lossy().into(),
+        root.join("home").to_string_lossy().into(),
+        root.join("jig.ts").to_string_lossy().into(),
+        root.join("flows/hostile-py/flow.py")
+            .to_string_lossy()
+            .into(),
+        root.join("jig.lock").to_string_lossy().into(),
+        format!("/proc/{}/environ", victim.pid()),
+        format!("/proc/{}/environ", std::process::id()),
+        "/sys/fs/cgroup".into(),
+    ];
+    secret.extend(dot_jig);
+    let mut paths = secret.clone();
+    paths.push("/proc/1/environ".into());
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "reads", "paths": paths}),
+            &[],
+        );
+        let out = succeeded(&w);
+        for path in &secret {
+            assert_eq!(out[path]["ok"], false, "{target} read {path}: {out}");
+        }
+        // pid 1 inside is the envelope's own init, with an empty environment.
+        let init = &out["/proc/1/environ"];
+        if init["ok"] == true {
+            assert!(
+                !init["text"].as_str().unwrap().contains(SENTINEL),
+                "{target}: {init}"
+            );
+        }
+        assert!(!w.run.stdout.contains(SENTINEL_VALUE), "{target}");
+    }
+}
+
+#[test]
+fn writes_land_only_in_scratch() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let host_tmp = format!("/tmp/jig-escape-{}", std::process::id());
+    let outside: Vec<String> = vec![
+        root.join("escape.txt").to_string_lossy().into(),
+        root.join("home/escape.txt").to_string_lossy().into(),
+        root.join(".jig/escape.txt").to_string_lossy().into(),
+        "/usr/escape.txt".into(),
+        "/etc/escape.txt".into(),
+        "/escape.txt".into(),
+    ];
+    let mut paths = outside.clone();
+    paths.push(host_tmp.clone());
+    paths.push("in-scratch.txt".into());
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "writes", "paths": paths}),
+            &[],
+        );
+        let out = succeeded(&w);
+        assert_eq!(out["in-scratch.txt"]["ok"], true, "{target}: {out}");
+        for path in &outside {
+            assert_eq!(out[path]["ok"], false, "{target} wrote {path}: {out}");
+            assert!(!Path::new(path).exists(), "{target}: {path} on the host");
+        }
+        // The private /tmp takes the write, the host's /tmp never sees it.
+        assert!(
+            !Path::new(&host_tmp).exists(),
+            "{target}: host /tmp written"
+        );
+        // Beside its own entrypoint: the package is read-only.
+        let beside: Vec<(&String, &Value)> = out
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.ends_with("/escape") && k.contains("/package/"))
+            .collect();
+        assert_eq!(beside.len(), 1, "{target}: {out}");
+        assert_eq!(beside[0].1["ok"], false, "{target}: {out}");
+    }
+}
+
+#[test]
+fn the_host_cannot_be_traced() {
+    let dir = hostile_project();
+    let victim = Victim::start();
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "ptrace", "pids": [victim.pid(), std::process::id()]}),
+            &[],
+        );
+        let out = succeeded(&w);
+        for pid in [victim.pid(), std::process::id()] {
+            assert_eq!(out[pid.to_string()], "ESRCH", "{target}: {out}");
+        }
+        assert_eq!(victim.state(), "S", "{target}: the victim was stopped");
+    }
+}
+
+#[test]
+fn a_hundred_runs_leave_nothing_behind() {
+    const RUNS: usize = 100;
+    let dir = hostile_project();
+    for n in 0..RUNS {
+        let target = TARGETS[n % TARGETS.len()];
+        let w = attack(dir.path(), target, json!({"attack": "noop"}), &[]);
+        assert_eq!(succeeded(&w)["ok"], true, "run {n} of {target}");
+    }
+}
+
+fn host_toml(dir: &Path, text: &str) {
+    write_files(dir, &[(".test-config-home/jig/host.toml", text)]);
+}
+
+#[test]
+fn without_containment_process_recipes_are_unavailable_unless_opted_out() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let doctor = run_jig(root, &["doctor"]);
+    assert_eq!(doctor.status, 0, "{doctor:?}");
+    assert!(
+        doctor
+            .stdout
+            .contains("envelope in use: bubblewrap with cgroup v"),
+        "{doctor:?}"
+    );
+    host_toml(root, "[containment]\nbwrap = \"/nonexistent/bwrap\"\n");
+    let w = watched(
+        root,
+        &["run", TARGETS[0], "--input", "{\"attack\":\"noop\"}"],
+    );
+    assert_eq!(w.run.status, 2, "{:?}", w.run);
+    assert!(w.run.stderr.starts_with("UNAVAILABLE: "), "{:?}", w.run);
+    assert!(w.run.stderr.contains("/nonexistent/bwrap"), "{:?}", w.run);
+    assert!(w.run.stderr.contains("mode = \"none\""), "{:?}", w.run);
+    let doctor = run_jig(root, &["doctor"]);
+    assert_eq!(doctor.status, 1, "{doctor:?}");
+    assert!(
+        doctor.stdout.contains("envelope in use: none"),
+        "{doctor:?}"
+    );
+    // An explicit JIG_BWRAP_PATH that fails its checks is never replaced.
+    host_toml(root, "");
+    let run = output(
+        jig(root)
+            .env("JIG_BWRAP_PATH", "bwrap")
+            .args(["run", TARGETS[0], "--input", "{\"attack\":\"noop\"}"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("UNAVAILABLE: "), "{run:?}");
+    // The explicit opt-out runs uncontained, and doctor says so.
+    host_toml(root, "[containment]\nmode = \"none\"\n");
+    let w = attack(root, TARGETS[0], json!({"attack": "noop"}), &[]);
+    assert_eq!(succeeded(&w)["ok"], true);
+    let doctor = run_jig(root, &["doctor"]);
+    assert!(
+        doctor.stdout.contains("envelope in use: process-group"),
+        "{doctor:?}"
+    );
+    host_toml(root, "[containment]\nmode = \"sometimes\"\n");
+    let bad = run_jig(root, &["run", TARGETS[0]]);
+    assert_eq!(bad.status, 2, "{bad:?}");
+    assert!(bad.stderr.contains("JIG_CONFIG_INVALID"), "{bad:?}");
+}
