@@ -19,6 +19,10 @@ pub enum Target {
     Standard,
     /// The "matrix component" of SCENARIOS.md.
     Matrix,
+    /// The "channels component" of SCENARIOS.md.
+    Channels,
+    /// The "broadcast component" of SCENARIOS.md.
+    Broadcast,
 }
 
 /// One named case.
@@ -134,6 +138,26 @@ pub const CASES: &[Case] = &[
         name: "two-effects",
         target: Target::Matrix,
         run: two_effects,
+    },
+    Case {
+        name: "channel-direct-drain",
+        target: Target::Channels,
+        run: channel_direct_drain,
+    },
+    Case {
+        name: "channel-direct-lagged",
+        target: Target::Channels,
+        run: channel_direct_lagged,
+    },
+    Case {
+        name: "channel-sequence-gap",
+        target: Target::Channels,
+        run: channel_sequence_gap,
+    },
+    Case {
+        name: "channel-broadcast-late-subscriber",
+        target: Target::Broadcast,
+        run: channel_broadcast,
     },
 ];
 
@@ -794,5 +818,197 @@ fn two_effects(c: &Component) -> Step<()> {
         s.reply(&r.id, json!({"value": n * 10}))?;
     }
     expect_done(s.expect_root()?, &json!({"first": 10, "second": 20}))?;
+    s.finish_clean()
+}
+
+// ---------------------------------------------------------------------------
+// channels and broadcast components
+
+const WRITER: &str = "chan:1:send";
+const READER: &str = "chan:1:receive";
+
+fn direct_pair() -> Value {
+    json!({
+        "send": {"endpoint": WRITER, "direction": "send", "delivery": "direct"},
+        "receive": {"endpoint": READER, "direction": "receive", "delivery": "direct", "startSequence": 1},
+    })
+}
+
+fn item(sequence: u64, value: Value) -> Value {
+    json!({"item": {"sequence": sequence, "value": value}})
+}
+
+/// Creation, then the worker call and the first read in either order.
+fn open_direct(s: &mut Session) -> Step<(Request, Request)> {
+    s.send_root(json!({"task": "count"}))?;
+    let create = s.expect_request()?;
+    ensure(create.method == Method::ChannelCreate, || {
+        format!("expected channel/create, got {}", create.method.as_str())
+    })?;
+    expect_eq("channel/create params", &create.params, &json!({}))?;
+    s.reply(&create.id, direct_pair())?;
+    let a = s.expect_request()?;
+    let b = s.expect_request()?;
+    let (call, read) = if a.method == Method::CapabilityCall {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    expect_method(&call, Method::CapabilityCall, "answer")?;
+    expect_eq(
+        "answer params",
+        &call.params,
+        &json!({"operationId": "answer", "slot": "worker", "method": "run",
+                "input": {"task": "count"}, "channels": {"events": WRITER}}),
+    )?;
+    ensure(read.method == Method::ChannelNext, || {
+        format!("expected channel/next, got {}", read.method.as_str())
+    })?;
+    expect_eq(
+        "channel/next params",
+        &read.params,
+        &json!({"endpoint": READER}),
+    )?;
+    Ok((call, read))
+}
+
+fn expect_next(s: &mut Session, endpoint: &str) -> Step<Request> {
+    let r = s.expect_request()?;
+    ensure(
+        r.method == Method::ChannelNext && r.params == json!({"endpoint": endpoint}),
+        || {
+            format!(
+                "expected channel/next on {endpoint}, got {} {}",
+                r.method.as_str(),
+                r.params
+            )
+        },
+    )?;
+    Ok(r)
+}
+
+fn channel_direct_drain(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let (call, read) = open_direct(&mut s)?;
+    s.reply(&read.id, item(1, json!("a")))?;
+    let read = expect_next(&mut s, READER)?;
+    s.reply(&read.id, item(2, json!({"b": 2})))?;
+    let read = expect_next(&mut s, READER)?;
+    s.reply(&read.id, json!({"end": {"lastSequence": 2}}))?;
+    // One read at a time and no prefetch: nothing more until the call settles.
+    s.expect_quiet()?;
+    s.reply(&call.id, json!({"value": {"answered": true}}))?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"complete": true, "values": ["a", {"b": 2}], "work": {"answered": true}}),
+    )?;
+    s.finish_clean()
+}
+
+fn channel_direct_lagged(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let (call, read) = open_direct(&mut s)?;
+    s.reply_error(&read.id, "LAGGED")?;
+    s.expect_quiet()?;
+    s.reply(&call.id, json!({"value": null}))?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"complete": false, "values": [], "work": null}),
+    )?;
+    s.finish_clean()
+}
+
+fn channel_sequence_gap(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let (_call, read) = open_direct(&mut s)?;
+    // Receivers validate a contiguous interval from startSequence.
+    s.reply(&read.id, item(2, json!("skipped one")))?;
+    s.expect_closed().map(|_| ())
+}
+
+fn channel_broadcast(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    s.send_root(Value::Null)?;
+    let expect = |s: &mut Session, method: Method, params: Value| -> Step<Request> {
+        let r = s.expect_request()?;
+        ensure(r.method == method && r.params == params, || {
+            format!(
+                "expected {} {params}, got {} {}",
+                method.as_str(),
+                r.method.as_str(),
+                r.params
+            )
+        })?;
+        Ok(r)
+    };
+    let r = expect(
+        &mut s,
+        Method::ChannelCreate,
+        json!({"delivery": "broadcast"}),
+    )?;
+    s.reply(
+        &r.id,
+        json!({"send": {"endpoint": "b:send", "direction": "send", "delivery": "broadcast"},
+                          "source": "b:source"}),
+    )?;
+    let receiver = |endpoint: &str, start: u64| json!({"endpoint": endpoint, "direction": "receive", "delivery": "broadcast", "startSequence": start});
+    let r = expect(
+        &mut s,
+        Method::ChannelSubscribe,
+        json!({"source": "b:source"}),
+    )?;
+    s.reply(&r.id, receiver("b:early", 1))?;
+    let r = expect(
+        &mut s,
+        Method::ChannelSend,
+        json!({"endpoint": "b:send", "value": "before-late"}),
+    )?;
+    s.reply(&r.id, Value::Null)?;
+    let r = expect(
+        &mut s,
+        Method::ChannelSubscribe,
+        json!({"source": "b:source"}),
+    )?;
+    s.reply(&r.id, receiver("b:late", 2))?;
+    let r = expect(
+        &mut s,
+        Method::ChannelSend,
+        json!({"endpoint": "b:send", "value": "after-late"}),
+    )?;
+    s.reply(&r.id, Value::Null)?;
+    let r = expect(&mut s, Method::ChannelClose, json!({"endpoint": "b:send"}))?;
+    s.reply(&r.id, Value::Null)?;
+
+    let mut early = vec![
+        item(1, json!("before-late")),
+        item(2, json!("after-late")),
+        json!({"end": {"lastSequence": 2}}),
+    ];
+    let mut late = vec![
+        item(2, json!("after-late")),
+        json!({"end": {"lastSequence": 2}}),
+    ];
+    early.reverse();
+    late.reverse();
+    while !early.is_empty() || !late.is_empty() {
+        let r = s.expect_request()?;
+        let endpoint = r.params["endpoint"].as_str().unwrap_or("");
+        let script = match (r.method, endpoint) {
+            (Method::ChannelNext, "b:early") => &mut early,
+            (Method::ChannelNext, "b:late") => &mut late,
+            _ => return Err(format!("unexpected {} {}", r.method.as_str(), r.params)),
+        };
+        let answer = script
+            .pop()
+            .ok_or_else(|| format!("read past the end of {endpoint}"))?;
+        s.reply(&r.id, answer)?;
+    }
+    expect_done(
+        s.expect_root()?,
+        &json!({
+            "early": {"start": 1, "values": ["before-late", "after-late"], "complete": true},
+            "late": {"start": 2, "values": ["after-late"], "complete": true},
+        }),
+    )?;
     s.finish_clean()
 }

@@ -29,11 +29,31 @@ impl Verdict {
     }
 }
 
+/// The components under test; cases for an absent component are skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Components {
+    pub standard: Option<Component>,
+    pub matrix: Option<Component>,
+    pub channels: Option<Component>,
+    pub broadcast: Option<Component>,
+}
+
+impl Components {
+    /// The component a target names, if given.
+    pub fn get(&self, target: Target) -> Option<&Component> {
+        match target {
+            Target::Standard => self.standard.as_ref(),
+            Target::Matrix => self.matrix.as_ref(),
+            Target::Channels => self.channels.as_ref(),
+            Target::Broadcast => self.broadcast.as_ref(),
+        }
+    }
+}
+
 /// Runs every case whose target component was given and whose name
 /// contains `filter` (when set), calling `report` as each case finishes.
 pub fn run(
-    standard: Option<&Component>,
-    matrix: Option<&Component>,
+    components: &Components,
     filter: Option<&str>,
     mut report: impl FnMut(&Verdict),
 ) -> Vec<Verdict> {
@@ -42,11 +62,7 @@ pub fn run(
         if filter.is_some_and(|f| !case.name.contains(f)) {
             continue;
         }
-        let component = match case.target {
-            Target::Standard => standard,
-            Target::Matrix => matrix,
-        };
-        let Some(component) = component else {
+        let Some(component) = components.get(case.target) else {
             continue;
         };
         let verdict = Verdict {

@@ -1,25 +1,29 @@
-//! `flow-conformance [--matrix PROGRAM] [--case SUBSTRING] -- PROGRAM [ARGS...]`
+//! `flow-conformance [--matrix P] [--channels P] [--broadcast P] [--case SUBSTRING] [-- PROGRAM [ARGS...]]`
 //!
 //! Plays the host side of the Run/1 corpus against the standard component
-//! given after `--` (and the matrix component given with `--matrix`),
+//! given after `--` (and the matrix, channels and broadcast components given
+//! by flag; cases for a component not given are skipped),
 //! printing `PASS name` / `FAIL name: reason`. Exit status: 0 when every
 //! case passed, 1 when any failed, 2 on usage errors.
 
 use std::process::ExitCode;
 
-use flow_conformance::{run, Component};
+use flow_conformance::{run, Component, Components};
 
-const USAGE: &str =
-    "usage: flow-conformance [--matrix PROGRAM] [--case SUBSTRING] [-- PROGRAM [ARGS...]]";
+const USAGE: &str = "usage: flow-conformance [--matrix PROGRAM] [--channels PROGRAM] \
+[--broadcast PROGRAM] [--case SUBSTRING] [-- PROGRAM [ARGS...]]";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let mut matrix = None;
+    let mut components = Components::default();
     let mut filter = None;
+    let one = |p: Option<String>| p.map(|p| Component { argv: vec![p] });
     let mut standard = Vec::new();
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--matrix" => matrix = args.next(),
+            "--matrix" => components.matrix = one(args.next()),
+            "--channels" => components.channels = one(args.next()),
+            "--broadcast" => components.broadcast = one(args.next()),
             "--case" => filter = args.next(),
             "--" => {
                 standard.extend(args.by_ref());
@@ -34,13 +38,16 @@ fn main() -> ExitCode {
             }
         }
     }
-    let standard = (!standard.is_empty()).then_some(Component { argv: standard });
-    let matrix = matrix.map(|m| Component { argv: vec![m] });
-    if standard.is_none() && matrix.is_none() {
+    components.standard = (!standard.is_empty()).then_some(Component { argv: standard });
+    if components.standard.is_none()
+        && components.matrix.is_none()
+        && components.channels.is_none()
+        && components.broadcast.is_none()
+    {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     }
-    let verdicts = run(standard.as_ref(), matrix.as_ref(), filter.as_deref(), |v| {
+    let verdicts = run(&components, filter.as_deref(), |v| {
         println!("{}", v.line());
     });
     let failed = verdicts.iter().filter(|v| v.result.is_err()).count();

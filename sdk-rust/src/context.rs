@@ -48,11 +48,12 @@ pub struct CapabilityCall {
 #[derive(Clone)]
 pub struct RunContext {
     params: Rc<FlowRunParams>,
-    peer: Rc<RefCell<Peer>>,
+    pub(crate) peer: Rc<RefCell<Peer>>,
 }
 
 impl RunContext {
     pub(crate) fn new(params: FlowRunParams, peer: Rc<RefCell<Peer>>) -> Self {
+        peer.borrow_mut().hold_granted(&params.channels);
         RunContext {
             params: Rc::new(params),
             peer,
@@ -192,14 +193,20 @@ fn check_refs(refs: &BTreeMap<String, String>) -> Result<(), OperationError> {
     }
 }
 
-fn child_result(r: Result<Value, OperationError>) -> Result<RunResult, OperationError> {
+fn child_result(
+    r: Result<Value, OperationError>,
+    _: &Rc<RefCell<Peer>>,
+) -> Result<RunResult, OperationError> {
     let v = r?;
     // The peer validated the shape before settling the call.
     RunResult::from_value(&v)
         .map_err(|e| OperationError::new(ErrorCode::InvalidResult, e.to_string()))
 }
 
-fn capability_result(r: Result<Value, OperationError>) -> Result<Value, CallError> {
+fn capability_result(
+    r: Result<Value, OperationError>,
+    _: &Rc<RefCell<Peer>>,
+) -> Result<Value, CallError> {
     let v = r?;
     match CapabilityResult::from_value(&v) {
         Ok(CapabilityResult::Value(v)) => Ok(v),
@@ -215,6 +222,9 @@ fn capability_result(r: Result<Value, OperationError>) -> Result<Value, CallErro
 pub type ChildFlowCall = Call<Result<RunResult, OperationError>>;
 /// The future of `call_capability`.
 pub type CapabilityCallFuture = Call<Result<Value, CallError>>;
+
+/// Turns a settled wire outcome into the call's output.
+pub(crate) type Finish<O> = fn(Result<Value, OperationError>, &Rc<RefCell<Peer>>) -> O;
 
 enum CallState<O> {
     Ready(Option<O>),
@@ -232,23 +242,42 @@ enum CallState<O> {
 pub struct Call<O> {
     peer: Rc<RefCell<Peer>>,
     state: CallState<O>,
-    finish: fn(Result<Value, OperationError>) -> O,
+    finish: Finish<O>,
 }
 
 impl<O> Call<O> {
-    fn start(
+    pub(crate) fn start(
         peer: &Rc<RefCell<Peer>>,
         request: Result<(Method, Value), OperationError>,
-        finish: fn(Result<Value, OperationError>) -> O,
+        finish: Finish<O>,
     ) -> Self {
-        let state = match request.and_then(|(m, p)| peer.borrow_mut().admit(m, p)) {
+        let admitted = request.and_then(|(m, p)| peer.borrow_mut().admit(m, p));
+        Call::from_admission(peer, admitted, finish)
+    }
+
+    /// A call for an already made admission decision.
+    pub(crate) fn from_admission(
+        peer: &Rc<RefCell<Peer>>,
+        admitted: Result<u64, OperationError>,
+        finish: Finish<O>,
+    ) -> Self {
+        let state = match admitted {
             Ok(key) => CallState::Live(key),
-            Err(e) => CallState::Ready(Some(finish(Err(e)))),
+            Err(e) => CallState::Ready(Some(finish(Err(e), peer))),
         };
         Call {
             peer: peer.clone(),
             state,
             finish,
+        }
+    }
+
+    /// A call that is already settled locally; nothing reaches the wire.
+    pub(crate) fn ready(peer: &Rc<RefCell<Peer>>, out: O) -> Self {
+        Call {
+            peer: peer.clone(),
+            state: CallState::Ready(Some(out)),
+            finish: |_, _| unreachable!("a ready call is never finished again"),
         }
     }
 
@@ -260,10 +289,10 @@ impl<O> Call<O> {
         if let CallState::Live(key) = self.state {
             let settled = self.peer.borrow_mut().poll_settled(key);
             let out = match settled {
-                Some(r) => (self.finish)(r),
+                Some(r) => (self.finish)(r, &self.peer),
                 None => {
                     self.peer.borrow_mut().cancel_call(key);
-                    (self.finish)(Err(OperationError::cancelled()))
+                    (self.finish)(Err(OperationError::cancelled()), &self.peer)
                 }
             };
             self.state = CallState::Ready(Some(out));
@@ -290,7 +319,7 @@ impl<O> Future for Call<O> {
                 match polled {
                     Poll::Ready(r) => {
                         this.state = CallState::Ready(None);
-                        Poll::Ready((this.finish)(r))
+                        Poll::Ready((this.finish)(r, &this.peer))
                     }
                     Poll::Pending => Poll::Pending,
                 }

@@ -20,17 +20,24 @@
 //! }
 //! ```
 
+mod channel;
 mod context;
 mod error;
 mod peer;
 mod run;
 mod stdio;
 
+pub use channel::{
+    Channel, ChannelBroadcast, ChannelOptions, ChannelPair, ChannelReceiver, ChannelSender,
+};
 pub use context::{
     Call, Cancelled, CapabilityCall, CapabilityCallFuture, ChildFlowCall, ChildFlowRequest,
     RunContext,
 };
 pub use error::{CallError, CapabilityError, HandlerError, OperationError};
 pub use flow::json::Value;
-pub use flow::wire::{Access, Attachment, ChannelGrant, ErrorCode, RunResult};
+pub use flow::wire::{
+    Access, Attachment, ChannelContractIdentity, ChannelGrant, Delivery, ErrorCode, ReleaseStatus,
+    RunResult,
+};
 pub use run::{handle, serve, EXIT_ANSWERED, EXIT_UNANSWERED};

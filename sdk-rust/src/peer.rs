@@ -9,8 +9,8 @@ use std::task::{Context, Poll, Waker};
 
 use flow::json::Value;
 use flow::wire::{
-    self, CapabilityResult, ErrorCode, Message, Method, RpcError, RunResult, MAX_FRAME_BYTES,
-    MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS,
+    self, CapabilityResult, ChannelDirection, ChannelGrant, ChannelResult, ErrorCode, Message,
+    Method, RpcError, RunResult, MAX_FRAME_BYTES, MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS,
 };
 
 use crate::error::OperationError;
@@ -19,8 +19,38 @@ use crate::error::OperationError;
 /// before it is admitted.
 const LONGEST_TRANSPORT_ID: &str = "component:65536";
 
+/// What the SDK knows about one receive endpoint this invocation holds.
+#[derive(Debug, Clone)]
+pub(crate) struct ReceiverState {
+    /// The sequence the next item must carry.
+    pub(crate) next_sequence: u64,
+    /// Activated receivers must reach end, failure or disposal.
+    pub(crate) activated: bool,
+    /// A `channel/next` is outstanding.
+    pub(crate) reading: bool,
+    pub(crate) ended: bool,
+    /// Sticky terminal failure.
+    pub(crate) failure: Option<OperationError>,
+    /// Released (disposed) locally or on the wire.
+    pub(crate) disposed: bool,
+}
+
+impl ReceiverState {
+    fn finished(&self) -> bool {
+        self.ended || self.failure.is_some() || self.disposed
+    }
+}
+
+/// Whether a request settles an endpoint; such requests may use the
+/// reserved window slot and lifetime IDs.
+fn is_settlement(method: Method) -> bool {
+    matches!(method, Method::ChannelClose | Method::ChannelRelease)
+}
+
 struct CallRecord {
     method: Method,
+    /// The endpoint a `channel/*` request names.
+    endpoint: Option<String>,
     params: Value,
     wire_id: Option<String>,
     response: Option<Result<Value, OperationError>>,
@@ -43,6 +73,10 @@ pub(crate) struct Peer {
     records: BTreeMap<u64, CallRecord>,
     on_wire: BTreeMap<String, u64>,
     queue: VecDeque<u64>,
+    settle_queue: VecDeque<u64>,
+    receivers: BTreeMap<String, ReceiverState>,
+    /// Send endpoints this invocation allocated and has not closed.
+    open_senders: BTreeMap<String, ()>,
     root_cancelled: bool,
     cancel_wakers: Vec<Waker>,
     closed: bool,
@@ -60,6 +94,9 @@ impl Peer {
             records: BTreeMap::new(),
             on_wire: BTreeMap::new(),
             queue: VecDeque::new(),
+            settle_queue: VecDeque::new(),
+            receivers: BTreeMap::new(),
+            open_senders: BTreeMap::new(),
             root_cancelled: false,
             cancel_wakers: Vec::new(),
             closed: false,
@@ -133,7 +170,7 @@ impl Peer {
         if let Some(f) = &self.fatal {
             return Err(f.clone());
         }
-        if self.closed {
+        if self.closed && !is_settlement(method) {
             return Err(OperationError::new(
                 ErrorCode::OwnerClosed,
                 "the root handler has settled; no more calls are admitted",
@@ -142,7 +179,12 @@ impl Peer {
         if self.root_cancelled {
             return Err(OperationError::cancelled());
         }
-        if self.admitted >= MAX_LIFETIME_REQUESTS {
+        let reserve = if is_settlement(method) {
+            0
+        } else {
+            self.settlement_reserve()
+        };
+        if self.admitted + reserve >= MAX_LIFETIME_REQUESTS {
             return Err(OperationError::new(
                 ErrorCode::ResourceExhausted,
                 format!("this channel already carried {MAX_LIFETIME_REQUESTS} requests"),
@@ -165,10 +207,15 @@ impl Peer {
         self.admitted += 1;
         let key = self.next_key;
         self.next_key += 1;
+        let endpoint = params
+            .get("endpoint")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         self.records.insert(
             key,
             CallRecord {
                 method,
+                endpoint,
                 params,
                 wire_id: None,
                 response: None,
@@ -178,9 +225,57 @@ impl Peer {
                 cancel_sent: false,
             },
         );
-        self.queue.push_back(key);
+        if is_settlement(method) {
+            self.settle_queue.push_back(key);
+        } else {
+            self.queue.push_back(key);
+        }
         self.pump();
         Ok(key)
+    }
+
+    /// Lifetime request IDs held back so every allocated endpoint can still
+    /// be closed or released.
+    fn settlement_reserve(&self) -> u64 {
+        let receivers = self.receivers.values().filter(|r| !r.finished()).count();
+        (receivers + self.open_senders.len()) as u64
+    }
+
+    /// Whether any endpoint still needs settlement; then one window slot is
+    /// kept for close/release.
+    fn holds_endpoints(&self) -> bool {
+        self.settlement_reserve() > 0
+    }
+
+    /// The receiver state for an endpoint, if this invocation holds it.
+    pub(crate) fn receiver(&mut self, endpoint: &str) -> Option<&mut ReceiverState> {
+        self.receivers.get_mut(endpoint)
+    }
+
+    /// Records a receive grant this invocation now holds.
+    pub(crate) fn hold_receiver(&mut self, grant: &ChannelGrant, activated: bool) {
+        self.receivers
+            .entry(grant.endpoint.clone())
+            .or_insert(ReceiverState {
+                next_sequence: grant.start_sequence.unwrap_or(1),
+                activated,
+                reading: false,
+                ended: false,
+                failure: None,
+                disposed: false,
+            });
+    }
+
+    /// An activated receiver left unfinished at handler settlement is
+    /// abandonment.
+    pub(crate) fn note_unfinished_receivers(&mut self) {
+        if self
+            .receivers
+            .values()
+            .any(|r| r.activated && !r.finished())
+        {
+            self.abandoned = true;
+        }
     }
 
     /// Moves queued calls onto the wire while the window has room.
@@ -189,7 +284,14 @@ impl Peer {
             && self.fatal.is_none()
             && self.on_wire.len() < MAX_PENDING_REQUESTS
         {
-            let Some(key) = self.queue.pop_front() else {
+            let ordinary_room =
+                self.on_wire.len() + usize::from(self.holds_endpoints()) < MAX_PENDING_REQUESTS;
+            let next = match self.settle_queue.pop_front() {
+                Some(key) => Some(key),
+                None if ordinary_room => self.queue.pop_front(),
+                None => None,
+            };
+            let Some(key) = next else {
                 break;
             };
             let Some(rec) = self.records.get_mut(&key) else {
@@ -270,10 +372,36 @@ impl Peer {
             Some(id) => {
                 rec.detached = true;
                 rec.waker = None;
+                let dispose = (rec.method == Method::ChannelNext)
+                    .then(|| rec.endpoint.clone())
+                    .flatten();
                 if !rec.cancel_sent {
                     rec.cancel_sent = true;
                     self.send(&Message::cancel(id));
                 }
+                // Cancelling an active read disposes its receiver; the read
+                // and the disposal responses are drained as tombstones.
+                if let Some(endpoint) = dispose {
+                    self.dispose_receiver(&endpoint);
+                }
+            }
+        }
+    }
+
+    /// Sends `channel/release` for a receiver once, as a detached request.
+    pub(crate) fn dispose_receiver(&mut self, endpoint: &str) {
+        let Some(r) = self.receivers.get_mut(endpoint) else {
+            return;
+        };
+        if r.disposed {
+            return;
+        }
+        r.disposed = true;
+        let params = serde_json::json!({ "endpoint": endpoint });
+        if let Ok(key) = self.admit(Method::ChannelRelease, params) {
+            if let Some(rec) = self.records.get_mut(&key) {
+                rec.detached = true;
+                rec.cancelled = true;
             }
         }
     }
@@ -334,7 +462,14 @@ impl Peer {
                 let valid = match rec.method {
                     Method::RunChild => RunResult::from_value(&result).map(|_| ()),
                     Method::CapabilityCall => CapabilityResult::from_value(&result).map(|_| ()),
-                    _ => Ok(()),
+                    m => match ChannelResult::from_value(&result) {
+                        Ok(r) if r.fits(m) => Ok(()),
+                        Ok(_) => Err(wire::InvalidParams(format!(
+                            "result shape does not answer {}",
+                            m.as_str()
+                        ))),
+                        Err(e) => Err(e),
+                    },
                 };
                 match valid {
                     Ok(()) => Ok(result),
@@ -361,6 +496,14 @@ impl Peer {
                 }
             },
         };
+        let (method, endpoint) = (rec.method, rec.endpoint.clone());
+        if let Err(reason) = self.track_channel(method, endpoint.as_deref(), &settled) {
+            self.fail(ErrorCode::ProtocolError, format!("{id:?}: {reason}"));
+            return;
+        }
+        let Some(rec) = self.records.get_mut(&key) else {
+            return;
+        };
         if rec.detached {
             self.records.remove(&key);
         } else {
@@ -370,6 +513,83 @@ impl Peer {
             }
         }
         self.pump();
+    }
+}
+
+impl Peer {
+    /// Keeps endpoint state in step with a settled `channel/*` request.
+    fn track_channel(
+        &mut self,
+        method: Method,
+        endpoint: Option<&str>,
+        settled: &Result<Value, OperationError>,
+    ) -> Result<(), String> {
+        let result = match settled {
+            Ok(v) => ChannelResult::from_value(v).ok(),
+            Err(_) => None,
+        };
+        match (method, result) {
+            (Method::ChannelCreate, Some(ChannelResult::Pair { send, receive })) => {
+                self.open_senders.insert(send.endpoint, ());
+                self.hold_receiver(&receive, false);
+            }
+            (Method::ChannelCreate, Some(ChannelResult::Broadcast { send, .. })) => {
+                self.open_senders.insert(send.endpoint, ());
+            }
+            (Method::ChannelSubscribe, Some(ChannelResult::Subscription(grant))) => {
+                // A new broadcast reader is active owned work even if never read.
+                self.hold_receiver(&grant, true);
+            }
+            (Method::ChannelClose, _) => {
+                if let Some(e) = endpoint {
+                    self.open_senders.remove(e);
+                }
+            }
+            (Method::ChannelNext, r) => {
+                let Some(state) = endpoint.and_then(|e| self.receivers.get_mut(e)) else {
+                    return Ok(());
+                };
+                state.reading = false;
+                match (r, settled) {
+                    (Some(ChannelResult::Item { sequence, .. }), _) => {
+                        if sequence != state.next_sequence {
+                            return Err(format!(
+                                "item sequence {sequence}, expected {}",
+                                state.next_sequence
+                            ));
+                        }
+                        state.next_sequence += 1;
+                    }
+                    (Some(ChannelResult::End { last_sequence }), _) => {
+                        if last_sequence + 1 != state.next_sequence {
+                            return Err(format!(
+                                "end at {last_sequence}, expected {}",
+                                state.next_sequence - 1
+                            ));
+                        }
+                        state.ended = true;
+                    }
+                    (_, Err(e)) => state.failure = Some(e.clone()),
+                    _ => {}
+                }
+            }
+            (Method::ChannelRelease, _) => {
+                if let Some(state) = endpoint.and_then(|e| self.receivers.get_mut(e)) {
+                    state.disposed = true;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Receive grants handed in by `flow/run`.
+    pub(crate) fn hold_granted(&mut self, grants: &BTreeMap<String, ChannelGrant>) {
+        for g in grants.values() {
+            if g.direction == ChannelDirection::Receive {
+                self.hold_receiver(g, false);
+            }
+        }
     }
 }
 

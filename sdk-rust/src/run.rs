@@ -93,6 +93,9 @@ where
                     Err(_) => Err(panicked()),
                 };
                 verdict = Some(settled);
+                // Abandonment is captured at handler settlement; later
+                // cleanup does not erase it.
+                peer.borrow_mut().note_unfinished_receivers();
                 // Dropping the handler drops its unfinished calls: each sends
                 // request/cancel once and stays a tombstone until answered.
                 let dropped = task.take();

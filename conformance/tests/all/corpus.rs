@@ -12,6 +12,8 @@ fn run_case(name: &str) {
     let component = match case.target {
         Target::Standard => example("standard"),
         Target::Matrix => example("matrix"),
+        Target::Channels => example("channels"),
+        Target::Broadcast => example("broadcast"),
     };
     if let Err(reason) = (case.run)(&component) {
         panic!("FAIL {name}: {reason}");
@@ -54,4 +56,8 @@ cases! {
     abandoned_call => "abandoned-call",
     one_flow => "one-flow",
     two_effects => "two-effects",
+    channel_direct_drain => "channel-direct-drain",
+    channel_direct_lagged => "channel-direct-lagged",
+    channel_sequence_gap => "channel-sequence-gap",
+    channel_broadcast_late_subscriber => "channel-broadcast-late-subscriber",
 }
