@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod config;
 pub mod exec;
+pub mod files;
 pub mod plan;
 pub mod providers;
 pub mod sandbox;

@@ -97,14 +97,21 @@ pub fn capture(request: &Request, base: &Path) -> Result<Captured, FilesError> {
 }
 
 /// Filesystems whose semantics capture and publication rely on.
-fn supported_filesystem(fd: &OwnedFd) -> Result<(), String> {
+pub(crate) fn supported_filesystem(fd: &OwnedFd) -> Result<(), String> {
     use nix::sys::statfs::{
         fstatfs, BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC,
     };
     let kind = fstatfs(fd)
         .map_err(|e| format!("cannot inspect its filesystem: {e}"))?
         .filesystem_type();
-    if [EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, BTRFS_SUPER_MAGIC, TMPFS_MAGIC].contains(&kind) {
+    if [
+        EXT4_SUPER_MAGIC,
+        XFS_SUPER_MAGIC,
+        BTRFS_SUPER_MAGIC,
+        TMPFS_MAGIC,
+    ]
+    .contains(&kind)
+    {
         Ok(())
     } else {
         Err(format!(
@@ -208,7 +215,11 @@ fn walk(
                 "more than {MAX_ENTRIES} entries; select exact files with --select"
             ));
         }
-        let at = if prefix.is_empty() { "the root" } else { prefix };
+        let at = if prefix.is_empty() {
+            "the root"
+        } else {
+            prefix
+        };
         names.push(utf8_name(&entry.file_name(), &quote(at))?);
     }
     names.sort();
@@ -235,12 +246,24 @@ fn walk(
         }
     }
     let after = fstat(dir).map_err(|e| e.to_string())?;
-    if (after.st_mtime, after.st_mtime_nsec, after.st_ctime, after.st_ctime_nsec)
-        != (before.st_mtime, before.st_mtime_nsec, before.st_ctime, before.st_ctime_nsec)
-    {
+    if (
+        after.st_mtime,
+        after.st_mtime_nsec,
+        after.st_ctime,
+        after.st_ctime_nsec,
+    ) != (
+        before.st_mtime,
+        before.st_mtime_nsec,
+        before.st_ctime,
+        before.st_ctime_nsec,
+    ) {
         return Err(format!(
             "{} changed while it was captured",
-            quote(if prefix.is_empty() { "the root" } else { prefix })
+            quote(if prefix.is_empty() {
+                "the root"
+            } else {
+                prefix
+            })
         ));
     }
     Ok(())
@@ -328,8 +351,17 @@ fn read_file(
     let after = fstat(&file).map_err(|e| format!("{shown}: {e}"))?;
     if bytes.len() as u64 != size
         || after.st_size != before.st_size
-        || (after.st_mtime, after.st_mtime_nsec, after.st_ctime, after.st_ctime_nsec)
-            != (before.st_mtime, before.st_mtime_nsec, before.st_ctime, before.st_ctime_nsec)
+        || (
+            after.st_mtime,
+            after.st_mtime_nsec,
+            after.st_ctime,
+            after.st_ctime_nsec,
+        ) != (
+            before.st_mtime,
+            before.st_mtime_nsec,
+            before.st_ctime,
+            before.st_ctime_nsec,
+        )
         || after.st_nlink != 1
     {
         return Err(format!("{shown} changed while it was captured"));
@@ -462,7 +494,10 @@ mod tests {
         std::fs::create_dir_all(dir.path().join(&at)).unwrap();
         std::fs::write(dir.path().join(&at).join("f"), b"deep").unwrap();
         let captured = capture(&request(dir.path(), &[]), Path::new("/")).unwrap();
-        assert_eq!(captured.roots["source"].files[0].path.split('/').count(), 16);
+        assert_eq!(
+            captured.roots["source"].files[0].path.split('/').count(),
+            16
+        );
         std::fs::create_dir(dir.path().join(&at).join("e")).unwrap();
         assert!(error(dir.path(), &[]).contains("deeper than 16"));
     }

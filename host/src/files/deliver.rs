@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use flow::json::Value;
@@ -14,8 +14,8 @@ use nix::sys::stat::{fstatat, Mode};
 
 use super::capture::fd_path;
 use super::{
-    check_relative, is_protected, quote, sha256_hex, utf8_name, Captured, CapturedFile,
-    FilesError, MAX_COMPONENTS, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
+    check_relative, is_protected, quote, sha256_hex, utf8_name, Captured, CapturedFile, FilesError,
+    MAX_COMPONENTS, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
 };
 
 /// A delivered file: same shape as a captured one.
@@ -123,7 +123,11 @@ fn read_output_dir(
             return Err(format!("has {}, which is not a regular file", quote(&rel)));
         }
         if meta.nlink() != 1 {
-            return Err(format!("has {} with {} hard links", quote(&rel), meta.nlink()));
+            return Err(format!(
+                "has {} with {} hard links",
+                quote(&rel),
+                meta.nlink()
+            ));
         }
         if files.len() >= MAX_OUTPUT_FILES {
             return Err(format!("has more than {MAX_OUTPUT_FILES} files"));
@@ -134,7 +138,10 @@ fn read_output_dir(
         }
         let content = std::fs::read(&path).map_err(|e| e.to_string())?;
         if content.len() as u64 != meta.len() {
-            return Err(format!("has {}, which changed while it was read", quote(&rel)));
+            return Err(format!(
+                "has {}, which changed while it was read",
+                quote(&rel)
+            ));
         }
         files.push(OutputFile {
             path: rel,
@@ -267,7 +274,8 @@ pub fn publish(
 
 fn write_packet(staging: &Path, files: &[OutputFile], result: &Value) -> Result<(), FilesError> {
     let fail = |e: std::io::Error| FilesError::delivery(format!("cannot write the packet: {e}"));
-    let dirs = std::fs::DirBuilder::new().mode(0o700).clone();
+    let mut dirs = std::fs::DirBuilder::new();
+    dirs.mode(0o700);
     let root = staging.join("files");
     dirs.create(&root).map_err(fail)?;
     for file in files {
@@ -337,9 +345,19 @@ mod tests {
         assert_eq!(mode("files/top"), 0o600);
         assert_eq!(mode("result.json"), 0o600);
         assert_eq!(std::fs::read(out.join("files/a/b.txt")).unwrap(), b"hi");
-        assert_eq!(std::fs::read(out.join("result.json")).unwrap(), b"{\"k\":1}\n");
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("packet")], "no staging left");
+        assert_eq!(
+            std::fs::read(out.join("result.json")).unwrap(),
+            b"{\"k\":1}\n"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("packet")],
+            "no staging left"
+        );
     }
 
     #[test]
@@ -352,7 +370,11 @@ mod tests {
         let err = publish(&destination, &[file("x", b"x")], &json!({})).unwrap_err();
         assert_eq!(err.code, "JIG_OUTPUT_EXISTS");
         assert_eq!(std::fs::read(out.join("mine")).unwrap(), b"keep");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no staging left");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no staging left"
+        );
     }
 
     #[test]
@@ -361,9 +383,15 @@ mod tests {
         std::fs::create_dir(dir.path().join("exists")).unwrap();
         let code = |p: PathBuf, roots: &[PathBuf]| prepare_destination(&p, roots).unwrap_err().code;
         assert_eq!(code(dir.path().join("exists"), &[]), "JIG_OUTPUT_EXISTS");
-        assert_eq!(code(dir.path().join("no/such/parent"), &[]), "JIG_OUTPUT_INVALID");
+        assert_eq!(
+            code(dir.path().join("no/such/parent"), &[]),
+            "JIG_OUTPUT_INVALID"
+        );
         assert_eq!(code(dir.path().join(".jig"), &[]), "JIG_OUTPUT_INVALID");
-        assert_eq!(code(PathBuf::from("/proc/jig-out"), &[]), "JIG_OUTPUT_INVALID");
+        assert_eq!(
+            code(PathBuf::from("/proc/jig-out"), &[]),
+            "JIG_OUTPUT_INVALID"
+        );
         assert_eq!(
             code(dir.path().join("exists/new"), &[dir.path().join("exists")]),
             "JIG_OUTPUT_INVALID"
@@ -379,14 +407,22 @@ mod tests {
         std::fs::create_dir(source.path().join("d")).unwrap();
         std::fs::write(source.path().join("d/f"), b"bytes").unwrap();
         let mut request = super::super::Request::default();
-        request.roots.insert("source".into(), (source.path().to_path_buf(), vec![]));
+        request
+            .roots
+            .insert("source".into(), (source.path().to_path_buf(), vec![]));
         let captured = super::super::capture(&request, Path::new("/")).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let sealed = seal(&captured, dir.path()).unwrap();
         let top = &sealed["source"];
         assert_eq!(std::fs::read(top.join("d/f")).unwrap(), b"bytes");
-        assert_eq!(std::fs::metadata(top.join("d")).unwrap().mode() & 0o777, 0o555);
-        assert_eq!(std::fs::metadata(top.join("d/f")).unwrap().mode() & 0o777, 0o444);
+        assert_eq!(
+            std::fs::metadata(top.join("d")).unwrap().mode() & 0o777,
+            0o555
+        );
+        assert_eq!(
+            std::fs::metadata(top.join("d/f")).unwrap().mode() & 0o777,
+            0o444
+        );
         remove_tree(dir.path()).unwrap();
         assert!(!dir.path().exists());
     }
@@ -409,7 +445,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = std::fs::File::create(dir.path().join("sparse")).unwrap();
         f.set_len(MAX_OUTPUT_BYTES).unwrap();
-        assert_eq!(read_output(dir.path()).unwrap()[0].bytes.len() as u64, MAX_OUTPUT_BYTES);
+        assert_eq!(
+            read_output(dir.path()).unwrap()[0].bytes.len() as u64,
+            MAX_OUTPUT_BYTES
+        );
         f.set_len(MAX_OUTPUT_BYTES + 1).unwrap();
         let err = read_output(dir.path()).unwrap_err();
         assert!(err.message.contains("more than 16777216 bytes"), "{err}");
@@ -419,10 +458,16 @@ mod tests {
     fn output_links_and_special_files_reject_delivery() {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
-        assert!(read_output(dir.path()).unwrap_err().message.contains("not a regular file"));
+        assert!(read_output(dir.path())
+            .unwrap_err()
+            .message
+            .contains("not a regular file"));
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a"), b"").unwrap();
         std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
-        assert!(read_output(dir.path()).unwrap_err().message.contains("hard links"));
+        assert!(read_output(dir.path())
+            .unwrap_err()
+            .message
+            .contains("hard links"));
     }
 }

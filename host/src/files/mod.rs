@@ -9,7 +9,7 @@
 mod capture;
 mod deliver;
 
-pub use capture::{capture, open_root, CapturedFile, CapturedRoot, Captured};
+pub use capture::{capture, open_root, Captured, CapturedFile, CapturedRoot};
 pub use deliver::{
     prepare_destination, publish, read_output, remove_tree, seal, Destination, OutputFile,
 };
@@ -87,7 +87,10 @@ impl Request {
         for arg in attach {
             let (name, dir) = split_mapping(arg, "--attach", "NAME=DIR")?;
             if roots
-                .insert(name.to_string(), (std::path::PathBuf::from(dir), Vec::new()))
+                .insert(
+                    name.to_string(),
+                    (std::path::PathBuf::from(dir), Vec::new()),
+                )
                 .is_some()
             {
                 return Err(FilesError::invalid(format!(
@@ -156,7 +159,9 @@ pub fn check_relative(path: &str) -> Result<(), String> {
         }
     }
     if count > MAX_COMPONENTS {
-        return Err(format!("the path has more than {MAX_COMPONENTS} components"));
+        return Err(format!(
+            "the path has more than {MAX_COMPONENTS} components"
+        ));
     }
     if !unicode_normalization::is_nfc(path) {
         return Err("the path is not in Unicode NFC".into());
@@ -241,7 +246,8 @@ mod tests {
 
     #[test]
     fn malformed_duplicate_and_orphan_mappings_are_refused() {
-        let code = |a: &[&str], s: &[&str]| Request::parse(&strings(a), &strings(s)).unwrap_err().code;
+        let code =
+            |a: &[&str], s: &[&str]| Request::parse(&strings(a), &strings(s)).unwrap_err().code;
         assert_eq!(code(&["source"], &[]), "JIG_RUN_FILES_INVALID");
         assert_eq!(code(&["source="], &[]), "JIG_RUN_FILES_INVALID");
         assert_eq!(code(&["bad name=x"], &[]), "JIG_RUN_FILES_INVALID");
@@ -269,7 +275,14 @@ mod tests {
 
     #[test]
     fn protected_paths() {
-        for p in ["/proc/self", "/sys", "/dev/shm/x", "/run/user", "/p/.jig/runs", ".jig"] {
+        for p in [
+            "/proc/self",
+            "/sys",
+            "/dev/shm/x",
+            "/run/user",
+            "/p/.jig/runs",
+            ".jig",
+        ] {
             assert!(is_protected(std::path::Path::new(p)), "{p}");
         }
         for p in ["/home/ada/run", "/tmp/proc", "/p/jig", "/p/x.jig"] {
@@ -282,7 +295,10 @@ mod tests {
         let mut files = BTreeMap::new();
         files.insert(
             "b".to_string(),
-            vec![("z".to_string(), 1, "h1".to_string()), ("a".to_string(), 0, "h0".to_string())],
+            vec![
+                ("z".to_string(), 1, "h1".to_string()),
+                ("a".to_string(), 0, "h0".to_string()),
+            ],
         );
         assert_eq!(
             flow::json::canonical_string(&manifest_value(&files)),

@@ -222,3 +222,45 @@ fn invalid_package_metadata_rejects_the_whole_candidate() {
     assert!(!dir.path().join("jig.lock").exists());
     assert!(!dir.path().join(".jig/admission/current").exists());
 }
+
+/// Run `jig review` on a pseudo-terminal (util-linux `script`), answering `answer`.
+fn review_on_a_terminal(dir: &Path, answer: &str) -> Run {
+    use std::io::Write;
+    let command = format!("{} review", env!("CARGO_BIN_EXE_jig"));
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join(".test-config-home"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    output(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_terminal_asks_and_only_yes_admits() {
+    let declined = hello_project();
+    let run = review_on_a_terminal(declined.path(), "n\n");
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("Approve this exact revision for execution? [y/N] "),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("JIG_CHANGES_DECLINED: "), "{run:?}");
+    assert!(!declined.path().join("jig.lock").exists());
+
+    let approved = hello_project();
+    let run = review_on_a_terminal(approved.path(), "YES\n");
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(run.stdout.contains("project is ready"), "{run:?}");
+    assert_eq!(greeting_of(approved.path()), "Hello");
+}
