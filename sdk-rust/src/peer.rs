@@ -703,4 +703,28 @@ mod tests {
             "a late response to a tombstone is not unknown"
         );
     }
+
+    #[test]
+    fn held_endpoints_keep_one_window_slot_for_settlement() {
+        let sink = Sink::default();
+        let mut peer = Peer::new(Box::new(sink.clone()));
+        peer.admit(Method::ChannelCreate, serde_json::json!({}))
+            .unwrap();
+        peer.on_response(
+            Some("component:1"),
+            Ok(serde_json::json!({
+                "send": {"endpoint": "w", "direction": "send", "delivery": "direct"},
+                "receive": {"endpoint": "r", "direction": "receive", "delivery": "direct", "startSequence": 1}
+            })),
+        );
+        for i in 0..MAX_PENDING_REQUESTS {
+            peer.admit(Method::CapabilityCall, params(i)).unwrap();
+        }
+        assert_eq!(peer.on_wire(), MAX_PENDING_REQUESTS - 1);
+        peer.admit(Method::ChannelClose, serde_json::json!({"endpoint": "w"}))
+            .unwrap();
+        assert_eq!(peer.on_wire(), MAX_PENDING_REQUESTS);
+        let last = sent(&sink).pop().unwrap();
+        assert!(matches!(last, Message::Request { method, .. } if method == "channel/close"));
+    }
 }

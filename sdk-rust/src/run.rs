@@ -795,4 +795,104 @@ mod tests {
         assert_eq!(status, EXIT_ANSWERED);
         assert_eq!(error_code(out.last().unwrap()), "CANCELLED");
     }
+
+    fn pair_result() -> Value {
+        json!({
+            "send": {"endpoint": "w", "direction": "send", "delivery": "direct"},
+            "receive": {"endpoint": "r", "direction": "receive", "delivery": "direct", "startSequence": 1}
+        })
+    }
+
+    #[test]
+    fn an_activated_receiver_left_unfinished_refuses_success() {
+        async fn read_one(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
+            let first = pair.receiver.next().await?;
+            Ok(RunResult::done(json!(first)))
+        }
+        let input = script(&[
+            root(Value::Null),
+            ok("component:1", pair_result()),
+            ok(
+                "component:2",
+                json!({"item": {"sequence": 1, "value": "a"}}),
+            ),
+        ]);
+        let (status, out) = exchange(input, read_one);
+        assert_eq!(status, EXIT_ANSWERED);
+        assert_eq!(out.len(), 3);
+        assert_eq!(error_code(&out[2]), "EXECUTION_FAILED");
+    }
+
+    #[test]
+    fn a_released_or_drained_receiver_allows_success() {
+        async fn read_then_release(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
+            let first = pair.receiver.next().await?;
+            let status = pair.receiver.release().await?;
+            let after = pair.receiver.next().await.unwrap_err().code;
+            Ok(RunResult::done(json!([
+                first,
+                format!("{status:?}"),
+                after.as_str()
+            ])))
+        }
+        let input = script(&[
+            root(Value::Null),
+            ok("component:1", pair_result()),
+            ok(
+                "component:2",
+                json!({"item": {"sequence": 1, "value": "a"}}),
+            ),
+            ok("component:3", json!({"status": "released"})),
+        ]);
+        let (status, out) = exchange(input, read_then_release);
+        assert_eq!(status, EXIT_ANSWERED);
+        assert_eq!(
+            out[3]["result"]["output"],
+            json!(["a", "Released", "DISCONNECTED"])
+        );
+    }
+
+    #[test]
+    fn an_unread_broadcast_subscription_is_owned_work() {
+        async fn subscribe_only(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            let b = ctx
+                .channel(crate::ChannelOptions {
+                    delivery: Some(crate::Delivery::Broadcast),
+                    ..Default::default()
+                })
+                .await?
+                .into_broadcast()
+                .unwrap();
+            let _reader = b.subscribe().await?;
+            Ok(RunResult::done(Value::Null))
+        }
+        let input = script(&[
+            root(Value::Null),
+            ok(
+                "component:1",
+                json!({"send": {"endpoint": "w", "direction": "send", "delivery": "broadcast"}, "source": "s"}),
+            ),
+            ok(
+                "component:2",
+                json!({"endpoint": "r", "direction": "receive", "delivery": "broadcast", "startSequence": 4}),
+            ),
+        ]);
+        let (_, out) = exchange(input, subscribe_only);
+        assert_eq!(out[1]["params"], json!({"source": "s"}));
+        assert_eq!(error_code(&out[2]), "EXECUTION_FAILED");
+    }
+
+    #[test]
+    fn a_wrong_channel_result_shape_is_fatal() {
+        async fn create(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            ctx.channel(Default::default()).await?;
+            Ok(RunResult::done(Value::Null))
+        }
+        let input = script(&[root(Value::Null), ok("component:1", Value::Null)]);
+        let (status, out) = exchange(input, create);
+        assert_eq!(status, EXIT_UNANSWERED);
+        assert_eq!(out.len(), 1);
+    }
 }
