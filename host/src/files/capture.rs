@@ -136,10 +136,10 @@ pub fn open_root(path: &Path) -> Result<(OwnedFd, PathBuf, FileStat), String> {
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| match e {
-        nix::errno::Errno::ELOOP => format!("{shown} is a symbolic link"),
-        nix::errno::Errno::ENOTDIR => format!("{shown} is not a directory"),
-        e => format!("cannot open {shown}: {e}"),
+    .map_err(|e| match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => format!("{shown} is a symbolic link"),
+        Ok(m) if !m.is_dir() => format!("{shown} is not a directory"),
+        _ => format!("cannot open {shown}: {e}"),
     })?;
     let real = fd_path(&fd)?;
     if is_protected(&real) {
@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn protected_roots_are_refused() {
-        assert!(error(Path::new("/proc/self"), &[]).contains("protected"));
+        assert!(error(Path::new("/proc"), &[]).contains("protected"));
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".jig/runs")).unwrap();
         assert!(error(&dir.path().join(".jig"), &[]).contains("protected"));
