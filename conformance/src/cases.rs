@@ -45,6 +45,11 @@ pub const CASES: &[Case] = &[
         run: frame_bounds,
     },
     Case {
+        name: "structured-params",
+        target: Target::Standard,
+        run: structured_params,
+    },
+    Case {
         name: "golden-conversation",
         target: Target::Standard,
         run: golden_conversation,
@@ -543,6 +548,46 @@ fn frame_bounds(c: &Component) -> Step<()> {
     let mut s = Session::spawn(c)?;
     let _ = s.send_raw(&padded(MAX_FRAME_BYTES + 1)?);
     s.expect_closed().map_err(|e| format!("limit + 1: {e}"))?;
+
+    // Depth: the frame object is 1, params 2, so an input of depth
+    // MAX_DEPTH - 2 reaches the limit exactly.
+    let nested = |depth: usize| (1..depth).fold(json!([]), |v, _| json!([v]));
+    let at_limit = nested(flow::json::MAX_DEPTH - 2);
+    let mut s = Session::spawn(c)?;
+    s.send_root(at_limit.clone())?;
+    serve_standard(&mut s, &at_limit).map_err(|e| format!("depth at limit: {e}"))?;
+    s.finish_clean()?;
+
+    let mut s = Session::spawn(c)?;
+    s.send_root(nested(flow::json::MAX_DEPTH - 1))?;
+    let id = s
+        .expect_standard_error(-32700)
+        .map_err(|e| format!("depth limit + 1: {e}"))?;
+    ensure(id.is_none(), || format!("depth limit + 1: reply id {id:?}"))?;
+    s.expect_closed()
+        .map_err(|e| format!("depth limit + 1: {e}"))?;
+    Ok(())
+}
+
+/// `params` must be an object or array (else the envelope is invalid);
+/// an array is a valid envelope but invalid `flow/run` params.
+fn structured_params(c: &Component) -> Step<()> {
+    for (params, code) in [
+        (Value::Null, -32600),
+        (json!(1), -32600),
+        (json!([]), -32602),
+    ] {
+        let mut s = Session::spawn(c)?;
+        s.send(&json!({"jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": params}))?;
+        let id = s
+            .expect_standard_error(code)
+            .map_err(|e| format!("params {params}: {e}"))?;
+        ensure(id.is_none() || id.as_deref() == Some("host:1"), || {
+            format!("params {params}: reply id {id:?}")
+        })?;
+        s.expect_closed()
+            .map_err(|e| format!("params {params}: {e}"))?;
+    }
     Ok(())
 }
 

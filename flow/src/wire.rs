@@ -465,6 +465,14 @@ impl Message {
         }
     }
 
+    /// A success response.
+    pub fn success(id: impl Into<String>, result: Value) -> Self {
+        Message::Success {
+            id: id.into(),
+            result,
+        }
+    }
+
     /// A failure response.
     pub fn failure(id: Option<String>, error: RpcError) -> Self {
         Message::Failure { id, error }

@@ -37,6 +37,7 @@ macro_rules! cases {
 cases! {
     json_framing_fixtures => "json-framing-fixtures",
     json_depth_and_frame_bounds => "json-depth-and-frame-bounds",
+    structured_params => "structured-params",
     golden_conversation => "golden-conversation",
     direction_and_request_form => "direction-and-request-form",
     invalid_root_params => "invalid-root-params",
