@@ -5,6 +5,7 @@
 mod doctor;
 mod exec;
 mod exit;
+mod run;
 
 pub use exit::{exit_code, CliError};
 
@@ -21,7 +22,7 @@ use crate::config::HostConfig;
 use crate::exec::{Executor, Failure, Invocation, Success, TargetRef};
 use crate::plan;
 use crate::providers::ProviderSet;
-use crate::state::{self, ProjectState, Submission};
+use crate::state::{self, ProjectState};
 
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,6 +84,15 @@ enum Command {
         /// Print the terminal as one JSON line even on a terminal.
         #[arg(long)]
         json: bool,
+        /// Give read attachment NAME the files of DIR (repeatable).
+        #[arg(long = "attach", value_name = "NAME=DIR")]
+        attach: Vec<String>,
+        /// Capture only FILE (relative to NAME's DIR) instead of the whole tree (repeatable).
+        #[arg(long = "select", value_name = "NAME=FILE")]
+        select: Vec<String>,
+        /// Publish the packet (delivered files and result.json) as the new directory DIR.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Run one package directory directly, for local testing of your own
     /// code (admits nothing).
@@ -155,15 +165,21 @@ pub fn main() -> u8 {
             timeout,
             key,
             json,
-        } => run(
-            &base,
-            cli.config.as_deref(),
-            &target,
-            input.as_deref(),
-            timeout.as_deref(),
-            key.as_deref(),
+            attach,
+            select,
+            out,
+        } => run::run(run::RunArgs {
+            dir: &base,
+            config: cli.config.as_deref(),
+            target: &target,
+            input: input.as_deref(),
+            timeout: timeout.as_deref(),
+            key: key.as_deref(),
             json,
-        ),
+            attach: &attach,
+            select: &select,
+            out: out.as_deref(),
+        }),
         Command::Runs { action } => runs(&base, action),
         Command::Exec {
             package,
@@ -380,114 +396,6 @@ pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
     flow::json::parse(&bytes).map_err(|e| invalid(format!("the input is not JSON/1: {e}")))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
-    dir: &Path,
-    config: Option<&Path>,
-    target: &str,
-    input: Option<&str>,
-    timeout: Option<&str>,
-    key: Option<&str>,
-    json_output: bool,
-) -> Result<u8, CliError> {
-    let target_ref = TargetRef::parse(target).ok_or_else(|| {
-        CliError::new(
-            "JIG_RUN_TARGET_INVALID",
-            format!("{target:?} is not flow:<path> or binding:<id>"),
-        )
-    })?;
-    let timeout = match timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(text) => parse_timeout(text).ok_or_else(|| {
-            CliError::new(
-                "JIG_RUN_TIMEOUT_INVALID",
-                format!("{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"),
-            )
-        })?,
-    };
-    if key.is_some_and(|k| k.is_empty() || k.len() > 128) {
-        return Err(CliError::new(
-            "INVALID_REQUEST",
-            "--key must be 1 to 128 bytes",
-        ));
-    }
-    let input = read_input(input, dir)?;
-    let root = project_root(dir)?;
-    let config = load_config(config)?;
-    let state = ProjectState::acquire(&root).map_err(state_error)?;
-    let runs = state.runs();
-    runs.fence_lost()
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let Some(generation) = state.current().map_err(state_error)? else {
-        return Err(CliError::new(
-            "ADMISSION_MISSING",
-            "the project has no usable reviewed revision; complete jig review before running",
-        ));
-    };
-    if !Executor::is_target(&generation.plan, &target_ref) {
-        let targets = Executor::targets(&generation.plan);
-        return Err(CliError::new(
-            "JIG_RUN_TARGET_INVALID",
-            format!(
-                "{target_ref} is not an admitted target; admitted: {}",
-                if targets.is_empty() {
-                    "none".into()
-                } else {
-                    targets.join(", ")
-                }
-            ),
-        ));
-    }
-    let input_digest = state::sha256_digest(&flow::json::canonical(&input));
-    let content = json!({
-        "target": target_ref.to_string(),
-        "inputDigest": input_digest,
-        "generation": generation.number,
-        "timeoutMs": timeout.as_millis() as u64,
-    });
-    let mut record = match runs
-        .submit(key, content)
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?
-    {
-        Submission::Existing(record) => {
-            let terminal = record
-                .terminal()
-                .cloned()
-                .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
-            return Ok(print_terminal(&terminal, json_output));
-        }
-        Submission::New(record) => record,
-    };
-    let work_root = state.run_dir(&record.id).map_err(state_error)?;
-    let python_sdk = work_root.join("python");
-    write_python_sdk(&python_sdk)
-        .map_err(|e| CliError::new("INTERNAL", format!("cannot stage the Python SDK: {e}")))?;
-    let executor = Arc::new(Executor::new(
-        state.store(),
-        work_root.join("runs"),
-        generation.plan.clone(),
-        Arc::new(ProviderSet::new(config.providers.clone())),
-        crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
-        python_sdk,
-    ));
-    let (result, interrupted) = run_invocation(&executor, target_ref.clone(), input, timeout)?;
-    let cleanup = std::fs::remove_dir_all(&work_root);
-    let mut terminal = terminal_value(&result);
-    terminal["runId"] = json!(record.id);
-    runs.settle(&mut record, terminal.clone())
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let status = print_terminal(&terminal, json_output);
-    if let Err(e) = cleanup {
-        eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
-        return Ok(2);
-    }
-    if interrupted {
-        eprintln!("JIG_COMMAND_INTERRUPTED: the Run was interrupted");
-        return Ok(2);
-    }
-    Ok(status)
-}
-
 /// Run one invocation on a fresh runtime; SIGINT or SIGTERM cancels it.
 /// Returns the result and whether the command was interrupted.
 fn run_invocation(
@@ -495,6 +403,18 @@ fn run_invocation(
     target: TargetRef,
     input: Value,
     timeout: Duration,
+) -> Result<(Result<Success, Failure>, bool), CliError> {
+    run_invocation_with(executor, target, input, timeout, Vec::new())
+}
+
+/// [`run_invocation`] for a root Run with attachments; shows elapsed time
+/// on a terminal stderr.
+fn run_invocation_with(
+    executor: &Arc<Executor>,
+    target: TargetRef,
+    input: Value,
+    timeout: Duration,
+    attachments: Vec<crate::exec::AttachmentGrant>,
 ) -> Result<(Result<Success, Failure>, bool), CliError> {
     let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -511,7 +431,18 @@ fn run_invocation(
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         };
-        let run = executor.run(Invocation { target, input, deadline_unix_ms, cancel: cancel_rx });
+        let ticker = run::spawn_ticker();
+        let run = executor.run(Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments });
+        let run = async move {
+            let result = run.await;
+            if let Some((task, plain)) = ticker {
+                task.abort();
+                if !plain {
+                    eprint!("\r\x1b[K");
+                }
+            }
+            result
+        };
         tokio::pin!(run);
         let mut interrupted = false;
         tokio::pin!(interrupt);

@@ -138,6 +138,27 @@ pub struct Invocation {
     pub input: Value,
     pub deadline_unix_ms: u64,
     pub cancel: watch::Receiver<bool>,
+    /// The root Run's attachments (children always get none).
+    pub attachments: Vec<AttachmentGrant>,
+}
+
+/// One attachment a root Run is given: a private host directory (sealed
+/// read-only captured bytes, or the empty writable attachment).
+#[derive(Debug, Clone)]
+pub struct AttachmentGrant {
+    pub name: String,
+    pub host: PathBuf,
+    pub writable: bool,
+}
+
+impl AttachmentGrant {
+    fn access(&self) -> flow::wire::Access {
+        if self.writable {
+            flow::wire::Access::ReadWrite
+        } else {
+            flow::wire::Access::Read
+        }
+    }
 }
 
 /// A target resolved against the admitted generation.
@@ -372,7 +393,15 @@ impl Executor {
                 .as_object()
                 .cloned()
                 .unwrap_or_default(),
-            attachments: BTreeMap::new(),
+            attachments: invocation
+                .attachments
+                .iter()
+                .map(|a| {
+                    let path = a.host.to_string_lossy().to_string();
+                    let access = a.access();
+                    (a.name.clone(), flow::wire::Attachment { path, access })
+                })
+                .collect(),
             scratch: scratch.to_string_lossy().to_string(),
             deadline_unix_ms: invocation.deadline_unix_ms,
             channels: BTreeMap::new(),
@@ -382,14 +411,23 @@ impl Executor {
             params.scratch = "/scratch".into();
             let bytes = std::fs::read(&entry)
                 .map_err(|e| Failure::new("EXECUTION_FAILED", e.to_string()))?;
-            let launch = wasm::WasmLaunch {
-                bytes,
-                preopens: vec![wasm::Preopen {
-                    host: scratch.to_path_buf(),
-                    guest: "/scratch".into(),
-                    writable: true,
-                }],
-            };
+            let mut preopens = vec![wasm::Preopen {
+                host: scratch.to_path_buf(),
+                guest: "/scratch".into(),
+                writable: true,
+            }];
+            for grant in &invocation.attachments {
+                let guest = format!("/attachments/{}", grant.name);
+                if let Some(a) = params.attachments.get_mut(&grant.name) {
+                    a.path = guest.clone();
+                }
+                preopens.push(wasm::Preopen {
+                    host: grant.host.clone(),
+                    guest,
+                    writable: grant.writable,
+                });
+            }
+            let launch = wasm::WasmLaunch { bytes, preopens };
             let (host_in, guest_in) = tokio::io::duplex(64 * 1024);
             let (guest_out, host_out) = tokio::io::duplex(64 * 1024);
             let (guest_err, host_err) = tokio::io::duplex(64 * 1024);
@@ -413,12 +451,18 @@ impl Executor {
                         "run".into(),
                         "--no-prompt".into(),
                         format!(
-                            "--allow-read={},{}",
+                            "--allow-read={},{}{}",
                             package_dir.display(),
-                            scratch.display()
+                            scratch.display(),
+                            deno_paths(&invocation.attachments, false)
                         )
                         .into(),
-                        format!("--allow-write={}", scratch.display()).into(),
+                        format!(
+                            "--allow-write={}{}",
+                            scratch.display(),
+                            deno_paths(&invocation.attachments, true)
+                        )
+                        .into(),
                         entry.clone().into(),
                     ],
                 ),
@@ -450,7 +494,11 @@ impl Executor {
             package: package_dir.to_path_buf(),
             scratch: scratch.to_path_buf(),
             read_only,
-            attachments: Vec::new(),
+            attachments: invocation
+                .attachments
+                .iter()
+                .map(|a| (a.host.clone(), a.writable))
+                .collect(),
         };
         let mut contained = self.sandbox.spawn(&launch).map_err(|e| {
             Failure::new(
@@ -498,6 +546,15 @@ impl Executor {
         }
         Ok((report, exit, diagnostics))
     }
+}
+
+/// `,path` for each attachment (only the writable ones when `writable`).
+fn deno_paths(attachments: &[AttachmentGrant], writable: bool) -> String {
+    attachments
+        .iter()
+        .filter(|a| a.writable || !writable)
+        .map(|a| format!(",{}", a.host.display()))
+        .collect()
 }
 
 /// How the component process ended.
@@ -727,6 +784,7 @@ impl Services for InvocationServices {
             input: params.input,
             deadline_unix_ms: self.deadline_unix_ms,
             cancel: self.cancel.clone(),
+            attachments: Vec::new(),
         };
         let child = self.executor.run_child(invocation);
         Box::pin(async move {

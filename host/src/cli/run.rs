@@ -1,0 +1,459 @@
+//! `jig run`: resolve an admitted target, capture its attachments, record
+//! the Run before dispatch, execute it, deliver the packet, and print.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::{Access, Package};
+use serde_json::json;
+
+use super::{
+    load_config, parse_timeout, print_terminal, project_root, read_input, run_invocation_with,
+    state_error, terminal_value, write_python_sdk, CliError, DEFAULT_TIMEOUT,
+};
+use crate::exec::{AttachmentGrant, Executor, TargetRef};
+use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
+use crate::providers::ProviderSet;
+use crate::state::{self, ProjectState, Submission};
+
+/// Test-only: when set to a number of milliseconds, the coordinator aborts
+/// itself that long after dispatching the Run, leaving its record pending,
+/// so tests can observe `COORDINATOR_LOST`. Operators have no use for it.
+pub const TEST_ABORT_AFTER_DISPATCH_ENV: &str = "JIG_TEST_ABORT_AFTER_DISPATCH";
+
+/// Everything `jig run` was asked, parsed before any file is read.
+pub struct RunArgs<'a> {
+    pub dir: &'a Path,
+    pub config: Option<&'a Path>,
+    pub target: &'a str,
+    pub input: Option<&'a str>,
+    pub timeout: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub json: bool,
+    pub attach: &'a [String],
+    pub select: &'a [String],
+    pub out: Option<&'a Path>,
+}
+
+fn files_error(e: FilesError) -> CliError {
+    CliError::new(e.code, e.message)
+}
+
+/// The admitted package behind a target: (package path, digest, binding id).
+fn admitted_package(plan: &Value, target: &TargetRef) -> Option<(String, String, Option<String>)> {
+    let lock = &plan["lock"];
+    let (path, binding) = match target {
+        TargetRef::Flow(path) => (path.clone(), None),
+        TargetRef::Binding(id) => (
+            lock["bindings"][id]["packagePath"].as_str()?.to_string(),
+            Some(id.clone()),
+        ),
+    };
+    let digest = lock["packages"][&path]["digest"].as_str()?.to_string();
+    Some((path, digest, binding))
+}
+
+/// Match the request against the declared attachments. Returns the name of
+/// the writable attachment, if one is declared.
+fn check_request(
+    declared: &BTreeMap<String, Access>,
+    request: &Request,
+    out: bool,
+) -> Result<Option<String>, FilesError> {
+    if declared.len() > MAX_ATTACHMENTS {
+        return Err(FilesError::invalid(format!(
+            "the target declares {} attachments; a Run supports at most {MAX_ATTACHMENTS}",
+            declared.len()
+        )));
+    }
+    let writable: Vec<&String> = declared
+        .iter()
+        .filter(|(_, a)| **a == Access::ReadWrite)
+        .map(|(n, _)| n)
+        .collect();
+    if writable.len() > 1 {
+        return Err(FilesError::invalid(
+            "the target declares more than one read-write attachment; a Run has at most one",
+        ));
+    }
+    for name in request.roots.keys() {
+        match declared.get(name) {
+            None => {
+                let names: Vec<&str> = declared.keys().map(String::as_str).collect();
+                return Err(FilesError::invalid(format!(
+                    "--attach {name}: the target declares no attachment {name} (declared: {})",
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+            Some(Access::ReadWrite) => {
+                return Err(FilesError::invalid(format!(
+                    "--attach {name}: {name} is the writable attachment; it starts empty and is delivered with --out DIR"
+                )))
+            }
+            Some(Access::Read) => {}
+        }
+    }
+    for (name, access) in declared {
+        if *access == Access::Read && !request.roots.contains_key(name) {
+            return Err(FilesError::invalid(format!(
+                "the target reads attachment {name}; give it with --attach {name}=DIR"
+            )));
+        }
+    }
+    let writable = writable.first().map(|n| n.to_string());
+    if let Some(name) = &writable {
+        if !out {
+            return Err(FilesError::invalid(format!(
+                "the target writes attachment {name}; give --out DIR to receive it"
+            )));
+        }
+    }
+    Ok(writable)
+}
+
+pub fn run(args: RunArgs) -> Result<u8, CliError> {
+    let target_ref = TargetRef::parse(args.target).ok_or_else(|| {
+        CliError::new(
+            "JIG_RUN_TARGET_INVALID",
+            format!("{:?} is not flow:<path> or binding:<id>", args.target),
+        )
+    })?;
+    let timeout = match args.timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => parse_timeout(text).ok_or_else(|| {
+            CliError::new(
+                "JIG_RUN_TIMEOUT_INVALID",
+                format!("{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"),
+            )
+        })?,
+    };
+    if args.key.is_some_and(|k| k.is_empty() || k.len() > 128) {
+        return Err(CliError::new(
+            "INVALID_REQUEST",
+            "--key must be 1 to 128 bytes",
+        ));
+    }
+    let request = Request::parse(args.attach, args.select).map_err(files_error)?;
+    let input = read_input(args.input, args.dir)?;
+    let root = project_root(args.dir)?;
+    let config = load_config(args.config)?;
+    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let runs = state.runs();
+    runs.fence_lost()
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let Some(generation) = state.current().map_err(state_error)? else {
+        return Err(CliError::new(
+            "ADMISSION_MISSING",
+            "the project has no usable reviewed revision; complete jig review before running",
+        ));
+    };
+    if !Executor::is_target(&generation.plan, &target_ref) {
+        let targets = Executor::targets(&generation.plan);
+        return Err(CliError::new(
+            "JIG_RUN_TARGET_INVALID",
+            format!(
+                "{target_ref} is not an admitted target; admitted: {}",
+                if targets.is_empty() {
+                    "none".into()
+                } else {
+                    targets.join(", ")
+                }
+            ),
+        ));
+    }
+    let (package_path, package_digest, binding) = admitted_package(&generation.plan, &target_ref)
+        .ok_or_else(|| {
+        CliError::new(
+            "PROJECT_STATE_INVALID",
+            format!("{target_ref} has no admitted package"),
+        )
+    })?;
+    let package = state
+        .store()
+        .get_package(&package_digest)
+        .map_err(state_error)
+        .and_then(|files| {
+            Package::from_files(files)
+                .map_err(|e| CliError::new("PROJECT_STATE_INVALID", e.to_string()))
+        })?;
+    let writable = check_request(
+        &package.metadata().attachments,
+        &request,
+        args.out.is_some(),
+    )
+    .map_err(files_error)?;
+    let captured = files::capture(&request, args.dir).map_err(files_error)?;
+    let destination = args
+        .out
+        .map(|out| files::prepare_destination(&args.dir.join(out), &captured.real_roots()))
+        .transpose()
+        .map_err(files_error)?;
+
+    let input_digest = state::sha256_digest(&flow::json::canonical(&input));
+    let input_identity = json!({"digest": input_digest, "attachments": captured.manifest()});
+    let content = json!({
+        "target": target_ref.to_string(),
+        "inputDigest": input_digest,
+        "attachments": input_identity["attachments"],
+        "output": destination.as_ref().map(|d| d.absolute.to_string_lossy().to_string()),
+        "generation": generation.number,
+        "timeoutMs": timeout.as_millis() as u64,
+    });
+    let mut record = match runs
+        .submit(args.key, content)
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?
+    {
+        Submission::Existing(record) => {
+            let terminal = record
+                .terminal()
+                .cloned()
+                .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
+            return Ok(print_terminal(&terminal, args.json));
+        }
+        Submission::New(record) => record,
+    };
+    let work_root = state.run_dir(&record.id).map_err(state_error)?;
+    let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
+        .map_err(|e| CliError::new("INTERNAL", format!("cannot seal the attachments: {e}")));
+    drop(captured);
+    let grants = match grants {
+        Ok(grants) => grants,
+        Err(e) => {
+            let _ = files::remove_tree(&work_root);
+            let terminal = json!({"status": "failed", "code": "EXECUTION_FAILED", "message": e.message, "runId": record.id, "diagnostics": crate::exec::Diagnostics::default().to_value()});
+            let _ = runs.settle(&mut record, terminal);
+            return Err(e);
+        }
+    };
+    let python_sdk = work_root.join("python");
+    write_python_sdk(&python_sdk)
+        .map_err(|e| CliError::new("INTERNAL", format!("cannot stage the Python SDK: {e}")))?;
+    let executor = Arc::new(Executor::new(
+        state.store(),
+        work_root.join("runs"),
+        generation.plan.clone(),
+        Arc::new(ProviderSet::new(config.providers.clone())),
+        crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
+        python_sdk,
+    ));
+    if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            std::process::abort();
+        });
+    }
+    let writable_dir = writable
+        .as_ref()
+        .map(|w| work_root.join("attachments").join(w));
+    let (result, interrupted) =
+        run_invocation_with(&executor, target_ref.clone(), input, timeout, grants)?;
+    // The Run is fenced: its writable attachment can no longer change.
+    let delivered = match (&writable_dir, &destination, &result) {
+        (Some(dir), Some(_), Ok(_)) => Some(files::read_output(dir)),
+        _ => None,
+    };
+    let cleanup = files::remove_tree(&work_root);
+    let mut terminal = terminal_value(&result);
+    terminal["runId"] = json!(record.id);
+    let mut delivery_failure = None;
+    if let Some(destination) = &destination {
+        terminal["input"] = input_identity.clone();
+        let shown = destination.absolute.to_string_lossy().to_string();
+        let published = if interrupted {
+            Err(FilesError::delivery(
+                "the command was interrupted before publication; nothing was published",
+            ))
+        } else {
+            let execution = terminal_value(&result);
+            let packet = |files: Vec<files::OutputFile>, source: &str| {
+                let manifest: Vec<Value> = files
+                    .iter()
+                    .map(|f| json!({"path": f.path, "length": f.bytes.len(), "sha256": f.sha256}))
+                    .collect();
+                let record = json!({
+                    "runId": record.id,
+                    "target": target_ref.to_string(),
+                    "package": {"path": package_path, "digest": package_digest},
+                    "binding": binding,
+                    "execution": execution,
+                    "input": input_identity,
+                    "delivery": {"status": "written", "source": source, "files": manifest},
+                    "checkpoint": Value::Null,
+                });
+                files::publish(destination, &files, &record).map(|()| source.to_string())
+            };
+            match delivered {
+                Some(Ok(files)) => packet(files, "final"),
+                Some(Err(e)) => Err(e),
+                None => packet(Vec::new(), "none"),
+            }
+        };
+        terminal["delivery"] = match published {
+            Ok(source) => json!({"status": "written", "destination": shown, "source": source}),
+            Err(e) => {
+                let value = json!({"status": "failed", "destination": shown, "code": e.code});
+                delivery_failure = Some(e);
+                value
+            }
+        };
+    }
+    runs.settle(&mut record, terminal.clone())
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let status = print_terminal(&terminal, args.json);
+    if let Err(e) = cleanup {
+        eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
+        return Ok(2);
+    }
+    if interrupted {
+        eprintln!("JIG_COMMAND_INTERRUPTED: the Run was interrupted");
+        return Ok(2);
+    }
+    if let Some(e) = delivery_failure {
+        eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code);
+        return Ok(2);
+    }
+    Ok(status)
+}
+
+/// Seal the captured roots read-only and create the empty writable
+/// attachment, under the Run's private directory.
+fn prepare_attachments(
+    captured: &Captured,
+    writable: Option<&str>,
+    work_root: &Path,
+) -> std::io::Result<Vec<AttachmentGrant>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = work_root.join("attachments");
+    std::fs::create_dir_all(&dir)?;
+    let mut grants: Vec<AttachmentGrant> = files::seal(captured, &dir)?
+        .into_iter()
+        .map(|(name, host)| AttachmentGrant {
+            name,
+            host,
+            writable: false,
+        })
+        .collect();
+    if let Some(name) = writable {
+        let host: PathBuf = dir.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&host)?;
+        grants.push(AttachmentGrant {
+            name: name.to_string(),
+            host,
+            writable: true,
+        });
+    }
+    Ok(grants)
+}
+
+/// The elapsed-time line shown on a terminal stderr during a long Run.
+pub fn elapsed_line(elapsed: Duration) -> String {
+    let secs = elapsed.as_secs();
+    if secs < 60 {
+        format!("running… {secs}s")
+    } else {
+        format!("running… {}m{:02}s", secs / 60, secs % 60)
+    }
+}
+
+/// Show elapsed time on stderr once a Run passes one second, only when
+/// stderr is a terminal; plain (one line each 10 s) under NO_COLOR or
+/// TERM=dumb, otherwise rewritten in place each second.
+pub fn spawn_ticker() -> Option<(tokio::task::JoinHandle<()>, bool)> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let plain =
+        std::env::var_os("NO_COLOR").is_some() || std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    let task = tokio::spawn(async move {
+        let start = tokio::time::Instant::now();
+        let period = if plain { 10 } else { 1 };
+        let mut tick =
+            tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(period));
+        loop {
+            tick.tick().await;
+            let line = elapsed_line(start.elapsed());
+            if plain {
+                eprintln!("{line}");
+            } else {
+                eprint!("\r{line}");
+            }
+        }
+    });
+    Some((task, plain))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_lines() {
+        assert_eq!(elapsed_line(Duration::from_millis(1_999)), "running… 1s");
+        assert_eq!(elapsed_line(Duration::from_secs(75)), "running… 1m15s");
+    }
+
+    fn declared(items: &[(&str, Access)]) -> BTreeMap<String, Access> {
+        items.iter().map(|(n, a)| (n.to_string(), *a)).collect()
+    }
+
+    fn request(names: &[&str]) -> Request {
+        let mut r = Request::default();
+        for n in names {
+            r.roots.insert(n.to_string(), (PathBuf::from("/x"), vec![]));
+        }
+        r
+    }
+
+    #[test]
+    fn every_read_attachment_needs_exactly_one_mapping() {
+        let d = declared(&[
+            ("source", Access::Read),
+            ("deliverables", Access::ReadWrite),
+        ]);
+        assert_eq!(
+            check_request(&d, &request(&["source"]), true).unwrap(),
+            Some("deliverables".into())
+        );
+        let code = |r: &[&str], out: bool| check_request(&d, &request(r), out).unwrap_err().code;
+        assert_eq!(code(&[], true), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["source"], false), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["source", "other"], true), "JIG_RUN_FILES_INVALID");
+        assert_eq!(
+            code(&["source", "deliverables"], true),
+            "JIG_RUN_FILES_INVALID"
+        );
+        assert_eq!(
+            check_request(&declared(&[]), &request(&[]), true).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn declared_attachments_at_and_past_the_limit() {
+        let names: Vec<String> = (0..=MAX_ATTACHMENTS).map(|i| format!("a{i}")).collect();
+        let at: BTreeMap<String, Access> = names[..MAX_ATTACHMENTS]
+            .iter()
+            .map(|n| (n.clone(), Access::Read))
+            .collect();
+        let all: Vec<&str> = names[..MAX_ATTACHMENTS]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert!(check_request(&at, &request(&all), false).is_ok());
+        let mut past = at.clone();
+        past.insert(names[MAX_ATTACHMENTS].clone(), Access::ReadWrite);
+        let err = check_request(&past, &request(&all), true).unwrap_err();
+        assert!(err.message.contains("at most 8"), "{err}");
+    }
+}
