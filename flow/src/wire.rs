@@ -355,7 +355,8 @@ pub struct OperationalError {
 }
 
 impl OperationalError {
-    /// A new error; an empty message is replaced by the code's spelling.
+    /// A new error without details. An empty message is sent as the code's
+    /// spelling (JSON-RPC requires 1-1,024 characters).
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         OperationalError {
             code,
