@@ -895,4 +895,38 @@ mod tests {
         assert_eq!(status, EXIT_UNANSWERED);
         assert_eq!(out.len(), 1);
     }
+
+    #[test]
+    fn cancelling_a_read_disposes_the_receiver_and_drains_both_responses() {
+        async fn cancel_read(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
+            let mut read = pair.receiver.next();
+            read.cancel();
+            let code = read.await.unwrap_err().code;
+            let again = pair.receiver.next().await.unwrap_err().code;
+            Ok(RunResult::done(json!([code.as_str(), again.as_str()])))
+        }
+        let input = script(&[
+            root(Value::Null),
+            ok("component:1", pair_result()),
+            ok(
+                "component:2",
+                json!({"item": {"sequence": 1, "value": "committed"}}),
+            ),
+            ok("component:3", json!({"status": "released"})),
+        ]);
+        let (status, out) = exchange(input, cancel_read);
+        assert_eq!(status, EXIT_ANSWERED);
+        assert_eq!(out[1]["method"], "channel/next");
+        assert_eq!(out[2], cancel("component:2"));
+        assert_eq!(out[3]["method"], "channel/release");
+        assert_eq!(out[3]["params"], json!({"endpoint": "r"}));
+        assert_eq!(
+            out[4],
+            ok(
+                "host:1",
+                json!({"outcome":"done","output":["CANCELLED","DISCONNECTED"]})
+            )
+        );
+    }
 }
