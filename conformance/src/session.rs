@@ -10,7 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use flow::wire::{
-    self, CapabilityCallParams, Direction, FrameDecoder, Message, Method, OperationalError,
+    self, CapabilityCallParams, ChannelCreateParams, ChannelEndpointParams, ChannelSendParams,
+    ChannelSubscribeParams, Direction, FrameDecoder, Message, Method, OperationalError,
     RunChildParams, RunResult, MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS,
 };
 use serde_json::{json, Value};
@@ -227,7 +228,13 @@ impl Session {
             let shape = match m {
                 Method::RunChild => RunChildParams::from_value(&params).map(|_| ()),
                 Method::CapabilityCall => CapabilityCallParams::from_value(&params).map(|_| ()),
-                _ => Ok(()),
+                Method::ChannelCreate => ChannelCreateParams::from_value(&params).map(|_| ()),
+                Method::ChannelSubscribe => ChannelSubscribeParams::from_value(&params).map(|_| ()),
+                Method::ChannelSend => ChannelSendParams::from_value(&params).map(|_| ()),
+                Method::ChannelNext | Method::ChannelClose | Method::ChannelRelease => {
+                    ChannelEndpointParams::from_value(&params).map(|_| ())
+                }
+                Method::FlowRun | Method::RequestCancel => Ok(()),
             };
             shape.map_err(|e| format!("{method} {e}"))?;
             if !self.seen_ids.insert(id.clone()) {
