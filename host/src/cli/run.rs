@@ -193,9 +193,16 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let captured = files::capture(&request, args.dir).map_err(files_error)?;
     let destination = args
         .out
-        .map(|out| files::prepare_destination(&args.dir.join(out), &captured.real_roots()))
-        .transpose()
-        .map_err(files_error)?;
+        .map(|out| files::prepare_destination(&args.dir.join(out), &captured.real_roots()));
+    // The output intent as recorded: a replay names a destination that
+    // the first Run may have published already.
+    let output_intent = match &destination {
+        None => None,
+        Some(Ok(d)) => Some(d.absolute.clone()),
+        Some(Err(_)) => args
+            .out
+            .and_then(|out| intended_destination(&args.dir.join(out))),
+    };
 
     let input_digest = state::sha256_digest(&flow::json::canonical(&input));
     let input_identity = json!({"digest": input_digest, "attachments": captured.manifest()});
@@ -203,21 +210,24 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         "target": target_ref.to_string(),
         "inputDigest": input_digest,
         "attachments": input_identity["attachments"],
-        "output": destination.as_ref().map(|d| d.absolute.to_string_lossy().to_string()),
+        "output": output_intent.map(|p| p.to_string_lossy().to_string()),
         "generation": generation.number,
         "timeoutMs": timeout.as_millis() as u64,
     });
+    if let Some(key) = args.key {
+        let existing = runs
+            .lookup(key, &content)
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        if let Some(record) = existing {
+            return Ok(replay(&record, args.json));
+        }
+    }
+    let destination = destination.transpose().map_err(files_error)?;
     let mut record = match runs
         .submit(args.key, content)
         .map_err(|e| CliError::new(e.code(), e.to_string()))?
     {
-        Submission::Existing(record) => {
-            let terminal = record
-                .terminal()
-                .cloned()
-                .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
-            return Ok(print_terminal(&terminal, args.json));
-        }
+        Submission::Existing(record) => return Ok(replay(&record, args.json)),
         Submission::New(record) => record,
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
@@ -324,6 +334,29 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         return Ok(2);
     }
     Ok(status)
+}
+
+/// Print a Run already submitted under the same key; nothing executes.
+fn replay(record: &state::RunRecord, json_output: bool) -> u8 {
+    let terminal = record
+        .terminal()
+        .cloned()
+        .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
+    let status = print_terminal(&terminal, json_output);
+    match terminal.pointer("/delivery/status").and_then(Value::as_str) {
+        Some("written") | None => status,
+        Some(_) => 2,
+    }
+}
+
+/// Where `--out` points, when the leaf may already exist.
+fn intended_destination(out: &Path) -> Option<PathBuf> {
+    let leaf = out.file_name()?;
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(parent).ok()?.join(leaf))
 }
 
 /// Seal the captured roots read-only and create the empty writable

@@ -71,27 +71,40 @@ impl Runs {
         self.dir.join(format!("{id}.json"))
     }
 
+    fn key_path(&self, key: &str) -> PathBuf {
+        self.dir
+            .join("keys")
+            .join(digest_hex(&sha256_digest(key.as_bytes())))
+    }
+
+    /// The Run already submitted under `key`, if any. Its content must be
+    /// identical to `content` (target, input digest, captured file identity,
+    /// output intent, ...), else `SUBMISSION_CONFLICT`.
+    pub fn lookup(&self, key: &str, content: &Value) -> Result<Option<RunRecord>, RunsError> {
+        let content_digest = sha256_digest(&flow::json::canonical(content));
+        let Ok(existing) = std::fs::read_to_string(self.key_path(key)) else {
+            return Ok(None);
+        };
+        let record = self.load(existing.trim())?;
+        if record.value.get("contentDigest").and_then(Value::as_str)
+            != Some(content_digest.as_str())
+        {
+            return Err(RunsError::Conflict);
+        }
+        Ok(Some(record))
+    }
+
     /// Record a new Run before dispatch. With an idempotency key, the same key
     /// and identical content return the existing Run; changed content is
     /// `SUBMISSION_CONFLICT`.
     pub fn submit(&self, key: Option<&str>, content: Value) -> Result<Submission, RunsError> {
         let content_digest = sha256_digest(&flow::json::canonical(&content));
-        let key_path = key.map(|k| {
-            self.dir
-                .join("keys")
-                .join(digest_hex(&sha256_digest(k.as_bytes())))
-        });
-        if let Some(key_path) = &key_path {
-            if let Ok(existing) = std::fs::read_to_string(key_path) {
-                let record = self.load(existing.trim())?;
-                if record.value.get("contentDigest").and_then(Value::as_str)
-                    != Some(content_digest.as_str())
-                {
-                    return Err(RunsError::Conflict);
-                }
+        if let Some(key) = key {
+            if let Some(record) = self.lookup(key, &content)? {
                 return Ok(Submission::Existing(record));
             }
         }
+        let key_path = key.map(|k| self.key_path(k));
         let id = new_run_id();
         let mut value = content;
         let object = value.as_object_mut().expect("run content is an object");

@@ -1,0 +1,479 @@
+//! Root file Runs: `--attach`, `--select` and `--out` as a user types
+//! them, with the packet and stdout they get back (seed 002 §8).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use crate::support::*;
+use serde_json::json;
+
+/// A copy of examples/files, reviewed.
+pub fn files_example() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&workspace().join("examples/files"), dir.path());
+    review(dir.path());
+    dir
+}
+
+/// A folder to attach: text, binary, empty file and an empty directory.
+pub fn source_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(dir.path(), &[("notes/a.txt", "one\ntwo\n")]);
+    std::fs::write(dir.path().join("blob.bin"), [0u8, 159, 146, 150]).unwrap();
+    std::fs::write(dir.path().join("empty"), b"").unwrap();
+    std::fs::create_dir(dir.path().join("nothing-here")).unwrap();
+    dir
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().mode() & 0o777
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn a_file_run_publishes_the_packet_with_private_modes() {
+    let project = files_example();
+    let source = source_folder();
+    let out_parent = tempfile::tempdir().unwrap();
+    let out = out_parent.path().join("summary");
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/summarize",
+            "--attach",
+            &format!("source={}", path(source.path())),
+            "--out",
+            path(&out),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let stdout = run.json();
+    let keys: Vec<&str> = stdout
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "delivery",
+            "diagnostics",
+            "input",
+            "outcome",
+            "output",
+            "runId",
+            "status"
+        ]
+    );
+    assert_eq!(stdout["status"], "succeeded");
+    assert_eq!(stdout["output"], json!({"files": 3, "bytes": 12}));
+    assert_eq!(
+        stdout["delivery"],
+        json!({"status": "written", "destination": path(&out), "source": "final"})
+    );
+    assert_eq!(
+        stdout["input"]["attachments"],
+        json!({"source": [
+            {"path": "blob.bin", "length": 4, "sha256": sha256(&[0, 159, 146, 150])},
+            {"path": "empty", "length": 0, "sha256": sha256(b"")},
+            {"path": "notes/a.txt", "length": 8, "sha256": sha256(b"one\ntwo\n")},
+        ]})
+    );
+    assert_eq!(
+        stdout["input"]["digest"],
+        format!("sha256:{}", sha256(b"{}"))
+    );
+
+    // The packet: files/ (0700 dirs, 0600 files) and result.json, nothing else.
+    let mut entries: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    entries.sort();
+    assert_eq!(entries, ["files", "result.json"]);
+    assert_eq!(mode(&out), 0o700);
+    assert_eq!(mode(&out.join("files")), 0o700);
+    assert_eq!(mode(&out.join("files/data")), 0o700);
+    assert_eq!(mode(&out.join("files/summary.md")), 0o600);
+    assert_eq!(mode(&out.join("files/data/index.json")), 0o600);
+    assert_eq!(mode(&out.join("result.json")), 0o600);
+    let summary = std::fs::read_to_string(out.join("files/summary.md")).unwrap();
+    assert_eq!(
+        summary,
+        "# Summary of 3 files (12 bytes)\n\n- blob.bin: 4 bytes, 0 lines\n- empty: 0 bytes, 0 lines\n- notes/a.txt: 8 bytes, 2 lines\n"
+    );
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["runId"], stdout["runId"]);
+    assert_eq!(result["target"], "flow:flows/summarize");
+    assert_eq!(result["binding"], serde_json::Value::Null);
+    assert_eq!(result["package"]["path"], "flows/summarize");
+    let lock = std::fs::read_to_string(project.path().join("jig.lock")).unwrap();
+    assert!(lock.contains(result["package"]["digest"].as_str().unwrap()));
+    assert_eq!(result["execution"]["status"], "succeeded");
+    assert_eq!(result["execution"]["output"], stdout["output"]);
+    assert_eq!(result["input"], stdout["input"]);
+    assert_eq!(result["delivery"]["status"], "written");
+    assert_eq!(result["delivery"]["source"], "final");
+    assert_eq!(
+        result["delivery"]["files"],
+        json!([
+            {"path": "data/index.json", "length": std::fs::metadata(out.join("files/data/index.json")).unwrap().len(), "sha256": sha256(&std::fs::read(out.join("files/data/index.json")).unwrap())},
+            {"path": "summary.md", "length": summary.len(), "sha256": sha256(summary.as_bytes())},
+        ])
+    );
+    // No staging beside the destination; the live folder is untouched.
+    assert_eq!(std::fs::read_dir(out_parent.path()).unwrap().count(), 1);
+    assert!(source.path().join("nothing-here").is_dir());
+}
+
+#[test]
+fn select_captures_only_the_named_files() {
+    let project = files_example();
+    let source = source_folder();
+    // Enumeration would refuse this; exact selection never lists it.
+    std::os::unix::fs::symlink("/etc/passwd", source.path().join("link")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/summarize",
+            "--attach",
+            &format!("source={}", path(source.path())),
+            "--select",
+            "source=notes/a.txt",
+            "--out",
+            path(&out.path().join("o")),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.json()["output"], json!({"files": 1, "bytes": 8}));
+    let stdout = run.json();
+    let paths: Vec<&str> = stdout["input"]["attachments"]["source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["notes/a.txt"]);
+}
+
+/// Run summarize with extra arguments; the command must be refused before
+/// dispatch with `code` (exit 1, nothing on stdout, no Run recorded).
+fn refused(project: &Path, args: &[&str], code: &str) -> Run {
+    let mut all = vec!["run", "flow:flows/summarize"];
+    all.extend_from_slice(args);
+    let run = run_jig(project, &all);
+    assert_eq!(run.status, 1, "{args:?}: {run:?}");
+    assert!(
+        run.stderr.starts_with(&format!("{code}: ")),
+        "{args:?}: {run:?}"
+    );
+    assert_eq!(run.stdout, "", "{args:?}");
+    let runs = run_jig(project, &["runs"]);
+    assert_eq!(
+        runs.stdout, "",
+        "{args:?}: a refused request records no Run"
+    );
+    run
+}
+
+#[test]
+fn every_capture_rejection_has_its_code() {
+    let project = files_example();
+    let p = project.path();
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = path(&out.path().join("o")).to_string();
+    let attach = |dir: &Path| format!("source={}", path(dir));
+    let files_invalid = |args: &[&str]| refused(p, args, "JIG_RUN_FILES_INVALID");
+
+    let good = source_folder();
+    // Mappings.
+    files_invalid(&["--out", &out_arg]);
+    files_invalid(&["--attach", &attach(good.path())]);
+    files_invalid(&["--attach", "source", "--out", &out_arg]);
+    files_invalid(&[
+        "--attach",
+        &attach(good.path()),
+        "--attach",
+        &attach(good.path()),
+        "--out",
+        &out_arg,
+    ]);
+    files_invalid(&[
+        "--attach",
+        &attach(good.path()),
+        "--attach",
+        &format!("other={}", path(good.path())),
+        "--out",
+        &out_arg,
+    ]);
+    files_invalid(&[
+        "--attach",
+        &attach(good.path()),
+        "--attach",
+        &format!("deliverables={}", path(good.path())),
+        "--out",
+        &out_arg,
+    ]);
+    files_invalid(&["--select", "source=empty", "--out", &out_arg]);
+    for selector in [
+        "source=../x",
+        "source=/etc/passwd",
+        "source=a//b",
+        "source=missing",
+    ] {
+        files_invalid(&[
+            "--attach",
+            &attach(good.path()),
+            "--select",
+            selector,
+            "--out",
+            &out_arg,
+        ]);
+    }
+
+    // Tree contents.
+    let symlink = source_folder();
+    std::os::unix::fs::symlink("/etc/passwd", symlink.path().join("l")).unwrap();
+    let hardlink = source_folder();
+    std::fs::hard_link(hardlink.path().join("empty"), hardlink.path().join("again")).unwrap();
+    let fifo = source_folder();
+    nix::unistd::mkfifo(&fifo.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let state = source_folder();
+    write_files(state.path(), &[(".jig/owner.lock", "")]);
+    let nfd = source_folder();
+    std::fs::write(nfd.path().join("cafe\u{301}.txt"), b"").unwrap();
+    let too_many = tempfile::tempdir().unwrap();
+    for i in 0..65 {
+        std::fs::write(too_many.path().join(format!("{i}")), b"").unwrap();
+    }
+    let link_root = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(good.path(), link_root.path().join("root")).unwrap();
+    for (dir, why) in [
+        (symlink.path(), "symbolic link"),
+        (hardlink.path(), "hard links"),
+        (fifo.path(), "FIFO"),
+        (state.path(), "protected"),
+        (nfd.path(), "NFC"),
+        (too_many.path(), "more than 64 files"),
+        (&link_root.path().join("root"), "symbolic link"),
+        (Path::new("/proc"), "protected"),
+        (&project.path().join(".jig"), "protected"),
+    ] {
+        let run = files_invalid(&["--attach", &attach(dir), "--out", &out_arg]);
+        assert!(run.stderr.contains(why), "{why}: {run:?}");
+    }
+    assert!(!out.path().join("o").exists());
+}
+
+#[test]
+fn the_destination_is_checked_before_dispatch() {
+    let project = files_example();
+    let p = project.path();
+    let source = source_folder();
+    let attach = format!("source={}", path(source.path()));
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir(out.path().join("taken")).unwrap();
+    refused(
+        p,
+        &[
+            "--attach",
+            &attach,
+            "--out",
+            path(&out.path().join("taken")),
+        ],
+        "JIG_OUTPUT_EXISTS",
+    );
+    refused(
+        p,
+        &[
+            "--attach",
+            &attach,
+            "--out",
+            path(&out.path().join("no/parent")),
+        ],
+        "JIG_OUTPUT_INVALID",
+    );
+    refused(
+        p,
+        &[
+            "--attach",
+            &attach,
+            "--out",
+            path(&source.path().join("inside")),
+        ],
+        "JIG_OUTPUT_INVALID",
+    );
+    refused(
+        p,
+        &["--attach", &attach, "--out", path(&p.join(".jig/packet"))],
+        "JIG_OUTPUT_INVALID",
+    );
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 1);
+}
+
+const PYTHON_FLOW_MD: &str = "---\nname: {name}\ndescription: A test Flow.\nattachments:\n  deliverables: read-write\n---\n\nTest.\n";
+
+fn deliverables_project(name: &str, body: &str) -> tempfile::TempDir {
+    let project = project(&[
+        (
+            &format!("flows/{name}/FLOW.md"),
+            &PYTHON_FLOW_MD.replace("{name}", name),
+        ),
+        (&format!("flows/{name}/flow.py"), body),
+    ]);
+    review(project.path());
+    project
+}
+
+#[test]
+fn an_operational_failure_publishes_only_the_host_record() {
+    let body = "import os\nfrom jiggy.flow import handle\n\nasync def run(context):\n    with open(os.path.join(context.attachments['deliverables']['path'], 'half.txt'), 'w') as f:\n        f.write('partial')\n    raise RuntimeError('broken on purpose')\n\nhandle(run)\n";
+    let project = deliverables_project("fails", body);
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("packet");
+    let run = run_jig(
+        project.path(),
+        &["run", "flow:flows/fails", "--out", path(&dest)],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let stdout = run.json();
+    assert_eq!(stdout["status"], "failed");
+    assert_eq!(stdout["delivery"]["status"], "written");
+    assert_eq!(stdout["delivery"]["source"], "none");
+    assert_eq!(
+        std::fs::read_dir(dest.join("files")).unwrap().count(),
+        0,
+        "failed work is not delivered"
+    );
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dest.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["execution"]["status"], "failed");
+    assert_eq!(result["execution"]["code"], stdout["code"]);
+    assert_eq!(result["delivery"]["files"], json!([]));
+}
+
+#[test]
+fn delivery_past_the_output_limit_fails_without_a_packet() {
+    let body = "import os\nfrom jiggy.flow import handle\n\nasync def run(context):\n    root = context.attachments['deliverables']['path']\n    for i in range(context.input['files']):\n        with open(os.path.join(root, f'f{i}'), 'w') as f:\n            f.write('x')\n    return {'outcome': 'done', 'output': None}\n\nhandle(run)\n";
+    let project = deliverables_project("many", body);
+    let out = tempfile::tempdir().unwrap();
+    let at = out.path().join("at-limit");
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/many",
+            "--input",
+            r#"{"files":64}"#,
+            "--out",
+            path(&at),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(std::fs::read_dir(at.join("files")).unwrap().count(), 64);
+
+    let past = out.path().join("past-limit");
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/many",
+            "--input",
+            r#"{"files":65}"#,
+            "--out",
+            path(&past),
+        ],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("JIG_DELIVERY_FAILED: "), "{run:?}");
+    let stdout = run.json();
+    assert_eq!(
+        stdout["status"], "succeeded",
+        "the execution terminal stands"
+    );
+    assert_eq!(
+        stdout["delivery"],
+        json!({"status": "failed", "destination": path(&past), "code": "JIG_DELIVERY_FAILED"})
+    );
+    assert!(!past.exists());
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        1,
+        "no staging"
+    );
+}
+
+#[test]
+fn out_without_a_writable_attachment_publishes_only_the_record() {
+    let (_dir, demo) = {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run_jig(dir.path(), &["init", "demo"]);
+        assert_eq!(run.status, 0, "{run:?}");
+        let demo = dir.path().join("demo");
+        (dir, demo)
+    };
+    review(&demo);
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("record");
+    let run = run_jig(
+        &demo,
+        &[
+            "run",
+            "flow:flows/hello",
+            "--input",
+            "\"Ada\"",
+            "--out",
+            path(&dest),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.json()["delivery"]["source"], "none");
+    assert_eq!(run.json()["input"]["attachments"], json!({}));
+    assert_eq!(std::fs::read_dir(dest.join("files")).unwrap().count(), 0);
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dest.join("result.json")).unwrap()).unwrap();
+    assert_eq!(
+        result["execution"]["output"],
+        json!({"message": "Hello, Ada!"})
+    );
+}
+
+#[test]
+fn repeated_file_runs_leave_no_private_residue() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        let run = run_jig(
+            project.path(),
+            &[
+                "run",
+                "flow:flows/summarize",
+                "--attach",
+                &format!("source={}", path(source.path())),
+                "--out",
+                path(&out.path().join(format!("o{i}"))),
+            ],
+        );
+        assert_eq!(run.status, 0, "{run:?}");
+    }
+    let work = project.path().join(".jig/work");
+    let left = std::fs::read_dir(&work).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "sealed attachments and scratch are removed");
+}

@@ -1,0 +1,207 @@
+//! Durable Run records: idempotent replay, conflicts before dispatch,
+//! coordinator loss, and `jig runs` (seed 002 §11 items 9–12, 14).
+
+use std::path::Path;
+
+use crate::files::{files_example, source_folder};
+use crate::support::*;
+
+fn summarize(project: &Path, source: &Path, out: &Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "run".to_string(),
+        "flow:flows/summarize".into(),
+        "--attach".into(),
+        format!("source={}", source.display()),
+        "--out".into(),
+        out.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_jig(project, &args)
+}
+
+fn run_ids(project: &Path) -> Vec<String> {
+    let runs = run_jig(project, &["runs"]);
+    assert_eq!(runs.status, 0, "{runs:?}");
+    runs.stdout
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn item_09_only_admitted_targets_run_and_input_is_validated_first() {
+    let project = files_example();
+    let run = run_jig(project.path(), &["run", "flows/summarize"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stderr.starts_with("JIG_RUN_TARGET_INVALID: "),
+        "{run:?}"
+    );
+    let run = run_jig(project.path(), &["run", "flow:flows/other"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("admitted: flow:flows/summarize"),
+        "the error names the admitted targets: {run:?}"
+    );
+    let run = run_jig(
+        project.path(),
+        &["run", "flow:flows/summarize", "--input", "{"],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stderr.starts_with("JIG_RUN_INPUT_INVALID: "), "{run:?}");
+    assert!(run_ids(project.path()).is_empty());
+}
+
+#[test]
+fn item_10_same_key_and_files_replay_one_run_changed_files_conflict() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("packet");
+    let first = summarize(project.path(), source.path(), &dest, &["--key", "k1"]);
+    assert_eq!(first.status, 0, "{first:?}");
+    let published = std::fs::read(dest.join("result.json")).unwrap();
+
+    // Same key, same command: the same Run, printed again, not executed.
+    let again = summarize(project.path(), source.path(), &dest, &["--key", "k1"]);
+    assert_eq!(again.status, 0, "{again:?}");
+    assert_eq!(again.stdout, first.stdout);
+    assert_eq!(run_ids(project.path()).len(), 1);
+    assert_eq!(std::fs::read(dest.join("result.json")).unwrap(), published);
+
+    // Same key, one file changed: a conflict before dispatch.
+    std::fs::write(source.path().join("empty"), b"now full").unwrap();
+    let changed = summarize(project.path(), source.path(), &dest, &["--key", "k1"]);
+    assert_eq!(changed.status, 1, "{changed:?}");
+    assert!(
+        changed.stderr.starts_with("SUBMISSION_CONFLICT: "),
+        "{changed:?}"
+    );
+    assert_eq!(changed.stdout, "");
+
+    // Same key and files, another destination: also different content.
+    let other = summarize(
+        project.path(),
+        source.path(),
+        &out.path().join("other"),
+        &["--key", "k1"],
+    );
+    assert_eq!(other.status, 1, "{other:?}");
+    assert!(
+        other.stderr.starts_with("SUBMISSION_CONFLICT: "),
+        "{other:?}"
+    );
+    assert_eq!(run_ids(project.path()).len(), 1);
+
+    // Without a key the same command is a new submission.
+    let fresh = summarize(
+        project.path(),
+        source.path(),
+        &out.path().join("fresh"),
+        &[],
+    );
+    assert_eq!(fresh.status, 0, "{fresh:?}");
+    assert_eq!(run_ids(project.path()).len(), 2);
+}
+
+#[test]
+fn item_11_a_killed_coordinator_is_lost_and_never_replayed() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("packet");
+    let mut command = jig(project.path());
+    command
+        .args(["run", "flow:flows/summarize", "--attach"])
+        .arg(format!("source={}", source.path().display()))
+        .args([
+            "--input",
+            r#"{"sleepSeconds":20}"#,
+            "--timeout",
+            "60s",
+            "--key",
+            "k",
+        ])
+        .arg("--out")
+        .arg(&dest)
+        .env("JIG_TEST_ABORT_AFTER_DISPATCH", "1500");
+    let started = std::time::Instant::now();
+    let killed = output(command.output().unwrap());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(killed.status, -1, "ended by a signal: {killed:?}");
+    assert_eq!(killed.stdout, "");
+    assert!(!dest.exists(), "no packet from a lost coordinator");
+
+    // 12: the dead coordinator's project ownership is released; the next
+    // command fences the pending Run as lost.
+    let runs = run_jig(project.path(), &["runs"]);
+    assert_eq!(runs.status, 0, "{runs:?}");
+    let line = runs.stdout.lines().next().unwrap().to_string();
+    let fields: Vec<&str> = line.split('\t').collect();
+    assert_eq!(
+        &fields[1..],
+        ["lost", "flow:flows/summarize", "COORDINATOR_LOST"]
+    );
+    let show = run_jig(project.path(), &["runs", "show", fields[0]]);
+    assert_eq!(show.status, 0, "{show:?}");
+    let record = show.json();
+    assert_eq!(
+        record["terminal"],
+        serde_json::json!({
+            "status": "lost",
+            "code": "COORDINATOR_LOST",
+            "message": record["terminal"]["message"],
+        })
+    );
+    assert!(record["attachments"]["source"].is_array());
+    assert_eq!(record["output"], dest.to_str().unwrap());
+
+    // The same key returns the lost Run; nothing runs again.
+    let again = summarize(
+        project.path(),
+        source.path(),
+        &dest,
+        &[
+            "--input",
+            r#"{"sleepSeconds":20}"#,
+            "--timeout",
+            "60s",
+            "--key",
+            "k",
+        ],
+    );
+    assert_eq!(again.status, 2, "{again:?}");
+    let terminal = again.json();
+    assert_eq!(terminal["status"], "lost");
+    assert_eq!(terminal["code"], "COORDINATOR_LOST");
+    assert!(!dest.exists());
+    assert_eq!(run_ids(project.path()).len(), 1);
+}
+
+#[test]
+fn runs_lists_newest_first_and_shows_one_record() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let first = summarize(project.path(), source.path(), &out.path().join("a"), &[]);
+    let second = summarize(project.path(), source.path(), &out.path().join("b"), &[]);
+    let ids = run_ids(project.path());
+    assert_eq!(
+        ids,
+        [
+            second.json()["runId"].as_str().unwrap(),
+            first.json()["runId"].as_str().unwrap()
+        ]
+    );
+    let show = run_jig(project.path(), &["runs", "show", &ids[1]]);
+    assert_eq!(show.status, 0, "{show:?}");
+    let record = show.json();
+    assert_eq!(record["target"], "flow:flows/summarize");
+    assert_eq!(record["inputDigest"], first.json()["input"]["digest"]);
+    assert_eq!(record["attachments"], first.json()["input"]["attachments"]);
+    assert_eq!(record["terminal"], first.json());
+    let missing = run_jig(project.path(), &["runs", "show", "run-0-none"]);
+    assert_eq!(missing.status, 1, "{missing:?}");
+    assert!(missing.stderr.starts_with("RUN_NOT_FOUND: "), "{missing:?}");
+}
