@@ -661,3 +661,34 @@ fn staging_non_utf8_names_reject() {
         codes::PACKAGE_PATH_INVALID
     );
 }
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn mutated_flow_md_never_panics() {
+    let seed = "---\nname: a\ndescription: \"b\\n\"\nuses:\n  s:\n    local: true\nx-v: [1, {k: 'v'}, |\n    text\n  ]\noutcomes: {ok: fine}\n---\nbody\n";
+    let alphabet = b"-:{}[],'\"!&*|>#%@`?\n\r\t \\xa1\xff.~";
+    let mut rng = XorShift(0x2545f4914f6cdd1d);
+    for _ in 0..5_000 {
+        let mut bytes = seed.as_bytes().to_vec();
+        for _ in 0..1 + rng.next() % 4 {
+            let pos = (rng.next() as usize) % bytes.len();
+            let b = alphabet[(rng.next() as usize) % alphabet.len()];
+            if rng.next().is_multiple_of(2) {
+                bytes[pos] = b;
+            } else {
+                bytes.insert(pos, b);
+            }
+        }
+        let _ = flow::package::parse_metadata(&bytes);
+    }
+}
