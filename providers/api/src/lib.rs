@@ -39,4 +39,34 @@ pub trait Provider: Send + Sync {
         method: &str,
         input: &serde_json::Value,
     ) -> Result<serde_json::Value, CallError>;
+
+    /// `sha256:<hex>` of the exact artifact bytes this provider was loaded
+    /// from, for admission to pin; `None` for builtins.
+    fn artifact_digest(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// `sha256:<64 lowercase hex>` of artifact bytes, the form
+/// [`Provider::artifact_digest`] reports.
+pub fn artifact_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn artifact_digest_is_prefixed_lowercase_sha256() {
+        assert_eq!(
+            super::artifact_digest(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 }

@@ -100,6 +100,7 @@ pub struct NativeProvider {
     /// `,"settings":{...},"secrets":{...}}`: the request's configuration
     /// members, rendered once at load time.
     request_tail: Vec<u8>,
+    artifact_digest: String,
 }
 
 impl NativeProvider {
@@ -120,6 +121,11 @@ impl NativeProvider {
             found,
             expected: ABI_VERSION,
         };
+        // The digest is of the file as read just before loading; the
+        // operator owns the path, so it is not expected to change between.
+        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+        let artifact_digest = jig_provider_api::artifact_digest(&bytes);
+        drop(bytes);
         let entry = Entry::open(path, &fail, &mismatch)?;
 
         // SAFETY: the signature is jig_provider.h's; the out-pointers are live.
@@ -155,6 +161,7 @@ impl NativeProvider {
             contracts,
             entry,
             request_tail,
+            artifact_digest,
         }))
     }
 
@@ -209,6 +216,10 @@ impl Provider for NativeProvider {
                 format!("native provider returned unknown status {other}"),
             )),
         }
+    }
+
+    fn artifact_digest(&self) -> Option<&str> {
+        Some(&self.artifact_digest)
     }
 }
 

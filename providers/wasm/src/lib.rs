@@ -54,6 +54,7 @@ pub struct WasmProvider {
     pre: CapabilityProviderPre<GuestState>,
     settings: String,
     secrets: Vec<wit::Secret>,
+    artifact_digest: String,
 }
 
 impl WasmProvider {
@@ -96,6 +97,7 @@ impl WasmProvider {
             name: decl.name.clone(),
             contracts,
             pre,
+            artifact_digest: jig_provider_api::artifact_digest(&bytes),
             settings: config.settings_text(),
             secrets: config
                 .secrets
@@ -167,6 +169,10 @@ impl Provider for WasmProvider {
     fn call(&self, ctx: &CallContext, method: &str, input: &Value) -> Result<Value, CallError> {
         let admitted = self.contracts.admit(ctx, method, input)?;
         self.run(&admitted, ctx, method, input)
+    }
+
+    fn artifact_digest(&self) -> Option<&str> {
+        Some(&self.artifact_digest)
     }
 }
 

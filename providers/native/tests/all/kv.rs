@@ -6,9 +6,11 @@ use serde_json::json;
 
 use super::*;
 
+const PACKAGE: &str = "kv-native-provider";
+
 fn kv() -> Arc<dyn Provider> {
     load(
-        "kv-native-provider",
+        PACKAGE,
         json!({"entries": {"greeting": "hello", "empty": ""}}),
     )
 }
@@ -18,6 +20,12 @@ fn serves_the_kv_contract_with_the_host_derived_identity() {
     let provider = kv();
     let served = provider.contracts();
     assert_eq!(served.len(), 1);
+    let bytes = std::fs::read(artifacts::native(PACKAGE, artifacts::Profile::Debug)).unwrap();
+    let expected = format!(
+        "sha256:{:x}",
+        <sha2::Sha256 as sha2::Digest>::digest(&bytes)
+    );
+    assert_eq!(provider.artifact_digest(), Some(expected.as_str()));
     assert_eq!(served[0].identity, kv_identity());
 }
 
@@ -42,8 +50,8 @@ fn get_missing_is_the_declared_not_found_error() {
 
 #[test]
 fn one_library_serves_two_declarations_with_their_own_settings() {
-    let a = load("kv-native-provider", json!({"entries": {"k": "from-a"}}));
-    let b = load("kv-native-provider", json!({"entries": {"k": "from-b"}}));
+    let a = load(PACKAGE, json!({"entries": {"k": "from-a"}}));
+    let b = load(PACKAGE, json!({"entries": {"k": "from-b"}}));
     assert_eq!(get(&*a, "k").unwrap(), json!("from-a"));
     assert_eq!(get(&*b, "k").unwrap(), json!("from-b"));
 }

@@ -6,9 +6,11 @@ use serde_json::json;
 
 use super::*;
 
+const PACKAGE: &str = "kv-wasm-provider";
+
 fn kv() -> Arc<dyn Provider> {
     load(
-        "kv-wasm-provider",
+        PACKAGE,
         json!({"entries": {"greeting": "hello", "empty": ""}}),
     )
 }
@@ -19,6 +21,12 @@ fn serves_the_kv_contract_with_the_host_derived_identity() {
     assert_eq!(provider.name(), "kv-wasm-provider");
     let served = provider.contracts();
     assert_eq!(served.len(), 1);
+    let bytes = std::fs::read(artifacts::wasm(PACKAGE, artifacts::Profile::Debug)).unwrap();
+    let expected = format!(
+        "sha256:{:x}",
+        <sha2::Sha256 as sha2::Digest>::digest(&bytes)
+    );
+    assert_eq!(provider.artifact_digest(), Some(expected.as_str()));
     assert_eq!(served[0].identity, kv_identity());
     assert!(served[0].identity.digest.starts_with("sha256:"));
 }
