@@ -505,6 +505,19 @@ fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
                 );
             }
         }
+        if let Some(delivery) = terminal.get("delivery") {
+            let destination = delivery["destination"].as_str().unwrap_or("");
+            match delivery["status"].as_str() {
+                Some("written") => println!(
+                    "packet: {destination} (files: {})",
+                    delivery["source"].as_str().unwrap_or("none")
+                ),
+                _ => println!(
+                    "no packet at {destination}: {}",
+                    delivery["code"].as_str().unwrap_or("")
+                ),
+            }
+        }
         if let Some(stderr) = terminal
             .pointer("/diagnostics/stderr")
             .and_then(Value::as_str)

@@ -65,6 +65,49 @@ impl Captured {
     }
 }
 
+/// What every entry below a root must share with it: the device and the
+/// mount (a bind mount of the same filesystem keeps the device).
+struct Anchor {
+    dev: u64,
+    mount: Option<u64>,
+}
+
+/// The mount ID of an open file (`statx` `STATX_MNT_ID`), where the kernel
+/// reports it.
+fn mount_id(fd: &OwnedFd) -> Option<u64> {
+    use nix::libc;
+    // SAFETY: statx writes into the zeroed buffer we own; the empty path
+    // with AT_EMPTY_PATH names the descriptor itself.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            &mut buf,
+        )
+    };
+    (rc == 0 && buf.stx_mask & libc::STATX_MNT_ID != 0).then_some(buf.stx_mnt_id)
+}
+
+impl Anchor {
+    fn of(fd: &OwnedFd, stat: &FileStat) -> Anchor {
+        Anchor {
+            dev: stat.st_dev,
+            mount: mount_id(fd),
+        }
+    }
+
+    /// Refuse an opened entry on another device or mount.
+    fn check(&self, fd: &OwnedFd, stat: &FileStat, rel: &str) -> Result<(), String> {
+        if stat.st_dev != self.dev || mount_id(fd) != self.mount {
+            return Err(format!("{} is on a nested mount", quote(rel)));
+        }
+        Ok(())
+    }
+}
+
 /// Aggregate use across every read attachment.
 #[derive(Default)]
 struct Budget {
@@ -80,6 +123,7 @@ pub fn capture(request: &Request, base: &Path) -> Result<Captured, FilesError> {
     for (name, (dir, selectors)) in &request.roots {
         let at = |m: String| FilesError::invalid(format!("attachment {name}: {m}"));
         let (root, real, stat) = open_root(&base.join(dir)).map_err(at)?;
+        let stat = Anchor::of(&root, &stat);
         let mut files = Vec::new();
         if selectors.is_empty() {
             walk(&root, "", &stat, &mut budget, &mut files).map_err(at)?;
@@ -170,14 +214,14 @@ fn describe(stat: &FileStat) -> &'static str {
 
 /// Open a child directory of `parent` without following links, on the
 /// same filesystem as the root (a different device is a nested mount).
-fn open_dir(parent: &OwnedFd, leaf: &str, rel: &str, root: &FileStat) -> Result<OwnedFd, String> {
+fn open_dir(parent: &OwnedFd, leaf: &str, rel: &str, root: &Anchor) -> Result<OwnedFd, String> {
     let before = fstatat(parent, leaf, AtFlags::AT_SYMLINK_NOFOLLOW)
         .map_err(|e| format!("{}: {e}", quote(rel)))?;
     if kind(&before) != SFlag::S_IFDIR {
         return Err(format!("{} is {}", quote(rel), describe(&before)));
     }
-    if before.st_dev != root.st_dev {
-        return Err(format!("{} is a nested mount", quote(rel)));
+    if before.st_dev != root.dev {
+        return Err(format!("{} is on a nested mount", quote(rel)));
     }
     if leaf == ".jig" {
         return Err(format!("{} is protected project state", quote(rel)));
@@ -193,13 +237,14 @@ fn open_dir(parent: &OwnedFd, leaf: &str, rel: &str, root: &FileStat) -> Result<
     if after.st_ino != before.st_ino || after.st_dev != before.st_dev {
         return Err(format!("{} changed while it was captured", quote(rel)));
     }
+    root.check(&fd, &after, rel)?;
     Ok(fd)
 }
 
 fn walk(
     dir: &OwnedFd,
     prefix: &str,
-    root: &FileStat,
+    root: &Anchor,
     budget: &mut Budget,
     files: &mut Vec<CapturedFile>,
 ) -> Result<(), String> {
@@ -273,7 +318,7 @@ fn walk(
 fn select(
     root_fd: &OwnedFd,
     selector: &str,
-    root: &FileStat,
+    root: &Anchor,
     budget: &mut Budget,
     files: &mut Vec<CapturedFile>,
 ) -> Result<(), String> {
@@ -299,7 +344,7 @@ fn read_file(
     dir: &OwnedFd,
     leaf: &str,
     rel: &str,
-    root: &FileStat,
+    root: &Anchor,
     budget: &mut Budget,
 ) -> Result<CapturedFile, String> {
     let shown = quote(rel);
@@ -313,7 +358,7 @@ fn read_file(
     if before.st_nlink != 1 {
         return Err(format!("{shown} has {} hard links", before.st_nlink));
     }
-    if before.st_dev != root.st_dev {
+    if before.st_dev != root.dev {
         return Err(format!("{shown} is on a nested mount"));
     }
     budget.files += 1;
@@ -342,6 +387,7 @@ fn read_file(
     if opened.st_ino != before.st_ino || opened.st_dev != before.st_dev {
         return Err(format!("{shown} changed while it was captured"));
     }
+    root.check(&fd, &opened, rel)?;
     let mut file = std::fs::File::from(fd);
     let mut bytes = Vec::with_capacity(size as usize);
     (&mut file)

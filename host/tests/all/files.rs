@@ -477,3 +477,235 @@ fn repeated_file_runs_leave_no_private_residue() {
     let left = std::fs::read_dir(&work).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "sealed attachments and scratch are removed");
 }
+
+/// Run `jig` in a new user and mount namespace after mounting `mount`
+/// (a shell command) there; capture must refuse what it mounted.
+fn in_mount_namespace(project: &Path, mount: &str, args: &str) -> Run {
+    let script = format!("{mount} && exec \"$0\" {args}");
+    let mut command = std::process::Command::new("unshare");
+    command
+        .current_dir(project)
+        .args(["-rm", "sh", "-c", &script, env!("CARGO_BIN_EXE_jig")])
+        .env_remove("JIG_CONFIG")
+        .env("XDG_CONFIG_HOME", project.join(".test-config-home"))
+        .env("NO_COLOR", "1");
+    output(command.output().expect("unshare runs"))
+}
+
+#[test]
+fn nested_mounts_are_refused_whatever_their_device() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let args = format!(
+        "run flow:flows/summarize --attach source={} --out {}",
+        path(source.path()),
+        path(&out.path().join("o"))
+    );
+    // A tmpfs is another device.
+    let tmpfs = in_mount_namespace(
+        project.path(),
+        &format!(
+            "mount -t tmpfs none {}",
+            path(&source.path().join("nothing-here"))
+        ),
+        &args,
+    );
+    assert_eq!(tmpfs.status, 1, "{tmpfs:?}");
+    assert!(
+        tmpfs.stderr.starts_with("JIG_RUN_FILES_INVALID: "),
+        "{tmpfs:?}"
+    );
+    assert!(tmpfs.stderr.contains("nested mount"), "{tmpfs:?}");
+    // A bind mount of the same filesystem keeps the device, not the mount.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("f"), b"x").unwrap();
+    let bind = in_mount_namespace(
+        project.path(),
+        &format!(
+            "mount --bind {} {}",
+            path(elsewhere.path()),
+            path(&source.path().join("nothing-here"))
+        ),
+        &args,
+    );
+    assert_eq!(bind.status, 1, "{bind:?}");
+    assert!(bind.stderr.contains("nested mount"), "{bind:?}");
+    assert!(!out.path().join("o").exists());
+}
+
+#[test]
+fn read_attachments_are_sealed_copies_not_the_live_folder() {
+    let body = "import os\nfrom jiggy.flow import handle\n\nasync def run(context):\n    source = context.attachments['source']\n    try:\n        with open(os.path.join(source['path'], 'new.txt'), 'w') as f:\n            f.write('x')\n        refused = False\n    except OSError:\n        refused = True\n    with open(os.path.join(source['path'], 'notes', 'a.txt')) as f:\n        text = f.read()\n    return {'outcome': 'done', 'output': {'path': source['path'], 'access': source['access'], 'refused': refused, 'text': text}}\n\nhandle(run)\n";
+    let project = project(&[
+        (
+            "flows/probe/FLOW.md",
+            "---\nname: probe\ndescription: Try to change a read attachment.\nattachments:\n  source: read\n---\n\nProbe.\n",
+        ),
+        ("flows/probe/flow.py", body),
+    ]);
+    review(project.path());
+    let source = source_folder();
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/probe",
+            "--attach",
+            &format!("source={}", path(source.path())),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let output = &run.json()["output"];
+    assert_eq!(output["refused"], true, "{run:?}");
+    assert_eq!(output["access"], "read");
+    assert_eq!(output["text"], "one\ntwo\n");
+    let seen = output["path"].as_str().unwrap();
+    assert!(!seen.starts_with(path(source.path())), "{seen}");
+    assert!(!source.path().join("new.txt").exists());
+}
+
+#[test]
+fn an_interrupted_run_publishes_nothing() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("packet");
+    let child = jig(project.path())
+        .args(["run", "flow:flows/summarize", "--attach"])
+        .arg(format!("source={}", path(source.path())))
+        .args(["--input", r#"{"sleepSeconds":20}"#, "--out", path(&dest)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let run = output(child.wait_with_output().unwrap());
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.contains("JIG_COMMAND_INTERRUPTED: "), "{run:?}");
+    assert_eq!(run.json()["delivery"]["status"], "failed");
+    assert!(!dest.exists());
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "no staging"
+    );
+}
+
+#[test]
+fn a_destination_that_appears_during_the_run_is_left_alone() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("packet");
+    let child = jig(project.path())
+        .args(["run", "flow:flows/summarize", "--attach"])
+        .arg(format!("source={}", path(source.path())))
+        .args(["--input", r#"{"sleepSeconds":3}"#, "--out", path(&dest)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    write_files(&dest, &[("mine.txt", "the operator's")]);
+    let run = output(child.wait_with_output().unwrap());
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("JIG_DELIVERY_FAILED: "), "{run:?}");
+    let stdout = run.json();
+    assert_eq!(stdout["status"], "succeeded");
+    assert_eq!(
+        stdout["delivery"],
+        json!({"status": "failed", "destination": path(&dest), "code": "JIG_OUTPUT_EXISTS"})
+    );
+    let names: Vec<_> = std::fs::read_dir(&dest)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [std::ffi::OsString::from("mine.txt")]);
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        1,
+        "no staging"
+    );
+}
+
+/// `jig run` under `script`, so stdout and stderr are a terminal.
+fn on_a_terminal(project: &Path, args: &str, no_color: bool) -> String {
+    let mut command = std::process::Command::new("script");
+    command
+        .current_dir(project)
+        .stdin(std::process::Stdio::null())
+        .args([
+            "-qec",
+            &format!("{} {args}", env!("CARGO_BIN_EXE_jig")),
+            "/dev/null",
+        ])
+        .env_remove("JIG_CONFIG")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .env("XDG_CONFIG_HOME", project.join(".test-config-home"));
+    if no_color {
+        command.env("NO_COLOR", "1");
+    }
+    let run = output(command.output().expect("script runs"));
+    assert_eq!(run.status, 0, "{run:?}");
+    run.stdout
+}
+
+#[test]
+fn elapsed_status_shows_only_on_a_terminal_after_a_second() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let args = |leaf: &str| {
+        format!(
+            "run flow:flows/summarize --attach source={} --out {} --input '{{\"sleepSeconds\":2}}'",
+            path(source.path()),
+            path(&out.path().join(leaf))
+        )
+    };
+    let animated = on_a_terminal(project.path(), &args("animated"), false);
+    assert!(animated.contains("\rrunning… 1s"), "{animated:?}");
+    assert!(
+        animated.contains("\r\u{1b}[K"),
+        "the line is cleared: {animated:?}"
+    );
+    assert!(animated.contains("succeeded: done"), "{animated:?}");
+    assert!(
+        animated.contains(&format!(
+            "packet: {} (files: final)",
+            path(&out.path().join("animated"))
+        )),
+        "{animated:?}"
+    );
+    let plain = on_a_terminal(project.path(), &args("plain"), true);
+    assert!(plain.contains("running… 1s\r\n"), "{plain:?}");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+    // A quick Run shows nothing; a pipe never shows the ticker.
+    let quick = format!(
+        "run flow:flows/summarize --attach source={} --out {}",
+        path(source.path()),
+        path(&out.path().join("quick"))
+    );
+    assert!(!on_a_terminal(project.path(), &quick, false).contains("running"));
+    let piped = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/summarize",
+            "--attach",
+            &format!("source={}", path(source.path())),
+            "--input",
+            r#"{"sleepSeconds":2}"#,
+            "--out",
+            path(&out.path().join("piped")),
+        ],
+    );
+    assert_eq!(piped.status, 0, "{piped:?}");
+    assert_eq!(piped.stderr, "");
+}
