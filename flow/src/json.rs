@@ -427,6 +427,21 @@ impl Parser<'_> {
                 format!("number token exceeds {MAX_NUMBER_TOKEN_BYTES} bytes"),
             ));
         }
+        // Short plain integers are exact in i64 and need no float parse.
+        if token.len() <= 16 && token.iter().all(|b| b.is_ascii_digit() || *b == b'-') {
+            let mut magnitude: i64 = 0;
+            for &d in token.iter().filter(|b| b.is_ascii_digit()) {
+                magnitude = magnitude * 10 + i64::from(d - b'0');
+            }
+            let value = if token[0] == b'-' {
+                -magnitude
+            } else {
+                magnitude
+            };
+            if value.unsigned_abs() <= MAX_SAFE_INTEGER as u64 {
+                return Ok(Number::from(value));
+            }
+        }
         let text = std::str::from_utf8(token).expect("ASCII number token");
         // Rust's f64 parser is correctly rounded (round-half-even).
         let value: f64 = text
@@ -711,8 +726,22 @@ fn split_scientific(text: &str) -> (String, i32) {
 fn shortest_digits(value: f64) -> (String, i32) {
     let (digits, exponent) = split_scientific(&format!("{value:e}"));
     let k = digits.len();
-    // A tie needs the exact value to be D.5 units in the last place: cheap
-    // rounded previews rule almost every value out first.
+    // A tie needs the exact value to have exactly k + 1 significant digits.
+    // A value m * 2^q (m odd, q < 0) has exactly -q fractional digits, so
+    // its significant digits number about exponent + 1 - q: most values
+    // have far too many and are ruled out without further formatting.
+    let bits = value.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let mantissa = if biased == 0 {
+        bits & ((1 << 52) - 1)
+    } else {
+        (bits & ((1 << 52) - 1)) | (1 << 52)
+    };
+    let q = biased.max(1) - 1075 + mantissa.trailing_zeros() as i32;
+    if q < 0 && exponent + 1 - q > k as i32 + 2 {
+        return (digits, exponent);
+    }
+    // Rounded previews rule out most remaining values cheaply.
     let (preview, preview_exp) = split_scientific(&format!("{value:.prec$e}", prec = k + 8));
     if preview_exp != exponent && preview_exp != exponent - 1 {
         return (digits, exponent);

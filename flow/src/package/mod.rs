@@ -446,17 +446,45 @@ pub fn shebang_selector(content: &[u8]) -> Result<Option<String>, String> {
 
 /// The Package/1 digest of a logical file map (paths assumed canonical).
 pub fn digest_files(files: &BTreeMap<String, Vec<u8>>) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(DIGEST_DOMAIN);
-    hasher.update((files.len() as u64).to_be_bytes());
+    let mut digest = PackageDigest::new(files.len() as u64);
     for (path, content) in files {
-        hasher.update([0x01]);
-        hasher.update((path.len() as u32).to_be_bytes());
-        hasher.update(path.as_bytes());
-        hasher.update((content.len() as u64).to_be_bytes());
-        hasher.update(content);
+        digest.add_file(path, content.len() as u64);
+        digest.update(content);
     }
-    format!("sha256:{}", crate::contract::hex(&hasher.finalize()))
+    digest.finish()
+}
+
+/// A streaming Package/1 digest for callers that do not hold every file in
+/// memory. Files must be added in unsigned UTF-8 path order, each followed
+/// by exactly its declared content bytes.
+pub struct PackageDigest {
+    hasher: Sha256,
+}
+
+impl PackageDigest {
+    pub fn new(file_count: u64) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(DIGEST_DOMAIN);
+        hasher.update(file_count.to_be_bytes());
+        PackageDigest { hasher }
+    }
+
+    /// Starts one file record; its content follows through [`update`](Self::update).
+    pub fn add_file(&mut self, path: &str, content_len: u64) {
+        self.hasher.update([0x01]);
+        self.hasher.update((path.len() as u32).to_be_bytes());
+        self.hasher.update(path.as_bytes());
+        self.hasher.update(content_len.to_be_bytes());
+    }
+
+    pub fn update(&mut self, content: &[u8]) {
+        self.hasher.update(content);
+    }
+
+    /// `sha256:<64 lowercase hex>`.
+    pub fn finish(self) -> String {
+        format!("sha256:{}", crate::contract::hex(&self.hasher.finalize()))
+    }
 }
 
 #[cfg(test)]

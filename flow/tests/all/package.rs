@@ -56,6 +56,23 @@ fn digest_matches_an_independent_computation() {
 }
 
 #[test]
+fn streaming_digest_agrees() {
+    let tree = files(&[
+        ("FLOW.md", FLOW_MD),
+        ("a/b.bin", &[7u8; 10_000]),
+        ("z", b""),
+    ]);
+    let mut streaming = flow::package::PackageDigest::new(3);
+    for (path, content) in &tree {
+        streaming.add_file(path, content.len() as u64);
+        for chunk in content.chunks(333) {
+            streaming.update(chunk);
+        }
+    }
+    assert_eq!(streaming.finish(), digest_files(&tree));
+}
+
+#[test]
 fn identity_depends_on_paths_and_bytes_only() {
     let base = files(&[("FLOW.md", FLOW_MD), ("a.txt", b"x")]);
     let d = digest_files(&base);
