@@ -709,3 +709,49 @@ fn mutated_flow_md_never_panics() {
         let _ = flow::package::parse_metadata(&bytes);
     }
 }
+
+#[test]
+fn staging_never_returns_a_torn_file() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let versions: Vec<Vec<u8>> = (0..4u8).map(|v| vec![b'a' + v; 1 << 20]).collect();
+    write(dir.path(), "hot.bin", &versions[0]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let path = dir.path().join("hot.bin");
+        let versions = versions.clone();
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                fs::write(&path, &versions[i % versions.len()]).unwrap();
+            }
+        })
+    };
+    let (mut staged, mut changed) = (0, 0);
+    for _ in 0..20 {
+        match Package::stage_dir(dir.path()) {
+            Ok(p) => {
+                let content = &p.files()["hot.bin"];
+                // Truncate-then-write makes the empty file a real state too.
+                assert!(
+                    content.is_empty() || versions.contains(content),
+                    "torn read of {} bytes",
+                    content.len()
+                );
+                staged += 1;
+            }
+            Err(e) => {
+                assert_eq!(e.code, codes::PACKAGE_SOURCE_CHANGED);
+                changed += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(staged + changed, 20);
+}
