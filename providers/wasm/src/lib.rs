@@ -6,6 +6,10 @@
 //! ceiling, and an epoch deadline taken from the Run's deadline. The guest
 //! gets a WASI context with nothing granted: no filesystem, no network, no
 //! environment, no arguments, closed stdin, and stdout/stderr discarded.
+//! Epoch interruption stops guest code, not a host call the guest is
+//! blocked in (a WASI clock wait); the host's deadline around
+//! [`Provider::call`] covers that case.
+//!
 //! This crate must never grant a guest more than that, and never let a
 //! guest failure (trap, exhaustion, garbage output) escape as anything but a
 //! [`CallError`].
@@ -204,10 +208,22 @@ fn classify_failure(error: &wasmtime::Error, ceiling_hit: bool) -> CallError {
     }
 }
 
+/// How many WASM provider calls hold an instance right now, across all
+/// providers of this process (at most [`MAX_CONCURRENT_INSTANCES`]).
+pub fn instances_in_flight() -> u64 {
+    match ENGINE.get() {
+        Some(Ok(engine)) => engine
+            .pooling_allocator_metrics()
+            .map_or(0, |m| m.component_instances()),
+        _ => 0,
+    }
+}
+
+static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
+
 /// The process-wide engine: one pooling allocator shared by every WASM
 /// provider, and one ticker thread advancing its epoch.
 fn engine() -> Result<&'static Engine, &'static String> {
-    static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
             let mut pool = PoolingAllocationConfig::default();

@@ -5,6 +5,7 @@
 //! |--------------|---------------------------------------------------|
 //! | `panic`      | panics (a trap in WASM, caught in native)         |
 //! | `spin`       | loops forever                                     |
+//! | `nap`        | sleeps 3 s (blocked in the host), answers `nap`   |
 //! | `grow`       | allocates 128 MiB                                 |
 //! | `undeclared` | application error the contract does not declare   |
 //! | `bad-code`   | operational error with a code outside Run/1       |
@@ -27,6 +28,10 @@ impl Provider for Faulty {
         match key {
             "panic" => panic!("faulty provider panics on purpose"),
             "spin" => spin(),
+            "nap" => {
+                std::thread::sleep(std::time::Duration::from_millis(3000));
+                Ok(json!("nap"))
+            }
             "grow" => {
                 let block = vec![1u8; 128 << 20];
                 Ok(json!(block.iter().map(|&b| b as u64).sum::<u64>()))

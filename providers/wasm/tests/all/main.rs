@@ -8,6 +8,7 @@ mod artifacts;
 mod faults;
 mod kv;
 mod load;
+mod pool;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
