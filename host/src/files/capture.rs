@@ -109,16 +109,44 @@ impl Anchor {
 }
 
 /// Aggregate use across every read attachment.
-#[derive(Default)]
 struct Budget {
     files: usize,
     bytes: u64,
     entries: usize,
+    started: std::time::Instant,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget {
+            files: 0,
+            bytes: 0,
+            entries: 0,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Count one examined entry against the entry and time budgets.
+    fn entry(&mut self) -> Result<(), String> {
+        self.entries += 1;
+        if self.entries > MAX_ENTRIES {
+            return Err(format!(
+                "more than {MAX_ENTRIES} entries; select exact files with --select"
+            ));
+        }
+        if super::over_budget(self.started, super::CAPTURE_BUDGET) {
+            return Err(format!(
+                "capture took longer than {} s",
+                super::CAPTURE_BUDGET.as_secs()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Capture every root of `request` (relative paths resolved against `base`).
 pub fn capture(request: &Request, base: &Path) -> Result<Captured, FilesError> {
-    let mut budget = Budget::default();
+    let mut budget = Budget::new();
     let mut captured = Captured::default();
     for (name, (dir, selectors)) in &request.roots {
         let at = |m: String| FilesError::invalid(format!("attachment {name}: {m}"));
@@ -254,12 +282,7 @@ fn walk(
     let mut names = Vec::new();
     for entry in listing {
         let entry = entry.map_err(|e| format!("cannot list {}: {e}", quote(prefix)))?;
-        budget.entries += 1;
-        if budget.entries > MAX_ENTRIES {
-            return Err(format!(
-                "more than {MAX_ENTRIES} entries; select exact files with --select"
-            ));
-        }
+        budget.entry()?;
         let at = if prefix.is_empty() {
             "the root"
         } else {
@@ -331,10 +354,7 @@ fn select(
         let next = open_dir(parent, component, &rel, root)?;
         held = Some(next);
     }
-    budget.entries += 1;
-    if budget.entries > MAX_ENTRIES {
-        return Err(format!("more than {MAX_ENTRIES} entries"));
-    }
+    budget.entry()?;
     let parent = held.as_ref().unwrap_or(root_fd);
     files.push(read_file(parent, leaf, selector, root, budget)?);
     Ok(())

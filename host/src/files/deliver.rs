@@ -76,7 +76,8 @@ pub fn read_output(dir: &Path) -> Result<Vec<OutputFile>, FilesError> {
     let mut files = Vec::new();
     let mut entries = 0;
     let mut bytes = 0;
-    read_output_dir(dir, "", &mut entries, &mut bytes, &mut files)
+    let started = std::time::Instant::now();
+    read_output_dir(dir, "", &mut entries, &mut bytes, &mut files, started)
         .map_err(|m| FilesError::delivery(format!("the writable attachment {m}")))?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
@@ -88,6 +89,7 @@ fn read_output_dir(
     entries: &mut usize,
     bytes: &mut u64,
     files: &mut Vec<OutputFile>,
+    started: std::time::Instant,
 ) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let mut names = Vec::new();
@@ -96,6 +98,12 @@ fn read_output_dir(
         *entries += 1;
         if *entries > MAX_ENTRIES {
             return Err(format!("has more than {MAX_ENTRIES} entries"));
+        }
+        if super::over_budget(started, super::DELIVERY_BUDGET) {
+            return Err(format!(
+                "took longer than {} s to deliver",
+                super::DELIVERY_BUDGET.as_secs()
+            ));
         }
         names.push(utf8_name(&entry.file_name(), "it")?);
     }
@@ -116,7 +124,7 @@ fn read_output_dir(
                     quote(&rel)
                 ));
             }
-            read_output_dir(&path, &rel, entries, bytes, files)?;
+            read_output_dir(&path, &rel, entries, bytes, files, started)?;
             continue;
         }
         if !meta.is_file() {
@@ -452,6 +460,30 @@ mod tests {
         f.set_len(MAX_OUTPUT_BYTES + 1).unwrap();
         let err = read_output(dir.path()).unwrap_err();
         assert!(err.message.contains("more than 16777216 bytes"), "{err}");
+    }
+
+    #[test]
+    fn output_entries_and_depth_at_and_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..MAX_ENTRIES {
+            std::fs::create_dir(dir.path().join(format!("{i:03}"))).unwrap();
+        }
+        assert!(read_output(dir.path()).unwrap().is_empty());
+        std::fs::create_dir(dir.path().join("extra")).unwrap();
+        let err = read_output(dir.path()).unwrap_err();
+        assert!(err.message.contains("more than 256 entries"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let at = vec!["d"; MAX_COMPONENTS - 1].join("/");
+        std::fs::create_dir_all(dir.path().join(&at)).unwrap();
+        std::fs::write(dir.path().join(&at).join("f"), b"x").unwrap();
+        assert_eq!(
+            read_output(dir.path()).unwrap()[0].path.split('/').count(),
+            16
+        );
+        std::fs::create_dir(dir.path().join(&at).join("e")).unwrap();
+        let err = read_output(dir.path()).unwrap_err();
+        assert!(err.message.contains("deeper than 16"), "{err}");
     }
 
     #[test]

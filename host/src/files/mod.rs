@@ -36,6 +36,16 @@ pub const MAX_OUTPUT_FILES: usize = 64;
 /// Logical bytes the writable attachment may deliver.
 pub const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Capture checks this private budget at each bounded operation.
+pub const CAPTURE_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+/// Delivery (validation, copying, publication) checks this budget.
+pub const DELIVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Has work started at `started` used up `budget`?
+pub fn over_budget(started: std::time::Instant, budget: std::time::Duration) -> bool {
+    started.elapsed() > budget
+}
+
 /// A refused file request or delivery, with its stable code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -271,6 +281,18 @@ mod tests {
         assert!(check_relative("a/../b").is_err());
         assert!(check_relative("caf\u{e9}").is_ok());
         assert!(check_relative("cafe\u{301}").is_err(), "NFD is malformed");
+    }
+
+    #[test]
+    fn budgets_at_and_past_their_bound() {
+        use std::time::{Duration, Instant};
+        let now = Instant::now();
+        assert!(!over_budget(now, CAPTURE_BUDGET));
+        let past = now.checked_sub(CAPTURE_BUDGET + Duration::from_millis(1));
+        if let Some(past) = past {
+            assert!(over_budget(past, CAPTURE_BUDGET));
+            assert!(!over_budget(past, DELIVERY_BUDGET));
+        }
     }
 
     #[test]
