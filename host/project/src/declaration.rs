@@ -175,19 +175,22 @@ fn source(name: &str, value: &Json, pointer: &str) -> Result<Source, ProjectErro
     }
     if is_discover {
         // Roots form an unordered union: one beneath another would overlap.
-        for (a, _) in &canonical {
-            if let Some((b, i)) = canonical
-                .iter()
-                .find(|(b, _)| b != a && paths::is_within(&paths::fold(b), &paths::fold(a)))
-            {
-                return Err(invalid(
-                    format!("{list_pointer}/{i}"),
-                    format!(
-                        "discovery roots overlap: {} contains {}",
-                        escape(a),
-                        escape(b)
-                    ),
-                ));
+        // Each root's proper ancestors are looked up among the folded roots.
+        for (path, i) in &canonical {
+            let folded = paths::fold(path);
+            let mut ancestor = folded.as_str();
+            while let Some(cut) = ancestor.rfind('/') {
+                ancestor = &ancestor[..cut];
+                if let Some((outer, _)) = by_fold.get(ancestor) {
+                    return Err(invalid(
+                        format!("{list_pointer}/{i}"),
+                        format!(
+                            "discovery roots overlap: {} contains {}",
+                            escape(outer),
+                            escape(path)
+                        ),
+                    ));
+                }
             }
         }
     }

@@ -366,6 +366,30 @@ mod tests {
         assert_eq!(capture(&root).unwrap_err().code, "PROJECT_UNSAFE");
     }
 
+    /// The helper and the Rust side both take the largest root list within the
+    /// evaluation budget. (A unit test, so it never shares the CPU with the
+    /// integration tests that spin until the deadline.)
+    #[test]
+    fn the_largest_root_list_is_accepted_in_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let n = MAX_SOURCE_ENTRIES;
+        fs::write(
+            root.join("jig.ts"),
+            format!(
+                "import {{ defineJig, discover }} from \"@jigging/jig\";\nexport default defineJig({{ flows: discover(Array.from({{ length: {n} }}, (_, i) => `r${{{n} - i}}`)) }});\n"
+            ),
+        )
+        .unwrap();
+        let decl = capture(root).unwrap();
+        let roots = decl.project["flows"]["roots"].as_array().unwrap();
+        assert_eq!(roots.len(), n);
+        assert_eq!(
+            (roots[0].as_str(), roots[1].as_str()),
+            (Some("r1"), Some("r10"))
+        );
+    }
+
     #[test]
     fn a_new_member_during_capture_is_retried() {
         let tmp = greeting();

@@ -22,6 +22,11 @@
   const ObjectPrototype = Object.prototype;
   const ArrayPrototype = Array.prototype;
   const TypeErrorCtor = TypeError;
+  const apply = Reflect.apply;
+  const regexpTest = RegExp.prototype.test;
+  const ASCII = /^[\x00-\x7f]*$/;
+  const SURROGATE = /[\ud800-\udfff]/;
+  const matches = (re, s) => apply(regexpTest, re, [s]);
   const StringCtor = String;
 
   const MAX_DEPTH = 128;
@@ -40,6 +45,7 @@
 
   // UTF-8 length of a well-formed string; -1 when it holds a lone surrogate.
   function utf8Length(s) {
+    if (matches(ASCII, s)) return s.length;
     let n = 0;
     for (let i = 0; i < s.length; i++) {
       const c = s.charCodeAt(i);
@@ -68,17 +74,37 @@
     return a.length === b.length ? 0 : a.length < b.length ? -1 : 1;
   }
 
+  // A stable bottom-up merge sort that relies on no Array.prototype method
+  // and writes only to null-prototype scratch objects.
   function sortStrings(list) {
-    // Insertion sort on a copy: no reliance on Array.prototype.sort.
-    const out = [];
-    for (let i = 0; i < list.length; i++) {
-      const v = list[i];
-      let j = i;
-      while (j > 0 && compareCodePoints(out[j - 1], v) > 0) {
-        defineProperty(out, j, { value: out[j - 1], writable: true, enumerable: true, configurable: true });
-        j--;
+    const n = list.length;
+    let from = create(null);
+    let to = create(null);
+    // UTF-16 order (the native `<`) is code point order unless a surrogate is involved.
+    let native = true;
+    for (let i = 0; i < n; i++) {
+      from[i] = list[i];
+      if (native && matches(SURROGATE, list[i])) native = false;
+    }
+    const order = native ? (a, b) => (a < b ? -1 : a > b ? 1 : 0) : compareCodePoints;
+    for (let width = 1; width < n; width *= 2) {
+      for (let lo = 0; lo < n; lo += 2 * width) {
+        const mid = lo + width < n ? lo + width : n;
+        const hi = lo + 2 * width < n ? lo + 2 * width : n;
+        let i = lo;
+        let j = mid;
+        let k = lo;
+        while (i < mid && j < hi) to[k++] = order(from[i], from[j]) <= 0 ? from[i++] : from[j++];
+        while (i < mid) to[k++] = from[i++];
+        while (j < hi) to[k++] = from[j++];
       }
-      defineProperty(out, j, { value: v, writable: true, enumerable: true, configurable: true });
+      const swap = from;
+      from = to;
+      to = swap;
+    }
+    const out = [];
+    for (let i = 0; i < n; i++) {
+      defineProperty(out, i, { value: from[i], writable: true, enumerable: true, configurable: true });
     }
     return out;
   }

@@ -14,6 +14,14 @@ const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
 const hasOwn = Object.hasOwn;
 const ObjectPrototype = Object.prototype;
 const ArrayPrototype = Array.prototype;
+const apply = Reflect.apply;
+const WeakSetCtor = WeakSet;
+const weakAdd = WeakSet.prototype.add;
+const weakHas = WeakSet.prototype.has;
+
+// Values this module's discover() returned: already normalized, so
+// defineJig() need not normalize them again. Anything else is re-checked.
+const discovered = new WeakSetCtor();
 
 const MAX_CONTAINER = 65536;
 const MAX_PATH_BYTES = 1024;
@@ -121,7 +129,9 @@ export function discover(roots) {
     normalized.push(projectPath(root, "discovery root"));
   }
   const sorted = sortedUnique(normalized, (a, b) => "root paths collide: " + a + " and " + b);
-  return freeze({ kind: "discover", roots: sorted });
+  const out = freeze({ kind: "discover", roots: sorted });
+  apply(weakAdd, discovered, [out]);
+  return out;
 }
 
 function source(name, value) {
@@ -133,6 +143,7 @@ function source(name, value) {
     return freeze({ kind: "members", paths: sorted });
   }
   if (!isPlainObject(value)) fail(name + " source must come from discover()");
+  if (apply(weakHas, discovered, [value])) return value;
   const kind = field(value, "kind", name + " source kind");
   if (kind.value === "members") fail(name + " source must come from discover()");
   if (kind.value !== "discover") fail(name + " source has an invalid kind");
