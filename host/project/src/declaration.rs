@@ -4,6 +4,7 @@
 //! normalizes under these rules.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value as Json};
 
@@ -407,6 +408,39 @@ pub(crate) fn binding_value(decl: &BindingDecl) -> Json {
     Json::Object(object)
 }
 
+/// The reference authoring value schema (flow-reference/schemas), checked
+/// after normalization as a second, independent statement of the shape.
+const AUTHORING_SCHEMA: &[u8] = include_bytes!("../schemas/project-authoring-1.schema.json");
+
+fn authoring_schema() -> Result<&'static flow::schema::Schema, ProjectError> {
+    static SCHEMA: OnceLock<Result<flow::schema::Schema, String>> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            flow::schema::Schema::compile_file(AUTHORING_SCHEMA).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| {
+            ProjectError::new(
+                "PROJECT_UNAVAILABLE",
+                format!("the authoring schema does not compile: {e}"),
+            )
+        })
+}
+
+/// Checks a normalized project or Binding value against project-authoring-1.
+pub(crate) fn conform(value: &Json) -> Result<(), ProjectError> {
+    authoring_schema()?.validate(value).map_err(|invalid| {
+        let mut error = ProjectError::new(
+            INVALID,
+            format!("the declaration does not match project-authoring-1: {invalid}"),
+        );
+        if let flow::schema::Invalid::Diagnostic(d) = &invalid {
+            error = error.pointer(d.instance_pointer.clone());
+        }
+        error
+    })
+}
+
 /// Escapes one RFC 6901 reference token.
 pub(crate) fn pointer_token(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
@@ -640,6 +674,23 @@ mod tests {
                 "{value}"
             );
         }
+    }
+
+    #[test]
+    fn normalized_values_conform_to_the_reference_schema() {
+        let project = project(&json!({"flows": {"kind": "discover", "roots": ["flows"]}, "bindings": {"kind": "members", "paths": []}})).unwrap();
+        conform(&project.value).unwrap();
+        conform(&json!({})).unwrap();
+        let decl = binding(
+            &json!({"package": "p", "settings": {"a": [1]}, "slots": {"s": "binding:x"}, "commands": {"t": {"test": ["a.test.ts"]}}}),
+            "bindings/b.ts",
+        )
+        .unwrap();
+        conform(&binding_value(&decl)).unwrap();
+        // And the schema really is applied: a value no normalizer would emit fails it.
+        let e = conform(&json!({"flows": {"kind": "discover", "roots": []}})).unwrap_err();
+        assert_eq!(e.code, INVALID);
+        assert!(conform(&json!({"kind": "package", "package": "p"})).is_err());
     }
 
     #[test]

@@ -222,7 +222,9 @@ fn attempt_capture(root: &Path, observed: &mut Observation) -> Result<Declaratio
             .map(|p| (p.clone(), observed.modules.modules[p].script.clone())),
     );
     let value = evaluator.evaluate(JIG_TS_PATH)?;
-    let project = declaration::project(&value).map_err(|e| e.at(JIG_TS_PATH))?;
+    let project = declaration::project(&value)
+        .and_then(|p| declaration::conform(&p.value).map(|()| p))
+        .map_err(|e| e.at(JIG_TS_PATH))?;
     observed.project = Some(project.clone());
 
     let flows = discovery::flows(root, project.flows.as_ref());
@@ -241,7 +243,9 @@ fn attempt_capture(root: &Path, observed: &mut Observation) -> Result<Declaratio
                 .map(|p| (p.clone(), observed.modules.modules[p].script.clone())),
         );
         let value = evaluator.evaluate(file)?;
-        let decl = declaration::binding(&value, file).map_err(|e| e.at(file))?;
+        let decl = declaration::binding(&value, file)
+            .and_then(|d| declaration::conform(&d.value()).map(|()| d))
+            .map_err(|e| e.at(file))?;
         bindings.insert(id.clone(), decl);
     }
     check_references(&flows, &bindings)?;
