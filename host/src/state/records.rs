@@ -199,6 +199,13 @@ impl Runs {
                 "message": "the process coordinating this Run ended before it settled; its work was fenced and is not replayed",
             });
             self.settle(&mut record, terminal)?;
+            // Its private work (scratch, sealed attachments, unpublished
+            // output) is never resumed, so it is removed now.
+            if let Some(state_dir) = self.dir.parent() {
+                let work = state_dir.join("work").join(&record.id);
+                crate::files::remove_tree(&work)
+                    .map_err(StateError::io("removing a lost Run's work"))?;
+            }
             fenced += 1;
         }
         Ok(fenced)

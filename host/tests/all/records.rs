@@ -29,6 +29,20 @@ fn run_ids(project: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Command lines of live processes that mention `marker`.
+fn processes_mentioning(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn item_09_only_admitted_targets_run_and_input_is_validated_first() {
     let project = files_example();
@@ -132,6 +146,17 @@ fn item_11_a_killed_coordinator_is_lost_and_never_replayed() {
     assert_eq!(killed.status, -1, "ended by a signal: {killed:?}");
     assert_eq!(killed.stdout, "");
     assert!(!dest.exists(), "no packet from a lost coordinator");
+    // 14: the Flow's processes die with their coordinator.
+    let marker = project.path().to_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !processes_mentioning(&marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left running: {:?}",
+            processes_mentioning(&marker)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 
     // 12: the dead coordinator's project ownership is released; the next
     // command fences the pending Run as lost.
@@ -142,6 +167,12 @@ fn item_11_a_killed_coordinator_is_lost_and_never_replayed() {
     assert_eq!(
         &fields[1..],
         ["lost", "flow:flows/summarize", "COORDINATOR_LOST"]
+    );
+    let work = project.path().join(".jig/work");
+    assert_eq!(
+        std::fs::read_dir(&work).map(|d| d.count()).unwrap_or(0),
+        0,
+        "the lost Run's private work is removed"
     );
     let show = run_jig(project.path(), &["runs", "show", fields[0]]);
     assert_eq!(show.status, 0, "{show:?}");
@@ -204,4 +235,47 @@ fn runs_lists_newest_first_and_shows_one_record() {
     let missing = run_jig(project.path(), &["runs", "show", "run-0-none"]);
     assert_eq!(missing.status, 1, "{missing:?}");
     assert!(missing.stderr.starts_with("RUN_NOT_FOUND: "), "{missing:?}");
+}
+
+#[test]
+fn item_15_binding_children_get_empty_attachments_and_no_history_of_their_own() {
+    let parent = "from jiggy.flow import handle\n\nasync def run(context):\n    child = await context.run_child_flow(operation_id='probe:1', slot='probe', input=None)\n    return {'outcome': 'done', 'output': {'parent': sorted(context.attachments), 'child': child['output']}}\n\nhandle(run)\n";
+    let child = "from jiggy.flow import handle\n\nasync def run(context):\n    return {'outcome': 'done', 'output': sorted(context.attachments)}\n\nhandle(run)\n";
+    let project = project(&[
+        (
+            "flows/parent/FLOW.md",
+            "---\nname: parent\ndescription: Ask the probe slot what it was given.\nattachments:\n  source: read\n---\n\nParent.\n",
+        ),
+        ("flows/parent/flow.py", parent),
+        (
+            "flows/child/FLOW.md",
+            "---\nname: child\ndescription: Report the attachments this Run has.\n---\n\nChild.\n",
+        ),
+        ("flows/child/flow.py", child),
+        (
+            "bindings/parent.ts",
+            "import { defineBinding } from \"@jigging/jig\";\n\nexport default defineBinding({\n  package: \"./flows/parent\",\n  slots: { probe: \"flow:./flows/child\" },\n});\n",
+        ),
+    ]);
+    review(project.path());
+    let source = source_folder();
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "binding:parent",
+            "--attach",
+            &format!("source={}", source.path().display()),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!({"parent": ["source"], "child": []})
+    );
+    assert_eq!(
+        run_ids(project.path()).len(),
+        1,
+        "the child has no Run of its own"
+    );
 }
