@@ -431,15 +431,12 @@ fn run_invocation_with(
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         };
-        let ticker = run::spawn_ticker();
+        let ticker = run::Ticker::start();
         let run = executor.run(Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments });
         let run = async move {
             let result = run.await;
-            if let Some((task, plain)) = ticker {
-                task.abort();
-                if !plain {
-                    eprint!("\r\x1b[K");
-                }
+            if let Some(ticker) = ticker {
+                ticker.stop();
             }
             result
         };

@@ -399,31 +399,53 @@ pub fn elapsed_line(elapsed: Duration) -> String {
     }
 }
 
-/// Show elapsed time on stderr once a Run passes one second, only when
-/// stderr is a terminal; plain (one line each 10 s) under NO_COLOR or
-/// TERM=dumb, otherwise rewritten in place each second.
-pub fn spawn_ticker() -> Option<(tokio::task::JoinHandle<()>, bool)> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let plain =
-        std::env::var_os("NO_COLOR").is_some() || std::env::var("TERM").is_ok_and(|t| t == "dumb");
-    let task = tokio::spawn(async move {
-        let start = tokio::time::Instant::now();
-        let period = if plain { 10 } else { 1 };
-        let mut tick =
-            tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(period));
-        loop {
-            tick.tick().await;
-            let line = elapsed_line(start.elapsed());
-            if plain {
-                eprintln!("{line}");
-            } else {
-                eprint!("\r{line}");
-            }
+/// Elapsed time on a terminal stderr while a Run lasts.
+pub struct Ticker {
+    task: tokio::task::JoinHandle<()>,
+    plain: bool,
+    shown: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Ticker {
+    /// Start showing elapsed time once a Run passes one second, only when
+    /// stderr is a terminal; plain (one line each 10 s) under NO_COLOR or
+    /// TERM=dumb, otherwise rewritten in place each second.
+    pub fn start() -> Option<Ticker> {
+        if !std::io::stderr().is_terminal() {
+            return None;
         }
-    });
-    Some((task, plain))
+        let plain = std::env::var_os("NO_COLOR").is_some()
+            || std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        let shown = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = shown.clone();
+        let task = tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            let period = if plain { 10 } else { 1 };
+            let mut tick = tokio::time::interval_at(
+                start + Duration::from_secs(1),
+                Duration::from_secs(period),
+            );
+            loop {
+                tick.tick().await;
+                let line = elapsed_line(start.elapsed());
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                if plain {
+                    eprintln!("{line}");
+                } else {
+                    eprint!("\r{line}");
+                }
+            }
+        });
+        Some(Ticker { task, plain, shown })
+    }
+
+    /// Stop, and clear an in-place line so the result starts clean.
+    pub fn stop(self) {
+        self.task.abort();
+        if !self.plain && self.shown.load(std::sync::atomic::Ordering::SeqCst) {
+            eprint!("\r\x1b[K");
+        }
+    }
 }
 
 #[cfg(test)]

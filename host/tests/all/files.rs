@@ -692,7 +692,14 @@ fn elapsed_status_shows_only_on_a_terminal_after_a_second() {
         path(source.path()),
         path(&out.path().join("quick"))
     );
-    assert!(!on_a_terminal(project.path(), &quick, false).contains("running"));
+    let transcript = on_a_terminal(project.path(), &quick, false);
+    assert_eq!(
+        transcript,
+        format!(
+            "succeeded: done\r\n{{\r\n  \"bytes\": 12,\r\n  \"files\": 3\r\n}}\r\npacket: {} (files: final)\r\n",
+            path(&out.path().join("quick"))
+        )
+    );
     let piped = run_jig(
         project.path(),
         &[
