@@ -716,3 +716,46 @@ fn elapsed_status_shows_only_on_a_terminal_after_a_second() {
     assert_eq!(piped.status, 0, "{piped:?}");
     assert_eq!(piped.stderr, "");
 }
+
+#[test]
+fn a_wasm_flow_gets_its_attachments_as_preopened_directories() {
+    let wasm = cargo_build(&[
+        "-p",
+        "flow-sdk",
+        "--example",
+        "list_files",
+        "--target",
+        "wasm32-wasip1",
+    ])
+    .join("wasm32-wasip1/debug/examples/list_files.wasm");
+    let project = project(&[(
+        "flows/list/FLOW.md",
+        "---\nname: list\ndescription: List the attached files.\nattachments:\n  source: read\n  deliverables: read-write\n---\n\nList.\n",
+    )]);
+    std::fs::copy(&wasm, project.path().join("flows/list/flow.wasm")).unwrap();
+    review(project.path());
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("packet");
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/list",
+            "--attach",
+            &format!("source={}", path(source.path())),
+            "--out",
+            path(&dest),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        json!({"files": 3, "sourceWriteRefused": true})
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("files/listing.txt")).unwrap(),
+        "blob.bin 4\nempty 0\nnotes/a.txt 8\n"
+    );
+    assert!(!source.path().join("new.txt").exists());
+}
