@@ -223,6 +223,8 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         }
     }
     let destination = destination.transpose().map_err(files_error)?;
+    // Everything that can refuse the Run does so before it is recorded.
+    let sandbox = crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?;
     let mut record = match runs
         .submit(args.key, content)
         .map_err(|e| CliError::new(e.code(), e.to_string()))?
@@ -232,26 +234,36 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
-        .map_err(|e| CliError::new("INTERNAL", format!("cannot seal the attachments: {e}")));
+        .map_err(|e| format!("cannot seal the attachments: {e}"))
+        .and_then(|grants| {
+            write_python_sdk(&work_root.join("python"))
+                .map_err(|e| format!("cannot stage the Python SDK: {e}"))
+                .map(|()| grants)
+        });
     drop(captured);
     let grants = match grants {
         Ok(grants) => grants,
-        Err(e) => {
+        Err(message) => {
+            // Recorded but never dispatched: settle it as failed, not lost.
             let _ = files::remove_tree(&work_root);
-            let terminal = json!({"status": "failed", "code": "EXECUTION_FAILED", "message": e.message, "runId": record.id, "diagnostics": crate::exec::Diagnostics::default().to_value()});
+            let terminal = json!({
+                "status": "failed",
+                "code": "EXECUTION_FAILED",
+                "message": message,
+                "runId": record.id,
+                "diagnostics": crate::exec::Diagnostics::default().to_value(),
+            });
             let _ = runs.settle(&mut record, terminal);
-            return Err(e);
+            return Err(CliError::new("INTERNAL", message));
         }
     };
     let python_sdk = work_root.join("python");
-    write_python_sdk(&python_sdk)
-        .map_err(|e| CliError::new("INTERNAL", format!("cannot stage the Python SDK: {e}")))?;
     let executor = Arc::new(Executor::new(
         state.store(),
         work_root.join("runs"),
         generation.plan.clone(),
         Arc::new(ProviderSet::new(config.providers.clone())),
-        crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
+        sandbox,
         python_sdk,
     ));
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
