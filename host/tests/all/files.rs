@@ -353,6 +353,24 @@ fn an_operational_failure_publishes_only_the_host_record() {
     );
     assert_eq!(run.status, 1, "{run:?}");
     let stdout = run.json();
+    let keys: Vec<&str> = stdout
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "code",
+            "delivery",
+            "diagnostics",
+            "input",
+            "message",
+            "runId",
+            "status"
+        ]
+    );
     assert_eq!(stdout["status"], "failed");
     assert_eq!(stdout["delivery"]["status"], "written");
     assert_eq!(stdout["delivery"]["source"], "none");
