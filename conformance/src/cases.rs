@@ -470,7 +470,7 @@ fn malformed_root_cancellation(c: &Component) -> Step<()> {
 /// Each raw input is fatal before the root: `reply` is the standard error
 /// expected first (with id null), or none.
 fn fatal_frames(c: &Component) -> Step<()> {
-    let cases: [(&str, &[u8], Option<i64>); 8] = [
+    let cases: [(&str, &[u8], Option<i64>); 7] = [
         ("invalid JSON", b"{\"jsonrpc\":\n", Some(-32700)),
         ("BOM", b"\xef\xbb\xbf{}\n", Some(-32700)),
         ("duplicate member", b"{\"a\":1,\"a\":2}\n", Some(-32700)),
@@ -482,7 +482,6 @@ fn fatal_frames(c: &Component) -> Step<()> {
         ("batch", b"[]\n", Some(-32600)),
         ("scalar", b"1\n", Some(-32600)),
         ("invalid UTF-8", b"{\"a\":\"\xff\"}\n", None),
-        ("empty frame", b"\n", None),
     ];
     for (name, bytes, reply) in cases {
         let mut s = Session::spawn(c)?;
@@ -497,6 +496,12 @@ fn fatal_frames(c: &Component) -> Step<()> {
         }
         s.expect_closed().map_err(|e| format!("{name}: {e}"))?;
     }
+    // An empty frame is invalid; it is complete, valid UTF-8 and not JSON,
+    // so a best-effort -32700 may precede the close.
+    let mut s = Session::spawn(c)?;
+    let _ = s.send_raw(b"\n");
+    s.expect_closed_after_optional_error(flow::wire::PARSE_ERROR)
+        .map_err(|e| format!("empty frame: {e}"))?;
     let mut s = Session::spawn(c)?;
     let _ = s.send_raw(b"{\"jsonrpc\"");
     s.close_stdin();

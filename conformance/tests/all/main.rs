@@ -7,6 +7,7 @@
 //! once more; later runs are incremental.
 
 mod corpus;
+mod python;
 mod runner;
 
 use std::path::PathBuf;

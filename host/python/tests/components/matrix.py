@@ -54,6 +54,8 @@ async def cancel_shared_waiter(context: RunContext):
         )
 
     first, second = waiter(), waiter()
+    # Both waiters reach the wire before the release call (SCENARIOS order).
+    await asyncio.sleep(0)
     await context.call_capability(
         operation_id="release-shared-cancel:1", slot="control", method="release", input=None
     )
@@ -120,6 +122,7 @@ async def cancel_one_call(context: RunContext):
     child = asyncio.create_task(
         context.run_child_flow(operation_id="cancelled-child:1", slot="child", input=None)
     )
+    await asyncio.sleep(0)
     await context.call_capability(
         operation_id="release-cancel:1", slot="control", method="release", input=None
     )
@@ -135,6 +138,7 @@ async def abandoned_call(context: RunContext):
     child = asyncio.create_task(
         context.run_child_flow(operation_id="abandoned-child:1", slot="child", input=None)
     )
+    await asyncio.sleep(0)
     await context.call_capability(
         operation_id="release-abandon:1", slot="control", method="release", input=None
     )
@@ -148,6 +152,7 @@ CASES = {
     "cancel-shared-waiter": cancel_shared_waiter,
     "uncertain-replay": uncertain_replay,
     "request-lifetime": request_lifetime,
+    "one-flow": one_flow,
     "two-effects": two_effects,
     "cancel-one-call": cancel_one_call,
     "abandoned-call": abandoned_call,
@@ -156,8 +161,6 @@ CASES = {
 
 async def run(context: RunContext) -> RunResult:
     case = context.input.get("case") if isinstance(context.input, dict) else None
-    if case == "one-flow":
-        return await one_flow(context)
     behaviour = CASES.get(case)
     if behaviour is None:
         return {"outcome": "done", "output": None}
