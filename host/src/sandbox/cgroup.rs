@@ -465,6 +465,73 @@ fn write_value(path: &Path, value: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    fn read(dir: &Path, file: &str) -> String {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// On a host that offers cgroups to this process (this CI machine:
+    /// v1 as root): limits are written before anything enters, a member
+    /// and its forks are killed, the groups are removed.
+    #[test]
+    fn groups_are_limited_killed_and_removed() {
+        let hierarchy = match Hierarchy::detect(None) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("skipped: no usable cgroup hierarchy: {e}");
+                return;
+            }
+        };
+        let name = format!("{HOST_GROUP_PREFIX}unit-{}", std::process::id());
+        let host = hierarchy.create_host_group(&name).expect("host group");
+        let run = host.child("run-0", Limits::FLOW).expect("run group");
+        for dir in run.dirs() {
+            let v2 = matches!(hierarchy, Hierarchy::V2 { .. });
+            if v2 {
+                assert_eq!(read(dir, "memory.max"), "268435456");
+                assert_eq!(read(dir, "pids.max"), "64");
+                assert_eq!(read(dir, "cpu.max"), "50000 100000");
+            } else if dir.join("memory.limit_in_bytes").exists() {
+                assert_eq!(read(dir, "memory.limit_in_bytes"), "268435456");
+            } else if dir.join("pids.max").exists() {
+                assert_eq!(read(dir, "pids.max"), "64");
+            } else if dir.join("cpu.cfs_quota_us").exists() {
+                assert_eq!(read(dir, "cpu.cfs_quota_us"), "50000");
+                assert_eq!(read(dir, "cpu.cfs_period_us"), "100000");
+            }
+        }
+        for dir in host.dirs() {
+            if dir.join("pids.max").exists() {
+                assert_eq!(read(dir, "pids.max"), "448");
+            }
+        }
+        // A shell that forks a sleeper, inside the run group.
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "read go; sleep 60 & sleep 60"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id().to_string();
+        for procs in run.procs_files() {
+            std::fs::write(procs, &pid).unwrap();
+        }
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while run.pids().len() < 3 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(run.pids().len(), 3, "{:?}", run.pids());
+        run.kill_all();
+        let _ = child.wait();
+        run.remove(EMPTY_WAIT).expect("run group removed");
+        host.remove(EMPTY_WAIT).expect("host group removed");
+        for dir in run.dirs().chain(host.dirs()) {
+            assert!(!dir.exists(), "{} remains", dir.display());
+        }
+    }
+
     #[test]
     fn ceilings_match_the_published_table() {
         assert_eq!(FLOW_MEMORY_BYTES, 268_435_456);

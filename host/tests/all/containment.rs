@@ -278,6 +278,24 @@ fn a_cpu_spin_ends_at_the_wall_clock_deadline() {
 }
 
 #[test]
+fn cpu_is_throttled_to_half_a_core() {
+    const WALL_SECONDS: f64 = 2.0;
+    let dir = hostile_project();
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "cpu-share", "seconds": WALL_SECONDS}),
+            &[],
+        );
+        let cpu = succeeded(&w)["cpuSeconds"].as_f64().unwrap();
+        // 0.5 CPU for 2 s of wall time is 1 s of CPU; an unthrottled spin
+        // takes close to 2 s. Slack for the first period and start-up.
+        assert!(cpu < WALL_SECONDS * 0.5 + 0.35, "{target}: {cpu} s of CPU");
+    }
+}
+
+#[test]
 fn a_double_forked_daemon_does_not_outlive_the_run() {
     let dir = hostile_project();
     for target in TARGETS {

@@ -59,6 +59,13 @@ def cpu_spin(_):
         n += 1
 
 
+def cpu_share(ctx):
+    until = time.monotonic() + ctx.input["seconds"]
+    while time.monotonic() < until:
+        pass
+    return {"cpuSeconds": time.process_time()}
+
+
 def daemon(_):
     pid = os.fork()
     if pid == 0:
@@ -139,6 +146,7 @@ ATTACKS = {
     "fork-bomb": fork_bomb,
     "memory-hog": memory_hog,
     "cpu-spin": cpu_spin,
+    "cpu-share": cpu_share,
     "daemon": daemon,
     "network": network,
     "reads": reads,

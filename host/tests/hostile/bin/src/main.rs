@@ -75,6 +75,22 @@ fn cpu_spin() -> Value {
     }
 }
 
+fn cpu_share(input: &Value) -> Value {
+    let seconds = input["seconds"].as_f64().unwrap_or(1.0);
+    let until = std::time::Instant::now() + Duration::from_secs_f64(seconds);
+    let mut n: u64 = 0;
+    while std::time::Instant::now() < until {
+        n = std::hint::black_box(n.wrapping_add(1));
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    json!({"cpuSeconds": ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9})
+}
+
 fn daemon() -> Value {
     // SAFETY: the children only call setsid, fork, close, sleep and _exit.
     unsafe {
@@ -202,6 +218,7 @@ async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
         "fork-bomb" => fork_bomb(),
         "memory-hog" => memory_hog(&input),
         "cpu-spin" => cpu_spin(),
+        "cpu-share" => cpu_share(&input),
         "daemon" => daemon(),
         "network" => network(&input),
         "reads" => reads(&input),

@@ -1,0 +1,88 @@
+//! The added cost per Run of the contained envelope (cgroup + bubblewrap)
+//! against the process-group launch of the same component, both measured
+//! in one run: spawn, wait for the leader, clean up (kill, wait empty,
+//! remove the cgroups). The component is the smallest Python program the
+//! Python recipe would start (`python3 -c pass`) and `/bin/true` as the
+//! floor; the Run/1 exchange itself is the same in both envelopes and not
+//! part of the difference.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use jig::config::HostConfig;
+use jig::sandbox::{Launch, ProcessGroup, Sandbox};
+
+fn main() {
+    divan::main();
+}
+
+struct Fixture {
+    runtime: tokio::runtime::Runtime,
+    contained: Box<dyn Sandbox>,
+    dir: tempfile::TempDir,
+}
+
+fn fixture() -> &'static Fixture {
+    static CELL: OnceLock<Fixture> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("package")).unwrap();
+        std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
+        let contained = jig::sandbox::contained(&HostConfig::default())
+            .expect("this machine supports the contained envelope");
+        Fixture {
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+            contained: Box::new(contained),
+            dir,
+        }
+    })
+}
+
+fn launch(program: &str, args: &[&str]) -> Launch {
+    let dir = fixture().dir.path();
+    Launch {
+        program: PathBuf::from(program),
+        args: args.iter().map(Into::into).collect(),
+        env: vec![("LANG".into(), "C.UTF-8".into())],
+        cwd: dir.join("scratch"),
+        package: dir.join("package"),
+        scratch: dir.join("scratch"),
+        read_only: Vec::new(),
+        attachments: Vec::new(),
+    }
+}
+
+fn one_run(sandbox: &dyn Sandbox, launch: &Launch) {
+    fixture().runtime.block_on(async {
+        let mut contained = sandbox.spawn(launch).expect("spawns");
+        let status = contained.child.wait().await.expect("waits");
+        assert!(status.success());
+        contained.cleanup().expect("cleans up");
+    });
+}
+
+#[divan::bench(sample_count = 40)]
+fn true_process_group() {
+    one_run(&ProcessGroup, &launch("/bin/true", &[]));
+}
+
+#[divan::bench(sample_count = 40)]
+fn true_contained() {
+    one_run(fixture().contained.as_ref(), &launch("/bin/true", &[]));
+}
+
+#[divan::bench(sample_count = 20)]
+fn python_process_group() {
+    one_run(&ProcessGroup, &launch("/usr/bin/python3", &["-c", "pass"]));
+}
+
+#[divan::bench(sample_count = 20)]
+fn python_contained() {
+    one_run(
+        fixture().contained.as_ref(),
+        &launch("/usr/bin/python3", &["-c", "pass"]),
+    );
+}
