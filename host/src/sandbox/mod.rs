@@ -120,6 +120,60 @@ pub fn contained(config: &crate::config::HostConfig) -> Result<Bubblewrap, Strin
     }
 }
 
+/// Start `true` in the envelope and clean it up: proves namespaces,
+/// bubblewrap and the cgroup work here, not only that they are present.
+fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
+    let program = ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or("no /usr/bin/true to test the envelope with")?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
+    let launch = Launch {
+        program,
+        args: Vec::new(),
+        env: Vec::new(),
+        cwd: scratch.clone(),
+        package: dir.path().to_path_buf(),
+        scratch,
+        read_only: Vec::new(),
+        attachments: Vec::new(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let mut contained = envelope
+            .spawn(&launch)
+            .map_err(|e| format!("the envelope does not start: {e}"))?;
+        let stderr = contained.child.stderr.take();
+        let status =
+            tokio::time::timeout(std::time::Duration::from_secs(10), contained.child.wait()).await;
+        let cleaned = contained.cleanup();
+        let status = match status {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => return Err(format!("the envelope test failed: {e}")),
+            Err(_) => return Err("the envelope test did not finish in 10 s".into()),
+        };
+        cleaned.map_err(|e| format!("the envelope test was not cleaned up: {e}"))?;
+        if !status.success() {
+            let mut why = String::new();
+            if let Some(mut stderr) = stderr {
+                use tokio::io::AsyncReadExt;
+                let _ = stderr.read_to_string(&mut why).await;
+            }
+            return Err(format!(
+                "bubblewrap could not start a process here ({status}): {}",
+                why.trim()
+            ));
+        }
+        Ok(())
+    })
+}
+
 fn writable(hierarchy: &cgroup::Hierarchy) -> Result<(), String> {
     let bases: Vec<PathBuf> = match hierarchy {
         cgroup::Hierarchy::V2 { base } => vec![base.clone()],
@@ -142,6 +196,7 @@ pub fn describe(config: &crate::config::HostConfig) -> Result<String, String> {
         );
     }
     let envelope = contained(config)?;
+    smoke_test(&envelope)?;
     Ok(format!(
         "bubblewrap with cgroup {} (user, mount, PID, IPC, UTS, cgroup and network namespaces; \
          per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks)",
@@ -294,7 +349,7 @@ fn cgroup() -> Cgroup {
             controllers: text.split_whitespace().map(str::to_string).collect(),
         };
     }
-    let controllers: Vec<String> = ["memory", "pids", "cpu"]
+    let controllers: Vec<String> = ["memory", "pids", "cpu", "freezer"]
         .into_iter()
         .filter(|c| std::path::Path::new("/sys/fs/cgroup").join(c).is_dir())
         .map(str::to_string)

@@ -523,3 +523,46 @@ fn without_containment_process_recipes_are_unavailable_unless_opted_out() {
         "{bad:?}"
     );
 }
+
+#[test]
+fn a_killed_host_takes_its_envelope_along_and_the_next_host_sweeps_its_cgroup() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let input = json!({"attack": "cpu-spin"}).to_string();
+    let mut child = jig(root)
+        .args(["run", TARGETS[0], "--input", &input, "--timeout", "30s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let needle = root.to_string_lossy().into_owned();
+    let until = Instant::now() + Duration::from_secs(20);
+    while processes_mentioning(&needle).len() < 2 {
+        assert!(Instant::now() < until, "the component never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let groups: Vec<PathBuf> = cgroup_bases()
+        .into_iter()
+        .map(|b| b.join(format!("jig-{pid}")))
+        .collect();
+    assert!(groups.iter().all(|g| g.is_dir()), "{groups:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The envelope dies with its host (no process of the project remains).
+    let until = Instant::now() + Duration::from_secs(5);
+    while !processes_mentioning(&needle).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "outlived the host: {:?}",
+            processes_mentioning(&needle)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The next host removes the dead host's groups before it runs anything.
+    let w = attack(root, TARGETS[1], json!({"attack": "noop"}), &[]);
+    assert_eq!(succeeded(&w)["ok"], true);
+    for group in &groups {
+        assert!(!group.exists(), "{} was not swept", group.display());
+    }
+}
