@@ -106,15 +106,19 @@ pub fn parse_with_limit(bytes: &[u8], max_bytes: usize) -> Result<Value, JsonErr
             "document begins with a byte order mark",
         ));
     }
-    if let Err(e) = std::str::from_utf8(bytes) {
-        return Err(JsonError::new(
-            JsonErrorKind::InvalidUtf8,
-            Some(e.valid_up_to()),
-            "invalid UTF-8",
-        ));
-    }
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            return Err(JsonError::new(
+                JsonErrorKind::InvalidUtf8,
+                Some(e.valid_up_to()),
+                "invalid UTF-8",
+            ))
+        }
+    };
     let mut parser = Parser {
         bytes,
+        text,
         pos: 0,
         nodes: 0,
     };
@@ -127,8 +131,23 @@ pub fn parse_with_limit(bytes: &[u8], max_bytes: usize) -> Result<Value, JsonErr
     Ok(value)
 }
 
+/// Bytes that end a plain run inside a string: quote, backslash, controls.
+static STRING_SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        table[i] = true;
+        i += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 struct Parser<'a> {
     bytes: &'a [u8],
+    /// The same input as validated text, sliced at ASCII boundaries.
+    text: &'a str,
     pos: usize,
     nodes: usize,
 }
@@ -295,21 +314,16 @@ impl Parser<'_> {
         self.pos += 1;
         let mut out = String::new();
         loop {
-            // Copy the longest run of plain bytes at once.
+            // Copy the longest run of plain bytes at once. Runs end at
+            // ASCII bytes, which are always character boundaries.
             let run_start = self.pos;
-            while let Some(b) = self.peek() {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
-            if self.pos > run_start {
-                // Safe: the whole input is valid UTF-8 and runs end at ASCII.
-                out.push_str(
-                    std::str::from_utf8(&self.bytes[run_start..self.pos])
-                        .expect("input validated as UTF-8"),
-                );
-            }
+            let rest = &self.bytes[run_start..];
+            let run = rest
+                .iter()
+                .position(|b| STRING_SPECIAL[usize::from(*b)])
+                .unwrap_or(rest.len());
+            self.pos += run;
+            out.push_str(&self.text[run_start..self.pos]);
             if out.len() > max_bytes {
                 return Err(JsonError::new(
                     JsonErrorKind::LimitExceeded,
