@@ -279,3 +279,40 @@ fn item_15_binding_children_get_empty_attachments_and_no_history_of_their_own() 
         "the child has no Run of its own"
     );
 }
+
+#[test]
+fn item_12_a_live_run_owns_the_project_until_it_settles() {
+    let project = files_example();
+    let source = source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let first = jig(project.path())
+        .args(["run", "flow:flows/summarize", "--attach"])
+        .arg(format!("source={}", source.path().display()))
+        .args(["--input", r#"{"sleepSeconds":2}"#, "--out"])
+        .arg(out.path().join("first"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // New work is refused while the Run is live; it is not fenced.
+    let second = summarize(
+        project.path(),
+        source.path(),
+        &out.path().join("second"),
+        &[],
+    );
+    assert_eq!(second.status, 2, "{second:?}");
+    assert!(second.stderr.starts_with("PROJECT_BUSY: "), "{second:?}");
+    let listing = run_jig(project.path(), &["runs"]);
+    assert_eq!(listing.status, 2, "{listing:?}");
+    assert!(!out.path().join("second").exists());
+
+    let first = output(first.wait_with_output().unwrap());
+    assert_eq!(first.status, 0, "{first:?}");
+    // Ownership is released with the settled terminal: the Run is not lost.
+    let runs = run_jig(project.path(), &["runs"]);
+    assert_eq!(runs.status, 0, "{runs:?}");
+    assert_eq!(runs.stdout.lines().count(), 1);
+    assert!(runs.stdout.contains("\tsucceeded\t"), "{runs:?}");
+}
