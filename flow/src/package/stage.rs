@@ -3,8 +3,9 @@
 //! Every open is relative to an already-open directory descriptor with
 //! `O_NOFOLLOW`, so a symlink swapped in mid-walk is refused rather than
 //! followed. Each file's identity and timestamps are compared before and
-//! after its read; a detected change restarts the walk, a bounded number of
-//! times. Multiply linked files are accepted only when every link was found
+//! after its read, and each directory's timestamps before its listing and
+//! after its walk; a detected change restarts the walk, a bounded number of
+//! times. This detects changes; it is not an atomic snapshot. Multiply linked files are accepted only when every link was found
 //! inside the walked tree.
 
 use std::collections::{BTreeMap, HashMap};
@@ -138,6 +139,9 @@ fn walk_dir(
             format!("cannot duplicate descriptor: {e}"),
         )
     })?;
+    // An entry added, removed or renamed while the directory is walked
+    // changes its timestamps; that restarts the walk.
+    let listed = fstat(dir_fd.as_fd()).map_err(|e| io_error(prefix, e))?;
     let mut dir = Dir::from_fd(fd).map_err(|e| io_error(prefix, e))?;
     let mut entries: Vec<(Vec<u8>, Option<Type>)> = Vec::new();
     for entry in dir.iter() {
@@ -237,6 +241,11 @@ fn walk_dir(
                 .push(path.clone());
         }
         state.files.insert(path, content);
+    }
+    let walked = fstat(dir_fd.as_fd()).map_err(|e| io_error(prefix, e))?;
+    let (before, after) = (Snapshot::from(&listed), Snapshot::from(&walked));
+    if before.mtime != after.mtime || before.ctime != after.ctime {
+        return Ok(Some(prefix.to_owned()));
     }
     Ok(None)
 }

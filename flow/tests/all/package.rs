@@ -755,3 +755,39 @@ fn staging_never_returns_a_torn_file() {
     writer.join().unwrap();
     assert_eq!(staged + changed, 20);
 }
+
+#[test]
+fn staging_restarts_when_a_directory_changes_mid_walk() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    for i in 0..50 {
+        write(dir.path(), &format!("many/{i:02}"), b"x");
+    }
+    // The exclusion callback runs during the walk: use it to add an entry
+    // to a directory after it was listed, on the first attempt only.
+    let calls = AtomicUsize::new(0);
+    let many = dir.path().join("many");
+    let hook = |path: &str| {
+        if path.starts_with("many/") && calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            fs::write(many.join("late"), b"late").unwrap();
+        }
+        false
+    };
+    let p = Package::stage_dir_excluding(dir.path(), &hook).unwrap();
+    assert_eq!(p.files()["many/late"], b"late");
+    assert!(calls.load(Ordering::SeqCst) > 51, "the walk was restarted");
+
+    // A directory that never stops changing exhausts the bounded retries.
+    let counter = AtomicUsize::new(0);
+    let always = |path: &str| {
+        if path.starts_with("many/") {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            fs::write(many.join(format!("churn-{n}")), b"").unwrap();
+        }
+        false
+    };
+    let e = Package::stage_dir_excluding(dir.path(), &always).unwrap_err();
+    assert_eq!(e.code, codes::PACKAGE_SOURCE_CHANGED);
+}
