@@ -57,9 +57,10 @@ pub struct Containment {
     /// boundary and enforces no limits.
     #[serde(default)]
     pub mode: ContainmentMode,
-    /// An existing cgroup directory under which Run cgroups are created,
-    /// instead of the host process's own cgroup (cgroup v2: a delegated
-    /// directory whose controllers can be enabled for its children).
+    /// An existing cgroup, as a path from the hierarchy root (`/jig.slice`),
+    /// under which Run cgroups are created instead of under the host
+    /// process's own cgroup. On cgroup v2 it must be delegated to this user
+    /// and hold no processes, so its controllers can be enabled for children.
     pub cgroup_parent: Option<PathBuf>,
 }
 

@@ -34,6 +34,8 @@ pub const ROOT_CPU_QUOTA_US: u64 = CPU_PERIOD_US * 5 / 2;
 pub const EMPTY_WAIT: Duration = Duration::from_secs(10);
 /// The prefix of every cgroup this host creates.
 pub const HOST_GROUP_PREFIX: &str = "jig-";
+/// cgroup v2 only: the suffix of the leaf a host moves itself into.
+pub const HOST_LEAF_SUFFIX: &str = "-host";
 
 /// The controllers a Run group must have.
 pub const REQUIRED_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
@@ -73,13 +75,15 @@ pub enum Hierarchy {
 }
 
 impl Hierarchy {
-    /// Find a usable hierarchy, or say exactly what is missing.
+    /// Find a usable hierarchy, or say exactly what is missing. `parent`,
+    /// when given, is a cgroup path relative to the hierarchy root (e.g.
+    /// `/jig.slice`) used instead of this process's own cgroup.
     pub fn detect(parent: Option<&Path>) -> Result<Hierarchy, String> {
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
             let base = match parent {
-                Some(p) => p.to_path_buf(),
+                Some(p) => Path::new("/sys/fs/cgroup").join(p.strip_prefix("/").unwrap_or(p)),
                 None => {
                     let rel = own
                         .lines()
@@ -100,6 +104,7 @@ impl Hierarchy {
                     base.display()
                 ));
             }
+            prepare_v2(&base)?;
             return Ok(Hierarchy::V2 { base });
         }
         let mut bases = Vec::new();
@@ -153,9 +158,6 @@ impl Hierarchy {
     /// Create the host group for this process with the root's aggregate
     /// ceiling (v2: and enable the controllers for its children).
     pub fn create_host_group(&self, name: &str) -> Result<Group, String> {
-        if let Hierarchy::V2 { base } = self {
-            enable_controllers(base)?;
-        }
         let group = Group::create(self, &self.host_dirs(name), Limits::ROOT)?;
         if let Hierarchy::V2 { .. } = self {
             if let Err(e) = enable_controllers(&group.dirs[0].1) {
@@ -181,6 +183,7 @@ impl Hierarchy {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let Some(pid) = name
                     .strip_prefix(HOST_GROUP_PREFIX)
+                    .map(|p| p.strip_suffix(HOST_LEAF_SUFFIX).unwrap_or(p))
                     .and_then(|p| p.parse::<i32>().ok())
                 else {
                     continue;
@@ -369,6 +372,32 @@ impl Group {
     pub fn dirs(&self) -> impl Iterator<Item = &Path> {
         self.dirs.iter().map(|(_, d)| d.as_path())
     }
+}
+
+/// cgroup v2: make `base` hand cpu, memory and pids to its children. A
+/// directory that holds processes cannot (the "no internal processes"
+/// rule); when the only obstacle is this host itself, as when jig is
+/// started in a delegated scope (`systemd-run --user --scope -p
+/// Delegate=yes jig ...`), the host moves itself into its own leaf
+/// `jig-<pid>-host` first. That empty leaf is swept by the next host.
+fn prepare_v2(base: &Path) -> Result<(), String> {
+    let Err(first) = enable_controllers(base) else {
+        return Ok(());
+    };
+    let leaf = base.join(format!(
+        "{HOST_GROUP_PREFIX}{}{HOST_LEAF_SUFFIX}",
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::create_dir(&leaf) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(first);
+        }
+    }
+    if write_value(&leaf.join("cgroup.procs"), "0").is_err() {
+        let _ = std::fs::remove_dir(&leaf);
+        return Err(first);
+    }
+    enable_controllers(base)
 }
 
 fn enable_controllers(dir: &Path) -> Result<(), String> {

@@ -52,8 +52,26 @@ fn hostile_project() -> tempfile::TempDir {
         ("home/secret.txt", "home secret\n"),
     ]);
     std::fs::copy(hostile_bin(), dir.path().join("flows/hostile-bin/flow.bin")).unwrap();
+    if let Some(parent) = test_cgroup_parent() {
+        write_files(
+            dir.path(),
+            &[(
+                ".test-config-home/jig/host.toml",
+                &format!("[containment]\ncgroup-parent = {parent:?}\n"),
+            )],
+        );
+    }
     review(dir.path());
     dir
+}
+
+/// On cgroup v2 hosts where the test process's own cgroup cannot hand its
+/// controllers to children (it holds the test runner), CI names an empty
+/// delegated cgroup (path from the hierarchy root) here.
+fn test_cgroup_parent() -> Option<String> {
+    std::env::var("JIG_TEST_CGROUP_PARENT")
+        .ok()
+        .filter(|p| !p.is_empty())
 }
 
 struct Watched {
@@ -109,7 +127,10 @@ fn failed(w: &Watched) -> String {
 /// The cgroup directories the host would use as parents: the test
 /// process's own cgroup in each hierarchy (jig inherits it).
 fn cgroup_bases() -> Vec<PathBuf> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    if let Some(parent) = test_cgroup_parent() {
+        own = format!("0::{parent}\n9:memory,pids,cpu,freezer:{parent}\n");
+    }
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         let rel = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
         return vec![Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'))];
