@@ -11,6 +11,7 @@
 //! | `bad-code`   | operational error with a code outside Run/1       |
 //! | `big-int`    | a value outside JSON/1's number domain            |
 //! | `operational`| `RESOURCE_EXHAUSTED` with details                 |
+//! | `escape`     | tries files, env, args, network; reports each     |
 //! | `config`     | `<settings.marker>:<secret token>`                |
 //! | anything else| the key itself                                    |
 
@@ -44,6 +45,7 @@ impl Provider for Faulty {
                 message: "quota".to_owned(),
                 details: Some(json!({"limit": 3})),
             }),
+            "escape" => Ok(json!(escape())),
             "config" => {
                 let marker = config.settings.get("marker").and_then(Value::as_str);
                 let token = config.secrets.get("token");
@@ -56,6 +58,24 @@ impl Provider for Faulty {
             other => Ok(json!(other)),
         }
     }
+}
+
+/// Reports which ambient authorities the guest can reach, e.g.
+/// `fs:denied cwd:denied env:0 args:0 net:denied`.
+fn escape() -> String {
+    let outcome = |ok: bool| if ok { "reached" } else { "denied" };
+    let fs = std::fs::read("/etc/hostname").is_ok() || std::fs::read("/etc/passwd").is_ok();
+    let cwd = std::fs::read_dir(".").is_ok();
+    let net = std::net::TcpStream::connect("127.0.0.1:80").is_ok()
+        || std::net::TcpStream::connect("1.1.1.1:443").is_ok();
+    format!(
+        "fs:{} cwd:{} env:{} args:{} net:{}",
+        outcome(fs),
+        outcome(cwd),
+        std::env::vars_os().count(),
+        std::env::args_os().count(),
+        outcome(net)
+    )
 }
 
 fn spin() -> ! {

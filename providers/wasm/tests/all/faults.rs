@@ -91,3 +91,12 @@ fn settings_and_secrets_reach_the_guest() {
     let provider = WasmProvider::load(&decl).unwrap();
     assert_eq!(get(&*provider, "config").unwrap(), json!("m1:s3cret"));
 }
+
+#[test]
+fn the_guest_reaches_no_files_environment_arguments_or_network() {
+    let reached = get(&*faulty(), "escape").unwrap();
+    assert_eq!(
+        reached,
+        json!("fs:denied cwd:denied env:0 args:0 net:denied")
+    );
+}
