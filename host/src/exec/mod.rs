@@ -35,6 +35,8 @@ pub const MAX_STDERR_BYTES: usize = 64 * 1024;
 pub const MAX_ACTIVE_CHILDREN: usize = 2;
 /// How long a component may take to exit after its root response.
 pub const EXIT_GRACE: Duration = Duration::from_secs(5);
+/// How long a component whose stdout ended may take to report its exit status.
+pub const EXIT_AFTER_EOF: Duration = Duration::from_secs(1);
 
 /// `flow:<path>` or `binding:<id>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -513,11 +515,7 @@ impl Executor {
         ));
         let services: Arc<dyn Services> = services.clone();
         let report = peer::serve(stdout, stdin, params, services, limits()).await;
-        let wait_for = if report.response.is_some() && !report.drain_timed_out {
-            EXIT_GRACE
-        } else {
-            Duration::ZERO
-        };
+        let wait_for = exit_wait(&report);
         let exit = match tokio::time::timeout(wait_for, contained.child.wait()).await {
             Ok(Ok(status)) => Exit {
                 code: status.code(),
@@ -564,11 +562,25 @@ struct Exit {
     killed: bool,
 }
 
+/// How long to wait for the component to exit on its own before killing
+/// it: after a response, or after its stdout ended (the exit status then
+/// decides between `EXECUTION_FAILED` and `CHANNEL_LOST`); not at all after a
+/// deadline, a cancellation or a protocol violation.
+fn exit_wait(report: &PeerReport) -> Duration {
+    if report.deadline || report.cancelled || report.violation.is_some() || report.drain_timed_out {
+        Duration::ZERO
+    } else if report.response.is_some() {
+        EXIT_GRACE
+    } else {
+        EXIT_AFTER_EOF
+    }
+}
+
 async fn finish_guest(
     guest: tokio::task::JoinHandle<Result<i32, String>>,
     report: &PeerReport,
 ) -> Exit {
-    if report.response.is_none() || report.drain_timed_out {
+    if exit_wait(report).is_zero() {
         guest.abort();
         let _ = guest.await;
         return Exit {
@@ -577,7 +589,7 @@ async fn finish_guest(
         };
     }
     let abort = guest.abort_handle();
-    match tokio::time::timeout(EXIT_GRACE, guest).await {
+    match tokio::time::timeout(exit_wait(report), guest).await {
         Ok(Ok(Ok(code))) => Exit {
             code: Some(code),
             killed: false,

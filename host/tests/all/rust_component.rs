@@ -32,4 +32,19 @@ fn flow_wasm_and_flow_bin_give_the_same_result() {
     );
     assert_eq!(a.json()["output"], b.json()["output"]);
     assert_eq!(a.json()["outcome"], b.json()["outcome"]);
+    // The diagnostic line reaches stderr in both forms, never the protocol.
+    assert!(
+        a.json()["diagnostics"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("greeting Ada"),
+        "{a:?}"
+    );
+    assert!(
+        b.json()["diagnostics"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("greeting Ada"),
+        "{b:?}"
+    );
 }
