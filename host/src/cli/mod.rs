@@ -252,11 +252,10 @@ fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result
         if let Some(pointer) = &e.pointer {
             diagnostic.push_str(&format!(" pointer {}", plan::ascii_quote(pointer)));
         }
-        match e.code {
-            "PROJECT_NOT_FOUND" | "PROJECT_BUSY" | "PROJECT_UNSAFE" => {
-                CliError::new(e.code, e.message.clone())
-            }
-            _ => CliError::new("INVALID_CANDIDATE", format!("{}; {diagnostic}", e.message)),
+        if e.is_candidate_invalid() {
+            CliError::new("INVALID_CANDIDATE", format!("{}; {diagnostic}", e.message))
+        } else {
+            CliError::new(e.code, e.message.clone())
         }
     })?;
     let state = ProjectState::acquire(&root).map_err(state_error)?;
