@@ -50,6 +50,20 @@ pub fn exit_code(code: &str) -> u8 {
         | "JIG_INIT_DESTINATION_EXISTS"
         | "JIG_CONFIG_INVALID"
         | "INVALID_SETTINGS" => 1,
+        // An invalid package, descriptor or schema given to an author command.
+        code if [
+            "PACKAGE_",
+            "METADATA_",
+            "SCHEMA_",
+            "CONTRACT_",
+            "INVALID_INPUT",
+        ]
+        .iter()
+        .any(|prefix| code.starts_with(prefix))
+            && code != "PACKAGE_IO" =>
+        {
+            1
+        }
         // Busy, unavailable, interrupted, lost or unknown: not the request's fault.
         _ => 2,
     }

@@ -2,6 +2,7 @@
 //! with the documented status. No command reads a file before its
 //! arguments are fully parsed.
 
+mod author;
 mod doctor;
 mod exec;
 mod exit;
@@ -111,12 +112,72 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Inspect or digest a package directory (Package/1).
+    Package {
+        #[command(subcommand)]
+        action: PackageAction,
+    },
+    /// Digest a Capability or Channel Contract/1 descriptor.
+    Contract {
+        #[command(subcommand)]
+        action: ContractAction,
+    },
+    /// Check a Schema/1 file, or validate an instance against it.
+    Schema {
+        #[command(subcommand)]
+        action: SchemaAction,
+    },
     /// Report which recipes this host can run and how they are contained.
     Doctor,
     /// List recent Runs, or show one.
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PackageAction {
+    /// Name, entrypoint, schemas, uses, attachments, outcomes, size and digest.
+    Inspect {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The Package/1 digest.
+    Digest {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ContractAction {
+    /// The Capability Contract/1 digest (Channel Contract/1 with --channel or by $schema).
+    Digest {
+        file: PathBuf,
+        #[arg(long)]
+        channel: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SchemaAction {
+    /// Compile a Schema/1 file.
+    Check {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate an instance; prints the diagnostic and the work units spent.
+    Validate {
+        schema: PathBuf,
+        instance: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -198,6 +259,26 @@ pub fn main() -> u8 {
             config: cli.config.as_deref(),
             base: &base,
         }),
+        Command::Package { action } => match action {
+            PackageAction::Inspect { dir, json } => author::package_inspect(&base.join(dir), json),
+            PackageAction::Digest { dir, json } => author::package_digest(&base.join(dir), json),
+        },
+        Command::Contract {
+            action:
+                ContractAction::Digest {
+                    file,
+                    channel,
+                    json,
+                },
+        } => author::contract_digest(&base.join(file), channel, json),
+        Command::Schema { action } => match action {
+            SchemaAction::Check { file, json } => author::schema_check(&base.join(file), json),
+            SchemaAction::Validate {
+                schema,
+                instance,
+                json,
+            } => author::schema_validate(&base.join(schema), &base.join(instance), json),
+        },
         Command::Doctor => load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config)),
     };
     match result {
