@@ -123,15 +123,15 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             .put_package(package)
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     }
-    let python_sdk = temp.path().join("python");
-    super::write_python_sdk(&python_sdk).map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+    super::write_runtime_support(temp.path())
+        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
     let executor = Arc::new(Executor::new(
         store,
         temp.path().join("runs"),
         planned,
         providers,
         crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
-        python_sdk,
+        temp.path().to_path_buf(),
     ));
     let (result, interrupted) = run_invocation(
         &executor,

@@ -643,18 +643,29 @@ fn runs(dir: &Path, action: Option<RunsAction>) -> Result<u8, CliError> {
 
 include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
 
-/// Write the bundled `jiggy` package under `dir` (read-only files).
-fn write_python_sdk(dir: &Path) -> std::io::Result<()> {
+/// Write the bundled SDKs under `dir` as read-only files: `python/jiggy/`
+/// (for `PYTHONPATH`), `node_modules/@jigging/flow/` (found by Bun and Node
+/// walking up from a package below `dir`), and `import_map.json` for Deno.
+fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    for (path, bytes) in PYTHON_SDK {
-        let target = dir.join(path);
+    let write = |target: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(&target, bytes)?;
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))
+    };
+    for (path, bytes) in PYTHON_SDK {
+        write(dir.join(crate::exec::PYTHON_SUPPORT).join(path), bytes)?;
     }
-    Ok(())
+    for (path, bytes) in JS_SDK {
+        write(dir.join(crate::exec::JS_SUPPORT).join(path), bytes)?;
+    }
+    let map = json!({ "imports": { "@jigging/flow": format!("./{}/index.js", crate::exec::JS_SUPPORT) } });
+    write(
+        dir.join(crate::exec::DENO_IMPORT_MAP),
+        flow::json::canonical_string(&map).as_bytes(),
+    )
 }
 
 #[cfg(test)]

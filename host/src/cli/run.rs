@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::{
     load_config, parse_timeout, print_terminal, project_root, read_input, run_invocation_with,
-    state_error, terminal_value, write_python_sdk, CliError, DEFAULT_TIMEOUT,
+    state_error, terminal_value, write_runtime_support, CliError, DEFAULT_TIMEOUT,
 };
 use crate::exec::{AttachmentGrant, Executor, TargetRef};
 use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
@@ -236,8 +236,8 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
         .map_err(|e| format!("cannot seal the attachments: {e}"))
         .and_then(|grants| {
-            write_python_sdk(&work_root.join("python"))
-                .map_err(|e| format!("cannot stage the Python SDK: {e}"))
+            write_runtime_support(&work_root)
+                .map_err(|e| format!("cannot stage the bundled SDKs: {e}"))
                 .map(|()| grants)
         });
     drop(captured);
@@ -257,14 +257,13 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             return Err(CliError::new("INTERNAL", message));
         }
     };
-    let python_sdk = work_root.join("python");
     let executor = Arc::new(Executor::new(
         state.store(),
         work_root.join("runs"),
         generation.plan.clone(),
         Arc::new(ProviderSet::new(config.providers.clone())),
         sandbox,
-        python_sdk,
+        work_root.clone(),
     ));
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()

@@ -29,6 +29,12 @@ use crate::sandbox::{Launch, Sandbox};
 use crate::state::Store;
 use peer::{BoxFuture, PeerLimits, PeerReport, Services};
 
+/// Where the bundled SDKs are written below a Run's support directory, which
+/// is an ancestor of every package directory of that Run.
+pub const PYTHON_SUPPORT: &str = "python";
+pub const JS_SUPPORT: &str = "node_modules/@jigging/flow";
+pub const DENO_IMPORT_MAP: &str = "import_map.json";
+
 /// Diagnostics kept from a component's stderr (the tail, lossy UTF-8).
 pub const MAX_STDERR_BYTES: usize = 64 * 1024;
 /// Seed 002 §8: the root permits two active sibling Flow calls.
@@ -178,7 +184,7 @@ pub struct Executor {
     plan: Value,
     providers: Arc<ProviderSet>,
     sandbox: Arc<dyn Sandbox>,
-    python_sdk: PathBuf,
+    support: PathBuf,
     counter: AtomicU64,
 }
 
@@ -189,7 +195,7 @@ impl Executor {
         plan: Value,
         providers: Arc<ProviderSet>,
         sandbox: Arc<dyn Sandbox>,
-        python_sdk: PathBuf,
+        support: PathBuf,
     ) -> Executor {
         Executor {
             store,
@@ -197,7 +203,7 @@ impl Executor {
             plan,
             providers,
             sandbox,
-            python_sdk,
+            support,
             counter: AtomicU64::new(0),
         }
     }
@@ -441,21 +447,40 @@ impl Executor {
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
+        let js_support = self.support.join(JS_SUPPORT);
         let (program, args): (PathBuf, Vec<std::ffi::OsString>) =
             match (recipe.kind, &recipe.runtime) {
                 (RecipeKind::Native, _) => (entry.clone(), vec![]),
-                (RecipeKind::Python | RecipeKind::Bun | RecipeKind::Node, Some(runtime)) => {
+                (RecipeKind::Python, Some(runtime)) => {
                     (runtime.clone(), vec![entry.clone().into()])
                 }
+                // Bun must never install: the bundled SDK is found by walking up.
+                (RecipeKind::Bun, Some(runtime)) => (
+                    runtime.clone(),
+                    vec!["--no-install".into(), entry.clone().into()],
+                ),
+                (RecipeKind::Node, Some(runtime)) => (
+                    runtime.clone(),
+                    vec!["--experimental-detect-module".into(), entry.clone().into()],
+                ),
                 (RecipeKind::Deno, Some(runtime)) => (
                     runtime.clone(),
                     vec![
                         "run".into(),
                         "--no-prompt".into(),
+                        "--no-config".into(),
+                        "--no-lock".into(),
+                        "--no-remote".into(),
                         format!(
-                            "--allow-read={},{}{}",
+                            "--import-map={}",
+                            self.support.join(DENO_IMPORT_MAP).display()
+                        )
+                        .into(),
+                        format!(
+                            "--allow-read={},{},{}{}",
                             package_dir.display(),
                             scratch.display(),
+                            js_support.display(),
                             deno_paths(&invocation.attachments, false)
                         )
                         .into(),
@@ -476,17 +501,26 @@ impl Executor {
                 }
             };
         let mut env = vec![("LANG".to_string(), "C.UTF-8".to_string())];
-        if recipe.kind == RecipeKind::Python {
-            env.push((
-                "PYTHONPATH".into(),
-                self.python_sdk.to_string_lossy().to_string(),
-            ));
-            env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
-            env.push(("PYTHONUNBUFFERED".into(), "1".into()));
-        }
         let mut read_only = Vec::new();
-        if recipe.kind == RecipeKind::Python {
-            read_only.push(self.python_sdk.clone());
+        match recipe.kind {
+            RecipeKind::Python => {
+                let python = self.support.join(PYTHON_SUPPORT);
+                env.push(("PYTHONPATH".into(), python.to_string_lossy().to_string()));
+                env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+                env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+                read_only.push(python);
+            }
+            RecipeKind::Bun | RecipeKind::Node => read_only.push(js_support.clone()),
+            RecipeKind::Deno => {
+                read_only.push(js_support.clone());
+                read_only.push(self.support.join(DENO_IMPORT_MAP));
+                env.push((
+                    "DENO_DIR".into(),
+                    scratch.join(".deno").to_string_lossy().to_string(),
+                ));
+                env.push(("DENO_NO_UPDATE_CHECK".into(), "1".into()));
+            }
+            RecipeKind::Native | RecipeKind::Wasm => {}
         }
         let launch = Launch {
             program,
