@@ -783,9 +783,9 @@ impl Schema {
             graph: &self.graph,
             units: 0,
             memo: HashMap::new(),
-            path: Vec::new(),
+            locations: HashMap::new(),
         };
-        match ev.eval(self.root, instance) {
+        match ev.run(self.root, instance) {
             Err(Exhausted) => (Err(Invalid::LimitExceeded), ev.units),
             Ok(None) => (Ok(()), ev.units),
             Ok(Some(d)) => (Err(Invalid::Diagnostic((*d).clone())), ev.units),
@@ -797,16 +797,34 @@ struct Exhausted;
 
 type Outcome = Option<Arc<Diagnostic>>;
 
+/// Identity of an instance location: the address of its value node, which
+/// is unique per instance pointer for the duration of one validation.
+type InstanceId = usize;
+
+fn instance_id(v: &Value) -> InstanceId {
+    v as *const Value as usize
+}
+
+/// One step of the explicit evaluation stack. Evaluation is iterative so
+/// that a long acyclic `$ref` chain cannot exhaust a small thread stack.
+enum Step<'v> {
+    /// Charge and schedule a (schema, instance) pair unless memoized.
+    Visit(NodeId, &'v Value),
+    /// All scheduled children are done; `branch_done` says whether the
+    /// `then`/`else` branch of an `if` has been scheduled already.
+    Finish(NodeId, &'v Value, bool),
+}
+
 struct Evaluator<'g> {
     graph: &'g Graph,
     units: u64,
-    /// (schema node, instance node address) -> first failure.
-    memo: HashMap<(NodeId, usize), Outcome>,
-    /// Instance pointer tokens of the current location.
-    path: Vec<String>,
+    /// (schema node, instance node) -> first failure, once finished.
+    memo: HashMap<(NodeId, InstanceId), Outcome>,
+    /// Instance node -> (parent instance node, reference token).
+    locations: HashMap<InstanceId, (InstanceId, String)>,
 }
 
-impl Evaluator<'_> {
+impl<'g> Evaluator<'g> {
     fn charge(&mut self, units: u64) -> Result<(), Exhausted> {
         self.units += units;
         if self.units > WORK_BUDGET {
@@ -816,126 +834,131 @@ impl Evaluator<'_> {
         }
     }
 
-    fn fail(&self, node: NodeId, keyword: Option<&'static str>) -> Outcome {
+    fn keywords(&self, node: NodeId) -> Option<&'g Keywords> {
+        match &self.graph.nodes[node].kind {
+            NodeKind::Object(k) => Some(k),
+            NodeKind::Bool(_) => None,
+        }
+    }
+
+    fn instance_pointer(&self, mut id: InstanceId) -> String {
+        let mut tokens = Vec::new();
+        while let Some((parent, token)) = self.locations.get(&id) {
+            tokens.push(token.as_str());
+            id = *parent;
+        }
+        tokens
+            .iter()
+            .rev()
+            .map(|t| format!("/{}", escape_pointer_token(t)))
+            .collect()
+    }
+
+    fn fail(&self, node: NodeId, inst: &Value, keyword: Option<&'static str>) -> Outcome {
         let base = &self.graph.nodes[node].pointer;
         let schema_pointer = match keyword {
             Some(k) => child_pointer(base, k),
             None => base.clone(),
         };
-        let mut instance_pointer = String::new();
-        for token in &self.path {
-            instance_pointer.push('/');
-            instance_pointer.push_str(&escape_pointer_token(token));
-        }
         Some(Arc::new(Diagnostic {
-            instance_pointer,
+            instance_pointer: self.instance_pointer(instance_id(inst)),
             schema_pointer,
             keyword,
         }))
     }
 
-    fn child(
-        &mut self,
-        node: NodeId,
-        token: String,
-        instance: &Value,
-    ) -> Result<Outcome, Exhausted> {
-        self.path.push(token);
-        let r = self.eval(node, instance);
-        self.path.pop();
-        r
+    fn result(&self, node: NodeId, inst: &Value) -> &Outcome {
+        &self.memo[&(node, instance_id(inst))]
     }
 
-    fn eval(&mut self, node: NodeId, instance: &Value) -> Result<Outcome, Exhausted> {
-        let key = (node, instance as *const Value as usize);
-        if let Some(outcome) = self.memo.get(&key) {
-            return Ok(outcome.clone());
-        }
-        self.charge(1)?;
-        let outcome = match &self.graph.nodes[node].kind {
-            NodeKind::Bool(true) => None,
-            NodeKind::Bool(false) => self.fail(node, None),
-            NodeKind::Object(k) => self.keywords(node, k, instance)?,
-        };
-        self.memo.insert(key, outcome.clone());
-        Ok(outcome)
+    fn locate(&mut self, parent: &Value, child: &Value, token: impl FnOnce() -> String) {
+        self.locations
+            .entry(instance_id(child))
+            .or_insert_with(|| (instance_id(parent), token()));
     }
 
-    /// Evaluates every keyword without short-circuiting, so the charge is
-    /// the normative one; the first failure found is kept.
-    fn keywords(&mut self, node: NodeId, k: &Keywords, inst: &Value) -> Result<Outcome, Exhausted> {
-        let mut first: Outcome = None;
-        macro_rules! note {
-            ($failed:expr, $kw:expr) => {
-                if $failed && first.is_none() {
-                    first = self.fail(node, Some($kw));
-                }
-            };
-        }
-        macro_rules! note_child {
-            ($outcome:expr) => {
-                if let Some(d) = $outcome {
-                    if first.is_none() {
-                        first = Some(d);
+    fn run(&mut self, root: NodeId, instance: &Value) -> Result<Outcome, Exhausted> {
+        let mut stack = vec![Step::Visit(root, instance)];
+        while let Some(step) = stack.pop() {
+            match step {
+                Step::Visit(node, inst) => {
+                    if self.memo.contains_key(&(node, instance_id(inst))) {
+                        continue;
+                    }
+                    self.charge(1)?;
+                    match self.keywords(node) {
+                        None => {
+                            let outcome = match self.graph.nodes[node].kind {
+                                NodeKind::Bool(false) => self.fail(node, inst, None),
+                                _ => None,
+                            };
+                            self.memo.insert((node, instance_id(inst)), outcome);
+                        }
+                        Some(k) => {
+                            stack.push(Step::Finish(node, inst, false));
+                            self.schedule(k, inst, &mut stack)?;
+                        }
                     }
                 }
-            };
+                Step::Finish(node, inst, branch_done) => {
+                    let k = self.keywords(node).expect("object schema");
+                    if !branch_done {
+                        if let Some(condition) = k.if_ {
+                            let holds = self.result(condition, inst).is_none();
+                            if let Some(branch) = if holds { k.then_ } else { k.else_ } {
+                                self.charge(1)?;
+                                stack.push(Step::Finish(node, inst, true));
+                                stack.push(Step::Visit(branch, inst));
+                                continue;
+                            }
+                        }
+                    }
+                    let outcome = self.conclude(node, k, inst);
+                    self.memo.insert((node, instance_id(inst)), outcome);
+                }
+            }
         }
+        Ok(self.result(root, instance).clone())
+    }
 
+    /// Charges every applicable keyword of one schema object and schedules
+    /// its child evaluations. Nothing short-circuits, so the total charge is
+    /// the normative one whatever the order.
+    fn schedule<'v>(
+        &mut self,
+        k: &'g Keywords,
+        inst: &'v Value,
+        stack: &mut Vec<Step<'v>>,
+    ) -> Result<(), Exhausted> {
+        let visit = |stack: &mut Vec<Step<'v>>, node: NodeId, v: &'v Value| {
+            stack.push(Step::Visit(node, v));
+        };
         if let Some(target) = k.reference {
             self.charge(1)?;
-            let r = self.eval(target, inst)?;
-            note_child!(r);
+            visit(stack, target, inst);
         }
         if let Some(types) = &k.types {
             self.charge(types.len() as u64)?;
-            note!(!types.iter().any(|t| t.matches(inst)), "type");
         }
-        if let Some(c) = &k.constant {
+        if k.constant.is_some() {
             self.charge(1)?;
-            note!(!json::equal(c, inst), "const");
         }
         if let Some(members) = &k.enumeration {
             self.charge(members.len() as u64)?;
-            note!(!members.iter().any(|m| json::equal(m, inst)), "enum");
         }
-        if let Some(branches) = &k.all_of {
+        for branches in [&k.all_of, &k.any_of, &k.one_of].into_iter().flatten() {
             self.charge(branches.len() as u64)?;
             for &b in branches {
-                let r = self.eval(b, inst)?;
-                note_child!(r);
+                visit(stack, b, inst);
             }
-        }
-        if let Some(branches) = &k.any_of {
-            self.charge(branches.len() as u64)?;
-            let mut passed = 0;
-            for &b in branches {
-                passed += usize::from(self.eval(b, inst)?.is_none());
-            }
-            note!(passed == 0, "anyOf");
-        }
-        if let Some(branches) = &k.one_of {
-            self.charge(branches.len() as u64)?;
-            let mut passed = 0;
-            for &b in branches {
-                passed += usize::from(self.eval(b, inst)?.is_none());
-            }
-            note!(passed != 1, "oneOf");
         }
         if let Some(child) = k.not {
             self.charge(1)?;
-            let r = self.eval(child, inst)?;
-            note!(r.is_none(), "not");
+            visit(stack, child, inst);
         }
         if let Some(condition) = k.if_ {
             self.charge(1)?;
-            let holds = self.eval(condition, inst)?.is_none();
-            let branch = if holds { k.then_ } else { k.else_ };
-            if let Some(branch) = branch {
-                self.charge(1)?;
-                let r = self.eval(branch, inst)?;
-                note_child!(r);
-            }
+            visit(stack, condition, inst);
         }
         match inst {
             Value::Object(members) => {
@@ -943,145 +966,256 @@ impl Evaluator<'_> {
                     self.charge(properties.len() as u64)?;
                     for (name, child) in properties {
                         if let Some(v) = members.get(name) {
-                            let r = self.child(*child, name.clone(), v)?;
-                            note_child!(r);
+                            self.locate(inst, v, || name.clone());
+                            visit(stack, *child, v);
                         }
                     }
                 }
                 if let Some(names) = &k.required {
                     self.charge(names.len() as u64)?;
-                    note!(names.iter().any(|n| !members.contains_key(n)), "required");
                 }
                 if let Some(child) = k.additional_properties {
                     self.charge(members.len() as u64)?;
-                    let mut names: Vec<&String> = members.keys().collect();
-                    names.sort_by(|a, b| json::compare_utf16(a, b));
-                    for name in names {
-                        let declared = k
-                            .properties
-                            .as_ref()
-                            .is_some_and(|p| p.iter().any(|(n, _)| n == name));
-                        if !declared {
-                            let r = self.child(child, name.clone(), &members[name])?;
-                            note_child!(r);
+                    for (name, v) in members {
+                        if !declared(k, name) {
+                            self.locate(inst, v, || name.clone());
+                            visit(stack, child, v);
                         }
                     }
                 }
-                if let Some(min) = k.min_properties {
-                    self.charge(1)?;
-                    note!((members.len() as u64) < min, "minProperties");
-                }
-                if let Some(max) = k.max_properties {
-                    self.charge(1)?;
-                    note!(members.len() as u64 > max, "maxProperties");
-                }
+                self.charge(u64::from(k.min_properties.is_some()))?;
+                self.charge(u64::from(k.max_properties.is_some()))?;
                 if let Some(deps) = &k.dependent_required {
                     self.charge(deps.len() as u64)?;
-                    let mut failed = false;
                     for (trigger, names) in deps {
                         if members.contains_key(trigger) {
                             self.charge(names.len() as u64)?;
-                            failed |= names.iter().any(|n| !members.contains_key(n));
                         }
                     }
-                    note!(failed, "dependentRequired");
                 }
                 if let Some(deps) = &k.dependent_schemas {
                     self.charge(deps.len() as u64)?;
                     for (trigger, child) in deps {
                         if members.contains_key(trigger) {
-                            let r = self.eval(*child, inst)?;
-                            note_child!(r);
+                            visit(stack, *child, inst);
                         }
                     }
                 }
             }
             Value::Array(items) => {
-                let mut prefix_len = 0;
                 if let Some(prefix) = &k.prefix_items {
                     self.charge(prefix.len() as u64)?;
                     for (i, (child, item)) in prefix.iter().zip(items).enumerate() {
-                        let r = self.child(*child, i.to_string(), item)?;
-                        note_child!(r);
+                        self.locate(inst, item, || i.to_string());
+                        visit(stack, *child, item);
                     }
-                    prefix_len = prefix.len();
                 }
                 if let Some(child) = k.items {
                     self.charge(1)?;
-                    for (i, item) in items.iter().enumerate().skip(prefix_len) {
-                        let r = self.child(child, i.to_string(), item)?;
-                        note_child!(r);
+                    let skip = k.prefix_items.as_ref().map_or(0, Vec::len);
+                    for (i, item) in items.iter().enumerate().skip(skip) {
+                        self.locate(inst, item, || i.to_string());
+                        visit(stack, child, item);
                     }
                 }
                 if let Some(child) = k.contains {
                     self.charge(items.len() as u64)?;
-                    let mut matched = 0u64;
                     for (i, item) in items.iter().enumerate() {
-                        matched += u64::from(self.child(child, i.to_string(), item)?.is_none());
+                        self.locate(inst, item, || i.to_string());
+                        visit(stack, child, item);
                     }
-                    let min = k.min_contains.unwrap_or(1);
-                    if k.min_contains.is_some() {
-                        self.charge(1)?;
+                    self.charge(u64::from(k.min_contains.is_some()))?;
+                    self.charge(u64::from(k.max_contains.is_some()))?;
+                }
+                self.charge(u64::from(k.min_items.is_some()))?;
+                self.charge(u64::from(k.max_items.is_some()))?;
+            }
+            Value::String(s) => {
+                if k.min_length.is_some() || k.max_length.is_some() {
+                    let bounds =
+                        u64::from(k.min_length.is_some()) + u64::from(k.max_length.is_some());
+                    self.charge(s.chars().count() as u64 + bounds)?;
+                }
+            }
+            Value::Number(_) => {
+                for bound in [
+                    k.minimum,
+                    k.exclusive_minimum,
+                    k.maximum,
+                    k.exclusive_maximum,
+                ] {
+                    self.charge(u64::from(bound.is_some()))?;
+                }
+            }
+            Value::Null | Value::Bool(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Combines finished child results into this pair's outcome: the first
+    /// failure in keyword order. Applicators that require their children
+    /// pass on the child's own diagnostic.
+    fn conclude(&self, node: NodeId, k: &Keywords, inst: &Value) -> Outcome {
+        let mut first: Outcome = None;
+        let note = |failed: bool, keyword: &'static str, first: &mut Outcome| {
+            if failed && first.is_none() {
+                *first = self.fail(node, inst, Some(keyword));
+            }
+        };
+        let pass_on = |outcome: &Outcome, first: &mut Outcome| {
+            if first.is_none() {
+                first.clone_from(outcome);
+            }
+        };
+        let ok = |child: NodeId, v: &Value| self.result(child, v).is_none();
+
+        if let Some(target) = k.reference {
+            pass_on(self.result(target, inst), &mut first);
+        }
+        if let Some(types) = &k.types {
+            note(!types.iter().any(|t| t.matches(inst)), "type", &mut first);
+        }
+        if let Some(c) = &k.constant {
+            note(!json::equal(c, inst), "const", &mut first);
+        }
+        if let Some(members) = &k.enumeration {
+            note(
+                !members.iter().any(|m| json::equal(m, inst)),
+                "enum",
+                &mut first,
+            );
+        }
+        for &b in k.all_of.iter().flatten() {
+            pass_on(self.result(b, inst), &mut first);
+        }
+        if let Some(branches) = &k.any_of {
+            note(!branches.iter().any(|&b| ok(b, inst)), "anyOf", &mut first);
+        }
+        if let Some(branches) = &k.one_of {
+            let passed = branches.iter().filter(|&&b| ok(b, inst)).count();
+            note(passed != 1, "oneOf", &mut first);
+        }
+        if let Some(child) = k.not {
+            note(ok(child, inst), "not", &mut first);
+        }
+        if let Some(condition) = k.if_ {
+            let branch = if ok(condition, inst) {
+                k.then_
+            } else {
+                k.else_
+            };
+            if let Some(branch) = branch {
+                pass_on(self.result(branch, inst), &mut first);
+            }
+        }
+        match inst {
+            Value::Object(members) => {
+                for (name, child) in k.properties.iter().flatten() {
+                    if let Some(v) = members.get(name) {
+                        pass_on(self.result(*child, v), &mut first);
                     }
-                    note!(
-                        matched < min,
-                        if k.min_contains.is_some() {
-                            "minContains"
-                        } else {
-                            "contains"
-                        }
+                }
+                if let Some(names) = &k.required {
+                    note(
+                        names.iter().any(|n| !members.contains_key(n)),
+                        "required",
+                        &mut first,
                     );
+                }
+                if let Some(child) = k.additional_properties {
+                    let mut names: Vec<&String> =
+                        members.keys().filter(|n| !declared(k, n)).collect();
+                    names.sort_by(|a, b| json::compare_utf16(a, b));
+                    for name in names {
+                        pass_on(self.result(child, &members[name]), &mut first);
+                    }
+                }
+                if let Some(min) = k.min_properties {
+                    note((members.len() as u64) < min, "minProperties", &mut first);
+                }
+                if let Some(max) = k.max_properties {
+                    note(members.len() as u64 > max, "maxProperties", &mut first);
+                }
+                if let Some(deps) = &k.dependent_required {
+                    let failed = deps.iter().any(|(trigger, names)| {
+                        members.contains_key(trigger)
+                            && names.iter().any(|n| !members.contains_key(n))
+                    });
+                    note(failed, "dependentRequired", &mut first);
+                }
+                for (trigger, child) in k.dependent_schemas.iter().flatten() {
+                    if members.contains_key(trigger) {
+                        pass_on(self.result(*child, inst), &mut first);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (child, item) in k.prefix_items.iter().flatten().zip(items) {
+                    pass_on(self.result(*child, item), &mut first);
+                }
+                if let Some(child) = k.items {
+                    let skip = k.prefix_items.as_ref().map_or(0, Vec::len);
+                    for item in items.iter().skip(skip) {
+                        pass_on(self.result(child, item), &mut first);
+                    }
+                }
+                if let Some(child) = k.contains {
+                    let matched = items.iter().filter(|item| ok(child, item)).count() as u64;
+                    let keyword = if k.min_contains.is_some() {
+                        "minContains"
+                    } else {
+                        "contains"
+                    };
+                    note(matched < k.min_contains.unwrap_or(1), keyword, &mut first);
                     if let Some(max) = k.max_contains {
-                        self.charge(1)?;
-                        note!(matched > max, "maxContains");
+                        note(matched > max, "maxContains", &mut first);
                     }
                 }
                 if let Some(min) = k.min_items {
-                    self.charge(1)?;
-                    note!((items.len() as u64) < min, "minItems");
+                    note((items.len() as u64) < min, "minItems", &mut first);
                 }
                 if let Some(max) = k.max_items {
-                    self.charge(1)?;
-                    note!(items.len() as u64 > max, "maxItems");
+                    note(items.len() as u64 > max, "maxItems", &mut first);
                 }
             }
             Value::String(s) => {
                 if k.min_length.is_some() || k.max_length.is_some() {
                     let length = s.chars().count() as u64;
-                    let bounds =
-                        u64::from(k.min_length.is_some()) + u64::from(k.max_length.is_some());
-                    self.charge(length + bounds)?;
                     if let Some(min) = k.min_length {
-                        note!(length < min, "minLength");
+                        note(length < min, "minLength", &mut first);
                     }
                     if let Some(max) = k.max_length {
-                        note!(length > max, "maxLength");
+                        note(length > max, "maxLength", &mut first);
                     }
                 }
             }
             Value::Number(n) => {
                 let x = number_value(n);
                 if let Some(m) = k.minimum {
-                    self.charge(1)?;
-                    note!(x < m, "minimum");
+                    note(x < m, "minimum", &mut first);
                 }
                 if let Some(m) = k.exclusive_minimum {
-                    self.charge(1)?;
-                    note!(x <= m, "exclusiveMinimum");
+                    note(x <= m, "exclusiveMinimum", &mut first);
                 }
                 if let Some(m) = k.maximum {
-                    self.charge(1)?;
-                    note!(x > m, "maximum");
+                    note(x > m, "maximum", &mut first);
                 }
                 if let Some(m) = k.exclusive_maximum {
-                    self.charge(1)?;
-                    note!(x >= m, "exclusiveMaximum");
+                    note(x >= m, "exclusiveMaximum", &mut first);
                 }
             }
             Value::Null | Value::Bool(_) => {}
         }
-        Ok(first)
+        first
     }
+}
+
+/// Whether `properties` declares `name` (binary search in UTF-16 order).
+fn declared(k: &Keywords, name: &str) -> bool {
+    k.properties.as_ref().is_some_and(|p| {
+        p.binary_search_by(|(n, _)| json::compare_utf16(n, name))
+            .is_ok()
+    })
 }
 
 #[cfg(test)]

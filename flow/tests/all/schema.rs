@@ -557,3 +557,32 @@ fn evaluation_semantics_and_diagnostics() {
         Err(Invalid::Json(_))
     ));
 }
+
+#[test]
+fn long_reference_chains_evaluate_on_a_small_stack() {
+    // 4,000 definitions, each referring to the next: the longest acyclic
+    // path the node limit allows, evaluated on a 256 KiB thread stack.
+    let n = MAX_SCHEMA_NODES - 2;
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        let body = if i + 1 < n {
+            json!({"$ref": format!("#/$defs/d{}", i + 1)})
+        } else {
+            json!({"type": "string"})
+        };
+        defs.insert(format!("d{i}"), body);
+    }
+    let s = compile(json!({"$defs": defs, "$ref": "#/$defs/d0"})).unwrap();
+    let outcome = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            (
+                s.validate(&json!("x")).is_ok(),
+                s.validate(&json!(1)).is_err(),
+            )
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(outcome, (true, true));
+}
