@@ -406,6 +406,45 @@ fn host_secrets_source_state_and_processes_are_invisible() {
 }
 
 #[test]
+fn descriptors_of_the_host_are_not_inherited() {
+    use std::os::unix::process::CommandExt;
+    let dir = hostile_project();
+    let secret = dir.path().join("home/secret.txt");
+    let input = json!({"attack": "fds"}).to_string();
+    for target in TARGETS {
+        let file = std::fs::File::open(&secret).unwrap();
+        let mut command = jig(dir.path());
+        command
+            .args(["run", target, "--input", &input])
+            .stdin(Stdio::null());
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&file);
+        // SAFETY: dup2 onto a fixed number, leaving it open across exec.
+        unsafe {
+            command.pre_exec(move || {
+                if nix::libc::dup2(raw, 9) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let run = output(command.output().unwrap());
+        assert_eq!(run.status, 0, "{run:?}");
+        let out = &run.json()["output"];
+        let held: Vec<&str> = out
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            !held.iter().any(|t| t.contains("secret")),
+            "{target} inherited {out}"
+        );
+        assert!(out.get("9").is_none(), "{target}: {out}");
+    }
+}
+
+#[test]
 fn writes_land_only_in_scratch() {
     let dir = hostile_project();
     let root = dir.path();

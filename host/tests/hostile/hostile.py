@@ -138,6 +138,16 @@ def ptrace(ctx):
     return report
 
 
+def fds(_):
+    report = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            report[fd] = os.readlink("/proc/self/fd/" + fd)
+        except OSError as e:
+            report[fd] = err_name(e)
+    return report
+
+
 def noop(_):
     return {"ok": True}
 
@@ -152,6 +162,7 @@ ATTACKS = {
     "reads": reads,
     "writes": writes,
     "ptrace": ptrace,
+    "fds": fds,
     "noop": noop,
 }
 

@@ -212,6 +212,17 @@ fn ptrace(input: &Value) -> Value {
     Value::Object(report)
 }
 
+fn fds() -> Value {
+    let mut report = Map::new();
+    for entry in std::fs::read_dir("/proc/self/fd").into_iter().flatten().flatten() {
+        let target = std::fs::read_link(entry.path())
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_else(|e| io_name(&e));
+        report.insert(entry.file_name().to_string_lossy().into_owned(), json!(target));
+    }
+    Value::Object(report)
+}
+
 async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
     let input = ctx.input().clone();
     let output = match input["attack"].as_str().unwrap_or("") {
@@ -224,6 +235,7 @@ async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
         "reads" => reads(&input),
         "writes" => writes(&input),
         "ptrace" => ptrace(&input),
+        "fds" => fds(),
         _ => json!({"ok": true}),
     };
     Ok(RunResult::done(output))
