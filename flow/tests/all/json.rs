@@ -431,3 +431,21 @@ fn number_text_matches_ecmascript_corpus() {
     }
     assert!(checked > 2_900);
 }
+
+#[test]
+fn deepest_documents_fit_a_small_stack() {
+    let outcome = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            // 63 array/object pairs, then [1]: depth exactly 128.
+            let deepest = format!("{}[1]{}", "[{\"a\":".repeat(63), "}]".repeat(63));
+            let v = json::parse(deepest.as_bytes()).unwrap();
+            json::check(&v).unwrap();
+            let bytes = json::canonical(&v);
+            (json::equal(&v, &v), bytes.len())
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(outcome, (true, 63 * 8 + 3));
+}
