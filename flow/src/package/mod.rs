@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use sha2::{Digest, Sha256};
 
 use crate::contract::{ChannelContract, Contract};
-use crate::schema::Schema;
+use crate::json::{self, Value};
+use crate::schema::{escape_pointer_token, Diagnostic, Invalid, Schema};
 
 pub use metadata::{
     parse_metadata, Access, Metadata, Use, MAX_DESCRIPTION_CHARS, MAX_FRONTMATTER_BYTES,
@@ -271,6 +272,49 @@ impl Package {
     /// The compiled Channel Contract named by `channels[name].contract`.
     pub fn channel_contract(&self, name: &str) -> Option<&ChannelContract> {
         self.channel_contracts.get(name)
+    }
+
+    /// Validates Run input: against `input.schema.json`, or, without one,
+    /// any JSON/1 value. Report failures as `INVALID_INPUT`.
+    pub fn validate_input(&self, input: &Value) -> Result<(), Invalid> {
+        match &self.input_schema {
+            Some(schema) => schema.validate(input),
+            None => json::check(input).map_err(Invalid::Json),
+        }
+    }
+
+    /// Validates Run settings: always a JSON object; against
+    /// `settings.schema.json`, or, without one, exactly `{}`. Report
+    /// failures as `INVALID_SETTINGS`.
+    pub fn validate_settings(&self, settings: &Value) -> Result<(), Invalid> {
+        let Value::Object(members) = settings else {
+            return Err(Invalid::Diagnostic(Diagnostic {
+                instance_pointer: String::new(),
+                schema_pointer: String::new(),
+                keyword: None,
+            }));
+        };
+        match &self.settings_schema {
+            Some(schema) => schema.validate(settings),
+            None => match members.keys().next() {
+                None => Ok(()),
+                Some(name) => Err(Invalid::Diagnostic(Diagnostic {
+                    instance_pointer: format!("/{}", escape_pointer_token(name)),
+                    schema_pointer: String::new(),
+                    keyword: None,
+                })),
+            },
+        }
+    }
+
+    /// Validates a complete `{outcome, output}` result against
+    /// `result.schema.json` when present (the Run/1 envelope and declared
+    /// outcome rules are the caller's). Report failures as `INVALID_RESULT`.
+    pub fn validate_result(&self, result: &Value) -> Result<(), Invalid> {
+        match &self.result_schema {
+            Some(schema) => schema.validate(result),
+            None => json::check(result).map_err(Invalid::Json),
+        }
     }
 
     /// Total content bytes.

@@ -791,3 +791,49 @@ fn staging_restarts_when_a_directory_changes_mid_walk() {
     let e = Package::stage_dir_excluding(dir.path(), &always).unwrap_err();
     assert_eq!(e.code, codes::PACKAGE_SOURCE_CHANGED);
 }
+
+#[test]
+fn run_values_follow_the_conventional_schemas() {
+    use flow::schema::Invalid;
+    use serde_json::json;
+
+    let bare = Package::from_files(files(&[("FLOW.md", FLOW_MD)])).unwrap();
+    assert!(bare.validate_input(&json!([1, "any"])).is_ok());
+    assert!(matches!(
+        bare.validate_input(&json!(9007199254740992u64)),
+        Err(Invalid::Json(_))
+    ));
+    assert!(bare.validate_settings(&json!({})).is_ok());
+    let Err(Invalid::Diagnostic(d)) = bare.validate_settings(&json!({"a/b": 1})) else {
+        panic!("settings without a schema must be {{}}");
+    };
+    assert_eq!(d.instance_pointer, "/a~1b");
+    assert!(bare.validate_settings(&json!([])).is_err());
+    assert!(bare.validate_settings(&json!(null)).is_err());
+    assert!(bare
+        .validate_result(&json!({"outcome": "done", "output": null}))
+        .is_ok());
+
+    let full = Package::from_files(files(&[
+        ("FLOW.md", FLOW_MD),
+        ("input.schema.json", &data("input.schema.json")),
+        ("settings.schema.json", &data("settings.schema.json")),
+        ("result.schema.json", &data("result.schema.json")),
+    ]))
+    .unwrap();
+    assert!(full.validate_settings(&json!([])).is_err());
+    assert!(full
+        .validate_settings(&json!({"maxRetries": 3, "minimumScore": 0.5}))
+        .is_ok());
+    assert!(full
+        .validate_settings(&json!({"maxRetries": 0, "minimumScore": 0.5}))
+        .is_err());
+    assert!(full.validate_input(&json!("not an object")).is_err());
+    assert!(full
+        .validate_result(&json!({"outcome": "blocked", "output": {"reason": "r"}}))
+        .is_ok());
+    let Err(invalid) = full.validate_result(&json!({"outcome": "blocked", "output": {}})) else {
+        panic!("result must match the schema");
+    };
+    assert_eq!(invalid.code("INVALID_RESULT"), "INVALID_RESULT");
+}
