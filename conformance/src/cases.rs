@@ -23,6 +23,8 @@ pub enum Target {
     Channels,
     /// The "broadcast component" of SCENARIOS.md.
     Broadcast,
+    /// The "channel-wiring component" of SCENARIOS.md, one role per case.
+    ChannelWiring,
 }
 
 /// One named case.
@@ -163,6 +165,36 @@ pub const CASES: &[Case] = &[
         name: "channel-broadcast-late-subscriber",
         target: Target::Broadcast,
         run: channel_broadcast,
+    },
+    Case {
+        name: "channel-wiring-root",
+        target: Target::ChannelWiring,
+        run: wiring_root,
+    },
+    Case {
+        name: "channel-wiring-root-progress",
+        target: Target::ChannelWiring,
+        run: wiring_root_progress,
+    },
+    Case {
+        name: "channel-wiring-worker",
+        target: Target::ChannelWiring,
+        run: wiring_worker,
+    },
+    Case {
+        name: "channel-wiring-monitor-drain",
+        target: Target::ChannelWiring,
+        run: wiring_monitor_drain,
+    },
+    Case {
+        name: "channel-wiring-monitor-stop",
+        target: Target::ChannelWiring,
+        run: wiring_monitor_stop,
+    },
+    Case {
+        name: "channel-wiring-monitor-lagged",
+        target: Target::ChannelWiring,
+        run: wiring_monitor_lagged,
     },
 ];
 
@@ -1059,6 +1091,246 @@ fn channel_broadcast(c: &Component) -> Step<()> {
             "early": {"start": 1, "values": ["before-late", "after-late"], "complete": true},
             "late": {"start": 2, "values": ["after-late"], "complete": true},
         }),
+    )?;
+    s.finish_clean()
+}
+
+// ---------------------------------------------------------------------------
+// channel-wiring component: each role on its own, the runner answering as
+// the host would (the children of the root are answered with scripted
+// complete results, not run).
+
+fn grant(endpoint: &str, direction: &str) -> Value {
+    let mut g = json!({"endpoint": endpoint, "direction": direction, "delivery": "direct"});
+    if direction == "receive" {
+        g["startSequence"] = json!(1);
+    }
+    g
+}
+
+/// Sends a root `flow/run` whose invocation holds `channels`.
+fn send_root_with_channels(s: &mut Session, input: Value, channels: Value) -> Step<()> {
+    let mut root = root_request("host:1", input);
+    root["params"]["channels"] = channels;
+    s.send(&root)
+}
+
+fn expect_request_with(s: &mut Session, method: Method, params: &Value) -> Step<Request> {
+    let r = s.expect_request()?;
+    ensure(r.method == method && &r.params == params, || {
+        format!(
+            "expected {} {params}, got {} {}",
+            method.as_str(),
+            r.method.as_str(),
+            r.params
+        )
+    })?;
+    Ok(r)
+}
+
+/// The root up to its two concurrent children, returned as (worker, monitor).
+fn wiring_root_children(
+    s: &mut Session,
+    input: Value,
+    channels: Value,
+    monitor_channels: Value,
+) -> Step<(Request, Request)> {
+    let stop = input.get("stop").cloned().unwrap_or(json!(false));
+    send_root_with_channels(s, input, channels)?;
+    let create = expect_request_with(
+        s,
+        Method::ChannelCreate,
+        &json!({"contract": "./updates.json"}),
+    )?;
+    let mut pair = json!({"send": grant("u:w", "send"), "receive": grant("u:r", "receive")});
+    pair["send"]["contract"] = json!({"id": "https://example.org/contracts/updates",
+        "version": "1.0.0", "digest": format!("sha256:{}", "0".repeat(64))});
+    pair["receive"]["contract"] = pair["send"]["contract"].clone();
+    s.reply(&create.id, pair)?;
+    let incompatible = expect_request_with(
+        s,
+        Method::RunChild,
+        &json!({"operationId": "incompatible", "slot": "incompatible", "input": null,
+                "channels": {"events": "u:w"}}),
+    )?;
+    s.reply_error(&incompatible.id, "INVALID_INPUT")?;
+    let a = s.expect_request()?;
+    let b = s.expect_request()?;
+    let (worker, monitor) = if a.operation_id() == "worker" {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    expect_eq(
+        "worker params",
+        &worker.params,
+        &json!({"operationId": "worker", "slot": "worker", "input": {"role": "worker"},
+                "channels": {"events": "u:w"}}),
+    )?;
+    expect_eq(
+        "monitor params",
+        &monitor.params,
+        &json!({"operationId": "monitor", "slot": "monitor",
+                "input": {"role": "monitor", "stop": stop}, "channels": monitor_channels}),
+    )?;
+    ensure(worker.method == Method::RunChild, || {
+        "worker is not a flow/run-child".into()
+    })?;
+    ensure(monitor.method == Method::RunChild, || {
+        "monitor is not a flow/run-child".into()
+    })?;
+    Ok((worker, monitor))
+}
+
+fn wiring_root(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let (worker, monitor) = wiring_root_children(
+        &mut s,
+        json!({"role": "root"}),
+        json!({}),
+        json!({"events": "u:r"}),
+    )?;
+    let work = json!({"outcome": "done", "output": "answer"});
+    let seen = json!({"outcome": "done", "output": {"complete": true, "selected": ["a"]}});
+    s.reply(&monitor.id, seen.clone())?;
+    s.reply(&worker.id, work.clone())?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"incompatible": true, "work": work, "monitor": seen}),
+    )?;
+    s.finish_clean()
+}
+
+fn wiring_root_progress(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let (worker, monitor) = wiring_root_children(
+        &mut s,
+        json!({"role": "root", "stop": true}),
+        json!({"progress": grant("p:w", "send")}),
+        json!({"events": "u:r", "progress": "p:w"}),
+    )?;
+    // A failed child fails the root once both settled.
+    s.reply_error(&worker.id, "UNAVAILABLE")?;
+    s.expect_quiet()?;
+    let seen = json!({"outcome": "done", "output": {"complete": false, "selected": []}});
+    s.reply(&monitor.id, seen)?;
+    expect_failed(s.expect_root()?, ErrorCode::Unavailable)?;
+    s.finish_clean()
+}
+
+fn wiring_worker(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    send_root_with_channels(
+        &mut s,
+        json!({"role": "worker"}),
+        json!({"events": grant("e:w", "send")}),
+    )?;
+    let call = expect_request_with(
+        &mut s,
+        Method::CapabilityCall,
+        &json!({"operationId": "answer", "slot": "agent", "method": "run", "input": null,
+                "channels": {"events": "e:w"}}),
+    )?;
+    s.reply(&call.id, json!({"value": {"answer": 42}}))?;
+    expect_done(s.expect_root()?, &json!({"answer": 42}))?;
+    s.finish_clean()
+}
+
+/// Answers the monitor's reads of `e:r` with `items` in order.
+fn feed_monitor(s: &mut Session, items: &[Value]) -> Step<()> {
+    for answer in items {
+        let read = expect_request_with(s, Method::ChannelNext, &json!({"endpoint": "e:r"}))?;
+        s.reply(&read.id, answer.clone())?;
+    }
+    Ok(())
+}
+
+fn wiring_monitor_drain(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    send_root_with_channels(
+        &mut s,
+        json!({"role": "monitor", "stop": false}),
+        json!({"events": grant("e:r", "receive"), "progress": grant("p:w", "send")}),
+    )?;
+    // Each kept text is forwarded before the next read (one read at a time).
+    let mut forwarded = Vec::new();
+    let mut script = vec![
+        item(1, json!({"text": "a", "kind": "note"})),
+        item(2, json!("plain")),
+        item(3, json!({"other": 1})),
+        item(4, json!({"text": "b"})),
+        json!({"end": {"lastSequence": 4}}),
+    ];
+    script.reverse();
+    loop {
+        let r = s.expect_request()?;
+        match r.method {
+            Method::ChannelNext => {
+                let answer = script.pop().ok_or("read past the end of e:r")?;
+                s.reply(&r.id, answer)?;
+            }
+            Method::ChannelSend => {
+                forwarded.push(r.params.clone());
+                s.reply(&r.id, Value::Null)?;
+            }
+            Method::ChannelClose => {
+                expect_eq("close params", &r.params, &json!({"endpoint": "p:w"}))?;
+                s.reply(&r.id, Value::Null)?;
+                break;
+            }
+            other => return Err(format!("unexpected {} {}", other.as_str(), r.params)),
+        }
+    }
+    expect_eq(
+        "forwarded progress",
+        &json!(forwarded),
+        &json!([{"endpoint": "p:w", "value": "a"}, {"endpoint": "p:w", "value": "b"}]),
+    )?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"complete": true, "selected": ["a", "b"]}),
+    )?;
+    s.finish_clean()
+}
+
+fn wiring_monitor_stop(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    send_root_with_channels(
+        &mut s,
+        json!({"role": "monitor", "stop": true}),
+        json!({"events": grant("e:r", "receive"), "progress": grant("p:w", "send")}),
+    )?;
+    feed_monitor(&mut s, &[item(1, json!({"text": "hello", "kind": "note"}))])?;
+    let send = expect_request_with(
+        &mut s,
+        Method::ChannelSend,
+        &json!({"endpoint": "p:w", "value": "hello"}),
+    )?;
+    s.reply(&send.id, Value::Null)?;
+    let release = expect_request_with(&mut s, Method::ChannelRelease, &json!({"endpoint": "e:r"}))?;
+    s.reply(&release.id, json!({"status": "released"}))?;
+    let close = expect_request_with(&mut s, Method::ChannelClose, &json!({"endpoint": "p:w"}))?;
+    s.reply(&close.id, Value::Null)?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"complete": false, "selected": ["hello"]}),
+    )?;
+    s.finish_clean()
+}
+
+fn wiring_monitor_lagged(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    send_root_with_channels(
+        &mut s,
+        json!({"role": "monitor"}),
+        json!({"events": grant("e:r", "receive")}),
+    )?;
+    feed_monitor(&mut s, &[item(1, json!({"text": "kept"}))])?;
+    let read = expect_request_with(&mut s, Method::ChannelNext, &json!({"endpoint": "e:r"}))?;
+    s.reply_error(&read.id, "LAGGED")?;
+    expect_done(
+        s.expect_root()?,
+        &json!({"complete": false, "selected": ["kept"]}),
     )?;
     s.finish_clean()
 }

@@ -36,6 +36,7 @@ pub struct Components {
     pub matrix: Option<Component>,
     pub channels: Option<Component>,
     pub broadcast: Option<Component>,
+    pub channel_wiring: Option<Component>,
 }
 
 impl Components {
@@ -46,6 +47,7 @@ impl Components {
             Target::Matrix => self.matrix.as_ref(),
             Target::Channels => self.channels.as_ref(),
             Target::Broadcast => self.broadcast.as_ref(),
+            Target::ChannelWiring => self.channel_wiring.as_ref(),
         }
     }
 }

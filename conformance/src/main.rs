@@ -1,8 +1,9 @@
-//! `flow-conformance [--matrix P] [--channels P] [--broadcast P] [--case SUBSTRING] [-- PROGRAM [ARGS...]]`
+//! `flow-conformance component [OPTIONS] -- PROGRAM [ARGS...]`
+//! (or the older flag form without `component`)
 //!
 //! Plays the host side of the Run/1 corpus against the standard component
-//! given after `--` (and the matrix, channels and broadcast components given
-//! by flag; cases for a component not given are skipped),
+//! given after `--` (and the matrix, channels, broadcast and channel-wiring
+//! components given by flag; cases for a component not given are skipped),
 //! printing `PASS name` / `FAIL name: reason`. Exit status: 0 when every
 //! case passed, 1 when any failed, 2 on usage errors.
 
@@ -10,11 +11,15 @@ use std::process::ExitCode;
 
 use flow_conformance::{run, Component, Components};
 
-const USAGE: &str = "usage: flow-conformance [--matrix PROGRAM] [--channels PROGRAM] \
-[--broadcast PROGRAM] [--case SUBSTRING] [-- PROGRAM [ARGS...]]";
+const USAGE: &str = "usage: flow-conformance component [--matrix PROGRAM] [--channels PROGRAM] \
+[--broadcast PROGRAM] [--channel-wiring PROGRAM] [--case SUBSTRING] [-- PROGRAM [ARGS...]]";
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    // `component` is the documented subcommand; the bare flag form predates it.
+    if args.peek().map(String::as_str) == Some("component") {
+        args.next();
+    }
     let mut components = Components::default();
     let mut filter = None;
     let one = |p: Option<String>| p.map(|p| Component { argv: vec![p] });
@@ -24,6 +29,7 @@ fn main() -> ExitCode {
             "--matrix" => components.matrix = one(args.next()),
             "--channels" => components.channels = one(args.next()),
             "--broadcast" => components.broadcast = one(args.next()),
+            "--channel-wiring" => components.channel_wiring = one(args.next()),
             "--case" => filter = args.next(),
             "--" => {
                 standard.extend(args.by_ref());
@@ -43,6 +49,7 @@ fn main() -> ExitCode {
         && components.matrix.is_none()
         && components.channels.is_none()
         && components.broadcast.is_none()
+        && components.channel_wiring.is_none()
     {
         eprintln!("{USAGE}");
         return ExitCode::from(2);

@@ -14,6 +14,7 @@ fn run_case(name: &str) {
         Target::Matrix => example("matrix"),
         Target::Channels => example("channels"),
         Target::Broadcast => example("broadcast"),
+        Target::ChannelWiring => example("channel_wiring"),
     };
     if let Err(reason) = (case.run)(&component) {
         panic!("FAIL {name}: {reason}");
@@ -61,4 +62,10 @@ cases! {
     channel_direct_lagged => "channel-direct-lagged",
     channel_sequence_gap => "channel-sequence-gap",
     channel_broadcast_late_subscriber => "channel-broadcast-late-subscriber",
+    channel_wiring_root => "channel-wiring-root",
+    channel_wiring_root_progress => "channel-wiring-root-progress",
+    channel_wiring_worker => "channel-wiring-worker",
+    channel_wiring_monitor_drain => "channel-wiring-monitor-drain",
+    channel_wiring_monitor_stop => "channel-wiring-monitor-stop",
+    channel_wiring_monitor_lagged => "channel-wiring-monitor-lagged",
 }

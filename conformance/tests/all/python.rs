@@ -27,6 +27,7 @@ fn python_components_pass_the_corpus() {
             Target::Matrix => python("matrix"),
             Target::Channels => python("channels"),
             Target::Broadcast => python("broadcast"),
+            Target::ChannelWiring => python("channel_wiring"),
         };
         if case.name == "request-lifetime-ceiling" {
             continue;

@@ -22,6 +22,24 @@ fn passing_component_exits_zero_with_pass_lines() {
 }
 
 #[test]
+fn component_subcommand_runs_the_named_components() {
+    let wiring = example("channel_wiring");
+    let out = runner()
+        .args([
+            "component",
+            "--case",
+            "channel-wiring-worker",
+            "--channel-wiring",
+        ])
+        .args(&wiring.argv)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(stdout, "PASS channel-wiring-worker\n1 passed, 0 failed\n");
+}
+
+#[test]
 fn failing_component_exits_one_with_a_fail_line() {
     // greet answers at once, so it cannot be the standard component.
     let greet = example("greet");
