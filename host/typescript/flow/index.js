@@ -1,0 +1,880 @@
+// @jigging/flow: the TypeScript/JavaScript projection of FLOW Run SDK/1,
+// bundled with jig. `handle(handler)` serves exactly one Run/1 root
+// `flow/run` over protocol stdin/stdout. Plain ESM with no dependencies, so it
+// runs unchanged on Node 20, Bun >= 1.1 and Deno 2. It never exposes JSON-RPC
+// envelopes, transport IDs, pending tables or host policy.
+
+import process from "node:process";
+import fs from "node:fs";
+import * as json1 from "./json1.js";
+
+// Run/1 §1 framing and request budgets.
+const MAX_FRAME_BYTES = 16_777_216;
+const MAX_PENDING_REQUESTS = 64;
+const MAX_LIFETIME_REQUESTS = 65_536;
+// Run/1 §1 request-ID and §2 LocalName grammars.
+const MAX_WIRE_ID_BYTES = 128;
+const MAX_LOCAL_NAME_BYTES = 64;
+// Run/1 §3 and §4 field bounds.
+const MAX_ATTACHMENTS = 256;
+const MAX_CHANNELS = 256;
+const MAX_INTENT_CHARS = 16_384;
+// Run/1 §7: JSON-RPC error message length in Unicode scalar values.
+const MAX_ERROR_MESSAGE_CHARS = 1_024;
+// How long a cancelled root waits for its handler once the wire is quiet.
+const CANCEL_HANDLER_GRACE_MS = 2_000;
+// Exit status when the root never received a published response.
+const EXIT_FAILURE = 1;
+
+const PROTOCOL = "run/1";
+const JSONRPC = "2.0";
+const PARSE_ERROR = -32700;
+const INVALID_REQUEST = -32600;
+const METHOD_NOT_FOUND = -32601;
+const INVALID_PARAMS = -32602;
+const INTERNAL_ERROR = -32603;
+const OPERATION_ERROR = -32000;
+const STANDARD_ERROR_CODES = new Set([PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR]);
+
+// The thirteen operational codes that may cross the wire (Run/1 §7).
+const WIRE_CODES = new Set([
+  "CANCELLED",
+  "DEADLINE_EXCEEDED",
+  "OWNER_CLOSED",
+  "OPERATION_CONFLICT",
+  "UNAVAILABLE",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "INVALID_INPUT",
+  "INVALID_RESULT",
+  "UNCERTAIN",
+  "EXECUTION_FAILED",
+  "LAGGED",
+  "DISCONNECTED",
+]);
+
+const WIRE_ID = /^[A-Za-z0-9][A-Za-z0-9._:/-]*$/;
+const LOCAL_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+
+const isWireId = (v) => typeof v === "string" && v.length >= 1 && v.length <= MAX_WIRE_ID_BYTES && WIRE_ID.test(v);
+const isLocalName = (v) =>
+  typeof v === "string" && v.length >= 1 && v.length <= MAX_LOCAL_NAME_BYTES && LOCAL_NAME.test(v);
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const hasOwn = (object, name) => Object.prototype.hasOwnProperty.call(object, name);
+const keysAre = (object, required, optional = []) => {
+  const keys = Object.keys(object);
+  return (
+    required.every((k) => hasOwn(object, k)) && keys.every((k) => required.includes(k) || optional.includes(k))
+  );
+};
+const noop = () => {};
+
+/** An operational failure: `code` is a Run/1 code, `details` JSON/1. */
+export class OperationError extends Error {
+  constructor(code, message, details) {
+    super(message ?? code);
+    this.name = "OperationError";
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** A capability application error declared by the capability's contract. */
+export class CapabilityError extends Error {
+  constructor(errorName, data) {
+    super(`capability error ${errorName}`);
+    this.name = "CapabilityError";
+    this.errorName = errorName;
+    this.data = data;
+  }
+}
+
+/** A JSON-RPC error message: 1..1,024 Unicode scalar values. */
+function boundedMessage(text, fallback) {
+  let message = typeof text === "string" ? text.toWellFormed?.() ?? text : "";
+  if (!message) message = fallback;
+  const scalars = Array.from(message);
+  return scalars.length > MAX_ERROR_MESSAGE_CHARS ? scalars.slice(0, MAX_ERROR_MESSAGE_CHARS).join("") : message;
+}
+
+// --- closed shapes ------------------------------------------------------------------------
+
+class InvalidParams extends Error {}
+class InvalidResponse extends Error {}
+
+function closed(value, required, optional, what) {
+  if (!isObject(value)) throw new InvalidParams(`${what} must be an object`);
+  for (const k of required) if (!hasOwn(value, k)) throw new InvalidParams(`${what} is missing ${k}`);
+  for (const k of Object.keys(value)) {
+    if (!required.includes(k) && !optional.includes(k)) throw new InvalidParams(`${what} has unknown member ${k}`);
+  }
+  return value;
+}
+
+function parseRootParams(params) {
+  closed(params, ["protocol", "input", "settings", "attachments", "scratch", "deadlineUnixMs"], ["channels"], "flow/run params");
+  if (params.protocol !== PROTOCOL) throw new InvalidParams("protocol must be exactly run/1");
+  if (!isObject(params.settings)) throw new InvalidParams("settings must be an object");
+  const attachments = params.attachments;
+  if (!isObject(attachments)) throw new InvalidParams("attachments must be an object");
+  const names = Object.keys(attachments);
+  if (names.length > MAX_ATTACHMENTS) throw new InvalidParams("more than 256 attachments");
+  for (const name of names) {
+    if (!isLocalName(name)) throw new InvalidParams(`attachment name ${JSON.stringify(name)} is not a LocalName`);
+    const attachment = closed(attachments[name], ["path", "access"], [], `attachment ${name}`);
+    if (typeof attachment.path !== "string" || !attachment.path) {
+      throw new InvalidParams(`attachment ${name} path must be a nonempty string`);
+    }
+    if (attachment.access !== "read" && attachment.access !== "read-write") {
+      throw new InvalidParams(`attachment ${name} access must be read or read-write`);
+    }
+  }
+  if (typeof params.scratch !== "string" || !params.scratch) throw new InvalidParams("scratch must be a nonempty string");
+  const deadline = params.deadlineUnixMs;
+  if (!Number.isInteger(deadline) || deadline < 0) {
+    throw new InvalidParams("deadlineUnixMs must be a nonnegative safe integer");
+  }
+  const channels = hasOwn(params, "channels") ? params.channels : {};
+  if (!isObject(channels)) throw new InvalidParams("channels must be an object");
+  const channelNames = Object.keys(channels);
+  if (channelNames.length > MAX_CHANNELS) throw new InvalidParams("more than 256 channels");
+  const seen = new Set();
+  for (const name of channelNames) {
+    if (!isLocalName(name)) throw new InvalidParams(`channel name ${JSON.stringify(name)} is not a LocalName`);
+    const grant = parseGrant(channels[name], `channel ${name}`);
+    if (seen.has(grant.endpoint)) throw new InvalidParams("channel endpoints must be distinct");
+    seen.add(grant.endpoint);
+  }
+  return params;
+}
+
+const CONTRACT_ID =
+  /^https:\/\/(?!(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])(?:\/|$))[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+\/(?!\.{1,2}(?:\/|$))[a-z0-9._~-]+(?:\/(?!\.{1,2}(?:\/|$))[a-z0-9._~-]+)*$/;
+const VERSION = /^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/;
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/** Validate one closed endpoint grant (Run/1 §5.1). */
+function parseGrant(grant, what) {
+  if (!isObject(grant)) throw new InvalidParams(`${what} grant must be an object`);
+  if (grant.direction === "send") {
+    closed(grant, ["endpoint", "direction", "delivery"], ["contract"], what);
+  } else if (grant.direction === "receive") {
+    closed(grant, ["endpoint", "direction", "delivery", "startSequence"], ["contract"], what);
+    if (!Number.isInteger(grant.startSequence) || grant.startSequence < 1) {
+      throw new InvalidParams(`${what} startSequence must be a positive integer`);
+    }
+    if (grant.delivery === "direct" && grant.startSequence !== 1) {
+      throw new InvalidParams(`${what} direct receivers start at sequence 1`);
+    }
+  } else {
+    throw new InvalidParams(`${what} direction must be send or receive`);
+  }
+  if (!isWireId(grant.endpoint)) throw new InvalidParams(`${what} endpoint is not a request-ID token`);
+  if (grant.delivery !== "direct" && grant.delivery !== "broadcast") {
+    throw new InvalidParams(`${what} delivery must be direct or broadcast`);
+  }
+  if (hasOwn(grant, "contract")) {
+    const contract = closed(grant.contract, ["id", "version", "digest"], [], `${what} contract`);
+    if (typeof contract.id !== "string" || !CONTRACT_ID.test(contract.id)) {
+      throw new InvalidParams(`${what} contract id is invalid`);
+    }
+    if (typeof contract.version !== "string" || !VERSION.test(contract.version)) {
+      throw new InvalidParams(`${what} contract version is invalid`);
+    }
+    if (typeof contract.digest !== "string" || !DIGEST.test(contract.digest)) {
+      throw new InvalidParams(`${what} contract digest is invalid`);
+    }
+  }
+  return grant;
+}
+
+function parseRunResult(result) {
+  if (!isObject(result) || !keysAre(result, ["outcome", "output"])) {
+    throw new InvalidResponse("child result must be exactly {outcome, output}");
+  }
+  if (!isLocalName(result.outcome)) throw new InvalidResponse("child outcome is not a LocalName");
+  return result;
+}
+
+function parseCapabilityResult(result) {
+  if (isObject(result) && keysAre(result, ["value"])) return { value: result.value };
+  if (isObject(result) && keysAre(result, ["error"])) {
+    const error = result.error;
+    if (isObject(error) && keysAre(error, ["name", "data"]) && isLocalName(error.name)) {
+      return { error: new CapabilityError(error.name, error.data) };
+    }
+  }
+  throw new InvalidResponse("capability result must be exactly {value} or {error:{name,data}}");
+}
+
+function parseOperationError(error) {
+  if (!isObject(error) || !keysAre(error, [], ["code", "message", "data"])) {
+    throw new InvalidResponse("error object has unknown members");
+  }
+  if (STANDARD_ERROR_CODES.has(error.code)) {
+    throw new InvalidResponse(`peer answered a Run/1 request with JSON-RPC error ${error.code}`);
+  }
+  if (error.code !== OPERATION_ERROR) throw new InvalidResponse(`unknown JSON-RPC error code ${JSON.stringify(error.code)}`);
+  const message = error.message;
+  if (typeof message !== "string" || message.length < 1 || Array.from(message).length > MAX_ERROR_MESSAGE_CHARS) {
+    throw new InvalidResponse("operational error message must be 1..1,024 characters");
+  }
+  const data = error.data;
+  if (!isObject(data) || !keysAre(data, ["code"], ["details"])) {
+    throw new InvalidResponse("operational error data must be {code, details?}");
+  }
+  if (!WIRE_CODES.has(data.code)) throw new InvalidResponse(`unknown operational code ${JSON.stringify(data.code)}`);
+  return new OperationError(data.code, message, data.details);
+}
+
+// --- envelopes ------------------------------------------------------------------------------
+
+class EnvelopeError extends Error {
+  constructor(reason, replyId = null) {
+    super(reason);
+    this.replyId = replyId;
+  }
+}
+
+/** Classify a decoded frame as request, notification or response. */
+function classify(message) {
+  if (!isObject(message)) throw new EnvelopeError("frame is not a JSON-RPC object");
+  const validId = isWireId(message.id) ? message.id : null;
+  if (message.jsonrpc !== JSONRPC) throw new EnvelopeError("jsonrpc must be exactly 2.0", validId);
+  if (hasOwn(message, "method")) {
+    if (!keysAre(message, ["jsonrpc", "method"], ["id", "params"])) {
+      throw new EnvelopeError("unknown request member", validId);
+    }
+    if (typeof message.method !== "string") throw new EnvelopeError("method must be a string", validId);
+    if (hasOwn(message, "params") && (message.params === null || typeof message.params !== "object")) {
+      throw new EnvelopeError("params must be an object or array", validId);
+    }
+    if (!hasOwn(message, "id")) return { kind: "notification", method: message.method, params: message.params };
+    if (validId === null) throw new EnvelopeError("request id must be a Run/1 request ID token");
+    return { kind: "request", id: validId, method: message.method, params: message.params };
+  }
+  if (!keysAre(message, ["jsonrpc", "id"], ["result", "error"])) {
+    throw new EnvelopeError("frame is neither request nor response", validId);
+  }
+  if (hasOwn(message, "result") === hasOwn(message, "error")) {
+    throw new EnvelopeError("response needs exactly one of result and error", validId);
+  }
+  if (message.id !== null && validId === null) throw new EnvelopeError("response id must be a Run/1 request ID token");
+  if (message.id === null && !hasOwn(message, "error")) throw new EnvelopeError("a success response needs an id");
+  return { kind: "response", id: message.id, result: message.result, error: message.error };
+}
+
+// A frame of at most this many bytes cannot exceed any JSON/1 count limit.
+const SMALL_FRAME_BYTES = 2 * json1.MAX_NODES;
+const LF = new Uint8Array([0x0a]);
+
+/** Encode one outbound frame (LF included) of snapshotted values, checking limits. */
+function encodeFrame(message) {
+  const payload = json1.encode(message);
+  if (payload.length > MAX_FRAME_BYTES) throw new json1.Json1Error("frame exceeds 16,777,216 bytes");
+  if (payload.length > SMALL_FRAME_BYTES && json1.measure(message) > json1.MAX_NODES) {
+    throw new json1.Json1Error("frame exceeds 262,144 value nodes");
+  }
+  const frame = new Uint8Array(payload.length + 1);
+  frame.set(payload);
+  frame.set(LF, payload.length);
+  return frame;
+}
+
+// --- transport --------------------------------------------------------------------------------
+
+class Fatal extends Error {
+  constructor(code, reason) {
+    super(reason);
+    this.code = code;
+  }
+}
+
+const sleeper = typeof SharedArrayBuffer === "function" ? new Int32Array(new SharedArrayBuffer(4)) : null;
+
+/** Write all bytes to a file descriptor, waiting out a nonblocking pipe's EAGAIN. */
+function writeAll(fd, bytes) {
+  let offset = 0;
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(fd, bytes, offset, bytes.length - offset);
+    } catch (error) {
+      if (error?.code !== "EAGAIN") throw error;
+      if (sleeper) Atomics.wait(sleeper, 0, 0, 1);
+    }
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+// --- the session: one Run/1 channel incarnation ---------------------------------------------
+
+const QUEUED = "queued";
+const WIRE = "wire";
+const SETTLED = "settled";
+const DROPPED = "dropped";
+
+class Session {
+  constructor(handler, outFd, exit) {
+    this.handler = handler;
+    this.outFd = outFd;
+    this.exit = exit;
+    this.stopped = false;
+    this.hostIds = new Set();
+    this.hostRequests = 0;
+    this.rootId = null;
+    this.nextId = 0;
+    this.issued = 0;
+    this.wire = new Map();
+    this.queue = [];
+    this.idleWaiters = [];
+    this.admissionClosed = null;
+    this.rootCancelled = false;
+    this.fatal = null;
+    this.published = false;
+    this.handlerSettled = null;
+    this.controller = new AbortController();
+    this.pendingChunks = [];
+    this.pendingBytes = 0;
+  }
+
+  // --- reading ------------------------------------------------------------------------------
+
+  onData(chunk) {
+    if (this.stopped) return;
+    let start = 0;
+    for (;;) {
+      const newline = chunk.indexOf(0x0a, start);
+      if (newline < 0) {
+        if (start < chunk.length) {
+          this.pendingChunks.push(chunk.subarray(start));
+          this.pendingBytes += chunk.length - start;
+        }
+        if (this.pendingBytes > MAX_FRAME_BYTES) this.fail(new Fatal("PROTOCOL_ERROR", "frame exceeds 16,777,216 bytes"));
+        return;
+      }
+      const piece = chunk.subarray(start, newline);
+      let frame;
+      if (this.pendingChunks.length === 0) {
+        frame = piece;
+      } else {
+        frame = new Uint8Array(this.pendingBytes + piece.length);
+        let at = 0;
+        for (const part of this.pendingChunks) {
+          frame.set(part, at);
+          at += part.length;
+        }
+        frame.set(piece, at);
+        this.pendingChunks = [];
+        this.pendingBytes = 0;
+      }
+      start = newline + 1;
+      if (frame.length > MAX_FRAME_BYTES) {
+        this.fail(new Fatal("PROTOCOL_ERROR", "frame exceeds 16,777,216 bytes"));
+        return;
+      }
+      try {
+        this.dispatch(frame);
+      } catch (error) {
+        if (!(error instanceof Fatal)) throw error;
+        this.fail(error);
+      }
+      if (this.stopped) return;
+    }
+  }
+
+  onEnd(reason) {
+    if (this.stopped) return;
+    if (reason === "error") this.fail(new Fatal("CHANNEL_LOST", "protocol stdin read failed"));
+    else if (this.pendingBytes > 0) this.fail(new Fatal("PROTOCOL_ERROR", "EOF inside an incomplete frame"));
+    else this.fail(new Fatal("CHANNEL_LOST", "protocol stdin closed"));
+  }
+
+  dispatch(raw) {
+    let message;
+    try {
+      message = json1.parse(utf8.decode(raw));
+    } catch (error) {
+      if (!(error instanceof json1.Json1Error)) throw new Fatal("PROTOCOL_ERROR", "frame is not valid UTF-8");
+      this.sendStandardError(null, PARSE_ERROR, `Parse error: ${error.message}`);
+      throw new Fatal("PROTOCOL_ERROR", `frame is not JSON/1: ${error.message}`);
+    }
+    let envelope;
+    try {
+      envelope = classify(message);
+    } catch (error) {
+      if (!(error instanceof EnvelopeError)) throw error;
+      this.sendStandardError(error.replyId, INVALID_REQUEST, error.message);
+      throw new Fatal("PROTOCOL_ERROR", `invalid envelope: ${error.message}`);
+    }
+    if (envelope.kind === "request") this.onRequest(envelope);
+    else if (envelope.kind === "notification") this.onNotification(envelope);
+    else this.onResponse(envelope);
+  }
+
+  onRequest(envelope) {
+    if (this.hostIds.has(envelope.id)) throw new Fatal("PROTOCOL_ERROR", `host reused request ID ${envelope.id}`);
+    if (++this.hostRequests > MAX_LIFETIME_REQUESTS) throw new Fatal("PROTOCOL_ERROR", "host exceeded 65,536 requests");
+    this.hostIds.add(envelope.id);
+    if (envelope.method !== "flow/run") {
+      this.sendStandardError(envelope.id, METHOD_NOT_FOUND, `Method not found: ${envelope.method}`);
+      return;
+    }
+    if (this.rootId !== null) {
+      this.sendStandardError(envelope.id, INVALID_REQUEST, "second flow/run");
+      throw new Fatal("PROTOCOL_ERROR", "host sent a second flow/run");
+    }
+    this.rootId = envelope.id;
+    let params;
+    try {
+      params = parseRootParams(envelope.params);
+    } catch (error) {
+      if (!(error instanceof InvalidParams)) throw error;
+      const message = boundedMessage(`Invalid params: ${error.message}`, "Invalid params");
+      this.publish({ jsonrpc: JSONRPC, id: envelope.id, error: { code: INVALID_PARAMS, message } });
+      return;
+    }
+    this.startHandler(params);
+  }
+
+  onNotification(envelope) {
+    if (envelope.method !== "request/cancel") return;
+    const params = envelope.params;
+    if (!isObject(params) || !keysAre(params, ["requestId"]) || !isWireId(params.requestId)) {
+      throw new Fatal("PROTOCOL_ERROR", "malformed request/cancel");
+    }
+    if (params.requestId === this.rootId) this.cancelRoot();
+  }
+
+  onResponse(envelope) {
+    if (envelope.id === null) {
+      throw new Fatal("PROTOCOL_ERROR", `host rejected a component frame: ${JSON.stringify(envelope.error)}`);
+    }
+    const call = this.wire.get(envelope.id);
+    if (call === undefined) throw new Fatal("PROTOCOL_ERROR", `unknown or duplicate response ID ${envelope.id}`);
+    this.wire.delete(envelope.id);
+    let outcome;
+    try {
+      outcome =
+        envelope.error !== undefined ? { error: parseOperationError(envelope.error) } : call.parse(envelope.result);
+    } catch (error) {
+      if (!(error instanceof InvalidResponse)) throw error;
+      throw new Fatal("PROTOCOL_ERROR", `${call.method} response: ${error.message}`);
+    }
+    call.state = SETTLED;
+    call.release();
+    if (!call.detached) {
+      if (hasOwn(outcome, "error")) call.reject(outcome.error);
+      else call.resolve(outcome.value);
+    }
+    this.pump();
+  }
+
+  // --- writing ------------------------------------------------------------------------------
+
+  write(bytes) {
+    if (this.published || this.fatal !== null) throw new Fatal("CHANNEL_LOST", "write after the channel closed");
+    try {
+      writeAll(this.outFd, bytes);
+    } catch (error) {
+      throw new Fatal("CHANNEL_LOST", `protocol stdout write failed: ${error?.message ?? error}`);
+    }
+  }
+
+  sendStandardError(id, code, message) {
+    this.write(encodeFrame({ jsonrpc: JSONRPC, id, error: { code, message: boundedMessage(message, "error") } }));
+  }
+
+  /** Publish the one root terminal response, then exit 0. */
+  publish(frame) {
+    if (this.published || this.fatal !== null || this.stopped) return;
+    let bytes;
+    try {
+      bytes = encodeFrame(frame);
+    } catch (error) {
+      bytes = encodeFrame(rootError(this.rootId, "INVALID_RESULT", `result frame: ${error.message}`));
+    }
+    try {
+      this.write(bytes);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    this.published = true;
+    this.stopped = true;
+    this.exit(0);
+  }
+
+  /** Fatal close: stop admission, fail pending calls, exit nonzero. */
+  fail(fatal) {
+    if (this.stopped || this.fatal !== null) return;
+    this.fatal = fatal;
+    this.admissionClosed = fatal.code;
+    try {
+      fs.writeSync(2, `@jigging/flow: ${fatal.code}: ${fatal.message}\n`);
+    } catch {
+      // Diagnostics are best effort.
+    }
+    const pending = [...this.queue, ...this.wire.values()];
+    this.queue = [];
+    this.wire.clear();
+    for (const call of pending) {
+      call.state = DROPPED;
+      call.release();
+      if (!call.detached) call.reject(new OperationError(fatal.code, fatal.message));
+    }
+    if (!this.controller.signal.aborted) this.controller.abort(new OperationError(fatal.code, fatal.message));
+    this.stopped = true;
+    this.exit(EXIT_FAILURE);
+  }
+
+  // --- outbound calls -------------------------------------------------------------------------
+
+  /** Admit, dispatch and await one component-originated request. */
+  call(method, params, parse, signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(new OperationError("CANCELLED", "the call's signal was already aborted"));
+        return;
+      }
+      if (this.admissionClosed !== null) {
+        const code = this.admissionClosed;
+        reject(new OperationError(code, `calls are no longer admitted (${code})`));
+        return;
+      }
+      if (this.issued >= MAX_LIFETIME_REQUESTS) {
+        reject(new OperationError("RESOURCE_EXHAUSTED", "the 65,536 request lifetime budget is spent"));
+        return;
+      }
+      const id = `component:${this.nextId + 1}`;
+      let frame;
+      try {
+        frame = encodeFrame({ jsonrpc: JSONRPC, id, method, params });
+      } catch (error) {
+        reject(new TypeError(`${method} request is not JSON/1: ${error.message}`));
+        return;
+      }
+      this.nextId++;
+      this.issued++;
+      const call = { id, method, frame, parse, resolve, reject, state: QUEUED, detached: false, release: noop };
+      if (signal) {
+        const onAbort = () => this.withdraw(call, "CANCELLED", "the call's signal was aborted");
+        signal.addEventListener("abort", onAbort, { once: true });
+        call.release = () => signal.removeEventListener("abort", onAbort);
+      }
+      this.queue.push(call);
+      this.pump();
+    });
+  }
+
+  /** Move queued calls onto the wire while fewer than 64 await responses. */
+  pump() {
+    try {
+      while (this.queue.length > 0 && this.wire.size < MAX_PENDING_REQUESTS) {
+        const call = this.queue.shift();
+        this.write(call.frame);
+        call.state = WIRE;
+        this.wire.set(call.id, call);
+      }
+    } catch (error) {
+      if (!(error instanceof Fatal)) throw error;
+      this.fail(error);
+      return;
+    }
+    if (this.queue.length === 0 && this.wire.size === 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  }
+
+  idle() {
+    if (this.queue.length === 0 && this.wire.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The waiter goes away: drop a queued call, or tombstone a wire call with request/cancel. */
+  withdraw(call, code, message) {
+    if (call.detached || call.state === SETTLED || call.state === DROPPED) return;
+    call.detached = true;
+    call.release();
+    call.reject(new OperationError(code, message));
+    if (call.state === QUEUED) {
+      call.state = DROPPED;
+      const at = this.queue.indexOf(call);
+      if (at >= 0) this.queue.splice(at, 1);
+      this.pump();
+      return;
+    }
+    try {
+      this.write(encodeFrame({ jsonrpc: JSONRPC, method: "request/cancel", params: { requestId: call.id } }));
+    } catch (error) {
+      if (!(error instanceof Fatal)) throw error;
+      this.fail(error);
+    }
+  }
+
+  /** Withdraw every call whose waiter is still live; returns how many. */
+  abandonLiveCalls(code, message) {
+    const live = [...this.queue, ...this.wire.values()].filter((call) => !call.detached);
+    for (const call of live) this.withdraw(call, code, message);
+    return live.length;
+  }
+
+  // --- the root ---------------------------------------------------------------------------------
+
+  startHandler(params) {
+    const context = makeContext(this, params);
+    const settled = (async () => {
+      try {
+        return { value: await this.handler(context) };
+      } catch (error) {
+        return { error };
+      }
+    })();
+    this.handlerSettled = settled;
+    settled.then((outcome) => this.supervise(outcome));
+  }
+
+  cancelRoot() {
+    if (this.published || this.rootCancelled || this.fatal !== null || this.rootId === null) return;
+    this.rootCancelled = true;
+    this.admissionClosed = "CANCELLED";
+    this.abandonLiveCalls("CANCELLED", "the root Run was cancelled");
+    this.controller.abort(new OperationError("CANCELLED", "the root Run was cancelled"));
+    // The handler may ignore the signal; once the wire is quiet it gets a grace period.
+    this.idle().then(() => {
+      let timer;
+      const grace = new Promise((resolve) => {
+        timer = setTimeout(resolve, CANCEL_HANDLER_GRACE_MS);
+      });
+      const handlerDone = this.handlerSettled ?? Promise.resolve();
+      Promise.race([handlerDone, grace]).then(async () => {
+        clearTimeout(timer);
+        await this.idle();
+        this.publish(rootError(this.rootId, "CANCELLED", "the root Run was cancelled"));
+      });
+    });
+  }
+
+  async supervise(outcome) {
+    if (this.fatal !== null || this.published) return;
+    if (this.admissionClosed === null) this.admissionClosed = "OWNER_CLOSED";
+    const abandoned = this.abandonLiveCalls("OWNER_CLOSED", "the handler returned before this call settled");
+    await this.idle();
+    if (this.fatal !== null || this.published) return;
+    this.publish(this.rootFrame(outcome, abandoned));
+  }
+
+  rootFrame(outcome, abandoned) {
+    const id = this.rootId;
+    if (this.rootCancelled) return rootError(id, "CANCELLED", "the root Run was cancelled");
+    if (hasOwn(outcome, "error")) return handlerError(id, outcome.error);
+    if (abandoned) {
+      return rootError(id, "EXECUTION_FAILED", `the handler returned while ${abandoned} owned call(s) were still open`);
+    }
+    let result;
+    try {
+      result = checkedResult(outcome.value);
+    } catch (error) {
+      return rootError(id, "INVALID_RESULT", `invalid handler result: ${error.message}`);
+    }
+    return { jsonrpc: JSONRPC, id, result };
+  }
+}
+
+function checkedResult(result) {
+  if (!isObject(result)) throw new TypeError("result must be an {outcome, output} object");
+  const snap = json1.snapshot(result, 2);
+  if (!keysAre(snap, ["outcome", "output"])) throw new TypeError("result must have exactly outcome and output");
+  if (!isLocalName(snap.outcome)) throw new TypeError("outcome is not a LocalName");
+  return snap;
+}
+
+function rootError(id, code, message, details) {
+  const data = details === undefined ? { code } : { code, details };
+  return { jsonrpc: JSONRPC, id, error: { code: OPERATION_ERROR, message: boundedMessage(message, code), data } };
+}
+
+function handlerError(id, error) {
+  if (error instanceof OperationError && WIRE_CODES.has(error.code)) {
+    let details;
+    try {
+      details = error.details === undefined ? undefined : json1.snapshot(error.details, 4);
+      if (typeof error.message !== "string") throw new TypeError("message must be a string");
+    } catch (problem) {
+      return rootError(id, "EXECUTION_FAILED", `OperationError metadata is invalid: ${problem.message}`);
+    }
+    return rootError(id, error.code, error.message, details);
+  }
+  if (error instanceof OperationError) {
+    return rootError(id, "EXECUTION_FAILED", `${String(error.code)}: ${error.message}`);
+  }
+  let text;
+  try {
+    text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  } catch {
+    text = "the handler failed";
+  }
+  return rootError(id, "EXECUTION_FAILED", text);
+}
+
+// --- RunContext ---------------------------------------------------------------------------------
+
+function requireWireId(value, what) {
+  if (!isWireId(value)) throw new TypeError(`${what} must be a 1-128 byte token matching [A-Za-z0-9][A-Za-z0-9._:/-]*`);
+  return value;
+}
+
+function requireLocalName(value, what) {
+  if (!isLocalName(value)) throw new TypeError(`${what} must be a LocalName ([a-z0-9]+(-[a-z0-9]+)*, 1-64 bytes)`);
+  return value;
+}
+
+function requireJson(value, what) {
+  try {
+    return json1.snapshot(value, 3);
+  } catch (error) {
+    throw new TypeError(`${what} is not a JSON/1 value: ${error.message}`);
+  }
+}
+
+function requireCall(call, required, optional, what) {
+  if (call === null || typeof call !== "object") throw new TypeError(`${what} must be an object`);
+  for (const name of Object.keys(call)) {
+    if (!required.includes(name) && !optional.includes(name)) throw new TypeError(`${what} has unknown field ${name}`);
+  }
+  for (const name of required) {
+    if (call[name] === undefined) throw new TypeError(`${what} needs ${name}`);
+  }
+}
+
+function channelReferences(channels) {
+  if (channels === undefined) return undefined;
+  throw new TypeError("channel mappings are not supported by this @jigging/flow build");
+}
+
+function makeContext(session, params) {
+  const attachments = {};
+  for (const [name, grant] of Object.entries(params.attachments)) {
+    attachments[name] = Object.freeze({ path: grant.path, access: grant.access });
+  }
+  const channels = params.channels ?? {};
+  const endpoints = {};
+  for (const name of Object.keys(channels)) endpoints[name] = Object.freeze({ ...channels[name] });
+
+  async function runChildFlow(call, options) {
+    requireCall(call, ["operationId", "slot", "input"], ["intent", "channels"], "ChildFlowRequest");
+    const request = {
+      operationId: requireWireId(call.operationId, "operationId"),
+      slot: requireLocalName(call.slot, "slot"),
+    };
+    if (call.intent !== undefined) {
+      const intent = call.intent;
+      if (typeof intent !== "string" || intent.length === 0 || Array.from(intent).length > MAX_INTENT_CHARS) {
+        throw new TypeError("intent must be a string of 1-16,384 Unicode scalar values");
+      }
+      request.intent = requireJson(intent, "intent");
+    }
+    request.input = requireJson(call.input, "input");
+    const mapped = channelReferences(call.channels);
+    if (mapped !== undefined) request.channels = mapped;
+    return session.call("flow/run-child", request, (result) => ({ value: parseRunResult(result) }), options?.signal);
+  }
+
+  async function callCapability(call, options) {
+    requireCall(call, ["operationId", "slot", "method", "input"], ["channels"], "CapabilityCall");
+    const request = {
+      operationId: requireWireId(call.operationId, "operationId"),
+      slot: requireLocalName(call.slot, "slot"),
+      method: requireLocalName(call.method, "method"),
+      input: requireJson(call.input, "input"),
+    };
+    const mapped = channelReferences(call.channels);
+    if (mapped !== undefined) request.channels = mapped;
+    return session.call("capability/call", request, parseCapabilityResult, options?.signal);
+  }
+
+  async function channel() {
+    throw new OperationError("UNAVAILABLE", "channels are not supported by this @jigging/flow build");
+  }
+
+  return Object.freeze({
+    input: params.input,
+    settings: params.settings,
+    attachments: Object.freeze(attachments),
+    channels: Object.freeze(endpoints),
+    scratch: params.scratch,
+    deadlineUnixMs: params.deadlineUnixMs,
+    signal: session.controller.signal,
+    runChildFlow: (call, options) => guard(runChildFlow(call, options)),
+    callCapability: (call, options) => guard(callCapability(call, options)),
+    channel: (options, callOptions) => guard(channel(options, callOptions)),
+  });
+}
+
+/** A call the application ignores must not crash the process when it fails. */
+function guard(promise) {
+  promise.catch(noop);
+  return promise;
+}
+
+// --- stdio takeover -----------------------------------------------------------------------------
+
+/** Replace the global console and process.stdout.write with stderr-backed ones. */
+async function redirectApplicationOutput() {
+  const stderr = process.stderr;
+  let replacement = null;
+  try {
+    const { Console } = await import("node:console");
+    replacement = new Console({ stdout: stderr, stderr });
+  } catch {
+    replacement = null;
+  }
+  if (replacement === null) {
+    const original = globalThis.console;
+    replacement = Object.create(original);
+    for (const name of ["log", "info", "debug", "dir", "dirxml", "table", "trace", "group", "groupCollapsed"]) {
+      if (typeof original[name] === "function") replacement[name] = (...args) => original.error(...args);
+    }
+  }
+  Object.defineProperty(globalThis, "console", { value: replacement, writable: true, configurable: true, enumerable: false });
+  const toStderr = (chunk, encoding, callback) => stderr.write(chunk, encoding, callback);
+  try {
+    process.stdout.write = toStderr;
+  } catch {
+    // A runtime whose stdout cannot be patched still has the console redirected.
+  }
+}
+
+let handled = false;
+
+/**
+ * Serve one Run/1 invocation with `handler`, then exit the process: 0 after
+ * the root response is written, 1 after a fatal channel failure.
+ */
+export function handle(handler) {
+  if (typeof handler !== "function") return Promise.reject(new TypeError("handle() needs an async handler function"));
+  if (handled) return Promise.reject(new Error("handle() serves exactly one Run per process"));
+  handled = true;
+  // Capture the transport first: protocol frames go to fd 1 through our own writes.
+  const outFd = 1;
+  const stdin = process.stdin;
+  return new Promise((resolve) => {
+    const exit = (status) => {
+      resolve();
+      try {
+        stdin.pause();
+      } catch {
+        // Nothing more to read either way.
+      }
+      process.exit(status);
+    };
+    const session = new Session(handler, outFd, exit);
+    redirectApplicationOutput().then(() => {
+      stdin.on("data", (chunk) => session.onData(chunk instanceof Uint8Array ? chunk : new TextEncoder().encode(chunk)));
+      stdin.on("end", () => session.onEnd("eof"));
+      stdin.on("error", () => session.onEnd("error"));
+    });
+  });
+}
