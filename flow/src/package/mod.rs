@@ -379,7 +379,7 @@ pub(crate) fn add_to_total(total: u64, len: u64) -> Result<u64, PackageError> {
 fn check_tree(files: &BTreeMap<String, Vec<u8>>) -> Result<(), PackageError> {
     check_file_count(files.len())?;
     let mut total: u64 = 0;
-    let mut keys: HashMap<String, &str> = HashMap::with_capacity(files.len());
+    let mut keys: HashMap<String, (&str, bool)> = HashMap::with_capacity(files.len());
     for (path, content) in files {
         check_path(path)?;
         check_file_size(path, content.len() as u64)?;
@@ -390,27 +390,36 @@ fn check_tree(files: &BTreeMap<String, Vec<u8>>) -> Result<(), PackageError> {
 }
 
 /// Records `path` and every directory prefix under its collision key; a
-/// second spelling of the same key (file or directory) is a collision.
+/// second spelling of the same key, or one name used both as a file and as
+/// a directory, is a collision.
 fn check_collisions<'p>(
-    keys: &mut HashMap<String, &'p str>,
+    keys: &mut HashMap<String, (&'p str, bool)>,
     path: &'p str,
 ) -> Result<(), PackageError> {
     let mut end = 0;
     loop {
         let next = path[end..].find('/').map(|i| end + i);
         let prefix = &path[..next.unwrap_or(path.len())];
+        let is_dir = next.is_some();
         let key = collision_key(prefix);
         match keys.get(&key) {
-            Some(existing) if *existing != prefix => {
+            Some((existing, _)) if *existing != prefix => {
                 return Err(PackageError::at(
                     codes::PACKAGE_PATH_COLLISION,
                     path,
                     format!("{prefix:?} collides with {existing:?} under case folding"),
                 ))
             }
+            Some((_, was_dir)) if *was_dir != is_dir => {
+                return Err(PackageError::at(
+                    codes::PACKAGE_PATH_COLLISION,
+                    path,
+                    format!("{prefix:?} is both a file and a directory"),
+                ))
+            }
             Some(_) => {}
             None => {
-                keys.insert(key, prefix);
+                keys.insert(key, (prefix, is_dir));
             }
         }
         match next {

@@ -152,6 +152,8 @@ fn paths_and_collisions() {
         ("\u{3c2}", "\u{3c3}"),
         ("\u{fb01}le", "file"),
         ("flow.md", "FLOW.md"),
+        ("a", "a/b"),
+        ("A", "a/b"),
     ] {
         let e =
             Package::from_files(files(&[("FLOW.md", FLOW_MD), (a, b""), (b, b"")])).unwrap_err();
