@@ -3,6 +3,7 @@
 //! ended. Child Flows run through the same path with the Binding's slots;
 //! capability calls go to the provider the review pinned.
 
+pub mod channels;
 mod ledger;
 pub mod peer;
 pub mod wasm;
@@ -281,18 +282,48 @@ impl Executor {
     /// Run one invocation to its terminal. Boxed because child Flows recurse.
     pub fn run(self: &Arc<Self>, invocation: Invocation) -> BoxFuture<Result<Success, Failure>> {
         let this = self.clone();
-        Box::pin(async move { this.run_inner(invocation, true).await })
+        // One channel broker per root Run tree.
+        let broker = channels::Broker::new();
+        let link = ChannelLink {
+            holder: broker.new_holder(),
+            broker,
+            transfer: None,
+        };
+        Box::pin(async move { this.run_linked(invocation, true, link).await })
     }
 
-    fn run_child(self: &Arc<Self>, invocation: Invocation) -> BoxFuture<Result<Success, Failure>> {
+    fn run_child(
+        self: &Arc<Self>,
+        invocation: Invocation,
+        link: ChannelLink,
+    ) -> BoxFuture<Result<Success, Failure>> {
         let this = self.clone();
-        Box::pin(async move { this.run_inner(invocation, false).await })
+        Box::pin(async move { this.run_linked(invocation, false, link).await })
+    }
+
+    /// Run one invocation and settle the channel rights it holds: healthy
+    /// held writers are sealed after success, anything else fails them.
+    async fn run_linked(
+        self: Arc<Self>,
+        invocation: Invocation,
+        root: bool,
+        link: ChannelLink,
+    ) -> Result<Success, Failure> {
+        let mut settle = SettleRights {
+            broker: link.broker.clone(),
+            holder: link.holder,
+            healthy: false,
+        };
+        let result = self.run_inner(invocation, root, link).await;
+        settle.healthy = result.is_ok();
+        result
     }
 
     async fn run_inner(
         self: Arc<Self>,
         invocation: Invocation,
         root: bool,
+        link: ChannelLink,
     ) -> Result<Success, Failure> {
         let resolved = self.resolve(&invocation.target, root)?;
         if let Err(reason) = resolved.recipe.verify() {
@@ -323,6 +354,18 @@ impl Executor {
                 .with_details(invalid_details(&invalid)));
             }
         }
+        let grants = match &link.transfer {
+            None => BTreeMap::new(),
+            Some((from, refs)) => link
+                .broker
+                .transfer(*from, link.holder, refs, &package)
+                .map_err(|e| Failure {
+                    code: e.code.as_str().into(),
+                    message: e.message,
+                    details: e.details,
+                    diagnostics: Diagnostics::default(),
+                })?,
+        };
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let dir = self.work_root.join(format!("{n}"));
         let package_dir = dir.join("package");
@@ -348,6 +391,9 @@ impl Executor {
             deadline_unix_ms: invocation.deadline_unix_ms,
             cancel: invocation.cancel.clone(),
             active_children: Arc::new(AtomicUsize::new(0)),
+            broker: link.broker.clone(),
+            holder: link.holder,
+            grants,
         });
         let outcome = self
             .launch(&services, &package_dir, &scratch, &invocation)
@@ -412,7 +458,7 @@ impl Executor {
                 .collect(),
             scratch: scratch.to_string_lossy().to_string(),
             deadline_unix_ms: invocation.deadline_unix_ms,
-            channels: BTreeMap::new(),
+            channels: services.grants.clone(),
         };
         let entry = package_dir.join(&recipe.entrypoint);
         if recipe.kind == RecipeKind::Wasm {
@@ -797,6 +843,33 @@ struct InvocationServices {
     deadline_unix_ms: u64,
     cancel: watch::Receiver<bool>,
     active_children: Arc<AtomicUsize>,
+    broker: Arc<channels::Broker>,
+    /// This invocation's identity in the tree's channel broker.
+    holder: channels::HolderId,
+    /// The channel endpoints granted in `flow/run`.
+    grants: BTreeMap<String, flow::wire::ChannelGrant>,
+}
+
+/// Where an invocation sits in its tree's channel broker, and the rights a
+/// caller maps into it (`(caller, port → caller token)`).
+struct ChannelLink {
+    broker: Arc<channels::Broker>,
+    holder: channels::HolderId,
+    transfer: Option<(channels::HolderId, BTreeMap<String, String>)>,
+}
+
+/// Settles an invocation's channel rights when it ends, also when its
+/// future is dropped (cancelled with its owner).
+struct SettleRights {
+    broker: Arc<channels::Broker>,
+    holder: channels::HolderId,
+    healthy: bool,
+}
+
+impl Drop for SettleRights {
+    fn drop(&mut self) {
+        self.broker.finish(self.holder, self.healthy);
+    }
 }
 
 struct ChildSlot(Arc<AtomicUsize>);
@@ -808,6 +881,15 @@ impl Drop for ChildSlot {
 }
 
 impl Services for InvocationServices {
+    fn channel(
+        &self,
+        method: flow::wire::Method,
+        params: &Value,
+    ) -> Result<BoxFuture<Result<Value, OperationalError>>, flow::wire::RpcError> {
+        self.broker
+            .request(self.holder, &self.package, method, params)
+    }
+
     fn run_child(&self, params: RunChildParams) -> BoxFuture<Result<Value, OperationalError>> {
         let Some(target) = self.resolved.slots.get(&params.slot).cloned() else {
             let e = OperationalError::new(
@@ -832,7 +914,12 @@ impl Services for InvocationServices {
             cancel: self.cancel.clone(),
             attachments: Vec::new(),
         };
-        let child = self.executor.run_child(invocation);
+        let link = ChannelLink {
+            broker: self.broker.clone(),
+            holder: self.broker.new_holder(),
+            transfer: Some((self.holder, params.channels)),
+        };
+        let child = self.executor.run_child(invocation, link);
         Box::pin(async move {
             let _slot = slot;
             match child.await {
@@ -846,6 +933,15 @@ impl Services for InvocationServices {
         &self,
         params: CapabilityCallParams,
     ) -> BoxFuture<Result<Value, OperationalError>> {
+        if !params.channels.is_empty() {
+            // Providers take no channel rights yet: refuse before dispatch,
+            // moving nothing.
+            let e = OperationalError::new(
+                ErrorCode::Unavailable,
+                "capability providers on this host do not accept channels",
+            );
+            return Box::pin(async move { Err(e) });
+        }
         let prepared = self.prepare_call(&params);
         let deadline_unix_ms = self.deadline_unix_ms;
         Box::pin(async move {

@@ -38,6 +38,19 @@ pub trait Services: Send + Sync + 'static {
         &self,
         params: CapabilityCallParams,
     ) -> BoxFuture<Result<Value, OperationalError>>;
+    /// Serve one `channel/*` request (§5.1). Invalid params are a JSON-RPC
+    /// error now; a host without channels answers `-32601`.
+    fn channel(
+        &self,
+        method: Method,
+        params: &Value,
+    ) -> Result<BoxFuture<Result<Value, OperationalError>>, RpcError> {
+        let _ = (method, params);
+        Err(RpcError::standard(
+            wire::METHOD_NOT_FOUND,
+            "channels are not offered here",
+        ))
+    }
 }
 
 /// Everything the peer observed on one channel.
@@ -288,6 +301,22 @@ where
                                 continue;
                             }
                             let params = params.unwrap_or(Value::Null);
+                            if is_channel(method) {
+                                // Channel requests carry no operation id: no ledger.
+                                match services.channel(method, &params) {
+                                    Ok(future) => {
+                                        let done = done_tx.clone();
+                                        let request_id = id.clone();
+                                        let task = tokio::spawn(async move {
+                                            let result = future.await;
+                                            let _ = done.send((request_id, result));
+                                        });
+                                        pending.insert(id, task);
+                                    }
+                                    Err(e) => send(&writer_open, &Message::failure(Some(id), e)),
+                                }
+                                continue;
+                            }
                             let work = dispatch(services.as_ref(), method, &params);
                             let (operation_id, key, future) = match work {
                                 Ok(work) => work,
@@ -365,6 +394,18 @@ fn dispatch(services: &dyn Services, method: Method, params: &Value) -> Result<D
             "channels are not offered by this host yet",
         )),
     }
+}
+
+fn is_channel(method: Method) -> bool {
+    matches!(
+        method,
+        Method::ChannelCreate
+            | Method::ChannelSubscribe
+            | Method::ChannelSend
+            | Method::ChannelNext
+            | Method::ChannelClose
+            | Method::ChannelRelease
+    )
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
