@@ -254,13 +254,6 @@ impl Parser<'_> {
             }
             let name_offset = self.pos;
             let name = self.string(MAX_MEMBER_NAME_BYTES, "member name")?;
-            if members.contains_key(&name) {
-                return Err(JsonError::new(
-                    JsonErrorKind::DuplicateMember,
-                    Some(name_offset),
-                    format!("duplicate member name {name:?}"),
-                ));
-            }
             if members.len() == MAX_OBJECT_MEMBERS {
                 return Err(JsonError::new(
                     JsonErrorKind::LimitExceeded,
@@ -268,14 +261,24 @@ impl Parser<'_> {
                     format!("object has more than {MAX_OBJECT_MEMBERS} members"),
                 ));
             }
+            // The duplicate is found before the member's value is parsed.
+            let slot = match members.entry(name) {
+                serde_json::map::Entry::Vacant(slot) => slot,
+                serde_json::map::Entry::Occupied(taken) => {
+                    return Err(JsonError::new(
+                        JsonErrorKind::DuplicateMember,
+                        Some(name_offset),
+                        format!("duplicate member name {:?}", taken.key()),
+                    ))
+                }
+            };
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.error(JsonErrorKind::Syntax, "expected ':'"));
             }
             self.pos += 1;
             self.skip_ws();
-            let value = self.value(depth + 1)?;
-            members.insert(name, value);
+            slot.insert(self.value(depth + 1)?);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
