@@ -273,8 +273,7 @@ impl Broker {
         let invalid = |m: String| op(ErrorCode::InvalidInput, m);
         let (schema, schema_raw, contract) = match (&p.schema, &p.contract) {
             (Some(raw), _) => {
-                let schema = Schema::compile_value(raw)
-                    .map_err(|e| invalid(format!("the item schema is not Schema/1: {e}")))?;
+                let schema = inline_schema(raw).map_err(invalid)?;
                 (Some(schema), Some(raw.clone()), None)
             }
             (None, Some(reference)) => {
@@ -826,6 +825,17 @@ impl Drop for PendingRead {
         drop(st);
         self.broker.changed.notify_waiters();
     }
+}
+
+/// Compile an inline item schema exactly as a `channels` declaration's
+/// `schema` is compiled (no file-root `$schema` required).
+fn inline_schema(raw: &Value) -> Result<Schema, String> {
+    let decl = json!({ "item": { "direction": "send", "schema": raw } });
+    contract::parse_channel_declarations(&decl)
+        .map_err(|e| format!("the item schema is not Schema/1: {}", e.message))?
+        .remove("item")
+        .and_then(|d| d.schema)
+        .ok_or_else(|| "the item schema is not Schema/1".to_string())
 }
 
 /// A package-local `./` Channel Contract/1 reference, resolved in `package`.

@@ -5,6 +5,7 @@
 mod admission;
 mod author;
 mod binding;
+mod channels;
 mod cli;
 mod containment;
 mod exec;

@@ -1,0 +1,344 @@
+//! Run/1 §5.1 channels served by the host, driven through `jig exec` with the
+//! Python SDK's conformance components (SCENARIOS.md) and with raw frames.
+
+use std::path::Path;
+
+use jig::exec::channels::{BROADCAST_QUEUE_CAPACITY, DIRECT_QUEUE_CAPACITY};
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+fn component(name: &str) -> String {
+    std::fs::read_to_string(workspace().join(format!("host/python/tests/components/{name}.py")))
+        .unwrap()
+}
+
+/// A package `dir` with `FLOW.md` (frontmatter lines after name and
+/// description) and `flow.py`.
+fn package(root: &Path, dir: &str, frontmatter: &str, flow_py: &str) {
+    write_files(
+        root,
+        &[
+            (
+                &format!("{dir}/FLOW.md"),
+                &format!(
+                    "---\nname: {dir}\ndescription: A channel test component.\n{frontmatter}---\n"
+                ),
+            ),
+            (&format!("{dir}/flow.py"), flow_py),
+        ],
+    );
+}
+
+fn exec(dir: &Path, name: &str, input: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["exec", name, "--json", "--timeout", "30s", "--input", input];
+    args.extend_from_slice(extra);
+    run_jig(dir, &args)
+}
+
+fn output(run: &Run) -> Value {
+    assert_eq!(run.status, 0, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "succeeded", "{run:?}");
+    terminal["output"].clone()
+}
+
+#[test]
+fn broadcast_scenario_late_reader_sees_only_later_items() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "broadcast", "", &component("broadcast"));
+    let run = exec(dir.path(), "broadcast", "null", &[]);
+    assert_eq!(
+        output(&run),
+        json!({
+            "early": {"start": 1, "values": ["before-late", "after-late"], "complete": true},
+            "late": {"start": 2, "values": ["after-late"], "complete": true},
+        })
+    );
+}
+
+#[test]
+fn channels_scenario_capability_mapping_is_refused_before_dispatch() {
+    // Providers take no channel rights on this host yet: the call is refused
+    // UNAVAILABLE, the component disposes its receiver and fails with it.
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "channels", "", &component("channels"));
+    let run = exec(dir.path(), "channels", "{\"task\":\"t\"}", &[]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "failed");
+    assert_eq!(terminal["code"], "UNAVAILABLE", "{run:?}");
+}
+
+const UPDATES: &str = r#"{"$schema":"https://flow.jig.md/schemas/channel-contract-1.schema.json","id":"https://example.org/channels/updates","version":"1.0.0","semantics":"Each item is one progress update; text items are human-readable.","item":{"type":"object"}}"#;
+
+const WORKER_PORTS: &str =
+    "channels:\n  events:\n    direction: send\n    contract: ./updates.json\n";
+const MONITOR_PORTS: &str = "channels:\n  events:\n    direction: receive\n    contract: ./updates.json\n  progress:\n    direction: send\n    required: false\n";
+
+/// A worker that writes three updates to `events`; `close` seals
+/// explicitly, otherwise the host seals the healthy writer at its end.
+fn worker(close: bool, fail: bool) -> String {
+    format!(
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    events = context.channels['events']\n    \
+         await events.send({{'text': 'first'}})\n    await events.send({{'kind': 'tick'}})\n    \
+         await events.send({{'text': 'second'}})\n    {}\n    {}\n    \
+         return {{'outcome': 'done', 'output': {{'sent': 3}}}}\n\
+         handle(run)\n",
+        if close {
+            "await events.close()"
+        } else {
+            "pass"
+        },
+        if fail {
+            "raise RuntimeError('worker broke')"
+        } else {
+            "pass"
+        },
+    )
+}
+
+fn wiring(root: &Path, close: bool, fail: bool) {
+    let wiring = component("channel_wiring");
+    package(root, "root", "", &wiring);
+    package(root, "monitor", MONITOR_PORTS, &wiring);
+    package(root, "worker", WORKER_PORTS, &worker(close, fail));
+    package(
+        root,
+        "incompatible",
+        "channels:\n  events:\n    direction: send\n    schema:\n      type: string\n",
+        "raise SystemExit('the incompatible child must never start')\n",
+    );
+    for dir in ["root", "monitor", "worker"] {
+        write_files(root, &[(&format!("{dir}/updates.json"), UPDATES)]);
+    }
+}
+
+const CHILDREN: [&str; 6] = [
+    "--child",
+    "incompatible=incompatible",
+    "--child",
+    "worker=worker",
+    "--child",
+    "monitor=monitor",
+];
+
+#[test]
+fn channel_wiring_moves_a_contract_channel_between_children() {
+    let dir = tempfile::tempdir().unwrap();
+    wiring(dir.path(), true, false);
+    let run = exec(dir.path(), "root", "{\"role\":\"root\"}", &CHILDREN);
+    // `incompatible: true` means the root saw INVALID_INPUT for the child
+    // whose declared port lacks the source's contract.
+    assert_eq!(
+        output(&run),
+        json!({
+            "incompatible": true,
+            "work": {"outcome": "done", "output": {"sent": 3}},
+            "monitor": {"outcome": "done", "output": {"complete": true, "selected": ["first", "second"]}},
+        })
+    );
+}
+
+#[test]
+fn a_healthy_writer_is_sealed_when_its_holder_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    wiring(dir.path(), false, false);
+    let run = exec(dir.path(), "root", "{\"role\":\"root\"}", &CHILDREN);
+    assert_eq!(
+        output(&run)["monitor"]["output"],
+        json!({"complete": true, "selected": ["first", "second"]})
+    );
+}
+
+#[test]
+fn a_writer_whose_holder_fails_fails_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    wiring(dir.path(), false, true);
+    let run = exec(dir.path(), "root", "{\"role\":\"root\"}", &CHILDREN);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+}
+
+#[test]
+fn a_required_port_left_unconnected_is_invalid_input_before_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "caller",
+        "",
+        "from jiggy.flow import OperationError, handle\n\
+         async def run(context):\n    try:\n        \
+         await context.run_child_flow(operation_id='w', slot='worker', input=None)\n    \
+         except OperationError as e:\n        return {'outcome': 'done', 'output': e.code}\n    \
+         return {'outcome': 'done', 'output': 'started'}\n\
+         handle(run)\n",
+    );
+    package(dir.path(), "worker", WORKER_PORTS, &worker(true, false));
+    write_files(dir.path(), &[("worker/updates.json", UPDATES)]);
+    let run = exec(dir.path(), "caller", "null", &["--child", "worker=worker"]);
+    assert_eq!(output(&run), json!("INVALID_INPUT"));
+}
+
+#[test]
+fn direct_sends_wait_once_the_queue_holds_its_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "pressure",
+        "",
+        "import asyncio\nfrom jiggy.flow import handle\n\
+         async def run(context):\n    n = context.input\n    pair = await context.channel()\n    \
+         for i in range(n):\n        await asyncio.wait_for(pair.send.send(i), 5)\n    \
+         try:\n        await asyncio.wait_for(pair.send.send(n), 0.5)\n        waited = False\n    \
+         except asyncio.TimeoutError:\n        waited = True\n    \
+         first = await pair.receive.__anext__()\n    \
+         await asyncio.wait_for(pair.send.send(n), 5)\n    await pair.send.close()\n    \
+         rest = [v async for v in pair.receive]\n    \
+         return {'outcome': 'done', 'output': {'waited': waited, 'values': [first] + rest}}\n\
+         handle(run)\n",
+    );
+    let n = DIRECT_QUEUE_CAPACITY;
+    let run = exec(dir.path(), "pressure", &n.to_string(), &[]);
+    let out = output(&run);
+    assert_eq!(out["waited"], true, "send {} must wait: {run:?}", n + 1);
+    // The waiting send was retracted when cancelled: the values are exactly
+    // 0..=n, each once, in order.
+    let expected: Vec<usize> = (0..=n).collect();
+    assert_eq!(out["values"], json!(expected));
+}
+
+#[test]
+fn a_broadcast_reader_one_past_its_capacity_fails_lagged_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "lagging",
+        "",
+        &format!(
+            "{}\nasync def run(context):\n    n = context.input\n    \
+             source = await context.channel(delivery='broadcast')\n    \
+             behind = await source.subscribe()\n    await source.send.send(0)\n    \
+             at_limit = await source.subscribe()\n    \
+             for i in range(1, n + 1):\n        await source.send.send(i)\n    \
+             await source.send.close()\n    \
+             a, b = await asyncio.gather(read_all(behind), read_all(at_limit))\n    \
+             return {{'outcome': 'done', 'output': {{'behind': a, 'atLimit': b}}}}\n\
+             handle(run)\n",
+            component("broadcast")
+                .split("async def run")
+                .next()
+                .unwrap()
+        ),
+    );
+    let n = BROADCAST_QUEUE_CAPACITY;
+    let run = exec(dir.path(), "lagging", &n.to_string(), &[]);
+    let out = output(&run);
+    // `behind` had n + 1 unread items queued: LAGGED, queued items discarded.
+    assert_eq!(
+        out["behind"],
+        json!({"start": 1, "values": [], "complete": false})
+    );
+    let expected: Vec<usize> = (1..=n).collect();
+    assert_eq!(
+        out["atLimit"],
+        json!({"start": 2, "values": expected, "complete": true})
+    );
+}
+
+const RAW: &str = r#"import json, os, sys
+req = json.loads(sys.stdin.readline())
+count = 0
+responses = {}
+def send(obj):
+    os.write(1, (json.dumps(obj) + '\n').encode())
+def request(method, params):
+    global count
+    count += 1
+    rid = f'c:{count}'
+    send({'jsonrpc': '2.0', 'id': rid, 'method': method, 'params': params})
+    return rid
+def wait(rid):
+    while rid not in responses:
+        m = json.loads(sys.stdin.readline())
+        responses[m['id']] = m
+    m = responses.pop(rid)
+    if 'result' in m:
+        return m['result']
+    e = m['error']
+    return {'error': e['data']['code'] if e['code'] == -32000 else e['code']}
+def call(method, params):
+    return wait(request(method, params))
+def pair(**params):
+    p = call('channel/create', params)
+    return p['send']['endpoint'], p['receive']['endpoint'], p
+out = {}
+s, r, p = pair()
+out['grants'] = [p['send']['direction'], p['receive']['direction'], p['receive']['startSequence']]
+out['accepted'] = call('channel/send', {'endpoint': s, 'value': 'a'})
+out['released'] = call('channel/release', {'endpoint': r})
+out['sendAfterRelease'] = call('channel/send', {'endpoint': s, 'value': 'b'})
+out['closeAfterRelease'] = call('channel/close', {'endpoint': s})
+s, r, _ = pair(schema={'type': 'string'})
+call('channel/send', {'endpoint': s, 'value': 'x'})
+out['invalidItem'] = call('channel/send', {'endpoint': s, 'value': 5})
+out['readAfterInvalid'] = call('channel/next', {'endpoint': r})
+out['releaseFailed'] = call('channel/release', {'endpoint': r})
+s, r, _ = pair()
+call('channel/send', {'endpoint': s, 'value': 'x'})
+out['closed'] = call('channel/close', {'endpoint': s})
+out['reads'] = [call('channel/next', {'endpoint': r}) for _ in range(3)]
+out['releaseEnded'] = call('channel/release', {'endpoint': r})
+s, r, _ = pair()
+first = request('channel/next', {'endpoint': r})
+out['secondRead'] = call('channel/next', {'endpoint': r})
+send({'jsonrpc': '2.0', 'method': 'request/cancel', 'params': {'requestId': first}})
+out['cancelledRead'] = wait(first)
+out['readAfterCancel'] = call('channel/next', {'endpoint': r})
+out['copiedToken'] = call('channel/send', {'endpoint': 'ch-999999', 'value': 1})
+out['badParams'] = call('channel/send', {'endpoint': s})
+out['releaseWriter'] = call('channel/release', {'endpoint': s})
+out['badContract'] = call('channel/create', {'contract': './missing.json'})
+b = call('channel/create', {'delivery': 'broadcast'})
+out['broadcast'] = sorted(b)
+call('channel/close', {'endpoint': b['send']['endpoint']})
+out['subscribeSealed'] = call('channel/subscribe', {'source': b['source']})
+send({'jsonrpc': '2.0', 'id': req['id'], 'result': {'outcome': 'done', 'output': out}})
+"#;
+
+#[test]
+fn channel_requests_answer_with_the_spec_results_and_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "raw", "", RAW);
+    let run = exec(dir.path(), "raw", "null", &[]);
+    assert_eq!(
+        output(&run),
+        json!({
+            "grants": ["send", "receive", 1],
+            "accepted": null,
+            "released": {"status": "released"},
+            "sendAfterRelease": {"error": "DISCONNECTED"},
+            "closeAfterRelease": {"error": "DISCONNECTED"},
+            "invalidItem": {"error": "INVALID_INPUT"},
+            "readAfterInvalid": {"error": "INVALID_INPUT"},
+            "releaseFailed": {"status": "failed", "code": "INVALID_INPUT"},
+            "closed": null,
+            "reads": [
+                {"item": {"sequence": 1, "value": "x"}},
+                {"end": {"lastSequence": 1}},
+                {"end": {"lastSequence": 1}},
+            ],
+            "releaseEnded": {"status": "ended", "lastSequence": 1},
+            "secondRead": {"error": "RESOURCE_EXHAUSTED"},
+            "cancelledRead": {"error": "CANCELLED"},
+            "readAfterCancel": {"error": "DISCONNECTED"},
+            "copiedToken": {"error": "PERMISSION_DENIED"},
+            "badParams": {"error": -32602},
+            "releaseWriter": {"error": "PERMISSION_DENIED"},
+            "badContract": {"error": "INVALID_INPUT"},
+            "broadcast": ["send", "source"],
+            "subscribeSealed": {"error": "DISCONNECTED"},
+        })
+    );
+}
