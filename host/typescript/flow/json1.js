@@ -45,7 +45,7 @@ export function checkNumber(value) {
 
 function checkString(text, limit, what) {
   if (LONE_SURROGATE.test(text)) throw new Json1Error(`${what} contains a lone surrogate`);
-  if (text.length > limit && utf8Length(text) > limit) {
+  if (text.length * 3 > limit && utf8Length(text) > limit) {
     throw new Json1Error(`${what} exceeds ${limit} UTF-8 bytes`);
   }
   return text;
@@ -143,7 +143,7 @@ export function parse(text) {
       }
       run = at;
     }
-    if (out.length > limit && utf8Length(out) > limit) fail(`${what} exceeds ${limit} UTF-8 bytes`);
+    if (out.length * 3 > limit && utf8Length(out) > limit) fail(`${what} exceeds ${limit} UTF-8 bytes`);
     return out;
   };
   const number = () => {

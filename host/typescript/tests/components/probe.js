@@ -1,0 +1,92 @@
+// A component used only by tests/run.mjs: `input.case` selects one SDK behaviour to observe.
+import { CapabilityError, OperationError, handle } from "../../flow/index.js";
+
+const describe = (error) =>
+  error instanceof OperationError
+    ? { type: "OperationError", code: error.code }
+    : error instanceof CapabilityError
+      ? { type: "CapabilityError", errorName: error.errorName }
+      : { type: error?.name ?? typeof error };
+
+async function outcome(promise) {
+  try {
+    return { value: await promise };
+  } catch (error) {
+    return describe(error);
+  }
+}
+
+const cap = (run, operationId, input, options) =>
+  run.callCapability({ operationId, slot: "sink", method: "write", input }, options);
+
+const CASES = {
+  echo: async (run) => ({ outcome: "done", output: { input: run.input, settings: run.settings, attachments: run.attachments, scratch: run.scratch, deadline: run.deadlineUnixMs } }),
+  "custom-outcome": async () => ({ outcome: "needs-review", output: null }),
+  "undefined-output": async () => ({ outcome: "done", output: undefined }),
+  "extra-member": async () => ({ outcome: "done", output: null, extra: 1 }),
+  "bad-outcome": async () => ({ outcome: "Done", output: null }),
+  "unsafe-output": async () => ({ outcome: "done", output: 2 ** 53 }),
+  "map-output": async () => ({ outcome: "done", output: new Map() }),
+  "too-deep-output": async (run) => {
+    let value = null;
+    for (let i = 0; i < run.input.depth; i++) value = [value];
+    return { outcome: "done", output: value };
+  },
+  "operation-error": async () => {
+    throw new OperationError("UNAVAILABLE", "nothing there", { why: "test" });
+  },
+  "local-code": async () => {
+    throw new OperationError("CHANNEL_LOST", "local only");
+  },
+  "unknown-code": async () => {
+    throw new OperationError("NOPE", "not a code");
+  },
+  "bad-details": async () => {
+    throw new OperationError("UNAVAILABLE", "bad details", { n: NaN });
+  },
+  throw: async () => {
+    throw new Error("boom");
+  },
+  output: async () => {
+    console.log("console.log line");
+    console.info("console.info line");
+    process.stdout.write("stdout.write line\n");
+    return { outcome: "done", output: "clean" };
+  },
+  "bad-arguments": async (run) => {
+    const results = {
+      slot: await outcome(run.callCapability({ operationId: "a:1", slot: "Bad", method: "write", input: null })),
+      operationId: await outcome(run.callCapability({ operationId: "-x", slot: "sink", method: "write", input: null })),
+      input: await outcome(run.callCapability({ operationId: "a:1", slot: "sink", method: "write", input: { n: Infinity } })),
+      unknownField: await outcome(run.callCapability({ operationId: "a:1", slot: "sink", method: "write", input: null, extra: 1 })),
+      intent: await outcome(run.runChildFlow({ operationId: "a:1", slot: "child", intent: "", input: null })),
+      preAborted: await outcome(cap(run, "a:1", null, { signal: AbortSignal.abort() })),
+    };
+    // None of those reached the wire; this one does.
+    results.after = await outcome(cap(run, "after:1", null));
+    return { outcome: "done", output: results };
+  },
+  "snapshot-input": async (run) => {
+    const input = { value: 1 };
+    const call = cap(run, "snap:1", input);
+    input.value = 2;
+    return { outcome: "done", output: await call };
+  },
+  "capability-errors": async (run) => ({
+    outcome: "done",
+    output: { declared: await outcome(cap(run, "e:1", null)), operational: await outcome(cap(run, "e:2", null)) },
+  }),
+  "wait-cancel": async (run) => {
+    const calls = [cap(run, "w:1", null), cap(run, "w:2", null)];
+    const signalled = new Promise((resolve) => run.signal.addEventListener("abort", resolve));
+    const results = await Promise.all(calls.map(outcome));
+    await signalled;
+    throw new OperationError("CANCELLED", JSON.stringify(results));
+  },
+  "ignore-cancel": async (run) => {
+    await new Promise((resolve) => run.signal.addEventListener("abort", resolve));
+    return { outcome: "done", output: "ignored" };
+  },
+};
+
+await handle(async (run) => CASES[run.input.case](run));

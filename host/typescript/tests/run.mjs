@@ -1,0 +1,566 @@
+// Tests of the bundled @jigging/flow: an independent Run/1 host peer written
+// here drives the components in ./components as child processes and checks
+// the bytes, codes and exit status a host would see; JSON/1 is also checked
+// directly. Run with `node host/typescript/tests/run.mjs`. Set
+// FLOW_TS_RUNTIME="bun" or "deno run --allow-all" to run the components on
+// another runtime (the peer itself always runs on Node).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import fs from "node:fs";
+import * as json1 from "../flow/json1.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const runtime = (process.env.FLOW_TS_RUNTIME ?? "node").split(/\s+/).filter(Boolean);
+const FRAME_LIMIT = 16_777_216;
+const WAIT_MS = 10_000;
+
+const component = (name) => path.join(here, "components", `${name}.js`);
+
+function rootRequest(input, overrides = {}) {
+  return {
+    jsonrpc: "2.0",
+    id: "host:1",
+    method: "flow/run",
+    params: {
+      protocol: "run/1",
+      input,
+      settings: {},
+      attachments: {},
+      scratch: "/tmp/scratch",
+      deadlineUnixMs: 1787558400000,
+      ...overrides,
+    },
+  };
+}
+
+/** One component process and the host side of its Run/1 channel. */
+class Peer {
+  constructor(name) {
+    const [command, ...args] = runtime;
+    this.child = spawn(command, [...args, component(name)], { stdio: ["pipe", "pipe", "pipe"] });
+    this.buffer = Buffer.alloc(0);
+    this.frames = [];
+    this.waiters = [];
+    this.stderr = "";
+    this.child.stdin.on("error", () => {});
+    this.child.stderr.on("data", (chunk) => (this.stderr += chunk));
+    this.child.stdout.on("data", (chunk) => {
+      this.buffer = Buffer.concat([this.buffer, chunk]);
+      let newline;
+      while ((newline = this.buffer.indexOf(0x0a)) >= 0) {
+        const line = this.buffer.subarray(0, newline).toString("utf8");
+        this.buffer = this.buffer.subarray(newline + 1);
+        this.frames.push(JSON.parse(line));
+      }
+      this.wake();
+    });
+    this.exited = new Promise((resolve) => this.child.on("close", (code) => resolve(code)));
+    this.exited.then(() => this.wake());
+    this.closed = false;
+    this.exited.then(() => (this.closed = true));
+  }
+
+  wake() {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  send(message) {
+    this.sendRaw(Buffer.from(JSON.stringify(message) + "\n"));
+  }
+
+  sendRaw(bytes) {
+    this.child.stdin.write(bytes);
+  }
+
+  /** The next frame from the component, or a failure after WAIT_MS. */
+  async next() {
+    const deadline = Date.now() + WAIT_MS;
+    while (this.frames.length === 0) {
+      if (this.closed) assert.fail(`component exited without another frame; stderr: ${this.stderr}`);
+      if (Date.now() > deadline) assert.fail("no frame from the component");
+      await new Promise((resolve) => {
+        this.waiters.push(resolve);
+        setTimeout(resolve, 100);
+      });
+    }
+    return this.frames.shift();
+  }
+
+  /** Frames received within `ms` (the wire must otherwise stay quiet). */
+  async quiet(ms = 150) {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    const frames = this.frames;
+    this.frames = [];
+    return frames;
+  }
+
+  /** Close stdin and return the exit status; stdout must hold no further bytes. */
+  async finish() {
+    this.child.stdin.end();
+    const code = await Promise.race([
+      this.exited,
+      new Promise((resolve) => setTimeout(() => resolve("timeout"), WAIT_MS)),
+    ]);
+    if (code === "timeout") this.child.kill("SIGKILL");
+    assert.deepEqual(this.frames, [], "no frames after the expected ones");
+    assert.equal(this.buffer.length, 0, "stdout ends on a frame boundary");
+    return code;
+  }
+
+  /** Answer one request frame with a result. */
+  reply(request, result) {
+    this.send({ jsonrpc: "2.0", id: request.id, result });
+  }
+
+  fail(request, code, message = code) {
+    this.send({ jsonrpc: "2.0", id: request.id, error: { code: -32000, message, data: { code } } });
+  }
+}
+
+const errorCode = (frame) => frame.error?.data?.code;
+
+// --- JSON/1 ---------------------------------------------------------------------------------
+
+test("JSON/1 parser rejects what JSON.parse accepts", () => {
+  for (const bad of [
+    '{"a":1,"a":2}',
+    '"\\ud800"',
+    '"\\udc00x"',
+    "9007199254740992",
+    "-9007199254740992",
+    "1e400",
+    "NaN",
+    "Infinity",
+    "\ufeff{}",
+    "",
+    "{} {}",
+    "[1,]",
+    "01",
+    '"tab\there"',
+  ]) {
+    assert.throws(() => json1.parse(bad), json1.Json1Error, bad);
+  }
+  assert.equal(json1.parse("9007199254740991"), 9007199254740991);
+  assert.equal(json1.parse("1.5e3"), 1500);
+  assert.equal(Object.is(json1.parse("-0"), 0), true, "-0 canonicalises as 0");
+  assert.deepEqual(json1.parse('"\\ud83d\\ude00"'), "\u{1f600}");
+  const magic = json1.parse('{"__proto__":{"x":1},"constructor":2}');
+  assert.equal(Object.getPrototypeOf(magic), Object.prototype);
+  assert.deepEqual(Object.keys(magic), ["__proto__", "constructor"]);
+  assert.throws(() => json1.parse('{"__proto__":1,"__proto__":2}'), json1.Json1Error);
+});
+
+test("JSON/1 limits hold at the limit and reject one past it", () => {
+  const nested = (depth) => "[".repeat(depth - 1) + "0" + "]".repeat(depth - 1);
+  json1.parse(nested(json1.MAX_DEPTH));
+  assert.throws(() => json1.parse(nested(json1.MAX_DEPTH + 1)), /depth/);
+  const token = (length) => "0." + "1".repeat(length - 2);
+  json1.parse(token(json1.MAX_NUMBER_TOKEN_BYTES));
+  assert.throws(() => json1.parse(token(json1.MAX_NUMBER_TOKEN_BYTES + 1)), /128 bytes/);
+  const named = (bytes) => `{"${"é".repeat(bytes / 2)}":0}`;
+  json1.parse(named(json1.MAX_MEMBER_NAME_BYTES));
+  assert.throws(() => json1.parse(named(json1.MAX_MEMBER_NAME_BYTES + 2)), /member name/);
+  const array = (items) => (items === 0 ? "[]" : `[${new Array(items).fill("0").join(",")}]`);
+  json1.parse(array(json1.MAX_ARRAY_ITEMS));
+  assert.throws(() => json1.parse(array(json1.MAX_ARRAY_ITEMS + 1)), /65,536 items/);
+  const object = (members) => `{${Array.from({ length: members }, (_, i) => `"${i}":0`).join(",")}}`;
+  json1.parse(object(json1.MAX_OBJECT_MEMBERS));
+  assert.throws(() => json1.parse(object(json1.MAX_OBJECT_MEMBERS + 1)), /65,536 members/);
+  const text = (bytes) => `"${"x".repeat(bytes)}"`;
+  json1.parse(text(json1.MAX_STRING_BYTES));
+  assert.throws(() => json1.parse(text(json1.MAX_STRING_BYTES + 1)), /8388608/);
+  // A root array of arrays: each full inner array is 65,536 nodes with its zeros.
+  const nodes = (count) => {
+    const inner = [];
+    let remaining = count - 1;
+    while (remaining > 0) {
+      const size = Math.min(remaining, 65_536);
+      inner.push(array(size - 1));
+      remaining -= size;
+    }
+    return `[${inner.join(",")}]`;
+  };
+  json1.parse(nodes(json1.MAX_NODES));
+  assert.throws(() => json1.parse(nodes(json1.MAX_NODES + 1)), /nodes/);
+});
+
+test("JSON/1 snapshots copy plain values and refuse the rest", () => {
+  const source = { a: [1, { b: "c" }], d: null };
+  const copy = json1.snapshot(source);
+  assert.deepEqual(copy, source);
+  assert.notEqual(copy.a, source.a);
+  const cycle = {};
+  cycle.self = cycle;
+  for (const bad of [undefined, () => 1, 1n, Symbol("s"), NaN, 2 ** 53, new Date(0), new Map(), [1, , 3], { u: undefined }, "\ud800", cycle]) {
+    assert.throws(() => json1.snapshot(bad), json1.Json1Error);
+  }
+});
+
+// --- the standard component and the golden exchange ---------------------------------------
+
+test("standard component: concurrent calls, declared capability error, exit 0", async () => {
+  const peer = new Peer("standard");
+  peer.send(rootRequest({ topic: "x" }));
+  const first = await peer.next();
+  const second = await peer.next();
+  const byMethod = Object.fromEntries([first, second].map((frame) => [frame.method, frame]));
+  assert.deepEqual(byMethod["flow/run-child"].params, {
+    operationId: "research:1",
+    slot: "research",
+    intent: "Find a useful comparison target.",
+    input: { topic: "x" },
+  });
+  assert.deepEqual(byMethod["capability/call"].params, {
+    operationId: "store:1",
+    slot: "artifacts",
+    method: "write",
+    input: { source: "research" },
+  });
+  assert.notEqual(first.id, second.id);
+  peer.reply(byMethod["capability/call"], { value: { uri: "artifact://1" } });
+  peer.reply(byMethod["flow/run-child"], { outcome: "found", output: { target: "y" } });
+  const third = await peer.next();
+  assert.deepEqual(third.params, { operationId: "missing:1", slot: "artifacts", method: "read", input: { uri: "artifact://missing" } });
+  peer.reply(third, { error: { name: "not-found", data: null } });
+  const root = await peer.next();
+  assert.deepEqual(root, {
+    jsonrpc: "2.0",
+    id: "host:1",
+    result: {
+      outcome: "done",
+      output: { research: { outcome: "found", output: { target: "y" } }, stored: { uri: "artifact://1" }, missing: "not-found" },
+    },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("root cancellation: one request/cancel per open call, quiet until settled, then CANCELLED", async () => {
+  const peer = new Peer("standard");
+  peer.send(rootRequest(null));
+  const calls = [await peer.next(), await peer.next()];
+  peer.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: "host:1" } });
+  const cancels = [await peer.next(), await peer.next()];
+  assert.deepEqual(
+    cancels.map((frame) => frame.params.requestId).sort(),
+    calls.map((frame) => frame.id).sort(),
+  );
+  assert.ok(cancels.every((frame) => frame.method === "request/cancel" && !("id" in frame)));
+  peer.fail(calls[0], "CANCELLED");
+  assert.deepEqual(await peer.quiet(), [], "nothing while a cancelled call is open");
+  peer.reply(calls[1], { value: null });
+  const root = await peer.next();
+  assert.equal(root.id, "host:1");
+  assert.equal(root.error.code, -32000);
+  assert.equal(errorCode(root), "CANCELLED");
+  assert.equal(await peer.finish(), 0);
+});
+
+test("root cancellation reaches run.signal and the handler's calls", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "wait-cancel" }));
+  const calls = [await peer.next(), await peer.next()];
+  peer.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: "host:1" } });
+  await peer.next();
+  await peer.next();
+  peer.reply(calls[0], { value: 1 });
+  peer.reply(calls[1], { value: 2 });
+  const root = await peer.next();
+  assert.equal(errorCode(root), "CANCELLED");
+  assert.equal(await peer.finish(), 0);
+});
+
+test("a handler ignoring root cancellation still ends CANCELLED after the grace", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "ignore-cancel" }));
+  await peer.quiet(100);
+  peer.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: "host:1" } });
+  assert.equal(errorCode(await peer.next()), "CANCELLED");
+  assert.equal(await peer.finish(), 0);
+});
+
+// --- protocol errors ------------------------------------------------------------------------
+
+async function fatalAfter(frames, { expectReply } = {}) {
+  const peer = new Peer("matrix");
+  for (const frame of frames) peer.sendRaw(typeof frame === "string" ? Buffer.from(frame) : frame);
+  let reply = null;
+  if (expectReply) reply = await peer.next();
+  const code = await peer.finish();
+  return { reply, code, peer };
+}
+
+test("framing fixtures: valid frames answer -32600 as envelopes, invalid ones close", async () => {
+  const fixtures = JSON.parse(fs.readFileSync("/work/shared/flow-reference/run-1-fixtures/framing.json", "utf8"));
+  for (const { name, hex } of fixtures.valid) {
+    const { reply, code } = await fatalAfter([Buffer.from(hex, "hex")], { expectReply: true });
+    assert.equal(reply.error.code, -32600, name);
+    assert.notEqual(code, 0, name);
+  }
+  const replies = {
+    "empty-frame": -32700,
+    "utf8-bom": -32700,
+    "duplicate-member": -32700,
+    "escaped-lone-surrogate": -32700,
+    "unsafe-integral-token": -32700,
+    "two-values-one-frame": -32700,
+  };
+  for (const { name, hex } of fixtures.invalid) {
+    const expected = replies[name];
+    const { reply, code, peer } = await fatalAfter([Buffer.from(hex, "hex")], { expectReply: expected !== undefined });
+    if (expected !== undefined) {
+      assert.equal(reply.error.code, expected, name);
+      assert.equal(reply.id, null, name);
+    }
+    assert.notEqual(code, 0, `${name} exits nonzero; stderr ${peer.stderr}`);
+  }
+});
+
+test("a frame of exactly 16,777,216 bytes is accepted; one more byte closes without reply", async () => {
+  const frameOf = (bytes) => {
+    const head = rootRequest({ case: "none", pad: ["", ""] });
+    const base = Buffer.byteLength(JSON.stringify(head));
+    const fill = bytes - base;
+    head.params.input.pad = ["x".repeat(Math.floor(fill / 2)), "x".repeat(fill - Math.floor(fill / 2))];
+    const text = JSON.stringify(head);
+    assert.equal(Buffer.byteLength(text), bytes);
+    return Buffer.from(text + "\n");
+  };
+  const peer = new Peer("matrix");
+  peer.sendRaw(frameOf(FRAME_LIMIT));
+  assert.deepEqual(await peer.next(), { jsonrpc: "2.0", id: "host:1", result: { outcome: "done", output: null } });
+  assert.equal(await peer.finish(), 0);
+  const over = await fatalAfter([frameOf(FRAME_LIMIT + 1)]);
+  assert.notEqual(over.code, 0);
+});
+
+test("host-side methods get -32601 and the channel goes on; notifications are ignored", async () => {
+  const peer = new Peer("matrix");
+  peer.send({ jsonrpc: "2.0", id: "h:0", method: "capability/call", params: {} });
+  assert.deepEqual(await peer.next(), { jsonrpc: "2.0", id: "h:0", error: { code: -32601, message: "Method not found: capability/call" } });
+  peer.send({ jsonrpc: "2.0", method: "something/else", params: [] });
+  peer.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: "nothing:1" } });
+  peer.send(rootRequest({ case: "none" }));
+  assert.deepEqual(await peer.next(), { jsonrpc: "2.0", id: "host:1", result: { outcome: "done", output: null } });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("invalid root params get -32602 and the process ends with status 0", async () => {
+  const peer = new Peer("matrix");
+  peer.send(rootRequest(null, { protocol: "run/2" }));
+  const reply = await peer.next();
+  assert.equal(reply.id, "host:1");
+  assert.equal(reply.error.code, -32602);
+  assert.equal(await peer.finish(), 0);
+});
+
+test("a second flow/run gets -32600 and closes; scalar params and batches get -32600", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "ignore-cancel" }));
+  peer.send({ ...rootRequest(null), id: "host:2" });
+  const reply = await peer.next();
+  assert.equal(reply.error.code, -32600);
+  assert.equal(reply.id, "host:2");
+  assert.notEqual(await peer.finish(), 0);
+  const scalar = await fatalAfter(['{"jsonrpc":"2.0","id":"h:1","method":"flow/run","params":1}\n'], { expectReply: true });
+  assert.equal(scalar.reply.error.code, -32600);
+  assert.equal(scalar.reply.id, "h:1");
+  const batch = await fatalAfter(["[]\n"], { expectReply: true });
+  assert.equal(batch.reply.error.code, -32600);
+  const numeric = await fatalAfter(['{"jsonrpc":"2.0","id":7,"method":"flow/run","params":{}}\n'], { expectReply: true });
+  assert.equal(numeric.reply.error.code, -32600);
+  assert.equal(numeric.reply.id, null);
+});
+
+test("malformed cancellation, unknown response IDs and bad results are fatal", async () => {
+  const malformed = new Peer("matrix");
+  malformed.send(rootRequest({ case: "one-flow" }));
+  await malformed.next();
+  malformed.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: 5 } });
+  assert.notEqual(await malformed.finish(), 0);
+
+  const unknown = new Peer("matrix");
+  unknown.send(rootRequest({ case: "one-flow" }));
+  const call = await unknown.next();
+  unknown.send({ jsonrpc: "2.0", id: "component:999", result: { outcome: "done", output: null } });
+  assert.notEqual(await unknown.finish(), 0);
+  assert.equal(call.method, "flow/run-child");
+
+  const noOutput = new Peer("matrix");
+  noOutput.send(rootRequest({ case: "one-flow" }));
+  noOutput.reply(await noOutput.next(), { outcome: "done" });
+  assert.notEqual(await noOutput.finish(), 0);
+
+  const standardError = new Peer("matrix");
+  standardError.send(rootRequest({ case: "one-flow" }));
+  const request = await standardError.next();
+  standardError.send({ jsonrpc: "2.0", id: request.id, error: { code: -32601, message: "no" } });
+  assert.notEqual(await standardError.finish(), 0);
+
+  const duplicate = new Peer("matrix");
+  duplicate.send(rootRequest({ case: "two-effects" }));
+  const effect = await duplicate.next();
+  duplicate.reply(effect, { value: 1 });
+  await duplicate.next();
+  duplicate.reply(effect, { value: 1 });
+  assert.notEqual(await duplicate.finish(), 0);
+});
+
+test("stdin EOF while the root is pending exits nonzero without a response", async () => {
+  const peer = new Peer("matrix");
+  peer.send(rootRequest({ case: "one-flow" }));
+  await peer.next();
+  assert.notEqual(await peer.finish(), 0);
+});
+
+// --- matrix behaviours ----------------------------------------------------------------------
+
+test("fanout-65: never more than 64 calls on the wire", async () => {
+  const peer = new Peer("matrix");
+  peer.send(rootRequest({ case: "fanout-65" }));
+  const first = [];
+  for (let i = 0; i < 64; i++) first.push(await peer.next());
+  assert.deepEqual(await peer.quiet(), [], "the 65th waits for a free slot");
+  peer.reply(first[10], { value: 10 });
+  const last = await peer.next();
+  assert.deepEqual(last.params, { operationId: "fanout:65", slot: "sink", method: "write", input: { index: 64 } });
+  for (const frame of [...first.filter((_, i) => i !== 10), last]) peer.reply(frame, { value: null });
+  assert.deepEqual((await peer.next()).result, { outcome: "done", output: { settled: 65 } });
+  assert.equal(await peer.finish(), 0);
+  assert.equal(new Set([...first, last].map((frame) => frame.id)).size, 65);
+});
+
+test("request-lifetime: the 65,537th call is refused locally with no frame", async () => {
+  const peer = new Peer("matrix");
+  peer.send(rootRequest({ case: "request-lifetime" }));
+  const ids = new Set();
+  for (let i = 1; i <= 65_536; i++) {
+    const frame = await peer.next();
+    if (i === 1 || i === 65_536) assert.equal(frame.params.operationId, `lifetime:${i}`);
+    ids.add(frame.id);
+    peer.reply(frame, { value: null });
+  }
+  assert.equal(ids.size, 65_536);
+  assert.deepEqual((await peer.next()).result.output, { accepted: 65_536, rejected: "RESOURCE_EXHAUSTED" });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("cancel-one-call: request/cancel for the aborted call, late response ignored", async () => {
+  const peer = new Peer("matrix");
+  peer.send(rootRequest({ case: "cancel-one-call" }));
+  const child = await peer.next();
+  const release = await peer.next();
+  peer.reply(release, { value: null });
+  const cancel = await peer.next();
+  assert.deepEqual(cancel, { jsonrpc: "2.0", method: "request/cancel", params: { requestId: child.id } });
+  assert.deepEqual(await peer.quiet(), [], "root result waits for the cancelled call to settle");
+  peer.reply(child, { outcome: "done", output: "late" });
+  assert.deepEqual((await peer.next()).result, { outcome: "done", output: "cancelled-locally" });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("abandoned-call: cancel, await, then EXECUTION_FAILED", async () => {
+  const peer = new Peer("matrix");
+  peer.send(rootRequest({ case: "abandoned-call" }));
+  const child = await peer.next();
+  peer.reply(await peer.next(), { value: null });
+  assert.deepEqual(await peer.next(), { jsonrpc: "2.0", method: "request/cancel", params: { requestId: child.id } });
+  peer.fail(child, "CANCELLED");
+  assert.equal(errorCode(await peer.next()), "EXECUTION_FAILED");
+  assert.equal(await peer.finish(), 0);
+});
+
+// --- handler results and errors --------------------------------------------------------------
+
+async function rootOf(kase, extra = {}) {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: kase, ...extra }));
+  const root = await peer.next();
+  const code = await peer.finish();
+  return { root, code, peer };
+}
+
+test("handler results: custom outcomes pass; invalid results become INVALID_RESULT", async () => {
+  assert.deepEqual((await rootOf("custom-outcome")).root.result, { outcome: "needs-review", output: null });
+  for (const kase of ["undefined-output", "extra-member", "bad-outcome", "unsafe-output", "map-output"]) {
+    const { root, code } = await rootOf(kase);
+    assert.equal(errorCode(root), "INVALID_RESULT", kase);
+    assert.equal(code, 0);
+  }
+  // The output sits at depth 3 of the response frame (frame, result, output); `depth`
+  // wrappings around null make depth + 1 levels, so 125 reaches depth 128 exactly.
+  const atLimit = await rootOf("too-deep-output", { depth: 125 });
+  assert.equal(atLimit.root.result.outcome, "done");
+  assert.equal(errorCode((await rootOf("too-deep-output", { depth: 126 })).root), "INVALID_RESULT");
+});
+
+test("handler throws: wire codes are preserved, everything else is EXECUTION_FAILED", async () => {
+  const preserved = (await rootOf("operation-error")).root;
+  assert.deepEqual(preserved.error, { code: -32000, message: "nothing there", data: { code: "UNAVAILABLE", details: { why: "test" } } });
+  for (const kase of ["local-code", "unknown-code", "bad-details", "throw"]) {
+    assert.equal(errorCode((await rootOf(kase)).root), "EXECUTION_FAILED", kase);
+  }
+});
+
+test("application console and process.stdout output goes to stderr", async () => {
+  const { root, code, peer } = await rootOf("output");
+  assert.deepEqual(root.result, { outcome: "done", output: "clean" });
+  assert.equal(code, 0);
+  for (const line of ["console.log line", "console.info line", "stdout.write line"]) assert.match(peer.stderr, new RegExp(line));
+});
+
+test("context carries the invocation; invalid call arguments fail locally without frames", async () => {
+  const echo = new Peer("probe");
+  const attachments = { source: { path: "/w/source", access: "read" } };
+  echo.send(rootRequest({ case: "echo" }, { settings: { strict: true }, attachments }));
+  assert.deepEqual((await echo.next()).result.output, {
+    input: { case: "echo" },
+    settings: { strict: true },
+    attachments,
+    scratch: "/tmp/scratch",
+    deadline: 1787558400000,
+  });
+  assert.equal(await echo.finish(), 0);
+
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "bad-arguments" }));
+  const only = await peer.next();
+  assert.equal(only.params.operationId, "after:1", "no earlier call reached the wire");
+  assert.equal(only.id, "component:1", "refused calls consume no request ID");
+  peer.reply(only, { value: "ok" });
+  assert.deepEqual((await peer.next()).result.output, {
+    slot: { type: "TypeError" },
+    operationId: { type: "TypeError" },
+    input: { type: "TypeError" },
+    unknownField: { type: "TypeError" },
+    intent: { type: "TypeError" },
+    preAborted: { type: "OperationError", code: "CANCELLED" },
+    after: { value: "ok" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("outbound values are snapshotted; capability and operational errors stay distinct", async () => {
+  const snap = new Peer("probe");
+  snap.send(rootRequest({ case: "snapshot-input" }));
+  const call = await snap.next();
+  assert.deepEqual(call.params.input, { value: 1 });
+  snap.reply(call, { value: "v" });
+  assert.equal((await snap.next()).result.output, "v");
+  assert.equal(await snap.finish(), 0);
+
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "capability-errors" }));
+  peer.reply(await peer.next(), { error: { name: "not-found", data: { uri: "x" } } });
+  peer.fail(await peer.next(), "PERMISSION_DENIED");
+  assert.deepEqual((await peer.next()).result.output, {
+    declared: { type: "CapabilityError", errorName: "not-found" },
+    operational: { type: "OperationError", code: "PERMISSION_DENIED" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
