@@ -1,3 +1,4 @@
+// @ts-self-types="./index.d.ts"
 // @jigging/flow: the TypeScript/JavaScript projection of FLOW Run SDK/1,
 // bundled with jig. `handle(handler)` serves exactly one Run/1 root
 // `flow/run` over protocol stdin/stdout. Plain ESM with no dependencies, so it
