@@ -9,6 +9,7 @@
 mod corpus;
 mod python;
 mod runner;
+mod wasm;
 
 use std::path::PathBuf;
 use std::process::Command;
