@@ -328,7 +328,11 @@ class Session {
     this.issued = 0;
     this.wire = new Map();
     this.queue = [];
+    this.settlementQueue = [];
     this.idleWaiters = [];
+    // Allocated or pending channel endpoints that may still need settlement.
+    this.channelDebt = 0;
+    this.receivers = new Set();
     this.admissionClosed = null;
     this.rootCancelled = false;
     this.fatal = null;
@@ -464,9 +468,13 @@ class Session {
     }
     call.state = SETTLED;
     call.release();
-    if (!call.detached) {
-      if (hasOwn(outcome, "error")) call.reject(outcome.error);
-      else call.resolve(outcome.value);
+    call.closeWire();
+    if (call.detached) {
+      call.onLate?.(outcome);
+    } else if (hasOwn(outcome, "error")) {
+      call.reject(outcome.error);
+    } else {
+      call.resolve(outcome.value);
     }
     this.pump();
   }
@@ -516,12 +524,14 @@ class Session {
     } catch {
       // Diagnostics are best effort.
     }
-    const pending = [...this.queue, ...this.wire.values()];
+    const pending = [...this.queue, ...this.settlementQueue, ...this.wire.values()];
     this.queue = [];
+    this.settlementQueue = [];
     this.wire.clear();
     for (const call of pending) {
       call.state = DROPPED;
       call.release();
+      call.closeWire();
       if (!call.detached) call.reject(new OperationError(fatal.code, fatal.message));
     }
     if (!this.controller.signal.aborted) this.controller.abort(new OperationError(fatal.code, fatal.message));
@@ -531,77 +541,116 @@ class Session {
 
   // --- outbound calls -------------------------------------------------------------------------
 
-  /** Admit, dispatch and await one component-originated request. */
-  call(method, params, parse, signal) {
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(new OperationError("CANCELLED", "the call's signal was already aborted"));
-        return;
+  /**
+   * Admit one request synchronously or throw; `call.promise` settles with it.
+   * `retain` calls keep their request when the waiter goes away (settlement,
+   * reads and allocations: no request/cancel); `reserved` ones may use the
+   * channel settlement reserve; `internal` settlement is admitted even after
+   * the handler settled, while the root response is unpublished. A detached
+   * call's response goes to `onLate`.
+   */
+  admit(method, params, parse, { retain = false, reserved = false, internal = false, onLate = null, signal } = {}) {
+    if (signal?.aborted) throw new OperationError("CANCELLED", "the call's signal was already aborted");
+    if (internal) {
+      if (this.fatal !== null || this.published) {
+        throw new OperationError(this.admissionClosed ?? "OWNER_CLOSED", "the channel is closed");
       }
-      if (this.admissionClosed !== null) {
-        const code = this.admissionClosed;
-        reject(new OperationError(code, `calls are no longer admitted (${code})`));
-        return;
-      }
-      if (this.issued >= MAX_LIFETIME_REQUESTS) {
-        reject(new OperationError("RESOURCE_EXHAUSTED", "the 65,536 request lifetime budget is spent"));
-        return;
-      }
-      const id = `component:${this.nextId + 1}`;
-      let frame;
-      try {
-        frame = encodeFrame({ jsonrpc: JSONRPC, id, method, params });
-      } catch (error) {
-        reject(new TypeError(`${method} request is not JSON/1: ${error.message}`));
-        return;
-      }
-      this.nextId++;
-      this.issued++;
-      const call = { id, method, frame, parse, resolve, reject, state: QUEUED, detached: false, release: noop };
-      if (signal) {
-        const onAbort = () => this.withdraw(call, "CANCELLED", "the call's signal was aborted");
-        signal.addEventListener("abort", onAbort, { once: true });
-        call.release = () => signal.removeEventListener("abort", onAbort);
-      }
-      this.queue.push(call);
-      this.pump();
+    } else if (this.admissionClosed !== null) {
+      const code = this.admissionClosed;
+      throw new OperationError(code, `calls are no longer admitted (${code})`);
+    }
+    const reserve = reserved || internal ? 0 : this.channelDebt;
+    if (this.issued + reserve >= MAX_LIFETIME_REQUESTS) {
+      throw new OperationError("RESOURCE_EXHAUSTED", "the 65,536 request lifetime budget is spent");
+    }
+    const id = `component:${this.nextId + 1}`;
+    let frame;
+    try {
+      frame = encodeFrame({ jsonrpc: JSONRPC, id, method, params });
+    } catch (error) {
+      throw new TypeError(`${method} request is not JSON/1: ${error.message}`);
+    }
+    this.nextId++;
+    this.issued++;
+    const call = { id, method, frame, parse, state: QUEUED, detached: false, retain, internal, onLate, release: noop };
+    call.promise = new Promise((resolve, reject) => {
+      call.resolve = resolve;
+      call.reject = reject;
     });
+    call.promise.catch(noop);
+    call.wireDone = new Promise((resolve) => {
+      call.closeWire = resolve;
+    });
+    if (signal) {
+      const onAbort = () => this.withdraw(call, "CANCELLED", "the call's signal was aborted");
+      signal.addEventListener("abort", onAbort, { once: true });
+      call.release = () => signal.removeEventListener("abort", onAbort);
+    }
+    (internal || reserved ? this.settlementQueue : this.queue).push(call);
+    this.pump();
+    return call;
   }
 
-  /** Move queued calls onto the wire while fewer than 64 await responses. */
+  /** Admit, dispatch and await one ordinary component-originated request. */
+  call(method, params, parse, signal) {
+    try {
+      return this.admit(method, params, parse, { signal }).promise;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Move queued calls onto the wire while fewer than 64 await responses.
+   * Settlement goes first and may use every slot; ordinary calls leave one
+   * slot free while channel endpoints may still need settling.
+   */
   pump() {
     try {
-      while (this.queue.length > 0 && this.wire.size < MAX_PENDING_REQUESTS) {
-        const call = this.queue.shift();
-        this.write(call.frame);
-        call.state = WIRE;
-        this.wire.set(call.id, call);
+      while (this.settlementQueue.length > 0 && this.wire.size < MAX_PENDING_REQUESTS) {
+        this.putOnWire(this.settlementQueue.shift());
+      }
+      const limit = MAX_PENDING_REQUESTS - (this.channelDebt > 0 ? 1 : 0);
+      while (this.admissionClosed === null && this.queue.length > 0 && this.wire.size < limit) {
+        this.putOnWire(this.queue.shift());
       }
     } catch (error) {
       if (!(error instanceof Fatal)) throw error;
       this.fail(error);
       return;
     }
-    if (this.queue.length === 0 && this.wire.size === 0) {
+    if (this.isIdle()) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const wake of waiters) wake();
     }
   }
 
+  putOnWire(call) {
+    this.write(call.frame);
+    call.state = WIRE;
+    this.wire.set(call.id, call);
+  }
+
+  isIdle() {
+    return this.queue.length === 0 && this.settlementQueue.length === 0 && this.wire.size === 0;
+  }
+
   idle() {
-    if (this.queue.length === 0 && this.wire.size === 0) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** The waiter goes away: drop a queued call, or tombstone a wire call with request/cancel. */
+  /** The waiter goes away: retain, drop a queued call, or tombstone a wire call with request/cancel. */
   withdraw(call, code, message) {
     if (call.detached || call.state === SETTLED || call.state === DROPPED) return;
     call.detached = true;
     call.release();
     call.reject(new OperationError(code, message));
+    if (call.retain) return;
     if (call.state === QUEUED) {
       call.state = DROPPED;
+      call.closeWire();
       const at = this.queue.indexOf(call);
       if (at >= 0) this.queue.splice(at, 1);
       this.pump();
@@ -615,11 +664,20 @@ class Session {
     }
   }
 
-  /** Withdraw every call whose waiter is still live; returns how many. */
+  /** Withdraw every application call whose waiter is still live; returns how many. */
   abandonLiveCalls(code, message) {
-    const live = [...this.queue, ...this.wire.values()].filter((call) => !call.detached);
+    const live = [...this.queue, ...this.settlementQueue, ...this.wire.values()].filter(
+      (call) => !call.internal && !call.detached,
+    );
     for (const call of live) this.withdraw(call, code, message);
     return live.length;
+  }
+
+  /** Dispose receivers still active at handler settlement; returns how many. */
+  abandonReceivers() {
+    let abandoned = 0;
+    for (const receiver of [...this.receivers]) if (startDisposal(receiver)) abandoned++;
+    return abandoned;
   }
 
   // --- the root ---------------------------------------------------------------------------------
@@ -642,6 +700,7 @@ class Session {
     this.rootCancelled = true;
     this.admissionClosed = "CANCELLED";
     this.abandonLiveCalls("CANCELLED", "the root Run was cancelled");
+    this.abandonReceivers();
     this.controller.abort(new OperationError("CANCELLED", "the root Run was cancelled"));
     // The handler may ignore the signal; once the wire is quiet it gets a grace period.
     this.idle().then(() => {
@@ -661,7 +720,8 @@ class Session {
   async supervise(outcome) {
     if (this.fatal !== null || this.published) return;
     if (this.admissionClosed === null) this.admissionClosed = "OWNER_CLOSED";
-    const abandoned = this.abandonLiveCalls("OWNER_CLOSED", "the handler returned before this call settled");
+    const abandoned =
+      this.abandonLiveCalls("OWNER_CLOSED", "the handler returned before this call settled") + this.abandonReceivers();
     await this.idle();
     if (this.fatal !== null || this.published) return;
     this.publish(this.rootFrame(outcome, abandoned));
@@ -720,6 +780,456 @@ function handlerError(id, error) {
   return rootError(id, "EXECUTION_FAILED", text);
 }
 
+// --- channels (Run/1 §5.1, Run SDK/1 §9) -------------------------------------------------------
+//
+// Endpoint references are private SDK/host machinery: authors hold endpoint
+// objects and pass them in call `channels` maps. A cancelled read, creation,
+// subscription or disposal keeps its request until the host answers, and the
+// root response waits for it.
+
+const MAX_CONTRACT_REFERENCE_CHARS = 4_096;
+const CONTRACT_REFERENCE = /^\.\/[^\\]+$/s;
+const LOCAL_CODES = new Set(["PROTOCOL_ERROR", "CHANNEL_LOST"]);
+
+const OPEN = "open";
+const ENDED = "ended";
+const FAILED = "failed";
+const DISPOSING = "disposing";
+const DISPOSED = "disposed";
+
+// Private state of each endpoint object, keyed by the object itself.
+const endpoints = new WeakMap();
+
+function responseGrant(value, direction, delivery, what) {
+  let grant;
+  try {
+    grant = parseGrant(value, what);
+  } catch (error) {
+    if (!(error instanceof InvalidParams)) throw error;
+    throw new InvalidResponse(error.message);
+  }
+  if (grant.direction !== direction || grant.delivery !== delivery) {
+    throw new InvalidResponse(`${what} must be a ${delivery} ${direction} grant`);
+  }
+  return grant;
+}
+
+function parseNull(result) {
+  if (result !== null) throw new InvalidResponse("result must be null");
+  return { value: null };
+}
+
+function sequenceOf(value, minimum) {
+  if (!Number.isInteger(value) || value < minimum) throw new InvalidResponse("sequence must be an integer");
+  return value;
+}
+
+function parseRelease(result) {
+  if (isObject(result)) {
+    const status = result.status;
+    if (status === "released" && keysAre(result, ["status"])) return { value: { status } };
+    if (status === "ended" && keysAre(result, ["status", "lastSequence"])) {
+      return { value: { status, lastSequence: sequenceOf(result.lastSequence, 0) } };
+    }
+    if (status === "failed" && keysAre(result, ["status", "code"], ["details"]) && WIRE_CODES.has(result.code)) {
+      return { value: { status, code: result.code, details: result.details } };
+    }
+  }
+  throw new InvalidResponse("release result must be released, ended or failed");
+}
+
+function contractOf(grant) {
+  return grant.contract === undefined ? undefined : Object.freeze({ ...grant.contract });
+}
+
+class ChannelSender {
+  constructor(session, grant) {
+    endpoints.set(this, { session, reference: grant.endpoint, claimed: false, receiver: null });
+    this.direction = "send";
+    this.delivery = grant.delivery;
+    if (grant.contract !== undefined) this.contract = contractOf(grant);
+    Object.freeze(this);
+  }
+
+  /** Resolves once the host accepted (validated and snapshotted) `value`. */
+  async send(value, options) {
+    const state = endpoints.get(this);
+    let snapshot;
+    try {
+      snapshot = json1.snapshot(value, 3);
+    } catch (error) {
+      throw new TypeError(`channel value is not a JSON/1 value: ${error.message}`);
+    }
+    state.claimed = true;
+    await state.session.call("channel/send", { endpoint: state.reference, value: snapshot }, parseNull, options?.signal);
+  }
+
+  /** Seal the writer; a cancelled wait keeps the close request. */
+  async close(options) {
+    const state = endpoints.get(this);
+    state.claimed = true;
+    const call = state.session.admit("channel/close", { endpoint: state.reference }, parseNull, {
+      retain: true,
+      reserved: true,
+      signal: options?.signal,
+    });
+    await call.promise;
+  }
+}
+
+/** The read right of one direct channel or one broadcast subscription. */
+class ChannelReceiver {
+  constructor(session, grant, allocated) {
+    const state = {
+      session,
+      reference: grant.endpoint,
+      claimed: false,
+      receiver: this,
+      next: grant.startSequence,
+      state: OPEN,
+      active: false,
+      read: null,
+      cause: null,
+      exposed: false,
+      disposal: null,
+    };
+    endpoints.set(this, state);
+    this.direction = "receive";
+    this.delivery = grant.delivery;
+    if (grant.contract !== undefined) this.contract = contractOf(grant);
+    this.startSequence = grant.startSequence;
+    Object.freeze(this);
+    if (allocated) activate(state);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  /** One read at a time, no prefetch; a cancelled read disposes the receiver. */
+  async next(options) {
+    const state = endpoints.get(this);
+    if (state.state === ENDED) return { done: true, value: undefined };
+    if (state.state === FAILED) {
+      state.exposed = true;
+      throw state.cause;
+    }
+    if (state.state !== OPEN) throw new OperationError("DISCONNECTED", "the receiver was disposed");
+    if (state.read !== null) throw new TypeError("a receiver has at most one pending read");
+    const session = state.session;
+    const expected = state.next;
+    const parse = (result) => {
+      if (isObject(result) && keysAre(result, ["item"])) {
+        const item = result.item;
+        if (isObject(item) && keysAre(item, ["sequence", "value"])) {
+          if (sequenceOf(item.sequence, 1) !== expected) {
+            throw new InvalidResponse(`read sequence ${item.sequence}, expected ${expected}`);
+          }
+          return { value: { done: false, value: item.value } };
+        }
+      }
+      if (isObject(result) && keysAre(result, ["end"])) {
+        const end = result.end;
+        if (isObject(end) && keysAre(end, ["lastSequence"])) {
+          if (sequenceOf(end.lastSequence, 0) !== expected - 1) {
+            throw new InvalidResponse(`end at ${end.lastSequence}, expected ${expected - 1}`);
+          }
+          return { value: { done: true, value: undefined } };
+        }
+      }
+      throw new InvalidResponse("read result must be {item:{sequence,value}} or {end:{lastSequence}}");
+    };
+    const call = session.admit("channel/next", { endpoint: state.reference }, parse, {
+      retain: true,
+      signal: options?.signal,
+      onLate: () => {
+        if (state.read === call) state.read = null;
+      },
+    });
+    state.claimed = true;
+    activate(state);
+    state.read = call;
+    let step;
+    try {
+      step = await call.promise;
+    } catch (error) {
+      if (call.detached) {
+        // The read response and the disposal response are both retained and drained.
+        startDisposal(state);
+        throw error;
+      }
+      state.read = null;
+      if (error instanceof OperationError && !LOCAL_CODES.has(error.code)) {
+        terminal(state, FAILED, error);
+        state.exposed = true;
+      }
+      throw error;
+    }
+    state.read = null;
+    if (step.done) {
+      terminal(state, ENDED);
+      return step;
+    }
+    state.next++;
+    return step;
+  }
+
+  /** Early loop exit disposes the receiver. */
+  async return() {
+    await this.close();
+    return { done: true, value: undefined };
+  }
+
+  /** Dispose, joining a disposal already started; rejects with a cause no earlier operation exposed. */
+  async close(options) {
+    const state = endpoints.get(this);
+    if (state.disposal === null && !startDisposal(state)) {
+      if (state.state === FAILED && !state.exposed) {
+        state.exposed = true;
+        throw state.cause;
+      }
+      if (state.read !== null) await cancellable(state.read.wireDone, options?.signal);
+      return;
+    }
+    await cancellable(state.disposal, options?.signal);
+    if (state.cause !== null && !state.exposed) {
+      state.exposed = true;
+      throw state.cause;
+    }
+  }
+}
+
+/** Await `promise`, or reject CANCELLED when `signal` aborts first (the awaited work goes on). */
+function cancellable(promise, signal) {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(new OperationError("CANCELLED", "the wait was cancelled"));
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(new OperationError("CANCELLED", "the wait was cancelled"));
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** An activated receiver is owned work until end, failure or disposal. */
+function activate(state) {
+  if (!state.active && state.state === OPEN) {
+    state.active = true;
+    state.session.receivers.add(state);
+    state.session.channelDebt++;
+  }
+}
+
+function deactivate(state) {
+  if (state.active) {
+    state.active = false;
+    state.session.receivers.delete(state);
+    state.session.channelDebt--;
+  }
+}
+
+function terminal(state, to, cause = null) {
+  if (state.state !== OPEN) return;
+  state.state = to;
+  if (cause !== null) state.cause = cause;
+  deactivate(state);
+}
+
+/** Start the one retained release action; false when nothing needs it. */
+function startDisposal(state) {
+  if (state.disposal !== null || state.state === ENDED || state.state === FAILED || state.state === DISPOSED) {
+    return false;
+  }
+  state.state = DISPOSING;
+  let call;
+  try {
+    call = state.session.admit("channel/release", { endpoint: state.reference }, parseRelease, {
+      retain: true,
+      internal: true,
+    });
+  } catch {
+    state.state = DISPOSED;
+    deactivate(state);
+    return false;
+  }
+  state.disposal = (async () => {
+    try {
+      const outcome = await call.promise;
+      // "released" means disposal won: deliberate incomplete delivery, not a failure.
+      if (outcome.status === "failed" && state.cause === null) {
+        state.cause = new OperationError(outcome.code, `channel receiver failed: ${outcome.code}`, outcome.details);
+      }
+    } catch (error) {
+      if (error instanceof OperationError && !LOCAL_CODES.has(error.code) && state.cause === null) state.cause = error;
+    }
+    if (state.read !== null) await state.read.wireDone;
+    state.state = DISPOSED;
+    deactivate(state);
+  })();
+  return true;
+}
+
+class ChannelPair {
+  constructor(send, receive) {
+    this.send = send;
+    this.receive = receive;
+    Object.freeze(this);
+  }
+}
+
+/** A broadcast source: its writer plus subscription authority (creator only). */
+class ChannelBroadcast {
+  #session;
+  #source;
+
+  constructor(session, send, source) {
+    this.#session = session;
+    this.#source = source;
+    this.send = send;
+    Object.freeze(this);
+  }
+
+  /** Allocate a reader starting at the next accepted sequence. */
+  subscribe(options) {
+    const session = this.#session;
+    return allocate(
+      session,
+      "channel/subscribe",
+      { source: this.#source },
+      (result) => ({ value: responseGrant(result, "receive", "broadcast", "subscription") }),
+      (grant) => new ChannelReceiver(session, grant, true),
+      options?.signal,
+    );
+  }
+}
+
+/** Run one allocation; a cancelled wait keeps it and disposes late grants. */
+async function allocate(session, method, params, parse, build, signal) {
+  session.channelDebt++;
+  let settled = false;
+  const settle = () => {
+    if (!settled) {
+      settled = true;
+      session.channelDebt--;
+    }
+  };
+  const late = (outcome) => {
+    settle();
+    if (hasOwn(outcome, "error")) return;
+    const allocated = build(outcome.value);
+    const receiver = allocated instanceof ChannelPair ? allocated.receive : allocated;
+    if (receiver instanceof ChannelReceiver) startDisposal(endpoints.get(receiver));
+  };
+  let call;
+  try {
+    call = session.admit(method, params, parse, { retain: true, reserved: true, onLate: late, signal });
+  } catch (error) {
+    settle();
+    throw error;
+  }
+  let value;
+  try {
+    value = await call.promise;
+  } catch (error) {
+    if (!call.detached) settle();
+    throw error;
+  }
+  settle();
+  return build(value);
+}
+
+async function createChannel(session, options = {}, callOptions) {
+  if (options === null || typeof options !== "object") throw new TypeError("channel options must be an object");
+  for (const name of Object.keys(options)) {
+    if (!["delivery", "schema", "contract"].includes(name)) throw new TypeError(`unknown channel option ${name}`);
+  }
+  const delivery = options.delivery ?? "direct";
+  if (delivery !== "direct" && delivery !== "broadcast") throw new TypeError("delivery must be 'direct' or 'broadcast'");
+  const params = {};
+  if (delivery === "broadcast") params.delivery = "broadcast";
+  const hasSchema = options.schema !== undefined;
+  if (hasSchema && options.contract !== undefined) throw new TypeError("schema and contract are mutually exclusive");
+  if (hasSchema) {
+    const schema = requireJson(options.schema, "schema");
+    if (typeof schema !== "boolean" && !isObject(schema)) throw new TypeError("schema must be an object or a boolean");
+    params.schema = schema;
+  }
+  if (options.contract !== undefined) {
+    const contract = options.contract;
+    if (typeof contract !== "string" || contract.length > MAX_CONTRACT_REFERENCE_CHARS || !CONTRACT_REFERENCE.test(contract)) {
+      throw new TypeError("contract must be a package-local './...' reference");
+    }
+    params.contract = contract;
+  }
+  const signal = callOptions?.signal;
+  if (delivery === "direct") {
+    return allocate(
+      session,
+      "channel/create",
+      params,
+      (result) => {
+        if (!isObject(result) || !keysAre(result, ["send", "receive"])) {
+          throw new InvalidResponse("direct channel result must be exactly {send, receive}");
+        }
+        const send = responseGrant(result.send, "send", "direct", "send");
+        const receive = responseGrant(result.receive, "receive", "direct", "receive");
+        if (send.endpoint === receive.endpoint) throw new InvalidResponse("channel endpoints must be distinct");
+        return { value: { send, receive } };
+      },
+      (grants) => new ChannelPair(new ChannelSender(session, grants.send), new ChannelReceiver(session, grants.receive, false)),
+      signal,
+    );
+  }
+  return allocate(
+    session,
+    "channel/create",
+    params,
+    (result) => {
+      if (!isObject(result) || !keysAre(result, ["send", "source"])) {
+        throw new InvalidResponse("broadcast channel result must be exactly {send, source}");
+      }
+      const send = responseGrant(result.send, "send", "broadcast", "send");
+      if (!isWireId(result.source)) throw new InvalidResponse("broadcast source is not a request-ID token");
+      return { value: { send, source: result.source } };
+    },
+    (result) => new ChannelBroadcast(session, new ChannelSender(session, result.send), result.source),
+    signal,
+  );
+}
+
+/** Map a call's `channels` argument to endpoint reference strings. */
+function channelReferences(session, channels) {
+  if (channels === undefined) return undefined;
+  if (channels === null || typeof channels !== "object" || Array.isArray(channels)) {
+    throw new TypeError("channels must map names to channel endpoints");
+  }
+  const names = Object.keys(channels);
+  if (names.length === 0) return undefined;
+  if (names.length > MAX_CHANNELS) throw new TypeError("a call maps at most 256 channels");
+  const references = {};
+  const seen = new Set();
+  for (const name of names) {
+    if (!isLocalName(name)) throw new TypeError(`channel name ${JSON.stringify(name)} is not a LocalName`);
+    const state = endpoints.get(channels[name]);
+    if (state === undefined) throw new TypeError(`channel ${name} must be a ChannelSender or ChannelReceiver`);
+    if (state.session !== session) throw new TypeError(`channel ${name} belongs to another invocation`);
+    if (state.claimed) throw new TypeError(`channel ${name} was already used locally and cannot transfer`);
+    if (state.receiver !== null && state.state !== OPEN) throw new TypeError(`channel ${name} was disposed`);
+    if (seen.has(state.reference)) throw new TypeError("one endpoint cannot be mapped to two channel names");
+    seen.add(state.reference);
+    references[name] = state.reference;
+  }
+  return references;
+}
+
 // --- RunContext ---------------------------------------------------------------------------------
 
 function requireWireId(value, what) {
@@ -750,19 +1260,16 @@ function requireCall(call, required, optional, what) {
   }
 }
 
-function channelReferences(channels) {
-  if (channels === undefined) return undefined;
-  throw new TypeError("channel mappings are not supported by this @jigging/flow build");
-}
-
 function makeContext(session, params) {
   const attachments = {};
   for (const [name, grant] of Object.entries(params.attachments)) {
     attachments[name] = Object.freeze({ path: grant.path, access: grant.access });
   }
-  const channels = params.channels ?? {};
-  const endpoints = {};
-  for (const name of Object.keys(channels)) endpoints[name] = Object.freeze({ ...channels[name] });
+  const grants = params.channels ?? {};
+  const held = {};
+  for (const [name, grant] of Object.entries(grants)) {
+    held[name] = grant.direction === "send" ? new ChannelSender(session, grant) : new ChannelReceiver(session, grant, false);
+  }
 
   async function runChildFlow(call, options) {
     requireCall(call, ["operationId", "slot", "input"], ["intent", "channels"], "ChildFlowRequest");
@@ -778,7 +1285,7 @@ function makeContext(session, params) {
       request.intent = requireJson(intent, "intent");
     }
     request.input = requireJson(call.input, "input");
-    const mapped = channelReferences(call.channels);
+    const mapped = channelReferences(session, call.channels);
     if (mapped !== undefined) request.channels = mapped;
     return session.call("flow/run-child", request, (result) => ({ value: parseRunResult(result) }), options?.signal);
   }
@@ -791,20 +1298,20 @@ function makeContext(session, params) {
       method: requireLocalName(call.method, "method"),
       input: requireJson(call.input, "input"),
     };
-    const mapped = channelReferences(call.channels);
+    const mapped = channelReferences(session, call.channels);
     if (mapped !== undefined) request.channels = mapped;
     return session.call("capability/call", request, parseCapabilityResult, options?.signal);
   }
 
-  async function channel() {
-    throw new OperationError("UNAVAILABLE", "channels are not supported by this @jigging/flow build");
+  async function channel(options, callOptions) {
+    return createChannel(session, options ?? {}, callOptions);
   }
 
   return Object.freeze({
     input: params.input,
     settings: params.settings,
     attachments: Object.freeze(attachments),
-    channels: Object.freeze(endpoints),
+    channels: Object.freeze(held),
     scratch: params.scratch,
     deadlineUnixMs: params.deadlineUnixMs,
     signal: session.controller.signal,
