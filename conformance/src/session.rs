@@ -220,7 +220,12 @@ impl Session {
             Some(Output::End { .. }) => return Err("component stdout ended".into()),
             Some(Output::Broken(e)) => return Err(e),
         };
-        let message = wire::decode(&frame).map_err(|e| format!("component sent {e}"))?;
+        self.inspect(&frame)
+    }
+
+    /// The host peer's checks on one frame the component wrote.
+    fn inspect(&mut self, frame: &[u8]) -> Step<Message> {
+        let message = wire::decode(frame).map_err(|e| format!("component sent {e}"))?;
         if let Message::Request { id, method, params } = &message {
             let m = wire::request_method(Direction::ComponentToHost, method)
                 .ok_or_else(|| format!("component sent request method {method:?}"))?;
@@ -310,9 +315,10 @@ impl Session {
     pub fn expect_quiet(&mut self) -> Step<()> {
         match self.next_output(QUIET_WINDOW)? {
             None => Ok(()),
-            Some(Output::Frame(f)) => Err(format!(
-                "expected a quiet wire, got {}",
-                String::from_utf8_lossy(&f)
+            // A frame that breaks a rule is reported as that rule.
+            Some(Output::Frame(f)) => Err(self.inspect(&f).map_or_else(
+                |broken| broken,
+                |_| format!("expected a quiet wire, got {}", String::from_utf8_lossy(&f)),
             )),
             Some(Output::End { .. }) => Err("component stdout ended".into()),
             Some(Output::Broken(e)) => Err(e),

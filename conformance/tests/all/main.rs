@@ -6,6 +6,7 @@
 //! so building there would wait forever). The first run compiles the SDK
 //! once more; later runs are incremental.
 
+mod broken;
 mod corpus;
 mod python;
 mod runner;
