@@ -1111,6 +1111,24 @@ class ChannelBroadcast {
   }
 }
 
+// Endpoint operations the application ignores must not crash the process when they fail.
+for (const [type, names] of [
+  [ChannelSender, ["send", "close"]],
+  [ChannelReceiver, ["next", "return", "close"]],
+  [ChannelBroadcast, ["subscribe"]],
+]) {
+  for (const name of names) {
+    const operation = type.prototype[name];
+    Object.defineProperty(type.prototype, name, {
+      value: function (...args) {
+        return guard(operation.apply(this, args));
+      },
+      writable: true,
+      configurable: true,
+    });
+  }
+}
+
 /** Run one allocation; a cancelled wait keeps it and disposes late grants. */
 async function allocate(session, method, params, parse, build, signal) {
   session.channelDebt++;

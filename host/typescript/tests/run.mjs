@@ -564,3 +564,78 @@ test("outbound values are snapshotted; capability and operational errors stay di
   });
   assert.equal(await peer.finish(), 0);
 });
+
+// --- channels ---------------------------------------------------------------------------------
+
+const directGrants = {
+  send: { endpoint: "ch:1/send", direction: "send", delivery: "direct" },
+  receive: { endpoint: "ch:1/receive", direction: "receive", delivery: "direct", startSequence: 1 },
+};
+
+test("direct channel: create, contiguous reads, clean end", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "direct-read" }));
+  const create = await peer.next();
+  assert.deepEqual([create.method, create.params], ["channel/create", {}]);
+  peer.reply(create, directGrants);
+  const first = await peer.next();
+  assert.deepEqual([first.method, first.params], ["channel/next", { endpoint: "ch:1/receive" }]);
+  assert.deepEqual(await peer.quiet(), [], "one read at a time, no prefetch");
+  peer.reply(first, { item: { sequence: 1, value: "a" } });
+  peer.reply(await peer.next(), { item: { sequence: 2, value: { b: 2 } } });
+  peer.reply(await peer.next(), { end: { lastSequence: 2 } });
+  assert.deepEqual((await peer.next()).result.output, { values: ["a", { b: 2 }], start: 1, direction: "send" });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("direct channel: an out-of-sequence item is fatal", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "direct-read" }));
+  peer.reply(await peer.next(), directGrants);
+  peer.reply(await peer.next(), { item: { sequence: 2, value: "skipped one" } });
+  assert.notEqual(await peer.finish(), 0);
+});
+
+test("cancelling a read disposes the receiver; the read and release responses are drained", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "read-cancel" }));
+  peer.reply(await peer.next(), directGrants);
+  const read = await peer.next();
+  const release = await peer.next();
+  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "ch:1/receive" }]);
+  peer.reply(release, { status: "released" });
+  assert.deepEqual(await peer.quiet(), [], "the root waits for the cancelled read's response");
+  peer.reply(read, { item: { sequence: 1, value: "late" } });
+  assert.deepEqual((await peer.next()).result.output, {
+    first: { type: "OperationError", code: "CANCELLED" },
+    after: { type: "OperationError", code: "DISCONNECTED" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("a handler returning with a pending read fails EXECUTION_FAILED after disposal settles", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "abandoned-receiver" }));
+  peer.reply(await peer.next(), directGrants);
+  const read = await peer.next();
+  const release = await peer.next();
+  assert.equal(release.method, "channel/release");
+  peer.reply(read, { end: { lastSequence: 0 } });
+  peer.reply(release, { status: "ended", lastSequence: 0 });
+  assert.equal(errorCode(await peer.next()), "EXECUTION_FAILED");
+  assert.equal(await peer.finish(), 0);
+});
+
+test("a used or forged endpoint cannot be mapped into a call", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "transfer-claimed" }));
+  peer.reply(await peer.next(), directGrants);
+  const send = await peer.next();
+  assert.deepEqual(send.params, { endpoint: "ch:1/send", value: 1 });
+  peer.reply(send, null);
+  const release = await peer.next();
+  assert.equal(release.method, "channel/release", "neither call reached the wire");
+  peer.reply(release, { status: "released" });
+  assert.deepEqual((await peer.next()).result.output, { transfer: { type: "TypeError" }, forged: { type: "TypeError" } });
+  assert.equal(await peer.finish(), 0);
+});

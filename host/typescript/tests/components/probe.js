@@ -87,6 +87,41 @@ const CASES = {
     await new Promise((resolve) => run.signal.addEventListener("abort", resolve));
     return { outcome: "done", output: "ignored" };
   },
+  "direct-read": async (run) => {
+    const pair = await run.channel();
+    const values = [];
+    for await (const value of pair.receive) values.push(value);
+    return { outcome: "done", output: { values, start: pair.receive.startSequence, direction: pair.send.direction } };
+  },
+  "read-cancel": async (run) => {
+    const pair = await run.channel();
+    const controller = new AbortController();
+    const read = pair.receive.next({ signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort();
+    const first = await outcome(read);
+    const after = await outcome(pair.receive.next());
+    await pair.receive.close();
+    return { outcome: "done", output: { first, after } };
+  },
+  "abandoned-receiver": async (run) => {
+    const pair = await run.channel();
+    pair.receive.next();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return { outcome: "done", output: "abandoned" };
+  },
+  "transfer-claimed": async (run) => {
+    const pair = await run.channel();
+    await pair.send.send(1);
+    const transfer = await outcome(
+      run.callCapability({ operationId: "t:1", slot: "sink", method: "write", input: null, channels: { events: pair.send } }),
+    );
+    const forged = await outcome(
+      run.callCapability({ operationId: "t:2", slot: "sink", method: "write", input: null, channels: { events: { endpoint: "x" } } }),
+    );
+    await pair.receive.close();
+    return { outcome: "done", output: { transfer, forged } };
+  },
 };
 
 await handle(async (run) => CASES[run.input.case](run));
