@@ -360,6 +360,10 @@ mod tests {
         assert!(tmp < scratch);
         let env = args.iter().position(|a| a == "--setenv").unwrap();
         assert_eq!(&args[env..env + 3], ["--setenv", "LANG", "C.UTF-8"]);
+        // The root view is read-only once everything is mounted.
+        assert_eq!(&args[args.len() - 2..], ["--remount-ro", "/"]);
+        assert_eq!(after(&args, "--uid"), vec!["65534"]);
+        assert_eq!(after(&args, "--cap-drop"), vec!["ALL"]);
     }
 
     #[test]
