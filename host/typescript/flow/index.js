@@ -7,6 +7,7 @@
 
 import process from "node:process";
 import fs from "node:fs";
+import { Console } from "node:console";
 import * as json1 from "./json1.js";
 
 // Run/1 §1 framing and request budgets.
@@ -1348,29 +1349,11 @@ function guard(promise) {
 // --- stdio takeover -----------------------------------------------------------------------------
 
 /** Replace the global console and process.stdout.write with stderr-backed ones. */
-async function redirectApplicationOutput() {
+function redirectApplicationOutput() {
   const stderr = process.stderr;
-  let replacement = null;
-  try {
-    const { Console } = await import("node:console");
-    replacement = new Console({ stdout: stderr, stderr });
-  } catch {
-    replacement = null;
-  }
-  if (replacement === null) {
-    const original = globalThis.console;
-    replacement = Object.create(original);
-    for (const name of ["log", "info", "debug", "dir", "dirxml", "table", "trace", "group", "groupCollapsed"]) {
-      if (typeof original[name] === "function") replacement[name] = (...args) => original.error(...args);
-    }
-  }
+  const replacement = new Console({ stdout: stderr, stderr });
   Object.defineProperty(globalThis, "console", { value: replacement, writable: true, configurable: true, enumerable: false });
-  const toStderr = (chunk, encoding, callback) => stderr.write(chunk, encoding, callback);
-  try {
-    process.stdout.write = toStderr;
-  } catch {
-    // A runtime whose stdout cannot be patched still has the console redirected.
-  }
+  process.stdout.write = (chunk, encoding, callback) => stderr.write(chunk, encoding, callback);
 }
 
 let handled = false;
@@ -1397,10 +1380,9 @@ export function handle(handler) {
       process.exit(status);
     };
     const session = new Session(handler, outFd, exit);
-    redirectApplicationOutput().then(() => {
-      stdin.on("data", (chunk) => session.onData(chunk instanceof Uint8Array ? chunk : new TextEncoder().encode(chunk)));
-      stdin.on("end", () => session.onEnd("eof"));
-      stdin.on("error", () => session.onEnd("error"));
-    });
+    redirectApplicationOutput();
+    stdin.on("data", (chunk) => session.onData(chunk instanceof Uint8Array ? chunk : new TextEncoder().encode(chunk)));
+    stdin.on("end", () => session.onEnd("eof"));
+    stdin.on("error", () => session.onEnd("error"));
   });
 }
