@@ -6,8 +6,8 @@
 //! `{"start", "values", "complete"}` (`LAGGED` makes `complete: false`).
 
 use flow_sdk::{
-    handle, ChannelOptions, ChannelReceiver, Delivery, ErrorCode, HandlerError, RunContext,
-    RunResult, Value,
+    ChannelOptions, ChannelReceiver, Delivery, ErrorCode, HandlerError, RunContext, RunResult,
+    Value, handle,
 };
 use serde_json::json;
 

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use flow_sdk::{
-    handle, CapabilityCall, ChildFlowRequest, ErrorCode, HandlerError, RunContext, RunResult, Value,
+    CapabilityCall, ChildFlowRequest, ErrorCode, HandlerError, RunContext, RunResult, Value, handle,
 };
 use serde_json::json;
 

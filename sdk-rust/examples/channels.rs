@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use flow_sdk::{
-    handle, CapabilityCall, ChannelOptions, ErrorCode, HandlerError, RunContext, RunResult,
+    CapabilityCall, ChannelOptions, ErrorCode, HandlerError, RunContext, RunResult, handle,
 };
 use serde_json::json;
 

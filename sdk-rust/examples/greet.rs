@@ -3,7 +3,7 @@
 //! Input: a string name (anything else greets "world").
 //! Output: `{"outcome":"done","output":{"message":"Hello, <name>!"}}`.
 
-use flow_sdk::{handle, HandlerError, RunContext, RunResult};
+use flow_sdk::{HandlerError, RunContext, RunResult, handle};
 use serde_json::json;
 
 async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {

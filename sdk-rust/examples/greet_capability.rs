@@ -4,7 +4,7 @@
 //! Output: `{"value": <value>}`, or `{"error": <declared error name>}` when
 //! the capability answers with one of its declared errors.
 
-use flow_sdk::{handle, CallError, CapabilityCall, HandlerError, RunContext, RunResult};
+use flow_sdk::{CallError, CapabilityCall, HandlerError, RunContext, RunResult, handle};
 use serde_json::json;
 
 async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use flow_sdk::{handle, HandlerError, RunContext, RunResult};
+use flow_sdk::{HandlerError, RunContext, RunResult, handle};
 use serde_json::json;
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {

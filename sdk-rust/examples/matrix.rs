@@ -2,8 +2,8 @@
 //! selects one behaviour; any other case returns `{"outcome":"done","output":null}`.
 
 use flow_sdk::{
-    handle, CallError, CapabilityCall, ChildFlowRequest, ErrorCode, HandlerError, RunContext,
-    RunResult, Value,
+    CallError, CapabilityCall, ChildFlowRequest, ErrorCode, HandlerError, RunContext, RunResult,
+    Value, handle,
 };
 use serde_json::json;
 

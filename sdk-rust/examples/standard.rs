@@ -10,7 +10,7 @@
 //! then ends the handler and the SDK answers the root with `CANCELLED`.
 
 use flow_sdk::{
-    handle, CallError, CapabilityCall, ChildFlowRequest, HandlerError, RunContext, RunResult,
+    CallError, CapabilityCall, ChildFlowRequest, HandlerError, RunContext, RunResult, handle,
 };
 use serde_json::json;
 

@@ -10,8 +10,8 @@ use std::task::{Context, Poll};
 
 use flow::json::Value;
 use flow::wire::{
-    is_local_name, is_wire_id, Attachment, CapabilityCallParams, CapabilityResult, ChannelGrant,
-    ErrorCode, FlowRunParams, Method, RunChildParams, RunResult, MAX_INTENT_CHARS,
+    Attachment, CapabilityCallParams, CapabilityResult, ChannelGrant, ErrorCode, FlowRunParams,
+    MAX_INTENT_CHARS, Method, RunChildParams, RunResult, is_local_name, is_wire_id,
 };
 use serde_json::Map;
 
@@ -61,42 +61,160 @@ impl RunContext {
     }
 
     /// The invocation input.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let t = run_scripted(&[root(json!({"n": 1}))], |ctx| async move {
+    ///     Ok::<_, HandlerError>(RunResult::done(ctx.input()["n"].clone()))
+    /// });
+    /// assert_eq!(t.root_result(), Some(&json!({"outcome": "done", "output": 1})));
+    /// ```
     pub fn input(&self) -> &Value {
         &self.params.input
     }
 
     /// The complete configured settings object.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let mut run = root(json!(null));
+    /// run["params"]["settings"] = json!({"model": "small"});
+    /// let t = run_scripted(&[run], |ctx| async move {
+    ///     Ok::<_, HandlerError>(RunResult::done(ctx.settings()["model"].clone()))
+    /// });
+    /// assert_eq!(t.root_result().unwrap()["output"], "small");
+    /// ```
     pub fn settings(&self) -> &Map<String, Value> {
         &self.params.settings
     }
 
     /// Attachment name -> sandbox-local root and access mode.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let mut run = root(json!(null));
+    /// run["params"]["attachments"] = json!({"docs": {"path": "/in/docs", "access": "read"}});
+    /// let t = run_scripted(&[run], |ctx| async move {
+    ///     let docs = &ctx.attachments()["docs"];
+    ///     assert_eq!(docs.access, Access::Read);
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(docs.path)))
+    /// });
+    /// assert_eq!(t.root_result().unwrap()["output"], "/in/docs");
+    /// ```
     pub fn attachments(&self) -> &BTreeMap<String, Attachment> {
         &self.params.attachments
     }
 
     /// Host-granted channel endpoints by name.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let events = json!({"endpoint": "e:1", "direction": "send", "delivery": "direct"});
+    /// let run = root_with_channels(json!(null), json!({"events": events}));
+    /// let t = run_scripted(&[run], |ctx| async move {
+    ///     let names: Vec<&String> = ctx.channels().keys().collect();
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(names)))
+    /// });
+    /// assert_eq!(t.root_result().unwrap()["output"], json!(["events"]));
+    /// ```
     pub fn channels(&self) -> &BTreeMap<String, ChannelGrant> {
         &self.params.channels
     }
 
     /// The private read-write scratch root.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let t = run_scripted(&[root(json!(null))], |ctx| async move {
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(ctx.scratch())))
+    /// });
+    /// assert_eq!(t.root_result().unwrap()["output"], "/scratch");
+    /// ```
     pub fn scratch(&self) -> &str {
         &self.params.scratch
     }
 
     /// The host-enforced deadline (UTC Unix milliseconds). Advisory: the SDK
     /// runs no timer; the host enforces it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let t = run_scripted(&[root(json!(null))], |ctx| async move {
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(ctx.deadline_unix_ms())))
+    /// });
+    /// assert_eq!(t.root_result().unwrap()["output"], 4_102_444_800_000u64);
+    /// ```
     pub fn deadline_unix_ms(&self) -> u64 {
         self.params.deadline_unix_ms
     }
 
     /// Whether the host cancelled the root Run.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let script = [root(json!(null)), cancel_root(), reply("component:1", json!({"value": 1}))];
+    /// let t = run_scripted(&script, |ctx| async move {
+    ///     let call = ctx.call_capability(CapabilityCall {
+    ///         operation_id: "slow:1".into(),
+    ///         slot: "sink".into(),
+    ///         method: "write".into(),
+    ///         ..Default::default()
+    ///     });
+    ///     let outcome = call.await;
+    ///     assert!(ctx.is_cancelled());
+    ///     assert_eq!(outcome.unwrap_err().code(), Some(ErrorCode::Cancelled));
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(null)))
+    /// });
+    /// // The SDK cancelled the open call once and answered the root CANCELLED.
+    /// assert_eq!(t.cancels(), ["component:1"]);
+    /// assert_eq!(t.root_error_code(), Some("CANCELLED"));
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.peer.borrow().root_cancelled()
     }
 
     /// Resolves when the host cancels the root Run.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let t = run_scripted(&[root(json!(null)), cancel_root()], |ctx| async move {
+    ///     ctx.cancelled().await;
+    ///     Ok::<_, HandlerError>(RunResult::done(json!("stopped")))
+    /// });
+    /// assert_eq!(t.root_error_code(), Some("CANCELLED"));
+    /// ```
     pub fn cancelled(&self) -> Cancelled {
         Cancelled {
             peer: self.peer.clone(),
@@ -106,6 +224,29 @@ impl RunContext {
     /// Runs a Flow through an admitted child slot and returns its complete
     /// result. The request is admitted (and, window permitting, written) when
     /// this is called, not when it is first awaited.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let child = json!({"outcome": "done", "output": {"target": "rugby"}});
+    /// let t = run_scripted(&[root(json!("football")), reply("component:1", child)], |ctx| async move {
+    ///     let research = ctx
+    ///         .run_child_flow(ChildFlowRequest {
+    ///             operation_id: "research:1".into(),
+    ///             slot: "research".into(),
+    ///             input: ctx.input().clone(),
+    ///             intent: Some("Find a useful comparison target.".into()),
+    ///             ..Default::default()
+    ///         })
+    ///         .await?;
+    ///     Ok::<_, HandlerError>(RunResult::done(research.output))
+    /// });
+    /// assert_eq!(t.requests()[0]["method"], "flow/run-child");
+    /// assert_eq!(t.root_result().unwrap()["output"], json!({"target": "rugby"}));
+    /// ```
     pub fn run_child_flow(&self, request: ChildFlowRequest) -> ChildFlowCall {
         let checked = check_call(&request.operation_id, &request.slot, None, &request.input)
             .and_then(|()| match &request.intent {
@@ -131,6 +272,32 @@ impl RunContext {
 
     /// Calls one capability method and unwraps its `{value}`. A declared
     /// application error is [`CallError::Capability`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let missing = json!({"error": {"name": "not-found", "data": null}});
+    /// let t = run_scripted(&[root(json!(null)), reply("component:1", missing)], |ctx| async move {
+    ///     let read = ctx
+    ///         .call_capability(CapabilityCall {
+    ///             operation_id: "missing:1".into(),
+    ///             slot: "artifacts".into(),
+    ///             method: "read".into(),
+    ///             input: json!({"uri": "artifact://missing"}),
+    ///             ..Default::default()
+    ///         })
+    ///         .await;
+    ///     let name = match read {
+    ///         Err(CallError::Capability(e)) => e.error_name,
+    ///         other => panic!("unexpected {other:?}"),
+    ///     };
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(name)))
+    /// });
+    /// assert_eq!(t.root_result().unwrap()["output"], "not-found");
+    /// ```
     pub fn call_capability(&self, call: CapabilityCall) -> CapabilityCallFuture {
         let checked = check_call(
             &call.operation_id,
@@ -172,10 +339,10 @@ fn check_call(
     if !is_local_name(slot) {
         return Err(invalid(format!("slot {slot:?} is not a LocalName")));
     }
-    if let Some(m) = method {
-        if !is_local_name(m) {
-            return Err(invalid(format!("method {m:?} is not a LocalName")));
-        }
+    if let Some(m) = method
+        && !is_local_name(m)
+    {
+        return Err(invalid(format!("method {m:?} is not a LocalName")));
     }
     flow::json::check(input).map_err(|e| invalid(format!("input is not JSON/1: {e}")))
 }
@@ -285,6 +452,28 @@ impl<O> Call<O> {
     /// `request/cancel` and keeps waiting for its response internally; the
     /// call itself now resolves to `CANCELLED` unless it already settled.
     /// This is deliberate cancellation, not abandonment.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let late = json!({"outcome": "done", "output": null});
+    /// let t = run_scripted(&[root(json!(null)), reply("component:1", late)], |ctx| async move {
+    ///     let mut child = ctx.run_child_flow(ChildFlowRequest {
+    ///         operation_id: "child:1".into(),
+    ///         slot: "child".into(),
+    ///         ..Default::default()
+    ///     });
+    ///     child.cancel();
+    ///     let code = child.await.unwrap_err().code;
+    ///     Ok::<_, HandlerError>(RunResult::done(json!(code.as_str())))
+    /// });
+    /// // request/cancel went out; the late response was absorbed by the SDK.
+    /// assert_eq!(t.cancels(), ["component:1"]);
+    /// assert_eq!(t.root_result().unwrap()["output"], "CANCELLED");
+    /// ```
     pub fn cancel(&mut self) {
         if let CallState::Live(key) = self.state {
             let settled = self.peer.borrow_mut().poll_settled(key);
@@ -330,10 +519,10 @@ impl<O> Future for Call<O> {
 
 impl<O> Drop for Call<O> {
     fn drop(&mut self) {
-        if let CallState::Live(key) = self.state {
-            if let Ok(mut peer) = self.peer.try_borrow_mut() {
-                peer.drop_call(key);
-            }
+        if let CallState::Live(key) = self.state
+            && let Ok(mut peer) = self.peer.try_borrow_mut()
+        {
+            peer.drop_call(key);
         }
     }
 }

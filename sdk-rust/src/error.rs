@@ -17,6 +17,21 @@ pub struct OperationError {
 
 impl OperationError {
     /// A new error without details.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let e = OperationError::new(ErrorCode::Unavailable, "the index is down");
+    /// assert_eq!(e.to_string(), "UNAVAILABLE: the index is down");
+    /// // Returned from a handler, a wire-visible code is kept.
+    /// let t = run_scripted(&[root(json!(null))], |_| async move {
+    ///     Err::<RunResult, _>(OperationError::new(ErrorCode::Unavailable, "the index is down"))
+    /// });
+    /// assert_eq!(t.root_error_code(), Some("UNAVAILABLE"));
+    /// ```
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         OperationError {
             code,
@@ -26,6 +41,19 @@ impl OperationError {
     }
 
     /// The same error with details attached.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let t = run_scripted(&[root(json!(null))], |_| async move {
+    ///     let e = OperationError::new(ErrorCode::InvalidInput, "bad size");
+    ///     Err::<RunResult, _>(e.with_details(json!({"max": 10})))
+    /// });
+    /// assert_eq!(t.frames[0]["error"]["data"], json!({"code": "INVALID_INPUT", "details": {"max": 10}}));
+    /// ```
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
@@ -86,6 +114,21 @@ pub enum CallError {
 
 impl CallError {
     /// The operational code, when this is an operational failure.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use flow_sdk::testing::*;
+    /// # use flow_sdk::*;
+    /// # use serde_json::json;
+    /// let operational = CallError::Operation(OperationError::new(ErrorCode::Lagged, "behind"));
+    /// assert_eq!(operational.code(), Some(ErrorCode::Lagged));
+    /// let declared = CallError::Capability(CapabilityError {
+    ///     error_name: "not-found".into(),
+    ///     data: json!(null),
+    /// });
+    /// assert_eq!(declared.code(), None);
+    /// ```
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             CallError::Operation(e) => Some(e.code),

@@ -47,6 +47,7 @@ mod error;
 mod peer;
 mod run;
 mod stdio;
+pub mod testing;
 
 pub use channel::{
     Channel, ChannelBroadcast, ChannelOptions, ChannelPair, ChannelReceiver, ChannelSender,
@@ -61,4 +62,4 @@ pub use flow::wire::{
     Access, Attachment, ChannelContractIdentity, ChannelGrant, Delivery, ErrorCode, ReleaseStatus,
     RunResult,
 };
-pub use run::{handle, serve, EXIT_ANSWERED, EXIT_UNANSWERED};
+pub use run::{EXIT_ANSWERED, EXIT_UNANSWERED, handle, serve};

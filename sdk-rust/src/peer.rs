@@ -9,8 +9,9 @@ use std::task::{Context, Poll, Waker};
 
 use flow::json::Value;
 use flow::wire::{
-    self, CapabilityResult, ChannelDirection, ChannelGrant, ChannelResult, ErrorCode, Message,
-    Method, RpcError, RunResult, MAX_FRAME_BYTES, MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS,
+    self, CapabilityResult, ChannelDirection, ChannelGrant, ChannelResult, ErrorCode,
+    MAX_FRAME_BYTES, MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS, Message, Method, RpcError,
+    RunResult,
 };
 
 use crate::error::OperationError;
@@ -346,10 +347,12 @@ impl Peer {
     /// The caller dropped its wait. Dropping an unsettled call that was not
     /// cancelled first abandons owned work, which refuses root success.
     pub(crate) fn drop_call(&mut self, key: u64) {
-        if let Some(rec) = self.records.get(&key) {
-            if rec.response.is_none() && !rec.cancelled && !rec.detached {
-                self.abandoned = true;
-            }
+        if let Some(rec) = self.records.get(&key)
+            && rec.response.is_none()
+            && !rec.cancelled
+            && !rec.detached
+        {
+            self.abandoned = true;
         }
         self.release(key);
     }
@@ -398,11 +401,11 @@ impl Peer {
         }
         r.disposed = true;
         let params = serde_json::json!({ "endpoint": endpoint });
-        if let Ok(key) = self.admit(Method::ChannelRelease, params) {
-            if let Some(rec) = self.records.get_mut(&key) {
-                rec.detached = true;
-                rec.cancelled = true;
-            }
+        if let Ok(key) = self.admit(Method::ChannelRelease, params)
+            && let Some(rec) = self.records.get_mut(&key)
+        {
+            rec.detached = true;
+            rec.cancelled = true;
         }
     }
 
@@ -419,11 +422,11 @@ impl Peer {
                 continue;
             }
             rec.cancelled = true;
-            if let Some(id) = &rec.wire_id {
-                if !rec.cancel_sent {
-                    rec.cancel_sent = true;
-                    cancels.push(id.clone());
-                }
+            if let Some(id) = &rec.wire_id
+                && !rec.cancel_sent
+            {
+                rec.cancel_sent = true;
+                cancels.push(id.clone());
             }
         }
         self.queue.clear();

@@ -6,20 +6,20 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::future::Future;
 use std::io::{Read, Write};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 
 use flow::wire::{
-    self, request_method, CancelParams, Direction, ErrorCode, FlowRunParams, FrameError,
-    FrameReader, Message, Method, RpcError, RunResult, MAX_FRAME_BYTES, MAX_LIFETIME_REQUESTS,
+    self, CancelParams, Direction, ErrorCode, FlowRunParams, FrameError, FrameReader,
+    MAX_FRAME_BYTES, MAX_LIFETIME_REQUESTS, Message, Method, RpcError, RunResult, request_method,
 };
 
 use crate::context::RunContext;
-use crate::error::{root_error, HandlerError, OperationError};
+use crate::error::{HandlerError, OperationError, root_error};
 use crate::peer::Peer;
 
 /// Process status after the root response was published.
@@ -50,6 +50,24 @@ where
 
 /// Serves one root Run over the given streams and returns the process status
 /// [`handle`] would exit with. Useful for testing a handler in-process.
+///
+/// # Example
+///
+/// ```
+/// # use flow_sdk::testing::*;
+/// # use flow_sdk::*;
+/// # use serde_json::json;
+/// let input = format!("{}\n", root(json!("Ada")));
+/// let status = serve(input.as_bytes(), Box::new(std::io::sink()), |ctx| async move {
+///     Ok::<_, HandlerError>(RunResult::done(ctx.input().clone()))
+/// });
+/// assert_eq!(status, EXIT_ANSWERED);
+/// // Without a root request there is nothing to answer.
+/// let status = serve(&b""[..], Box::new(std::io::sink()), |ctx| async move {
+///     Ok::<_, HandlerError>(RunResult::done(ctx.input().clone()))
+/// });
+/// assert_eq!(status, EXIT_UNANSWERED);
+/// ```
 pub fn serve<R, F, Fut, E>(input: R, output: Box<dyn Write>, handler: F) -> i32
 where
     R: Read,
@@ -337,12 +355,11 @@ fn dispatch(message: Message, root_id: &str, peer: &RefCell<Peer>, host: &mut Ho
             }
         }
         Message::Notification { method, params } => {
-            if method == Method::RequestCancel.as_str() {
-                if let Some(target) = cancel_target(params.as_ref(), peer) {
-                    if target == root_id {
-                        peer.borrow_mut().cancel_root();
-                    }
-                }
+            if method == Method::RequestCancel.as_str()
+                && let Some(target) = cancel_target(params.as_ref(), peer)
+                && target == root_id
+            {
+                peer.borrow_mut().cancel_root();
             }
         }
         Message::Success { id, result } => peer.borrow_mut().on_response(Some(&id), Ok(result)),
@@ -354,7 +371,7 @@ fn dispatch(message: Message, root_id: &str, peer: &RefCell<Peer>, host: &mut Ho
 mod tests {
     use super::*;
     use crate::{CallError, CapabilityCall, ChildFlowRequest};
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     #[derive(Clone, Default)]
     struct Sink(Rc<RefCell<Vec<u8>>>);
