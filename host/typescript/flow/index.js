@@ -114,7 +114,12 @@ function closed(value, required, optional, what) {
 }
 
 function parseRootParams(params) {
-  closed(params, ["protocol", "input", "settings", "attachments", "scratch", "deadlineUnixMs"], ["channels"], "flow/run params");
+  closed(
+    params,
+    ["protocol", "input", "settings", "attachments", "scratch", "deadlineUnixMs"],
+    ["channels"],
+    "flow/run params",
+  );
   if (params.protocol !== PROTOCOL) throw new InvalidParams("protocol must be exactly run/1");
   if (!isObject(params.settings)) throw new InvalidParams("settings must be an object");
   const attachments = params.attachments;
@@ -131,7 +136,9 @@ function parseRootParams(params) {
       throw new InvalidParams(`attachment ${name} access must be read or read-write`);
     }
   }
-  if (typeof params.scratch !== "string" || !params.scratch) throw new InvalidParams("scratch must be a nonempty string");
+  if (typeof params.scratch !== "string" || !params.scratch) {
+    throw new InvalidParams("scratch must be a nonempty string");
+  }
   const deadline = params.deadlineUnixMs;
   if (!Number.isInteger(deadline) || deadline < 0) {
     throw new InvalidParams("deadlineUnixMs must be a nonnegative safe integer");
@@ -216,7 +223,9 @@ function parseOperationError(error) {
   if (STANDARD_ERROR_CODES.has(error.code)) {
     throw new InvalidResponse(`peer answered a Run/1 request with JSON-RPC error ${error.code}`);
   }
-  if (error.code !== OPERATION_ERROR) throw new InvalidResponse(`unknown JSON-RPC error code ${JSON.stringify(error.code)}`);
+  if (error.code !== OPERATION_ERROR) {
+    throw new InvalidResponse(`unknown JSON-RPC error code ${JSON.stringify(error.code)}`);
+  }
   const message = error.message;
   if (typeof message !== "string" || message.length < 1 || Array.from(message).length > MAX_ERROR_MESSAGE_CHARS) {
     throw new InvalidResponse("operational error message must be 1..1,024 characters");
@@ -356,7 +365,9 @@ class Session {
           this.pendingChunks.push(chunk.subarray(start));
           this.pendingBytes += chunk.length - start;
         }
-        if (this.pendingBytes > MAX_FRAME_BYTES) this.fail(new Fatal("PROTOCOL_ERROR", "frame exceeds 16,777,216 bytes"));
+        if (this.pendingBytes > MAX_FRAME_BYTES) {
+          this.fail(new Fatal("PROTOCOL_ERROR", "frame exceeds 16,777,216 bytes"));
+        }
         return;
       }
       const piece = chunk.subarray(start, newline);
@@ -461,8 +472,9 @@ class Session {
     this.wire.delete(envelope.id);
     let outcome;
     try {
-      outcome =
-        envelope.error !== undefined ? { error: parseOperationError(envelope.error) } : call.parse(envelope.result);
+      outcome = envelope.error !== undefined
+        ? { error: parseOperationError(envelope.error) }
+        : call.parse(envelope.result);
     } catch (error) {
       if (!(error instanceof InvalidResponse)) throw error;
       throw new Fatal("PROTOCOL_ERROR", `${call.method} response: ${error.message}`);
@@ -721,8 +733,8 @@ class Session {
   async supervise(outcome) {
     if (this.fatal !== null || this.published) return;
     if (this.admissionClosed === null) this.admissionClosed = "OWNER_CLOSED";
-    const abandoned =
-      this.abandonLiveCalls("OWNER_CLOSED", "the handler returned before this call settled") + this.abandonReceivers();
+    const abandoned = this.abandonLiveCalls("OWNER_CLOSED", "the handler returned before this call settled") +
+      this.abandonReceivers();
     await this.idle();
     if (this.fatal !== null || this.published) return;
     this.publish(this.rootFrame(outcome, abandoned));
@@ -862,7 +874,12 @@ class ChannelSender {
       throw new TypeError(`channel value is not a JSON/1 value: ${error.message}`);
     }
     state.claimed = true;
-    await state.session.call("channel/send", { endpoint: state.reference, value: snapshot }, parseNull, options?.signal);
+    await state.session.call(
+      "channel/send",
+      { endpoint: state.reference, value: snapshot },
+      parseNull,
+      options?.signal,
+    );
   }
 
   /** Seal the writer; a cancelled wait keeps the close request. */
@@ -1113,11 +1130,13 @@ class ChannelBroadcast {
 }
 
 // Endpoint operations the application ignores must not crash the process when they fail.
-for (const [type, names] of [
-  [ChannelSender, ["send", "close"]],
-  [ChannelReceiver, ["next", "return", "close"]],
-  [ChannelBroadcast, ["subscribe"]],
-]) {
+for (
+  const [type, names] of [
+    [ChannelSender, ["send", "close"]],
+    [ChannelReceiver, ["next", "return", "close"]],
+    [ChannelBroadcast, ["subscribe"]],
+  ]
+) {
   for (const name of names) {
     const operation = type.prototype[name];
     Object.defineProperty(type.prototype, name, {
@@ -1171,7 +1190,9 @@ async function createChannel(session, options = {}, callOptions) {
     if (!["delivery", "schema", "contract"].includes(name)) throw new TypeError(`unknown channel option ${name}`);
   }
   const delivery = options.delivery ?? "direct";
-  if (delivery !== "direct" && delivery !== "broadcast") throw new TypeError("delivery must be 'direct' or 'broadcast'");
+  if (delivery !== "direct" && delivery !== "broadcast") {
+    throw new TypeError("delivery must be 'direct' or 'broadcast'");
+  }
   const params = {};
   if (delivery === "broadcast") params.delivery = "broadcast";
   const hasSchema = options.schema !== undefined;
@@ -1183,7 +1204,10 @@ async function createChannel(session, options = {}, callOptions) {
   }
   if (options.contract !== undefined) {
     const contract = options.contract;
-    if (typeof contract !== "string" || contract.length > MAX_CONTRACT_REFERENCE_CHARS || !CONTRACT_REFERENCE.test(contract)) {
+    if (
+      typeof contract !== "string" || contract.length > MAX_CONTRACT_REFERENCE_CHARS ||
+      !CONTRACT_REFERENCE.test(contract)
+    ) {
       throw new TypeError("contract must be a package-local './...' reference");
     }
     params.contract = contract;
@@ -1203,7 +1227,8 @@ async function createChannel(session, options = {}, callOptions) {
         if (send.endpoint === receive.endpoint) throw new InvalidResponse("channel endpoints must be distinct");
         return { value: { send, receive } };
       },
-      (grants) => new ChannelPair(new ChannelSender(session, grants.send), new ChannelReceiver(session, grants.receive, false)),
+      (grants) =>
+        new ChannelPair(new ChannelSender(session, grants.send), new ChannelReceiver(session, grants.receive, false)),
       signal,
     );
   }
@@ -1287,7 +1312,9 @@ function makeContext(session, params) {
   const grants = params.channels ?? {};
   const held = {};
   for (const [name, grant] of Object.entries(grants)) {
-    held[name] = grant.direction === "send" ? new ChannelSender(session, grant) : new ChannelReceiver(session, grant, false);
+    held[name] = grant.direction === "send"
+      ? new ChannelSender(session, grant)
+      : new ChannelReceiver(session, grant, false);
   }
 
   async function runChildFlow(call, options) {
@@ -1352,7 +1379,12 @@ function guard(promise) {
 function redirectApplicationOutput() {
   const stderr = process.stderr;
   const replacement = new Console({ stdout: stderr, stderr });
-  Object.defineProperty(globalThis, "console", { value: replacement, writable: true, configurable: true, enumerable: false });
+  Object.defineProperty(globalThis, "console", {
+    value: replacement,
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
   process.stdout.write = (chunk, encoding, callback) => stderr.write(chunk, encoding, callback);
 }
 

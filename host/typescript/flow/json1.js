@@ -116,14 +116,30 @@ export function parse(text) {
       at++;
       const e = text[at++];
       switch (e) {
-        case '"': out += '"'; break;
-        case "\\": out += "\\"; break;
-        case "/": out += "/"; break;
-        case "b": out += "\b"; break;
-        case "f": out += "\f"; break;
-        case "n": out += "\n"; break;
-        case "r": out += "\r"; break;
-        case "t": out += "\t"; break;
+        case '"':
+          out += '"';
+          break;
+        case "\\":
+          out += "\\";
+          break;
+        case "/":
+          out += "/";
+          break;
+        case "b":
+          out += "\b";
+          break;
+        case "f":
+          out += "\f";
+          break;
+        case "n":
+          out += "\n";
+          break;
+        case "r":
+          out += "\r";
+          break;
+        case "t":
+          out += "\t";
+          break;
         case "u": {
           const unit = hex4();
           if (unit >= 0xdc00 && unit <= 0xdfff) fail("lone low surrogate escape");
@@ -268,7 +284,7 @@ function copy(value, depth, budget) {
   return object;
 }
 
-/** Count value nodes and the deepest level of an already valid tree. */
+/** Count the value nodes of an already valid tree. */
 export function measure(root) {
   let nodes = 0;
   const stack = [root];

@@ -128,22 +128,24 @@ const errorCode = (frame) => frame.error?.data?.code;
 // --- JSON/1 ---------------------------------------------------------------------------------
 
 test("JSON/1 parser rejects what JSON.parse accepts", () => {
-  for (const bad of [
-    '{"a":1,"a":2}',
-    '"\\ud800"',
-    '"\\udc00x"',
-    "9007199254740992",
-    "-9007199254740992",
-    "1e400",
-    "NaN",
-    "Infinity",
-    "\ufeff{}",
-    "",
-    "{} {}",
-    "[1,]",
-    "01",
-    '"tab\there"',
-  ]) {
+  for (
+    const bad of [
+      '{"a":1,"a":2}',
+      '"\\ud800"',
+      '"\\udc00x"',
+      "9007199254740992",
+      "-9007199254740992",
+      "1e400",
+      "NaN",
+      "Infinity",
+      "\ufeff{}",
+      "",
+      "{} {}",
+      "[1,]",
+      "01",
+      '"tab\there"',
+    ]
+  ) {
     assert.throws(() => json1.parse(bad), json1.Json1Error, bad);
   }
   assert.equal(json1.parse("9007199254740991"), 9007199254740991);
@@ -197,7 +199,22 @@ test("JSON/1 snapshots copy plain values and refuse the rest", () => {
   assert.notEqual(copy.a, source.a);
   const cycle = {};
   cycle.self = cycle;
-  for (const bad of [undefined, () => 1, 1n, Symbol("s"), NaN, 2 ** 53, new Date(0), new Map(), [1, , 3], { u: undefined }, "\ud800", cycle]) {
+  for (
+    const bad of [
+      undefined,
+      () => 1,
+      1n,
+      Symbol("s"),
+      NaN,
+      2 ** 53,
+      new Date(0),
+      new Map(),
+      [1, , 3],
+      { u: undefined },
+      "\ud800",
+      cycle,
+    ]
+  ) {
     assert.throws(() => json1.snapshot(bad), json1.Json1Error);
   }
 });
@@ -226,7 +243,12 @@ test("standard component: concurrent calls, declared capability error, exit 0", 
   peer.reply(byMethod["capability/call"], { value: { uri: "artifact://1" } });
   peer.reply(byMethod["flow/run-child"], { outcome: "found", output: { target: "y" } });
   const third = await peer.next();
-  assert.deepEqual(third.params, { operationId: "missing:1", slot: "artifacts", method: "read", input: { uri: "artifact://missing" } });
+  assert.deepEqual(third.params, {
+    operationId: "missing:1",
+    slot: "artifacts",
+    method: "read",
+    input: { uri: "artifact://missing" },
+  });
   peer.reply(third, { error: { name: "not-found", data: null } });
   const root = await peer.next();
   assert.deepEqual(root, {
@@ -234,7 +256,11 @@ test("standard component: concurrent calls, declared capability error, exit 0", 
     id: "host:1",
     result: {
       outcome: "done",
-      output: { research: { outcome: "found", output: { target: "y" } }, stored: { uri: "artifact://1" }, missing: "not-found" },
+      output: {
+        research: { outcome: "found", output: { target: "y" } },
+        stored: { uri: "artifact://1" },
+        missing: "not-found",
+      },
     },
   });
   assert.equal(await peer.finish(), 0);
@@ -342,7 +368,11 @@ test("a frame of exactly 16,777,216 bytes is accepted; one more byte closes with
 test("host-side methods get -32601 and the channel goes on; notifications are ignored", async () => {
   const peer = new Peer("matrix");
   peer.send({ jsonrpc: "2.0", id: "h:0", method: "capability/call", params: {} });
-  assert.deepEqual(await peer.next(), { jsonrpc: "2.0", id: "h:0", error: { code: -32601, message: "Method not found: capability/call" } });
+  assert.deepEqual(await peer.next(), {
+    jsonrpc: "2.0",
+    id: "h:0",
+    error: { code: -32601, message: "Method not found: capability/call" },
+  });
   peer.send({ jsonrpc: "2.0", method: "something/else", params: [] });
   peer.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: "nothing:1" } });
   peer.send(rootRequest({ case: "none" }));
@@ -367,12 +397,16 @@ test("a second flow/run gets -32600 and closes; scalar params and batches get -3
   assert.equal(reply.error.code, -32600);
   assert.equal(reply.id, "host:2");
   assert.notEqual(await peer.finish(), 0);
-  const scalar = await fatalAfter(['{"jsonrpc":"2.0","id":"h:1","method":"flow/run","params":1}\n'], { expectReply: true });
+  const scalar = await fatalAfter(['{"jsonrpc":"2.0","id":"h:1","method":"flow/run","params":1}\n'], {
+    expectReply: true,
+  });
   assert.equal(scalar.reply.error.code, -32600);
   assert.equal(scalar.reply.id, "h:1");
   const batch = await fatalAfter(["[]\n"], { expectReply: true });
   assert.equal(batch.reply.error.code, -32600);
-  const numeric = await fatalAfter(['{"jsonrpc":"2.0","id":7,"method":"flow/run","params":{}}\n'], { expectReply: true });
+  const numeric = await fatalAfter(['{"jsonrpc":"2.0","id":7,"method":"flow/run","params":{}}\n'], {
+    expectReply: true,
+  });
   assert.equal(numeric.reply.error.code, -32600);
   assert.equal(numeric.reply.id, null);
 });
@@ -501,7 +535,11 @@ test("handler results: custom outcomes pass; invalid results become INVALID_RESU
 
 test("handler throws: wire codes are preserved, everything else is EXECUTION_FAILED", async () => {
   const preserved = (await rootOf("operation-error")).root;
-  assert.deepEqual(preserved.error, { code: -32000, message: "nothing there", data: { code: "UNAVAILABLE", details: { why: "test" } } });
+  assert.deepEqual(preserved.error, {
+    code: -32000,
+    message: "nothing there",
+    data: { code: "UNAVAILABLE", details: { why: "test" } },
+  });
   for (const kase of ["local-code", "unknown-code", "bad-details", "throw"]) {
     assert.equal(errorCode((await rootOf(kase)).root), "EXECUTION_FAILED", kase);
   }
@@ -511,7 +549,9 @@ test("application console and process.stdout output goes to stderr", async () =>
   const { root, code, peer } = await rootOf("output");
   assert.deepEqual(root.result, { outcome: "done", output: "clean" });
   assert.equal(code, 0);
-  for (const line of ["console.log line", "console.info line", "stdout.write line"]) assert.match(peer.stderr, new RegExp(line));
+  for (const line of ["console.log line", "console.info line", "stdout.write line"]) {
+    assert.match(peer.stderr, new RegExp(line));
+  }
 });
 
 test("context carries the invocation; invalid call arguments fail locally without frames", async () => {
@@ -636,6 +676,9 @@ test("a used or forged endpoint cannot be mapped into a call", async () => {
   const release = await peer.next();
   assert.equal(release.method, "channel/release", "neither call reached the wire");
   peer.reply(release, { status: "released" });
-  assert.deepEqual((await peer.next()).result.output, { transfer: { type: "TypeError" }, forged: { type: "TypeError" } });
+  assert.deepEqual((await peer.next()).result.output, {
+    transfer: { type: "TypeError" },
+    forged: { type: "TypeError" },
+  });
   assert.equal(await peer.finish(), 0);
 });

@@ -2,17 +2,21 @@
 // Compiles only when the declared Run SDK/1 surface accepts ordinary use.
 import {
   CapabilityError,
-  handle,
-  OperationError,
   type ChannelBroadcast,
   type ChannelPair,
+  handle,
   type JsonValue,
+  OperationError,
   type RunContext,
   type RunResult,
 } from "../flow/index.js";
 
 async function run(context: RunContext): Promise<RunResult> {
-  const child: RunResult = await context.runChildFlow({ operationId: "research:1", slot: "research", input: context.input });
+  const child: RunResult = await context.runChildFlow({
+    operationId: "research:1",
+    slot: "research",
+    input: context.input,
+  });
   const kept: JsonValue = child; // RunResult is itself a JsonValue.
   const pair: ChannelPair = await context.channel();
   const source: ChannelBroadcast = await context.channel({ delivery: "broadcast" });

@@ -1,5 +1,5 @@
 // The Run/1 conformance "broadcast component" (SCENARIOS.md), on @jigging/flow.
-import { OperationError, handle } from "../../flow/index.js";
+import { handle, OperationError } from "../../flow/index.js";
 
 async function readAll(receiver) {
   const values = [];

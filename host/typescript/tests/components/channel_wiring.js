@@ -1,12 +1,17 @@
 // The Run/1 conformance "channel-wiring component" (SCENARIOS.md), on @jigging/flow.
 // `input.role` is root, worker or monitor; the root wires a contract-typed
 // channel from a worker child to a monitor child.
-import { OperationError, handle } from "../../flow/index.js";
+import { handle, OperationError } from "../../flow/index.js";
 
 async function root(run) {
   const updates = await run.channel({ contract: "./updates.json" });
   try {
-    await run.runChildFlow({ operationId: "incompatible", slot: "incompatible", input: null, channels: { events: updates.send } });
+    await run.runChildFlow({
+      operationId: "incompatible",
+      slot: "incompatible",
+      input: null,
+      channels: { events: updates.send },
+    });
     throw new Error("the incompatible child accepted the events channel");
   } catch (error) {
     if (!(error instanceof OperationError) || error.code !== "INVALID_INPUT") throw error;
@@ -15,15 +20,31 @@ async function root(run) {
   if (Object.hasOwn(run.channels, "progress")) monitorChannels.progress = run.channels.progress;
   const stop = run.input.stop ?? false;
   const outcomes = await Promise.allSettled([
-    run.runChildFlow({ operationId: "worker", slot: "worker", input: { role: "worker" }, channels: { events: updates.send } }),
-    run.runChildFlow({ operationId: "monitor", slot: "monitor", input: { role: "monitor", stop }, channels: monitorChannels }),
+    run.runChildFlow({
+      operationId: "worker",
+      slot: "worker",
+      input: { role: "worker" },
+      channels: { events: updates.send },
+    }),
+    run.runChildFlow({
+      operationId: "monitor",
+      slot: "monitor",
+      input: { role: "monitor", stop },
+      channels: monitorChannels,
+    }),
   ]);
   for (const outcome of outcomes) if (outcome.status === "rejected") throw outcome.reason;
   return { incompatible: true, work: outcomes[0].value, monitor: outcomes[1].value };
 }
 
 async function worker(run) {
-  return run.callCapability({ operationId: "answer", slot: "agent", method: "run", input: null, channels: { events: run.channels.events } });
+  return run.callCapability({
+    operationId: "answer",
+    slot: "agent",
+    method: "run",
+    input: null,
+    channels: { events: run.channels.events },
+  });
 }
 
 async function monitor(run) {

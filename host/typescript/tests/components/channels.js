@@ -1,5 +1,5 @@
 // The Run/1 conformance "channels component" (SCENARIOS.md), on @jigging/flow.
-import { OperationError, handle } from "../../flow/index.js";
+import { handle, OperationError } from "../../flow/index.js";
 
 await handle(async (run) => {
   const pair = await run.channel();

@@ -1,6 +1,6 @@
 // The Run/1 conformance "matrix component" (SCENARIOS.md), on @jigging/flow.
 // `input.case` selects one behaviour; any other input returns done/null.
-import { OperationError, handle } from "../../flow/index.js";
+import { handle, OperationError } from "../../flow/index.js";
 
 const LIFETIME_REQUESTS = 65_536;
 

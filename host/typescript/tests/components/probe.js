@@ -1,12 +1,12 @@
 // A component used only by tests/run.mjs: `input.case` selects one SDK behaviour to observe.
-import { CapabilityError, OperationError, handle } from "../../flow/index.js";
+import { CapabilityError, handle, OperationError } from "../../flow/index.js";
 
 const describe = (error) =>
   error instanceof OperationError
     ? { type: "OperationError", code: error.code }
     : error instanceof CapabilityError
-      ? { type: "CapabilityError", errorName: error.errorName }
-      : { type: error?.name ?? typeof error };
+    ? { type: "CapabilityError", errorName: error.errorName }
+    : { type: error?.name ?? typeof error };
 
 async function outcome(promise) {
   try {
@@ -20,7 +20,16 @@ const cap = (run, operationId, input, options) =>
   run.callCapability({ operationId, slot: "sink", method: "write", input }, options);
 
 const CASES = {
-  echo: async (run) => ({ outcome: "done", output: { input: run.input, settings: run.settings, attachments: run.attachments, scratch: run.scratch, deadline: run.deadlineUnixMs } }),
+  echo: async (run) => ({
+    outcome: "done",
+    output: {
+      input: run.input,
+      settings: run.settings,
+      attachments: run.attachments,
+      scratch: run.scratch,
+      deadline: run.deadlineUnixMs,
+    },
+  }),
   "custom-outcome": async () => ({ outcome: "needs-review", output: null }),
   "undefined-output": async () => ({ outcome: "done", output: undefined }),
   "extra-member": async () => ({ outcome: "done", output: null, extra: 1 }),
@@ -57,8 +66,12 @@ const CASES = {
     const results = {
       slot: await outcome(run.callCapability({ operationId: "a:1", slot: "Bad", method: "write", input: null })),
       operationId: await outcome(run.callCapability({ operationId: "-x", slot: "sink", method: "write", input: null })),
-      input: await outcome(run.callCapability({ operationId: "a:1", slot: "sink", method: "write", input: { n: Infinity } })),
-      unknownField: await outcome(run.callCapability({ operationId: "a:1", slot: "sink", method: "write", input: null, extra: 1 })),
+      input: await outcome(
+        run.callCapability({ operationId: "a:1", slot: "sink", method: "write", input: { n: Infinity } }),
+      ),
+      unknownField: await outcome(
+        run.callCapability({ operationId: "a:1", slot: "sink", method: "write", input: null, extra: 1 }),
+      ),
       intent: await outcome(run.runChildFlow({ operationId: "a:1", slot: "child", intent: "", input: null })),
       preAborted: await outcome(cap(run, "a:1", null, { signal: AbortSignal.abort() })),
     };
@@ -114,10 +127,22 @@ const CASES = {
     const pair = await run.channel();
     await pair.send.send(1);
     const transfer = await outcome(
-      run.callCapability({ operationId: "t:1", slot: "sink", method: "write", input: null, channels: { events: pair.send } }),
+      run.callCapability({
+        operationId: "t:1",
+        slot: "sink",
+        method: "write",
+        input: null,
+        channels: { events: pair.send },
+      }),
     );
     const forged = await outcome(
-      run.callCapability({ operationId: "t:2", slot: "sink", method: "write", input: null, channels: { events: { endpoint: "x" } } }),
+      run.callCapability({
+        operationId: "t:2",
+        slot: "sink",
+        method: "write",
+        input: null,
+        channels: { events: { endpoint: "x" } },
+      }),
     );
     await pair.receive.close();
     return { outcome: "done", output: { transfer, forged } };
