@@ -187,6 +187,9 @@ pub struct Executor {
     sandbox: Arc<dyn Sandbox>,
     support: PathBuf,
     counter: AtomicU64,
+    /// The root's aggregate payload budget (seed 002 §8), shared by every
+    /// envelope of this Run tree; a reservation is held until cleanup.
+    budget: crate::sandbox::Budget,
 }
 
 impl Executor {
@@ -206,6 +209,7 @@ impl Executor {
             sandbox,
             support,
             counter: AtomicU64::new(0),
+            budget: crate::sandbox::Budget::root(),
         }
     }
 
@@ -395,9 +399,19 @@ impl Executor {
             holder: link.holder,
             grants,
         });
+        // Reserve this branch's envelope before dispatch; the reservation
+        // is returned only after the envelope was fenced and cleaned.
+        let reservation = match self.budget.reserve() {
+            Ok(reservation) => reservation,
+            Err(exhausted) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Failure::new("RESOURCE_EXHAUSTED", exhausted.to_string()));
+            }
+        };
         let outcome = self
             .launch(&services, &package_dir, &scratch, &invocation)
             .await;
+        drop(reservation);
         let cleanup = std::fs::remove_dir_all(&dir);
         let (report, exit, diagnostics) = outcome?;
         if let Err(e) = cleanup {
