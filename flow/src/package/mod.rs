@@ -274,6 +274,19 @@ impl Package {
         self.channel_contracts.get(name)
     }
 
+    /// Resolves a `./` package-local author reference (for example a
+    /// channel `contract` inside a used capability descriptor) to its staged
+    /// bytes: exact path from the package root, no other normalization.
+    pub fn resolve_reference(&self, reference: &str) -> Result<&[u8], PackageError> {
+        let path = check_author_reference(reference)?;
+        self.files.get(path).map(Vec::as_slice).ok_or_else(|| {
+            PackageError::new(
+                codes::METADATA_REFERENCE_INVALID,
+                format!("referenced file {reference:?} is not in the package"),
+            )
+        })
+    }
+
     /// Validates Run input: against `input.schema.json`, or, without one,
     /// any JSON/1 value. Report failures as `INVALID_INPUT`.
     pub fn validate_input(&self, input: &Value) -> Result<(), Invalid> {

@@ -284,6 +284,40 @@ fn uses_outcomes_attachments_channels() {
         "https://jig.md/contracts/acp-public-updates"
     );
 
+    // Method channel references inside a used descriptor resolve the same way.
+    let agent = files(&[
+        (
+            "FLOW.md",
+            doc("uses:\n  agent:\n    contract: ./contracts/agent-run.capability.json\n")
+                .as_bytes(),
+        ),
+        (
+            "contracts/agent-run.capability.json",
+            &data("agent-run.capability.json"),
+        ),
+        (
+            "contracts/acp-public-updates.json",
+            &data("acp-public-updates.json"),
+        ),
+    ]);
+    let p2 = Package::from_files(agent).unwrap();
+    let run = p2.contract("agent").unwrap().method("run").unwrap();
+    let reference = run.channels["events"].contract.as_deref().unwrap();
+    let bytes = p2.resolve_reference(reference).unwrap();
+    assert!(flow::contract::ChannelContract::parse(bytes).is_ok());
+    assert_eq!(
+        p2.resolve_reference("./contracts/ACP-public-updates.json")
+            .unwrap_err()
+            .code,
+        codes::METADATA_REFERENCE_INVALID
+    );
+    assert_eq!(
+        p2.resolve_reference("contracts/acp-public-updates.json")
+            .unwrap_err()
+            .code,
+        codes::METADATA_REFERENCE_INVALID
+    );
+
     // Missing, escaping and case-mismatched references reject.
     for reference in [
         "./contracts/missing.json",
