@@ -142,3 +142,42 @@ fn same_key_same_content_returns_the_same_run() {
     let list = run_jig(&demo, &["runs"]);
     assert_eq!(list.stdout.lines().count(), 1, "{list:?}");
 }
+
+#[test]
+fn a_package_local_jiggy_takes_precedence_over_the_bundled_sdk() {
+    let dir = project(&[
+        ("flows/own/FLOW.md", "---\nname: own\ndescription: Brings its own SDK.\n---\n"),
+        ("flows/own/flow.py", "from jiggy.flow import handle\n\nhandle(None)\n"),
+        ("flows/own/jiggy/__init__.py", ""),
+        (
+            "flows/own/jiggy/flow.py",
+            "import json, sys\n\ndef handle(_):\n    req = json.loads(sys.stdin.readline())\n    sys.stdout.write(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': {'outcome': 'done', 'output': 'package-local'}}) + '\\n')\n    sys.stdout.flush()\n",
+        ),
+    ]);
+    review(dir.path());
+    let run = run_jig(dir.path(), &["run", "flow:flows/own"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.json()["output"], "package-local");
+}
+
+#[test]
+fn review_details_show_current_and_proposed_policy() {
+    let (_dir, demo) = init_demo();
+    review(&demo);
+    std::fs::write(demo.join("flows/hello/notes.md"), "more\n").unwrap();
+    let run = run_jig(&demo, &["review", "--details"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    let text = &run.stdout;
+    let current = text
+        .find("Current policy:\n")
+        .expect("current policy shown");
+    let proposed = text
+        .find("Proposed policy:\n")
+        .expect("proposed policy shown");
+    assert!(current < proposed);
+    assert!(
+        text.starts_with("Packages:\n  ~ \"flows/hello\" sha256:"),
+        "{run:?}"
+    );
+    assert!(text[current..].contains("\\\"flows/hello\\\""), "{run:?}");
+}
