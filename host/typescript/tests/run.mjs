@@ -125,6 +125,18 @@ class Peer {
 
 const errorCode = (frame) => frame.error?.data?.code;
 
+/** The component must exit by itself (stdin still open) with a fatal PROTOCOL_ERROR. */
+async function protocolError(peer, reason) {
+  const code = await Promise.race([
+    peer.exited,
+    new Promise((resolve) => setTimeout(() => resolve("timeout"), WAIT_MS)),
+  ]);
+  assert.notEqual(code, "timeout", "the component closes the channel without waiting for stdin EOF");
+  assert.notEqual(code, 0);
+  assert.match(peer.stderr, new RegExp(`PROTOCOL_ERROR: ${reason}`));
+  assert.equal(await peer.finish(), code);
+}
+
 // --- JSON/1 ---------------------------------------------------------------------------------
 
 test("JSON/1 parser rejects what JSON.parse accepts", () => {
@@ -312,13 +324,14 @@ test("a handler ignoring root cancellation still ends CANCELLED after the grace"
 
 // --- protocol errors ------------------------------------------------------------------------
 
-async function fatalAfter(frames, { expectReply } = {}) {
+async function fatalAfter(frames, { expectReply, closeInput } = {}) {
   const peer = new Peer("matrix");
   for (const frame of frames) peer.sendRaw(typeof frame === "string" ? Buffer.from(frame) : frame);
   let reply = null;
   if (expectReply) reply = await peer.next();
-  const code = await peer.finish();
-  return { reply, code, peer };
+  if (closeInput) return { reply, code: await peer.finish(), peer };
+  await protocolError(peer, "");
+  return { reply, code: await peer.exited, peer };
 }
 
 test("framing fixtures: valid frames answer -32600 as envelopes, invalid ones close", async () => {
@@ -338,7 +351,10 @@ test("framing fixtures: valid frames answer -32600 as envelopes, invalid ones cl
   };
   for (const { name, hex } of fixtures.invalid) {
     const expected = replies[name];
-    const { reply, code, peer } = await fatalAfter([Buffer.from(hex, "hex")], { expectReply: expected !== undefined });
+    const { reply, code, peer } = await fatalAfter([Buffer.from(hex, "hex")], {
+      expectReply: expected !== undefined,
+      closeInput: name === "eof-before-line-feed",
+    });
     if (expected !== undefined) {
       assert.equal(reply.error.code, expected, name);
       assert.equal(reply.id, null, name);
@@ -363,6 +379,7 @@ test("a frame of exactly 16,777,216 bytes is accepted; one more byte closes with
   assert.equal(await peer.finish(), 0);
   const over = await fatalAfter([frameOf(FRAME_LIMIT + 1)]);
   assert.notEqual(over.code, 0);
+  assert.match(over.peer.stderr, /frame exceeds 16,777,216 bytes/);
 });
 
 test("host-side methods get -32601 and the channel goes on; notifications are ignored", async () => {
@@ -396,7 +413,7 @@ test("a second flow/run gets -32600 and closes; scalar params and batches get -3
   const reply = await peer.next();
   assert.equal(reply.error.code, -32600);
   assert.equal(reply.id, "host:2");
-  assert.notEqual(await peer.finish(), 0);
+  await protocolError(peer, "host sent a second flow/run");
   const scalar = await fatalAfter(['{"jsonrpc":"2.0","id":"h:1","method":"flow/run","params":1}\n'], {
     expectReply: true,
   });
@@ -416,25 +433,28 @@ test("malformed cancellation, unknown response IDs and bad results are fatal", a
   malformed.send(rootRequest({ case: "one-flow" }));
   await malformed.next();
   malformed.send({ jsonrpc: "2.0", method: "request/cancel", params: { requestId: 5 } });
-  assert.notEqual(await malformed.finish(), 0);
+  await protocolError(malformed, "malformed request/cancel");
 
   const unknown = new Peer("matrix");
   unknown.send(rootRequest({ case: "one-flow" }));
   const call = await unknown.next();
   unknown.send({ jsonrpc: "2.0", id: "component:999", result: { outcome: "done", output: null } });
-  assert.notEqual(await unknown.finish(), 0);
+  await protocolError(unknown, "unknown or duplicate response ID component:999");
   assert.equal(call.method, "flow/run-child");
 
   const noOutput = new Peer("matrix");
   noOutput.send(rootRequest({ case: "one-flow" }));
   noOutput.reply(await noOutput.next(), { outcome: "done" });
-  assert.notEqual(await noOutput.finish(), 0);
+  await protocolError(noOutput, "flow/run-child response: child result must be exactly");
 
   const standardError = new Peer("matrix");
   standardError.send(rootRequest({ case: "one-flow" }));
   const request = await standardError.next();
   standardError.send({ jsonrpc: "2.0", id: request.id, error: { code: -32601, message: "no" } });
-  assert.notEqual(await standardError.finish(), 0);
+  await protocolError(
+    standardError,
+    "flow/run-child response: peer answered a Run/1 request with JSON-RPC error -32601",
+  );
 
   const duplicate = new Peer("matrix");
   duplicate.send(rootRequest({ case: "two-effects" }));
@@ -442,14 +462,15 @@ test("malformed cancellation, unknown response IDs and bad results are fatal", a
   duplicate.reply(effect, { value: 1 });
   await duplicate.next();
   duplicate.reply(effect, { value: 1 });
-  assert.notEqual(await duplicate.finish(), 0);
+  await protocolError(duplicate, "unknown or duplicate response ID");
 });
 
 test("stdin EOF while the root is pending exits nonzero without a response", async () => {
   const peer = new Peer("matrix");
   peer.send(rootRequest({ case: "one-flow" }));
   await peer.next();
-  assert.notEqual(await peer.finish(), 0);
+  assert.equal(await peer.finish(), 1);
+  assert.match(peer.stderr, /CHANNEL_LOST: protocol stdin closed/);
 });
 
 // --- matrix behaviours ----------------------------------------------------------------------
@@ -633,7 +654,7 @@ test("direct channel: an out-of-sequence item is fatal", async () => {
   peer.send(rootRequest({ case: "direct-read" }));
   peer.reply(await peer.next(), directGrants);
   peer.reply(await peer.next(), { item: { sequence: 2, value: "skipped one" } });
-  assert.notEqual(await peer.finish(), 0);
+  await protocolError(peer, "channel/next response: read sequence 2, expected 1");
 });
 
 test("cancelling a read disposes the receiver; the read and release responses are drained", async () => {
@@ -681,4 +702,74 @@ test("a used or forged endpoint cannot be mapped into a call", async () => {
     forged: { type: "TypeError" },
   });
   assert.equal(await peer.finish(), 0);
+});
+
+// --- limits -------------------------------------------------------------------------------------
+
+test("call argument limits: 128-byte operationId, 64-byte slot, 16,384-scalar intent pass; one more fails locally", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "argument-limits" }));
+  for (let i = 0; i < 3; i++) {
+    const call = await peer.next();
+    assert.equal(call.method, "flow/run-child");
+    peer.reply(call, { outcome: "done", output: i });
+  }
+  const refused = { type: "TypeError" };
+  assert.deepEqual((await peer.next()).result.output, {
+    operationId: [{ value: { outcome: "done", output: 0 } }, refused],
+    slot: [{ value: { outcome: "done", output: 1 } }, refused],
+    intent: [{ value: { outcome: "done", output: 2 } }, refused],
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("root params: 256 attachments and channels pass, 257 get -32602", async () => {
+  const attachments = (count) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`a${i}`, { path: `/w/${i}`, access: "read" }]));
+  const channels = (count) =>
+    Object.fromEntries(
+      Array.from({ length: count }, (_, i) => [`c${i}`, { endpoint: `e:${i}`, direction: "send", delivery: "direct" }]),
+    );
+  for (
+    const [overrides, expected] of [
+      [{ attachments: attachments(256) }, "result"],
+      [{ attachments: attachments(257) }, -32602],
+      [{ channels: channels(256) }, "result"],
+      [{ channels: channels(257) }, -32602],
+    ]
+  ) {
+    const peer = new Peer("matrix");
+    peer.send(rootRequest({ case: "none" }, overrides));
+    const reply = await peer.next();
+    if (expected === "result") assert.deepEqual(reply.result, { outcome: "done", output: null });
+    else assert.equal(reply.error.code, expected);
+    assert.equal(await peer.finish(), 0);
+  }
+});
+
+test("error messages are cut to 1,024 Unicode scalar values", async () => {
+  const { root } = await rootOf("long-message");
+  assert.equal(Array.from(root.error.message).length, 1_024);
+  assert.equal(root.error.message, "\u{1f600}".repeat(1_024));
+});
+
+test("host request lifetime: the 65,536th host request is served, the 65,537th is fatal", async () => {
+  const peer = new Peer("matrix");
+  const unknown =
+    Array.from({ length: 65_535 }, (_, i) => JSON.stringify({ jsonrpc: "2.0", id: `h:${i}`, method: "unknown/method" }))
+      .join("\n") + "\n";
+  peer.sendRaw(Buffer.from(unknown));
+  for (let i = 0; i < 65_535; i++) assert.equal((await peer.next()).error.code, -32601);
+  peer.send(rootRequest({ case: "one-flow" }));
+  assert.equal((await peer.next()).method, "flow/run-child", "the 65,536th request is the root");
+  peer.send({ jsonrpc: "2.0", id: "h:last", method: "unknown/method" });
+  await protocolError(peer, "host exceeded 65,536 requests");
+});
+
+test("a host request ID reused is fatal", async () => {
+  const peer = new Peer("matrix");
+  peer.send({ jsonrpc: "2.0", id: "host:1", method: "unknown/method" });
+  assert.equal((await peer.next()).error.code, -32601);
+  peer.send(rootRequest({ case: "one-flow" }));
+  await protocolError(peer, "host reused request ID host:1");
 });

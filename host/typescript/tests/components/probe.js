@@ -100,6 +100,23 @@ const CASES = {
     await new Promise((resolve) => run.signal.addEventListener("abort", resolve));
     return { outcome: "done", output: "ignored" };
   },
+  "argument-limits": async (run) => {
+    const child = (operationId, slot, intent) => outcome(run.runChildFlow({ operationId, slot, intent, input: null }));
+    return {
+      outcome: "done",
+      output: {
+        operationId: [await child("o".repeat(128), "child"), await child("o".repeat(129), "child")],
+        slot: [await child("s:1", "s".repeat(64)), await child("s:2", "s".repeat(65))],
+        intent: [
+          await child("i:1", "child", "\u{1f600}".repeat(16_384)),
+          await child("i:2", "child", "i".repeat(16_385)),
+        ],
+      },
+    };
+  },
+  "long-message": async () => {
+    throw new OperationError("UNAVAILABLE", "\u{1f600}".repeat(1_100));
+  },
   "direct-read": async (run) => {
     const pair = await run.channel();
     const values = [];
