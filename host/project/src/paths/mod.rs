@@ -2,8 +2,6 @@
 //! Unicode NFC strings naming files and directories inside the project, and
 //! the case fold that decides when two of them collide.
 
-mod casefold_table;
-
 use unicode_normalization::UnicodeNormalization;
 
 use crate::ProjectError;
@@ -76,14 +74,8 @@ pub fn normalize(path: &str) -> Result<String, ProjectError> {
 /// The collision key of a path: its Unicode full case fold, recomposed to NFC.
 /// Two distinct canonical paths with the same key collide.
 pub fn fold(path: &str) -> String {
-    let mut folded = String::with_capacity(path.len());
-    for c in path.chars() {
-        match casefold_table::FULL_CASE_FOLDING.binary_search_by(|(from, _)| from.cmp(&c)) {
-            Ok(index) => folded.push_str(casefold_table::FULL_CASE_FOLDING[index].1),
-            Err(_) => folded.push(c),
-        }
-    }
-    folded.nfc().collect()
+    // One case-folding table for packages and projects: FLOW Package/1's.
+    flow::package::collision_key(path)
 }
 
 /// Whether `path` (canonical) is `.jig` or lies beneath it, in any letter case.
