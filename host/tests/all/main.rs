@@ -16,4 +16,5 @@ mod providers;
 mod python_sdk;
 mod records;
 mod rust_component;
+mod scenarios;
 mod support;
