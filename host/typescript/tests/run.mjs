@@ -773,3 +773,15 @@ test("a host request ID reused is fatal", async () => {
   peer.send(rootRequest({ case: "one-flow" }));
   await protocolError(peer, "host reused request ID host:1");
 });
+
+test("a large root response crosses a pipe the host drains slowly", async () => {
+  const peer = new Peer("probe");
+  const big = "x".repeat(8_000_000);
+  peer.send(rootRequest({ case: "echo", big }));
+  peer.child.stdout.pause();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  peer.child.stdout.resume();
+  const root = await peer.next();
+  assert.equal(root.result.output.input.big.length, big.length);
+  assert.equal(await peer.finish(), 0);
+});
