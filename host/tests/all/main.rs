@@ -18,3 +18,4 @@ mod records;
 mod rust_component;
 mod scenarios;
 mod support;
+mod typescript;
