@@ -93,3 +93,90 @@ fn a_slot_naming_an_unknown_flow_rejects_the_candidate() {
         "nothing was admitted"
     );
 }
+
+/// Seed 002 §5: every way to break a Binding rejects the whole candidate,
+/// with the Binding file and the pointer of the offending member.
+#[test]
+fn each_broken_binding_is_rejected_with_its_location() {
+    const PY: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": None}\n\nhandle(run)\n";
+    let base: Vec<(&str, &str)> = vec![
+        ("flows/review/FLOW.md", "---\nname: review\ndescription: Reviews.\n---\n"),
+        ("flows/review/flow.py", PY),
+        ("flows/research/FLOW.md", "---\nname: research\ndescription: Researches.\n---\n"),
+        ("flows/research/flow.py", PY),
+        ("flows/notes/FLOW.md", "---\nname: notes\ndescription: Instructions only.\n---\n"),
+        ("flows/files/FLOW.md", "---\nname: files\ndescription: Needs files.\nattachments:\n  source: read\n---\n"),
+        ("flows/files/flow.py", PY),
+        (
+            "flows/tuned/FLOW.md",
+            "---\nname: tuned\ndescription: Has settings.\n---\n",
+        ),
+        ("flows/tuned/flow.py", PY),
+        (
+            "flows/tuned/settings.schema.json",
+            "{\"$schema\":\"https://flow.jig.md/schemas/schema-1.json\",\"type\":\"object\",\"properties\":{\"strict\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
+        ),
+        (
+            "bindings/critic.ts",
+            "import { defineBinding } from \"@jigging/jig\";\nexport default defineBinding({ package: \"./flows/research\", slots: { inner: \"flow:flows/review\" } });\n",
+        ),
+    ];
+    let binding = |body: &str| {
+        format!("import {{ defineBinding }} from \"@jigging/jig\";\nexport default defineBinding({body});\n")
+    };
+    let cases: Vec<(&str, String, &str, &str)> = vec![
+        (
+            "settings without a schema",
+            binding("{ package: \"./flows/review\", settings: { strict: true } }"),
+            "PROJECT_BINDING_SETTINGS_INVALID",
+            "/settings",
+        ),
+        (
+            "settings against the schema",
+            binding("{ package: \"./flows/tuned\", settings: { strict: \"yes\" } }"),
+            "PROJECT_BINDING_SETTINGS_INVALID",
+            "/settings",
+        ),
+        (
+            "own package",
+            binding("{ package: \"./flows/review\", slots: { me: \"flow:flows/review\" } }"),
+            "PROJECT_BINDING_SLOT_MISSING",
+            "/slots/me",
+        ),
+        (
+            "non-leaf binding",
+            binding("{ package: \"./flows/review\", slots: { critique: \"binding:critic\" } }"),
+            "PROJECT_BINDING_SLOT_MISSING",
+            "/slots/critique",
+        ),
+        (
+            "instructions-only target",
+            binding("{ package: \"./flows/review\", slots: { read: \"flow:flows/notes\" } }"),
+            "PROJECT_BINDING_SLOT_MISSING",
+            "/slots/read",
+        ),
+        (
+            "attachment-bearing target",
+            binding("{ package: \"./flows/review\", slots: { files: \"flow:flows/files\" } }"),
+            "PROJECT_BINDING_SLOT_MISSING",
+            "/slots/files",
+        ),
+    ];
+    for (name, source, code, pointer) in cases {
+        let mut files = base.clone();
+        files.push(("bindings/reviewer.ts", &source));
+        let dir = project(&files);
+        let run = run_jig(dir.path(), &["review", "--yes"]);
+        assert_eq!(run.status, 1, "{name}: {run:?}");
+        assert!(
+            run.stderr.starts_with("INVALID_CANDIDATE: "),
+            "{name}: {run:?}"
+        );
+        let location = format!("{code} at \"bindings/reviewer.ts\" pointer \"{pointer}\"");
+        assert!(
+            run.stderr.contains(&location),
+            "{name}: want {location}: {run:?}"
+        );
+        assert!(!dir.path().join("jig.lock").exists(), "{name}");
+    }
+}
