@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -163,11 +164,23 @@ fn matrix(case: &str, child: &str) -> Vec<(Sdk, Scenario, Run)> {
     SDKS.iter()
         .map(|&sdk| {
             let scenario = Scenario::new("matrix", sdk, &["sink", "control"]);
+            let started = Instant::now();
             let run = scenario.exec(&[("child", child)], &json!({ "case": case }));
+            // The sleeper child sleeps 30 s and the Run's deadline is 20 s:
+            // finishing well before either proves the host cancelled the
+            // open child instead of waiting it out.
+            assert!(
+                started.elapsed() < PROMPT,
+                "{sdk:?} {case} took {:?}: {run:?}",
+                started.elapsed()
+            );
             (sdk, scenario, run)
         })
         .collect()
 }
+
+/// Every matrix case ends well within this.
+const PROMPT: Duration = Duration::from_secs(10);
 
 fn assert_done(sdk: Sdk, run: &Run, output: &Value) {
     assert_eq!(run.status, 0, "{sdk:?}: {run:?}");

@@ -1,0 +1,124 @@
+//! The host's overhead per Run: `jig exec` of the smallest native component
+//! (the Rust SDK's `greet` example as `flow.bin`, with `[containment] mode =
+//! "none"` so the envelope, measured by the `envelope` bench, is left out)
+//! against spawning the same executable with a bare pipe peer in this
+//! process: write the `flow/run` frame, read the one response frame, close
+//! stdin, wait for exit. Both are measured in the same run, so the ratio of
+//! the two medians is the host's cost (process start of `jig`, package
+//! reading and validation, config, peer, classification, output) relative
+//! to the component's own.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+fn main() {
+    // Build and lay out the component before timing anything.
+    fixture();
+    divan::main();
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    greet: PathBuf,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Builds `greet` in release into `target/guests` (a separate target dir,
+/// so the outer cargo's lock is not involved) and lays out the package.
+fn fixture() -> &'static Fixture {
+    static CELL: OnceLock<Fixture> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let target = workspace().join("target/guests");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace())
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "-p",
+                "flow-sdk",
+                "--example",
+                "greet",
+            ])
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the greet example failed");
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("greet");
+        std::fs::create_dir_all(&package).unwrap();
+        std::fs::write(
+            package.join("FLOW.md"),
+            "---\nname: greet\ndescription: Greets the name given as input.\n---\n",
+        )
+        .unwrap();
+        let greet = package.join("flow.bin");
+        std::fs::copy(target.join("release/examples/greet"), &greet).unwrap();
+        std::fs::write(
+            dir.path().join("host.toml"),
+            "[containment]\nmode = \"none\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
+        Fixture { dir, greet }
+    })
+}
+
+const EXPECTED: &str = "\"Hello, bench!\"";
+
+/// One Run through the host, as a user starts it.
+#[divan::bench(sample_count = 40)]
+fn jig_exec() {
+    let fixture = fixture();
+    let out = Command::new(env!("CARGO_BIN_EXE_jig"))
+        .current_dir(fixture.dir.path())
+        .env_remove("JIG_CONFIG")
+        .env("XDG_CONFIG_HOME", fixture.dir.path().join(".config"))
+        .args(["exec", "greet", "--json", "--config", "host.toml"])
+        .args(["--input", "\"bench\""])
+        .stderr(Stdio::null())
+        .output()
+        .expect("jig runs");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(EXPECTED));
+}
+
+/// The same component with nothing but a Run/1 pipe peer around it.
+#[divan::bench(sample_count = 40)]
+fn bare_pipe_peer() {
+    let fixture = fixture();
+    let mut child = Command::new(&fixture.greet)
+        .current_dir(fixture.dir.path().join("scratch"))
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("greet starts");
+    let frame = serde_json::json!({
+        "jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": {
+            "protocol": "run/1", "input": "bench", "settings": {}, "attachments": {},
+            "channels": {}, "scratch": fixture.dir.path().join("scratch"),
+            "deadlineUnixMs": 4_102_444_800_000u64,
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{frame}\n").as_bytes()).unwrap();
+    let mut response = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut response)
+        .unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(response.contains(EXPECTED), "{response}");
+}
