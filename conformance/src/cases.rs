@@ -2,13 +2,14 @@
 //! process and checks what SCENARIOS.md says an independent host peer
 //! checks of a component.
 
+use std::collections::VecDeque;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use flow::wire::{ErrorCode, Method, RunResult, MAX_FRAME_BYTES};
 use serde_json::{json, Value};
 
-use crate::session::{root_request, Component, Request, Session};
+use crate::session::{root_request, Component, Request, Session, STEP_TIMEOUT};
 
 type Step<T> = Result<T, String>;
 
@@ -170,6 +171,11 @@ pub const CASES: &[Case] = &[
         name: "channel-wiring-root",
         target: Target::ChannelWiring,
         run: wiring_root,
+    },
+    Case {
+        name: "channel-wiring-hosted",
+        target: Target::ChannelWiring,
+        run: wiring_hosted,
     },
     Case {
         name: "channel-wiring-root-progress",
@@ -1333,4 +1339,138 @@ fn wiring_monitor_lagged(c: &Component) -> Step<()> {
         &json!({"complete": false, "selected": ["kept"]}),
     )?;
     s.finish_clean()
+}
+
+/// The root, worker and monitor as three processes of the same component,
+/// with the runner as their host: it runs the root's `worker` and `monitor`
+/// children as new sessions granted the root's channel endpoints, keeps the
+/// channel itself (a direct queue with one parked read), plays the worker's
+/// `agent` capability (which writes three items and closes the channel),
+/// and answers each child call with that child's complete root result.
+fn wiring_hosted(c: &Component) -> Step<()> {
+    const POLL: Duration = Duration::from_millis(5);
+    let mut root = Session::spawn(c)?;
+    let (worker_call, monitor_call) = wiring_root_children(
+        &mut root,
+        json!({"role": "root"}),
+        json!({}),
+        json!({"events": "u:r"}),
+    )?;
+    let mut worker = Some(Session::spawn(c)?);
+    let mut monitor = Some(Session::spawn(c)?);
+    if let Some(w) = worker.as_mut() {
+        send_root_with_channels(
+            w,
+            json!({"role": "worker"}),
+            json!({"events": grant("u:w", "send")}),
+        )?;
+    }
+    if let Some(m) = monitor.as_mut() {
+        send_root_with_channels(
+            m,
+            json!({"role": "monitor", "stop": false}),
+            json!({"events": grant("u:r", "receive")}),
+        )?;
+    }
+
+    // The channel u:w -> u:r as the host keeps it.
+    let mut queue: VecDeque<Value> = VecDeque::new();
+    let mut written = 0u64;
+    let mut closed = false;
+    let mut parked_read: Option<String> = None;
+    let started = Instant::now();
+    loop {
+        ensure(started.elapsed() < STEP_TIMEOUT, || {
+            format!("the wired Run did not settle within {STEP_TIMEOUT:?}")
+        })?;
+        if let Some(w) = worker.as_mut() {
+            match w.poll(POLL).map_err(|e| format!("worker: {e}"))? {
+                None => {}
+                Some(flow::wire::Message::Request { id, method, params }) => {
+                    let want = json!({"operationId": "answer", "slot": "agent", "method": "run",
+                                      "input": null, "channels": {"events": "u:w"}});
+                    ensure(
+                        method == "capability/call" && params.as_ref() == Some(&want),
+                        || format!("worker: unexpected {method} {params:?}"),
+                    )?;
+                    // The agent writes through the lent endpoint, then closes it.
+                    for v in [
+                        json!({"text": "first"}),
+                        json!("noise"),
+                        json!({"text": "second"}),
+                    ] {
+                        written += 1;
+                        queue.push_back(item(written, v));
+                    }
+                    closed = true;
+                    w.reply(&id, json!({"value": "answered"}))?;
+                }
+                Some(other) => {
+                    let result = wired_child_result(other, "worker")?;
+                    root.reply(&worker_call.id, result)?;
+                    w.finish_clean().map_err(|e| format!("worker: {e}"))?;
+                    worker = None;
+                }
+            }
+        }
+        if let Some(m) = monitor.as_mut() {
+            match m.poll(POLL).map_err(|e| format!("monitor: {e}"))? {
+                None => {}
+                Some(flow::wire::Message::Request { id, method, params }) => {
+                    ensure(
+                        method == "channel/next" && params == Some(json!({"endpoint": "u:r"})),
+                        || format!("monitor: unexpected {method} {params:?}"),
+                    )?;
+                    ensure(parked_read.is_none(), || {
+                        "monitor: a second read while one is outstanding".into()
+                    })?;
+                    parked_read = Some(id);
+                }
+                Some(other) => {
+                    let result = wired_child_result(other, "monitor")?;
+                    root.reply(&monitor_call.id, result)?;
+                    m.finish_clean().map_err(|e| format!("monitor: {e}"))?;
+                    monitor = None;
+                }
+            }
+            if let (Some(m), Some(read)) = (monitor.as_mut(), parked_read.as_ref()) {
+                let answer = match queue.pop_front() {
+                    Some(next) => Some(next),
+                    None if closed => Some(json!({"end": {"lastSequence": written}})),
+                    None => None,
+                };
+                if let Some(answer) = answer {
+                    m.reply(read, answer)?;
+                    parked_read = None;
+                }
+            }
+        }
+        if worker.is_none() && monitor.is_none() {
+            break;
+        }
+    }
+    expect_done(
+        root.expect_root()?,
+        &json!({
+            "incompatible": true,
+            "work": {"outcome": "done", "output": "answered"},
+            "monitor": {"outcome": "done", "output": {"complete": true, "selected": ["first", "second"]}},
+        }),
+    )?;
+    root.finish_clean()
+}
+
+/// A child session's root response as the complete result its parent gets.
+fn wired_child_result(message: flow::wire::Message, role: &str) -> Step<Value> {
+    match message {
+        flow::wire::Message::Success { id, result } if id == "host:1" => {
+            RunResult::from_value(&result)
+                .map(|r| r.to_value())
+                .map_err(|e| format!("{role}: root result: {e}"))
+        }
+        other => Err(format!(
+            "{role}: expected its root response, got {}",
+            other.to_value()
+        )),
+    }
 }

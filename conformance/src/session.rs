@@ -259,6 +259,18 @@ impl Session {
         Ok(message)
     }
 
+    /// The next message within `wait`, checked like [`Session::recv`];
+    /// `None` when nothing arrived. For a runner serving several components
+    /// at once.
+    pub fn poll(&mut self, wait: Duration) -> Step<Option<Message>> {
+        match self.next_output(wait)? {
+            None => Ok(None),
+            Some(Output::Frame(f)) => self.inspect(&f).map(Some),
+            Some(Output::End { .. }) => Err("component stdout ended".into()),
+            Some(Output::Broken(e)) => Err(e),
+        }
+    }
+
     /// The next message must be a component request.
     pub fn expect_request(&mut self) -> Step<Request> {
         match self.recv()? {

@@ -63,6 +63,7 @@ cases! {
     channel_sequence_gap => "channel-sequence-gap",
     channel_broadcast_late_subscriber => "channel-broadcast-late-subscriber",
     channel_wiring_root => "channel-wiring-root",
+    channel_wiring_hosted => "channel-wiring-hosted",
     channel_wiring_root_progress => "channel-wiring-root-progress",
     channel_wiring_worker => "channel-wiring-worker",
     channel_wiring_monitor_drain => "channel-wiring-monitor-drain",
