@@ -15,14 +15,15 @@ use std::time::{Duration, Instant};
 
 use divan::counter::ItemsCount;
 use divan::Bencher;
+use flow::wire::{MAX_LIFETIME_REQUESTS, MAX_PENDING_REQUESTS};
 use flow_sdk::{serve, testing, CapabilityCall, HandlerError, RunResult};
 use serde_json::{json, Value};
 
 /// Calls the SDK admits on the wire at once (Run/1's ceiling).
-const IN_FLIGHT: usize = 64;
+const IN_FLIGHT: usize = MAX_PENDING_REQUESTS;
 /// Requests one root Run may make (Run/1's lifetime ceiling); a fixture
 /// starts a fresh component before its Run runs out.
-const LIFETIME: usize = 65_536;
+const LIFETIME: usize = MAX_LIFETIME_REQUESTS as usize;
 /// Round trips measured for the printed percentiles.
 const PERCENTILE_SAMPLES: usize = 10_000;
 
