@@ -325,3 +325,51 @@ fn sixty_five_concurrent_calls_all_settle() {
         assert_eq!(indexes.len(), 65, "{sdk:?}");
     }
 }
+
+#[test]
+fn interrupting_the_standard_component_cancels_it_and_its_child() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    for sdk in SDKS {
+        let scenario = Scenario::new("standard", sdk, &["artifacts"]);
+        let child = jig(scenario.dir.path())
+            .args(["exec", "component", "--json", "--config", "host.toml"])
+            .args([
+                "--timeout",
+                "20s",
+                "--input",
+                "1",
+                "--child",
+                "research=sleeper",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // store:1 is dispatched together with research:1, so once the
+        // provider saw it the sleeping child call is open.
+        let waiting = Instant::now();
+        while scenario.dispatches_of("store:1") == 0 {
+            assert!(waiting.elapsed() < PROMPT, "{sdk:?}: store:1 never came");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let interrupted = Instant::now();
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+        let run = output(child.wait_with_output().unwrap());
+        assert!(
+            interrupted.elapsed() < PROMPT,
+            "{sdk:?} took {:?} after SIGINT: {run:?}",
+            interrupted.elapsed()
+        );
+        assert_eq!(run.status, 2, "{sdk:?}: {run:?}");
+        assert_eq!(run.json()["code"], "CANCELLED", "{sdk:?}: {run:?}");
+        assert!(
+            run.stderr.starts_with("JIG_COMMAND_INTERRUPTED: "),
+            "{sdk:?}: {run:?}"
+        );
+        // The component never got to missing:1.
+        assert_eq!(scenario.dispatches_of("missing:1"), 0, "{sdk:?}");
+    }
+}
