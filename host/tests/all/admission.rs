@@ -264,3 +264,35 @@ fn a_terminal_asks_and_only_yes_admits() {
     assert!(run.stdout.contains("project is ready"), "{run:?}");
     assert_eq!(greeting_of(approved.path()), "Hello");
 }
+
+#[test]
+fn a_changed_runtime_requires_a_new_review_before_any_flow_code_starts() {
+    let dir = hello_project();
+    let runtime_dir = tempfile::tempdir().unwrap();
+    let python = runtime_dir.path().join("python3");
+    std::fs::copy(std::fs::canonicalize("/usr/bin/python3").unwrap(), &python).unwrap();
+    write_files(
+        dir.path(),
+        &[(
+            ".test-config-home/jig/host.toml",
+            &format!("[runtimes]\npython = \"{}\"\n", python.display()),
+        )],
+    );
+    review(dir.path());
+    // The operator's runtime changes after approval.
+    let mut bytes = std::fs::read(&python).unwrap();
+    bytes.extend_from_slice(b"\0changed");
+    std::fs::write(&python, bytes).unwrap();
+    let run = run_jig(dir.path(), &["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["code"], "REVIEW_REQUIRED", "{run:?}");
+    assert_eq!(
+        terminal["details"],
+        serde_json::json!({"reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false})
+    );
+    assert_eq!(
+        terminal["diagnostics"]["stderrBytes"], 0,
+        "no Flow code ran"
+    );
+}
