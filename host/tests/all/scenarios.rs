@@ -50,20 +50,49 @@ const SDKS: [Sdk; 2] = [Sdk::Python, Sdk::Rust];
 /// A child that answers with its input.
 const ECHO_CHILD: &str = "from jiggy.flow import handle\n\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": {\"echo\": ctx.input}}\n\n\nhandle(run)\n";
 
-/// A child that stays open until cancelled (or the deadline).
-const SLEEPER_CHILD: &str = "import asyncio\n\nfrom jiggy.flow import handle\n\n\nasync def run(ctx):\n    await asyncio.sleep(30)\n    return {\"outcome\": \"done\", \"output\": \"woke\"}\n\n\nhandle(run)\n";
+/// A child that stays open until cancelled (or the deadline). It names its
+/// process `tag` so a test can find it if the host leaves it behind.
+fn sleeper_child(tag: &str) -> String {
+    format!(
+        "import asyncio\n\nfrom jiggy.flow import handle\n\n\
+         with open('/proc/self/comm', 'w') as comm:\n    comm.write('{tag}')\n\n\n\
+         async def run(ctx):\n    await asyncio.sleep(30)\n    return {{'outcome': 'done', 'output': 'woke'}}\n\n\n\
+         handle(run)\n"
+    )
+}
+
+/// Processes still named `tag` (the sleeper child of one scenario).
+fn processes_named(tag: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            (comm.trim_end() == tag).then(|| entry.file_name().to_string_lossy().into_owned())
+        })
+        .collect()
+}
 
 /// One scenario workspace: the component package `component`, the child
 /// packages `echo` and `sleeper`, a host.toml with the provider, and the
 /// provider's journal.
 struct Scenario {
     dir: tempfile::TempDir,
+    /// The process name of this scenario's sleeper child (15 bytes at most).
+    sleeper: String,
 }
 
 impl Scenario {
     fn new(component: &'static str, sdk: Sdk, slots: &[&str]) -> Scenario {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
+        let sleeper = format!(
+            "slp{}",
+            &root.file_name().unwrap().to_string_lossy().replace('.', "")
+        )
+        .chars()
+        .take(15)
+        .collect::<String>();
         let mut uses = String::from("uses:\n");
         for slot in slots {
             uses.push_str(&format!(
@@ -94,7 +123,7 @@ impl Scenario {
                     "sleeper/FLOW.md",
                     "---\nname: sleeper\ndescription: Stays open until cancelled.\n---\n",
                 ),
-                ("sleeper/flow.py", SLEEPER_CHILD),
+                ("sleeper/flow.py", &sleeper_child(&sleeper)),
             ],
         );
         match sdk {
@@ -115,7 +144,7 @@ impl Scenario {
             root.join("journal").display()
         );
         write_files(root, &[("host.toml", &config)]);
-        Scenario { dir }
+        Scenario { dir, sleeper }
     }
 
     fn exec(&self, children: &[(&str, &str)], input: &Value) -> Run {
@@ -296,16 +325,26 @@ fn two_effects_run_in_sequence() {
 
 #[test]
 fn cancelling_one_child_call_locally_completes_the_run() {
-    for (sdk, _, run) in matrix("cancel-one-call", "sleeper") {
+    for (sdk, scenario, run) in matrix("cancel-one-call", "sleeper") {
         assert_done(sdk, &run, &json!("cancelled-locally"));
+        assert_eq!(
+            processes_named(&scenario.sleeper),
+            Vec::<String>::new(),
+            "{sdk:?}: the cancelled child outlived the Run"
+        );
     }
 }
 
 #[test]
 fn returning_with_a_child_call_open_fails_execution() {
-    for (sdk, _, run) in matrix("abandoned-call", "sleeper") {
+    for (sdk, scenario, run) in matrix("abandoned-call", "sleeper") {
         assert_eq!(run.status, 1, "{sdk:?}: {run:?}");
         assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{sdk:?}: {run:?}");
+        assert_eq!(
+            processes_named(&scenario.sleeper),
+            Vec::<String>::new(),
+            "{sdk:?}: the cancelled child outlived the Run"
+        );
     }
 }
 
@@ -371,5 +410,10 @@ fn interrupting_the_standard_component_cancels_it_and_its_child() {
         );
         // The component never got to missing:1.
         assert_eq!(scenario.dispatches_of("missing:1"), 0, "{sdk:?}");
+        assert_eq!(
+            processes_named(&scenario.sleeper),
+            Vec::<String>::new(),
+            "{sdk:?}: the cancelled child outlived the Run"
+        );
     }
 }
