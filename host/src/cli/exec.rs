@@ -117,7 +117,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
                 format!("cannot create a private directory: {e}"),
             )
         })?;
-    let store = Store::new(temp.path().join("store"));
+    let store = Store::throwaway(temp.path().join("store"));
     for package in candidate.packages.values() {
         store
             .put_package(package)

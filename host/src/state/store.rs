@@ -12,11 +12,31 @@ pub const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
 
 pub struct Store {
     dir: PathBuf,
+    /// A project's store survives crashes (fsync and rename); a throwaway
+    /// store for `jig exec` lives only as long as one command and skips that.
+    durable: bool,
 }
 
 impl Store {
     pub fn new(dir: PathBuf) -> Store {
-        Store { dir }
+        Store { dir, durable: true }
+    }
+
+    /// A store that lives only as long as one command (`jig exec`).
+    pub fn throwaway(dir: PathBuf) -> Store {
+        Store {
+            dir,
+            durable: false,
+        }
+    }
+
+    fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+        if self.durable {
+            write_atomic(path, bytes)
+        } else {
+            std::fs::write(path, bytes)
+                .map_err(StateError::io(format!("writing {}", path.display())))
+        }
     }
 
     fn blob_path(&self, digest: &str) -> PathBuf {
@@ -57,12 +77,12 @@ impl Store {
             let digest = sha256_digest(content);
             let blob = self.blob_path(&digest);
             if !blob.exists() {
-                write_atomic(&blob, content)?;
+                self.write(&blob, content)?;
             }
             manifest.insert(path.clone(), serde_json::Value::String(digest));
         }
         let manifest = serde_json::json!({ "digest": package.digest(), "files": manifest });
-        write_atomic(&manifest_path, &flow::json::canonical(&manifest))
+        self.write(&manifest_path, &flow::json::canonical(&manifest))
     }
 
     /// Read back exactly the files of an admitted package, verifying every
