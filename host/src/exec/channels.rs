@@ -464,7 +464,12 @@ impl Broker {
                         if reader.queue.len() < DIRECT_QUEUE_CAPACITY {
                             source.last += 1;
                             reader.queue.push_back((source.last, value));
-                            drop(waiting.take());
+                            // Settle the wait here: its guard must not
+                            // retake the lock we hold.
+                            if let Some(w) = waiting.as_mut() {
+                                w.active = false;
+                                source.pending_sends -= 1;
+                            }
                             self.changed.notify_waiters();
                             return Ok(Value::Null);
                         }
@@ -479,6 +484,7 @@ impl Broker {
                             waiting = Some(PendingSend {
                                 broker: self.clone(),
                                 source: id,
+                                active: true,
                             });
                         }
                     }
@@ -785,10 +791,14 @@ fn release_status(reader: &mut Reader) -> Value {
 struct PendingSend {
     broker: Arc<Broker>,
     source: u64,
+    active: bool,
 }
 
 impl Drop for PendingSend {
     fn drop(&mut self) {
+        if !self.active {
+            return;
+        }
         let mut st = self.broker.state.lock().unwrap();
         if let Some(source) = st.sources.get_mut(&self.source) {
             source.pending_sends -= 1;

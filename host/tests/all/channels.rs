@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use jig::exec::channels::{BROADCAST_QUEUE_CAPACITY, DIRECT_QUEUE_CAPACITY};
+use jig::exec::channels::{
+    BROADCAST_QUEUE_CAPACITY, DIRECT_QUEUE_CAPACITY, MAX_ALLOCATIONS, MAX_ITEM_BYTES,
+    MAX_PENDING_SENDS,
+};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -247,7 +250,9 @@ fn a_broadcast_reader_one_past_its_capacity_fails_lagged_alone() {
     );
 }
 
-const RAW: &str = r#"import json, os, sys
+/// Raw frames: `request`, `wait`, `call` (errors as `{"error": code}`),
+/// `pair`, and `out`, which the component returns as its output.
+const RAW_PRELUDE: &str = r#"import json, os, sys
 req = json.loads(sys.stdin.readline())
 count = 0
 responses = {}
@@ -274,6 +279,9 @@ def pair(**params):
     p = call('channel/create', params)
     return p['send']['endpoint'], p['receive']['endpoint'], p
 out = {}
+"#;
+
+const RAW: &str = r#"
 s, r, p = pair()
 out['grants'] = [p['send']['direction'], p['receive']['direction'], p['receive']['startSequence']]
 out['accepted'] = call('channel/send', {'endpoint': s, 'value': 'a'})
@@ -304,13 +312,19 @@ b = call('channel/create', {'delivery': 'broadcast'})
 out['broadcast'] = sorted(b)
 call('channel/close', {'endpoint': b['send']['endpoint']})
 out['subscribeSealed'] = call('channel/subscribe', {'source': b['source']})
-send({'jsonrpc': '2.0', 'id': req['id'], 'result': {'outcome': 'done', 'output': out}})
 "#;
+
+const RAW_DONE: &str =
+    "send({'jsonrpc': '2.0', 'id': req['id'], 'result': {'outcome': 'done', 'output': out}})\n";
+
+fn raw(body: &str) -> String {
+    format!("{RAW_PRELUDE}{body}{RAW_DONE}")
+}
 
 #[test]
 fn channel_requests_answer_with_the_spec_results_and_codes() {
     let dir = tempfile::tempdir().unwrap();
-    package(dir.path(), "raw", "", RAW);
+    package(dir.path(), "raw", "", &raw(RAW));
     let run = exec(dir.path(), "raw", "null", &[]);
     assert_eq!(
         output(&run),
@@ -339,6 +353,63 @@ fn channel_requests_answer_with_the_spec_results_and_codes() {
             "badContract": {"error": "INVALID_INPUT"},
             "broadcast": ["send", "source"],
             "subscribeSealed": {"error": "DISCONNECTED"},
+        })
+    );
+}
+
+const LIMITS: &str = r#"
+limits = req['params']['input']
+s, r, _ = pair()
+big = limits['item'] - 2
+out['itemAtLimit'] = call('channel/send', {'endpoint': s, 'value': 'a' * big})
+out['itemPastLimit'] = call('channel/send', {'endpoint': s, 'value': 'a' * (big + 1)})
+out['sourceAfterOversize'] = call('channel/next', {'endpoint': r})
+s, r, _ = pair()
+for i in range(limits['queue']):
+    call('channel/send', {'endpoint': s, 'value': i})
+# One more send than may wait: whichever is admitted last is refused at once.
+waiting = [request('channel/send', {'endpoint': s, 'value': 'w'}) for _ in range(limits['pending'] + 1)]
+m = json.loads(sys.stdin.readline())
+waiting.remove(m['id'])
+out['pendingPastLimit'] = m['error']['data']['code']
+out['closeWhilePending'] = call('channel/close', {'endpoint': s})
+out['firstRead'] = call('channel/next', {'endpoint': r})
+m = responses.popitem()[1] if responses else json.loads(sys.stdin.readline())
+waiting.remove(m['id'])
+out['aWaiterAccepted'] = m['result']
+made = 2
+while 'error' not in (result := call('channel/create', {'delivery': 'broadcast'})):
+    made += 1
+    last = result
+out['allocationsGranted'] = made
+out['allocationPastLimit'] = result
+out['subscriptionPastLimit'] = call('channel/subscribe', {'source': last['source']})
+for w in waiting:
+    call('channel/next', {'endpoint': r})
+for w in waiting:
+    wait(w)
+"#;
+
+#[test]
+fn channel_limits_hold_at_the_limit_and_reject_one_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "limits", "", &raw(LIMITS));
+    let input = json!({"item": MAX_ITEM_BYTES, "queue": DIRECT_QUEUE_CAPACITY, "pending": MAX_PENDING_SENDS});
+    let run = exec(dir.path(), "limits", &input.to_string(), &[]);
+    assert_eq!(
+        output(&run),
+        json!({
+            "itemAtLimit": null,
+            "itemPastLimit": {"error": "RESOURCE_EXHAUSTED"},
+            // An oversized value fails the whole source, discarding the queue.
+            "sourceAfterOversize": {"error": "RESOURCE_EXHAUSTED"},
+            "pendingPastLimit": "RESOURCE_EXHAUSTED",
+            "closeWhilePending": {"error": "INVALID_INPUT"},
+            "firstRead": {"item": {"sequence": 1, "value": 0}},
+            "aWaiterAccepted": null,
+            "allocationsGranted": MAX_ALLOCATIONS,
+            "allocationPastLimit": {"error": "RESOURCE_EXHAUSTED"},
+            "subscriptionPastLimit": {"error": "RESOURCE_EXHAUSTED"},
         })
     );
 }
