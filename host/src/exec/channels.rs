@@ -64,8 +64,9 @@ struct Reader {
     delivered: u64,
     state: ReaderState,
     reading: bool,
-    /// A constraint a late-bound receive port added.
+    /// A constraint a late-bound receive port added, and as written.
     schema: Option<Schema>,
+    schema_raw: Option<Value>,
 }
 
 impl Reader {
@@ -77,6 +78,7 @@ impl Reader {
             state: ReaderState::Open,
             reading: false,
             schema: None,
+            schema_raw: None,
         }
     }
 
@@ -101,6 +103,8 @@ struct Source {
     failed: Option<OperationalError>,
     readers: HashMap<u64, Reader>,
     pending_sends: usize,
+    /// The item schema a transferred writer's port declared, as written.
+    writer_raw: Option<Value>,
 }
 
 impl Source {
@@ -306,6 +310,7 @@ impl Broker {
             failed: None,
             readers: HashMap::new(),
             pending_sends: 0,
+            writer_raw: None,
         };
         let send = st.token("ch");
         let endpoint = |role| Endpoint {
@@ -664,6 +669,9 @@ impl Broker {
         }
         let mut st = self.state.lock().unwrap();
         let mut seen = std::collections::HashSet::new();
+        // Staged writer and reader shapes per source, to catch conflicts
+        // between mappings of this same call.
+        let mut staged: HashMap<u64, (Vec<&Value>, Vec<&Value>)> = HashMap::new();
         for (name, token) in refs {
             if !seen.insert(token) {
                 return Err(invalid(format!("endpoint {token:?} is mapped twice")));
@@ -680,10 +688,35 @@ impl Broker {
             }
             let source = &st.sources[&e.source];
             check_port(name, port, &e, source).map_err(invalid)?;
+            if let Some(raw) = nontrivial(&port.schema_raw) {
+                let (writers, readers) = staged.entry(e.source).or_default();
+                let (mine, theirs) = match e.role {
+                    Role::Writer => (writers, &*readers),
+                    _ => (readers, &*writers),
+                };
+                if theirs.iter().any(|other| *other != raw) {
+                    return Err(invalid(format!(
+                        "port {name:?} conflicts with another port mapped in this call"
+                    )));
+                }
+                mine.push(raw);
+            }
         }
         let mut grants = BTreeMap::new();
         for (name, token) in refs {
             let mut e = st.endpoints.remove(token).expect("validated");
+            let raw = nontrivial(&ports[name].schema_raw).cloned();
+            if let Some(source) = st.sources.get_mut(&e.source) {
+                match e.role {
+                    Role::Writer if raw.is_some() => source.writer_raw = raw,
+                    Role::Reader(r) => {
+                        if let Some(reader) = source.readers.get_mut(&r) {
+                            reader.schema_raw = raw;
+                        }
+                    }
+                    _ => {}
+                }
+            }
             if let (Role::Reader(r), Some(schema)) = (e.role, &ports[name].decl.schema) {
                 let source = st.sources.get_mut(&e.source).expect("live source");
                 if source.delivery == Delivery::Direct {
@@ -977,6 +1010,30 @@ fn check_port(name: &str, port: &Port, e: &Endpoint, source: &Source) -> Result<
             }
         }
         Role::SourceRef => {}
+    }
+    if let (Some(raw), Role::Writer) = (nontrivial(&port.schema_raw), e.role) {
+        let live = source
+            .readers
+            .values()
+            .filter(|r| matches!(r.state, ReaderState::Open));
+        for reader in live {
+            if nontrivial(&reader.schema_raw).is_some_and(|other| other != raw) {
+                return Err(format!(
+                    "port {name:?} conflicts with a live receiver's item schema"
+                ));
+            }
+        }
+    }
+    if let (Some(a), Some(b), Role::Reader(_)) = (
+        nontrivial(&port.schema_raw),
+        nontrivial(&source.writer_raw),
+        e.role,
+    ) {
+        if a != b {
+            return Err(format!(
+                "port {name:?} conflicts with the admitted writer's item schema"
+            ));
+        }
     }
     if let (Some(a), Some(b)) = (nontrivial(&port.schema_raw), nontrivial(&source.schema_raw)) {
         if a != b {

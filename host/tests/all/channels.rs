@@ -413,3 +413,74 @@ fn channel_limits_hold_at_the_limit_and_reject_one_past_it() {
         })
     );
 }
+
+const ADMISSION: &str = r#"
+s, r, _ = pair()
+out['oneBadMapping'] = call('flow/run-child', {'operationId': 'a', 'slot': 'sender', 'input': None, 'channels': {'events': s, 'extra': r}})
+out['writerStayed'] = call('channel/send', {'endpoint': s, 'value': 1})
+out['readerStayed'] = call('channel/next', {'endpoint': r})
+out['usedWriter'] = call('flow/run-child', {'operationId': 'b', 'slot': 'sender', 'input': None, 'channels': {'events': s}})
+s2, r2, _ = pair()
+out['stagedConflict'] = call('flow/run-child', {'operationId': 'c', 'slot': 'both', 'input': None, 'channels': {'out': s2, 'in': r2}})
+out['wrongDirection'] = call('flow/run-child', {'operationId': 'e', 'slot': 'sender', 'input': None, 'channels': {'events': r2}})
+out['copiedToken'] = call('flow/run-child', {'operationId': 'd', 'slot': 'sender', 'input': None, 'channels': {'events': 'ch-999999'}})
+call('channel/close', {'endpoint': s})
+out['end'] = call('channel/next', {'endpoint': r})
+"#;
+
+#[test]
+fn rejected_channel_mappings_move_no_right_and_launch_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "root", "", &raw(ADMISSION));
+    let never = "raise SystemExit('must never start')\n";
+    package(
+        dir.path(),
+        "sender",
+        "channels:\n  events:\n    direction: send\n",
+        never,
+    );
+    package(
+        dir.path(),
+        "both",
+        "channels:\n  out:\n    direction: send\n    schema:\n      type: string\n  in:\n    direction: receive\n    schema:\n      type: integer\n",
+        never,
+    );
+    let run = exec(
+        dir.path(),
+        "root",
+        "null",
+        &["--child", "sender=sender", "--child", "both=both"],
+    );
+    assert_eq!(
+        output(&run),
+        json!({
+            "oneBadMapping": {"error": "INVALID_INPUT"},
+            "writerStayed": null,
+            "readerStayed": {"item": {"sequence": 1, "value": 1}},
+            // First local use claims a right: it no longer transfers.
+            "usedWriter": {"error": "PERMISSION_DENIED"},
+            "stagedConflict": {"error": "INVALID_INPUT"},
+            "wrongDirection": {"error": "INVALID_INPUT"},
+            "copiedToken": {"error": "PERMISSION_DENIED"},
+            "end": {"end": {"lastSequence": 1}},
+        })
+    );
+}
+
+#[test]
+fn the_rust_broadcast_example_runs_the_broadcast_scenario() {
+    let built =
+        cargo_build(&["-p", "flow-sdk", "--example", "broadcast"]).join("debug/examples/broadcast");
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "broadcast", "", "");
+    std::fs::remove_file(dir.path().join("broadcast/flow.py")).unwrap();
+    std::fs::copy(built, dir.path().join("broadcast/flow.bin")).unwrap();
+    let run = exec(dir.path(), "broadcast", "null", &[]);
+    assert_eq!(
+        output(&run),
+        json!({
+            "early": {"start": 1, "values": ["before-late", "after-late"], "complete": true},
+            "late": {"start": 2, "values": ["after-late"], "complete": true},
+        })
+    );
+}
