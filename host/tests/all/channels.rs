@@ -484,3 +484,24 @@ fn the_rust_broadcast_example_runs_the_broadcast_scenario() {
         })
     );
 }
+
+#[test]
+fn the_rust_channel_wiring_example_runs_as_root_and_monitor() {
+    let built = cargo_build(&["-p", "flow-sdk", "--example", "channel_wiring"])
+        .join("debug/examples/channel_wiring");
+    let dir = tempfile::tempdir().unwrap();
+    wiring(dir.path(), true, false);
+    for role in ["root", "monitor"] {
+        std::fs::remove_file(dir.path().join(format!("{role}/flow.py"))).unwrap();
+        std::fs::copy(&built, dir.path().join(format!("{role}/flow.bin"))).unwrap();
+    }
+    let run = exec(dir.path(), "root", "{\"role\":\"root\"}", &CHILDREN);
+    assert_eq!(
+        output(&run),
+        json!({
+            "incompatible": true,
+            "work": {"outcome": "done", "output": {"sent": 3}},
+            "monitor": {"outcome": "done", "output": {"complete": true, "selected": ["first", "second"]}},
+        })
+    );
+}
