@@ -1044,3 +1044,185 @@ fn check_port(name: &str, port: &Port, e: &Endpoint, source: &Source) -> Result<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn package(flow_md: &str) -> Package {
+        let files = BTreeMap::from([
+            ("FLOW.md".to_string(), flow_md.as_bytes().to_vec()),
+            ("flow.py".to_string(), b"pass\n".to_vec()),
+        ]);
+        Package::from_files(files).unwrap()
+    }
+
+    fn plain() -> Package {
+        package("---\nname: plain\ndescription: No ports.\n---\n")
+    }
+
+    async fn call(
+        broker: &Arc<Broker>,
+        holder: HolderId,
+        method: Method,
+        params: Value,
+    ) -> Result<Value, OperationalError> {
+        broker
+            .request(holder, &plain(), method, &params)
+            .unwrap()
+            .await
+    }
+
+    #[tokio::test]
+    async fn broadcast_without_readers_advances_the_sequence_without_retaining() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let created = call(
+            &broker,
+            me,
+            Method::ChannelCreate,
+            json!({"delivery": "broadcast"}),
+        )
+        .await
+        .unwrap();
+        let send = created["send"]["endpoint"].as_str().unwrap().to_string();
+        for v in 0..2 {
+            call(
+                &broker,
+                me,
+                Method::ChannelSend,
+                json!({"endpoint": send, "value": v}),
+            )
+            .await
+            .unwrap();
+        }
+        let sub = call(
+            &broker,
+            me,
+            Method::ChannelSubscribe,
+            json!({"source": created["source"]}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(sub["startSequence"], 3);
+        call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            json!({"endpoint": send, "value": "x"}),
+        )
+        .await
+        .unwrap();
+        call(&broker, me, Method::ChannelClose, json!({"endpoint": send}))
+            .await
+            .unwrap();
+        let reader = json!({"endpoint": sub["endpoint"]});
+        assert_eq!(
+            call(&broker, me, Method::ChannelNext, reader.clone())
+                .await
+                .unwrap(),
+            json!({"item": {"sequence": 3, "value": "x"}})
+        );
+        assert_eq!(
+            call(&broker, me, Method::ChannelNext, reader)
+                .await
+                .unwrap(),
+            json!({"end": {"lastSequence": 3}})
+        );
+    }
+
+    #[tokio::test]
+    async fn another_invocation_cannot_use_or_move_a_right_it_does_not_hold() {
+        let broker = Broker::new();
+        let owner = broker.new_holder();
+        let other = broker.new_holder();
+        let pair = call(&broker, owner, Method::ChannelCreate, json!({}))
+            .await
+            .unwrap();
+        let send = pair["send"]["endpoint"].as_str().unwrap().to_string();
+        let e = call(
+            &broker,
+            other,
+            Method::ChannelSend,
+            json!({"endpoint": send, "value": 1}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied);
+        let sender = package(
+            "---\nname: sender\ndescription: One port.\nchannels:\n  events:\n    direction: send\n---\n",
+        );
+        let refs = BTreeMap::from([("events".to_string(), send.clone())]);
+        let e = broker.transfer(other, owner, &refs, &sender).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied);
+        // The holder moves it: the old token is dead, the new one works.
+        let grants = broker.transfer(owner, other, &refs, &sender).unwrap();
+        let moved = grants["events"].endpoint.clone();
+        assert_ne!(moved, send);
+        let e = call(
+            &broker,
+            owner,
+            Method::ChannelSend,
+            json!({"endpoint": send, "value": 1}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PermissionDenied);
+        call(
+            &broker,
+            other,
+            Method::ChannelSend,
+            json!({"endpoint": moved, "value": 1}),
+        )
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_beginning_port_refuses_a_late_subscription_a_suffix_port_takes_it() {
+        let broker = Broker::new();
+        let owner = broker.new_holder();
+        let child = broker.new_holder();
+        let created = call(
+            &broker,
+            owner,
+            Method::ChannelCreate,
+            json!({"delivery": "broadcast"}),
+        )
+        .await
+        .unwrap();
+        let send = created["send"]["endpoint"].as_str().unwrap().to_string();
+        call(
+            &broker,
+            owner,
+            Method::ChannelSend,
+            json!({"endpoint": send, "value": 0}),
+        )
+        .await
+        .unwrap();
+        let sub = call(
+            &broker,
+            owner,
+            Method::ChannelSubscribe,
+            json!({"source": created["source"]}),
+        )
+        .await
+        .unwrap();
+        let refs = BTreeMap::from([(
+            "events".to_string(),
+            sub["endpoint"].as_str().unwrap().to_string(),
+        )]);
+        let beginning = package(
+            "---\nname: b\ndescription: Reads all.\nchannels:\n  events:\n    direction: receive\n---\n",
+        );
+        let e = broker
+            .transfer(owner, child, &refs, &beginning)
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        let suffix = package(
+            "---\nname: s\ndescription: Reads a suffix.\nchannels:\n  events:\n    direction: receive\n    start: suffix\n---\n",
+        );
+        let grants = broker.transfer(owner, child, &refs, &suffix).unwrap();
+        assert_eq!(grants["events"].start_sequence, Some(2));
+    }
+}
