@@ -64,6 +64,8 @@ struct Reader {
     delivered: u64,
     state: ReaderState,
     reading: bool,
+    /// The last delivered item still holds its credit until the next read.
+    unacked: bool,
     /// A constraint a late-bound receive port added, and as written.
     schema: Option<Schema>,
     schema_raw: Option<Value>,
@@ -77,9 +79,15 @@ impl Reader {
             delivered: start - 1,
             state: ReaderState::Open,
             reading: false,
+            unacked: false,
             schema: None,
             schema_raw: None,
         }
+    }
+
+    /// Queued items plus a committed item whose credit the next read releases.
+    fn used(&self) -> usize {
+        self.queue.len() + usize::from(self.unacked)
     }
 
     fn fail(&mut self, e: OperationalError) {
@@ -466,7 +474,7 @@ impl Broker {
                                 return Err(e);
                             }
                         }
-                        if reader.queue.len() < DIRECT_QUEUE_CAPACITY {
+                        if reader.used() < DIRECT_QUEUE_CAPACITY {
                             source.last += 1;
                             reader.queue.push_back((source.last, value));
                             // Settle the wait here: its guard must not
@@ -500,7 +508,7 @@ impl Broker {
                             if !matches!(reader.state, ReaderState::Open) {
                                 continue;
                             }
-                            if reader.queue.len() >= BROADCAST_QUEUE_CAPACITY {
+                            if reader.used() >= BROADCAST_QUEUE_CAPACITY {
                                 reader.fail(op(
                                     ErrorCode::Lagged,
                                     format!("the reader fell more than {BROADCAST_QUEUE_CAPACITY} items behind"),
@@ -556,6 +564,9 @@ impl Broker {
                         ));
                     }
                     reader.reading = true;
+                    if std::mem::take(&mut reader.unacked) {
+                        self.changed.notify_waiters();
+                    }
                     read = Some(PendingRead {
                         broker: self.clone(),
                         source: e.source,
@@ -575,6 +586,7 @@ impl Broker {
                     ReaderState::Open => {
                         if let Some((sequence, value)) = reader.queue.pop_front() {
                             reader.delivered = sequence;
+                            reader.unacked = true;
                             Some(Ok(
                                 json!({ "item": { "sequence": sequence, "value": value } }),
                             ))

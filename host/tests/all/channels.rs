@@ -197,15 +197,20 @@ fn direct_sends_wait_once_the_queue_holds_its_capacity() {
          try:\n        await asyncio.wait_for(pair.send.send(n), 0.5)\n        waited = False\n    \
          except asyncio.TimeoutError:\n        waited = True\n    \
          first = await pair.receive.__anext__()\n    \
-         await asyncio.wait_for(pair.send.send(n), 5)\n    await pair.send.close()\n    \
-         rest = [v async for v in pair.receive]\n    \
-         return {'outcome': 'done', 'output': {'waited': waited, 'values': [first] + rest}}\n\
+         try:\n        await asyncio.wait_for(pair.send.send(n), 0.5)\n        held = False\n    \
+         except asyncio.TimeoutError:\n        held = True\n    \
+         async def finish():\n        await asyncio.wait_for(pair.send.send(n), 5)\n        await pair.send.close()\n    \
+         async def drain():\n        return [v async for v in pair.receive]\n    \
+         _, rest = await asyncio.gather(finish(), drain())\n    \
+         return {'outcome': 'done', 'output': {'waited': waited, 'held': held, 'values': [first] + rest}}\n\
          handle(run)\n",
     );
     let n = DIRECT_QUEUE_CAPACITY;
     let run = exec(dir.path(), "pressure", &n.to_string(), &[]);
     let out = output(&run);
     assert_eq!(out["waited"], true, "send {} must wait: {run:?}", n + 1);
+    // A delivered item keeps its credit until the next read asks for more.
+    assert_eq!(out["held"], true, "{run:?}");
     // The waiting send was retracted when cancelled: the values are exactly
     // 0..=n, each once, in order.
     let expected: Vec<usize> = (0..=n).collect();
@@ -374,9 +379,15 @@ waiting.remove(m['id'])
 out['pendingPastLimit'] = m['error']['data']['code']
 out['closeWhilePending'] = call('channel/close', {'endpoint': s})
 out['firstRead'] = call('channel/next', {'endpoint': r})
-m = responses.popitem()[1] if responses else json.loads(sys.stdin.readline())
-waiting.remove(m['id'])
-out['aWaiterAccepted'] = m['result']
+# The delivered item keeps its credit until the next read releases it.
+second = request('channel/next', {'endpoint': r})
+while not any(w in responses for w in waiting):
+    m = json.loads(sys.stdin.readline())
+    responses[m['id']] = m
+accepted = next(w for w in waiting if w in responses)
+waiting.remove(accepted)
+out['aWaiterAccepted'] = wait(accepted)
+wait(second)
 made = 2
 while 'error' not in (result := call('channel/create', {'delivery': 'broadcast'})):
     made += 1
