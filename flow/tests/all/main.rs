@@ -3,6 +3,7 @@
 mod contract;
 mod json;
 mod package;
+mod properties;
 mod schema;
 
 /// Bytes of a file under `tests/data`.
