@@ -57,6 +57,9 @@ pub struct Session {
     stdin: Option<ChildStdin>,
     out: Receiver<Output>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// The thread draining stderr; joined once the component has exited so
+    /// that everything it wrote is seen.
+    stderr_reader: Mutex<Option<thread::JoinHandle<()>>>,
     ended: bool,
     seen_ids: HashSet<String>,
     pending: HashSet<String>,
@@ -116,11 +119,17 @@ impl Session {
         });
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let sink = stderr.clone();
-        thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stderr_pipe.read_to_end(&mut buf);
-            if let Ok(mut s) = sink.lock() {
-                s.extend(buf);
+        let stderr_reader = thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match stderr_pipe.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if let Ok(mut s) = sink.lock() {
+                            s.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                }
             }
         });
         Ok(Session {
@@ -128,14 +137,31 @@ impl Session {
             stdin,
             out: rx,
             stderr,
+            stderr_reader: Mutex::new(Some(stderr_reader)),
             ended: false,
             seen_ids: HashSet::new(),
             pending: HashSet::new(),
         })
     }
 
-    /// What the component wrote to stderr so far.
+    /// What the component wrote to stderr so far; after the process has
+    /// exited (e.g. after [`Session::finish_clean`]), all of it.
     pub fn stderr(&self) -> String {
+        if let Ok(mut reader) = self.stderr_reader.lock() {
+            if let Some(handle) = reader.take() {
+                // The pipe closes when the process and its children exit; wait
+                // a bounded time for the drain, never forever.
+                let deadline = Instant::now() + STEP_TIMEOUT;
+                while !handle.is_finished() && Instant::now() < deadline {
+                    thread::sleep(Duration::from_millis(2));
+                }
+                if handle.is_finished() {
+                    let _ = handle.join();
+                } else {
+                    *reader = Some(handle);
+                }
+            }
+        }
         self.stderr
             .lock()
             .map(|s| String::from_utf8_lossy(&s).into_owned())
