@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 /// The example and fixture crates every build produces.
-const GUESTS: [&str; 3] = ["kv-wasm-provider", "kv-native-provider", "faulty-provider"];
+const GUESTS: [&str; 2] = ["kv-provider", "faulty-provider"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Profile {
@@ -33,13 +33,13 @@ pub fn guests_dir() -> PathBuf {
     workspace_root().join("target/guests")
 }
 
-/// The component of `package` (e.g. `kv-wasm-provider`), built for
+/// The component of `package` (e.g. `kv-provider`), built for
 /// wasm32-wasip2.
 pub fn wasm(package: &str, profile: Profile) -> PathBuf {
     build(
         Some("wasm32-wasip2"),
         profile,
-        &["kv-wasm-provider", "faulty-provider"],
+        &["kv-provider", "faulty-provider"],
     );
     guests_dir()
         .join("wasm32-wasip2")
@@ -49,7 +49,7 @@ pub fn wasm(package: &str, profile: Profile) -> PathBuf {
 
 /// The shared library of `package`, built for the host.
 pub fn native(package: &str, profile: Profile) -> PathBuf {
-    build(None, profile, &["kv-native-provider", "faulty-provider"]);
+    build(None, profile, &["kv-provider", "faulty-provider"]);
     guests_dir().join(profile.dir()).join(format!(
         "{}{}{}",
         std::env::consts::DLL_PREFIX,

@@ -61,19 +61,19 @@ fn check_lookup(dir: &Path) {
 
 #[test]
 fn a_wasm_component_provider_answers_a_flow() {
-    let dir = lookup_project("wasm", &kv_wasm_provider());
+    let dir = lookup_project("wasm", &kv_provider_component());
     check_lookup(dir.path());
 }
 
 #[test]
 fn a_native_provider_answers_a_flow() {
-    let dir = lookup_project("native", &kv_native_provider());
+    let dir = lookup_project("native", &kv_provider_library());
     check_lookup(dir.path());
 }
 
 #[test]
 fn without_a_provider_the_plan_is_unavailable() {
-    let dir = lookup_project("native", &kv_native_provider());
+    let dir = lookup_project("native", &kv_provider_library());
     std::fs::remove_file(dir.path().join(".test-config-home/jig/host.toml")).unwrap();
     let run = run_jig(dir.path(), &["review", "--yes"]);
     assert_eq!(run.status, 2, "{run:?}");

@@ -131,19 +131,19 @@ pub fn greet_native() -> PathBuf {
 }
 
 /// The example WASM capability provider (a wasm32-wasip2 component).
-pub fn kv_wasm_provider() -> PathBuf {
+pub fn kv_provider_component() -> PathBuf {
     static CELL: OnceLock<PathBuf> = OnceLock::new();
     once(&CELL, || {
-        cargo_build(&["-p", "kv-wasm-provider", "--target", "wasm32-wasip2"])
-            .join("wasm32-wasip2/debug/kv_wasm_provider.wasm")
+        cargo_build(&["-p", "kv-provider", "--target", "wasm32-wasip2"])
+            .join("wasm32-wasip2/debug/kv_provider.wasm")
     })
 }
 
 /// The example native capability provider (a cdylib).
-pub fn kv_native_provider() -> PathBuf {
+pub fn kv_provider_library() -> PathBuf {
     static CELL: OnceLock<PathBuf> = OnceLock::new();
     once(&CELL, || {
-        cargo_build(&["-p", "kv-native-provider"]).join("debug/libkv_native_provider.so")
+        cargo_build(&["-p", "kv-provider"]).join("debug/libkv_provider.so")
     })
 }
 

@@ -34,12 +34,12 @@ fn decl(kind: ProviderKind, path: std::path::PathBuf) -> ProviderDecl {
 }
 
 static WASM: LazyLock<Arc<dyn Provider>> = LazyLock::new(|| {
-    let path = artifacts::wasm("kv-wasm-provider", artifacts::Profile::Release);
+    let path = artifacts::wasm("kv-provider", artifacts::Profile::Release);
     jig_provider_wasm::WasmProvider::load(&decl(ProviderKind::Wasm, path)).unwrap()
 });
 
 static NATIVE: LazyLock<Arc<dyn Provider>> = LazyLock::new(|| {
-    let path = artifacts::native("kv-native-provider", artifacts::Profile::Release);
+    let path = artifacts::native("kv-provider", artifacts::Profile::Release);
     jig_provider_native::NativeProvider::load(&decl(ProviderKind::Native, path)).unwrap()
 });
 
@@ -82,7 +82,5 @@ fn direct_rust_call(bencher: divan::Bencher) {
         secrets: Default::default(),
     };
     let input = json!({"key": "greeting"});
-    bencher.bench(|| {
-        kv_native_provider::Kv::call(&ctx, "get", divan::black_box(input.clone()), &config)
-    });
+    bencher.bench(|| kv_provider::Kv::call(&ctx, "get", divan::black_box(input.clone()), &config));
 }

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 
-const PACKAGE: &str = "kv-native-provider";
+const PACKAGE: &str = "kv-provider";
 
 fn kv() -> Arc<dyn Provider> {
     load(

@@ -50,7 +50,7 @@ fn missing_or_non_library_file_is_load_failed() {
 
 #[test]
 fn wrong_kind_is_config_invalid() {
-    let path = artifacts::native("kv-native-provider", artifacts::Profile::Debug);
+    let path = artifacts::native("kv-provider", artifacts::Profile::Debug);
     let mut wasm = decl("x", &path, json!({}));
     wasm.kind = ProviderKind::Wasm;
     assert_eq!(load_err(&wasm).code(), "PROVIDER_CONFIG_INVALID");

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 
-const PACKAGE: &str = "kv-wasm-provider";
+const PACKAGE: &str = "kv-provider";
 
 fn kv() -> Arc<dyn Provider> {
     load(
@@ -18,7 +18,7 @@ fn kv() -> Arc<dyn Provider> {
 #[test]
 fn serves_the_kv_contract_with_the_host_derived_identity() {
     let provider = kv();
-    assert_eq!(provider.name(), "kv-wasm-provider");
+    assert_eq!(provider.name(), "kv-provider");
     let served = provider.contracts();
     assert_eq!(served.len(), 1);
     let bytes = std::fs::read(artifacts::wasm(PACKAGE, artifacts::Profile::Debug)).unwrap();

@@ -45,7 +45,7 @@ fn component_without_the_provider_world_is_load_failed() {
 
 #[test]
 fn wrong_kind_or_settings_is_config_invalid() {
-    let path = artifacts::wasm("kv-wasm-provider", artifacts::Profile::Debug);
+    let path = artifacts::wasm("kv-provider", artifacts::Profile::Debug);
     let mut native = decl("x", &path, json!({}));
     native.kind = ProviderKind::Native;
     assert_eq!(load_err(&native), "PROVIDER_CONFIG_INVALID");
@@ -57,7 +57,7 @@ fn wrong_kind_or_settings_is_config_invalid() {
 
 #[test]
 fn unreadable_secret_is_refused_before_loading() {
-    let path = artifacts::wasm("kv-wasm-provider", artifacts::Profile::Debug);
+    let path = artifacts::wasm("kv-provider", artifacts::Profile::Debug);
     let mut decl = decl("x", &path, json!({}));
     decl.secrets
         .insert("token".to_owned(), PathBuf::from("/nonexistent/token"));

@@ -1,5 +1,7 @@
-//! Example provider of `https://example.org/contracts/kv` 1.0.0, built as
-//! a native `cdylib` exporting the `jig_provider_*` C ABI.
+//! Example provider of `https://example.org/contracts/kv` 1.0.0. One
+//! source, two forms: built for `wasm32-wasip2` it is a WASM component of
+//! the `jig:provider` world; built natively it is a `cdylib` exporting the
+//! `jig_provider_*` C ABI (`export_provider!` chooses).
 //!
 //! `get {"key": k}` answers the string stored under `k` in the operator's
 //! settings `{"entries": {...}}`, or the declared application error
