@@ -5,6 +5,11 @@
 #[allow(dead_code)] // each test binary builds only the artifacts it loads
 mod artifacts;
 
+#[path = "../../../examples/kv_calls.rs"]
+#[allow(dead_code)] // not every binary uses every helper
+mod kv_calls;
+pub use kv_calls::{ctx, ctx_with_deadline, get, kv_descriptor_path, kv_identity};
+
 mod faults;
 mod kv;
 mod load;
@@ -13,21 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use jig_provider_api::dispatch::now_unix_ms;
-use jig_provider_api::{CallContext, ContractIdentity, Provider, ProviderDecl, ProviderKind};
+use jig_provider_api::{Provider, ProviderDecl, ProviderKind};
 use jig_provider_native::NativeProvider;
-use serde_json::{json, Value};
-
-/// The exact identity the host derives from the example descriptor file.
-pub fn kv_identity() -> ContractIdentity {
-    let path = artifacts::workspace_root().join("providers/examples/contracts/kv.capability.json");
-    let descriptor = flow::json::parse(&std::fs::read(path).unwrap()).unwrap();
-    ContractIdentity {
-        id: "https://example.org/contracts/kv".to_owned(),
-        version: "1.0.0".to_owned(),
-        digest: flow::contract::digest(&descriptor),
-    }
-}
+use serde_json::Value;
 
 pub fn decl(name: &str, path: &Path, settings: Value) -> ProviderDecl {
     ProviderDecl {
@@ -42,22 +35,6 @@ pub fn decl(name: &str, path: &Path, settings: Value) -> ProviderDecl {
 pub fn load(package: &str, settings: Value) -> Arc<dyn Provider> {
     let path = artifacts::native(package, artifacts::Profile::Debug);
     NativeProvider::load(&decl(package, &path, settings)).unwrap()
-}
-
-pub fn ctx_with_deadline(deadline_unix_ms: u64) -> CallContext {
-    CallContext {
-        contract: kv_identity(),
-        operation_id: "op:1".to_owned(),
-        deadline_unix_ms,
-    }
-}
-
-pub fn ctx() -> CallContext {
-    ctx_with_deadline(now_unix_ms() + 30_000)
-}
-
-pub fn get(provider: &dyn Provider, key: &str) -> Result<Value, jig_provider_api::CallError> {
-    provider.call(&ctx(), "get", &json!({ "key": key }))
 }
 
 /// Compiles a one-file fixture library from `tests/all/fixtures`.
