@@ -844,18 +844,36 @@ fn uncertain_replay(c: &Component) -> Step<()> {
     s.finish_clean()
 }
 
-fn cancel_one_call(c: &Component) -> Step<()> {
-    let mut s = Session::spawn(c)?;
-    matrix_root(&mut s, "cancel-one-call")?;
+/// The shared start of `cancel-one-call` and `abandoned-call`: the case
+/// opens a child call, asks `control` to release, then cancels the child
+/// call. Returns the child request, which is still unanswered.
+fn child_cancelled_after_release(
+    s: &mut Session,
+    case: &str,
+    child_op: &str,
+    release_op: &str,
+) -> Step<Request> {
+    matrix_root(s, case)?;
     let child = s.expect_request()?;
-    expect_method(&child, Method::RunChild, "cancelled-child:1")?;
+    expect_method(&child, Method::RunChild, child_op)?;
     let release = s.expect_request()?;
-    expect_method(&release, Method::CapabilityCall, "release-cancel:1")?;
+    expect_method(&release, Method::CapabilityCall, release_op)?;
     s.reply(&release.id, json!({"value": null}))?;
     let target = s.expect_cancel()?;
     ensure(target == child.id, || {
         format!("cancelled {target}, want {}", child.id)
     })?;
+    Ok(child)
+}
+
+fn cancel_one_call(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let child = child_cancelled_after_release(
+        &mut s,
+        "cancel-one-call",
+        "cancelled-child:1",
+        "release-cancel:1",
+    )?;
     // The root waits for the cancelled request to settle.
     s.expect_quiet()?;
     s.reply(&child.id, json!({"outcome": "done", "output": "late"}))?;
@@ -865,16 +883,12 @@ fn cancel_one_call(c: &Component) -> Step<()> {
 
 fn abandoned_call(c: &Component) -> Step<()> {
     let mut s = Session::spawn(c)?;
-    matrix_root(&mut s, "abandoned-call")?;
-    let child = s.expect_request()?;
-    expect_method(&child, Method::RunChild, "abandoned-child:1")?;
-    let release = s.expect_request()?;
-    expect_method(&release, Method::CapabilityCall, "release-abandon:1")?;
-    s.reply(&release.id, json!({"value": null}))?;
-    let target = s.expect_cancel()?;
-    ensure(target == child.id, || {
-        format!("cancelled {target}, want {}", child.id)
-    })?;
+    let child = child_cancelled_after_release(
+        &mut s,
+        "abandoned-call",
+        "abandoned-child:1",
+        "release-abandon:1",
+    )?;
     s.reply_error(&child.id, "CANCELLED")?;
     expect_failed(s.expect_root()?, ErrorCode::ExecutionFailed)?;
     s.finish_clean()
