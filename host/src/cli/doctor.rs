@@ -51,7 +51,12 @@ pub fn doctor(config: &HostConfig) -> u8 {
     let probe = Probe::run(config.containment.bwrap.as_deref());
     println!("containment:");
     match &probe.bwrap {
-        Ok((path, version)) => println!("  bubblewrap: {version} at {}", path.display()),
+        Ok((path, version)) => println!(
+            "  bubblewrap: {version} at {} (jig needs >= {}; note: the reference host asks for >= {})",
+            path.display(),
+            crate::sandbox::version_text(crate::sandbox::BWRAP_MIN_VERSION),
+            crate::sandbox::version_text(crate::sandbox::BWRAP_REFERENCE_VERSION),
+        ),
         Err(why) => println!("  bubblewrap: unavailable: {why}"),
     }
     match &probe.user_namespaces {

@@ -274,16 +274,17 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             std::process::abort();
         });
     }
-    let writable_dir = writable
-        .as_ref()
-        .map(|w| work_root.join("attachments").join(w));
+    // The envelope hands the writable attachment back by descriptor.
+    let handoff = grants.iter().find_map(|g| g.output.clone());
     let (result, interrupted) =
         run_invocation_with(&executor, target_ref.clone(), input, timeout, grants)?;
     // The Run is fenced: its writable attachment can no longer change.
-    let delivered = match (&writable_dir, &destination, &result) {
-        (Some(dir), Some(_), Ok(_)) => Some(files::read_output(dir)),
+    let delivered = match (&handoff, &destination, &result) {
+        (Some(handoff), Some(_), Ok(_)) => Some(files::read_handoff(handoff)),
         _ => None,
     };
+    // Release the bounded filesystem whatever happened.
+    drop(handoff.and_then(|h| h.take()));
     let cleanup = files::remove_tree(&work_root);
     let mut terminal = terminal_value(&result);
     terminal["runId"] = json!(record.id);
@@ -386,6 +387,7 @@ fn prepare_attachments(
             name,
             host,
             writable: false,
+            output: None,
         })
         .collect();
     if let Some(name) = writable {
@@ -395,6 +397,7 @@ fn prepare_attachments(
             name: name.to_string(),
             host,
             writable: true,
+            output: Some(files::Handoff::new()),
         });
     }
     Ok(grants)

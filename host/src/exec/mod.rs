@@ -9,6 +9,7 @@ pub mod peer;
 pub mod wasm;
 
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -151,13 +152,17 @@ pub struct Invocation {
     pub attachments: Vec<AttachmentGrant>,
 }
 
-/// One attachment a root Run is given: a private host directory (sealed
-/// read-only captured bytes, or the empty writable attachment).
+/// One attachment a root Run is given: a private host directory of sealed
+/// read-only captured bytes, or the empty writable attachment. The
+/// writable one is a bounded tmpfs the envelope creates at `host` (as the
+/// Run sees it); its directory descriptor is put into `output` once the
+/// Run is fenced, which is how delivery reads it.
 #[derive(Debug, Clone)]
 pub struct AttachmentGrant {
     pub name: String,
     pub host: PathBuf,
     pub writable: bool,
+    pub output: Option<crate::files::Handoff>,
 }
 
 impl AttachmentGrant {
@@ -484,13 +489,29 @@ impl Executor {
                 guest: "/scratch".into(),
                 writable: true,
             }];
+            // The writable attachment: the same bounded tmpfs a process
+            // recipe gets, held by descriptor and preopened through it.
+            let mut held = Vec::new();
             for grant in &invocation.attachments {
                 let guest = format!("/attachments/{}", grant.name);
                 if let Some(a) = params.attachments.get_mut(&grant.name) {
                     a.path = guest.clone();
                 }
+                let host = if grant.writable {
+                    let fd = self.sandbox.bounded_output(&grant.host).map_err(|e| {
+                        Failure::new(
+                            "EXECUTION_FAILED",
+                            format!("cannot create the writable attachment: {e}"),
+                        )
+                    })?;
+                    let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+                    held.push((grant.host.clone(), fd));
+                    path
+                } else {
+                    grant.host.clone()
+                };
                 preopens.push(wasm::Preopen {
-                    host: grant.host.clone(),
+                    host,
                     guest,
                     writable: grant.writable,
                 });
@@ -504,6 +525,7 @@ impl Executor {
             let services: Arc<dyn Services> = services.clone();
             let report = peer::serve(host_out, host_in, params, services, limits()).await;
             let exit = finish_guest(guest, &report).await;
+            hand_back(&invocation.attachments, held);
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
@@ -616,7 +638,8 @@ impl Executor {
                 killed: false,
             },
             _ => {
-                contained.kill().await;
+                // SIGTERM, the kill grace, then SIGKILL to what remains.
+                contained.terminate().await;
                 Exit {
                     code: None,
                     killed: true,
@@ -624,6 +647,8 @@ impl Executor {
             }
         };
         let fenced = contained.cleanup();
+        // Fenced: the writable attachment can no longer change.
+        hand_back(&invocation.attachments, contained.take_outputs());
         let diagnostics = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
             Ok(Ok(d)) => d,
             _ => Diagnostics::default(),
@@ -637,6 +662,19 @@ impl Executor {
             });
         }
         Ok((report, exit, diagnostics))
+    }
+}
+
+/// Put each retained writable attachment into its grant's handoff.
+fn hand_back(grants: &[AttachmentGrant], held: Vec<(PathBuf, std::os::fd::OwnedFd)>) {
+    for (path, fd) in held {
+        let handoff = grants
+            .iter()
+            .find(|g| g.writable && g.host == path)
+            .and_then(|g| g.output.as_ref());
+        if let Some(handoff) = handoff {
+            handoff.put(fd);
+        }
     }
 }
 

@@ -73,6 +73,20 @@ pub fn remove_tree(path: &Path) -> std::io::Result<()> {
 /// [`MAX_OUTPUT_FILES`] singly linked regular files, [`MAX_OUTPUT_BYTES`]
 /// logical bytes, and capture's entry, depth and path limits.
 pub fn read_output(dir: &Path) -> Result<Vec<OutputFile>, FilesError> {
+    let fd = nix::fcntl::open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| FilesError::delivery(format!("the writable attachment cannot be opened: {e}")))?;
+    read_output_fd(&fd)
+}
+
+/// [`read_output`] on the directory a trusted descriptor handoff retained
+/// (the writable attachment's tmpfs, detached once the Run's mount
+/// namespace is gone). Every step below `dir` is `openat` with
+/// `O_NOFOLLOW`, so nothing the Run left can redirect the read.
+pub fn read_output_fd(dir: &OwnedFd) -> Result<Vec<OutputFile>, FilesError> {
     let mut files = Vec::new();
     let mut entries = 0;
     let mut bytes = 0;
@@ -83,17 +97,56 @@ pub fn read_output(dir: &Path) -> Result<Vec<OutputFile>, FilesError> {
     Ok(files)
 }
 
+/// Read what a [`Handoff`] holds, then release it (which unmounts a
+/// detached tmpfs). An empty handoff is a delivery failure: the Run's
+/// writable attachment was never retained.
+pub fn read_handoff(handoff: &Handoff) -> Result<Vec<OutputFile>, FilesError> {
+    let fd = handoff.take().ok_or_else(|| {
+        FilesError::delivery("the writable attachment was not handed back by the envelope")
+    })?;
+    read_output_fd(&fd)
+}
+
+/// The trusted descriptor handoff of the writable attachment: the
+/// envelope puts the directory descriptor it retained here, delivery takes
+/// it. Clones share the slot. Dropping the last holder of the descriptor
+/// releases the bounded filesystem.
+#[derive(Debug, Clone, Default)]
+pub struct Handoff(std::sync::Arc<std::sync::Mutex<Option<OwnedFd>>>);
+
+impl Handoff {
+    pub fn new() -> Handoff {
+        Handoff::default()
+    }
+
+    /// Keep `fd` (replacing and closing an earlier one).
+    pub fn put(&self, fd: OwnedFd) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(fd);
+    }
+
+    pub fn take(&self) -> Option<OwnedFd> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+}
+
 fn read_output_dir(
-    dir: &Path,
+    dir: &OwnedFd,
     prefix: &str,
     entries: &mut usize,
     bytes: &mut u64,
     files: &mut Vec<OutputFile>,
     started: std::time::Instant,
 ) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
+    use nix::sys::stat::{fstat, SFlag};
+    use std::io::Read;
     let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| format!("cannot be listed: {e}"))? {
+    let listing = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .map_err(|e| format!("cannot be listed: {e}"))?;
+    for entry in listing {
         let entry = entry.map_err(|e| format!("cannot be listed: {e}"))?;
         *entries += 1;
         if *entries > MAX_ENTRIES {
@@ -108,6 +161,7 @@ fn read_output_dir(
         names.push(utf8_name(&entry.file_name(), "it")?);
     }
     names.sort();
+    let kind = |mode: u32| SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits());
     for name in names {
         let rel = if prefix.is_empty() {
             name.clone()
@@ -115,37 +169,67 @@ fn read_output_dir(
             format!("{prefix}/{name}")
         };
         check_relative(&rel).map_err(|m| format!("has {}: {m}", quote(&rel)))?;
-        let path = dir.join(&name);
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
-        if meta.is_dir() {
+        let meta = fstatat(dir, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| format!("has {}: {e}", quote(&rel)))?;
+        if kind(meta.st_mode) == SFlag::S_IFDIR {
             if rel.split('/').count() >= MAX_COMPONENTS {
                 return Err(format!(
                     "nests {} deeper than {MAX_COMPONENTS} components",
                     quote(&rel)
                 ));
             }
-            read_output_dir(&path, &rel, entries, bytes, files, started)?;
+            let child = nix::fcntl::openat(
+                dir,
+                name.as_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
+            read_output_dir(&child, &rel, entries, bytes, files, started)?;
             continue;
         }
-        if !meta.is_file() {
+        if kind(meta.st_mode) != SFlag::S_IFREG {
             return Err(format!("has {}, which is not a regular file", quote(&rel)));
         }
-        if meta.nlink() != 1 {
+        if meta.st_nlink != 1 {
             return Err(format!(
                 "has {} with {} hard links",
                 quote(&rel),
-                meta.nlink()
+                meta.st_nlink
             ));
         }
         if files.len() >= MAX_OUTPUT_FILES {
             return Err(format!("has more than {MAX_OUTPUT_FILES} files"));
         }
-        *bytes += meta.len();
+        let size = meta.st_size.max(0) as u64;
+        *bytes += size;
         if *bytes > MAX_OUTPUT_BYTES {
             return Err(format!("holds more than {MAX_OUTPUT_BYTES} bytes"));
         }
-        let content = std::fs::read(&path).map_err(|e| e.to_string())?;
-        if content.len() as u64 != meta.len() {
+        let fd = nix::fcntl::openat(
+            dir,
+            name.as_str(),
+            OFlag::O_RDONLY
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NONBLOCK
+                | OFlag::O_NOCTTY
+                | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
+        let opened = fstat(&fd).map_err(|e| e.to_string())?;
+        if opened.st_ino != meta.st_ino || opened.st_dev != meta.st_dev {
+            return Err(format!(
+                "has {}, which changed while it was read",
+                quote(&rel)
+            ));
+        }
+        let mut content = Vec::with_capacity(size as usize);
+        std::fs::File::from(fd)
+            .take(size + 1)
+            .read_to_end(&mut content)
+            .map_err(|e| format!("cannot read {}: {e}", quote(&rel)))?;
+        if content.len() as u64 != size {
             return Err(format!(
                 "has {}, which changed while it was read",
                 quote(&rel)

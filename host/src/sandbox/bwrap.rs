@@ -9,8 +9,24 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
 use super::cgroup::{Group, Hierarchy, Limits, EMPTY_WAIT, HOST_GROUP_PREFIX};
-use super::{Contained, Fence, Launch, Sandbox};
+use super::{open_directory, Contained, Fence, Launch, Sandbox, OUTPUT_TMPFS_BYTES};
+
+/// The descriptor numbers bubblewrap is given for the handoff: it reports
+/// the sandbox's pid on `INFO_FD` and waits on `BLOCK_FD` before it execs
+/// the payload.
+const INFO_FD: RawFd = 3;
+const BLOCK_FD: RawFd = 4;
+/// How long the host waits for bubblewrap to report and mount the
+/// writable attachment before it gives up on the launch.
+const HANDOFF_WAIT: Duration = Duration::from_secs(5);
+/// `statfs` magic of tmpfs.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// Where the holder of an in-process recipe's output mounts it.
+const HOLDER_MOUNT: &str = "/output";
 
 /// The unprivileged identity package code runs as inside the envelope.
 pub const SANDBOX_UID: u32 = 65534;
@@ -142,9 +158,15 @@ impl Bubblewrap {
             push(&[&"--ro-bind", tree, tree]);
         }
         push(&[&"--bind", &launch.scratch, &launch.scratch]);
+        let size = OUTPUT_TMPFS_BYTES.to_string();
         for (path, writable) in &launch.attachments {
-            let how = if *writable { "--bind" } else { "--ro-bind" };
-            push(&[&how, path, path]);
+            if *writable {
+                // A fresh bounded tmpfs, never a host directory: a full
+                // output is ENOSPC inside the Run, not a full host disk.
+                push(&[&"--size", &size, &"--tmpfs", path]);
+            } else {
+                push(&[&"--ro-bind", path, path]);
+            }
         }
         push(&[&"--chdir", &launch.cwd]);
         for (key, value) in &launch.env {
@@ -207,9 +229,25 @@ impl Sandbox for Bubblewrap {
             .map(|p| std::fs::OpenOptions::new().write(true).open(p))
             .collect::<std::io::Result<_>>()?;
         let fds: Vec<RawFd> = procs.iter().map(AsRawFd::as_raw_fd).collect();
+        let outputs: Vec<PathBuf> = launch
+            .attachments
+            .iter()
+            .filter(|(_, writable)| *writable)
+            .map(|(path, _)| path.clone())
+            .collect();
+        // With a writable attachment, bubblewrap reports the sandbox pid
+        // and waits until the host holds the attachment's directory.
+        let handoff = if outputs.is_empty() {
+            None
+        } else {
+            Some(Pipes::new()?)
+        };
         let mut command = tokio::process::Command::new(&self.bwrap);
+        command.args(self.arguments(launch));
+        if handoff.is_some() {
+            command.args(handoff_arguments());
+        }
         command
-            .args(self.arguments(launch))
             .arg("--")
             .arg(&launch.program)
             .args(&launch.args)
@@ -220,41 +258,257 @@ impl Sandbox for Bubblewrap {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        let passed = handoff.as_ref().map(Pipes::child_ends);
         // SAFETY: the hook runs in the forked child before exec and only
-        // makes raw system calls (write, close_range) on descriptors opened
-        // by the parent; it allocates nothing and takes no locks.
+        // makes raw system calls (write, fcntl, dup2, close_range) on
+        // descriptors opened by the parent; it allocates nothing and takes
+        // no locks.
         unsafe {
-            command.pre_exec(move || enter_cgroup(&fds));
+            command.pre_exec(move || {
+                enter_cgroup(&fds)?;
+                pass_handoff(passed)
+            });
         }
         let spawned = command.spawn();
         drop(procs);
-        match spawned {
-            Ok(child) => Ok(Contained::new(child, Box::new(fence))),
+        let mut child = match spawned {
+            Ok(child) => child,
             Err(e) => {
+                let _ = fence.cleanup();
+                return Err(e);
+            }
+        };
+        let Some(pipes) = handoff else {
+            return Ok(Contained::new(child, Box::new(fence)));
+        };
+        match pipes.receive(&outputs) {
+            Ok(held) => Ok(Contained::new(child, Box::new(fence)).with_outputs(held)),
+            Err(e) => {
+                let _ = child.start_kill();
+                fence.kill_all();
                 let _ = fence.cleanup();
                 Err(e)
             }
         }
     }
+
+    fn bounded_output(&self, _path: &Path) -> std::io::Result<OwnedFd> {
+        self.hold_output()
+    }
 }
 
-/// In the forked child: join the Run's cgroup (writing "0" moves the
-/// writer), then make every inherited descriptor above stderr close on
-/// exec. Async-signal-safe: raw syscalls only.
-fn enter_cgroup(fds: &[RawFd]) -> std::io::Result<()> {
-    for fd in fds {
-        // SAFETY: fd is an open descriptor owned by the parent's File,
-        // alive until after spawn returns.
-        let n = unsafe { nix::libc::write(*fd, b"0".as_ptr().cast(), 1) };
-        if n != 1 {
+/// The bubblewrap options of the descriptor handoff.
+fn handoff_arguments() -> [String; 4] {
+    [
+        "--info-fd".into(),
+        INFO_FD.to_string(),
+        "--block-fd".into(),
+        BLOCK_FD.to_string(),
+    ]
+}
+
+impl Bubblewrap {
+    /// The writable attachment of an in-process recipe: a minimal holder
+    /// (bubblewrap alone, in its own user and mount namespaces, running no
+    /// program) mounts the same bounded tmpfs; the host takes its directory
+    /// and ends the holder. The mount then lives, detached, exactly as long
+    /// as the returned descriptor.
+    pub fn hold_output(&self) -> std::io::Result<OwnedFd> {
+        let pipes = Pipes::new()?;
+        let size = OUTPUT_TMPFS_BYTES.to_string();
+        use std::os::unix::process::CommandExt;
+        let mut command = std::process::Command::new(&self.bwrap);
+        command
+            .args([
+                "--unshare-all",
+                "--die-with-parent",
+                "--new-session",
+                "--clearenv",
+                "--cap-drop",
+                "ALL",
+                "--size",
+                &size,
+                "--tmpfs",
+                HOLDER_MOUNT,
+            ])
+            .args(handoff_arguments())
+            // Never executed: the holder is killed while it waits.
+            .args(["--", "/nonexistent/jig-output-holder"])
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let passed = Some(pipes.child_ends());
+        // SAFETY: as in `spawn`: raw system calls only.
+        unsafe {
+            command.pre_exec(move || pass_handoff(passed));
+        }
+        let mut child = command.spawn()?;
+        let held = pipes.receive(&[PathBuf::from(HOLDER_MOUNT)]);
+        let _ = child.kill();
+        let _ = child.wait();
+        held.map(|mut h| h.remove(0).1)
+    }
+}
+
+/// The pipes of one handoff: bubblewrap writes its info JSON to `info`
+/// and waits for a byte (or EOF) on `block`.
+struct Pipes {
+    info_read: OwnedFd,
+    info_write: OwnedFd,
+    block_read: OwnedFd,
+    block_write: OwnedFd,
+}
+
+impl Pipes {
+    fn new() -> std::io::Result<Pipes> {
+        let (info_read, info_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let (block_read, block_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        Ok(Pipes {
+            info_read,
+            info_write,
+            block_read,
+            block_write,
+        })
+    }
+
+    fn child_ends(&self) -> (RawFd, RawFd) {
+        (self.info_write.as_raw_fd(), self.block_read.as_raw_fd())
+    }
+
+    /// After spawn: learn the sandbox pid, open each writable attachment
+    /// through `/proc/<pid>/root` once it is the bounded tmpfs, then let
+    /// bubblewrap exec the payload.
+    fn receive(self, outputs: &[PathBuf]) -> std::io::Result<Vec<(PathBuf, OwnedFd)>> {
+        let Pipes {
+            info_read,
+            info_write,
+            block_read,
+            block_write,
+        } = self;
+        drop(info_write);
+        drop(block_read);
+        let until = Instant::now() + HANDOFF_WAIT;
+        let pid = read_child_pid(&info_read, until)?;
+        let mut held = Vec::new();
+        for path in outputs {
+            held.push((path.clone(), open_mounted_output(pid, path, until)?));
+        }
+        nix::unistd::write(&block_write, b"x")?;
+        Ok(held)
+    }
+}
+
+/// Read bubblewrap's `--info-fd` JSON up to its closing brace.
+fn read_child_pid(info: &OwnedFd, until: Instant) -> std::io::Result<u32> {
+    let mut text = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&text) {
+            return value
+                .get("child-pid")
+                .and_then(serde_json::Value::as_u64)
+                .map(|p| p as u32)
+                .ok_or_else(|| std::io::Error::other("bubblewrap reported no child-pid"));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        let mut pfd = nix::libc::pollfd {
+            fd: info.as_raw_fd(),
+            events: nix::libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { nix::libc::poll(&mut pfd, 1, left.as_millis().min(60_000) as i32) };
+        if ready < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        if left.is_zero() || ready == 0 {
+            return Err(std::io::Error::other(
+                "bubblewrap did not report its sandbox in time",
+            ));
+        }
+        let n = nix::unistd::read(info, &mut buf)?;
+        if n == 0 {
+            return Err(std::io::Error::other(
+                "bubblewrap exited before it reported its sandbox",
+            ));
+        }
+        text.extend_from_slice(&buf[..n]);
     }
+}
+
+/// Open `path` as the sandbox `pid` sees it, once it is the bounded tmpfs
+/// bubblewrap mounts there (until then it is absent, or still the host's
+/// directory: the sandbox is being set up).
+fn open_mounted_output(pid: u32, path: &Path, until: Instant) -> std::io::Result<OwnedFd> {
+    let inside = Path::new("/proc")
+        .join(pid.to_string())
+        .join("root")
+        .join(path.strip_prefix("/").unwrap_or(path));
+    let host_dev = std::fs::symlink_metadata(path).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.dev()
+    });
+    loop {
+        if let Ok(fd) = open_directory(&inside) {
+            if is_output_tmpfs(&fd, host_dev) {
+                return Ok(fd);
+            }
+        }
+        if Instant::now() >= until {
+            return Err(std::io::Error::other(format!(
+                "the writable attachment {} was not mounted in time",
+                path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Is `fd` the root of a tmpfs of exactly [`OUTPUT_TMPFS_BYTES`], on
+/// another device than the host directory of the same name?
+fn is_output_tmpfs(fd: &OwnedFd, host_dev: Option<u64>) -> bool {
+    let Ok(fs) = nix::sys::statfs::fstatfs(fd) else {
+        return false;
+    };
+    let Ok(stat) = nix::sys::stat::fstat(fd) else {
+        return false;
+    };
+    fs.filesystem_type().0 as i64 == TMPFS_MAGIC
+        && fs.blocks() * fs.block_size() as u64 == OUTPUT_TMPFS_BYTES
+        && host_dev != Some(stat.st_dev)
+}
+
+/// In the forked child: put the handoff pipes at [`INFO_FD`] and
+/// [`BLOCK_FD`] (inherited), everything else above stderr close-on-exec.
+/// Async-signal-safe: raw syscalls only.
+fn pass_handoff(passed: Option<(RawFd, RawFd)>) -> std::io::Result<()> {
+    let first_closed = match passed {
+        None => 3,
+        Some((info, block)) => {
+            // Move both out of the way first: either may sit at 3 or 4.
+            // SAFETY: fcntl/dup2 on descriptors the parent keeps open.
+            unsafe {
+                let info = nix::libc::fcntl(info, nix::libc::F_DUPFD, 16);
+                let block = nix::libc::fcntl(block, nix::libc::F_DUPFD, 16);
+                if info < 0
+                    || block < 0
+                    || nix::libc::dup2(info, INFO_FD) < 0
+                    || nix::libc::dup2(block, BLOCK_FD) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            BLOCK_FD as u32 + 1
+        }
+    };
     // SAFETY: close_range only changes descriptor flags.
     let r = unsafe {
         nix::libc::syscall(
             nix::libc::SYS_close_range,
-            3u32,
+            first_closed,
             u32::MAX,
             nix::libc::CLOSE_RANGE_CLOEXEC,
         )
@@ -265,12 +519,36 @@ fn enter_cgroup(fds: &[RawFd]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// In the forked child: join the Run's cgroup (writing "0" moves the
+/// writer). Async-signal-safe: raw syscalls only.
+fn enter_cgroup(fds: &[RawFd]) -> std::io::Result<()> {
+    for fd in fds {
+        // SAFETY: fd is an open descriptor owned by the parent's File,
+        // alive until after spawn returns.
+        let n = unsafe { nix::libc::write(*fd, b"0".as_ptr().cast(), 1) };
+        if n != 1 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 struct CgroupFence {
     group: Option<Group>,
     host: Arc<Mutex<HostGroup>>,
 }
 
 impl Fence for CgroupFence {
+    fn terminate(&mut self, spare: Option<u32>) {
+        if let Some(group) = &self.group {
+            group.signal_members(nix::sys::signal::Signal::SIGTERM, spare);
+        }
+    }
+
+    fn populated(&mut self) -> bool {
+        self.group.as_ref().is_some_and(Group::populated)
+    }
+
     fn kill_all(&mut self) {
         if let Some(group) = &self.group {
             group.kill_all();
@@ -348,7 +626,13 @@ mod tests {
         assert!(!ro
             .iter()
             .any(|p| *p == "/etc" || *p == "/home" || *p == "/root"));
-        assert_eq!(after(&args, "--bind"), vec!["/p/scratch", "/a/out"]);
+        assert_eq!(after(&args, "--bind"), vec!["/p/scratch"]);
+        // The writable attachment is a bounded tmpfs, not a host directory.
+        let tmpfs = args.iter().position(|a| a == "/a/out").unwrap();
+        assert_eq!(
+            &args[tmpfs - 3..=tmpfs],
+            ["--size", "16777216", "--tmpfs", "/a/out"]
+        );
         assert_eq!(after(&args, "--chdir"), vec!["/p/scratch"]);
         assert_eq!(
             after(&args, "--dev-bind"),
@@ -364,6 +648,55 @@ mod tests {
         assert_eq!(&args[args.len() - 2..], ["--remount-ro", "/"]);
         assert_eq!(after(&args, "--uid"), vec!["65534"]);
         assert_eq!(after(&args, "--cap-drop"), vec!["ALL"]);
+    }
+
+    /// The in-process recipe's writable attachment: a 16 MiB tmpfs held
+    /// only by the returned descriptor. 16 MiB fit, one byte more is
+    /// ENOSPC, and no mount of it ever appears in the host's namespace.
+    #[test]
+    fn a_held_output_is_a_bounded_tmpfs_reachable_only_by_its_descriptor() {
+        let bwrap = match super::super::find_bwrap(None) {
+            Ok((path, _)) => path,
+            Err(e) => {
+                eprintln!("\n*** SKIPPED: no usable bubblewrap: {e} ***\n");
+                return;
+            }
+        };
+        let b = Bubblewrap {
+            bwrap,
+            hierarchy: Hierarchy::V2 {
+                base: "/nonexistent".into(),
+            },
+            host: Arc::default(),
+            counter: AtomicU64::new(0),
+        };
+        let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let fd = b.hold_output().expect("a held output");
+        let dir = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let fs = nix::sys::statfs::fstatfs(&fd).unwrap();
+        assert_eq!(fs.filesystem_type().0 as i64, TMPFS_MAGIC);
+        assert_eq!(fs.blocks() * fs.block_size() as u64, OUTPUT_TMPFS_BYTES);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "empty");
+        let chunk = vec![7u8; OUTPUT_TMPFS_BYTES as usize];
+        std::fs::write(dir.join("full"), &chunk).expect("16 MiB fit");
+        let one_more = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("full"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"));
+        assert_eq!(
+            one_more.unwrap_err().raw_os_error(),
+            Some(nix::libc::ENOSPC),
+            "one byte past the bound"
+        );
+        let files = crate::files::read_output_fd(&fd).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].bytes.len() as u64, OUTPUT_TMPFS_BYTES);
+        assert_eq!(
+            std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
+            mounts_before,
+            "the tmpfs is never mounted in the host's namespace"
+        );
+        drop(fd);
     }
 
     #[test]

@@ -17,8 +17,18 @@ pub use budget::{Budget, Exhausted, Reservation};
 pub use bwrap::Bubblewrap;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
+
+/// The size of the writable attachment's tmpfs (HOST-FACTS §5: "one
+/// optional empty writable output (a 16 MiB tmpfs)"). A write past it
+/// fails inside the Run with `ENOSPC`.
+pub const OUTPUT_TMPFS_BYTES: u64 = 16 * 1024 * 1024;
+/// From SIGTERM to SIGKILL when an envelope is ended early (cancellation,
+/// deadline, host shutdown): HOST-FACTS §5, 250 ms.
+pub const KILL_GRACE: Duration = Duration::from_millis(250);
 
 /// What one contained process is granted. Paths are host paths; an
 /// envelope may show them at the same location inside.
@@ -35,7 +45,10 @@ pub struct Launch {
     pub scratch: PathBuf,
     /// Further read-only trees the recipe needs (e.g. the bundled Python SDK).
     pub read_only: Vec<PathBuf>,
-    /// Attachments: (host path, writable).
+    /// Attachments: (path, writable). A read attachment is shown
+    /// read-only at its host path; a writable one is a fresh, empty,
+    /// [`OUTPUT_TMPFS_BYTES`]-bounded tmpfs at that path, handed back to
+    /// the host as a directory descriptor (see [`Contained::take_outputs`]).
     pub attachments: Vec<(PathBuf, bool)>,
 }
 
@@ -44,10 +57,20 @@ pub struct Launch {
 pub struct Contained {
     pub child: tokio::process::Child,
     fence: Box<dyn Fence>,
+    /// The writable attachments, retained by descriptor: (path, directory).
+    outputs: Vec<(PathBuf, OwnedFd)>,
+    /// The leader's pid, spared by the SIGTERM (it is the envelope's own
+    /// monitor; its death would SIGKILL the tree before the grace).
+    leader: Option<u32>,
 }
 
 /// How an envelope ends everything a Run started.
 pub trait Fence: Send {
+    /// Send SIGTERM to every process of the envelope except `spare` (the
+    /// leader when it is the envelope's monitor rather than package code).
+    fn terminate(&mut self, spare: Option<u32>);
+    /// Is any process of the envelope still alive?
+    fn populated(&mut self) -> bool;
     /// Kill every process of the envelope now (the leader included).
     fn kill_all(&mut self);
     /// After the leader exited or was killed: kill what remains, wait until
@@ -58,13 +81,49 @@ pub trait Fence: Send {
 
 impl Contained {
     pub fn new(child: tokio::process::Child, fence: Box<dyn Fence>) -> Contained {
-        Contained { child, fence }
+        let leader = child.id();
+        Contained {
+            child,
+            fence,
+            outputs: Vec::new(),
+            leader,
+        }
+    }
+
+    /// The same, holding the writable attachments' directories.
+    pub fn with_outputs(mut self, outputs: Vec<(PathBuf, OwnedFd)>) -> Contained {
+        self.outputs = outputs;
+        self
+    }
+
+    /// The retained writable attachments (path as granted, directory
+    /// descriptor). Taken once; after the envelope is cleaned up they stay
+    /// readable through the descriptor alone.
+    pub fn take_outputs(&mut self) -> Vec<(PathBuf, OwnedFd)> {
+        std::mem::take(&mut self.outputs)
     }
 
     /// Kill the whole tree, then reap the leader.
     pub async fn kill(&mut self) {
         self.fence.kill_all();
         let _ = self.child.kill().await;
+    }
+
+    /// End the tree early: SIGTERM to every package process, up to
+    /// [`KILL_GRACE`] for the tree to empty, then SIGKILL to what remains,
+    /// and reap the leader.
+    pub async fn terminate(&mut self) {
+        self.fence.terminate(self.leader);
+        let until = tokio::time::Instant::now() + KILL_GRACE;
+        loop {
+            // Reap the leader as soon as it exits, so it does not count.
+            let _ = self.child.try_wait();
+            if !self.fence.populated() || tokio::time::Instant::now() >= until {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.kill().await;
     }
 
     /// Confirm the envelope is empty and released.
@@ -83,6 +142,21 @@ impl Drop for Contained {
 pub trait Sandbox: Send + Sync {
     fn name(&self) -> &'static str;
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained>;
+    /// A writable attachment for an in-process recipe (`flow.wasm`): the
+    /// directory descriptor of the same bounded filesystem a process recipe
+    /// gets at `path`. The caller owns it; closing it releases everything.
+    fn bounded_output(&self, path: &Path) -> std::io::Result<OwnedFd>;
+}
+
+/// Open a directory as the handoff descriptor.
+pub(crate) fn open_directory(path: &Path) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::OFlag;
+    nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(std::io::Error::from)
 }
 
 /// The envelope this host uses for process recipes: the contained
@@ -131,6 +205,9 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let scratch = dir.path().join("scratch");
     std::fs::create_dir(&scratch).map_err(|e| e.to_string())?;
+    // With a writable attachment: proves --size and the descriptor handoff.
+    let output = dir.path().join("output");
+    std::fs::create_dir(&output).map_err(|e| e.to_string())?;
     let launch = Launch {
         program,
         args: Vec::new(),
@@ -139,7 +216,7 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
         package: dir.path().to_path_buf(),
         scratch,
         read_only: Vec::new(),
-        attachments: Vec::new(),
+        attachments: vec![(output, true)],
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -218,6 +295,22 @@ pub struct ProcessGroup;
 struct GroupFence(Option<i32>);
 
 impl Fence for GroupFence {
+    fn terminate(&mut self, _spare: Option<u32>) {
+        if let Some(pgid) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+
+    fn populated(&mut self) -> bool {
+        // The group exists while any member (also a zombie) does.
+        self.0.is_some_and(|pgid| {
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+        })
+    }
+
     fn kill_all(&mut self) {
         if let Some(pgid) = self.0 {
             let _ = nix::sys::signal::killpg(
@@ -251,9 +344,21 @@ impl Sandbox for ProcessGroup {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // Opt-out mode: the writable attachment is the host directory
+        // itself, unbounded; it is still handed back by descriptor.
+        let outputs = launch
+            .attachments
+            .iter()
+            .filter(|(_, writable)| *writable)
+            .map(|(path, _)| Ok((path.clone(), open_directory(path)?)))
+            .collect::<std::io::Result<Vec<_>>>()?;
         let child = command.spawn()?;
         let pgid = child.id().map(|id| id as i32);
-        Ok(Contained::new(child, Box::new(GroupFence(pgid))))
+        Ok(Contained::new(child, Box::new(GroupFence(pgid))).with_outputs(outputs))
+    }
+
+    fn bounded_output(&self, path: &Path) -> std::io::Result<OwnedFd> {
+        open_directory(path)
     }
 }
 
@@ -292,8 +397,37 @@ impl Probe {
     }
 }
 
+/// The oldest bubblewrap that has every option the envelope passes:
+/// `--size` (bounded tmpfs for the writable attachment) arrived in 0.7.0;
+/// the rest (`--clearenv`, `--info-fd`, `--block-fd`, `--die-with-parent`,
+/// `--cap-drop`, `--remount-ro`) is older.
+pub const BWRAP_MIN_VERSION: (u32, u32, u32) = (0, 7, 0);
+/// What the reference host asks for (HOST-FACTS §5); reported as a note,
+/// not enforced: nothing here needs it.
+pub const BWRAP_REFERENCE_VERSION: (u32, u32, u32) = (0, 12, 0);
+
+/// `bubblewrap 0.8.0` (the `--version` line) as (0, 8, 0).
+pub fn parse_bwrap_version(text: &str) -> Option<(u32, u32, u32)> {
+    let number = text.trim().strip_prefix("bubblewrap ")?;
+    let mut parts = number.split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next()??;
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+/// `0.7.0`
+pub fn version_text((a, b, c): (u32, u32, u32)) -> String {
+    format!("{a}.{b}.{c}")
+}
+
 /// Select bubblewrap: `JIG_BWRAP_PATH` (must be absolute and executable; no
 /// fallback when it is not), else the configured path, else the fixed dirs.
+/// Whichever is selected must report a version of at least
+/// [`BWRAP_MIN_VERSION`]; an older one is an error, never a fallback.
 pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, String), String> {
     let explicit = std::env::var_os("JIG_BWRAP_PATH")
         .filter(|p| !p.is_empty())
@@ -325,6 +459,21 @@ pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, Stri
     let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || version.is_empty() {
         return Err(format!("{} --version failed", candidate.display()));
+    }
+    let Some(number) = parse_bwrap_version(&version) else {
+        return Err(format!(
+            "{} reports {version:?}, not a bubblewrap version",
+            candidate.display()
+        ));
+    };
+    if number < BWRAP_MIN_VERSION {
+        return Err(format!(
+            "{} is bubblewrap {}, older than {}, the oldest with --size (the bounded \
+             writable attachment); install a newer bubblewrap",
+            candidate.display(),
+            version_text(number),
+            version_text(BWRAP_MIN_VERSION)
+        ));
     }
     Ok((candidate, version))
 }
@@ -358,5 +507,43 @@ fn cgroup() -> Cgroup {
         Cgroup::None
     } else {
         Cgroup::V1 { controllers }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bubblewrap_versions_parse_and_the_floor_is_what_we_use() {
+        assert_eq!(parse_bwrap_version("bubblewrap 0.8.0"), Some((0, 8, 0)));
+        assert_eq!(parse_bwrap_version("bubblewrap 0.11.0\n"), Some((0, 11, 0)));
+        assert_eq!(parse_bwrap_version("bubblewrap 0.7"), Some((0, 7, 0)));
+        assert_eq!(parse_bwrap_version("bwrap 1.0"), None);
+        assert_eq!(parse_bwrap_version("bubblewrap x.y"), None);
+        // At the floor and one release past it below.
+        assert!(parse_bwrap_version("bubblewrap 0.7.0").unwrap() >= BWRAP_MIN_VERSION);
+        assert!(parse_bwrap_version("bubblewrap 0.6.3").unwrap() < BWRAP_MIN_VERSION);
+        assert!(parse_bwrap_version("bubblewrap 0.10.0").unwrap() > BWRAP_MIN_VERSION);
+        assert_eq!(version_text(BWRAP_REFERENCE_VERSION), "0.12.0");
+    }
+
+    /// An explicit JIG_BWRAP_PATH below the floor is an error naming it,
+    /// never a fallback to the system bubblewrap.
+    #[test]
+    fn an_explicit_bubblewrap_below_the_floor_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("bwrap");
+        std::fs::write(&fake, "#!/bin/sh\necho 'bubblewrap 0.6.1'\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = find_bwrap(Some(&fake)).unwrap_err();
+        assert!(
+            err.contains("is bubblewrap 0.6.1, older than 0.7.0"),
+            "{err}"
+        );
+        std::fs::write(&fake, "#!/bin/sh\necho 'bubblewrap 0.7.0'\n").unwrap();
+        let (path, version) = find_bwrap(Some(&fake)).unwrap();
+        assert_eq!((path, version.as_str()), (fake, "bubblewrap 0.7.0"));
     }
 }

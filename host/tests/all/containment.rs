@@ -316,6 +316,59 @@ fn cpu_is_throttled_to_half_a_core() {
     }
 }
 
+/// What the hostile component prints when SIGTERM reaches it.
+const TERM_MARKER: &str = "hostile: got SIGTERM";
+/// The seed's kill grace (HOST-FACTS §5), as the host must apply it.
+const KILL_GRACE: Duration = Duration::from_millis(250);
+
+#[test]
+fn at_the_deadline_the_tree_gets_sigterm_before_the_kill() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "term-trap"}),
+            &["--timeout", "1500ms"],
+        );
+        assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
+        let stderr = w.run.json()["diagnostics"]["stderr"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(stderr.contains("hostile: waiting"), "{target}: {stderr:?}");
+        assert!(
+            stderr.contains(TERM_MARKER),
+            "{target}: the component never saw SIGTERM: {stderr:?}"
+        );
+    }
+}
+
+#[test]
+fn a_component_that_ignores_sigterm_is_killed_after_the_grace() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "term-ignore"}),
+            &["--timeout", "1500ms"],
+        );
+        // attack() asserts that no process of the project remains.
+        assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
+        assert!(
+            w.elapsed >= Duration::from_millis(1500) + KILL_GRACE,
+            "{target}: killed before the grace ended ({:?})",
+            w.elapsed
+        );
+        assert!(
+            w.elapsed < Duration::from_secs(8),
+            "{target}: took {:?}",
+            w.elapsed
+        );
+    }
+}
+
 #[test]
 fn a_double_forked_daemon_does_not_outlive_the_run() {
     let dir = hostile_project();

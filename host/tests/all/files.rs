@@ -437,6 +437,77 @@ fn delivery_past_the_output_limit_fails_without_a_packet() {
     );
 }
 
+/// The writable attachment's tmpfs (HOST-FACTS §5: 16 MiB).
+const OUTPUT_TMPFS_BYTES: usize = 16 * 1024 * 1024;
+
+/// The writable attachment is bounded while the Run writes, not only at
+/// delivery: 16 MiB fit and arrive byte for byte; one byte more is ENOSPC
+/// inside the Run, which fails it with nothing published and no mount,
+/// no private files left behind.
+#[test]
+fn the_writable_attachment_is_a_16_mib_tmpfs_during_the_run() {
+    let body = "import os\nfrom jiggy.flow import handle\n\nasync def run(context):\n    n = context.input['bytes']\n    with open(os.path.join(context.attachments['deliverables']['path'], 'fill.bin'), 'wb') as f:\n        f.write(bytes([7]) * n)\n    return {'outcome': 'done', 'output': {'wrote': n}}\n\nhandle(run)\n";
+    let project = deliverables_project("fill", body);
+    let out = tempfile::tempdir().unwrap();
+    let project_path = project.path().to_string_lossy().to_string();
+    let no_mount_left = || {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!mounts.contains(&project_path), "a mount remains");
+        let work = project.path().join(".jig/work");
+        let left = std::fs::read_dir(&work).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(left, 0, "private files remain");
+    };
+
+    let at = out.path().join("at-limit");
+    let input = format!(r#"{{"bytes":{OUTPUT_TMPFS_BYTES}}}"#);
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/fill",
+            "--input",
+            &input,
+            "--out",
+            path(&at),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.json()["output"], json!({"wrote": OUTPUT_TMPFS_BYTES}));
+    let delivered = std::fs::read(at.join("files/fill.bin")).unwrap();
+    assert_eq!(delivered.len(), OUTPUT_TMPFS_BYTES);
+    assert_eq!(sha256(&delivered), sha256(&vec![7u8; OUTPUT_TMPFS_BYTES]));
+    no_mount_left();
+
+    let past = out.path().join("past-limit");
+    let input = format!(r#"{{"bytes":{}}}"#, OUTPUT_TMPFS_BYTES + 1);
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/fill",
+            "--input",
+            &input,
+            "--out",
+            path(&past),
+        ],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let stdout = run.json();
+    assert_eq!(stdout["status"], "failed");
+    assert_eq!(stdout["code"], "EXECUTION_FAILED", "{run:?}");
+    assert!(
+        run.stdout.contains("No space left on device"),
+        "ENOSPC inside the Run: {run:?}"
+    );
+    assert_eq!(stdout["delivery"]["source"], "none");
+    assert_eq!(
+        std::fs::read_dir(past.join("files")).unwrap().count(),
+        0,
+        "nothing of the failed Run is published"
+    );
+    no_mount_left();
+}
+
 #[test]
 fn out_without_a_writable_attachment_publishes_only_the_record() {
     let (_dir, demo) = {

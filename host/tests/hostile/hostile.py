@@ -8,6 +8,7 @@ expected to end (memory, CPU) never return on a correct host.
 import ctypes
 import errno
 import os
+import signal
 import socket
 import time
 
@@ -148,6 +149,28 @@ def fds(_):
     return report
 
 
+TERM_MARKER = b"hostile: got SIGTERM\n"
+
+
+def term_trap(_):
+    """Says on stderr that it got SIGTERM, then exits: a polite component."""
+    def on_term(_signum, _frame):
+        os.write(2, TERM_MARKER)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    os.write(2, b"hostile: waiting\n")
+    while True:
+        time.sleep(60)
+
+
+def term_ignore(_):
+    """Ignores SIGTERM and lingers: only SIGKILL ends it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(60)
+
+
 def noop(_):
     return {"ok": True}
 
@@ -163,6 +186,8 @@ ATTACKS = {
     "writes": writes,
     "ptrace": ptrace,
     "fds": fds,
+    "term-trap": term_trap,
+    "term-ignore": term_ignore,
     "noop": noop,
 }
 

@@ -223,6 +223,39 @@ fn fds() -> Value {
     Value::Object(report)
 }
 
+const TERM_MARKER: &[u8] = b"hostile: got SIGTERM\n";
+
+extern "C" fn on_term(_: libc::c_int) {
+    // SAFETY: write and _exit are async-signal-safe.
+    unsafe {
+        libc::write(2, TERM_MARKER.as_ptr().cast(), TERM_MARKER.len());
+        libc::_exit(0);
+    }
+}
+
+/// Says on stderr that it got SIGTERM, then exits: a polite component.
+fn term_trap() -> Value {
+    // SAFETY: installs a handler that only makes async-signal-safe calls.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+    }
+    eprintln!("hostile: waiting");
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+/// Ignores SIGTERM and lingers: only SIGKILL ends it.
+fn term_ignore() -> Value {
+    // SAFETY: SIG_IGN needs no handler.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
 async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
     let input = ctx.input().clone();
     let output = match input["attack"].as_str().unwrap_or("") {
@@ -236,6 +269,8 @@ async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
         "writes" => writes(&input),
         "ptrace" => ptrace(&input),
         "fds" => fds(),
+        "term-trap" => term_trap(),
+        "term-ignore" => term_ignore(),
         _ => json!({"ok": true}),
     };
     Ok(RunResult::done(output))
