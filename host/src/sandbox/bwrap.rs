@@ -23,8 +23,6 @@ const BLOCK_FD: RawFd = 4;
 /// How long the host waits for bubblewrap to report and mount the
 /// writable attachment before it gives up on the launch.
 const HANDOFF_WAIT: Duration = Duration::from_secs(5);
-/// `statfs` magic of tmpfs.
-const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// Where the holder of an in-process recipe's output mounts it.
 const HOLDER_MOUNT: &str = "/output";
 
@@ -476,7 +474,7 @@ fn is_output_tmpfs(fd: &OwnedFd, host_dev: Option<u64>) -> bool {
     let Ok(stat) = nix::sys::stat::fstat(fd) else {
         return false;
     };
-    fs.filesystem_type().0 as i64 == TMPFS_MAGIC
+    fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC
         && fs.blocks() * fs.block_size() as u64 == OUTPUT_TMPFS_BYTES
         && host_dev != Some(stat.st_dev)
 }
@@ -674,7 +672,7 @@ mod tests {
         let fd = b.hold_output().expect("a held output");
         let dir = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         let fs = nix::sys::statfs::fstatfs(&fd).unwrap();
-        assert_eq!(fs.filesystem_type().0 as i64, TMPFS_MAGIC);
+        assert_eq!(fs.filesystem_type(), nix::sys::statfs::TMPFS_MAGIC);
         assert_eq!(fs.blocks() * fs.block_size() as u64, OUTPUT_TMPFS_BYTES);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "empty");
         let chunk = vec![7u8; OUTPUT_TMPFS_BYTES as usize];

@@ -276,7 +276,8 @@ pub fn describe(config: &crate::config::HostConfig) -> Result<String, String> {
     smoke_test(&envelope)?;
     Ok(format!(
         "bubblewrap with cgroup {} (user, mount, PID, IPC, UTS, cgroup and network namespaces; \
-         per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks)",
+         per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks; writable attachment \
+         a {} MiB tmpfs handed back by descriptor; SIGTERM then SIGKILL after {} ms)",
         envelope.hierarchy().version(),
         cgroup::FLOW_MEMORY_BYTES >> 20,
         cgroup::FLOW_TASKS,
@@ -284,6 +285,8 @@ pub fn describe(config: &crate::config::HostConfig) -> Result<String, String> {
         cgroup::CPU_PERIOD_US,
         cgroup::ROOT_MEMORY_BYTES >> 20,
         cgroup::ROOT_TASKS,
+        OUTPUT_TMPFS_BYTES >> 20,
+        KILL_GRACE.as_millis(),
     ))
 }
 

@@ -679,3 +679,131 @@ fn a_killed_host_takes_its_envelope_along_and_the_next_host_sweeps_its_cgroup() 
         assert!(!group.exists(), "{} was not swept", group.display());
     }
 }
+
+/// A bubblewrap that only answers `--version` with `version`.
+fn fake_bwrap(dir: &Path, version: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("fake-bwrap");
+    std::fs::write(&path, format!("#!/bin/sh\necho 'bubblewrap {version}'\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn doctor_reports_the_bubblewrap_version_and_an_explicit_one_below_the_floor_is_refused() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let doctor = run_jig(root, &["doctor"]);
+    assert_eq!(doctor.status, 0, "{doctor:?}");
+    let line = doctor
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("bubblewrap: "))
+        .unwrap_or_else(|| panic!("{doctor:?}"))
+        .to_string();
+    assert!(line.contains("bubblewrap 0."), "{line}");
+    assert!(line.contains("jig needs >= 0.7.0"), "{line}");
+    assert!(
+        line.contains("note: the reference host asks for >= 0.12.0"),
+        "{line}"
+    );
+
+    // Below the floor, explicitly selected: an error naming it, no fallback.
+    let old = fake_bwrap(root, "0.6.1");
+    let doctor = output(
+        jig(root)
+            .env("JIG_BWRAP_PATH", &old)
+            .arg("doctor")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(doctor.status, 1, "{doctor:?}");
+    assert!(
+        doctor
+            .stdout
+            .contains("is bubblewrap 0.6.1, older than 0.7.0"),
+        "{doctor:?}"
+    );
+    let run = output(
+        jig(root)
+            .env("JIG_BWRAP_PATH", &old)
+            .args(["run", TARGETS[0], "--input", "{\"attack\":\"noop\"}"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("UNAVAILABLE: "), "{run:?}");
+    assert!(run.stderr.contains("older than 0.7.0"), "{run:?}");
+}
+
+/// A cgroup v2 host without delegated cpu/memory/pids, made real: `jig` is
+/// started in a private mount namespace where a cgroup2 hierarchy (only
+/// the controllers this kernel leaves free) covers /sys/fs/cgroup. Doctor
+/// names v2 and the missing controllers; a process recipe is refused, not
+/// run uncontained.
+#[test]
+fn a_cgroup_v2_host_without_the_controllers_is_reported_and_refused() {
+    if !nix_is_root() {
+        eprintln!("\n*** SKIPPED: mounting cgroup2 needs root; this test did not run ***\n");
+        return;
+    }
+    let dir = hostile_project();
+    let root = dir.path();
+    let in_v2 = |args: &[&str]| {
+        let mut command = Command::new("unshare");
+        command
+            .args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t cgroup2 none /sys/fs/cgroup || exit 99; exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_jig"))
+            .args(args)
+            .current_dir(root)
+            .env_remove("JIG_CONFIG")
+            .env("XDG_CONFIG_HOME", root.join(".test-config-home"))
+            .env("NO_COLOR", "1");
+        output(command.output().expect("unshare runs"))
+    };
+    let doctor = in_v2(&["doctor"]);
+    if doctor.status == 99 {
+        eprintln!("\n*** SKIPPED: mount -t cgroup2 is not permitted here: {doctor:?} ***\n");
+        return;
+    }
+    let controllers =
+        std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    let has_all = ["cpu", "memory", "pids"]
+        .iter()
+        .all(|c| controllers.split_whitespace().any(|a| a == *c));
+    if has_all {
+        eprintln!("\n*** SKIPPED: this host delegates cpu/memory/pids on v2 ***\n");
+        return;
+    }
+    assert_eq!(doctor.status, 1, "{doctor:?}");
+    assert!(
+        doctor.stdout.contains("cgroup: v2, controllers:"),
+        "{doctor:?}"
+    );
+    assert!(
+        doctor
+            .stdout
+            .contains("are not delegated to /sys/fs/cgroup"),
+        "{doctor:?}"
+    );
+    assert!(
+        doctor.stdout.contains("envelope in use: none"),
+        "{doctor:?}"
+    );
+    let run = in_v2(&["run", TARGETS[1], "--input", "{\"attack\":\"noop\"}"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("UNAVAILABLE: "), "{run:?}");
+    assert!(run.stderr.contains("cgroup v2 controllers"), "{run:?}");
+    assert!(run.stdout.is_empty(), "nothing ran: {run:?}");
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        .unwrap_or(false)
+}
