@@ -2,9 +2,10 @@
 //! WASM loader tests (included with `#[path]`, next to `artifacts.rs`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use jig_provider_api::dispatch::now_unix_ms;
-use jig_provider_api::{CallContext, ContractIdentity, Provider};
+use jig_provider_api::{CallContext, ChannelPorts, ContractIdentity, NoPorts, Provider};
 use serde_json::{json, Value};
 
 pub fn kv_descriptor_path() -> PathBuf {
@@ -35,5 +36,10 @@ pub fn ctx() -> CallContext {
 }
 
 pub fn get(provider: &dyn Provider, key: &str) -> Result<Value, jig_provider_api::CallError> {
-    provider.call(&ctx(), "get", &json!({ "key": key }))
+    provider.call(&ctx(), "get", &json!({ "key": key }), no_ports())
+}
+
+/// The ports of a call without channels.
+pub fn no_ports() -> Arc<dyn ChannelPorts> {
+    Arc::new(NoPorts)
 }

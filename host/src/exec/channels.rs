@@ -670,8 +670,36 @@ impl Broker {
         refs: &BTreeMap<String, String>,
         callee: &Package,
     ) -> Result<BTreeMap<String, ChannelGrant>, OperationalError> {
+        let ports = declared_ports(callee).map_err(|m| op(ErrorCode::InvalidInput, m))?;
+        self.move_rights(from, to, refs, ports)
+    }
+
+    /// Like [`Broker::transfer`] for a capability call: the ports are the
+    /// contract method's `channels` declarations (`declared`, the raw
+    /// method member; absent or `null` when it declares none), and a
+    /// port's `./` channel contract reference resolves in `caller`, the
+    /// package whose slot the contract is bound to (Channel Contract/1 §1).
+    pub fn transfer_to_method(
+        &self,
+        from: HolderId,
+        to: HolderId,
+        refs: &BTreeMap<String, String>,
+        declared: Option<&Value>,
+        caller: &Package,
+    ) -> Result<BTreeMap<String, ChannelGrant>, OperationalError> {
+        let ports = method_ports(declared, caller).map_err(|m| op(ErrorCode::InvalidInput, m))?;
+        self.move_rights(from, to, refs, ports)
+    }
+
+    /// Validates every mapped right against `ports`, then moves them all.
+    fn move_rights(
+        &self,
+        from: HolderId,
+        to: HolderId,
+        refs: &BTreeMap<String, String>,
+        ports: BTreeMap<String, Port>,
+    ) -> Result<BTreeMap<String, ChannelGrant>, OperationalError> {
         let invalid = |m: String| op(ErrorCode::InvalidInput, m);
-        let ports = declared_ports(callee).map_err(invalid)?;
         for (name, port) in &ports {
             if port.decl.required && !refs.contains_key(name) {
                 return Err(invalid(format!(
@@ -957,6 +985,53 @@ fn declared_ports(package: &Package) -> Result<BTreeMap<String, Port>, String> {
             (name, port)
         })
         .collect())
+}
+
+/// The ports a contract method declares (`declared`: its raw `channels`
+/// member), with `./` channel contracts resolved in `caller`.
+fn method_ports(
+    declared: Option<&Value>,
+    caller: &Package,
+) -> Result<BTreeMap<String, Port>, String> {
+    let Some(raw) = declared.filter(|d| !d.is_null()) else {
+        return Ok(BTreeMap::new());
+    };
+    let decls = contract::parse_channel_declarations(raw).map_err(|e| {
+        format!(
+            "the method's channel declarations are invalid: {}",
+            e.message
+        )
+    })?;
+    let mut ports = BTreeMap::new();
+    for (name, decl) in decls {
+        let (contract, schema_raw) = match &decl.contract {
+            Some(reference) => {
+                let bytes = caller
+                    .resolve_reference(reference)
+                    .map_err(|e| format!("port {name:?}: {e}"))?;
+                let c = contract::ChannelContract::parse(bytes).map_err(|e| {
+                    format!(
+                        "port {name:?}: {reference:?} is not a Channel Contract/1 descriptor: {}",
+                        e.message
+                    )
+                })?;
+                let identity = ChannelContractIdentity {
+                    id: c.id.clone(),
+                    version: c.version.clone(),
+                    digest: c.digest.clone(),
+                };
+                (Some(identity), c.descriptor.get("item").cloned())
+            }
+            None => (None, raw[&name].get("schema").cloned()),
+        };
+        let port = Port {
+            decl,
+            schema_raw,
+            contract,
+        };
+        ports.insert(name, port);
+    }
+    Ok(ports)
 }
 
 /// Channel Contract/1 §1 and §3: may endpoint `e` of `source` fill `port`?

@@ -6,6 +6,7 @@
 pub mod channels;
 mod ledger;
 pub mod peer;
+mod provider_ports;
 pub mod wasm;
 
 use std::collections::BTreeMap;
@@ -985,19 +986,40 @@ impl Services for InvocationServices {
         &self,
         params: CapabilityCallParams,
     ) -> BoxFuture<Result<Value, OperationalError>> {
-        if !params.channels.is_empty() {
-            // Providers take no channel rights yet: refuse before dispatch,
-            // moving nothing.
-            let e = OperationalError::new(
-                ErrorCode::Unavailable,
-                "capability providers on this host do not accept channels",
-            );
-            return Box::pin(async move { Err(e) });
-        }
         let prepared = self.prepare_call(&params);
         let deadline_unix_ms = self.deadline_unix_ms;
+        let broker = self.broker.clone();
+        let caller = self.holder;
+        let package = self.package.clone();
+        let run_cancel = self.cancel.clone();
         Box::pin(async move {
-            let (provider, method, identity) = prepared?;
+            let (provider, method, identity, declared_channels) = prepared?;
+            // The provider call is its own holder: the mapped rights move
+            // into it (all validated first against the method's declared
+            // ports, else nothing moves and nothing dispatches), and are
+            // settled when the call ends, also when this future is dropped.
+            let holder = broker.new_holder();
+            let grants = broker.transfer_to_method(
+                caller,
+                holder,
+                &params.channels,
+                declared_channels.as_ref(),
+                &package,
+            )?;
+            let mut settle = SettleRights {
+                broker: broker.clone(),
+                holder,
+                healthy: false,
+            };
+            let (ports, _call_over) = provider_ports::ProviderPorts::new(
+                broker,
+                holder,
+                package,
+                grants,
+                deadline_unix_ms,
+                run_cancel,
+            );
+            let ports: Arc<dyn jig_provider_api::ChannelPorts> = Arc::new(ports);
             let ctx = CallContext {
                 contract: identity,
                 operation_id: params.operation_id.clone(),
@@ -1005,7 +1027,8 @@ impl Services for InvocationServices {
             };
             let name = params.method.clone();
             let input = params.input.clone();
-            let call = tokio::task::spawn_blocking(move || provider.call(&ctx, &name, &input));
+            let call =
+                tokio::task::spawn_blocking(move || provider.call(&ctx, &name, &input, ports));
             let left =
                 Duration::from_millis(deadline_unix_ms.saturating_sub(crate::state::now_unix_ms()));
             let outcome = match tokio::time::timeout(left, call).await {
@@ -1023,7 +1046,7 @@ impl Services for InvocationServices {
                 }
                 Ok(Ok(outcome)) => outcome,
             };
-            match outcome {
+            let answer = match outcome {
                 Ok(value) => match method.output.validate(&value) {
                     Ok(()) => Ok(json!({ "value": value })),
                     Err(invalid) => Err(OperationalError {
@@ -1052,15 +1075,22 @@ impl Services for InvocationServices {
                     message,
                     details,
                 }),
-            }
+            };
+            // A value or a declared error is a settled call: its writers
+            // are sealed. Anything else fails the channels it wrote.
+            settle.healthy = answer.is_ok();
+            answer
         })
     }
 }
 
+/// The provider, the method, the exact contract identity, and the
+/// method's raw `channels` declarations (when it has any).
 type PreparedCall = (
     Arc<dyn jig_provider_api::Provider>,
     flow::contract::Method,
     ContractIdentity,
+    Option<Value>,
 );
 
 impl InvocationServices {
@@ -1104,6 +1134,12 @@ impl InvocationServices {
             .providers
             .resolve(pin, &identity)
             .map_err(unavailable)?;
-        Ok((provider, method, identity))
+        let declared_channels = contract
+            .descriptor
+            .get("methods")
+            .and_then(|m| m.get(&params.method))
+            .and_then(|m| m.get("channels"))
+            .cloned();
+        Ok((provider, method, identity, declared_channels))
     }
 }

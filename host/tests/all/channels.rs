@@ -60,17 +60,97 @@ fn broadcast_scenario_late_reader_sees_only_later_items() {
     );
 }
 
+const WORKER_USES: &str = "uses:\n  worker:\n    contract: ./contracts/worker.capability.json\n";
+
+/// The scenario provider in `kind` form (`native` or `wasm`).
+fn scenario_provider(kind: &str) -> std::path::PathBuf {
+    match kind {
+        "native" => scenario_provider_library(),
+        _ => scenario_provider_component(),
+    }
+}
+
+/// A package `dir` whose `uses` binds slot `worker` to the example worker
+/// contract, with the scenario provider of `kind` configured in `root`.
+fn worker_caller(root: &Path, dir: &str, flow_py: &str, kind: &str) {
+    package(root, dir, WORKER_USES, flow_py);
+    let contract = std::fs::read_to_string(
+        workspace().join("providers/examples/contracts/worker.capability.json"),
+    )
+    .unwrap();
+    write_files(
+        root,
+        &[(
+            &format!("{dir}/contracts/worker.capability.json"),
+            &contract,
+        )],
+    );
+    configure_provider(root, "scenario", kind, &scenario_provider(kind));
+}
+
 #[test]
-fn channels_scenario_capability_mapping_is_refused_before_dispatch() {
-    // Providers take no channel rights on this host yet: the call is refused
-    // UNAVAILABLE, the component disposes its receiver and fails with it.
-    let dir = tempfile::tempdir().unwrap();
-    package(dir.path(), "channels", "", &component("channels"));
-    let run = exec(dir.path(), "channels", "{\"task\":\"t\"}", &[]);
-    assert_eq!(run.status, 1, "{run:?}");
-    let terminal = run.json();
-    assert_eq!(terminal["status"], "failed");
-    assert_eq!(terminal["code"], "UNAVAILABLE", "{run:?}");
+fn channels_scenario_provider_writes_the_callers_channel() {
+    for kind in ["native", "wasm"] {
+        let dir = tempfile::tempdir().unwrap();
+        worker_caller(dir.path(), "channels", &component("channels"), kind);
+        let run = exec(dir.path(), "channels", "{\"task\":\"t\"}", &[]);
+        let step = |n: u64| json!({"step": n, "input": {"task": "t"}});
+        assert_eq!(
+            output(&run),
+            json!({"complete": true, "values": [step(1), step(2), step(3)], "work": {"steps": 3}}),
+            "{kind}"
+        );
+    }
+}
+
+const PROVIDER_MAPPINGS: &str = r#"
+def worker(op, channels, input=None):
+    return call('capability/call', {'operationId': op, 'slot': 'worker', 'method': 'run', 'input': input, 'channels': channels})
+s, r, _ = pair()
+out['undeclaredPort'] = worker('a', {'events': s, 'extra': r})
+out['wrongDirection'] = worker('b', {'events': r})
+out['requiredMissing'] = worker('c', {})
+out['copiedToken'] = worker('d', {'events': 'ch-999999'})
+out['writerStayed'] = call('channel/send', {'endpoint': s, 'value': 'mine'})
+out['readerStayed'] = call('channel/next', {'endpoint': r})
+out['usedWriter'] = worker('e', {'events': s})
+s, r, _ = pair()
+out['healthy'] = worker('f', {'events': s}, 'ok')
+out['afterHealthy'] = [call('channel/next', {'endpoint': r}) for _ in range(4)]
+s, r, _ = pair()
+out['failing'] = worker('g', {'events': s}, {'fail': True})
+out['afterFailing'] = call('channel/next', {'endpoint': r})
+"#;
+
+#[test]
+fn provider_channel_mappings_are_validated_and_settled_with_the_call() {
+    for kind in ["native", "wasm"] {
+        let dir = tempfile::tempdir().unwrap();
+        worker_caller(dir.path(), "raw", &raw(PROVIDER_MAPPINGS), kind);
+        let run = exec(dir.path(), "raw", "null", &[]);
+        let step = |n: u64| json!({"item": {"sequence": n, "value": {"step": n, "input": "ok"}}});
+        assert_eq!(
+            output(&run),
+            json!({
+                // Rejected mappings move no right and dispatch nothing.
+                "undeclaredPort": {"error": "INVALID_INPUT"},
+                "wrongDirection": {"error": "INVALID_INPUT"},
+                "requiredMissing": {"error": "INVALID_INPUT"},
+                "copiedToken": {"error": "PERMISSION_DENIED"},
+                "writerStayed": null,
+                "readerStayed": {"item": {"sequence": 1, "value": "mine"}},
+                // First local use claims a right: it no longer transfers.
+                "usedWriter": {"error": "PERMISSION_DENIED"},
+                // A settled call seals the writer it held: a clean end.
+                "healthy": {"value": {"steps": 3}},
+                "afterHealthy": [step(1), step(2), step(3), {"end": {"lastSequence": 3}}],
+                // A provider that fails holding the writer fails the reader.
+                "failing": {"error": "EXECUTION_FAILED"},
+                "afterFailing": {"error": "EXECUTION_FAILED"},
+            }),
+            "{kind}"
+        );
+    }
 }
 
 const UPDATES: &str = r#"{"$schema":"https://flow.jig.md/schemas/channel-contract-1.schema.json","id":"https://example.org/channels/updates","version":"1.0.0","semantics":"Each item is one progress update; text items are human-readable.","item":{"type":"object"}}"#;
@@ -515,4 +595,83 @@ fn the_rust_channel_wiring_example_runs_as_root_and_monitor() {
             "monitor": {"outcome": "done", "output": {"complete": true, "selected": ["first", "second"]}},
         })
     );
+}
+
+/// Channel-wiring through a provider: the worker forwards its `events`
+/// writer to the `agent` slot (agent-run, served by the scenario provider),
+/// whose ACP updates reach the monitor. The scenario's worker passes input
+/// `null`, which agent-run's `RunInput` refuses, so this worker passes
+/// `{"instructions": "summarize"}`; the monitor reports every item.
+fn agent_wiring(root: &Path, kind: &str) {
+    let read = |path: &str| std::fs::read_to_string(workspace().join(path)).unwrap();
+    let acp = read("providers/examples/contracts/contracts/acp-public-updates.json");
+    let agent_run = read("providers/examples/contracts/agent-run.capability.json");
+    let wiring = component("channel_wiring");
+    package(root, "root", "", &wiring);
+    package(
+        root,
+        "incompatible",
+        "channels:\n  events:\n    direction: send\n    schema:\n      type: string\n",
+        "raise SystemExit('the incompatible child must never start')\n",
+    );
+    package(
+        root,
+        "worker",
+        &format!(
+            "{WORKER_PORTS}uses:\n  agent:\n    contract: ./contracts/agent-run.capability.json\n"
+        ),
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    value = await context.call_capability(\n        \
+         operation_id='answer', slot='agent', method='run',\n        \
+         input={'instructions': 'summarize'},\n        \
+         channels={'events': context.channels['events']})\n    \
+         return {'outcome': 'done', 'output': value}\n\
+         handle(run)\n",
+    );
+    package(
+        root,
+        "monitor",
+        MONITOR_PORTS,
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    events = context.channels['events']\n    \
+         return {'outcome': 'done', 'output': [item async for item in events]}\n\
+         handle(run)\n",
+    );
+    // The tree's named source is ACP public updates: every package that
+    // names it holds the same descriptor.
+    for file in [
+        "root/updates.json",
+        "monitor/updates.json",
+        "worker/updates.json",
+        "worker/contracts/acp-public-updates.json",
+    ] {
+        write_files(root, &[(file, &acp)]);
+    }
+    write_files(
+        root,
+        &[("worker/contracts/agent-run.capability.json", &agent_run)],
+    );
+    configure_provider(root, "scenario", kind, &scenario_provider(kind));
+}
+
+#[test]
+fn channel_wiring_reaches_an_agent_provider_through_the_worker() {
+    for kind in ["native", "wasm"] {
+        let dir = tempfile::tempdir().unwrap();
+        agent_wiring(dir.path(), kind);
+        let run = exec(dir.path(), "root", "{\"role\":\"root\"}", &CHILDREN);
+        let chunk = |text: &str| json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}});
+        let plan = json!({"sessionUpdate": "plan", "entries": [
+            {"content": "summarize", "priority": "high", "status": "completed"}
+        ]});
+        assert_eq!(
+            output(&run),
+            json!({
+                "incompatible": true,
+                "work": {"outcome": "done", "output": {"outcome": "completed", "text": "Done: summarize"}},
+                "monitor": {"outcome": "done", "output": [plan, chunk("Done: "), chunk("summarize")]},
+            }),
+            "{kind}"
+        );
+    }
 }

@@ -161,3 +161,37 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The scenario capability provider (artifacts, sink, control, worker,
+/// agent-run) as a wasm32-wasip2 component.
+pub fn scenario_provider_component() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        cargo_build(&[
+            "-p",
+            "scenario-native-provider",
+            "--target",
+            "wasm32-wasip2",
+        ])
+        .join("wasm32-wasip2/debug/scenario_native_provider.wasm")
+    })
+}
+
+/// The same scenario provider as a native library (a cdylib).
+pub fn scenario_provider_library() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        cargo_build(&["-p", "scenario-native-provider"])
+            .join("debug/libscenario_native_provider.so")
+    })
+}
+
+/// `<dir>/.test-config-home/jig/host.toml` declaring one provider `name`
+/// of `kind` (`wasm` or `native`) at `path`.
+pub fn configure_provider(dir: &Path, name: &str, kind: &str, path: &Path) {
+    let config = format!(
+        "[[providers]]\nname = \"{name}\"\nkind = \"{kind}\"\npath = \"{}\"\n",
+        path.display()
+    );
+    write_files(dir, &[(".test-config-home/jig/host.toml", &config)]);
+}

@@ -10,6 +10,7 @@
 //! output.
 
 mod call;
+mod channels;
 mod config;
 mod contract;
 pub mod dispatch;
@@ -17,6 +18,9 @@ mod error;
 mod registry;
 
 pub use call::{CallContext, CallError, MAX_MESSAGE_CHARS, WIRE_CODES};
+pub use channels::{
+    check_granted, not_granted, ChannelItem, ChannelPorts, GrantedPort, NoPorts, PortDirection,
+};
 pub use config::{ProviderConfig, ProviderDecl, ProviderKind, Secrets, MAX_SECRET_BYTES};
 pub use contract::{ContractIdentity, ServedContract};
 pub use dispatch::ContractSet;
@@ -29,7 +33,10 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &str;
     /// The exact contracts this provider serves, each with its descriptor.
     fn contracts(&self) -> &[ServedContract];
-    /// Calls `method` of `ctx.contract` with `input`.
+    /// Calls `method` of `ctx.contract` with `input`; `ports` reaches the
+    /// channel endpoints the caller connected to the method's declared
+    /// ports ([`NoPorts`] when none). Shared, because a WASM store must own
+    /// what its host imports reach.
     ///
     /// Blocking; the host calls it from a blocking thread and enforces the
     /// deadline around it too.
@@ -38,6 +45,7 @@ pub trait Provider: Send + Sync {
         ctx: &CallContext,
         method: &str,
         input: &serde_json::Value,
+        ports: std::sync::Arc<dyn ChannelPorts>,
     ) -> Result<serde_json::Value, CallError>;
 
     /// `sha256:<hex>` of the exact artifact bytes this provider was loaded

@@ -84,7 +84,13 @@ mod tests {
         fn contracts(&self) -> &[ServedContract] {
             &self.contracts
         }
-        fn call(&self, _: &CallContext, _: &str, _: &Value) -> Result<Value, CallError> {
+        fn call(
+            &self,
+            _: &CallContext,
+            _: &str,
+            _: &Value,
+            _: Arc<dyn crate::ChannelPorts>,
+        ) -> Result<Value, CallError> {
             Ok(json!(self.name))
         }
     }

@@ -7,18 +7,30 @@
 //! host process and cannot be interrupted. This crate must still never
 //! trust what they return: every buffer is validated as JSON/1 and judged
 //! against the contract before it reaches the caller.
+//!
+//! Since ABI version 2 a call also receives a table of host functions
+//! ([`HostChannels`]) that reach the call's [`ChannelPorts`]; the table and
+//! its context are valid only until `jig_provider_call` returns.
 
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 
 use jig_provider_api::dispatch::{self, Admitted, ContractSet};
 use jig_provider_api::{
-    CallContext, CallError, LoadError, Provider, ProviderDecl, ProviderKind, ServedContract,
+    CallContext, CallError, ChannelPorts, LoadError, Provider, ProviderDecl, ProviderKind,
+    ServedContract,
 };
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// The C ABI version this host speaks (`JIG_PROVIDER_ABI_VERSION`).
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
+
+/// A host channel function settled; `out` holds its answer (or is null).
+pub const CHANNEL_OK: i32 = 0;
+/// A host channel function failed; `out` holds `{"code", "message"}`.
+pub const CHANNEL_FAILED: i32 = 1;
 
 const STATUS_OK: i32 = 0;
 const STATUS_PANICKED: i32 = 1;
@@ -26,7 +38,8 @@ const STATUS_BAD_REQUEST: i32 = 2;
 
 type AbiVersionFn = unsafe extern "C" fn() -> u32;
 type ContractsFn = unsafe extern "C" fn(*mut *mut u8, *mut usize) -> i32;
-type CallFn = unsafe extern "C" fn(*const u8, usize, *mut *mut u8, *mut usize) -> i32;
+type CallFn =
+    unsafe extern "C" fn(*const u8, usize, *const HostChannels, *mut *mut u8, *mut usize) -> i32;
 type FreeFn = unsafe extern "C" fn(*mut u8, usize);
 
 /// The entry points of a loaded library. The library itself is leaked, so
@@ -165,13 +178,25 @@ impl NativeProvider {
         }))
     }
 
-    fn request(&self, ctx: &CallContext, method: &str, input: &Value) -> Vec<u8> {
-        let context = serde_json::json!({
+    fn request(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        input: &Value,
+        ports: &dyn ChannelPorts,
+    ) -> Vec<u8> {
+        let ports: Vec<Value> = ports
+            .ports()
+            .iter()
+            .map(|p| json!({ "name": p.name, "direction": p.direction.as_str() }))
+            .collect();
+        let context = json!({
             "contractId": ctx.contract.id,
             "contractVersion": ctx.contract.version,
             "contractDigest": ctx.contract.digest,
             "operationId": ctx.operation_id,
             "deadlineUnixMs": ctx.deadline_unix_ms,
+            "ports": ports,
         });
         let mut request = b"{\"context\":".to_vec();
         request.extend(context.to_string().into_bytes());
@@ -193,13 +218,21 @@ impl Provider for NativeProvider {
         self.contracts.served()
     }
 
-    fn call(&self, ctx: &CallContext, method: &str, input: &Value) -> Result<Value, CallError> {
+    fn call(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        input: &Value,
+        ports: Arc<dyn ChannelPorts>,
+    ) -> Result<Value, CallError> {
         let admitted = self.contracts.admit(ctx, method, input)?;
-        let request = self.request(ctx, method, input);
-        // SAFETY: the signature is jig_provider.h's; the request buffer and
-        // the out-pointers outlive the call.
+        let request = self.request(ctx, method, input, ports.as_ref());
+        let host = HostChannels::new(&ports);
+        // SAFETY: the signature is jig_provider.h's; the request buffer,
+        // the host table (and the ports it points to) and the out-pointers
+        // outlive the call.
         let (status, bytes) = self.entry.answer(|ptr, len| unsafe {
-            (self.entry.call)(request.as_ptr(), request.len(), ptr, len)
+            (self.entry.call)(request.as_ptr(), request.len(), &host, ptr, len)
         });
         match status {
             STATUS_OK => decode_response(&admitted, &bytes),
@@ -260,4 +293,188 @@ fn decode_response(admitted: &Admitted<'_>, bytes: &[u8]) -> Result<Value, CallE
     Err(invalid(
         "response member must be value, error or operational",
     ))
+}
+
+/// `jig_provider_host` of `jig_provider.h`: the host functions one call may
+/// use to reach its channel ports. `context` points at the call's
+/// `Arc<dyn ChannelPorts>`.
+#[repr(C)]
+struct HostChannels {
+    context: *const c_void,
+    send: unsafe extern "C" fn(
+        *const c_void,
+        *const u8,
+        usize,
+        *const u8,
+        usize,
+        *mut *mut u8,
+        *mut usize,
+    ) -> i32,
+    next: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
+    close: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
+    free: unsafe extern "C" fn(*const c_void, *mut u8, usize),
+}
+
+impl HostChannels {
+    fn new(ports: &Arc<dyn ChannelPorts>) -> HostChannels {
+        HostChannels {
+            context: ports as *const Arc<dyn ChannelPorts> as *const c_void,
+            send: host_send,
+            next: host_next,
+            close: host_close,
+            free: host_free,
+        }
+    }
+}
+
+/// Runs one host channel operation for the library: decodes the port name,
+/// catches a panic of the ports implementation, and hands the answer out.
+///
+/// # Safety
+/// `context` is a live `HostChannels::context`; `port_ptr`/`port_len` are
+/// readable; `out_ptr`/`out_len` are writable.
+unsafe fn host_op(
+    context: *const c_void,
+    port_ptr: *const u8,
+    port_len: usize,
+    out_ptr: *mut *mut u8,
+    out_len: *mut usize,
+    op: impl FnOnce(&dyn ChannelPorts, &str) -> Result<Option<Value>, CallError>,
+) -> i32 {
+    let ports = unsafe { &*(context as *const Arc<dyn ChannelPorts>) };
+    let port = if port_ptr.is_null() {
+        Ok("")
+    } else {
+        std::str::from_utf8(unsafe { std::slice::from_raw_parts(port_ptr, port_len) })
+    };
+    let outcome = match port {
+        Err(_) => Err(CallError::operational(
+            "INVALID_INPUT",
+            "the port name is not UTF-8",
+        )),
+        Ok(port) => {
+            catch_unwind(AssertUnwindSafe(|| op(ports.as_ref(), port))).unwrap_or_else(|_| {
+                Err(CallError::operational(
+                    "EXECUTION_FAILED",
+                    "the host's channel operation failed",
+                ))
+            })
+        }
+    };
+    let (status, answer) = match outcome {
+        Ok(answer) => (CHANNEL_OK, answer),
+        Err(error) => {
+            let (code, message) = match error {
+                CallError::Operational { code, message, .. } => (code, message),
+                CallError::Application { name, .. } => (
+                    "EXECUTION_FAILED".to_owned(),
+                    format!("channel failed: {name}"),
+                ),
+            };
+            (
+                CHANNEL_FAILED,
+                Some(json!({ "code": code, "message": message })),
+            )
+        }
+    };
+    let bytes = answer.map(|v| v.to_string().into_bytes().into_boxed_slice());
+    unsafe {
+        match bytes {
+            Some(bytes) => {
+                *out_len = bytes.len();
+                *out_ptr = Box::into_raw(bytes) as *mut u8;
+            }
+            None => {
+                *out_len = 0;
+                *out_ptr = std::ptr::null_mut();
+            }
+        }
+    }
+    status
+}
+
+/// The item a library sends, as JSON/1 text.
+fn item(value_ptr: *const u8, value_len: usize) -> Result<Value, CallError> {
+    let bytes = if value_ptr.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the ABI says value_ptr/value_len are readable for the call.
+        unsafe { std::slice::from_raw_parts(value_ptr, value_len) }
+    };
+    dispatch::json(bytes).map_err(|e| {
+        CallError::operational("INVALID_INPUT", format!("the item is not JSON/1: {e}"))
+    })
+}
+
+unsafe extern "C" fn host_send(
+    context: *const c_void,
+    port_ptr: *const u8,
+    port_len: usize,
+    value_ptr: *const u8,
+    value_len: usize,
+    out_ptr: *mut *mut u8,
+    out_len: *mut usize,
+) -> i32 {
+    unsafe {
+        host_op(
+            context,
+            port_ptr,
+            port_len,
+            out_ptr,
+            out_len,
+            |ports, port| ports.send(port, item(value_ptr, value_len)?).map(|()| None),
+        )
+    }
+}
+
+unsafe extern "C" fn host_next(
+    context: *const c_void,
+    port_ptr: *const u8,
+    port_len: usize,
+    out_ptr: *mut *mut u8,
+    out_len: *mut usize,
+) -> i32 {
+    unsafe {
+        host_op(
+            context,
+            port_ptr,
+            port_len,
+            out_ptr,
+            out_len,
+            |ports, port| {
+                Ok(Some(match ports.next(port)? {
+                    Some(item) => {
+                        json!({ "item": { "sequence": item.sequence, "value": item.value } })
+                    }
+                    None => json!({ "end": true }),
+                }))
+            },
+        )
+    }
+}
+
+unsafe extern "C" fn host_close(
+    context: *const c_void,
+    port_ptr: *const u8,
+    port_len: usize,
+    out_ptr: *mut *mut u8,
+    out_len: *mut usize,
+) -> i32 {
+    unsafe {
+        host_op(
+            context,
+            port_ptr,
+            port_len,
+            out_ptr,
+            out_len,
+            |ports, port| ports.close(port).map(|()| None),
+        )
+    }
+}
+
+unsafe extern "C" fn host_free(_: *const c_void, ptr: *mut u8, len: usize) {
+    if !ptr.is_null() {
+        // SAFETY: ptr/len came from Box::into_raw of a boxed slice in host_op.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+    }
 }

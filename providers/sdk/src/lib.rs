@@ -15,9 +15,12 @@ use std::collections::BTreeMap;
 
 pub use serde_json::{self, Value};
 
+mod channels;
 pub mod native;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
+
+pub use channels::{Channels, Direction, Item, Port};
 
 /// What the host says about one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,9 +96,17 @@ pub trait Provider {
     /// validates them and computes their digests.
     fn contracts() -> Vec<&'static str>;
 
-    /// Handles one call of `method` with `input`.
-    fn call(ctx: &Context, method: &str, input: Value, config: &Config)
-        -> Result<Value, CallError>;
+    /// Handles one call of `method` with `input`. `channels` reaches the
+    /// channel ports of the method the caller connected (none for most
+    /// calls); a send port not closed here is sealed by the host when the
+    /// call succeeds and failed when it fails.
+    fn call(
+        ctx: &Context,
+        method: &str,
+        input: Value,
+        config: &Config,
+        channels: &Channels,
+    ) -> Result<Value, CallError>;
 }
 
 /// Exports `$provider` (a type implementing [`Provider`]) as a WASM
@@ -145,16 +156,20 @@ macro_rules! export_provider {
             }
 
             /// # Safety
-            /// `req_ptr` must point to `req_len` readable bytes; `out_ptr`
-            /// and `out_len` must be valid for writes.
+            /// `req_ptr` must point to `req_len` readable bytes; `host` must
+            /// be null or a live host table for this call; `out_ptr` and
+            /// `out_len` must be valid for writes.
             #[unsafe(no_mangle)]
             pub unsafe extern "C" fn jig_provider_call(
                 req_ptr: *const u8,
                 req_len: usize,
+                host: *const $crate::native::HostTable,
                 out_ptr: *mut *mut u8,
                 out_len: *mut usize,
             ) -> i32 {
-                unsafe { $crate::native::call::<$provider>(req_ptr, req_len, out_ptr, out_len) }
+                unsafe {
+                    $crate::native::call::<$provider>(req_ptr, req_len, host, out_ptr, out_len)
+                }
             }
 
             /// # Safety

@@ -4,24 +4,140 @@
 //!
 //! ```json
 //! {"context": {"contractId": "...", "contractVersion": "...", "contractDigest": "...",
-//!              "operationId": "...", "deadlineUnixMs": 0},
+//!              "operationId": "...", "deadlineUnixMs": 0,
+//!              "ports": [{"name": "events", "direction": "send"}]},
 //!  "method": "get", "input": {}, "settings": {}, "secrets": {"name": "value"}}
 //! ```
 //!
 //! and the response is exactly one of `{"value": v}`,
 //! `{"error": {"name": n, "data": d}}` or
 //! `{"operational": {"code": c, "message": m, "details": d}}` (`details`
-//! optional). These functions are what [`crate::export_provider!`] exports;
-//! they are public only so the macro can reach them.
+//! optional). The call's channel ports are reached through the host's
+//! [`HostTable`]. These functions are what [`crate::export_provider!`]
+//! exports; they are public only so the macro can reach them.
 
+use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::{json, Map, Value};
 
-use crate::{CallError, Config, Context, Provider};
+use crate::channels::Link;
+use crate::{CallError, Channels, Config, Context, Direction, Item, Port, Provider};
 
 /// The C ABI version this crate implements; the host refuses any other.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
+/// A host channel function settled.
+pub const CHANNEL_OK: i32 = 0;
+/// A host channel function failed; its answer is `{"code", "message"}`.
+pub const CHANNEL_FAILED: i32 = 1;
+
+/// `jig_provider_host`: the host's channel functions for one call, valid
+/// until `jig_provider_call` returns.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct HostTable {
+    context: *const c_void,
+    send: unsafe extern "C" fn(
+        *const c_void,
+        *const u8,
+        usize,
+        *const u8,
+        usize,
+        *mut *mut u8,
+        *mut usize,
+    ) -> i32,
+    next: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
+    close: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
+    free: unsafe extern "C" fn(*const c_void, *mut u8, usize),
+}
+
+impl HostTable {
+    /// Calls one host function and takes its answer, releasing the host's
+    /// buffer.
+    fn invoke(
+        &self,
+        call: impl FnOnce(*mut *mut u8, *mut usize) -> i32,
+    ) -> Result<Option<Value>, CallError> {
+        let mut ptr: *mut u8 = std::ptr::null_mut();
+        let mut len = 0usize;
+        let status = call(&mut ptr, &mut len);
+        let answer = if ptr.is_null() {
+            None
+        } else {
+            // SAFETY: the host hands out ptr/len until we free it, once.
+            let bytes = unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec();
+            unsafe { (self.free)(self.context, ptr, len) };
+            Some(serde_json::from_slice::<Value>(&bytes).map_err(|_| broken_host())?)
+        };
+        match (status, answer) {
+            (CHANNEL_OK, answer) => Ok(answer),
+            (CHANNEL_FAILED, Some(Value::Object(mut failure))) => {
+                match (failure.remove("code"), failure.remove("message")) {
+                    (Some(Value::String(code)), Some(Value::String(message))) => {
+                        Err(CallError::operational(&code, message))
+                    }
+                    _ => Err(broken_host()),
+                }
+            }
+            _ => Err(broken_host()),
+        }
+    }
+
+    pub(crate) fn send(&self, port: &str, item: &Value) -> Result<(), CallError> {
+        let text = item.to_string();
+        // SAFETY: the host table is live for the call; the buffers outlive it.
+        self.invoke(|ptr, len| unsafe {
+            (self.send)(
+                self.context,
+                port.as_ptr(),
+                port.len(),
+                text.as_ptr(),
+                text.len(),
+                ptr,
+                len,
+            )
+        })
+        .map(drop)
+    }
+
+    pub(crate) fn next(&self, port: &str) -> Result<Option<Item>, CallError> {
+        // SAFETY: as in send.
+        let answer = self.invoke(|ptr, len| unsafe {
+            (self.next)(self.context, port.as_ptr(), port.len(), ptr, len)
+        })?;
+        let Some(Value::Object(mut answer)) = answer else {
+            return Err(broken_host());
+        };
+        if answer.remove("end").is_some() {
+            return Ok(None);
+        }
+        let Some(Value::Object(mut item)) = answer.remove("item") else {
+            return Err(broken_host());
+        };
+        match (
+            item.remove("sequence").and_then(|s| s.as_u64()),
+            item.remove("value"),
+        ) {
+            (Some(sequence), Some(value)) => Ok(Some(Item { sequence, value })),
+            _ => Err(broken_host()),
+        }
+    }
+
+    pub(crate) fn close(&self, port: &str) -> Result<(), CallError> {
+        // SAFETY: as in send.
+        self.invoke(|ptr, len| unsafe {
+            (self.close)(self.context, port.as_ptr(), port.len(), ptr, len)
+        })
+        .map(drop)
+    }
+}
+
+fn broken_host() -> CallError {
+    CallError::operational(
+        "EXECUTION_FAILED",
+        "the host answered a channel operation outside the ABI",
+    )
+}
 /// The out-buffer holds the JSON answer.
 pub const STATUS_OK: i32 = 0;
 /// The provider panicked; the out-buffer holds a UTF-8 message or is empty.
@@ -58,10 +174,12 @@ pub unsafe fn contracts<P: Provider>(out_ptr: *mut *mut u8, out_len: *mut usize)
 ///
 /// # Safety
 /// `req_ptr` must point to `req_len` readable bytes (or be null with
-/// `req_len == 0`); `out_ptr` and `out_len` must be valid for writes.
+/// `req_len == 0`); `host` must be null or a host table live until this
+/// returns; `out_ptr` and `out_len` must be valid for writes.
 pub unsafe fn call<P: Provider>(
     req_ptr: *const u8,
     req_len: usize,
+    host: *const HostTable,
     out_ptr: *mut *mut u8,
     out_len: *mut usize,
 ) -> i32 {
@@ -70,14 +188,19 @@ pub unsafe fn call<P: Provider>(
     } else {
         unsafe { std::slice::from_raw_parts(req_ptr, req_len) }
     };
-    let (ctx, method, input, config) = match decode_request(request) {
+    let (ctx, method, input, config, ports) = match decode_request(request) {
         Ok(parts) => parts,
         Err(why) => {
             return unsafe { hand_out(why.into_bytes(), STATUS_BAD_REQUEST, out_ptr, out_len) }
         }
     };
+    let link = match unsafe { host.as_ref() } {
+        Some(table) => Link::Native(*table),
+        None => Link::Detached,
+    };
+    let channels = Channels::new(ports, link);
     let answer = catch_unwind(AssertUnwindSafe(|| {
-        encode_response(P::call(&ctx, &method, input, &config))
+        encode_response(P::call(&ctx, &method, input, &config, &channels))
     }));
     match answer {
         Ok(bytes) => unsafe { hand_out(bytes, STATUS_OK, out_ptr, out_len) },
@@ -95,8 +218,12 @@ pub unsafe fn free(ptr: *mut u8, len: usize) {
     }
 }
 
+/// The parts of a request: context, method, input, configuration and the
+/// connected channel ports.
+pub type Request = (Context, String, Value, Config, Vec<Port>);
+
 /// Decodes a request buffer into its parts.
-pub fn decode_request(bytes: &[u8]) -> Result<(Context, String, Value, Config), String> {
+pub fn decode_request(bytes: &[u8]) -> Result<Request, String> {
     let Value::Object(mut request) =
         serde_json::from_slice(bytes).map_err(|e| format!("request is not JSON: {e}"))?
     else {
@@ -120,6 +247,24 @@ pub fn decode_request(bytes: &[u8]) -> Result<(Context, String, Value, Config), 
             .and_then(Value::as_u64)
             .ok_or("context.deadlineUnixMs is missing")?,
     };
+    let mut ports = Vec::new();
+    if let Some(list) = context.get("ports") {
+        for port in list.as_array().ok_or("context.ports must be an array")? {
+            let name = port.get("name").and_then(Value::as_str);
+            let direction = match port.get("direction").and_then(Value::as_str) {
+                Some("send") => Some(Direction::Send),
+                Some("receive") => Some(Direction::Receive),
+                _ => None,
+            };
+            let (Some(name), Some(direction)) = (name, direction) else {
+                return Err("context.ports holds a malformed port".to_owned());
+            };
+            ports.push(Port {
+                name: name.to_owned(),
+                direction,
+            });
+        }
+    }
     let method = match request.remove("method") {
         Some(Value::String(method)) => method,
         _ => return Err("method is missing".to_owned()),
@@ -135,7 +280,7 @@ pub fn decode_request(bytes: &[u8]) -> Result<(Context, String, Value, Config), 
             secrets.insert(name, value);
         }
     }
-    Ok((ctx, method, input, Config { settings, secrets }))
+    Ok((ctx, method, input, Config { settings, secrets }, ports))
 }
 
 /// Encodes a provider's answer as the response envelope.
@@ -197,8 +342,19 @@ mod tests {
             method: &str,
             input: Value,
             config: &Config,
+            channels: &Channels,
         ) -> Result<Value, CallError> {
             match method {
+                "relay" => {
+                    // Reads every item of `in`, sends each to `out`.
+                    let mut seen = Vec::new();
+                    while let Some(item) = channels.next("in")? {
+                        channels.send("out", &item.value)?;
+                        seen.push(item.sequence);
+                    }
+                    channels.close("out")?;
+                    Ok(json!({"sequences": seen, "ports": channels.ports().len()}))
+                }
                 "echo" => Ok(json!({"input": input, "settings": config.settings.clone(),
                     "secret": config.secrets.get("token")})),
                 "fail" => Err(CallError::application("not-found", json!({"key": "k"}))),
@@ -220,7 +376,15 @@ mod tests {
 
     fn run(req: &[u8]) -> (i32, String) {
         let (mut ptr, mut len) = (std::ptr::null_mut(), 0usize);
-        let status = unsafe { call::<Panicky>(req.as_ptr(), req.len(), &mut ptr, &mut len) };
+        let status = unsafe {
+            call::<Panicky>(
+                req.as_ptr(),
+                req.len(),
+                std::ptr::null(),
+                &mut ptr,
+                &mut len,
+            )
+        };
         let text =
             unsafe { String::from_utf8(std::slice::from_raw_parts(ptr, len).to_vec()).unwrap() };
         unsafe { free(ptr, len) };
@@ -268,5 +432,152 @@ mod tests {
         let text = unsafe { std::slice::from_raw_parts(ptr, len).to_vec() };
         unsafe { free(ptr, len) };
         assert_eq!(text, br#"[{"a":1},{"b":2}]"#);
+    }
+
+    /// A fake host: `in` yields two items then ends, `out` records sends,
+    /// any other port fails PERMISSION_DENIED.
+    #[derive(Default)]
+    struct FakeHost {
+        input: std::sync::Mutex<Vec<Value>>,
+        sent: std::sync::Mutex<Vec<Value>>,
+        closed: std::sync::Mutex<bool>,
+    }
+
+    unsafe fn answer(value: Option<Value>, out_ptr: *mut *mut u8, out_len: *mut usize) {
+        match value {
+            Some(v) => unsafe {
+                hand_out(v.to_string().into_bytes(), 0, out_ptr, out_len);
+            },
+            None => unsafe {
+                *out_ptr = std::ptr::null_mut();
+                *out_len = 0;
+            },
+        }
+    }
+
+    fn host<'a>(context: *const c_void) -> &'a FakeHost {
+        unsafe { &*(context as *const FakeHost) }
+    }
+
+    fn port<'a>(ptr: *const u8, len: usize) -> &'a str {
+        std::str::from_utf8(unsafe { std::slice::from_raw_parts(ptr, len) }).unwrap()
+    }
+
+    fn denied() -> Value {
+        json!({"code": "PERMISSION_DENIED", "message": "not granted"})
+    }
+
+    unsafe extern "C" fn fake_send(
+        context: *const c_void,
+        port_ptr: *const u8,
+        port_len: usize,
+        value_ptr: *const u8,
+        value_len: usize,
+        out_ptr: *mut *mut u8,
+        out_len: *mut usize,
+    ) -> i32 {
+        if port(port_ptr, port_len) != "out" {
+            unsafe { answer(Some(denied()), out_ptr, out_len) };
+            return CHANNEL_FAILED;
+        }
+        let bytes = unsafe { std::slice::from_raw_parts(value_ptr, value_len) };
+        let value = serde_json::from_slice(bytes).unwrap();
+        host(context).sent.lock().unwrap().push(value);
+        unsafe { answer(None, out_ptr, out_len) };
+        CHANNEL_OK
+    }
+
+    unsafe extern "C" fn fake_next(
+        context: *const c_void,
+        port_ptr: *const u8,
+        port_len: usize,
+        out_ptr: *mut *mut u8,
+        out_len: *mut usize,
+    ) -> i32 {
+        if port(port_ptr, port_len) != "in" {
+            unsafe { answer(Some(denied()), out_ptr, out_len) };
+            return CHANNEL_FAILED;
+        }
+        let mut input = host(context).input.lock().unwrap();
+        let reply = if input.is_empty() {
+            json!({"end": true})
+        } else {
+            let value = input.remove(0);
+            json!({"item": {"sequence": 2 - input.len(), "value": value}})
+        };
+        unsafe { answer(Some(reply), out_ptr, out_len) };
+        CHANNEL_OK
+    }
+
+    unsafe extern "C" fn fake_close(
+        context: *const c_void,
+        _: *const u8,
+        _: usize,
+        out_ptr: *mut *mut u8,
+        out_len: *mut usize,
+    ) -> i32 {
+        *host(context).closed.lock().unwrap() = true;
+        unsafe { answer(None, out_ptr, out_len) };
+        CHANNEL_OK
+    }
+
+    unsafe extern "C" fn fake_free(_: *const c_void, ptr: *mut u8, len: usize) {
+        unsafe { free(ptr, len) }
+    }
+
+    #[test]
+    fn channels_pass_items_both_ways_through_the_host_table() {
+        let fake = FakeHost::default();
+        fake.input
+            .lock()
+            .unwrap()
+            .extend([json!("a"), json!({"b": 2})]);
+        let table = HostTable {
+            context: &fake as *const FakeHost as *const c_void,
+            send: fake_send,
+            next: fake_next,
+            close: fake_close,
+            free: fake_free,
+        };
+        let mut req: Value = serde_json::from_slice(&request("relay")).unwrap();
+        req["context"]["ports"] = json!([
+            {"name": "in", "direction": "receive"}, {"name": "out", "direction": "send"}
+        ]);
+        let req = req.to_string().into_bytes();
+        let (mut ptr, mut len) = (std::ptr::null_mut(), 0usize);
+        let status =
+            unsafe { call::<Panicky>(req.as_ptr(), req.len(), &table, &mut ptr, &mut len) };
+        let text = unsafe { std::slice::from_raw_parts(ptr, len).to_vec() };
+        unsafe { free(ptr, len) };
+        assert_eq!(status, STATUS_OK);
+        let answer: Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(answer, json!({"value": {"sequences": [1, 2], "ports": 2}}));
+        assert_eq!(
+            *fake.sent.lock().unwrap(),
+            vec![json!("a"), json!({"b": 2})]
+        );
+        assert!(*fake.closed.lock().unwrap());
+
+        let denied = table.send("in", &json!(1)).unwrap_err();
+        assert_eq!(
+            denied,
+            CallError::operational("PERMISSION_DENIED", "not granted")
+        );
+    }
+
+    #[test]
+    fn without_a_host_table_channel_operations_are_refused() {
+        let (status, text) = run(&request("relay"));
+        assert_eq!(status, STATUS_OK);
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["operational"]["code"], "PERMISSION_DENIED");
+    }
+
+    #[test]
+    fn a_malformed_port_list_is_a_bad_request() {
+        let mut req: Value = serde_json::from_slice(&request("echo")).unwrap();
+        req["context"]["ports"] = json!([{"name": "in", "direction": "both"}]);
+        let (status, _) = run(req.to_string().as_bytes());
+        assert_eq!(status, STATUS_BAD_REQUEST);
     }
 }

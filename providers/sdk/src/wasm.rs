@@ -19,9 +19,42 @@ pub use bindings::exports::jig::provider::provider::{
 };
 pub use wit_bindgen;
 
-use bindings::exports::jig::provider::provider::ApplicationError;
+use bindings::exports::jig::provider::provider::{ApplicationError, PortDirection};
+use bindings::jig::provider::channels as host;
+use serde_json::Value;
 
-use crate::{Config, Context, Provider};
+use crate::channels::Link;
+use crate::{Channels, Config, Context, Direction, Item, Port, Provider};
+
+fn failure(f: host::ChannelFailure) -> crate::CallError {
+    crate::CallError::operational(&f.code, f.message)
+}
+
+pub(crate) fn send(port: &str, item: &Value) -> Result<(), crate::CallError> {
+    host::send(port, &item.to_string()).map_err(failure)
+}
+
+pub(crate) fn next(port: &str) -> Result<Option<Item>, crate::CallError> {
+    match host::next(port).map_err(failure)? {
+        None => Ok(None),
+        Some(item) => {
+            let value = serde_json::from_str(&item.value).map_err(|e| {
+                crate::CallError::operational(
+                    "EXECUTION_FAILED",
+                    format!("the host sent an item that is not JSON: {e}"),
+                )
+            })?;
+            Ok(Some(Item {
+                sequence: item.sequence,
+                value,
+            }))
+        }
+    }
+}
+
+pub(crate) fn close(port: &str) -> Result<(), crate::CallError> {
+    host::close(port).map_err(failure)
+}
 
 /// `contracts`: the descriptors exactly as the provider wrote them.
 pub fn contracts<P: Provider>() -> Vec<String> {
@@ -52,6 +85,18 @@ pub fn call<P: Provider>(
             .map(|s| (s.name, s.value))
             .collect(),
     };
+    let ports = ctx
+        .ports
+        .into_iter()
+        .map(|p| Port {
+            name: p.name,
+            direction: match p.direction {
+                PortDirection::Send => Direction::Send,
+                PortDirection::Receive => Direction::Receive,
+            },
+        })
+        .collect();
+    let channels = Channels::new(ports, Link::Component);
     let ctx = Context {
         contract_id: ctx.contract_id,
         contract_version: ctx.contract_version,
@@ -59,7 +104,7 @@ pub fn call<P: Provider>(
         operation_id: ctx.operation_id,
         deadline_unix_ms: ctx.deadline_unix_ms,
     };
-    match P::call(&ctx, &method, input, &config) {
+    match P::call(&ctx, &method, input, &config, &channels) {
         Ok(value) => Ok(value.to_string()),
         Err(crate::CallError::Application { name, data }) => {
             Err(CallError::Application(ApplicationError {

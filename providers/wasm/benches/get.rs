@@ -11,7 +11,9 @@ mod artifacts;
 use std::sync::{Arc, LazyLock};
 
 use jig_provider_api::dispatch::now_unix_ms;
-use jig_provider_api::{CallContext, ContractIdentity, Provider, ProviderDecl, ProviderKind};
+use jig_provider_api::{
+    CallContext, ChannelPorts, ContractIdentity, NoPorts, Provider, ProviderDecl, ProviderKind,
+};
 use jig_provider_sdk::Provider as _;
 use serde_json::{json, Value};
 
@@ -43,6 +45,10 @@ static NATIVE: LazyLock<Arc<dyn Provider>> = LazyLock::new(|| {
     jig_provider_native::NativeProvider::load(&decl(ProviderKind::Native, path)).unwrap()
 });
 
+fn no_ports() -> Arc<dyn ChannelPorts> {
+    Arc::new(NoPorts)
+}
+
 fn ctx(identity: &ContractIdentity) -> CallContext {
     CallContext {
         contract: identity.clone(),
@@ -54,8 +60,11 @@ fn ctx(identity: &ContractIdentity) -> CallContext {
 fn bench_provider(bencher: divan::Bencher, provider: &dyn Provider) {
     let ctx = ctx(&provider.contracts()[0].identity);
     let input = json!({"key": "greeting"});
-    assert_eq!(provider.call(&ctx, "get", &input).unwrap(), json!("hello"));
-    bencher.bench(|| provider.call(&ctx, "get", divan::black_box(&input)));
+    assert_eq!(
+        provider.call(&ctx, "get", &input, no_ports()).unwrap(),
+        json!("hello")
+    );
+    bencher.bench(|| provider.call(&ctx, "get", divan::black_box(&input), no_ports()));
 }
 
 #[divan::bench]
@@ -82,5 +91,13 @@ fn direct_rust_call(bencher: divan::Bencher) {
         secrets: Default::default(),
     };
     let input = json!({"key": "greeting"});
-    bencher.bench(|| kv_provider::Kv::call(&ctx, "get", divan::black_box(input.clone()), &config));
+    bencher.bench(|| {
+        kv_provider::Kv::call(
+            &ctx,
+            "get",
+            divan::black_box(input.clone()),
+            &config,
+            &jig_provider_sdk::Channels::none(),
+        )
+    });
 }

@@ -8,7 +8,9 @@
 //! environment, no arguments, closed stdin, and stdout/stderr discarded.
 //! Epoch interruption stops guest code, not a host call the guest is
 //! blocked in (a WASI clock wait); the host's deadline around
-//! [`Provider::call`] covers that case.
+//! [`Provider::call`] covers that case. The imported `channels` interface
+//! reaches the call's [`ChannelPorts`], whose blocking operations observe
+//! the deadline and cancellation themselves.
 //!
 //! This crate must never grant a guest more than that, and never let a
 //! guest failure (trap, exhaustion, garbage output) escape as anything but a
@@ -21,10 +23,11 @@ use std::time::Duration;
 
 use jig_provider_api::dispatch::{self, Admitted, ContractSet};
 use jig_provider_api::{
-    CallContext, CallError, LoadError, Provider, ProviderDecl, ProviderKind, ServedContract,
+    CallContext, CallError, ChannelPorts, LoadError, PortDirection, Provider, ProviderDecl,
+    ProviderKind, ServedContract,
 };
 use serde_json::Value;
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -36,7 +39,8 @@ mod bindings {
 }
 
 use bindings::exports::jig::provider::provider as wit;
-use bindings::CapabilityProviderPre;
+use bindings::jig::provider::channels as wit_channels;
+use bindings::{CapabilityProvider, CapabilityProviderPre};
 
 /// Ceiling on each linear memory of one call's instance.
 pub const MEMORY_CEILING_BYTES: usize = 64 << 20;
@@ -82,6 +86,8 @@ impl WasmProvider {
             Component::new(engine, &bytes).map_err(|e| failed(format!("not a component: {e}")))?;
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| failed(e.to_string()))?;
+        CapabilityProvider::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
+            .map_err(|e| failed(e.to_string()))?;
         let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| failed(format!("imports cannot be satisfied: {e}")))?;
@@ -89,7 +95,7 @@ impl WasmProvider {
             .map_err(|e| failed(format!("does not export jig:provider/provider@0.1.0: {e}")))?;
 
         let deadline = dispatch::now_unix_ms() + LOAD_DEADLINE.as_millis() as u64;
-        let mut store = new_store(engine, deadline);
+        let mut store = new_store(engine, deadline, Arc::new(jig_provider_api::NoPorts));
         let descriptors = pre
             .instantiate(&mut store)
             .and_then(|instance| instance.jig_provider_provider().call_contracts(&mut store))
@@ -120,9 +126,21 @@ impl WasmProvider {
         ctx: &CallContext,
         method: &str,
         input: &Value,
+        ports: Arc<dyn ChannelPorts>,
     ) -> Result<Value, CallError> {
         let engine = self.pre.engine();
-        let mut store = new_store(engine, ctx.deadline_unix_ms);
+        let granted = ports
+            .ports()
+            .iter()
+            .map(|p| wit::GrantedPort {
+                name: p.name.clone(),
+                direction: match p.direction {
+                    PortDirection::Send => wit::PortDirection::Send,
+                    PortDirection::Receive => wit::PortDirection::Receive,
+                },
+            })
+            .collect();
+        let mut store = new_store(engine, ctx.deadline_unix_ms, ports);
         let outcome = self.pre.instantiate(&mut store).and_then(|instance| {
             let call_ctx = wit::CallContext {
                 contract_id: ctx.contract.id.clone(),
@@ -130,6 +148,7 @@ impl WasmProvider {
                 contract_digest: ctx.contract.digest.clone(),
                 operation_id: ctx.operation_id.clone(),
                 deadline_unix_ms: ctx.deadline_unix_ms,
+                ports: granted,
             };
             let config = wit::ProviderConfig {
                 settings: self.settings.clone(),
@@ -170,9 +189,15 @@ impl Provider for WasmProvider {
         self.contracts.served()
     }
 
-    fn call(&self, ctx: &CallContext, method: &str, input: &Value) -> Result<Value, CallError> {
+    fn call(
+        &self,
+        ctx: &CallContext,
+        method: &str,
+        input: &Value,
+        ports: Arc<dyn ChannelPorts>,
+    ) -> Result<Value, CallError> {
         let admitted = self.contracts.admit(ctx, method, input)?;
-        self.run(&admitted, ctx, method, input)
+        self.run(&admitted, ctx, method, input, ports)
     }
 
     fn artifact_digest(&self) -> Option<&str> {
@@ -251,11 +276,54 @@ fn engine() -> Result<&'static Engine, &'static String> {
         .as_ref()
 }
 
-/// Per-call guest state: an empty WASI context and the resource ceiling.
+/// Per-call guest state: an empty WASI context, the resource ceiling, and
+/// the call's channel ports.
 struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
     ceiling: Ceiling,
+    ports: Arc<dyn ChannelPorts>,
+}
+
+/// The `channels` import: JSON text in and out, checked with the strict
+/// JSON/1 parser before it reaches a channel.
+impl wit_channels::Host for GuestState {
+    fn send(&mut self, port: String, value: String) -> Result<(), wit_channels::ChannelFailure> {
+        let item = dispatch::json(value.as_bytes()).map_err(|e| wit_channels::ChannelFailure {
+            code: "INVALID_INPUT".to_owned(),
+            message: format!("the item is not JSON/1: {e}"),
+        })?;
+        self.ports.send(&port, item).map_err(failure)
+    }
+
+    fn next(
+        &mut self,
+        port: String,
+    ) -> Result<Option<wit_channels::Item>, wit_channels::ChannelFailure> {
+        let item = self.ports.next(&port).map_err(failure)?;
+        Ok(item.map(|item| wit_channels::Item {
+            sequence: item.sequence,
+            value: item.value.to_string(),
+        }))
+    }
+
+    fn close(&mut self, port: String) -> Result<(), wit_channels::ChannelFailure> {
+        self.ports.close(&port).map_err(failure)
+    }
+}
+
+/// A channel failure as the guest sees it; an application error cannot
+/// come from a channel, so it is reported as `EXECUTION_FAILED`.
+fn failure(error: CallError) -> wit_channels::ChannelFailure {
+    match error {
+        CallError::Operational { code, message, .. } => {
+            wit_channels::ChannelFailure { code, message }
+        }
+        CallError::Application { name, .. } => wit_channels::ChannelFailure {
+            code: "EXECUTION_FAILED".to_owned(),
+            message: format!("channel failed with {name}"),
+        },
+    }
 }
 
 impl WasiView for GuestState {
@@ -298,9 +366,13 @@ impl wasmtime::ResourceLimiter for Ceiling {
     }
 }
 
-/// A store with nothing granted, the ceilings, and an epoch deadline at
-/// `deadline_unix_ms` (rounded up to the next tick).
-fn new_store(engine: &Engine, deadline_unix_ms: u64) -> Store<GuestState> {
+/// A store with nothing granted but `ports`, the ceilings, and an epoch
+/// deadline at `deadline_unix_ms` (rounded up to the next tick).
+fn new_store(
+    engine: &Engine,
+    deadline_unix_ms: u64,
+    ports: Arc<dyn ChannelPorts>,
+) -> Store<GuestState> {
     let wasi = WasiCtx::builder()
         .allow_tcp(false)
         .allow_udp(false)
@@ -312,6 +384,7 @@ fn new_store(engine: &Engine, deadline_unix_ms: u64) -> Store<GuestState> {
             wasi,
             table: ResourceTable::new(),
             ceiling: Ceiling::default(),
+            ports,
         },
     );
     store.limiter(|state| &mut state.ceiling);

@@ -13,9 +13,16 @@
 //! | `operational`| `RESOURCE_EXHAUSTED` with details                 |
 //! | `escape`     | tries files, env, args, network; reports each     |
 //! | `config`     | `<settings.marker>:<secret token>`                |
+//! | `relay`      | copies port `in` to port `out` as `{seq, value}`, closes `out`, answers `relayed <n>` |
+//! | `wait`       | blocks in `next("in")`; answers its failure       |
+//! | `send-other` | sends on port `other`; answers its failure        |
 //! | anything else| the key itself                                    |
+//!
+//! The channel keys ignore that the kv contract declares no ports: the
+//! loaders hand whatever ports the test supplies, the host is what checks
+//! declarations.
 
-use jig_provider_sdk::{serde_json::json, CallError, Config, Context, Provider, Value};
+use jig_provider_sdk::{serde_json::json, CallError, Channels, Config, Context, Provider, Value};
 
 pub struct Faulty;
 
@@ -24,7 +31,13 @@ impl Provider for Faulty {
         vec![include_str!("../../contracts/kv.capability.json")]
     }
 
-    fn call(_: &Context, _: &str, input: Value, config: &Config) -> Result<Value, CallError> {
+    fn call(
+        _: &Context,
+        _: &str,
+        input: Value,
+        config: &Config,
+        channels: &Channels,
+    ) -> Result<Value, CallError> {
         let key = input.get("key").and_then(Value::as_str).unwrap_or_default();
         match key {
             "panic" => panic!("faulty provider panics on purpose"),
@@ -55,6 +68,17 @@ impl Provider for Faulty {
                     token.map_or("-", |t| t)
                 )))
             }
+            "relay" => {
+                let mut n = 0;
+                while let Some(item) = channels.next("in")? {
+                    channels.send("out", &json!({"seq": item.sequence, "value": item.value}))?;
+                    n += 1;
+                }
+                channels.close("out")?;
+                Ok(json!(format!("relayed {n}")))
+            }
+            "wait" => channels.next("in").map(|_| json!("woke with an item")),
+            "send-other" => channels.send("other", &json!(1)).map(|()| json!("sent")),
             other => Ok(json!(other)),
         }
     }

@@ -7,7 +7,7 @@
 //! settings `{"entries": {...}}`, or the declared application error
 //! `not-found` with `{"key": k}`.
 
-use jig_provider_sdk::{serde_json::json, CallError, Config, Context, Provider, Value};
+use jig_provider_sdk::{serde_json::json, CallError, Channels, Config, Context, Provider, Value};
 
 /// The kv provider; it keeps no state of its own.
 pub struct Kv;
@@ -17,7 +17,13 @@ impl Provider for Kv {
         vec![include_str!("../../contracts/kv.capability.json")]
     }
 
-    fn call(_: &Context, method: &str, input: Value, config: &Config) -> Result<Value, CallError> {
+    fn call(
+        _: &Context,
+        method: &str,
+        input: Value,
+        config: &Config,
+        _: &Channels,
+    ) -> Result<Value, CallError> {
         match method {
             "get" => get(&input, config),
             other => Err(CallError::unknown_method(other)),

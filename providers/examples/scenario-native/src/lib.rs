@@ -1,7 +1,9 @@
 //! Test provider for the capability slots of the Run/1 conformance
-//! scenarios (`flow-reference/SCENARIOS.md`), built as a native `cdylib`.
+//! scenarios (`flow-reference/SCENARIOS.md`). One source, two forms: a
+//! native `cdylib`, and a `wasm32-wasip2` component (where the latch below
+//! cannot work: a component instance lives for one call).
 //!
-//! It serves three exact contracts from `../contracts/`:
+//! It serves five exact contracts from `../contracts/`:
 //!
 //! - `artifacts` 1.0.0: `write {"source"}` answers `{"uri":"artifact://<source>"}`;
 //!   `read {"uri"}` always answers the declared error `not-found` `{"uri"}`.
@@ -10,6 +12,17 @@
 //!   called, and `{"value":"uncertain"}` fails with the operational code
 //!   `UNCERTAIN`.
 //! - `control` 1.0.0: `release null` opens the latch blocked writes wait on.
+//! - `worker` 1.0.0 (the channels scenario's `worker` slot): `run <input>`
+//!   sends [`WORKER_STEPS`] items `{"step": i, "input": <input>}` on its
+//!   `events` send port and answers `{"steps": 3}`; with input
+//!   `{"fail": true}` it sends the first item and then fails
+//!   `EXECUTION_FAILED`, so the caller's reader fails too.
+//! - `agent-run` 1.0.0 (`https://jig.md/contracts/agent-run`, the
+//!   channel-wiring scenario's `agent` slot): `run {"instructions": t}`
+//!   sends ACP public updates on the optional `events` port when connected
+//!   (a `plan` with one completed entry `t`, then two
+//!   `agent_message_chunk` texts `"Done: "` and `t`) and answers
+//!   `{"outcome": "completed", "text": "Done: <t>"}`.
 //!
 //! The latch is process-wide state, which is why this provider is native
 //! (a WASM provider gets a fresh instance per call). When the settings hold
@@ -21,11 +34,16 @@ use std::io::Write;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jig_provider_sdk::{serde_json::json, CallError, Config, Context, Provider, Value};
+use jig_provider_sdk::{serde_json::json, CallError, Channels, Config, Context, Provider, Value};
 
 pub const ARTIFACTS: &str = "https://example.org/contracts/artifacts";
 pub const SINK: &str = "https://example.org/contracts/sink";
 pub const CONTROL: &str = "https://example.org/contracts/control";
+pub const WORKER: &str = "https://example.org/contracts/worker";
+pub const AGENT_RUN: &str = "https://jig.md/contracts/agent-run";
+
+/// Items the worker sends on `events` before answering.
+pub const WORKER_STEPS: u64 = 3;
 
 /// After the latch opens, a blocked write keeps running this long, so that
 /// a waiter cancelled right after `control.release` answers is cancelled
@@ -71,6 +89,8 @@ impl Provider for Scenario {
             include_str!("../../contracts/artifacts.capability.json"),
             include_str!("../../contracts/sink.capability.json"),
             include_str!("../../contracts/control.capability.json"),
+            include_str!("../../contracts/worker.capability.json"),
+            include_str!("../../contracts/agent-run.capability.json"),
         ]
     }
 
@@ -79,6 +99,7 @@ impl Provider for Scenario {
         method: &str,
         input: Value,
         config: &Config,
+        channels: &Channels,
     ) -> Result<Value, CallError> {
         journal(ctx, method, &input, config);
         match (ctx.contract_id.as_str(), method) {
@@ -92,6 +113,8 @@ impl Provider for Scenario {
                 LATCH.release();
                 Ok(json!({ "released": true }))
             }
+            (WORKER, "run") => worker_run(input, channels),
+            (AGENT_RUN, "run") => agent_run(&input, channels),
             (_, other) => Err(CallError::unknown_method(other)),
         }
     }
@@ -122,6 +145,46 @@ fn sink_write(ctx: &Context, input: Value) -> Result<Value, CallError> {
         _ => {}
     }
     Ok(json!({ "written": input }))
+}
+
+fn worker_run(input: Value, channels: &Channels) -> Result<Value, CallError> {
+    let fail = input.get("fail") == Some(&Value::Bool(true));
+    for step in 1..=WORKER_STEPS {
+        channels.send("events", &json!({ "step": step, "input": input }))?;
+        if fail {
+            return Err(CallError::operational(
+                "EXECUTION_FAILED",
+                "the worker failed after its first step",
+            ));
+        }
+    }
+    // The host seals `events` when this call succeeds.
+    Ok(json!({ "steps": WORKER_STEPS }))
+}
+
+fn agent_run(input: &Value, channels: &Channels) -> Result<Value, CallError> {
+    let instructions = input
+        .get("instructions")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let text = format!("Done: {instructions}");
+    if channels.has("events") {
+        let chunk = |text: &str| {
+            json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": { "type": "text", "text": text },
+            })
+        };
+        let plan = json!({
+            "sessionUpdate": "plan",
+            "entries": [{ "content": instructions, "priority": "high", "status": "completed" }],
+        });
+        channels.send("events", &plan)?;
+        channels.send("events", &chunk("Done: "))?;
+        channels.send("events", &chunk(instructions))?;
+        channels.close("events")?;
+    }
+    Ok(json!({ "outcome": "completed", "text": text }))
 }
 
 fn until_deadline(deadline_unix_ms: u64) -> Duration {
@@ -165,7 +228,13 @@ mod tests {
     }
 
     fn call(contract: &str, method: &str, input: Value) -> Result<Value, CallError> {
-        Scenario::call(&ctx(contract, u64::MAX), method, input, &Config::default())
+        Scenario::call(
+            &ctx(contract, u64::MAX),
+            method,
+            input,
+            &Config::default(),
+            &Channels::none(),
+        )
     }
 
     #[test]
@@ -199,6 +268,21 @@ mod tests {
         assert_eq!(
             call(CONTROL, "write", Value::Null),
             Err(CallError::unknown_method("write"))
+        );
+    }
+
+    #[test]
+    fn channel_methods_need_their_ports() {
+        // Without a connected `events` port the worker cannot send; the
+        // agent's port is optional and it answers without it.
+        let err = call(WORKER, "run", json!({"task": "t"})).unwrap_err();
+        let CallError::Operational { code, .. } = err else {
+            panic!("operational expected")
+        };
+        assert_eq!(code, "PERMISSION_DENIED");
+        assert_eq!(
+            call(AGENT_RUN, "run", json!({"instructions": "plan it"})),
+            Ok(json!({"outcome": "completed", "text": "Done: plan it"}))
         );
     }
 

@@ -58,13 +58,17 @@ fn one_library_serves_two_declarations_with_their_own_settings() {
 
 #[test]
 fn unknown_method_is_unavailable_without_dispatch() {
-    let err = kv().call(&ctx(), "put", &json!({"key": "a"})).unwrap_err();
+    let err = kv()
+        .call(&ctx(), "put", &json!({"key": "a"}), no_ports())
+        .unwrap_err();
     assert_eq!(err.code(), Some("UNAVAILABLE"));
 }
 
 #[test]
 fn input_outside_the_schema_is_invalid_input() {
-    let err = kv().call(&ctx(), "get", &json!({})).unwrap_err();
+    let err = kv()
+        .call(&ctx(), "get", &json!({}), no_ports())
+        .unwrap_err();
     assert_eq!(err.code(), Some("INVALID_INPUT"));
 }
 
@@ -72,7 +76,7 @@ fn input_outside_the_schema_is_invalid_input() {
 fn deadline_in_the_past_is_deadline_exceeded() {
     let past = ctx_with_deadline(now_unix_ms() - 1);
     let err = kv()
-        .call(&past, "get", &json!({"key": "greeting"}))
+        .call(&past, "get", &json!({"key": "greeting"}), no_ports())
         .unwrap_err();
     assert_eq!(err.code(), Some("DEADLINE_EXCEEDED"));
 }

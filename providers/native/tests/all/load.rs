@@ -14,13 +14,13 @@ fn load_err(decl: &ProviderDecl) -> jig_provider_api::LoadError {
 
 #[test]
 fn other_abi_version_is_abi_mismatch() {
-    let path = fixture_library("abi_v2");
-    let err = load_err(&decl("v2", &path, json!({})));
+    let path = fixture_library("abi_v1");
+    let err = load_err(&decl("v1", &path, json!({})));
     assert_eq!(err.code(), "PROVIDER_ABI_MISMATCH");
     assert!(matches!(
         err,
         jig_provider_api::LoadError::AbiMismatch {
-            found: 2,
+            found: 1,
             expected: ABI_VERSION,
             ..
         }

@@ -26,7 +26,7 @@ fn an_endless_loop_is_interrupted_at_the_deadline() {
     let started = Instant::now();
     let ctx = ctx_with_deadline(now_unix_ms() + 300);
     let err = provider
-        .call(&ctx, "get", &json!({"key": "spin"}))
+        .call(&ctx, "get", &json!({"key": "spin"}), no_ports())
         .unwrap_err();
     let elapsed = started.elapsed();
     assert_eq!(err.code(), Some("DEADLINE_EXCEEDED"));

@@ -52,7 +52,9 @@ fn get_missing_is_the_declared_not_found_error() {
 
 #[test]
 fn unknown_method_is_unavailable_without_dispatch() {
-    let err = kv().call(&ctx(), "put", &json!({"key": "a"})).unwrap_err();
+    let err = kv()
+        .call(&ctx(), "put", &json!({"key": "a"}), no_ports())
+        .unwrap_err();
     assert_eq!(err.code(), Some("UNAVAILABLE"));
 }
 
@@ -60,13 +62,17 @@ fn unknown_method_is_unavailable_without_dispatch() {
 fn other_contract_version_is_unavailable() {
     let mut other = ctx();
     other.contract.version = "2.0.0".to_owned();
-    let err = kv().call(&other, "get", &json!({"key": "a"})).unwrap_err();
+    let err = kv()
+        .call(&other, "get", &json!({"key": "a"}), no_ports())
+        .unwrap_err();
     assert_eq!(err.code(), Some("UNAVAILABLE"));
 }
 
 #[test]
 fn input_outside_the_schema_is_invalid_input() {
-    let err = kv().call(&ctx(), "get", &json!({"key": 7})).unwrap_err();
+    let err = kv()
+        .call(&ctx(), "get", &json!({"key": 7}), no_ports())
+        .unwrap_err();
     assert_eq!(err.code(), Some("INVALID_INPUT"));
 }
 
@@ -74,7 +80,7 @@ fn input_outside_the_schema_is_invalid_input() {
 fn deadline_in_the_past_is_deadline_exceeded() {
     let past = ctx_with_deadline(now_unix_ms() - 1);
     let err = kv()
-        .call(&past, "get", &json!({"key": "greeting"}))
+        .call(&past, "get", &json!({"key": "greeting"}), no_ports())
         .unwrap_err();
     assert_eq!(err.code(), Some("DEADLINE_EXCEEDED"));
 }

@@ -8,8 +8,12 @@ mod artifacts;
 #[path = "../../../examples/kv_calls.rs"]
 #[allow(dead_code)] // not every binary uses every helper
 mod kv_calls;
-pub use kv_calls::{ctx, ctx_with_deadline, get, kv_descriptor_path, kv_identity};
+pub use kv_calls::{ctx, ctx_with_deadline, get, kv_descriptor_path, kv_identity, no_ports};
 
+#[path = "../../../examples/channel_calls.rs"]
+mod channel_calls;
+
+mod channels;
 mod faults;
 mod kv;
 mod load;
