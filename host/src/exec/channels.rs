@@ -33,6 +33,25 @@ pub const MAX_ITEM_BYTES: usize = 1024 * 1024;
 pub const MAX_PENDING_SENDS: usize = 16;
 /// Channels plus subscriptions one invocation may allocate in its lifetime.
 pub const MAX_ALLOCATIONS: usize = 256;
+/// Canonical item bytes one receiver holds (queued plus the committed item
+/// whose credit the next read releases). Run/1 gives no figure; four
+/// largest items keep a slow reader cheap. A direct send past it waits; a
+/// broadcast reader past it fails `LAGGED`.
+pub const MAX_READER_BYTES: usize = 4 * MAX_ITEM_BYTES;
+/// Canonical item bytes of the sends one writer has waiting for queue
+/// space; a send past it is refused `RESOURCE_EXHAUSTED` at once.
+pub const MAX_PENDING_SEND_BYTES: usize = 4 * MAX_ITEM_BYTES;
+/// Canonical item bytes one root Run tree holds in all its channels, queued
+/// and waiting: 64 MiB, 5% of the 1,280 MiB root payload budget (seed 002
+/// §8). A send that cannot even wait within it is refused
+/// `RESOURCE_EXHAUSTED`; a broadcast reader it cannot hold fails `LAGGED`.
+pub const MAX_TREE_BYTES: usize = 64 * MAX_ITEM_BYTES;
+
+// A lone largest item always fits an empty receiver and a writer's waiting
+// allowance, so back-pressure can always make progress.
+const _: () = assert!(MAX_READER_BYTES >= MAX_ITEM_BYTES);
+const _: () = assert!(MAX_PENDING_SEND_BYTES >= MAX_ITEM_BYTES);
+const _: () = assert!(MAX_TREE_BYTES >= MAX_READER_BYTES + MAX_PENDING_SEND_BYTES);
 
 /// Which invocation holds a right.
 pub type HolderId = u64;
@@ -69,6 +88,11 @@ struct Reader {
     /// A constraint a late-bound receive port added, and as written.
     schema: Option<Schema>,
     schema_raw: Option<Value>,
+    /// Canonical bytes of each queued item, in queue order.
+    sizes: VecDeque<usize>,
+    /// Canonical bytes this reader holds: queued plus the unacked item.
+    bytes: usize,
+    unacked_bytes: usize,
 }
 
 impl Reader {
@@ -82,7 +106,43 @@ impl Reader {
             unacked: false,
             schema: None,
             schema_raw: None,
+            sizes: VecDeque::new(),
+            bytes: 0,
+            unacked_bytes: 0,
         }
+    }
+
+    fn push(&mut self, sequence: u64, value: Value, size: usize) {
+        self.queue.push_back((sequence, value));
+        self.sizes.push_back(size);
+        self.bytes += size;
+    }
+
+    /// Commit the next queued item; it keeps its credit until the next read.
+    fn pop(&mut self) -> Option<(u64, Value)> {
+        let item = self.queue.pop_front()?;
+        self.unacked_bytes = self.sizes.pop_front().unwrap_or(0);
+        self.unacked = true;
+        Some(item)
+    }
+
+    /// A new read releases the credit of the item committed before it.
+    fn release_credit(&mut self) -> bool {
+        self.bytes -= std::mem::take(&mut self.unacked_bytes);
+        std::mem::take(&mut self.unacked)
+    }
+
+    /// Whether one more item of `size` bytes fits this reader's capacity.
+    fn fits(&self, capacity: usize, size: usize) -> bool {
+        self.used() < capacity && self.bytes + size <= MAX_READER_BYTES
+    }
+
+    /// Drop every uncommitted item and every byte this reader holds.
+    fn discard(&mut self) {
+        self.queue.clear();
+        self.sizes.clear();
+        self.bytes = 0;
+        self.unacked_bytes = 0;
     }
 
     /// Queued items plus a committed item whose credit the next read releases.
@@ -92,7 +152,7 @@ impl Reader {
 
     fn fail(&mut self, e: OperationalError) {
         if matches!(self.state, ReaderState::Open) {
-            self.queue.clear();
+            self.discard();
             self.state = ReaderState::Failed(e);
         }
     }
@@ -111,6 +171,8 @@ struct Source {
     failed: Option<OperationalError>,
     readers: HashMap<u64, Reader>,
     pending_sends: usize,
+    /// Canonical bytes of the sends waiting for queue space.
+    pending_bytes: usize,
     /// The item schema a transferred writer's port declared, as written.
     writer_raw: Option<Value>,
 }
@@ -181,6 +243,15 @@ impl State {
         }
         *count += 1;
         Ok(())
+    }
+
+    /// Canonical item bytes the tree holds: queued in every reader and
+    /// waiting in every writer.
+    fn payload_bytes(&self) -> usize {
+        self.sources
+            .values()
+            .map(|s| s.pending_bytes + s.readers.values().map(|r| r.bytes).sum::<usize>())
+            .sum()
     }
 
     fn grant(&self, token: &str) -> ChannelGrant {
@@ -318,6 +389,7 @@ impl Broker {
             failed: None,
             readers: HashMap::new(),
             pending_sends: 0,
+            pending_bytes: 0,
             writer_raw: None,
         };
         let send = st.token("ch");
@@ -405,9 +477,9 @@ impl Broker {
         token: &str,
         value: Value,
     ) -> Result<Value, OperationalError> {
-        let size = serde_json::to_vec(&value)
-            .map(|b| b.len())
-            .unwrap_or(usize::MAX);
+        // Budgets count canonical item bytes, the size the value has
+        // anywhere it is forwarded.
+        let size = flow::json::canonical(&value).len();
         let mut waiting: Option<PendingSend> = None;
         loop {
             let notified = self.changed.notified();
@@ -416,6 +488,7 @@ impl Broker {
             {
                 let mut st = self.state.lock().unwrap();
                 let id = self.writer(&mut st, holder, token)?;
+                let mut tree = st.payload_bytes();
                 let source = st.sources.get_mut(&id).expect("live source");
                 if let Some(failed) = &source.failed {
                     return Err(failed.clone());
@@ -474,14 +547,19 @@ impl Broker {
                                 return Err(e);
                             }
                         }
-                        if reader.used() < DIRECT_QUEUE_CAPACITY {
+                        // A waiting send's bytes are already in the tree.
+                        let held = if waiting.is_some() { size } else { 0 };
+                        if reader.fits(DIRECT_QUEUE_CAPACITY, size)
+                            && tree - held + size <= MAX_TREE_BYTES
+                        {
                             source.last += 1;
-                            reader.queue.push_back((source.last, value));
+                            reader.push(source.last, value, size);
                             // Settle the wait here: its guard must not
                             // retake the lock we hold.
                             if let Some(w) = waiting.as_mut() {
                                 w.active = false;
                                 source.pending_sends -= 1;
+                                source.pending_bytes -= size;
                             }
                             self.changed.notify_waiters();
                             return Ok(Value::Null);
@@ -493,10 +571,26 @@ impl Broker {
                                     format!("at most {MAX_PENDING_SENDS} sends wait at once"),
                                 ));
                             }
+                            if source.pending_bytes + size > MAX_PENDING_SEND_BYTES {
+                                return Err(op(
+                                    ErrorCode::ResourceExhausted,
+                                    format!("the sends of one writer wait with at most {MAX_PENDING_SEND_BYTES} bytes at once"),
+                                ));
+                            }
+                            if tree + size > MAX_TREE_BYTES {
+                                return Err(op(
+                                    ErrorCode::ResourceExhausted,
+                                    format!(
+                                        "the Run's channels hold at most {MAX_TREE_BYTES} bytes"
+                                    ),
+                                ));
+                            }
                             source.pending_sends += 1;
+                            source.pending_bytes += size;
                             waiting = Some(PendingSend {
                                 broker: self.clone(),
                                 source: id,
+                                bytes: size,
                                 active: true,
                             });
                         }
@@ -508,15 +602,19 @@ impl Broker {
                             if !matches!(reader.state, ReaderState::Open) {
                                 continue;
                             }
-                            if reader.used() >= BROADCAST_QUEUE_CAPACITY {
+                            if !reader.fits(BROADCAST_QUEUE_CAPACITY, size)
+                                || tree + size > MAX_TREE_BYTES
+                            {
+                                tree -= reader.bytes;
                                 reader.fail(op(
                                     ErrorCode::Lagged,
-                                    format!("the reader fell more than {BROADCAST_QUEUE_CAPACITY} items behind"),
+                                    format!("the reader fell more than {BROADCAST_QUEUE_CAPACITY} items or {MAX_READER_BYTES} bytes behind, or the Run's channels hold {MAX_TREE_BYTES} bytes"),
                                 ));
                                 continue;
                             }
                             if let Some(schema) = &reader.schema {
                                 if schema.validate(&value).is_err() {
+                                    tree -= reader.bytes;
                                     reader.fail(op(
                                         ErrorCode::InvalidInput,
                                         "an item does not satisfy this subscription's schema",
@@ -524,7 +622,8 @@ impl Broker {
                                     continue;
                                 }
                             }
-                            reader.queue.push_back((seq, value.clone()));
+                            reader.push(seq, value.clone(), size);
+                            tree += size;
                         }
                         self.changed.notify_waiters();
                         return Ok(Value::Null);
@@ -564,7 +663,7 @@ impl Broker {
                         ));
                     }
                     reader.reading = true;
-                    if std::mem::take(&mut reader.unacked) {
+                    if reader.release_credit() {
                         self.changed.notify_waiters();
                     }
                     read = Some(PendingRead {
@@ -584,9 +683,8 @@ impl Broker {
                         Some(Ok(json!({ "end": { "lastSequence": reader.delivered } })))
                     }
                     ReaderState::Open => {
-                        if let Some((sequence, value)) = reader.queue.pop_front() {
+                        if let Some((sequence, value)) = reader.pop() {
                             reader.delivered = sequence;
-                            reader.unacked = true;
                             Some(Ok(
                                 json!({ "item": { "sequence": sequence, "value": value } }),
                             ))
@@ -817,7 +915,7 @@ impl Broker {
                 Role::Reader(r) => {
                     if let Some(reader) = source.readers.get_mut(&r) {
                         if matches!(reader.state, ReaderState::Open) {
-                            reader.queue.clear();
+                            reader.discard();
                             reader.state = ReaderState::Disposed;
                         }
                     }
@@ -841,6 +939,128 @@ impl Broker {
     }
 }
 
+/// A receive endpoint the host itself holds, for one declared send port of
+/// a root Run (`jig run --receive`).
+#[derive(Debug, Clone)]
+pub struct HostReceiver {
+    pub port: String,
+    pub endpoint: String,
+    pub start_sequence: u64,
+}
+
+impl Broker {
+    /// For each named send port of the root `package`, create the source
+    /// the port declares (its schema or contract, its delivery; direct when
+    /// either is accepted) owned by `host`, with `host` holding the
+    /// receiver. Returns the writers to map into the root (port → token,
+    /// for [`Broker::transfer`]) and the receivers. A name that is not a
+    /// declared send port is `INVALID_INPUT`; nothing is allocated then.
+    pub fn host_receivers(
+        &self,
+        host: HolderId,
+        package: &Package,
+        names: &[String],
+    ) -> Result<(BTreeMap<String, String>, Vec<HostReceiver>), OperationalError> {
+        let invalid = |m: String| op(ErrorCode::InvalidInput, m);
+        let ports = declared_ports(package).map_err(invalid)?;
+        for name in names {
+            match ports.get(name) {
+                Some(port) if port.decl.direction == contract::Direction::Send => {}
+                Some(_) => {
+                    return Err(invalid(format!(
+                        "{name:?} is a receive port; only send ports can be received"
+                    )))
+                }
+                None => {
+                    let sends: Vec<&str> = ports
+                        .iter()
+                        .filter(|(_, p)| p.decl.direction == contract::Direction::Send)
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    return Err(invalid(format!(
+                        "the target declares no send port {name:?} (send ports: {})",
+                        if sends.is_empty() {
+                            "none".to_string()
+                        } else {
+                            sends.join(", ")
+                        }
+                    )));
+                }
+            }
+        }
+        let mut writers = BTreeMap::new();
+        let mut receivers = Vec::new();
+        for name in names {
+            let decl = &ports[name].decl;
+            let broadcast = decl.delivery == Some(contract::Delivery::Broadcast);
+            let params = ChannelCreateParams {
+                delivery: Some(if broadcast {
+                    Delivery::Broadcast
+                } else {
+                    Delivery::Direct
+                }),
+                schema: match decl.contract {
+                    Some(_) => None,
+                    None => package.metadata().channels[name].get("schema").cloned(),
+                },
+                contract: decl.contract.clone(),
+            };
+            let created = self.create(host, package, params)?;
+            let receive = if broadcast {
+                let reference = created["source"].as_str().unwrap_or_default();
+                self.subscribe(host, reference)?
+            } else {
+                created["receive"].clone()
+            };
+            writers.insert(
+                name.clone(),
+                created["send"]["endpoint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            receivers.push(HostReceiver {
+                port: name.clone(),
+                endpoint: receive["endpoint"].as_str().unwrap_or_default().to_string(),
+                start_sequence: receive["startSequence"].as_u64().unwrap_or(1),
+            });
+        }
+        Ok((writers, receivers))
+    }
+
+    /// Fail the source of every writer `holder` still holds, keeping its
+    /// receivers: the host's writers for a root that never received them
+    /// (it failed before launch).
+    pub fn fail_held_writers(&self, holder: HolderId) {
+        let mut st = self.state.lock().unwrap();
+        let held: Vec<u64> = st
+            .endpoints
+            .values()
+            .filter(|e| e.holder == holder && e.role == Role::Writer)
+            .map(|e| e.source)
+            .collect();
+        for id in held {
+            if let Some(source) = st.sources.get_mut(&id) {
+                source.fail(op(
+                    ErrorCode::ExecutionFailed,
+                    "the Run ended before it received this channel",
+                ));
+            }
+        }
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    /// `channel/next` for a receiver the host itself holds.
+    pub async fn read(
+        self: &Arc<Self>,
+        holder: HolderId,
+        endpoint: &str,
+    ) -> Result<Value, OperationalError> {
+        self.clone().next(holder, endpoint).await
+    }
+}
+
 fn release_status(reader: &mut Reader) -> Value {
     match &reader.state {
         ReaderState::Ended => json!({ "status": "ended", "lastSequence": reader.delivered }),
@@ -853,7 +1073,7 @@ fn release_status(reader: &mut Reader) -> Value {
         }
         ReaderState::Disposed => json!({ "status": "released" }),
         ReaderState::Open => {
-            reader.queue.clear();
+            reader.discard();
             reader.state = ReaderState::Disposed;
             json!({ "status": "released" })
         }
@@ -864,6 +1084,7 @@ fn release_status(reader: &mut Reader) -> Value {
 struct PendingSend {
     broker: Arc<Broker>,
     source: u64,
+    bytes: usize,
     active: bool,
 }
 
@@ -875,7 +1096,11 @@ impl Drop for PendingSend {
         let mut st = self.broker.state.lock().unwrap();
         if let Some(source) = st.sources.get_mut(&self.source) {
             source.pending_sends -= 1;
+            source.pending_bytes -= self.bytes;
         }
+        drop(st);
+        // The retracted bytes may let another writer's send wait or land.
+        self.broker.changed.notify_waiters();
     }
 }
 
@@ -901,7 +1126,7 @@ impl Drop for PendingRead {
         {
             reader.reading = false;
             if matches!(reader.state, ReaderState::Open) {
-                reader.queue.clear();
+                reader.discard();
                 reader.state = ReaderState::Disposed;
             }
         }
@@ -1311,5 +1536,264 @@ mod tests {
         );
         let grants = broker.transfer(owner, child, &refs, &suffix).unwrap();
         assert_eq!(grants["events"].start_sequence, Some(2));
+    }
+
+    /// A string whose canonical JSON is exactly `bytes` long.
+    fn item(bytes: usize) -> Value {
+        json!("a".repeat(bytes - 2))
+    }
+
+    async fn pair(broker: &Arc<Broker>, holder: HolderId, delivery: &str) -> Value {
+        call(
+            broker,
+            holder,
+            Method::ChannelCreate,
+            json!({ "delivery": delivery }),
+        )
+        .await
+        .unwrap()
+    }
+
+    fn send_params(created: &Value, value: Value) -> Value {
+        json!({ "endpoint": created["send"]["endpoint"], "value": value })
+    }
+
+    fn send_future(
+        broker: &Arc<Broker>,
+        holder: HolderId,
+        params: Value,
+    ) -> BoxFuture<Result<Value, OperationalError>> {
+        broker
+            .request(holder, &plain(), Method::ChannelSend, &params)
+            .unwrap()
+    }
+
+    /// Whether `fut` is still waiting after the broker had time to act.
+    async fn still_waiting(fut: &mut BoxFuture<Result<Value, OperationalError>>) -> bool {
+        tokio::time::timeout(std::time::Duration::from_millis(50), fut)
+            .await
+            .is_err()
+    }
+
+    #[tokio::test]
+    async fn a_direct_receiver_holds_its_byte_budget_then_the_sender_waits() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let created = pair(&broker, me, "direct").await;
+        let full = MAX_READER_BYTES / MAX_ITEM_BYTES;
+        assert_eq!(full * MAX_ITEM_BYTES, MAX_READER_BYTES);
+        for _ in 0..full {
+            call(
+                &broker,
+                me,
+                Method::ChannelSend,
+                send_params(&created, item(MAX_ITEM_BYTES)),
+            )
+            .await
+            .unwrap();
+        }
+        // One byte past the budget waits, though the queue has item room.
+        let mut past = send_future(&broker, me, send_params(&created, json!(0)));
+        assert!(still_waiting(&mut past).await);
+        let reader = json!({ "endpoint": created["receive"]["endpoint"] });
+        call(&broker, me, Method::ChannelNext, reader.clone())
+            .await
+            .unwrap();
+        // The committed item keeps its bytes until the next read.
+        assert!(still_waiting(&mut past).await);
+        call(&broker, me, Method::ChannelNext, reader.clone())
+            .await
+            .unwrap();
+        assert_eq!(past.await.unwrap(), Value::Null);
+        let state = broker.state.lock().unwrap();
+        assert_eq!(
+            state.payload_bytes(),
+            (full - 1) * MAX_ITEM_BYTES + 1,
+            "two reads released one item's credit; the small item was queued"
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_sends_hold_at_most_their_byte_budget() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let created = pair(&broker, me, "direct").await;
+        for _ in 0..MAX_READER_BYTES / MAX_ITEM_BYTES {
+            call(
+                &broker,
+                me,
+                Method::ChannelSend,
+                send_params(&created, item(MAX_ITEM_BYTES)),
+            )
+            .await
+            .unwrap();
+        }
+        let mut waiting = Vec::new();
+        for _ in 0..MAX_PENDING_SEND_BYTES / MAX_ITEM_BYTES {
+            let mut fut = send_future(&broker, me, send_params(&created, item(MAX_ITEM_BYTES)));
+            assert!(still_waiting(&mut fut).await);
+            waiting.push(fut);
+        }
+        assert!(waiting.len() < MAX_PENDING_SENDS);
+        let e = call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            send_params(&created, json!(0)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ResourceExhausted);
+        // Retracting one waiting send (cancelling it) makes room again.
+        drop(waiting.pop());
+        let mut again = send_future(&broker, me, send_params(&created, item(MAX_ITEM_BYTES)));
+        assert!(still_waiting(&mut again).await);
+        assert_eq!(
+            broker.state.lock().unwrap().payload_bytes(),
+            MAX_READER_BYTES + MAX_PENDING_SEND_BYTES
+        );
+    }
+
+    #[tokio::test]
+    async fn a_root_tree_holds_its_byte_budget_then_refuses_what_cannot_wait() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let child = broker.new_holder();
+        let per_reader = MAX_READER_BYTES / MAX_ITEM_BYTES;
+        let channels = MAX_TREE_BYTES / MAX_READER_BYTES;
+        assert_eq!(channels * MAX_READER_BYTES, MAX_TREE_BYTES);
+        let mut created = Vec::new();
+        // Two holders share the tree's budget.
+        for i in 0..channels {
+            let holder = if i % 2 == 0 { me } else { child };
+            let c = pair(&broker, holder, "direct").await;
+            for _ in 0..per_reader {
+                call(
+                    &broker,
+                    holder,
+                    Method::ChannelSend,
+                    send_params(&c, item(MAX_ITEM_BYTES)),
+                )
+                .await
+                .unwrap();
+            }
+            created.push(c);
+        }
+        assert_eq!(broker.state.lock().unwrap().payload_bytes(), MAX_TREE_BYTES);
+        // One byte more cannot queue and cannot wait within the budget.
+        let spare = pair(&broker, me, "direct").await;
+        let e = call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            send_params(&spare, json!(0)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ResourceExhausted);
+        // A broadcast reader the tree cannot hold fails LAGGED alone; the
+        // writer's send is accepted.
+        let source = pair(&broker, me, "broadcast").await;
+        let sub = call(
+            &broker,
+            me,
+            Method::ChannelSubscribe,
+            json!({"source": source["source"]}),
+        )
+        .await
+        .unwrap();
+        call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            send_params(&source, json!(0)),
+        )
+        .await
+        .unwrap();
+        let e = call(
+            &broker,
+            me,
+            Method::ChannelNext,
+            json!({"endpoint": sub["endpoint"]}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Lagged);
+        // Two reads anywhere in the tree release one item: the spare fits.
+        let reader = json!({ "endpoint": created[0]["receive"]["endpoint"] });
+        for _ in 0..2 {
+            call(&broker, me, Method::ChannelNext, reader.clone())
+                .await
+                .unwrap();
+        }
+        call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            send_params(&spare, json!(0)),
+        )
+        .await
+        .unwrap();
+        // A holder's end releases the bytes of the sources it created.
+        broker.finish(child, true);
+        assert_eq!(
+            broker.state.lock().unwrap().payload_bytes(),
+            (channels / 2) * MAX_READER_BYTES - MAX_ITEM_BYTES + 1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_broadcast_reader_past_its_byte_budget_fails_lagged_alone() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let source = pair(&broker, me, "broadcast").await;
+        let subscribe = || {
+            call(
+                &broker,
+                me,
+                Method::ChannelSubscribe,
+                json!({"source": source["source"]}),
+            )
+        };
+        let behind = subscribe().await.unwrap();
+        let reading = subscribe().await.unwrap();
+        let full = MAX_READER_BYTES / MAX_ITEM_BYTES;
+        for _ in 0..full {
+            call(
+                &broker,
+                me,
+                Method::ChannelSend,
+                send_params(&source, item(MAX_ITEM_BYTES)),
+            )
+            .await
+            .unwrap();
+        }
+        let next = |sub: &Value| {
+            call(
+                &broker,
+                me,
+                Method::ChannelNext,
+                json!({"endpoint": sub["endpoint"]}),
+            )
+        };
+        // Two reads release one item's bytes for `reading` only.
+        next(&reading).await.unwrap();
+        next(&reading).await.unwrap();
+        call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            send_params(&source, json!(0)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(next(&behind).await.unwrap_err().code, ErrorCode::Lagged);
+        for sequence in 3..=full as u64 {
+            assert_eq!(next(&reading).await.unwrap()["item"]["sequence"], sequence);
+        }
+        assert_eq!(
+            next(&reading).await.unwrap(),
+            json!({"item": {"sequence": full + 1, "value": 0}})
+        );
     }
 }
