@@ -153,6 +153,50 @@ fn provider_channel_mappings_are_validated_and_settled_with_the_call() {
     }
 }
 
+const PROVIDER_RECEIVES: &str = r#"
+import time
+def drain(op, r):
+    return request('capability/call', {'operationId': op, 'slot': 'worker', 'method': 'drain', 'input': None, 'channels': {'inbox': r}})
+s, r, _ = pair()
+call('channel/send', {'endpoint': s, 'value': 'x'})
+call('channel/send', {'endpoint': s, 'value': {'y': 2}})
+call('channel/close', {'endpoint': s})
+out['drained'] = wait(drain('a', r))
+s, r, _ = pair()
+blocked = drain('b', r)
+time.sleep(0.5)
+send({'jsonrpc': '2.0', 'method': 'request/cancel', 'params': {'requestId': blocked}})
+out['cancelled'] = wait(blocked)
+out['sendAfterCancel'] = call('channel/send', {'endpoint': s, 'value': 1})
+"#;
+
+#[test]
+fn a_provider_reads_the_callers_channel_and_wakes_when_the_call_is_cancelled() {
+    for kind in ["native", "wasm"] {
+        let dir = tempfile::tempdir().unwrap();
+        worker_caller(dir.path(), "raw", &raw(PROVIDER_RECEIVES), kind);
+        let started = std::time::Instant::now();
+        let run = exec(dir.path(), "raw", "null", &[]);
+        assert_eq!(
+            output(&run),
+            json!({
+                "drained": {"value": ["x", {"y": 2}]},
+                "cancelled": {"error": "CANCELLED"},
+                // The cancelled call's reader was disposed with it.
+                "sendAfterCancel": {"error": "DISCONNECTED"},
+            }),
+            "{kind}"
+        );
+        // The provider blocked in `next` was woken, not left until the
+        // 30 s deadline.
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(15),
+            "{kind}: {took:?}"
+        );
+    }
+}
+
 const UPDATES: &str = r#"{"$schema":"https://flow.jig.md/schemas/channel-contract-1.schema.json","id":"https://example.org/channels/updates","version":"1.0.0","semantics":"Each item is one progress update; text items are human-readable.","item":{"type":"object"}}"#;
 
 const WORKER_PORTS: &str =

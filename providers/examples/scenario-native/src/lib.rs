@@ -16,7 +16,8 @@
 //!   sends [`WORKER_STEPS`] items `{"step": i, "input": <input>}` on its
 //!   `events` send port and answers `{"steps": 3}`; with input
 //!   `{"fail": true}` it sends the first item and then fails
-//!   `EXECUTION_FAILED`, so the caller's reader fails too.
+//!   `EXECUTION_FAILED`, so the caller's reader fails too. `drain` reads
+//!   its `inbox` receive port to the end and answers the items' values.
 //! - `agent-run` 1.0.0 (`https://jig.md/contracts/agent-run`, the
 //!   channel-wiring scenario's `agent` slot): `run {"instructions": t}`
 //!   sends ACP public updates on the optional `events` port when connected
@@ -114,6 +115,13 @@ impl Provider for Scenario {
                 Ok(json!({ "released": true }))
             }
             (WORKER, "run") => worker_run(input, channels),
+            (WORKER, "drain") => {
+                let mut values = Vec::new();
+                while let Some(item) = channels.next("inbox")? {
+                    values.push(item.value);
+                }
+                Ok(Value::Array(values))
+            }
             (AGENT_RUN, "run") => agent_run(&input, channels),
             (_, other) => Err(CallError::unknown_method(other)),
         }
