@@ -120,6 +120,9 @@ out['afterHealthy'] = [call('channel/next', {'endpoint': r}) for _ in range(4)]
 s, r, _ = pair()
 out['failing'] = worker('g', {'events': s}, {'fail': True})
 out['afterFailing'] = call('channel/next', {'endpoint': r})
+s, r, _ = pair(schema={'type': 'string'})
+out['itemRefused'] = worker('h', {'events': s}, 'ok')
+out['afterRefused'] = call('channel/next', {'endpoint': r})
 "#;
 
 #[test]
@@ -147,6 +150,11 @@ fn provider_channel_mappings_are_validated_and_settled_with_the_call() {
                 // A provider that fails holding the writer fails the reader.
                 "failing": {"error": "EXECUTION_FAILED"},
                 "afterFailing": {"error": "EXECUTION_FAILED"},
+                // The channel's item schema refuses the provider's first
+                // item: the send fails, the provider fails with it, and the
+                // source fails for its reader.
+                "itemRefused": {"error": "INVALID_INPUT"},
+                "afterRefused": {"error": "INVALID_INPUT"},
             }),
             "{kind}"
         );
