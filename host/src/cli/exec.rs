@@ -13,8 +13,8 @@ use jig_project::{BindingDecl, Declarations, SlotTarget};
 use serde_json::json;
 
 use super::{
-    load_config, print_terminal, read_input, run_invocation, terminal_value, CliError,
-    DEFAULT_TIMEOUT,
+    finish_output, load_config, read_input, receive, run_invocation, terminal_value, CliError,
+    Receive, DEFAULT_TIMEOUT,
 };
 use crate::exec::{Executor, TargetRef};
 use crate::plan::{self, Candidate};
@@ -32,6 +32,7 @@ pub struct ExecArgs<'a> {
     pub children: &'a [String],
     pub timeout: Option<&'a str>,
     pub json: bool,
+    pub receive: &'a [String],
     pub config: Option<&'a Path>,
     pub base: &'a Path,
 }
@@ -50,6 +51,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         }
         slots.insert(slot.to_string(), args.base.join(dir));
     }
+    let receive = receive::parse(args.receive)?;
     let timeout = match args.timeout {
         None => DEFAULT_TIMEOUT,
         Some(text) => super::parse_timeout(text).ok_or_else(|| {
@@ -81,6 +83,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         ROOT_PATH.to_string(),
         stage(&args.base.join(args.package), ROOT_PATH)?,
     );
+    receive::check(&packages[ROOT_PATH], &receive)?;
     let mut slot_targets = BTreeMap::new();
     for (slot, dir) in &slots {
         let path = format!("exec/child/{slot}");
@@ -133,14 +136,21 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
         temp.path().to_path_buf(),
     ));
-    let (result, interrupted) = run_invocation(
+    let root = &candidate.packages[ROOT_PATH];
+    let ran = run_invocation(
         &executor,
         TargetRef::Binding(BINDING_ID.into()),
         input,
         timeout,
+        Vec::new(),
+        (!receive.is_empty()).then_some(Receive {
+            package: root,
+            names: receive,
+        }),
     )?;
-    let terminal = terminal_value(&result);
-    let status = print_terminal(&terminal, args.json);
+    let interrupted = ran.interrupted;
+    let terminal = terminal_value(&ran.result);
+    let status = finish_output(&terminal, args.json, ran.stream);
     let cleanup: Result<PathBuf, _> = temp.close().map(|_| PathBuf::new());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the private directory could not be removed: {e}");

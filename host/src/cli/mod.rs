@@ -6,6 +6,7 @@ mod author;
 mod doctor;
 mod exec;
 mod exit;
+pub mod receive;
 mod run;
 
 pub use exit::{exit_code, CliError};
@@ -20,7 +21,7 @@ use flow::json::Value;
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::exec::{Executor, Failure, Invocation, Success, TargetRef};
+use crate::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRef};
 use crate::plan;
 use crate::providers::ProviderSet;
 use crate::state::{self, ProjectState};
@@ -94,6 +95,9 @@ enum Command {
         /// Publish the packet (delivered files and result.json) as the new directory DIR.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Receive the target's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
+        #[arg(long = "receive", value_name = "CHANNEL")]
+        receive: Vec<String>,
     },
     /// Run one package directory directly, for local testing of your own
     /// code (admits nothing).
@@ -111,6 +115,9 @@ enum Command {
         timeout: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Receive the package's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
+        #[arg(long = "receive", value_name = "CHANNEL")]
+        receive: Vec<String>,
     },
     /// Inspect or digest a package directory (Package/1).
     Package {
@@ -229,6 +236,7 @@ pub fn main() -> u8 {
             attach,
             select,
             out,
+            receive,
         } => run::run(run::RunArgs {
             dir: &base,
             config: cli.config.as_deref(),
@@ -240,6 +248,7 @@ pub fn main() -> u8 {
             attach: &attach,
             select: &select,
             out: out.as_deref(),
+            receive: &receive,
         }),
         Command::Runs { action } => runs(&base, action),
         Command::Exec {
@@ -249,6 +258,7 @@ pub fn main() -> u8 {
             children,
             timeout,
             json,
+            receive,
         } => exec::exec(exec::ExecArgs {
             package: &package,
             input: input.as_deref(),
@@ -256,6 +266,7 @@ pub fn main() -> u8 {
             children: &children,
             timeout: timeout.as_deref(),
             json,
+            receive: &receive,
             config: cli.config.as_deref(),
             base: &base,
         }),
@@ -476,34 +487,58 @@ pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
     flow::json::parse(&bytes).map_err(|e| invalid(format!("the input is not JSON/1: {e}")))
 }
 
-/// Run one invocation on a fresh runtime; SIGINT or SIGTERM cancels it.
-/// Returns the result and whether the command was interrupted.
+/// The channels a root Run's `--receive` names, in its package.
+pub struct Receive<'a> {
+    pub package: &'a flow::package::Package,
+    pub names: Vec<String>,
+}
+
+/// What running one root invocation produced: its result, whether the
+/// command was interrupted, and the `--receive` stream still to finish
+/// with the terminal line.
+pub struct Ran {
+    pub result: Result<Success, Failure>,
+    pub interrupted: bool,
+    pub stream: Option<receive::Stream>,
+}
+
+/// How long the receivers may take to reach their ends after the Run
+/// ended; every writer is settled by then, so this only bounds a fault.
+const RECEIVE_DRAIN: Duration = Duration::from_secs(5);
+
+/// Run one root invocation on a fresh runtime; SIGINT or SIGTERM cancels
+/// it, as does a `--receive` stdout that stops taking writes. Shows
+/// elapsed time on a terminal stderr.
 fn run_invocation(
     executor: &Arc<Executor>,
     target: TargetRef,
     input: Value,
     timeout: Duration,
-) -> Result<(Result<Success, Failure>, bool), CliError> {
-    run_invocation_with(executor, target, input, timeout, Vec::new())
-}
-
-/// [`run_invocation`] for a root Run with attachments; shows elapsed time
-/// on a terminal stderr.
-fn run_invocation_with(
-    executor: &Arc<Executor>,
-    target: TargetRef,
-    input: Value,
-    timeout: Duration,
     attachments: Vec<crate::exec::AttachmentGrant>,
-) -> Result<(Result<Success, Failure>, bool), CliError> {
+    receive: Option<Receive<'_>>,
+) -> Result<Ran, CliError> {
     let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
+    let mut channels = RootChannels::none();
+    let broker = channels.broker.clone();
+    let host = channels.host;
+    let mut receivers = Vec::new();
+    if let Some(receive) = &receive {
+        let (writers, created) = broker
+            .host_receivers(host, receive.package, &receive.names)
+            .map_err(|e| CliError::new("JIG_USAGE", format!("--receive: {}", e.message)))?;
+        channels.writers = writers;
+        receivers = created;
+    }
+    let stream = receive
+        .is_some()
+        .then(|| Arc::new(receive::Stream::start(std::io::stdout())));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let outcome = runtime.block_on(async {
+    let (result, interrupted) = runtime.block_on(async {
         let interrupt = async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {
@@ -511,8 +546,29 @@ fn run_invocation_with(
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         };
+        let pump = stream.as_ref().map(|stream| {
+            tokio::spawn(receive::pump(broker.clone(), host, receivers, stream.clone()))
+        });
+        // A stuck or over-budget stdout cancels the Run.
+        let output_fault = async {
+            let Some(stream) = &stream else {
+                return std::future::pending().await;
+            };
+            loop {
+                if stream.check().is_some() {
+                    return;
+                }
+                tokio::select! {
+                    _ = stream.faulted() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+        };
         let ticker = run::Ticker::start();
-        let run = executor.run(Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments });
+        let run = executor.run_root(
+            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments },
+            channels,
+        );
         let run = async move {
             let result = run.await;
             if let Some(ticker) = ticker {
@@ -521,20 +577,57 @@ fn run_invocation_with(
             result
         };
         tokio::pin!(run);
-        let mut interrupted = false;
         tokio::pin!(interrupt);
-        loop {
+        tokio::pin!(output_fault);
+        let mut interrupted = false;
+        let mut faulted = false;
+        let result = loop {
             tokio::select! {
-                result = &mut run => return (result, interrupted),
+                result = &mut run => break result,
                 _ = &mut interrupt, if !interrupted => {
                     interrupted = true;
                     let _ = cancel_tx.send(true);
                 }
+                _ = &mut output_fault, if !faulted => {
+                    faulted = true;
+                    let _ = cancel_tx.send(true);
+                }
+            }
+        };
+        if let Some(mut pump) = pump {
+            // Writers the root never received end here; the rest were
+            // settled when their holders ended.
+            broker.fail_held_writers(host);
+            if tokio::time::timeout(RECEIVE_DRAIN, &mut pump).await.is_err() {
+                broker.finish(host, true);
+                let _ = pump.await;
             }
         }
+        broker.finish(host, true);
+        (result, interrupted)
     });
     drop(runtime);
-    Ok(outcome)
+    let stream = stream.map(|s| Arc::try_unwrap(s).ok().expect("the readers ended"));
+    Ok(Ran {
+        result,
+        interrupted,
+        stream,
+    })
+}
+
+/// Print the terminal: as the last NDJSON line when receiving, else as
+/// [`print_terminal`] does. Returns the exit status.
+fn finish_output(terminal: &Value, json_output: bool, stream: Option<receive::Stream>) -> u8 {
+    let Some(stream) = stream else {
+        return print_terminal(terminal, json_output);
+    };
+    match stream.finish(terminal) {
+        None => exit::run_exit_code(terminal["status"].as_str().unwrap_or("lost")),
+        Some(fault) => {
+            eprintln!("JIG_OUTPUT_FAILED: {}", fault.message());
+            2
+        }
+    }
 }
 
 fn terminal_value(result: &Result<Success, Failure>) -> Value {

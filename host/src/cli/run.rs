@@ -12,8 +12,9 @@ use flow::package::{Access, Package};
 use serde_json::json;
 
 use super::{
-    load_config, parse_timeout, print_terminal, project_root, read_input, run_invocation_with,
-    state_error, terminal_value, write_runtime_support, CliError, DEFAULT_TIMEOUT,
+    finish_output, load_config, parse_timeout, print_terminal, project_root, read_input, receive,
+    run_invocation, state_error, terminal_value, write_runtime_support, CliError, Receive,
+    DEFAULT_TIMEOUT,
 };
 use crate::exec::{AttachmentGrant, Executor, TargetRef};
 use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
@@ -37,6 +38,7 @@ pub struct RunArgs<'a> {
     pub attach: &'a [String],
     pub select: &'a [String],
     pub out: Option<&'a Path>,
+    pub receive: &'a [String],
 }
 
 fn files_error(e: FilesError) -> CliError {
@@ -141,6 +143,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             "--key must be 1 to 128 bytes",
         ));
     }
+    let receive = receive::parse(args.receive)?;
     let request = Request::parse(args.attach, args.select).map_err(files_error)?;
     let input = read_input(args.input, args.dir)?;
     let root = project_root(args.dir)?;
@@ -190,6 +193,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         args.out.is_some(),
     )
     .map_err(files_error)?;
+    receive::check(&package, &receive)?;
     let captured = files::capture(&request, args.dir).map_err(files_error)?;
     let destination = args
         .out
@@ -276,8 +280,18 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     }
     // The envelope hands the writable attachment back by descriptor.
     let handoff = grants.iter().find_map(|g| g.output.clone());
-    let (result, interrupted) =
-        run_invocation_with(&executor, target_ref.clone(), input, timeout, grants)?;
+    let ran = run_invocation(
+        &executor,
+        target_ref.clone(),
+        input,
+        timeout,
+        grants,
+        (!receive.is_empty()).then_some(Receive {
+            package: &package,
+            names: receive,
+        }),
+    )?;
+    let (result, interrupted) = (ran.result, ran.interrupted);
     // The Run is fenced: its writable attachment can no longer change.
     let delivered = match (&handoff, &destination, &result) {
         (Some(handoff), Some(_), Ok(_)) => Some(files::read_handoff(handoff)),
@@ -332,7 +346,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     }
     runs.settle(&mut record, terminal.clone())
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let status = print_terminal(&terminal, args.json);
+    let status = finish_output(&terminal, args.json, ran.stream);
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
         return Ok(2);

@@ -291,13 +291,22 @@ impl Executor {
 
     /// Run one invocation to its terminal. Boxed because child Flows recurse.
     pub fn run(self: &Arc<Self>, invocation: Invocation) -> BoxFuture<Result<Success, Failure>> {
+        self.run_root(invocation, RootChannels::none())
+    }
+
+    /// Run a root invocation with the channels the host connects to its
+    /// declared ports. Before launch, the root's required ports must all
+    /// be connected (else `INVALID_INPUT`), exactly as for a child.
+    pub fn run_root(
+        self: &Arc<Self>,
+        invocation: Invocation,
+        channels: RootChannels,
+    ) -> BoxFuture<Result<Success, Failure>> {
         let this = self.clone();
-        // One channel broker per root Run tree.
-        let broker = channels::Broker::new();
         let link = ChannelLink {
-            holder: broker.new_holder(),
-            broker,
-            transfer: None,
+            holder: channels.broker.new_holder(),
+            broker: channels.broker,
+            transfer: Some((channels.host, channels.writers)),
         };
         Box::pin(async move { this.run_linked(invocation, true, link).await })
     }
@@ -901,6 +910,27 @@ struct InvocationServices {
     holder: channels::HolderId,
     /// The channel endpoints granted in `flow/run`.
     grants: BTreeMap<String, flow::wire::ChannelGrant>,
+}
+
+/// The channels of one root Run tree as the host connects them: the tree's
+/// broker (one per root Run), the host's own holder in it, and the writers
+/// (root port → host-held token) it maps into the root.
+pub struct RootChannels {
+    pub broker: Arc<channels::Broker>,
+    pub host: channels::HolderId,
+    pub writers: BTreeMap<String, String>,
+}
+
+impl RootChannels {
+    /// A fresh tree whose root the host connects to no port.
+    pub fn none() -> RootChannels {
+        let broker = channels::Broker::new();
+        RootChannels {
+            host: broker.new_holder(),
+            broker,
+            writers: BTreeMap::new(),
+        }
+    }
 }
 
 /// Where an invocation sits in its tree's channel broker, and the rights a

@@ -649,6 +649,340 @@ fn the_rust_channel_wiring_example_runs_as_root_and_monitor() {
     );
 }
 
+// Byte budgets, root ports and `--receive` (appended; the scenario and
+// wiring tests above are another area's).
+
+const BUDGETS: &str = r#"
+lim = req['params']['input']
+item = lim['item']
+per = lim['reader'] // item
+full = 'a' * (item - 2)
+def ping():
+    call('channel/next', {'endpoint': 'ch-0'})
+s, r, _ = pair()
+out['readerAtLimit'] = [call('channel/send', {'endpoint': s, 'value': full}) for _ in range(per)]
+past = request('channel/send', {'endpoint': s, 'value': 0})
+ping()
+out['pastReaderWaits'] = past not in responses
+call('channel/next', {'endpoint': r})
+ping()
+out['creditHeld'] = past not in responses
+call('channel/next', {'endpoint': r})
+out['pastAccepted'] = wait(past)
+s2, r2, _ = pair()
+for _ in range(per):
+    call('channel/send', {'endpoint': s2, 'value': full})
+# Waiting sends of exactly the budget plus one byte: whichever the host
+# admits last is refused at once, the others wait.
+waits = [request('channel/send', {'endpoint': s2, 'value': full}) for _ in range(lim['pending'] // item)]
+waits.append(request('channel/send', {'endpoint': s2, 'value': 0}))
+while not any(w in responses for w in waits):
+    m = json.loads(sys.stdin.readline())
+    responses[m['id']] = m
+refused = next(w for w in waits if w in responses)
+waits.remove(refused)
+out['pendingPastLimit'] = wait(refused)
+ping()
+out['waitsStillWaiting'] = not any(w in responses for w in waits)
+b = call('channel/create', {'delivery': 'broadcast'})
+bs = b['send']['endpoint']
+behind = call('channel/subscribe', {'source': b['source']})['endpoint']
+reading = call('channel/subscribe', {'source': b['source']})['endpoint']
+for _ in range(per):
+    call('channel/send', {'endpoint': bs, 'value': full})
+call('channel/next', {'endpoint': reading})
+call('channel/next', {'endpoint': reading})
+out['broadcastAccepted'] = call('channel/send', {'endpoint': bs, 'value': 0})
+out['behind'] = call('channel/next', {'endpoint': behind})
+out['reading'] = [call('channel/next', {'endpoint': reading})['item']['sequence'] for _ in range(per - 1)]
+for _ in range(len(waits) + 1):
+    call('channel/next', {'endpoint': r2})
+for w in waits:
+    wait(w)
+"#;
+
+#[test]
+fn channel_byte_budgets_hold_at_the_limit_and_one_byte_past_waits_or_lags() {
+    use jig::exec::channels::{MAX_PENDING_SEND_BYTES, MAX_READER_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "budgets", "", &raw(BUDGETS));
+    let input = json!({"item": MAX_ITEM_BYTES, "reader": MAX_READER_BYTES, "pending": MAX_PENDING_SEND_BYTES});
+    let run = exec(dir.path(), "budgets", &input.to_string(), &[]);
+    let per = MAX_READER_BYTES / MAX_ITEM_BYTES;
+    assert_eq!(per * MAX_ITEM_BYTES, MAX_READER_BYTES);
+    let reading: Vec<usize> = (3..=per + 1).collect();
+    assert_eq!(
+        output(&run),
+        json!({
+            "readerAtLimit": vec![Value::Null; per],
+            // One byte past the receiver's budget waits for a read...
+            "pastReaderWaits": true,
+            // ...and the committed item holds its bytes until the next one.
+            "creditHeld": true,
+            "pastAccepted": null,
+            // Waiting sends hold their own budget: one byte more is refused.
+            "pendingPastLimit": {"error": "RESOURCE_EXHAUSTED"},
+            "waitsStillWaiting": true,
+            // A broadcast reader one byte past its budget fails alone.
+            "broadcastAccepted": null,
+            "behind": {"error": "LAGGED"},
+            "reading": reading,
+        })
+    );
+}
+
+const TREE: &str = r#"
+lim = req['params']['input']
+item = lim['item']
+per = lim['reader'] // item
+full = 'a' * (item - 2)
+chans = [pair() for _ in range(lim['tree'] // lim['reader'])]
+for s, r, _ in chans:
+    for _ in range(per):
+        call('channel/send', {'endpoint': s, 'value': full})
+spare, _, _ = pair()
+out['treePastLimit'] = call('channel/send', {'endpoint': spare, 'value': 0})
+call('channel/next', {'endpoint': chans[0][1]})
+call('channel/next', {'endpoint': chans[0][1]})
+out['afterRelease'] = call('channel/send', {'endpoint': spare, 'value': 0})
+"#;
+
+#[test]
+fn a_root_tree_holds_its_channel_byte_budget_and_refuses_one_byte_past() {
+    use jig::exec::channels::{MAX_READER_BYTES, MAX_TREE_BYTES};
+    assert_eq!(MAX_TREE_BYTES % MAX_READER_BYTES, 0);
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "tree", "", &raw(TREE));
+    let input = json!({"item": MAX_ITEM_BYTES, "reader": MAX_READER_BYTES, "tree": MAX_TREE_BYTES});
+    let run = exec(dir.path(), "tree", &input.to_string(), &[]);
+    assert_eq!(
+        output(&run),
+        json!({
+            // The tree holds exactly its budget; one byte more can neither
+            // queue nor wait.
+            "treePastLimit": {"error": "RESOURCE_EXHAUSTED"},
+            // Two reads release one item's bytes anywhere in the tree.
+            "afterRelease": null,
+        })
+    );
+}
+
+const EVENTS_PORT: &str = "channels:\n  events:\n    direction: send\n";
+
+/// A root that sends `n` (its input) numbers to `events`, then returns or
+/// raises.
+fn sender(fail: bool) -> String {
+    format!(
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    events = context.channels['events']\n    \
+         for i in range(context.input):\n        await events.send({{'n': i}})\n    \
+         {}\n    return {{'outcome': 'done', 'output': 'sent'}}\n\
+         handle(run)\n",
+        if fail {
+            "raise RuntimeError('sender broke')"
+        } else {
+            "pass"
+        }
+    )
+}
+
+fn ndjson(run: &Run) -> Vec<Value> {
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?} in {run:?}")))
+        .collect()
+}
+
+#[test]
+fn a_root_whose_required_port_is_not_connected_fails_before_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "root",
+        EVENTS_PORT,
+        "raise SystemExit('the root must never start')\n",
+    );
+    let run = exec(dir.path(), "root", "0", &[]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "failed");
+    assert_eq!(terminal["code"], "INVALID_INPUT", "{run:?}");
+    assert_eq!(
+        terminal["diagnostics"]["stderr"], "",
+        "nothing ran: {run:?}"
+    );
+}
+
+#[test]
+fn an_optional_root_port_left_unconnected_is_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "root",
+        "channels:\n  events:\n    direction: send\n    required: false\n",
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    \
+         return {'outcome': 'done', 'output': sorted(context.channels)}\n\
+         handle(run)\n",
+    );
+    let run = exec(dir.path(), "root", "null", &[]);
+    assert_eq!(output(&run), json!([]));
+}
+
+#[test]
+fn exec_receive_prints_the_channel_as_ndjson_then_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "root", EVENTS_PORT, &sender(false));
+    let run = exec(dir.path(), "root", "3", &["--receive", "events"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    // Canonical JSON/1 lines: members in key order, no spaces.
+    let first = run.stdout.lines().next().unwrap();
+    assert_eq!(
+        first,
+        r#"{"channel":"events","startSequence":1,"type":"begin"}"#
+    );
+    let lines = ndjson(&run);
+    assert_eq!(
+        lines[..5],
+        [
+            json!({"type": "begin", "channel": "events", "startSequence": 1}),
+            json!({"type": "data", "channel": "events", "sequence": 1, "value": {"n": 0}}),
+            json!({"type": "data", "channel": "events", "sequence": 2, "value": {"n": 1}}),
+            json!({"type": "data", "channel": "events", "sequence": 3, "value": {"n": 2}}),
+            json!({"type": "end", "channel": "events", "status": "closed", "lastSequence": 3}),
+        ]
+    );
+    assert_eq!(lines.len(), 6, "{run:?}");
+    assert_eq!(lines[5]["type"], "terminal");
+    assert_eq!(lines[5]["result"]["status"], "succeeded");
+    assert_eq!(lines[5]["result"]["output"], "sent");
+}
+
+#[test]
+fn a_failing_root_ends_its_received_channel_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "root", EVENTS_PORT, &sender(true));
+    let run = exec(dir.path(), "root", "1", &["--receive", "events"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    let lines = ndjson(&run);
+    assert_eq!(lines.len(), 4, "{run:?}");
+    assert_eq!(lines[1]["sequence"], 1);
+    assert_eq!(
+        lines[2],
+        json!({"type": "end", "channel": "events", "status": "failed", "code": "EXECUTION_FAILED"})
+    );
+    assert_eq!(lines[3]["result"]["code"], "EXECUTION_FAILED");
+}
+
+#[test]
+fn receive_refuses_bad_channel_names_as_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "root",
+        "channels:\n  events:\n    direction: send\n  orders:\n    direction: receive\n    required: false\n",
+        &sender(false),
+    );
+    let many: Vec<String> = (0..=16).map(|i| format!("c{i}")).collect();
+    let mut past_limit = vec![];
+    for name in &many {
+        past_limit.extend(["--receive", name.as_str()]);
+    }
+    let cases: [&[&str]; 5] = [
+        &["--receive", "missing"],
+        &["--receive", "orders"],
+        &["--receive", "events", "--receive", "events"],
+        &["--receive", "not a name"],
+        &past_limit,
+    ];
+    for extra in cases {
+        let run = exec(dir.path(), "root", "1", extra);
+        assert_eq!(run.status, 2, "{extra:?}: {run:?}");
+        assert!(run.stderr.starts_with("JIG_USAGE: "), "{extra:?}: {run:?}");
+        assert_eq!(run.stdout, "", "{extra:?}: {run:?}");
+    }
+}
+
+#[test]
+fn channel_output_past_its_budget_cancels_the_run() {
+    use jig::cli::receive::MAX_OUTPUT_BYTES as MAX_RECEIVE_OUTPUT_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "root",
+        EVENTS_PORT,
+        &format!(
+            "from jiggy.flow import handle\n\
+             async def run(context):\n    events = context.channels['events']\n    \
+             for i in range({}):\n        await events.send('a' * 1000000)\n    \
+             return {{'outcome': 'done', 'output': 'sent'}}\n\
+             handle(run)\n",
+            // Twice the budget: back-pressure holds the root until the
+            // output fault cancels it.
+            2 * MAX_RECEIVE_OUTPUT_BYTES / 1_000_000
+        ),
+    );
+    let run = exec(dir.path(), "root", "null", &["--receive", "events"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.contains("JIG_OUTPUT_FAILED: "), "{}", run.stderr);
+    let lines = ndjson(&run);
+    let terminal = lines.last().unwrap();
+    assert_eq!(terminal["type"], "terminal");
+    assert_eq!(terminal["result"]["code"], "CANCELLED", "{}", run.stderr);
+    let channel_bytes: usize = run.stdout.lines().rev().skip(1).map(|l| l.len() + 1).sum();
+    assert!(channel_bytes <= MAX_RECEIVE_OUTPUT_BYTES);
+}
+
+#[test]
+fn a_stuck_stdout_cancels_the_run_within_seconds() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "root",
+        EVENTS_PORT,
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    events = context.channels['events']\n    \
+         while True:\n        await events.send('a' * 10000)\n\
+         handle(run)\n",
+    );
+    let started = std::time::Instant::now();
+    let mut child = jig(dir.path())
+        .args([
+            "exec",
+            "root",
+            "--json",
+            "--timeout",
+            "60s",
+            "--receive",
+            "events",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Nobody reads stdout: the pipe fills and stays full.
+    let mut stderr = child.stderr.take().unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "jig did not end with a stuck stdout"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut text = String::new();
+    stderr.read_to_string(&mut text).unwrap();
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("JIG_OUTPUT_FAILED: stdout took no write"),
+        "{text}"
+    );
+}
+
 /// Channel-wiring through a provider: the worker forwards its `events`
 /// writer to the `agent` slot (agent-run, served by the scenario provider),
 /// whose ACP updates reach the monitor. The scenario's worker passes input
@@ -726,4 +1060,55 @@ fn channel_wiring_reaches_an_agent_provider_through_the_worker() {
             "{kind}"
         );
     }
+}
+
+#[test]
+fn jig_run_receives_a_root_channel_and_requires_its_required_ports() {
+    let dir = project(&[
+        (
+            "flows/emit/FLOW.md",
+            &format!("---\nname: emit\ndescription: Sends numbers.\n{EVENTS_PORT}---\n"),
+        ),
+        ("flows/emit/flow.py", &sender(false)),
+    ]);
+    review(dir.path());
+    let run = run_jig(
+        dir.path(),
+        &[
+            "run",
+            "flow:flows/emit",
+            "--input",
+            "2",
+            "--receive",
+            "events",
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let lines = ndjson(&run);
+    assert_eq!(lines.len(), 5, "{run:?}");
+    assert_eq!(lines[2]["value"], json!({"n": 1}));
+    assert_eq!(
+        lines[3],
+        json!({"type": "end", "channel": "events", "status": "closed", "lastSequence": 2})
+    );
+    assert_eq!(lines[4]["result"]["status"], "succeeded");
+    assert!(lines[4]["result"]["runId"].is_string(), "{run:?}");
+    // Without --receive the required port is not connected: the Run is
+    // recorded and fails before launch.
+    let run = run_jig(dir.path(), &["run", "flow:flows/emit", "--input", "2"]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "INVALID_INPUT", "{run:?}");
+    // A name the target does not declare is refused before anything is
+    // recorded.
+    let before = run_jig(dir.path(), &["runs"]).stdout.lines().count();
+    let run = run_jig(
+        dir.path(),
+        &["run", "flow:flows/emit", "--receive", "missing"],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("JIG_USAGE: "), "{run:?}");
+    assert_eq!(
+        run_jig(dir.path(), &["runs"]).stdout.lines().count(),
+        before
+    );
 }

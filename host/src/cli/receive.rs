@@ -1,0 +1,359 @@
+//! `--receive CHANNEL` on `jig run` and `jig exec`: the host holds the
+//! receiver of a root's declared send port and prints what arrives as
+//! NDJSON on stdout (HOST-FACTS §4.1), one canonical JSON/1 value a line:
+//! `begin`, `data`, `end` per channel, then the `terminal` line.
+//!
+//! Stdout is written by one thread behind a bounded queue. A pipe that
+//! takes no write for a second, or channel lines past the output budget,
+//! cancel the Run: the host never lets a blocked reader of its stdout hold
+//! a Run open.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::Package;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+use super::CliError;
+use crate::exec::channels::{Broker, HolderId, HostReceiver};
+use crate::state::now_unix_ms;
+
+/// `--receive` may name at most this many channels.
+pub const MAX_RECEIVE: usize = 16;
+/// Channel lines (`begin`, `data`, `end`) one command prints in total; the
+/// terminal line always follows.
+pub const MAX_OUTPUT_BYTES: usize = 20 * 1024 * 1024;
+/// Lines queued for stdout before the readers wait.
+pub const MAX_PENDING_WRITES: usize = 256;
+/// The longest one write to stdout may take before the Run is cancelled.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The `--receive` values: LocalNames, each once, at most [`MAX_RECEIVE`].
+/// A bad value is a usage error.
+pub fn parse(values: &[String]) -> Result<Vec<String>, CliError> {
+    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    if values.len() > MAX_RECEIVE {
+        return Err(usage(format!(
+            "--receive may be given at most {MAX_RECEIVE} times"
+        )));
+    }
+    let mut names: Vec<String> = Vec::new();
+    for name in values {
+        if !flow::wire::is_local_name(name) {
+            return Err(usage(format!("--receive {name:?} is not a LocalName")));
+        }
+        if names.contains(name) {
+            return Err(usage(format!("--receive {name} is given twice")));
+        }
+        names.push(name.clone());
+    }
+    Ok(names)
+}
+
+/// Each name must be a declared send port of the root `package`; checked
+/// before the Run is recorded. A wrong name is a usage error.
+pub fn check(package: &Package, names: &[String]) -> Result<(), CliError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let broker = Broker::new();
+    let host = broker.new_holder();
+    broker
+        .host_receivers(host, package, names)
+        .map(|_| ())
+        .map_err(|e| CliError::new("JIG_USAGE", format!("--receive: {}", e.message)))
+}
+
+/// Why the output could not be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFault {
+    /// The channel lines would pass [`MAX_OUTPUT_BYTES`].
+    Limit,
+    /// A write took longer than [`WRITE_TIMEOUT`], or failed.
+    Stuck,
+}
+
+impl OutputFault {
+    pub fn message(self) -> String {
+        match self {
+            OutputFault::Limit => format!(
+                "the channel output would pass {MAX_OUTPUT_BYTES} bytes; the Run was cancelled"
+            ),
+            OutputFault::Stuck => format!(
+                "stdout took no write within {} ms; the Run was cancelled",
+                WRITE_TIMEOUT.as_millis()
+            ),
+        }
+    }
+}
+
+struct Shared {
+    /// Bytes of channel lines accepted so far.
+    accepted: AtomicUsize,
+    /// When the write in progress started (ms since the epoch), or 0.
+    busy_since: AtomicU64,
+    failed: AtomicBool,
+}
+
+/// The NDJSON stdout of one command with `--receive`.
+pub struct Stream {
+    tx: Option<mpsc::Sender<Vec<u8>>>,
+    shared: Arc<Shared>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    fault: watch::Sender<Option<OutputFault>>,
+}
+
+impl Stream {
+    /// Start the writer thread over `out` (stdout in the CLI).
+    pub fn start(mut out: impl Write + Send + 'static) -> Stream {
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_PENDING_WRITES);
+        let shared = Arc::new(Shared {
+            accepted: AtomicUsize::new(0),
+            busy_since: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+        });
+        let state = shared.clone();
+        let writer = std::thread::spawn(move || {
+            while let Some(line) = rx.blocking_recv() {
+                state
+                    .busy_since
+                    .store(now_unix_ms().max(1), Ordering::SeqCst);
+                let written = out.write_all(&line).and_then(|()| out.flush());
+                state.busy_since.store(0, Ordering::SeqCst);
+                if written.is_err() {
+                    state.failed.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
+        let (fault, _) = watch::channel(None);
+        Stream {
+            tx: Some(tx),
+            shared,
+            writer: Some(writer),
+            fault,
+        }
+    }
+
+    /// The first fault, if any.
+    pub fn fault(&self) -> Option<OutputFault> {
+        *self.fault.borrow()
+    }
+
+    fn set_fault(&self, fault: OutputFault) -> OutputFault {
+        self.fault.send_if_modified(|f| {
+            if f.is_none() {
+                *f = Some(fault);
+                true
+            } else {
+                false
+            }
+        });
+        self.fault().unwrap_or(fault)
+    }
+
+    /// Is a write stuck past [`WRITE_TIMEOUT`], or failed? Records the fault.
+    pub fn check(&self) -> Option<OutputFault> {
+        if let Some(fault) = self.fault() {
+            return Some(fault);
+        }
+        let since = self.shared.busy_since.load(Ordering::SeqCst);
+        let stuck =
+            since != 0 && now_unix_ms().saturating_sub(since) > WRITE_TIMEOUT.as_millis() as u64;
+        (stuck || self.shared.failed.load(Ordering::SeqCst))
+            .then(|| self.set_fault(OutputFault::Stuck))
+    }
+
+    /// Wait until a fault is recorded.
+    pub async fn faulted(&self) -> OutputFault {
+        let mut rx = self.fault.subscribe();
+        loop {
+            if let Some(fault) = *rx.borrow_and_update() {
+                return fault;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Queue one channel line, waiting while [`MAX_PENDING_WRITES`] lines
+    /// are queued; a queue that does not move within [`WRITE_TIMEOUT`] is a
+    /// stuck pipe.
+    pub async fn line(&self, value: &Value) -> Result<(), OutputFault> {
+        if let Some(fault) = self.check() {
+            return Err(fault);
+        }
+        let mut line = flow::json::canonical(value);
+        line.push(b'\n');
+        let before = self.shared.accepted.fetch_add(line.len(), Ordering::SeqCst);
+        if before + line.len() > MAX_OUTPUT_BYTES {
+            return Err(self.set_fault(OutputFault::Limit));
+        }
+        let tx = self.tx.as_ref().expect("open until finish");
+        match tokio::time::timeout(WRITE_TIMEOUT, tx.send(line)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(self.set_fault(OutputFault::Stuck)),
+        }
+    }
+
+    /// Write the terminal line and wait for stdout to take everything,
+    /// each write within [`WRITE_TIMEOUT`]. Returns the first fault.
+    pub fn finish(mut self, terminal: &Value) -> Option<OutputFault> {
+        let stuck = self.fault() == Some(OutputFault::Stuck);
+        if let Some(tx) = self.tx.take() {
+            if !stuck {
+                let mut line =
+                    flow::json::canonical(&json!({"type": "terminal", "result": terminal}));
+                line.push(b'\n');
+                let _ = tx.try_send(line);
+            }
+        }
+        let writer = self.writer.take().expect("one finish");
+        if !stuck {
+            // The queue drains while each write keeps within the timeout.
+            loop {
+                if writer.is_finished() {
+                    break;
+                }
+                if self.check().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if writer.is_finished() {
+            let _ = writer.join();
+        }
+        // A writer stuck in a write is left behind; the process exits.
+        self.check();
+        self.fault()
+    }
+}
+
+/// Read `receivers` (held by `host`) to their ends, printing each as
+/// `begin`, `data` and `end` lines. A fault stops the reading; the caller
+/// cancels the Run.
+pub async fn pump(
+    broker: Arc<Broker>,
+    host: HolderId,
+    receivers: Vec<HostReceiver>,
+    stream: Arc<Stream>,
+) {
+    let mut reads = tokio::task::JoinSet::new();
+    for r in receivers {
+        let broker = broker.clone();
+        let stream = stream.clone();
+        reads.spawn(async move { read_to_end(&broker, host, &r, &stream).await });
+    }
+    while reads.join_next().await.is_some() {}
+}
+
+async fn read_to_end(
+    broker: &Arc<Broker>,
+    host: HolderId,
+    r: &HostReceiver,
+    stream: &Stream,
+) -> Result<(), OutputFault> {
+    let channel = r.port.as_str();
+    stream
+        .line(&json!({"type": "begin", "channel": channel, "startSequence": r.start_sequence}))
+        .await?;
+    loop {
+        let line = match broker.read(host, &r.endpoint).await {
+            Ok(read) => match (read.get("item"), read.get("end")) {
+                (Some(item), _) => json!({
+                    "type": "data",
+                    "channel": channel,
+                    "sequence": item["sequence"],
+                    "value": item["value"],
+                }),
+                (None, Some(end)) => {
+                    return stream
+                        .line(&json!({
+                            "type": "end",
+                            "channel": channel,
+                            "status": "closed",
+                            "lastSequence": end["lastSequence"],
+                        }))
+                        .await;
+                }
+                _ => unreachable!("channel/next answers an item or an end"),
+            },
+            Err(e) => {
+                return stream
+                    .line(&json!({
+                        "type": "end",
+                        "channel": channel,
+                        "status": "failed",
+                        "code": e.code.as_str(),
+                    }))
+                    .await;
+            }
+        };
+        stream.line(&line).await?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receive_names_at_the_limit_and_past_it() {
+        let names: Vec<String> = (0..=MAX_RECEIVE).map(|i| format!("c{i}")).collect();
+        assert_eq!(parse(&names[..MAX_RECEIVE]).unwrap().len(), MAX_RECEIVE);
+        assert_eq!(parse(&names).unwrap_err().code, "JIG_USAGE");
+        let twice = vec!["a".to_string(), "a".to_string()];
+        assert_eq!(parse(&twice).unwrap_err().code, "JIG_USAGE");
+        assert_eq!(
+            parse(&["not a name".to_string()]).unwrap_err().code,
+            "JIG_USAGE"
+        );
+    }
+
+    #[tokio::test]
+    async fn channel_lines_at_the_output_budget_and_one_byte_past() {
+        let stream = Stream::start(std::io::sink());
+        // `"` + n bytes + `"` + newline per line.
+        let line = |n: usize| json!("a".repeat(n - 3));
+        let chunk = 1024 * 1024;
+        for _ in 0..MAX_OUTPUT_BYTES / chunk {
+            stream.line(&line(chunk)).await.unwrap();
+        }
+        assert_eq!(stream.line(&line(3)).await, Err(OutputFault::Limit));
+        assert_eq!(stream.finish(&json!(null)), Some(OutputFault::Limit));
+    }
+
+    /// A writer that never finishes a write.
+    struct Stuck;
+    impl Write for Stuck {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            std::thread::sleep(Duration::from_secs(3600));
+            Ok(0)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stuck_write_is_a_fault_after_the_write_timeout() {
+        let stream = Stream::start(Stuck);
+        let started = std::time::Instant::now();
+        stream.line(&json!(1)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The first line is in the stuck write; the queue then holds the
+        // pending limit, and one more line waits for a second.
+        for i in 0..MAX_PENDING_WRITES {
+            stream.line(&json!(i)).await.unwrap();
+        }
+        assert_eq!(stream.line(&json!("late")).await, Err(OutputFault::Stuck));
+        assert!(started.elapsed() >= WRITE_TIMEOUT);
+        assert_eq!(stream.check(), Some(OutputFault::Stuck));
+    }
+}
