@@ -38,7 +38,13 @@ pub(super) struct ProviderPorts {
 
 /// Held by the call's future: dropping it (the call settled, timed out or
 /// was cancelled with its owner) wakes every blocked port operation.
-pub(super) struct CallOver(#[allow(dead_code)] watch::Sender<bool>);
+pub(super) struct CallOver(watch::Sender<bool>);
+
+impl Drop for CallOver {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
 
 impl ProviderPorts {
     /// Ports for the rights `grants` (port → grant) moved into `holder`.
