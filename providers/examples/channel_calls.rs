@@ -25,6 +25,8 @@ struct Queues {
     cancelled: bool,
     /// `next("in")` ends cleanly once `input` is empty.
     input_ends: bool,
+    /// `next("in")` fails with this Run/1 code.
+    failure: Option<&'static str>,
 }
 
 /// Ports `in` (receive) and `out` (send), backed by memory.
@@ -45,6 +47,14 @@ impl FakePorts {
     /// [`cancel`]: FakePorts::cancel
     pub fn blocking() -> Arc<FakePorts> {
         FakePorts::new(Vec::new(), false)
+    }
+
+    /// `in` fails every read with `code`, as a broker reports a lagged,
+    /// disconnected or failed source.
+    pub fn failing(code: &'static str) -> Arc<FakePorts> {
+        let ports = FakePorts::new(Vec::new(), false);
+        ports.queues.lock().unwrap().failure = Some(code);
+        ports
     }
 
     fn new(input: Vec<Value>, input_ends: bool) -> Arc<FakePorts> {
@@ -104,6 +114,9 @@ impl ChannelPorts for FakePorts {
         check_granted(&self.ports, port, PortDirection::Receive)?;
         let started = Instant::now();
         let mut q = self.queues.lock().unwrap();
+        if let Some(code) = q.failure {
+            return Err(CallError::operational(code, "the source failed"));
+        }
         loop {
             if q.cancelled {
                 return Err(CallError::operational(
@@ -165,6 +178,10 @@ pub fn check_items_pass_both_ways(provider: &dyn Provider) {
 pub fn check_channel_errors_keep_their_codes(provider: &dyn Provider) {
     let err = call_faulty(provider, "send-other", FakePorts::with_input(vec![])).unwrap_err();
     assert_eq!(err.code(), Some("PERMISSION_DENIED"), "{err:?}");
+    for code in ["LAGGED", "DISCONNECTED", "DEADLINE_EXCEEDED", "INVALID_INPUT"] {
+        let err = call_faulty(provider, "wait", FakePorts::failing(code)).unwrap_err();
+        assert_eq!(err.code(), Some(code), "{err:?}");
+    }
 }
 
 /// A provider blocked in `next` wakes when the call is cancelled.

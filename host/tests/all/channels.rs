@@ -123,6 +123,8 @@ out['afterFailing'] = call('channel/next', {'endpoint': r})
 s, r, _ = pair(schema={'type': 'string'})
 out['itemRefused'] = worker('h', {'events': s}, 'ok')
 out['afterRefused'] = call('channel/next', {'endpoint': r})
+s, r, _ = pair(contract='./updates.json')
+out['namedSource'] = worker('i', {'events': s}, 'ok')
 "#;
 
 #[test]
@@ -130,6 +132,7 @@ fn provider_channel_mappings_are_validated_and_settled_with_the_call() {
     for kind in ["native", "wasm"] {
         let dir = tempfile::tempdir().unwrap();
         worker_caller(dir.path(), "raw", &raw(PROVIDER_MAPPINGS), kind);
+        write_files(dir.path(), &[("raw/updates.json", UPDATES)]);
         let run = exec(dir.path(), "raw", "null", &[]);
         let step = |n: u64| json!({"item": {"sequence": n, "value": {"step": n, "input": "ok"}}});
         assert_eq!(
@@ -155,6 +158,9 @@ fn provider_channel_mappings_are_validated_and_settled_with_the_call() {
                 // source fails for its reader.
                 "itemRefused": {"error": "INVALID_INPUT"},
                 "afterRefused": {"error": "INVALID_INPUT"},
+                // A named source's writer fills only a port declaring that
+                // exact contract; the worker's `events` names none.
+                "namedSource": {"error": "INVALID_INPUT"},
             }),
             "{kind}"
         );
