@@ -4,7 +4,9 @@
 //! remove the cgroups). The component is the smallest Python program the
 //! Python recipe would start (`python3 -c pass`) and `/bin/true` as the
 //! floor; the Run/1 exchange itself is the same in both envelopes and not
-//! part of the difference.
+//! part of the difference. The `_with_output` pair adds the writable
+//! attachment: the contained envelope mounts its bounded tmpfs and hands it
+//! back by descriptor (bubblewrap `--info-fd`/`--block-fd`).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -28,6 +30,7 @@ fn fixture() -> &'static Fixture {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("package")).unwrap();
         std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
+        std::fs::create_dir_all(dir.path().join("output")).unwrap();
         let contained = jig::sandbox::contained(&HostConfig::default())
             .expect("this machine supports the contained envelope");
         Fixture {
@@ -55,12 +58,23 @@ fn launch(program: &str, args: &[&str]) -> Launch {
     }
 }
 
+/// The same launch with the writable attachment: a bounded tmpfs handed
+/// back by descriptor (contained) or the host directory (process group).
+fn with_output(mut launch: Launch) -> Launch {
+    launch
+        .attachments
+        .push((fixture().dir.path().join("output"), true));
+    launch
+}
+
 fn one_run(sandbox: &dyn Sandbox, launch: &Launch) {
     fixture().runtime.block_on(async {
         let mut contained = sandbox.spawn(launch).expect("spawns");
         let status = contained.child.wait().await.expect("waits");
         assert!(status.success());
         contained.cleanup().expect("cleans up");
+        let outputs = contained.take_outputs();
+        assert_eq!(outputs.len(), launch.attachments.len());
     });
 }
 
@@ -72,6 +86,19 @@ fn true_process_group() {
 #[divan::bench(sample_count = 40)]
 fn true_contained() {
     one_run(fixture().contained.as_ref(), &launch("/bin/true", &[]));
+}
+
+#[divan::bench(sample_count = 40)]
+fn true_process_group_with_output() {
+    one_run(&ProcessGroup, &with_output(launch("/bin/true", &[])));
+}
+
+#[divan::bench(sample_count = 40)]
+fn true_contained_with_output() {
+    one_run(
+        fixture().contained.as_ref(),
+        &with_output(launch("/bin/true", &[])),
+    );
 }
 
 #[divan::bench(sample_count = 20)]
