@@ -29,6 +29,10 @@ pub fn builtin_contract(id: &str) -> Option<&'static str> {
 pub struct ProviderSet {
     decls: Vec<ProviderDecl>,
     loaded: Mutex<BTreeMap<String, Arc<dyn Provider>>>,
+    /// The file digest each provider had when it was checked and loaded.
+    /// The loaded code is what runs, so later calls need not rehash the
+    /// file (which cost milliseconds per call).
+    checked: Mutex<BTreeMap<String, String>>,
 }
 
 impl ProviderSet {
@@ -36,6 +40,7 @@ impl ProviderSet {
         ProviderSet {
             decls,
             loaded: Mutex::new(BTreeMap::new()),
+            checked: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -116,11 +121,19 @@ impl ProviderSet {
         let decl = self
             .decl(name)
             .ok_or_else(|| format!("provider {name:?} is no longer configured"))?;
-        if Some(Self::file_digest(decl)?.as_str()) != pin.get("fileDigest").and_then(Value::as_str)
-        {
+        let checked = self.checked.lock().unwrap().get(name).cloned();
+        let digest = match checked {
+            Some(digest) => digest,
+            None => Self::file_digest(decl)?,
+        };
+        if Some(digest.as_str()) != pin.get("fileDigest").and_then(Value::as_str) {
             return Err(format!("provider {name:?} changed since review"));
         }
         let provider = self.load(decl)?;
+        self.checked
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), digest);
         if !provider.contracts().iter().any(|c| &c.identity == identity) {
             return Err(format!(
                 "provider {name:?} no longer serves {}",

@@ -148,6 +148,11 @@ impl Scenario {
     }
 
     fn exec(&self, children: &[(&str, &str)], input: &Value) -> Run {
+        self.exec_within("20s", children, input)
+    }
+
+    /// [`Scenario::exec`] with the root deadline `timeout`.
+    fn exec_within(&self, timeout: &str, children: &[(&str, &str)], input: &Value) -> Run {
         let input = input.to_string();
         let mut args = vec![
             "exec",
@@ -156,7 +161,7 @@ impl Scenario {
             "--config",
             "host.toml",
             "--timeout",
-            "20s",
+            timeout,
             "--input",
             &input,
         ];
@@ -415,5 +420,33 @@ fn interrupting_the_standard_component_cancels_it_and_its_child() {
             Vec::<String>::new(),
             "{sdk:?}: the cancelled child outlived the Run"
         );
+    }
+}
+
+#[test]
+fn request_lifetime_serves_65536_calls_and_the_next_never_reaches_the_host() {
+    for sdk in SDKS {
+        let scenario = Scenario::new("matrix", sdk, &["sink", "control"]);
+        let started = Instant::now();
+        let run = scenario.exec_within(
+            "120s",
+            &[("child", "echo")],
+            &json!({ "case": "request-lifetime" }),
+        );
+        eprintln!(
+            "{sdk:?} request-lifetime: 65,536 calls in {:?}",
+            started.elapsed()
+        );
+        assert_done(
+            sdk,
+            &run,
+            &json!({"accepted": 65536, "rejected": "RESOURCE_EXHAUSTED"}),
+        );
+        // Every accepted call was dispatched exactly once; the 65,537th
+        // was refused by the SDK and never dispatched.
+        let journal = scenario.journal();
+        assert_eq!(journal.len(), 65_536, "{sdk:?}");
+        assert_eq!(scenario.dispatches_of("lifetime:65536"), 1, "{sdk:?}");
+        assert_eq!(scenario.dispatches_of("lifetime:65537"), 0, "{sdk:?}");
     }
 }
