@@ -571,6 +571,36 @@ mod tests {
     }
 
     #[test]
+    fn a_handoff_is_read_once_through_its_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/f"), b"kept").unwrap();
+        let handoff = Handoff::new();
+        let empty = read_handoff(&handoff).unwrap_err();
+        assert_eq!(empty.code, "JIG_DELIVERY_FAILED");
+        assert!(empty.message.contains("not handed back"), "{empty}");
+        let fd = nix::fcntl::open(
+            dir.path(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        handoff.clone().put(fd);
+        assert!(handoff.is_held(), "clones share the slot");
+        // The path no longer matters: the descriptor is what is read.
+        let moved = dir.path().with_extension("moved");
+        std::fs::rename(dir.path(), &moved).unwrap();
+        let files = read_handoff(&handoff).unwrap();
+        std::fs::rename(&moved, dir.path()).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(
+            (files[0].path.as_str(), files[0].bytes.as_slice()),
+            ("d/f", &b"kept"[..])
+        );
+        assert!(!handoff.is_held(), "taken once");
+    }
+
+    #[test]
     fn output_links_and_special_files_reject_delivery() {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
