@@ -508,6 +508,80 @@ fn the_writable_attachment_is_a_16_mib_tmpfs_during_the_run() {
     no_mount_left();
 }
 
+/// `flow.wasm` gets the same bound: its writable attachment is a 16 MiB
+/// tmpfs (held by a bubblewrap holder, preopened by descriptor), so the
+/// host's own writes on the guest's behalf stop at ENOSPC too.
+#[test]
+fn a_wasm_flow_writable_attachment_is_the_same_16_mib_tmpfs() {
+    let target_dir = workspace().join("target").join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--target",
+            "wasm32-wasip1",
+            "--manifest-path",
+        ])
+        .arg(workspace().join("host/tests/hostile/fill-wasm/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building fill.wasm failed");
+    let project = project(&[(
+        "flows/fill/FLOW.md",
+        &PYTHON_FLOW_MD.replace("{name}", "fill"),
+    )]);
+    std::fs::copy(
+        target_dir.join("wasm32-wasip1/debug/fill.wasm"),
+        project.path().join("flows/fill/flow.wasm"),
+    )
+    .unwrap();
+    review(project.path());
+    let out = tempfile::tempdir().unwrap();
+
+    let at = out.path().join("at-limit");
+    let input = format!(r#"{{"bytes":{OUTPUT_TMPFS_BYTES}}}"#);
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/fill",
+            "--input",
+            &input,
+            "--out",
+            path(&at),
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let delivered = std::fs::read(at.join("files/fill.bin")).unwrap();
+    assert_eq!(sha256(&delivered), sha256(&vec![7u8; OUTPUT_TMPFS_BYTES]));
+
+    let past = out.path().join("past-limit");
+    let input = format!(r#"{{"bytes":{}}}"#, OUTPUT_TMPFS_BYTES + 1);
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/fill",
+            "--input",
+            &input,
+            "--out",
+            path(&past),
+        ],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+    assert!(
+        run.stdout.contains("No space left on device"),
+        "ENOSPC inside the Run: {run:?}"
+    );
+    assert_eq!(std::fs::read_dir(past.join("files")).unwrap().count(), 0);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&*project.path().to_string_lossy()));
+}
+
 #[test]
 fn out_without_a_writable_attachment_publishes_only_the_record() {
     let (_dir, demo) = {
