@@ -345,6 +345,43 @@ fn at_the_deadline_the_tree_gets_sigterm_before_the_kill() {
 }
 
 #[test]
+fn an_interrupted_host_sends_sigterm_before_the_kill() {
+    let dir = hostile_project();
+    for target in TARGETS {
+        let input = json!({"attack": "term-trap"}).to_string();
+        let child = jig(dir.path())
+            .args(["run", target, "--input", &input])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("jig starts");
+        let pid = child.id();
+        // Let the component install its handler, then interrupt the host.
+        std::thread::sleep(Duration::from_millis(1500));
+        Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap();
+        let run = output(child.wait_with_output().unwrap());
+        assert_nothing_left(dir.path(), pid);
+        assert_eq!(run.status, 2, "{target}: {run:?}");
+        assert!(
+            run.stderr.contains("JIG_COMMAND_INTERRUPTED"),
+            "{target}: {run:?}"
+        );
+        let stderr = run.json()["diagnostics"]["stderr"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            stderr.contains(TERM_MARKER),
+            "{target}: the component never saw SIGTERM: {run:?}"
+        );
+    }
+}
+
+#[test]
 fn a_component_that_ignores_sigterm_is_killed_after_the_grace() {
     let dir = hostile_project();
     for target in TARGETS {
