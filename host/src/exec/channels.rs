@@ -887,6 +887,33 @@ impl Broker {
     /// succeeded): held writers are sealed (or fail their source), held
     /// receivers are disposed, and the sources it created end with it.
     pub fn finish(&self, holder: HolderId, healthy: bool) {
+        self.end_holder(
+            holder,
+            (!healthy).then(|| {
+                op(
+                    ErrorCode::ExecutionFailed,
+                    "the writer's holder failed before sealing",
+                )
+            }),
+        );
+    }
+
+    /// The invocation `holder` was stopped (cancelled with its owner, or
+    /// its deadline passed) before it settled: the communication right of
+    /// every writer it held ended, so their sources fail `DISCONNECTED`.
+    pub fn finish_stopped(&self, holder: HolderId) {
+        self.end_holder(
+            holder,
+            Some(op(
+                ErrorCode::Disconnected,
+                "the writer's holder was stopped before sealing",
+            )),
+        );
+    }
+
+    /// End `holder`: seal its writers, or fail their sources with
+    /// `writer_failure`; dispose its receivers; drop the sources it owns.
+    fn end_holder(&self, holder: HolderId, writer_failure: Option<OperationalError>) {
         let mut st = self.state.lock().unwrap();
         let held: Vec<(String, Endpoint)> = st
             .endpoints
@@ -900,18 +927,14 @@ impl Broker {
                 continue;
             };
             match e.role {
-                Role::Writer => {
-                    if healthy {
+                Role::Writer => match &writer_failure {
+                    None => {
                         if source.failed.is_none() {
                             source.sealed = true;
                         }
-                    } else {
-                        source.fail(op(
-                            ErrorCode::ExecutionFailed,
-                            "the writer's holder failed before sealing",
-                        ));
                     }
-                }
+                    Some(cause) => source.fail(cause.clone()),
+                },
                 Role::Reader(r) => {
                     if let Some(reader) = source.readers.get_mut(&r) {
                         if matches!(reader.state, ReaderState::Open) {

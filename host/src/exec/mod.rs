@@ -328,13 +328,17 @@ impl Executor {
         root: bool,
         link: ChannelLink,
     ) -> Result<Success, Failure> {
-        let mut settle = SettleRights {
+        let mut settle = SettleInvocation {
             broker: link.broker.clone(),
             holder: link.holder,
-            healthy: false,
+            ended: None,
         };
         let result = self.run_inner(invocation, root, link).await;
-        settle.healthy = result.is_ok();
+        settle.ended = Some(match &result {
+            Ok(_) => Ended::Healthy,
+            Err(f) if f.code == "CANCELLED" || f.code == "DEADLINE_EXCEEDED" => Ended::Stopped,
+            Err(_) => Ended::Failed,
+        });
         result
     }
 
@@ -952,6 +956,33 @@ struct SettleRights {
 impl Drop for SettleRights {
     fn drop(&mut self) {
         self.broker.finish(self.holder, self.healthy);
+    }
+}
+
+/// How an invocation ended, for the channel rights it held.
+#[derive(Clone, Copy)]
+enum Ended {
+    Healthy,
+    Failed,
+    /// Cancelled or past its deadline: its writers' rights ended unsealed.
+    Stopped,
+}
+
+/// Settles a Flow invocation's channel rights when it ends; a future
+/// dropped before its result was cancelled with its owner (stopped).
+struct SettleInvocation {
+    broker: Arc<channels::Broker>,
+    holder: channels::HolderId,
+    ended: Option<Ended>,
+}
+
+impl Drop for SettleInvocation {
+    fn drop(&mut self) {
+        match self.ended.unwrap_or(Ended::Stopped) {
+            Ended::Healthy => self.broker.finish(self.holder, true),
+            Ended::Failed => self.broker.finish(self.holder, false),
+            Ended::Stopped => self.broker.finish_stopped(self.holder),
+        }
     }
 }
 

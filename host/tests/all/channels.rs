@@ -1118,3 +1118,188 @@ fn jig_run_receives_a_root_channel_and_requires_its_required_ports() {
         before
     );
 }
+
+/// A child whose `events` writer sends "a" and "b", then stays open.
+const STALLING_WORKER: &str = "import asyncio\nfrom jiggy.flow import handle\n\
+    async def run(context):\n    events = context.channels['events']\n    \
+    await events.send('a')\n    await events.send('b')\n    await asyncio.sleep(60)\n    \
+    return {'outcome': 'done', 'output': None}\n\
+    handle(run)\n";
+
+/// A root that hands the `events` writer the host granted it to child
+/// `worker`, then tries to use it itself (reported on stderr), and on root
+/// cancellation cancels the child call and fails `CANCELLED` once it settled.
+const FORWARDING_ROOT: &str = r#"import json, os, sys, time
+req = json.loads(sys.stdin.readline())
+def send(obj):
+    os.write(1, (json.dumps(obj) + '\n').encode())
+g = req['params']['channels']['events']['endpoint']
+send({'jsonrpc': '2.0', 'id': 'c:1', 'method': 'flow/run-child', 'params': {'operationId': 'w', 'slot': 'worker', 'input': None, 'channels': {'events': g}}})
+time.sleep(1.0)
+send({'jsonrpc': '2.0', 'id': 'c:2', 'method': 'channel/send', 'params': {'endpoint': g, 'value': 'root'}})
+while True:
+    m = json.loads(sys.stdin.readline())
+    if m.get('id') == 'c:2':
+        sys.stderr.write('reuse ' + (m['error']['data']['code'] if 'error' in m else 'accepted') + '\n')
+    elif m.get('method') == 'request/cancel':
+        send({'jsonrpc': '2.0', 'method': 'request/cancel', 'params': {'requestId': 'c:1'}})
+    elif m.get('id') == 'c:1':
+        sys.stderr.write('child ' + json.dumps(m.get('error', {}).get('data')) + '\n')
+        send({'jsonrpc': '2.0', 'id': req['id'], 'error': {'code': -32000, 'message': 'cancelled', 'data': {'code': 'CANCELLED'}}})
+        break
+"#;
+
+fn forwarding(root: &Path) {
+    package(root, "root", EVENTS_PORT, FORWARDING_ROOT);
+    package(root, "worker", EVENTS_PORT, STALLING_WORKER);
+}
+
+/// The moved writer's lines: the child's two items, then the end.
+fn assert_moved_and_disconnected(lines: &[Value], run: &Run) {
+    assert_eq!(
+        lines[..4],
+        [
+            json!({"type": "begin", "channel": "events", "startSequence": 1}),
+            json!({"type": "data", "channel": "events", "sequence": 1, "value": "a"}),
+            json!({"type": "data", "channel": "events", "sequence": 2, "value": "b"}),
+            // The writer's right ended with its stopped holder.
+            json!({"type": "end", "channel": "events", "status": "failed", "code": "DISCONNECTED"}),
+        ],
+        "{run:?}"
+    );
+    assert_eq!(lines.len(), 5, "{run:?}");
+    let stderr = lines[4]["result"]["diagnostics"]["stderr"]
+        .as_str()
+        .unwrap();
+    // The right moved: the root no longer holds it, and it was not copied.
+    assert!(stderr.contains("reuse PERMISSION_DENIED"), "{run:?}");
+}
+
+#[test]
+fn the_deadline_during_a_moved_channel_ends_it_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    forwarding(dir.path());
+    let run = run_jig(
+        dir.path(),
+        &[
+            "exec",
+            "root",
+            "--json",
+            "--timeout",
+            "3s",
+            "--child",
+            "worker=worker",
+            "--receive",
+            "events",
+        ],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let lines = ndjson(&run);
+    assert_moved_and_disconnected(&lines, &run);
+    assert_eq!(lines[4]["result"]["code"], "DEADLINE_EXCEEDED", "{run:?}");
+}
+
+#[test]
+fn interrupting_a_run_during_a_moved_channel_ends_it_disconnected() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    forwarding(dir.path());
+    let mut child = jig(dir.path())
+        .args(["exec", "root", "--json", "--timeout", "30s"])
+        .args(["--child", "worker=worker", "--receive", "events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    // Interrupt once the child's two items arrived and the root tried the
+    // moved writer itself (it does so after one second).
+    for _ in 0..3 {
+        stdout.read_line(&mut text).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
+    let rest = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let run = Run {
+        status: rest.status.code().unwrap_or(-1),
+        stdout: text,
+        stderr: String::from_utf8_lossy(&rest.stderr).into_owned(),
+    };
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.starts_with("JIG_COMMAND_INTERRUPTED: "),
+        "{run:?}"
+    );
+    let lines = ndjson(&run);
+    assert_moved_and_disconnected(&lines, &run);
+    assert_eq!(lines[4]["result"]["code"], "CANCELLED", "{run:?}");
+}
+
+const CANCEL_RACE: &str = r#"
+import time
+s, r, _ = pair()
+child = request('flow/run-child', {'operationId': 'w', 'slot': 'worker', 'input': None, 'channels': {'events': s}})
+time.sleep(req['params']['input'])
+send({'jsonrpc': '2.0', 'method': 'request/cancel', 'params': {'requestId': child}})
+out['child'] = wait(child)
+out['send'] = call('channel/send', {'endpoint': s, 'value': 'root'})
+if out['send'] is None:
+    call('channel/close', {'endpoint': s})
+reads = []
+while True:
+    m = call('channel/next', {'endpoint': r})
+    reads.append(m)
+    if 'item' not in m:
+        break
+out['reads'] = reads
+"#;
+
+#[test]
+fn cancelling_a_child_call_as_it_takes_a_channel_loses_and_copies_no_right() {
+    let dir = tempfile::tempdir().unwrap();
+    package(dir.path(), "root", "", &raw(CANCEL_RACE));
+    package(dir.path(), "worker", EVENTS_PORT, STALLING_WORKER);
+    // At once the cancellation races the transfer; after half a second
+    // the child holds the right and is running.
+    let mut moved = 0;
+    for delay in ["0", "0", "0", "0.5"] {
+        let run = exec(dir.path(), "root", delay, &["--child", "worker=worker"]);
+        let out = output(&run);
+        assert_eq!(out["child"], json!({"error": "CANCELLED"}), "{run:?}");
+        let reads = out["reads"].as_array().unwrap();
+        if out["send"].is_null() {
+            // Cancelled before admission: the right stayed with the root.
+            assert_eq!(
+                out["reads"],
+                json!([{"item": {"sequence": 1, "value": "root"}}, {"end": {"lastSequence": 1}}]),
+                "{run:?}"
+            );
+        } else {
+            // Admitted: the right moved to the child, which was stopped.
+            moved += 1;
+            assert_eq!(
+                out["send"],
+                json!({"error": "PERMISSION_DENIED"}),
+                "{run:?}"
+            );
+            assert_eq!(
+                reads.last().unwrap(),
+                &json!({"error": "DISCONNECTED"}),
+                "{run:?}"
+            );
+            for (i, item) in reads[..reads.len() - 1].iter().enumerate() {
+                assert_eq!(item["item"]["sequence"], i + 1, "{run:?}");
+            }
+        }
+    }
+    assert!(moved >= 1, "the delayed cancellation finds the right moved");
+}
