@@ -223,7 +223,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             .lookup(key, &content)
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
         if let Some(record) = existing {
-            return Ok(replay(&record, args.json));
+            return Ok(replay(&record, args.json, !receive.is_empty()));
         }
     }
     let destination = destination.transpose().map_err(files_error)?;
@@ -233,7 +233,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         .submit(args.key, content)
         .map_err(|e| CliError::new(e.code(), e.to_string()))?
     {
-        Submission::Existing(record) => return Ok(replay(&record, args.json)),
+        Submission::Existing(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Submission::New(record) => record,
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
@@ -363,12 +363,22 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
 }
 
 /// Print a Run already submitted under the same key; nothing executes.
-fn replay(record: &state::RunRecord, json_output: bool) -> u8 {
+/// With `--receive` it is the NDJSON terminal line alone: channel items
+/// are not kept, so a replay has none to show.
+fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
     let terminal = record
         .terminal()
         .cloned()
         .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
-    let status = print_terminal(&terminal, json_output);
+    let status = if receiving {
+        println!(
+            "{}",
+            flow::json::canonical_string(&json!({"type": "terminal", "result": terminal}))
+        );
+        super::exit::run_exit_code(terminal["status"].as_str().unwrap_or("lost"))
+    } else {
+        print_terminal(&terminal, json_output)
+    };
     match terminal.pointer("/delivery/status").and_then(Value::as_str) {
         Some("written") | None => status,
         Some(_) => 2,

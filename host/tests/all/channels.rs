@@ -1078,17 +1078,17 @@ fn jig_run_receives_a_root_channel_and_requires_its_required_ports() {
         ("flows/emit/flow.py", &sender(false)),
     ]);
     review(dir.path());
-    let run = run_jig(
-        dir.path(),
-        &[
-            "run",
-            "flow:flows/emit",
-            "--input",
-            "2",
-            "--receive",
-            "events",
-        ],
-    );
+    let args = [
+        "run",
+        "flow:flows/emit",
+        "--input",
+        "2",
+        "--receive",
+        "events",
+        "--key",
+        "k1",
+    ];
+    let run = run_jig(dir.path(), &args);
     assert_eq!(run.status, 0, "{run:?}");
     let lines = ndjson(&run);
     assert_eq!(lines.len(), 5, "{run:?}");
@@ -1099,6 +1099,10 @@ fn jig_run_receives_a_root_channel_and_requires_its_required_ports() {
     );
     assert_eq!(lines[4]["result"]["status"], "succeeded");
     assert!(lines[4]["result"]["runId"].is_string(), "{run:?}");
+    // A replay under the same key runs nothing: its terminal line alone.
+    let replay = run_jig(dir.path(), &args);
+    assert_eq!(replay.status, 0, "{replay:?}");
+    assert_eq!(ndjson(&replay), [lines[4].clone()], "{replay:?}");
     // Without --receive the required port is not connected: the Run is
     // recorded and fails before launch.
     let run = run_jig(dir.path(), &["run", "flow:flows/emit", "--input", "2"]);
@@ -1302,4 +1306,66 @@ fn cancelling_a_child_call_as_it_takes_a_channel_loses_and_copies_no_right() {
         }
     }
     assert!(moved >= 1, "the delayed cancellation finds the right moved");
+}
+
+#[test]
+fn a_received_broadcast_channel_whose_stdout_lags_ends_failed_lagged() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    package(
+        dir.path(),
+        "root",
+        "channels:\n  events:\n    direction: send\n    delivery: broadcast\n",
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    events = context.channels['events']\n    \
+         for i in range(2000):\n        await events.send({'i': i, 'pad': 'x' * 1000})\n    \
+         return {'outcome': 'done', 'output': 'sent'}\n\
+         handle(run)\n",
+    );
+    let mut child = jig(dir.path())
+        .args([
+            "exec",
+            "root",
+            "--json",
+            "--timeout",
+            "60s",
+            "--receive",
+            "events",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // Read slowly (each write still completes well within a second) while
+    // the broadcast writer, which never waits, runs ahead of the reader.
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let slow = std::time::Instant::now();
+    while slow.elapsed() < std::time::Duration::from_secs(3) {
+        let n = stdout.read(&mut chunk).unwrap();
+        bytes.extend_from_slice(&chunk[..n]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    stdout.read_to_end(&mut bytes).unwrap();
+    let rest = child.wait_with_output().unwrap();
+    let run = Run {
+        status: rest.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(bytes).unwrap(),
+        stderr: String::from_utf8_lossy(&rest.stderr).into_owned(),
+    };
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let lines = ndjson(&run);
+    let n = lines.len();
+    assert_eq!(
+        lines[n - 2],
+        json!({"type": "end", "channel": "events", "status": "failed", "code": "LAGGED"})
+    );
+    assert_eq!(lines[n - 1]["result"]["status"], "succeeded");
+    // What arrived before the lag is a contiguous prefix.
+    for (i, line) in lines[1..n - 2].iter().enumerate() {
+        assert_eq!(line["sequence"], i + 1);
+    }
+    assert!(n - 3 < 2000, "{n} lines");
 }
