@@ -84,7 +84,7 @@ impl OutputFault {
                 "the channel output would pass {MAX_OUTPUT_BYTES} bytes; the Run was cancelled"
             ),
             OutputFault::Stuck => format!(
-                "stdout took no write within {} ms; the Run was cancelled",
+                "stdout stopped taking the output (a write failed or took over {} ms); the Run was cancelled",
                 WRITE_TIMEOUT.as_millis()
             ),
         }

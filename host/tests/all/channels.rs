@@ -984,7 +984,7 @@ fn a_stuck_stdout_cancels_the_run_within_seconds() {
     stderr.read_to_string(&mut text).unwrap();
     assert_eq!(status.code(), Some(2), "{text}");
     assert!(
-        text.contains("JIG_OUTPUT_FAILED: stdout took no write"),
+        text.contains("JIG_OUTPUT_FAILED: stdout stopped taking the output"),
         "{text}"
     );
 }
@@ -1368,4 +1368,42 @@ fn a_received_broadcast_channel_whose_stdout_lags_ends_failed_lagged() {
         assert_eq!(line["sequence"], i + 1);
     }
     assert!(n - 3 < 2000, "{n} lines");
+}
+
+#[test]
+fn received_ports_keep_their_declared_contract_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    // The contract port: the host's source carries the contract identity,
+    // so the root's port accepts it.
+    package(dir.path(), "worker", WORKER_PORTS, &worker(true, false));
+    write_files(dir.path(), &[("worker/updates.json", UPDATES)]);
+    let run = exec(dir.path(), "worker", "null", &["--receive", "events"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let lines = ndjson(&run);
+    assert_eq!(lines[1]["value"], json!({"text": "first"}), "{run:?}");
+    assert_eq!(
+        lines[4],
+        json!({"type": "end", "channel": "events", "status": "closed", "lastSequence": 3})
+    );
+    // The schema port: an item outside it fails the source.
+    package(
+        dir.path(),
+        "typed",
+        "channels:\n  events:\n    direction: send\n    schema:\n      type: integer\n",
+        "from jiggy.flow import handle\n\
+         async def run(context):\n    events = context.channels['events']\n    \
+         await events.send(1)\n    \
+         try:\n        await events.send('two')\n    except Exception as e:\n        \
+         return {'outcome': 'done', 'output': getattr(e, 'code', None)}\n    \
+         return {'outcome': 'done', 'output': 'accepted'}\n\
+         handle(run)\n",
+    );
+    let run = exec(dir.path(), "typed", "null", &["--receive", "events"]);
+    let lines = ndjson(&run);
+    assert_eq!(lines[1]["value"], 1, "{run:?}");
+    assert_eq!(
+        lines[2],
+        json!({"type": "end", "channel": "events", "status": "failed", "code": "INVALID_INPUT"})
+    );
+    assert_eq!(lines[3]["result"]["output"], "INVALID_INPUT", "{run:?}");
 }
