@@ -46,6 +46,11 @@ pub const MAX_PENDING_SEND_BYTES: usize = 4 * MAX_ITEM_BYTES;
 /// §8). A send that cannot even wait within it is refused
 /// `RESOURCE_EXHAUSTED`; a broadcast reader it cannot hold fails `LAGGED`.
 pub const MAX_TREE_BYTES: usize = 64 * MAX_ITEM_BYTES;
+/// Canonical item bytes one source accepts in its lifetime (Run/1 §5.1:
+/// accepted values advance the source byte budget even when no reader
+/// retains them): 256 MiB keeps a channel finite. A value past it fails the
+/// source `RESOURCE_EXHAUSTED` before acceptance, like an oversized one.
+pub const MAX_SOURCE_BYTES: u64 = 256 * MAX_ITEM_BYTES as u64;
 
 // A lone largest item always fits an empty receiver and a writer's waiting
 // allowance, so back-pressure can always make progress.
@@ -173,6 +178,8 @@ struct Source {
     pending_sends: usize,
     /// Canonical bytes of the sends waiting for queue space.
     pending_bytes: usize,
+    /// Canonical bytes accepted over the source's lifetime.
+    accepted_bytes: u64,
     /// The item schema a transferred writer's port declared, as written.
     writer_raw: Option<Value>,
 }
@@ -390,6 +397,7 @@ impl Broker {
             readers: HashMap::new(),
             pending_sends: 0,
             pending_bytes: 0,
+            accepted_bytes: 0,
             writer_raw: None,
         };
         let send = st.token("ch");
@@ -524,6 +532,17 @@ impl Broker {
                         "the sequence space is used up",
                     ));
                 }
+                if source.accepted_bytes + size as u64 > MAX_SOURCE_BYTES {
+                    let e = op(
+                        ErrorCode::ResourceExhausted,
+                        format!(
+                            "a channel accepts at most {MAX_SOURCE_BYTES} bytes in its lifetime"
+                        ),
+                    );
+                    source.fail(e.clone());
+                    self.changed.notify_waiters();
+                    return Err(e);
+                }
                 match source.delivery {
                     Delivery::Direct => {
                         let reader = source.readers.values_mut().next().expect("direct reader");
@@ -553,6 +572,7 @@ impl Broker {
                             && tree - held + size <= MAX_TREE_BYTES
                         {
                             source.last += 1;
+                            source.accepted_bytes += size as u64;
                             reader.push(source.last, value, size);
                             // Settle the wait here: its guard must not
                             // retake the lock we hold.
@@ -597,6 +617,7 @@ impl Broker {
                     }
                     Delivery::Broadcast => {
                         source.last += 1;
+                        source.accepted_bytes += size as u64;
                         let seq = source.last;
                         for reader in source.readers.values_mut() {
                             if !matches!(reader.state, ReaderState::Open) {
@@ -1818,5 +1839,54 @@ mod tests {
             next(&reading).await.unwrap(),
             json!({"item": {"sequence": full + 1, "value": 0}})
         );
+    }
+
+    #[tokio::test]
+    async fn a_source_accepts_its_lifetime_bytes_and_fails_one_byte_past() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        // No reader retains anything: only the lifetime budget advances.
+        let source = pair(&broker, me, "broadcast").await;
+        let full = item(MAX_ITEM_BYTES);
+        let items = MAX_SOURCE_BYTES / MAX_ITEM_BYTES as u64;
+        assert_eq!(items * MAX_ITEM_BYTES as u64, MAX_SOURCE_BYTES);
+        for _ in 0..items {
+            call(
+                &broker,
+                me,
+                Method::ChannelSend,
+                send_params(&source, full.clone()),
+            )
+            .await
+            .unwrap();
+        }
+        let late = call(
+            &broker,
+            me,
+            Method::ChannelSubscribe,
+            json!({"source": source["source"]}),
+        )
+        .await
+        .unwrap();
+        let e = call(
+            &broker,
+            me,
+            Method::ChannelSend,
+            send_params(&source, json!(0)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ResourceExhausted);
+        // The value was not accepted: the source failed before it.
+        let read = call(
+            &broker,
+            me,
+            Method::ChannelNext,
+            json!({"endpoint": late["endpoint"]}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(read.code, ErrorCode::ResourceExhausted);
+        assert_eq!(late["startSequence"], items + 1);
     }
 }
