@@ -502,10 +502,6 @@ pub struct Ran {
     pub stream: Option<receive::Stream>,
 }
 
-/// How long the receivers may take to reach their ends after the Run
-/// ended; every writer is settled by then, so this only bounds a fault.
-const RECEIVE_DRAIN: Duration = Duration::from_secs(5);
-
 /// Run one root invocation on a fresh runtime; SIGINT or SIGTERM cancels
 /// it, as does a `--receive` stdout that stops taking writes. Shows
 /// elapsed time on a terminal stderr.
@@ -551,17 +547,9 @@ fn run_invocation(
         });
         // A stuck or over-budget stdout cancels the Run.
         let output_fault = async {
-            let Some(stream) = &stream else {
-                return std::future::pending().await;
-            };
-            loop {
-                if stream.check().is_some() {
-                    return;
-                }
-                tokio::select! {
-                    _ = stream.faulted() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                }
+            match &stream {
+                Some(stream) => receive::watch(stream).await,
+                None => std::future::pending().await,
             }
         };
         let ticker = run::Ticker::start();
@@ -598,9 +586,15 @@ fn run_invocation(
             // Writers the root never received end here; the rest were
             // settled when their holders ended.
             broker.fail_held_writers(host);
-            if tokio::time::timeout(RECEIVE_DRAIN, &mut pump).await.is_err() {
-                broker.finish(host, true);
-                let _ = pump.await;
+            // The receivers drain as fast as stdout takes them; a stdout
+            // fault ends them at once.
+            let stream = stream.as_ref().expect("receiving");
+            tokio::select! {
+                _ = &mut pump => {}
+                _ = receive::watch(stream) => {
+                    broker.finish(host, true);
+                    let _ = pump.await;
+                }
             }
         }
         broker.finish(host, true);

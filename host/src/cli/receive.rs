@@ -235,6 +235,20 @@ impl Stream {
     }
 }
 
+/// Resolve once the output has a fault: a write stuck past
+/// [`WRITE_TIMEOUT`] (polled), a failed write, or a line past the budget.
+pub async fn watch(stream: &Stream) {
+    loop {
+        if stream.check().is_some() {
+            return;
+        }
+        tokio::select! {
+            _ = stream.faulted() => return,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+}
+
 /// Read `receivers` (held by `host`) to their ends, printing each as
 /// `begin`, `data` and `end` lines. A fault stops the reading; the caller
 /// cancels the Run.
