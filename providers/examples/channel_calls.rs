@@ -178,7 +178,12 @@ pub fn check_items_pass_both_ways(provider: &dyn Provider) {
 pub fn check_channel_errors_keep_their_codes(provider: &dyn Provider) {
     let err = call_faulty(provider, "send-other", FakePorts::with_input(vec![])).unwrap_err();
     assert_eq!(err.code(), Some("PERMISSION_DENIED"), "{err:?}");
-    for code in ["LAGGED", "DISCONNECTED", "DEADLINE_EXCEEDED", "INVALID_INPUT"] {
+    for code in [
+        "LAGGED",
+        "DISCONNECTED",
+        "DEADLINE_EXCEEDED",
+        "INVALID_INPUT",
+    ] {
         let err = call_faulty(provider, "wait", FakePorts::failing(code)).unwrap_err();
         assert_eq!(err.code(), Some(code), "{err:?}");
     }
