@@ -17,8 +17,17 @@ pub fn doctor(config: &HostConfig) -> u8 {
     } else {
         println!("configuration: defaults (no host.toml)");
     }
+    // `jig run` and `jig exec` choose the envelope before anything starts
+    // and refuse the whole Run tree without it (a tree may reach every
+    // recipe through its children), so without an envelope no recipe is
+    // runnable, `flow.wasm` included.
+    let envelope = crate::sandbox::describe(config);
     println!("recipes:");
     let mut line = |entry: &str, state: Result<String, String>| {
+        let state = match &envelope {
+            Ok(_) => state,
+            Err(_) => Err("no execution envelope on this host (see containment)".to_string()),
+        };
         match &state {
             Ok(how) => println!("  {entry:<10} runnable: {how}"),
             Err(why) => println!("  {entry:<10} unavailable: {why}"),
@@ -72,12 +81,10 @@ pub fn doctor(config: &HostConfig) -> u8 {
         }
         Cgroup::None => println!("  cgroup: none found"),
     }
-    match crate::sandbox::describe(config) {
+    match &envelope {
         Ok(envelope) => println!("  envelope in use: {envelope}"),
         Err(why) => {
-            println!(
-                "  envelope in use: none; flow.py, flow.ts, flow.js and flow.bin cannot run: {why}"
-            );
+            println!("  envelope in use: none; jig run and jig exec refuse every Run: {why}");
             ok = false;
         }
     }

@@ -103,6 +103,25 @@ fn channels_scenario_provider_writes_the_callers_channel() {
     }
 }
 
+#[test]
+fn the_rust_channels_example_reads_what_the_provider_writes() {
+    let built =
+        cargo_build(&["-p", "flow-sdk", "--example", "channels"]).join("debug/examples/channels");
+    for kind in ["native", "wasm"] {
+        let dir = tempfile::tempdir().unwrap();
+        worker_caller(dir.path(), "channels", "", kind);
+        std::fs::remove_file(dir.path().join("channels/flow.py")).unwrap();
+        std::fs::copy(&built, dir.path().join("channels/flow.bin")).unwrap();
+        let run = exec(dir.path(), "channels", "{\"task\":\"r\"}", &[]);
+        let step = |n: u64| json!({"step": n, "input": {"task": "r"}});
+        assert_eq!(
+            output(&run),
+            json!({"complete": true, "values": [step(1), step(2), step(3)], "work": {"steps": 3}}),
+            "{kind}"
+        );
+    }
+}
+
 const PROVIDER_MAPPINGS: &str = r#"
 def worker(op, channels, input=None):
     return call('capability/call', {'operationId': op, 'slot': 'worker', 'method': 'run', 'input': input, 'channels': channels})
@@ -1189,8 +1208,10 @@ fn the_deadline_during_a_moved_channel_ends_it_disconnected() {
             "exec",
             "root",
             "--json",
+            // Long enough for a loaded machine to start both Python
+            // components; the worker then stalls until the deadline.
             "--timeout",
-            "3s",
+            "10s",
             "--child",
             "worker=worker",
             "--receive",

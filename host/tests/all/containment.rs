@@ -644,6 +644,15 @@ fn without_containment_process_recipes_are_unavailable_unless_opted_out() {
         doctor.stdout.contains("envelope in use: none"),
         "{doctor:?}"
     );
+    // Doctor says what run does: no recipe runs, flow.wasm included.
+    for recipe in ["flow.py", "flow.wasm", "flow.bin"] {
+        assert!(
+            doctor
+                .stdout
+                .contains(&format!("{recipe:<10} unavailable: no execution envelope")),
+            "{recipe}: {doctor:?}"
+        );
+    }
     // An explicit JIG_BWRAP_PATH that fails its checks is never replaced.
     host_toml(root, "");
     let run = output(

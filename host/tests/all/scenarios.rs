@@ -429,7 +429,7 @@ fn request_lifetime_serves_65536_calls_and_the_next_never_reaches_the_host() {
         let scenario = Scenario::new("matrix", sdk, &["sink", "control"]);
         let started = Instant::now();
         let run = scenario.exec_within(
-            "120s",
+            "300s",
             &[("child", "echo")],
             &json!({ "case": "request-lifetime" }),
         );
