@@ -204,3 +204,30 @@ pub fn check_blocked_next_wakes_on_cancel(provider: Arc<dyn Provider>) {
     assert_eq!(err.code(), Some("CANCELLED"), "{err:?}");
     assert!(cancelled.elapsed() < Duration::from_secs(2));
 }
+
+/// The channel tests every loader runs, as `#[test]` functions over
+/// `$faulty`: an expression loading the `faulty-provider` fixture the way
+/// that loader does (an `Arc<dyn Provider>`).
+macro_rules! loader_channel_tests {
+    ($faulty:expr) => {
+        fn faulty() -> std::sync::Arc<dyn jig_provider_api::Provider> {
+            $faulty
+        }
+
+        #[test]
+        fn items_pass_both_ways_through_the_ports() {
+            $crate::channel_calls::check_items_pass_both_ways(&*faulty());
+        }
+
+        #[test]
+        fn a_channel_failure_keeps_its_code() {
+            $crate::channel_calls::check_channel_errors_keep_their_codes(&*faulty());
+        }
+
+        #[test]
+        fn a_provider_blocked_in_next_wakes_when_the_call_is_cancelled() {
+            $crate::channel_calls::check_blocked_next_wakes_on_cancel(faulty());
+        }
+    };
+}
+pub(crate) use loader_channel_tests;

@@ -9,8 +9,9 @@
 //! against the contract before it reaches the caller.
 //!
 //! Since ABI version 2 a call also receives a table of host functions
-//! ([`HostChannels`]) that reach the call's [`ChannelPorts`]; the table and
-//! its context are valid only until `jig_provider_call` returns.
+//! (`HostTable`, defined with the rest of the ABI in `src/abi.rs`, which the
+//! guest SDK includes too) that reach the call's [`ChannelPorts`]; the table
+//! and its context are valid only until `jig_provider_call` returns.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,22 +25,15 @@ use jig_provider_api::{
 };
 use serde_json::{json, Value};
 
-/// The C ABI version this host speaks (`JIG_PROVIDER_ABI_VERSION`).
-pub const ABI_VERSION: u32 = 2;
+mod abi;
 
-/// A host channel function settled; `out` holds its answer (or is null).
-pub const CHANNEL_OK: i32 = 0;
-/// A host channel function failed; `out` holds `{"code", "message"}`.
-pub const CHANNEL_FAILED: i32 = 1;
-
-const STATUS_OK: i32 = 0;
-const STATUS_PANICKED: i32 = 1;
-const STATUS_BAD_REQUEST: i32 = 2;
+use abi::{HostTable, STATUS_BAD_REQUEST, STATUS_OK, STATUS_PANICKED};
+pub use abi::{ABI_VERSION, CHANNEL_FAILED, CHANNEL_OK};
 
 type AbiVersionFn = unsafe extern "C" fn() -> u32;
 type ContractsFn = unsafe extern "C" fn(*mut *mut u8, *mut usize) -> i32;
 type CallFn =
-    unsafe extern "C" fn(*const u8, usize, *const HostChannels, *mut *mut u8, *mut usize) -> i32;
+    unsafe extern "C" fn(*const u8, usize, *const HostTable, *mut *mut u8, *mut usize) -> i32;
 type FreeFn = unsafe extern "C" fn(*mut u8, usize);
 
 /// The entry points of a loaded library. The library itself is leaked, so
@@ -227,7 +221,7 @@ impl Provider for NativeProvider {
     ) -> Result<Value, CallError> {
         let admitted = self.contracts.admit(ctx, method, input)?;
         let request = self.request(ctx, method, input, ports.as_ref());
-        let host = HostChannels::new(&ports);
+        let host = HostTable::new(&ports);
         // SAFETY: the signature is jig_provider.h's; the request buffer,
         // the host table (and the ports it points to) and the out-pointers
         // outlive the call.
@@ -295,29 +289,11 @@ fn decode_response(admitted: &Admitted<'_>, bytes: &[u8]) -> Result<Value, CallE
     ))
 }
 
-/// `jig_provider_host` of `jig_provider.h`: the host functions one call may
-/// use to reach its channel ports. `context` points at the call's
-/// `Arc<dyn ChannelPorts>`.
-#[repr(C)]
-struct HostChannels {
-    context: *const c_void,
-    send: unsafe extern "C" fn(
-        *const c_void,
-        *const u8,
-        usize,
-        *const u8,
-        usize,
-        *mut *mut u8,
-        *mut usize,
-    ) -> i32,
-    next: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
-    close: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
-    free: unsafe extern "C" fn(*const c_void, *mut u8, usize),
-}
-
-impl HostChannels {
-    fn new(ports: &Arc<dyn ChannelPorts>) -> HostChannels {
-        HostChannels {
+impl HostTable {
+    /// The host table of one call: `context` points at the call's
+    /// `Arc<dyn ChannelPorts>`.
+    fn new(ports: &Arc<dyn ChannelPorts>) -> HostTable {
+        HostTable {
             context: ports as *const Arc<dyn ChannelPorts> as *const c_void,
             send: host_send,
             next: host_next,
@@ -331,7 +307,7 @@ impl HostChannels {
 /// catches a panic of the ports implementation, and hands the answer out.
 ///
 /// # Safety
-/// `context` is a live `HostChannels::context`; `port_ptr`/`port_len` are
+/// `context` is a live `HostTable::context`; `port_ptr`/`port_len` are
 /// readable; `out_ptr`/`out_len` are writable.
 unsafe fn host_op(
     context: *const c_void,

@@ -16,7 +16,6 @@
 //! [`HostTable`]. These functions are what [`crate::export_provider!`]
 //! exports; they are public only so the macro can reach them.
 
-use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde_json::{json, Map, Value};
@@ -24,32 +23,14 @@ use serde_json::{json, Map, Value};
 use crate::channels::Link;
 use crate::{CallError, Channels, Config, Context, Direction, Item, Port, Provider};
 
-/// The C ABI version this crate implements; the host refuses any other.
-pub const ABI_VERSION: u32 = 2;
-/// A host channel function settled.
-pub const CHANNEL_OK: i32 = 0;
-/// A host channel function failed; its answer is `{"code", "message"}`.
-pub const CHANNEL_FAILED: i32 = 1;
-
-/// `jig_provider_host`: the host's channel functions for one call, valid
-/// until `jig_provider_call` returns.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct HostTable {
-    context: *const c_void,
-    send: unsafe extern "C" fn(
-        *const c_void,
-        *const u8,
-        usize,
-        *const u8,
-        usize,
-        *mut *mut u8,
-        *mut usize,
-    ) -> i32,
-    next: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
-    close: unsafe extern "C" fn(*const c_void, *const u8, usize, *mut *mut u8, *mut usize) -> i32,
-    free: unsafe extern "C" fn(*const c_void, *mut u8, usize),
-}
+// The ABI's constants and host table are one file shared with the host
+// loader (jig-provider-native), so guest and host cannot disagree on them.
+#[path = "../../native/src/abi.rs"]
+mod abi;
+pub use abi::{
+    HostTable, ABI_VERSION, CHANNEL_FAILED, CHANNEL_OK, STATUS_BAD_REQUEST, STATUS_OK,
+    STATUS_PANICKED,
+};
 
 impl HostTable {
     /// Calls one host function and takes its answer, releasing the host's
@@ -138,12 +119,6 @@ fn broken_host() -> CallError {
         "the host answered a channel operation outside the ABI",
     )
 }
-/// The out-buffer holds the JSON answer.
-pub const STATUS_OK: i32 = 0;
-/// The provider panicked; the out-buffer holds a UTF-8 message or is empty.
-pub const STATUS_PANICKED: i32 = 1;
-/// The request bytes were not a request; the out-buffer holds a UTF-8 message.
-pub const STATUS_BAD_REQUEST: i32 = 2;
 
 /// `jig_provider_contracts`: a JSON array of the descriptors, each embedded
 /// byte-for-byte as the provider wrote it.
@@ -329,6 +304,8 @@ unsafe fn hand_out(bytes: Vec<u8>, status: i32, out_ptr: *mut *mut u8, out_len: 
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::c_void;
+
     use super::*;
 
     struct Panicky;
