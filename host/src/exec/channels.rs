@@ -1429,60 +1429,79 @@ mod tests {
             .await
     }
 
-    #[tokio::test]
-    async fn broadcast_without_readers_advances_the_sequence_without_retaining() {
-        let broker = Broker::new();
-        let me = broker.new_holder();
-        let created = call(
-            &broker,
-            me,
-            Method::ChannelCreate,
-            json!({"delivery": "broadcast"}),
+    /// `channel.send` of `value` through the send end of `created` (a
+    /// `channel.create` answer).
+    async fn send(
+        broker: &Arc<Broker>,
+        holder: HolderId,
+        created: &Value,
+        value: Value,
+    ) -> Result<Value, OperationalError> {
+        call(
+            broker,
+            holder,
+            Method::ChannelSend,
+            send_params(created, value),
         )
         .await
-        .unwrap();
-        let send = created["send"]["endpoint"].as_str().unwrap().to_string();
-        for v in 0..2 {
-            call(
-                &broker,
-                me,
-                Method::ChannelSend,
-                json!({"endpoint": send, "value": v}),
-            )
-            .await
-            .unwrap();
-        }
-        let sub = call(
-            &broker,
-            me,
+    }
+
+    /// `channel.subscribe` to the source of `created`.
+    async fn subscribe(
+        broker: &Arc<Broker>,
+        holder: HolderId,
+        created: &Value,
+    ) -> Result<Value, OperationalError> {
+        call(
+            broker,
+            holder,
             Method::ChannelSubscribe,
             json!({"source": created["source"]}),
         )
         .await
-        .unwrap();
+    }
+
+    /// `channel.next` on `reader`'s endpoint (a subscription, or the
+    /// `receive` end of a create answer).
+    async fn next(
+        broker: &Arc<Broker>,
+        holder: HolderId,
+        reader: &Value,
+    ) -> Result<Value, OperationalError> {
+        call(
+            broker,
+            holder,
+            Method::ChannelNext,
+            json!({"endpoint": reader["endpoint"]}),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn broadcast_without_readers_advances_the_sequence_without_retaining() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let created = pair(&broker, me, "broadcast").await;
+        for v in 0..2 {
+            send(&broker, me, &created, json!(v)).await.unwrap();
+        }
+        let sub = subscribe(&broker, me, &created).await.unwrap();
         assert_eq!(sub["startSequence"], 3);
+        send(&broker, me, &created, json!("x")).await.unwrap();
         call(
             &broker,
             me,
-            Method::ChannelSend,
-            json!({"endpoint": send, "value": "x"}),
+            Method::ChannelClose,
+            json!({"endpoint": created["send"]["endpoint"]}),
         )
         .await
         .unwrap();
-        call(&broker, me, Method::ChannelClose, json!({"endpoint": send}))
-            .await
-            .unwrap();
-        let reader = json!({"endpoint": sub["endpoint"]});
         assert_eq!(
-            call(&broker, me, Method::ChannelNext, reader.clone())
-                .await
-                .unwrap(),
+            next(&broker, me, &sub).await.unwrap(),
             json!({"item": {"sequence": 3, "value": "x"}})
         );
         assert_eq!(
-            call(&broker, me, Method::ChannelNext, reader)
-                .await
-                .unwrap(),
+            next(&broker, me, &sub).await.unwrap(),
             json!({"end": {"lastSequence": 3}})
         );
     }
@@ -1539,31 +1558,9 @@ mod tests {
         let broker = Broker::new();
         let owner = broker.new_holder();
         let child = broker.new_holder();
-        let created = call(
-            &broker,
-            owner,
-            Method::ChannelCreate,
-            json!({"delivery": "broadcast"}),
-        )
-        .await
-        .unwrap();
-        let send = created["send"]["endpoint"].as_str().unwrap().to_string();
-        call(
-            &broker,
-            owner,
-            Method::ChannelSend,
-            json!({"endpoint": send, "value": 0}),
-        )
-        .await
-        .unwrap();
-        let sub = call(
-            &broker,
-            owner,
-            Method::ChannelSubscribe,
-            json!({"source": created["source"]}),
-        )
-        .await
-        .unwrap();
+        let created = pair(&broker, owner, "broadcast").await;
+        send(&broker, owner, &created, json!(0)).await.unwrap();
+        let sub = subscribe(&broker, owner, &created).await.unwrap();
         let refs = BTreeMap::from([(
             "events".to_string(),
             sub["endpoint"].as_str().unwrap().to_string(),
@@ -1627,27 +1624,17 @@ mod tests {
         let full = MAX_READER_BYTES / MAX_ITEM_BYTES;
         assert_eq!(full * MAX_ITEM_BYTES, MAX_READER_BYTES);
         for _ in 0..full {
-            call(
-                &broker,
-                me,
-                Method::ChannelSend,
-                send_params(&created, item(MAX_ITEM_BYTES)),
-            )
-            .await
-            .unwrap();
+            send(&broker, me, &created, item(MAX_ITEM_BYTES))
+                .await
+                .unwrap();
         }
         // One byte past the budget waits, though the queue has item room.
         let mut past = send_future(&broker, me, send_params(&created, json!(0)));
         assert!(still_waiting(&mut past).await);
-        let reader = json!({ "endpoint": created["receive"]["endpoint"] });
-        call(&broker, me, Method::ChannelNext, reader.clone())
-            .await
-            .unwrap();
+        next(&broker, me, &created["receive"]).await.unwrap();
         // The committed item keeps its bytes until the next read.
         assert!(still_waiting(&mut past).await);
-        call(&broker, me, Method::ChannelNext, reader.clone())
-            .await
-            .unwrap();
+        next(&broker, me, &created["receive"]).await.unwrap();
         assert_eq!(past.await.unwrap(), Value::Null);
         let state = broker.state.lock().unwrap();
         assert_eq!(
@@ -1663,14 +1650,9 @@ mod tests {
         let me = broker.new_holder();
         let created = pair(&broker, me, "direct").await;
         for _ in 0..MAX_READER_BYTES / MAX_ITEM_BYTES {
-            call(
-                &broker,
-                me,
-                Method::ChannelSend,
-                send_params(&created, item(MAX_ITEM_BYTES)),
-            )
-            .await
-            .unwrap();
+            send(&broker, me, &created, item(MAX_ITEM_BYTES))
+                .await
+                .unwrap();
         }
         let mut waiting = Vec::new();
         for _ in 0..MAX_PENDING_SEND_BYTES / MAX_ITEM_BYTES {
@@ -1679,14 +1661,7 @@ mod tests {
             waiting.push(fut);
         }
         assert!(waiting.len() < MAX_PENDING_SENDS);
-        let e = call(
-            &broker,
-            me,
-            Method::ChannelSend,
-            send_params(&created, json!(0)),
-        )
-        .await
-        .unwrap_err();
+        let e = send(&broker, me, &created, json!(0)).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::ResourceExhausted);
         // Retracting one waiting send (cancelling it) makes room again.
         drop(waiting.pop());
@@ -1712,72 +1687,29 @@ mod tests {
             let holder = if i % 2 == 0 { me } else { child };
             let c = pair(&broker, holder, "direct").await;
             for _ in 0..per_reader {
-                call(
-                    &broker,
-                    holder,
-                    Method::ChannelSend,
-                    send_params(&c, item(MAX_ITEM_BYTES)),
-                )
-                .await
-                .unwrap();
+                send(&broker, holder, &c, item(MAX_ITEM_BYTES))
+                    .await
+                    .unwrap();
             }
             created.push(c);
         }
         assert_eq!(broker.state.lock().unwrap().payload_bytes(), MAX_TREE_BYTES);
         // One byte more cannot queue and cannot wait within the budget.
         let spare = pair(&broker, me, "direct").await;
-        let e = call(
-            &broker,
-            me,
-            Method::ChannelSend,
-            send_params(&spare, json!(0)),
-        )
-        .await
-        .unwrap_err();
+        let e = send(&broker, me, &spare, json!(0)).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::ResourceExhausted);
         // A broadcast reader the tree cannot hold fails LAGGED alone; the
         // writer's send is accepted.
         let source = pair(&broker, me, "broadcast").await;
-        let sub = call(
-            &broker,
-            me,
-            Method::ChannelSubscribe,
-            json!({"source": source["source"]}),
-        )
-        .await
-        .unwrap();
-        call(
-            &broker,
-            me,
-            Method::ChannelSend,
-            send_params(&source, json!(0)),
-        )
-        .await
-        .unwrap();
-        let e = call(
-            &broker,
-            me,
-            Method::ChannelNext,
-            json!({"endpoint": sub["endpoint"]}),
-        )
-        .await
-        .unwrap_err();
+        let sub = subscribe(&broker, me, &source).await.unwrap();
+        send(&broker, me, &source, json!(0)).await.unwrap();
+        let e = next(&broker, me, &sub).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::Lagged);
         // Two reads anywhere in the tree release one item: the spare fits.
-        let reader = json!({ "endpoint": created[0]["receive"]["endpoint"] });
         for _ in 0..2 {
-            call(&broker, me, Method::ChannelNext, reader.clone())
-                .await
-                .unwrap();
+            next(&broker, me, &created[0]["receive"]).await.unwrap();
         }
-        call(
-            &broker,
-            me,
-            Method::ChannelSend,
-            send_params(&spare, json!(0)),
-        )
-        .await
-        .unwrap();
+        send(&broker, me, &spare, json!(0)).await.unwrap();
         // A holder's end releases the bytes of the sources it created.
         broker.finish(child, true);
         assert_eq!(
@@ -1791,52 +1723,30 @@ mod tests {
         let broker = Broker::new();
         let me = broker.new_holder();
         let source = pair(&broker, me, "broadcast").await;
-        let subscribe = || {
-            call(
-                &broker,
-                me,
-                Method::ChannelSubscribe,
-                json!({"source": source["source"]}),
-            )
-        };
-        let behind = subscribe().await.unwrap();
-        let reading = subscribe().await.unwrap();
+        let behind = subscribe(&broker, me, &source).await.unwrap();
+        let reading = subscribe(&broker, me, &source).await.unwrap();
         let full = MAX_READER_BYTES / MAX_ITEM_BYTES;
         for _ in 0..full {
-            call(
-                &broker,
-                me,
-                Method::ChannelSend,
-                send_params(&source, item(MAX_ITEM_BYTES)),
-            )
-            .await
-            .unwrap();
+            send(&broker, me, &source, item(MAX_ITEM_BYTES))
+                .await
+                .unwrap();
         }
-        let next = |sub: &Value| {
-            call(
-                &broker,
-                me,
-                Method::ChannelNext,
-                json!({"endpoint": sub["endpoint"]}),
-            )
-        };
         // Two reads release one item's bytes for `reading` only.
-        next(&reading).await.unwrap();
-        next(&reading).await.unwrap();
-        call(
-            &broker,
-            me,
-            Method::ChannelSend,
-            send_params(&source, json!(0)),
-        )
-        .await
-        .unwrap();
-        assert_eq!(next(&behind).await.unwrap_err().code, ErrorCode::Lagged);
+        next(&broker, me, &reading).await.unwrap();
+        next(&broker, me, &reading).await.unwrap();
+        send(&broker, me, &source, json!(0)).await.unwrap();
+        assert_eq!(
+            next(&broker, me, &behind).await.unwrap_err().code,
+            ErrorCode::Lagged
+        );
         for sequence in 3..=full as u64 {
-            assert_eq!(next(&reading).await.unwrap()["item"]["sequence"], sequence);
+            assert_eq!(
+                next(&broker, me, &reading).await.unwrap()["item"]["sequence"],
+                sequence
+            );
         }
         assert_eq!(
-            next(&reading).await.unwrap(),
+            next(&broker, me, &reading).await.unwrap(),
             json!({"item": {"sequence": full + 1, "value": 0}})
         );
     }
@@ -1851,41 +1761,13 @@ mod tests {
         let items = MAX_SOURCE_BYTES / MAX_ITEM_BYTES as u64;
         assert_eq!(items * MAX_ITEM_BYTES as u64, MAX_SOURCE_BYTES);
         for _ in 0..items {
-            call(
-                &broker,
-                me,
-                Method::ChannelSend,
-                send_params(&source, full.clone()),
-            )
-            .await
-            .unwrap();
+            send(&broker, me, &source, full.clone()).await.unwrap();
         }
-        let late = call(
-            &broker,
-            me,
-            Method::ChannelSubscribe,
-            json!({"source": source["source"]}),
-        )
-        .await
-        .unwrap();
-        let e = call(
-            &broker,
-            me,
-            Method::ChannelSend,
-            send_params(&source, json!(0)),
-        )
-        .await
-        .unwrap_err();
+        let late = subscribe(&broker, me, &source).await.unwrap();
+        let e = send(&broker, me, &source, json!(0)).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::ResourceExhausted);
         // The value was not accepted: the source failed before it.
-        let read = call(
-            &broker,
-            me,
-            Method::ChannelNext,
-            json!({"endpoint": late["endpoint"]}),
-        )
-        .await
-        .unwrap_err();
+        let read = next(&broker, me, &late).await.unwrap_err();
         assert_eq!(read.code, ErrorCode::ResourceExhausted);
         assert_eq!(late["startSequence"], items + 1);
     }
