@@ -440,6 +440,23 @@ fn delivery_past_the_output_limit_fails_without_a_packet() {
 /// The writable attachment's tmpfs (HOST-FACTS §5: 16 MiB).
 const OUTPUT_TMPFS_BYTES: usize = 16 * 1024 * 1024;
 
+/// `jig run flow:flows/fill` asked to write `bytes` bytes into its writable
+/// attachment, delivered to `out`.
+fn run_fill(project: &Path, out: &Path, bytes: usize) -> Run {
+    let input = format!(r#"{{"bytes":{bytes}}}"#);
+    run_jig(
+        project,
+        &[
+            "run",
+            "flow:flows/fill",
+            "--input",
+            &input,
+            "--out",
+            path(out),
+        ],
+    )
+}
+
 /// The writable attachment is bounded while the Run writes, not only at
 /// delivery: 16 MiB fit and arrive byte for byte; one byte more is ENOSPC
 /// inside the Run, which fails it with nothing published and no mount,
@@ -459,18 +476,7 @@ fn the_writable_attachment_is_a_16_mib_tmpfs_during_the_run() {
     };
 
     let at = out.path().join("at-limit");
-    let input = format!(r#"{{"bytes":{OUTPUT_TMPFS_BYTES}}}"#);
-    let run = run_jig(
-        project.path(),
-        &[
-            "run",
-            "flow:flows/fill",
-            "--input",
-            &input,
-            "--out",
-            path(&at),
-        ],
-    );
+    let run = run_fill(project.path(), &at, OUTPUT_TMPFS_BYTES);
     assert_eq!(run.status, 0, "{run:?}");
     assert_eq!(run.json()["output"], json!({"wrote": OUTPUT_TMPFS_BYTES}));
     let delivered = std::fs::read(at.join("files/fill.bin")).unwrap();
@@ -479,18 +485,7 @@ fn the_writable_attachment_is_a_16_mib_tmpfs_during_the_run() {
     no_mount_left();
 
     let past = out.path().join("past-limit");
-    let input = format!(r#"{{"bytes":{}}}"#, OUTPUT_TMPFS_BYTES + 1);
-    let run = run_jig(
-        project.path(),
-        &[
-            "run",
-            "flow:flows/fill",
-            "--input",
-            &input,
-            "--out",
-            path(&past),
-        ],
-    );
+    let run = run_fill(project.path(), &past, OUTPUT_TMPFS_BYTES + 1);
     assert_eq!(run.status, 1, "{run:?}");
     let stdout = run.json();
     assert_eq!(stdout["status"], "failed");
@@ -542,35 +537,13 @@ fn a_wasm_flow_writable_attachment_is_the_same_16_mib_tmpfs() {
     let out = tempfile::tempdir().unwrap();
 
     let at = out.path().join("at-limit");
-    let input = format!(r#"{{"bytes":{OUTPUT_TMPFS_BYTES}}}"#);
-    let run = run_jig(
-        project.path(),
-        &[
-            "run",
-            "flow:flows/fill",
-            "--input",
-            &input,
-            "--out",
-            path(&at),
-        ],
-    );
+    let run = run_fill(project.path(), &at, OUTPUT_TMPFS_BYTES);
     assert_eq!(run.status, 0, "{run:?}");
     let delivered = std::fs::read(at.join("files/fill.bin")).unwrap();
     assert_eq!(sha256(&delivered), sha256(&vec![7u8; OUTPUT_TMPFS_BYTES]));
 
     let past = out.path().join("past-limit");
-    let input = format!(r#"{{"bytes":{}}}"#, OUTPUT_TMPFS_BYTES + 1);
-    let run = run_jig(
-        project.path(),
-        &[
-            "run",
-            "flow:flows/fill",
-            "--input",
-            &input,
-            "--out",
-            path(&past),
-        ],
-    );
+    let run = run_fill(project.path(), &past, OUTPUT_TMPFS_BYTES + 1);
     assert_eq!(run.status, 1, "{run:?}");
     assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
     assert!(
