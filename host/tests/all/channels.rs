@@ -39,6 +39,36 @@ fn exec(dir: &Path, name: &str, input: &str, extra: &[&str]) -> Run {
     run_jig(dir, &args)
 }
 
+/// `jig exec root --receive events` running, its stdout and stderr piped
+/// for the test to read (or, on purpose, not to read).
+fn spawn_receiving_root(dir: &Path) -> std::process::Child {
+    use std::process::Stdio;
+    jig(dir)
+        .args([
+            "exec",
+            "root",
+            "--json",
+            "--timeout",
+            "60s",
+            "--receive",
+            "events",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The Run of `child`, whose stdout the test took and read to `stdout`.
+fn finished(child: std::process::Child, stdout: String) -> Run {
+    let rest = child.wait_with_output().unwrap();
+    Run {
+        status: rest.status.code().unwrap_or(-1),
+        stdout,
+        stderr: String::from_utf8_lossy(&rest.stderr).into_owned(),
+    }
+}
+
 fn output(run: &Run) -> Value {
     assert_eq!(run.status, 0, "{run:?}");
     let terminal = run.json();
@@ -961,7 +991,6 @@ fn channel_output_past_its_budget_cancels_the_run() {
 #[test]
 fn a_stuck_stdout_cancels_the_run_within_seconds() {
     use std::io::Read;
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     package(
         dir.path(),
@@ -973,20 +1002,7 @@ fn a_stuck_stdout_cancels_the_run_within_seconds() {
          handle(run)\n",
     );
     let started = std::time::Instant::now();
-    let mut child = jig(dir.path())
-        .args([
-            "exec",
-            "root",
-            "--json",
-            "--timeout",
-            "60s",
-            "--receive",
-            "events",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_receiving_root(dir.path());
     // Nobody reads stdout: the pipe fills and stays full.
     let mut stderr = child.stderr.take().unwrap();
     let status = loop {
@@ -1252,13 +1268,8 @@ fn interrupting_a_run_during_a_moved_channel_ends_it_disconnected() {
     .unwrap();
     let started = std::time::Instant::now();
     std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
-    let rest = child.wait_with_output().unwrap();
+    let run = finished(child, text);
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    let run = Run {
-        status: rest.status.code().unwrap_or(-1),
-        stdout: text,
-        stderr: String::from_utf8_lossy(&rest.stderr).into_owned(),
-    };
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
         run.stderr.starts_with("JIG_COMMAND_INTERRUPTED: "),
@@ -1332,7 +1343,6 @@ fn cancelling_a_child_call_as_it_takes_a_channel_loses_and_copies_no_right() {
 #[test]
 fn a_received_broadcast_channel_whose_stdout_lags_ends_failed_lagged() {
     use std::io::Read;
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     package(
         dir.path(),
@@ -1344,20 +1354,7 @@ fn a_received_broadcast_channel_whose_stdout_lags_ends_failed_lagged() {
          return {'outcome': 'done', 'output': 'sent'}\n\
          handle(run)\n",
     );
-    let mut child = jig(dir.path())
-        .args([
-            "exec",
-            "root",
-            "--json",
-            "--timeout",
-            "60s",
-            "--receive",
-            "events",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_receiving_root(dir.path());
     let mut stdout = child.stdout.take().unwrap();
     // Read slowly (each write still completes well within a second) while
     // the broadcast writer, which never waits, runs ahead of the reader.
@@ -1370,12 +1367,7 @@ fn a_received_broadcast_channel_whose_stdout_lags_ends_failed_lagged() {
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
     stdout.read_to_end(&mut bytes).unwrap();
-    let rest = child.wait_with_output().unwrap();
-    let run = Run {
-        status: rest.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(bytes).unwrap(),
-        stderr: String::from_utf8_lossy(&rest.stderr).into_owned(),
-    };
+    let run = finished(child, String::from_utf8(bytes).unwrap());
     assert_eq!(run.status, 0, "{}", run.stderr);
     let lines = ndjson(&run);
     let n = lines.len();

@@ -124,6 +124,31 @@ fn failed(w: &Watched) -> String {
     json["code"].as_str().unwrap().to_string()
 }
 
+/// The `--timeout` of the attacks that must be ended by the deadline.
+const ATTACK_DEADLINE: Duration = Duration::from_millis(1500);
+
+/// Runs `attack_name` with `--timeout` ATTACK_DEADLINE; the Run must fail
+/// DEADLINE_EXCEEDED.
+fn attack_past_the_deadline(dir: &Path, target: &str, attack_name: &str) -> Watched {
+    let timeout = format!("{}ms", ATTACK_DEADLINE.as_millis());
+    let w = attack(
+        dir,
+        target,
+        json!({ "attack": attack_name }),
+        &["--timeout", &timeout],
+    );
+    assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
+    w
+}
+
+/// What the component wrote to stderr, as the Run's diagnostics carry it.
+fn component_stderr(run: &Run) -> String {
+    run.json()["diagnostics"]["stderr"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// The cgroup directories the host would use as parents: the test
 /// process's own cgroup in each hierarchy (jig inherits it).
 fn cgroup_bases() -> Vec<PathBuf> {
@@ -283,13 +308,7 @@ fn memory_is_capped_at_256_mib() {
 fn a_cpu_spin_ends_at_the_wall_clock_deadline() {
     let dir = hostile_project();
     for target in TARGETS {
-        let w = attack(
-            dir.path(),
-            target,
-            json!({"attack": "cpu-spin"}),
-            &["--timeout", "1500ms"],
-        );
-        assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
+        let w = attack_past_the_deadline(dir.path(), target, "cpu-spin");
         assert!(
             w.elapsed < Duration::from_secs(8),
             "{target}: took {:?}",
@@ -325,17 +344,8 @@ const KILL_GRACE: Duration = Duration::from_millis(250);
 fn at_the_deadline_the_tree_gets_sigterm_before_the_kill() {
     let dir = hostile_project();
     for target in TARGETS {
-        let w = attack(
-            dir.path(),
-            target,
-            json!({"attack": "term-trap"}),
-            &["--timeout", "1500ms"],
-        );
-        assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
-        let stderr = w.run.json()["diagnostics"]["stderr"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let w = attack_past_the_deadline(dir.path(), target, "term-trap");
+        let stderr = component_stderr(&w.run);
         assert!(stderr.contains("hostile: waiting"), "{target}: {stderr:?}");
         assert!(
             stderr.contains(TERM_MARKER),
@@ -370,10 +380,7 @@ fn an_interrupted_host_sends_sigterm_before_the_kill() {
             run.stderr.contains("JIG_COMMAND_INTERRUPTED"),
             "{target}: {run:?}"
         );
-        let stderr = run.json()["diagnostics"]["stderr"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let stderr = component_stderr(&run);
         assert!(
             stderr.contains(TERM_MARKER),
             "{target}: the component never saw SIGTERM: {run:?}"
@@ -385,16 +392,10 @@ fn an_interrupted_host_sends_sigterm_before_the_kill() {
 fn a_component_that_ignores_sigterm_is_killed_after_the_grace() {
     let dir = hostile_project();
     for target in TARGETS {
-        let w = attack(
-            dir.path(),
-            target,
-            json!({"attack": "term-ignore"}),
-            &["--timeout", "1500ms"],
-        );
+        let w = attack_past_the_deadline(dir.path(), target, "term-ignore");
         // attack() asserts that no process of the project remains.
-        assert_eq!(failed(&w), "DEADLINE_EXCEEDED", "{target}");
         assert!(
-            w.elapsed >= Duration::from_millis(1500) + KILL_GRACE,
+            w.elapsed >= ATTACK_DEADLINE + KILL_GRACE,
             "{target}: killed before the grace ended ({:?})",
             w.elapsed
         );
