@@ -240,6 +240,33 @@ fn describe(stat: &FileStat) -> &'static str {
     }
 }
 
+/// `openat` of the directory `name` in `dir`, never through a symbolic link
+/// (capture and delivery walk trees with it).
+pub(super) fn open_dir_at(dir: &OwnedFd, name: &str) -> nix::Result<OwnedFd> {
+    openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// `openat` of the file `name` in `dir` for reading, never through a
+/// symbolic link, never blocking on a FIFO nor taking a terminal (capture
+/// and delivery read files with it).
+pub(super) fn open_file_at(dir: &OwnedFd, name: &str) -> nix::Result<OwnedFd> {
+    openat(
+        dir,
+        name,
+        OFlag::O_RDONLY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
 /// Open a child directory of `parent` without following links, on the
 /// same filesystem as the root (a different device is a nested mount).
 fn open_dir(parent: &OwnedFd, leaf: &str, rel: &str, root: &Anchor) -> Result<OwnedFd, String> {
@@ -254,13 +281,7 @@ fn open_dir(parent: &OwnedFd, leaf: &str, rel: &str, root: &Anchor) -> Result<Ow
     if leaf == ".jig" {
         return Err(format!("{} is protected project state", quote(rel)));
     }
-    let fd = openat(
-        parent,
-        leaf,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| format!("cannot open {}: {e}", quote(rel)))?;
+    let fd = open_dir_at(parent, leaf).map_err(|e| format!("cannot open {}: {e}", quote(rel)))?;
     let after = fstat(&fd).map_err(|e| format!("{}: {e}", quote(rel)))?;
     if after.st_ino != before.st_ino || after.st_dev != before.st_dev {
         return Err(format!("{} changed while it was captured", quote(rel)));
@@ -392,17 +413,7 @@ fn read_file(
             "more than {MAX_CONTENT_BYTES} bytes of content (at {shown})"
         ));
     }
-    let fd = openat(
-        dir,
-        leaf,
-        OFlag::O_RDONLY
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_NOCTTY
-            | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| format!("cannot open {shown}: {e}"))?;
+    let fd = open_file_at(dir, leaf).map_err(|e| format!("cannot open {shown}: {e}"))?;
     let opened = fstat(&fd).map_err(|e| format!("{shown}: {e}"))?;
     if opened.st_ino != before.st_ino || opened.st_dev != before.st_dev {
         return Err(format!("{shown} changed while it was captured"));

@@ -12,7 +12,7 @@ use flow::json::Value;
 use nix::fcntl::{renameat2, AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{fstatat, Mode};
 
-use super::capture::fd_path;
+use super::capture::{fd_path, open_dir_at, open_file_at};
 use super::{
     check_relative, is_protected, quote, sha256_hex, utf8_name, Captured, CapturedFile, FilesError,
     MAX_COMPONENTS, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
@@ -178,13 +178,8 @@ fn read_output_dir(
                     quote(&rel)
                 ));
             }
-            let child = nix::fcntl::openat(
-                dir,
-                name.as_str(),
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
+            let child = open_dir_at(dir, name.as_str())
+                .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
             read_output_dir(&child, &rel, entries, bytes, files, started)?;
             continue;
         }
@@ -206,17 +201,8 @@ fn read_output_dir(
         if *bytes > MAX_OUTPUT_BYTES {
             return Err(format!("holds more than {MAX_OUTPUT_BYTES} bytes"));
         }
-        let fd = nix::fcntl::openat(
-            dir,
-            name.as_str(),
-            OFlag::O_RDONLY
-                | OFlag::O_NOFOLLOW
-                | OFlag::O_NONBLOCK
-                | OFlag::O_NOCTTY
-                | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
+        let fd = open_file_at(dir, name.as_str())
+            .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
         let opened = fstat(&fd).map_err(|e| e.to_string())?;
         if opened.st_ino != meta.st_ino || opened.st_dev != meta.st_dev {
             return Err(format!(
