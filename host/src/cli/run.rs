@@ -304,7 +304,17 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     terminal["runId"] = json!(record.id);
     let mut delivery_failure = None;
     if let Some(destination) = &destination {
+        // HOST-FACTS §4.1: with `--out` the terminal also names what ran
+        // (the method: target, exact package, Binding), the input identity,
+        // the delivery and the checkpoint (none: this host keeps no Run
+        // checkpoints, so it is always null).
+        terminal["method"] = json!({
+            "target": target_ref.to_string(),
+            "package": {"path": package_path, "digest": package_digest},
+            "binding": binding,
+        });
         terminal["input"] = input_identity.clone();
+        terminal["checkpoint"] = Value::Null;
         let shown = destination.absolute.to_string_lossy().to_string();
         let published = if interrupted {
             Err(FilesError::delivery(

@@ -69,15 +69,18 @@ fn a_file_run_publishes_the_packet_with_private_modes() {
     assert_eq!(
         keys,
         [
+            "checkpoint",
             "delivery",
             "diagnostics",
             "input",
+            "method",
             "outcome",
             "output",
             "runId",
             "status"
         ]
     );
+    assert_eq!(stdout["checkpoint"], serde_json::Value::Null);
     assert_eq!(stdout["status"], "succeeded");
     assert_eq!(stdout["output"], json!({"files": 3, "bytes": 12}));
     assert_eq!(
@@ -121,6 +124,10 @@ fn a_file_run_publishes_the_packet_with_private_modes() {
     assert_eq!(result["target"], "flow:flows/summarize");
     assert_eq!(result["binding"], serde_json::Value::Null);
     assert_eq!(result["package"]["path"], "flows/summarize");
+    assert_eq!(
+        stdout["method"],
+        json!({"target": "flow:flows/summarize", "package": result["package"], "binding": null})
+    );
     let lock = std::fs::read_to_string(project.path().join("jig.lock")).unwrap();
     assert!(lock.contains(result["package"]["digest"].as_str().unwrap()));
     assert_eq!(result["execution"]["status"], "succeeded");
@@ -362,11 +369,13 @@ fn an_operational_failure_publishes_only_the_host_record() {
     assert_eq!(
         keys,
         [
+            "checkpoint",
             "code",
             "delivery",
             "diagnostics",
             "input",
             "message",
+            "method",
             "runId",
             "status"
         ]
