@@ -29,10 +29,6 @@ pub fn builtin_contract(id: &str) -> Option<&'static str> {
 pub struct ProviderSet {
     decls: Vec<ProviderDecl>,
     loaded: Mutex<BTreeMap<String, Arc<dyn Provider>>>,
-    /// The file digest each provider had when it was checked and loaded.
-    /// The loaded code is what runs, so later calls need not rehash the
-    /// file (which cost milliseconds per call).
-    checked: Mutex<BTreeMap<String, String>>,
 }
 
 impl ProviderSet {
@@ -40,7 +36,6 @@ impl ProviderSet {
         ProviderSet {
             decls,
             loaded: Mutex::new(BTreeMap::new()),
-            checked: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -99,7 +94,11 @@ impl ProviderSet {
             [decl] => Ok(json!({
                 "name": decl.name,
                 "kind": kind_name(&decl.kind),
-                "fileDigest": Self::file_digest(decl)?,
+                // The digest of the very bytes that were loaded and asked
+                // for their contracts.
+                "fileDigest": self.load(decl)?.artifact_digest().ok_or_else(|| {
+                    format!("provider {:?} has no artifact to pin", decl.name)
+                })?,
             })),
             [] => Err(format!(
                 "no configured provider serves {id} {version} ({digest})"
@@ -121,19 +120,26 @@ impl ProviderSet {
         let decl = self
             .decl(name)
             .ok_or_else(|| format!("provider {name:?} is no longer configured"))?;
-        let checked = self.checked.lock().unwrap().get(name).cloned();
-        let digest = match checked {
-            Some(digest) => digest,
-            None => Self::file_digest(decl)?,
+        let pinned = pin.get("fileDigest").and_then(Value::as_str);
+        let changed = || format!("provider {name:?} changed since review");
+        let loaded = self.loaded.lock().unwrap().get(name).cloned();
+        let provider = match loaded {
+            Some(provider) => provider,
+            None => {
+                // Never load (and so never run) anything but the reviewed
+                // file: its digest is checked before it is opened.
+                if Some(Self::file_digest(decl)?.as_str()) != pinned {
+                    return Err(changed());
+                }
+                self.load(decl)?
+            }
         };
-        if Some(digest.as_str()) != pin.get("fileDigest").and_then(Value::as_str) {
-            return Err(format!("provider {name:?} changed since review"));
+        // The bytes actually loaded are the reviewed ones too (the file
+        // could change between the check and the load). Once loaded, this
+        // is all a call costs: the file is not read again.
+        if provider.artifact_digest() != pinned {
+            return Err(changed());
         }
-        let provider = self.load(decl)?;
-        self.checked
-            .lock()
-            .unwrap()
-            .insert(name.to_string(), digest);
         if !provider.contracts().iter().any(|c| &c.identity == identity) {
             return Err(format!(
                 "provider {name:?} no longer serves {}",

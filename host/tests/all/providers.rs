@@ -85,3 +85,32 @@ fn without_a_provider_the_plan_is_unavailable() {
         "{run:?}"
     );
 }
+
+#[test]
+fn a_provider_file_changed_after_review_is_never_loaded() {
+    let copies = tempfile::tempdir().unwrap();
+    let library = copies.path().join("libkv.so");
+    std::fs::copy(kv_provider_library(), &library).unwrap();
+    let dir = lookup_project("native", &library);
+    review(dir.path());
+    // The operator's provider file changes after approval (still a valid
+    // library: appended bytes do not stop it from loading).
+    let mut bytes = std::fs::read(&library).unwrap();
+    bytes.extend_from_slice(b"\0changed");
+    std::fs::write(&library, bytes).unwrap();
+    let run = run_jig(
+        dir.path(),
+        &["run", "flow:flows/lookup", "--input", "\"Ada\""],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "failed", "{run:?}");
+    assert_eq!(terminal["code"], "UNAVAILABLE", "{run:?}");
+    assert!(
+        terminal["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed since review"),
+        "{run:?}"
+    );
+}
