@@ -465,8 +465,12 @@ impl Executor {
         invocation: &Invocation,
     ) -> Result<(PeerReport, Exit, Diagnostics), Failure> {
         let recipe = &services.resolved.recipe;
-        let now = crate::state::now_unix_ms();
-        let left = Duration::from_millis(invocation.deadline_unix_ms.saturating_sub(now));
+        // Measured below the millisecond, so a parent and its children,
+        // which share one deadline, also share one instant.
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let left = Duration::from_millis(invocation.deadline_unix_ms).saturating_sub(since_epoch);
         let limits = || PeerLimits {
             deadline: tokio::time::Instant::now() + left,
             cancel: invocation.cancel.clone(),

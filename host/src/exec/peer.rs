@@ -210,6 +210,22 @@ where
                             break;
                         }
                     };
+                    let is_root_response = matches!(
+                        &message,
+                        Message::Success { id, .. } | Message::Failure { id: Some(id), .. }
+                            if id == ROOT_REQUEST_ID
+                    );
+                    if is_root_response
+                        && !report.deadline
+                        && !report.cancelled
+                        && tokio::time::Instant::now() >= limits.deadline
+                    {
+                        // The host's deadline wins unless a terminal response
+                        // already did: one read after the deadline instant
+                        // (the timer and the bytes became ready together)
+                        // comes too late, whatever it says.
+                        report.deadline = true;
+                    }
                     match message {
                         Message::Success { id, result } if id == ROOT_REQUEST_ID => {
                             report.response = Some(Ok(result));
@@ -425,4 +441,81 @@ async fn write_frames<W: AsyncWrite + Unpin>(
         }
     }
     let _ = stdin.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host that is never asked for anything.
+    struct NoServices;
+
+    impl Services for NoServices {
+        fn run_child(&self, _: RunChildParams) -> BoxFuture<Result<Value, OperationalError>> {
+            unreachable!("no child call is made")
+        }
+        fn call_capability(
+            &self,
+            _: CapabilityCallParams,
+        ) -> BoxFuture<Result<Value, OperationalError>> {
+            unreachable!("no capability call is made")
+        }
+    }
+
+    fn params() -> FlowRunParams {
+        FlowRunParams {
+            protocol: wire::PROTOCOL.into(),
+            input: Value::Null,
+            settings: Default::default(),
+            attachments: Default::default(),
+            scratch: "/scratch".into(),
+            deadline_unix_ms: 0,
+            channels: Default::default(),
+        }
+    }
+
+    /// A root answer that is already readable when the deadline has
+    /// passed: the deadline timer and the bytes are ready together, and
+    /// the deadline must win every time (Run/1: the host's deadline wins
+    /// unless a terminal response already did).
+    #[tokio::test]
+    async fn a_root_answer_read_after_the_deadline_loses_to_it() {
+        for _ in 0..64 {
+            let (component_out, host_in) = tokio::io::duplex(64 * 1024);
+            let (host_out, _component_in) = tokio::io::duplex(64 * 1024);
+            let mut component_out = component_out;
+            let answer = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":\"{ROOT_REQUEST_ID}\",\"result\":{{\"outcome\":\"done\",\"output\":null}}}}\n"
+            );
+            component_out.write_all(answer.as_bytes()).await.unwrap();
+            drop(component_out);
+            let (_cancel_tx, cancel) = watch::channel(false);
+            let limits = PeerLimits {
+                deadline: tokio::time::Instant::now() - Duration::from_millis(1),
+                cancel,
+            };
+            let report = serve(host_in, host_out, params(), Arc::new(NoServices), limits).await;
+            assert!(report.deadline, "{report:?}");
+        }
+    }
+
+    /// Before the deadline the same answer is accepted.
+    #[tokio::test]
+    async fn a_root_answer_before_the_deadline_is_the_response() {
+        let (mut component_out, host_in) = tokio::io::duplex(64 * 1024);
+        let (host_out, _component_in) = tokio::io::duplex(64 * 1024);
+        let answer = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{ROOT_REQUEST_ID}\",\"result\":{{\"outcome\":\"done\",\"output\":null}}}}\n"
+        );
+        component_out.write_all(answer.as_bytes()).await.unwrap();
+        drop(component_out);
+        let (_cancel_tx, cancel) = watch::channel(false);
+        let limits = PeerLimits {
+            deadline: tokio::time::Instant::now() + Duration::from_secs(30),
+            cancel,
+        };
+        let report = serve(host_in, host_out, params(), Arc::new(NoServices), limits).await;
+        assert!(!report.deadline, "{report:?}");
+        assert!(matches!(report.response, Some(Ok(_))), "{report:?}");
+    }
 }
