@@ -471,8 +471,12 @@ impl Executor {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let left = Duration::from_millis(invocation.deadline_unix_ms).saturating_sub(since_epoch);
+        // Fixed now, not when the peer starts serving: starting the
+        // process must not move the deadline later (a parent whose start
+        // took longer than its child's would otherwise outlive it).
+        let deadline = tokio::time::Instant::now() + left;
         let limits = || PeerLimits {
-            deadline: tokio::time::Instant::now() + left,
+            deadline,
             cancel: invocation.cancel.clone(),
         };
         let mut params = FlowRunParams {
