@@ -125,7 +125,7 @@ fn failed(w: &Watched) -> String {
 }
 
 /// The `--timeout` of the attacks that must be ended by the deadline.
-const ATTACK_DEADLINE: Duration = Duration::from_millis(1500);
+const ATTACK_DEADLINE: Duration = Duration::from_millis(3000);
 
 /// Runs `attack_name` with `--timeout` ATTACK_DEADLINE; the Run must fail
 /// DEADLINE_EXCEEDED.
@@ -367,8 +367,18 @@ fn an_interrupted_host_sends_sigterm_before_the_kill() {
             .spawn()
             .expect("jig starts");
         let pid = child.id();
-        // Let the component install its handler, then interrupt the host.
-        std::thread::sleep(Duration::from_millis(1500));
+        // Let the component start and install its handler, then interrupt
+        // the host.
+        let needle = dir.path().to_string_lossy().into_owned();
+        let until = Instant::now() + Duration::from_secs(20);
+        while processes_mentioning(&needle).len() < 2 {
+            assert!(
+                Instant::now() < until,
+                "{target}: the component never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
         Command::new("kill")
             .args(["-INT", &pid.to_string()])
             .status()

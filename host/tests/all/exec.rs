@@ -81,7 +81,7 @@ fn broken_components_are_classified() {
     }
     for (name, _, code) in cases {
         let started = std::time::Instant::now();
-        let run = exec(dir.path(), name, &["--timeout", "1s"]);
+        let run = exec(dir.path(), name, &["--timeout", "3s"]);
         assert_eq!(run.status, 1, "{name}: {run:?}");
         assert_eq!(run.json()["code"], *code, "{name}: {run:?}");
         assert!(
