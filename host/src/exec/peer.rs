@@ -474,34 +474,9 @@ mod tests {
         }
     }
 
-    /// A root answer that is already readable when the deadline has
-    /// passed: the deadline timer and the bytes are ready together, and
-    /// the deadline must win every time (Run/1: the host's deadline wins
-    /// unless a terminal response already did).
-    #[tokio::test]
-    async fn a_root_answer_read_after_the_deadline_loses_to_it() {
-        for _ in 0..64 {
-            let (component_out, host_in) = tokio::io::duplex(64 * 1024);
-            let (host_out, _component_in) = tokio::io::duplex(64 * 1024);
-            let mut component_out = component_out;
-            let answer = format!(
-                "{{\"jsonrpc\":\"2.0\",\"id\":\"{ROOT_REQUEST_ID}\",\"result\":{{\"outcome\":\"done\",\"output\":null}}}}\n"
-            );
-            component_out.write_all(answer.as_bytes()).await.unwrap();
-            drop(component_out);
-            let (_cancel_tx, cancel) = watch::channel(false);
-            let limits = PeerLimits {
-                deadline: tokio::time::Instant::now() - Duration::from_millis(1),
-                cancel,
-            };
-            let report = serve(host_in, host_out, params(), Arc::new(NoServices), limits).await;
-            assert!(report.deadline, "{report:?}");
-        }
-    }
-
-    /// Before the deadline the same answer is accepted.
-    #[tokio::test]
-    async fn a_root_answer_before_the_deadline_is_the_response() {
+    /// Serve a component whose successful root answer is readable at once,
+    /// under `deadline`.
+    async fn serve_ready_answer(deadline: tokio::time::Instant) -> PeerReport {
         let (mut component_out, host_in) = tokio::io::duplex(64 * 1024);
         let (host_out, _component_in) = tokio::io::duplex(64 * 1024);
         let answer = format!(
@@ -510,11 +485,28 @@ mod tests {
         component_out.write_all(answer.as_bytes()).await.unwrap();
         drop(component_out);
         let (_cancel_tx, cancel) = watch::channel(false);
-        let limits = PeerLimits {
-            deadline: tokio::time::Instant::now() + Duration::from_secs(30),
-            cancel,
-        };
-        let report = serve(host_in, host_out, params(), Arc::new(NoServices), limits).await;
+        let limits = PeerLimits { deadline, cancel };
+        serve(host_in, host_out, params(), Arc::new(NoServices), limits).await
+    }
+
+    /// A root answer that is already readable when the deadline has
+    /// passed: the deadline timer and the bytes are ready together, and
+    /// the deadline must win every time (Run/1: the host's deadline wins
+    /// unless a terminal response already did).
+    #[tokio::test]
+    async fn a_root_answer_read_after_the_deadline_loses_to_it() {
+        for _ in 0..64 {
+            let past = tokio::time::Instant::now() - Duration::from_millis(1);
+            let report = serve_ready_answer(past).await;
+            assert!(report.deadline, "{report:?}");
+        }
+    }
+
+    /// Before the deadline the same answer is accepted.
+    #[tokio::test]
+    async fn a_root_answer_before_the_deadline_is_the_response() {
+        let later = tokio::time::Instant::now() + Duration::from_secs(30);
+        let report = serve_ready_answer(later).await;
         assert!(!report.deadline, "{report:?}");
         assert!(matches!(report.response, Some(Ok(_))), "{report:?}");
     }

@@ -179,6 +179,16 @@ fn cgroup_bases() -> Vec<PathBuf> {
 }
 
 /// Processes whose command line mentions `needle`.
+/// Wait (up to 20 s) until the envelope and the component of a Run in
+/// the project at `needle` are running.
+fn wait_for_component(needle: &str) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while processes_mentioning(needle).len() < 2 {
+        assert!(Instant::now() < until, "the component never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -369,15 +379,7 @@ fn an_interrupted_host_sends_sigterm_before_the_kill() {
         let pid = child.id();
         // Let the component start and install its handler, then interrupt
         // the host.
-        let needle = dir.path().to_string_lossy().into_owned();
-        let until = Instant::now() + Duration::from_secs(20);
-        while processes_mentioning(&needle).len() < 2 {
-            assert!(
-                Instant::now() < until,
-                "{target}: the component never started"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_component(&dir.path().to_string_lossy());
         std::thread::sleep(Duration::from_millis(1000));
         Command::new("kill")
             .args(["-INT", &pid.to_string()])
@@ -707,11 +709,7 @@ fn a_killed_host_takes_its_envelope_along_and_the_next_host_sweeps_its_cgroup() 
         .unwrap();
     let pid = child.id();
     let needle = root.to_string_lossy().into_owned();
-    let until = Instant::now() + Duration::from_secs(20);
-    while processes_mentioning(&needle).len() < 2 {
-        assert!(Instant::now() < until, "the component never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_component(&needle);
     let groups: Vec<PathBuf> = cgroup_bases()
         .into_iter()
         .map(|b| b.join(format!("jig-{pid}")))
