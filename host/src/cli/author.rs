@@ -161,16 +161,7 @@ pub fn contract_digest(file: &Path, channel: bool, json_output: bool) -> Result<
         .ok()
         .and_then(|v| v.get("$schema").and_then(Value::as_str).map(str::to_string))
         .is_some_and(|s| s == flow::contract::CHANNEL_SCHEMA_URI);
-    let invalid = |e: flow::contract::ContractError| {
-        CliError::new(
-            e.code,
-            format!(
-                "{} (at {})",
-                e.message,
-                crate::plan::ascii_quote(&e.pointer)
-            ),
-        )
-    };
+    let invalid = |e: flow::contract::ContractError| located(e.code, &e.message, &e.pointer);
     let (kind, id, version, digest) = if channel || declared_channel {
         let c = flow::contract::ChannelContract::parse(&bytes).map_err(invalid)?;
         ("channel", c.id, c.version, c.digest)
@@ -185,16 +176,15 @@ pub fn contract_digest(file: &Path, channel: bool, json_output: bool) -> Result<
 
 fn compile(file: &Path) -> Result<Schema, CliError> {
     let bytes = read(file)?;
-    Schema::compile_file(&bytes).map_err(|e| {
-        CliError::new(
-            e.code,
-            format!(
-                "{} (at {})",
-                e.message,
-                crate::plan::ascii_quote(&e.pointer)
-            ),
-        )
-    })
+    Schema::compile_file(&bytes).map_err(|e| located(e.code, &e.message, &e.pointer))
+}
+
+/// A document error with the JSON pointer it was found at.
+fn located(code: &str, message: &str, pointer: &str) -> CliError {
+    CliError::new(
+        code,
+        format!("{message} (at {})", crate::plan::ascii_quote(pointer)),
+    )
 }
 
 pub fn schema_check(file: &Path, json_output: bool) -> Result<u8, CliError> {

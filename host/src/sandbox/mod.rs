@@ -518,6 +518,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn envelope_figures_match_host_facts() {
+        // HOST-FACTS §5: "a 16 MiB tmpfs"; "Kill grace is 250 ms from
+        // SIGTERM to SIGKILL".
+        assert_eq!(OUTPUT_TMPFS_BYTES, 16_777_216);
+        assert_eq!(KILL_GRACE, Duration::from_millis(250));
+    }
+
+    #[test]
     fn bubblewrap_versions_parse_and_the_floor_is_what_we_use() {
         assert_eq!(parse_bwrap_version("bubblewrap 0.8.0"), Some((0, 8, 0)));
         assert_eq!(parse_bwrap_version("bubblewrap 0.11.0\n"), Some((0, 11, 0)));

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use jig::sandbox::KILL_GRACE;
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -347,8 +348,6 @@ fn cpu_is_throttled_to_half_a_core() {
 
 /// What the hostile component prints when SIGTERM reaches it.
 const TERM_MARKER: &str = "hostile: got SIGTERM";
-/// The seed's kill grace (HOST-FACTS §5), as the host must apply it.
-const KILL_GRACE: Duration = Duration::from_millis(250);
 
 #[test]
 fn at_the_deadline_the_tree_gets_sigterm_before_the_kill() {

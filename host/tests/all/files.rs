@@ -446,8 +446,8 @@ fn delivery_past_the_output_limit_fails_without_a_packet() {
     );
 }
 
-/// The writable attachment's tmpfs (HOST-FACTS §5: 16 MiB).
-const OUTPUT_TMPFS_BYTES: usize = 16 * 1024 * 1024;
+/// The writable attachment's tmpfs, as the host sizes it.
+const OUTPUT_TMPFS_BYTES: usize = jig::sandbox::OUTPUT_TMPFS_BYTES as usize;
 
 /// `jig run flow:flows/fill` asked to write `bytes` bytes into its writable
 /// attachment, delivered to `out`.
