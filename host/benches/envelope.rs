@@ -55,6 +55,8 @@ fn launch(program: &str, args: &[&str]) -> Launch {
         scratch: dir.join("scratch"),
         read_only: Vec::new(),
         attachments: Vec::new(),
+        limits: jig::sandbox::Limits::FLOW,
+        network: false,
     }
 }
 

@@ -9,21 +9,53 @@ use flow::json::Value;
 use jig_provider_api::{ContractIdentity, Provider, ProviderDecl, ProviderKind};
 use serde_json::json;
 
-/// The Jig contracts a host serves itself (HOST-FACTS §1–§3).
-pub const BUILTIN_CONTRACTS: [(&str, &str); 3] = [
-    ("https://jig.md/contracts/agent-run", "agent-run"),
-    ("https://jig.md/contracts/run-checkpoint", "run-checkpoint"),
+/// The Jig contracts a host serves itself (HOST-FACTS §1–§3): contract
+/// URI, builtin name, exact version, exact Capability Contract/1 digest.
+pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 3] = [
+    (
+        "https://jig.md/contracts/agent-run",
+        "agent-run",
+        "1.0.0",
+        "sha256:b43fba88de62ef189f54004318e9639df58661bb04b3bf76ecfac70e3a5d098b",
+    ),
+    (
+        "https://jig.md/contracts/run-checkpoint",
+        "run-checkpoint",
+        "1.0.0",
+        "sha256:e7961d96842dc07bf2932f2979b2145301e4071093435e0e4e842a057896c201",
+    ),
     (
         "https://jig.md/contracts/project-command",
         "project-command",
+        "1.0.0",
+        "sha256:aed62fe17f01897545f82d7ee91f163a023721431433c8f4f6981b4367c85bcf",
     ),
 ];
 
+/// The builtin name of a Jig contract URI (any version).
 pub fn builtin_contract(id: &str) -> Option<&'static str> {
     BUILTIN_CONTRACTS
         .iter()
-        .find(|(uri, _)| *uri == id)
-        .map(|(_, name)| *name)
+        .find(|(uri, ..)| *uri == id)
+        .map(|(_, name, ..)| *name)
+}
+
+/// The builtin serving exactly this contract identity, if any: the URI,
+/// version and digest must all match (Capability Contract/1 §3).
+pub fn builtin_exact(id: &str, version: &str, digest: &str) -> Option<&'static str> {
+    BUILTIN_CONTRACTS
+        .iter()
+        .find(|(uri, _, v, d)| *uri == id && *v == version && *d == digest)
+        .map(|(_, name, ..)| *name)
+}
+
+/// Is this Plan pin a builtin's (`{"kind": "builtin", "name"}`)? Its name.
+pub fn builtin_pin(pin: &Value) -> Option<&str> {
+    if pin.get("kind").and_then(Value::as_str) == Some("builtin") {
+        pin.get("name").and_then(Value::as_str)
+    } else {
+        None
+    }
 }
 
 pub struct ProviderSet {
@@ -73,6 +105,27 @@ impl ProviderSet {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("provider {:?}: {}: {e}", decl.name, path.display()))?;
         Ok(crate::state::sha256_digest(&bytes))
+    }
+
+    /// Does any configured provider serve this exact identity? An operator's
+    /// provider for a Jig contract takes the place of the builtin.
+    pub fn serves(&self, id: &str, version: &str, digest: &str) -> Result<bool, String> {
+        let wanted = ContractIdentity {
+            id: id.into(),
+            version: version.into(),
+            digest: digest.into(),
+        };
+        for decl in &self.decls {
+            if self
+                .load(decl)?
+                .contracts()
+                .iter()
+                .any(|c| c.identity == wanted)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Choose the provider serving an exact contract identity, as a pin

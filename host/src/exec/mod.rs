@@ -3,6 +3,7 @@
 //! ended. Child Flows run through the same path with the Binding's slots;
 //! capability calls go to the provider the review pinned.
 
+mod builtin;
 pub mod channels;
 mod ledger;
 pub mod peer;
@@ -12,7 +13,7 @@ pub mod wasm;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -407,13 +408,14 @@ impl Executor {
             ));
         }
         let package = Arc::new(package);
-        let services = Arc::new(InvocationServices {
+        let services = Arc::new_cyclic(|me| InvocationServices {
+            me: me.clone(),
             executor: self.clone(),
             resolved: Arc::new(resolved),
             package: package.clone(),
             deadline_unix_ms: invocation.deadline_unix_ms,
             cancel: invocation.cancel.clone(),
-            active_children: Arc::new(AtomicUsize::new(0)),
+            activity: Arc::new(std::sync::Mutex::new(Activity::default())),
             broker: link.broker.clone(),
             holder: link.holder,
             grants,
@@ -639,6 +641,8 @@ impl Executor {
                 .iter()
                 .map(|a| (a.host.clone(), a.writable))
                 .collect(),
+            limits: crate::sandbox::Limits::FLOW,
+            network: false,
         };
         let mut contained = self.sandbox.spawn(&launch).map_err(|e| {
             Failure::new(
@@ -911,12 +915,15 @@ fn invalid_details(invalid: &flow::schema::Invalid) -> Value {
 
 /// What one running component may ask of its host.
 struct InvocationServices {
+    /// This value itself, for the builtin calls that outlive `&self`.
+    me: std::sync::Weak<InvocationServices>,
     executor: Arc<Executor>,
     resolved: Arc<Resolved>,
     package: Arc<Package>,
     deadline_unix_ms: u64,
     cancel: watch::Receiver<bool>,
-    active_children: Arc<AtomicUsize>,
+    /// Its active child Flows and effects (seed 002 §8).
+    activity: Arc<std::sync::Mutex<Activity>>,
     broker: Arc<channels::Broker>,
     /// This invocation's identity in the tree's channel broker.
     holder: channels::HolderId,
@@ -994,11 +1001,69 @@ impl Drop for SettleInvocation {
     }
 }
 
-struct ChildSlot(Arc<AtomicUsize>);
+/// What an invocation has in flight (seed 002 §8): the root permits two
+/// active sibling Flow calls or one exclusive Agent or command effect; a
+/// leaf (which has no slots) one effect. Run Checkpoint is served from its
+/// own control capacity and does not count here.
+#[derive(Debug, Default)]
+struct Activity {
+    children: usize,
+    effect: bool,
+}
+
+/// One active child Flow call, released on drop.
+struct ChildSlot(Arc<std::sync::Mutex<Activity>>);
+
+impl ChildSlot {
+    fn take(activity: &Arc<std::sync::Mutex<Activity>>) -> Result<ChildSlot, OperationalError> {
+        let mut a = activity.lock().unwrap_or_else(|e| e.into_inner());
+        if a.effect {
+            return Err(OperationalError::new(
+                ErrorCode::ResourceExhausted,
+                "an exclusive Agent or command effect is active",
+            ));
+        }
+        if a.children >= MAX_ACTIVE_CHILDREN {
+            return Err(OperationalError::new(
+                ErrorCode::ResourceExhausted,
+                "two sibling Flow calls are already active",
+            ));
+        }
+        a.children += 1;
+        Ok(ChildSlot(activity.clone()))
+    }
+}
 
 impl Drop for ChildSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).children -= 1;
+    }
+}
+
+/// The one active exclusive effect (an Agent or command call), released on
+/// drop. Refused `RESOURCE_EXHAUSTED` before dispatch while another effect
+/// or any child Flow call is active.
+#[allow(dead_code)] // taken by the Agent and command builtins
+pub(crate) struct EffectSlot(Arc<std::sync::Mutex<Activity>>);
+
+#[allow(dead_code)]
+impl EffectSlot {
+    fn take(activity: &Arc<std::sync::Mutex<Activity>>) -> Result<EffectSlot, CallError> {
+        let mut a = activity.lock().unwrap_or_else(|e| e.into_inner());
+        if a.effect || a.children > 0 {
+            return Err(CallError::operational(
+                "RESOURCE_EXHAUSTED",
+                "another effect or a child Flow call is active; an Agent or command effect is exclusive",
+            ));
+        }
+        a.effect = true;
+        Ok(EffectSlot(activity.clone()))
+    }
+}
+
+impl Drop for EffectSlot {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).effect = false;
     }
 }
 
@@ -1020,15 +1085,10 @@ impl Services for InvocationServices {
             );
             return Box::pin(async move { Err(e) });
         };
-        if self.active_children.fetch_add(1, Ordering::SeqCst) >= MAX_ACTIVE_CHILDREN {
-            self.active_children.fetch_sub(1, Ordering::SeqCst);
-            let e = OperationalError::new(
-                ErrorCode::ResourceExhausted,
-                "two sibling Flow calls are already active",
-            );
-            return Box::pin(async move { Err(e) });
-        }
-        let slot = ChildSlot(self.active_children.clone());
+        let slot = match ChildSlot::take(&self.activity) {
+            Ok(slot) => slot,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
         let invocation = Invocation {
             target,
             input: params.input,
@@ -1061,8 +1121,9 @@ impl Services for InvocationServices {
         let caller = self.holder;
         let package = self.package.clone();
         let run_cancel = self.cancel.clone();
+        let me = self.me.upgrade();
         Box::pin(async move {
-            let (provider, method, identity, declared_channels) = prepared?;
+            let (target, method, identity, declared_channels) = prepared?;
             // The provider call is its own holder: the mapped rights move
             // into it (all validated first against the method's declared
             // ports, else nothing moves and nothing dispatches), and are
@@ -1096,24 +1157,52 @@ impl Services for InvocationServices {
             };
             let name = params.method.clone();
             let input = params.input.clone();
-            let call =
-                tokio::task::spawn_blocking(move || provider.call(&ctx, &name, &input, ports));
             let left =
                 Duration::from_millis(deadline_unix_ms.saturating_sub(crate::state::now_unix_ms()));
-            let outcome = match tokio::time::timeout(left, call).await {
-                Err(_) => {
-                    return Err(OperationalError::new(
-                        ErrorCode::DeadlineExceeded,
-                        "the capability call reached the deadline",
-                    ))
+            let deadline = || {
+                OperationalError::new(
+                    ErrorCode::DeadlineExceeded,
+                    "the capability call reached the deadline",
+                )
+            };
+            let outcome = match target {
+                CallTarget::Provider(provider) => {
+                    let call = tokio::task::spawn_blocking(move || {
+                        provider.call(&ctx, &name, &input, ports)
+                    });
+                    match tokio::time::timeout(left, call).await {
+                        Err(_) => return Err(deadline()),
+                        Ok(Err(_)) => {
+                            return Err(OperationalError::new(
+                                ErrorCode::ExecutionFailed,
+                                "the provider failed",
+                            ))
+                        }
+                        Ok(Ok(outcome)) => outcome,
+                    }
                 }
-                Ok(Err(_)) => {
-                    return Err(OperationalError::new(
-                        ErrorCode::ExecutionFailed,
-                        "the provider failed",
-                    ))
+                CallTarget::Builtin(builtin_name) => {
+                    let Some(services) = me else {
+                        return Err(OperationalError::new(
+                            ErrorCode::OwnerClosed,
+                            "the invocation has ended",
+                        ));
+                    };
+                    let call = builtin::BuiltinCall {
+                        services,
+                        ctx,
+                        method: name,
+                        input,
+                        ports,
+                    };
+                    // A builtin ends its own effect at the deadline (with
+                    // its evidence); this bound only backs that up.
+                    let backstop = left + crate::sandbox::KILL_GRACE * 4;
+                    match tokio::time::timeout(backstop, builtin::call(&builtin_name, call)).await {
+                        Err(_) => return Err(deadline()),
+                        Ok(outcome) => outcome,
+                    }
                 }
-                Ok(Ok(outcome)) => outcome,
             };
             let answer = match outcome {
                 Ok(value) => match method.output.validate(&value) {
@@ -1153,10 +1242,16 @@ impl Services for InvocationServices {
     }
 }
 
-/// The provider, the method, the exact contract identity, and the
+/// Who serves a capability call: a loaded provider, or a builtin by name.
+enum CallTarget {
+    Provider(Arc<dyn jig_provider_api::Provider>),
+    Builtin(String),
+}
+
+/// The target, the method, the exact contract identity, and the
 /// method's raw `channels` declarations (when it has any).
 type PreparedCall = (
-    Arc<dyn jig_provider_api::Provider>,
+    CallTarget,
     flow::contract::Method,
     ContractIdentity,
     Option<Value>,
@@ -1198,17 +1293,21 @@ impl InvocationServices {
                 params.slot
             ))
         })?;
-        let provider = self
-            .executor
-            .providers
-            .resolve(pin, &identity)
-            .map_err(unavailable)?;
+        let target = match crate::providers::builtin_pin(pin) {
+            Some(name) => CallTarget::Builtin(name.to_string()),
+            None => CallTarget::Provider(
+                self.executor
+                    .providers
+                    .resolve(pin, &identity)
+                    .map_err(unavailable)?,
+            ),
+        };
         let declared_channels = contract
             .descriptor
             .get("methods")
             .and_then(|m| m.get(&params.method))
             .and_then(|m| m.get("channels"))
             .cloned();
-        Ok((provider, method, identity, declared_channels))
+        Ok((target, method, identity, declared_channels))
     }
 }

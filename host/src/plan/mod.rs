@@ -5,6 +5,7 @@
 //! Planning never runs package code and never grants authority; it only
 //! produces a Plan value that `state` may retain and later admit.
 
+mod builtin;
 mod lock;
 mod recipe;
 mod review;
@@ -22,7 +23,7 @@ use jig_project::{Declarations, SlotTarget};
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::providers::{builtin_contract, ProviderSet};
+use crate::providers::{builtin_contract, builtin_exact, ProviderSet};
 
 /// Seed 002 §4 direct-target limits.
 pub const MAX_DIRECT_ATTACHMENTS: usize = 8;
@@ -209,6 +210,19 @@ pub fn plan(
                         uses.insert(slot.clone(), identity.clone());
                     }
                     contract_uses.insert(slot.clone(), identity);
+                    let builtin = builtin_exact(&contract.id, &contract.version, &contract.digest);
+                    let configured = providers
+                        .serves(&contract.id, &contract.version, &contract.digest)
+                        .unwrap_or(true);
+                    if let (Some(name), false) = (builtin, configured) {
+                        match builtin::plan(name, path, slot, package, config) {
+                            Ok(pin) => {
+                                served.insert(slot.clone(), pin);
+                            }
+                            Err(diagnostic) => unavailable.push(diagnostic),
+                        }
+                        continue;
+                    }
                     match providers.plan_for(&contract.id, &contract.version, &contract.digest) {
                         Ok(pin) => {
                             served.insert(slot.clone(), pin);

@@ -76,7 +76,12 @@ impl Budget {
 
     /// Reserve one Flow envelope's ceiling, or `RESOURCE_EXHAUSTED`.
     pub fn reserve(&self) -> Result<Reservation, Exhausted> {
-        let limits = Limits::FLOW;
+        self.reserve_limits(Limits::FLOW)
+    }
+
+    /// Reserve one envelope of the given ceiling (a builtin effect's own
+    /// envelope reserves its ceiling, HOST-FACTS §5), or `RESOURCE_EXHAUSTED`.
+    pub fn reserve_limits(&self, limits: Limits) -> Result<Reservation, Exhausted> {
         let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         if left.memory < limits.memory_bytes
             || left.tasks < limits.tasks

@@ -79,14 +79,14 @@ impl Bubblewrap {
         format!("{HOST_GROUP_PREFIX}{}", std::process::id())
     }
 
-    fn run_group(&self) -> Result<Group, String> {
+    fn run_group(&self, limits: Limits) -> Result<Group, String> {
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
         if host.group.is_none() {
             host.group = Some(self.hierarchy.create_host_group(&Self::host_group_name())?);
         }
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let parent = host.group.as_ref().expect("just created");
-        let group = parent.child(&format!("run-{n}"), Limits::FLOW);
+        let group = parent.child(&format!("run-{n}"), limits);
         match group {
             Ok(group) => {
                 host.active += 1;
@@ -109,8 +109,11 @@ impl Bubblewrap {
         let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
             a.extend(items.iter().map(|i| i.as_ref().to_os_string()));
         };
+        push(&[&"--unshare-all"]);
+        if launch.network {
+            push(&[&"--share-net"]);
+        }
         push(&[
-            &"--unshare-all",
             &"--die-with-parent",
             &"--new-session",
             &"--clearenv",
@@ -215,7 +218,9 @@ impl Sandbox for Bubblewrap {
     }
 
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained> {
-        let group = self.run_group().map_err(std::io::Error::other)?;
+        let group = self
+            .run_group(launch.limits)
+            .map_err(std::io::Error::other)?;
         let mut fence = CgroupFence {
             group: Some(group),
             host: self.host.clone(),
@@ -589,6 +594,8 @@ mod tests {
             scratch: "/p/scratch".into(),
             read_only: vec!["/p/sdk".into()],
             attachments: vec![("/a/in".into(), false), ("/a/out".into(), true)],
+            limits: Limits::FLOW,
+            network: false,
         }
     }
 

@@ -26,6 +26,8 @@ pub const FLOW_MEMORY_BYTES: u64 = 256 * MIB;
 pub const FLOW_TASKS: u64 = 64;
 /// Flow execution ceiling: half a CPU per period.
 pub const FLOW_CPU_QUOTA_US: u64 = CPU_PERIOD_US / 2;
+/// Agent provider ceiling (HOST-FACTS §5): 256 MiB, 128 tasks, half a CPU.
+pub const AGENT_TASKS: u64 = 128;
 /// The root's aggregate payload budget (seed 002 §8): 1,280 MiB.
 pub const ROOT_MEMORY_BYTES: u64 = 1280 * MIB;
 /// The root's aggregate payload budget: 448 tasks.
@@ -61,6 +63,15 @@ impl Limits {
         cpu_quota_us: FLOW_CPU_QUOTA_US,
         cpu_period_us: CPU_PERIOD_US,
     };
+    /// The Agent worker's envelope (HOST-FACTS §5: 256 MiB, 128 tasks, 0.5 CPU).
+    pub const AGENT: Limits = Limits {
+        memory_bytes: FLOW_MEMORY_BYTES,
+        tasks: AGENT_TASKS,
+        cpu_quota_us: FLOW_CPU_QUOTA_US,
+        cpu_period_us: CPU_PERIOD_US,
+    };
+    /// A project command's envelope (HOST-FACTS §5: 256 MiB, 64 tasks, 0.5 CPU).
+    pub const COMMAND: Limits = Limits::FLOW;
     pub const ROOT: Limits = Limits {
         memory_bytes: ROOT_MEMORY_BYTES,
         tasks: ROOT_TASKS,

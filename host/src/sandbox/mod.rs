@@ -15,6 +15,7 @@ pub mod cgroup;
 
 pub use budget::{Budget, Exhausted, Reservation};
 pub use bwrap::Bubblewrap;
+pub use cgroup::Limits;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -50,6 +51,12 @@ pub struct Launch {
     /// [`OUTPUT_TMPFS_BYTES`]-bounded tmpfs at that path, handed back to
     /// the host as a directory descriptor (see [`Contained::take_outputs`]).
     pub attachments: Vec<(PathBuf, bool)>,
+    /// The ceilings of this envelope's cgroup ([`Limits::FLOW`] for package
+    /// code; the builtin effects have their own, HOST-FACTS §5).
+    pub limits: Limits,
+    /// Share the host's network namespace. Only the Agent worker and a
+    /// credentialed command may; package code never does.
+    pub network: bool,
 }
 
 /// A started process and everything it may have started: the envelope
@@ -217,6 +224,8 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
         scratch,
         read_only: Vec::new(),
         attachments: vec![(output, true)],
+        limits: Limits::FLOW,
+        network: false,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
