@@ -18,4 +18,5 @@ mod records;
 mod rust_component;
 mod scenarios;
 mod support;
+mod terminal;
 mod typescript;
