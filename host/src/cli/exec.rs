@@ -151,8 +151,8 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
     let interrupted = ran.interrupted;
     let terminal = terminal_value(&ran.result);
     let cleanup: Result<PathBuf, _> = temp.close().map(|_| PathBuf::new());
-    super::final_line(ran.shown, &terminal, cleanup.is_err());
     let status = finish_output(&terminal, args.json, ran.stream);
+    super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the private directory could not be removed: {e}");
         return Ok(2);

@@ -355,8 +355,8 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     }
     runs.settle(&mut record, terminal.clone())
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    super::final_line(ran.shown, &terminal, cleanup.is_err());
     let status = finish_output(&terminal, args.json, ran.stream);
+    super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
         return Ok(2);
