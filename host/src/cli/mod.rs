@@ -26,6 +26,7 @@ use crate::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRe
 use crate::plan;
 use crate::providers::ProviderSet;
 use crate::state::{self, ProjectState};
+use crate::verify::{Policy, Verifier};
 
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,6 +72,9 @@ enum Command {
         /// Show the complete current and proposed policy.
         #[arg(long)]
         details: bool,
+        /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
+        #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
+        verification: Option<String>,
     },
     /// Run an admitted target: flow:<path> or binding:<id>.
     Run {
@@ -99,6 +103,9 @@ enum Command {
         /// Receive the target's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
         #[arg(long = "receive", value_name = "CHANNEL")]
         receive: Vec<String>,
+        /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
+        #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
+        verification: Option<String>,
     },
     /// Run one package directory directly, for local testing of your own
     /// code (admits nothing).
@@ -136,7 +143,11 @@ enum Command {
         action: SchemaAction,
     },
     /// Report which recipes this host can run and how they are contained.
-    Doctor,
+    Doctor {
+        /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
+        #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
+        verification: Option<String>,
+    },
     /// List recent Runs, or show one.
     Runs {
         #[command(subcommand)]
@@ -235,6 +246,26 @@ pub fn main() -> u8 {
             eprintln!("{warning}");
         }
     }
+    // The installation verification policy is captured once, before any
+    // project is loaded, and kept for the whole command (seed 002 §9).
+    let (flag, verifies, writes) = match &command {
+        Command::Review { verification, .. } | Command::Run { verification, .. } => {
+            (verification.as_deref(), true, true)
+        }
+        Command::Doctor { verification } => (verification.as_deref(), true, false),
+        Command::Exec { .. } => (None, true, true),
+        _ => (None, false, false),
+    };
+    if verifies {
+        let variable = std::env::var_os(crate::verify::VARIABLE);
+        match Policy::effective(flag.and_then(Policy::parse), variable.as_deref()) {
+            Ok(policy) => crate::verify::install(Verifier::for_command(policy, writes)),
+            Err(message) => {
+                report_error("JIG_CONFIG_INVALID", &message);
+                return exit_code("JIG_CONFIG_INVALID");
+            }
+        }
+    }
     let base = cli.chdir.clone().unwrap_or_else(|| PathBuf::from("."));
     let result = match command {
         Command::Completions { shell } => completions(shell),
@@ -244,6 +275,7 @@ pub fn main() -> u8 {
             project,
             yes,
             details,
+            ..
         } => review(
             &project.map(|p| base.join(p)).unwrap_or(base),
             cli.config.as_deref(),
@@ -260,6 +292,7 @@ pub fn main() -> u8 {
             select,
             out,
             receive,
+            ..
         } => run::run(run::RunArgs {
             dir: &base,
             config: cli.config.as_deref(),
@@ -313,8 +346,13 @@ pub fn main() -> u8 {
                 json,
             } => author::schema_validate(&base.join(schema), &base.join(instance), json),
         },
-        Command::Doctor => load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config)),
+        Command::Doctor { .. } => {
+            load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config))
+        }
     };
+    if verifies {
+        crate::verify::current().persist();
+    }
     match result {
         Ok(status) => status,
         Err(e) => {

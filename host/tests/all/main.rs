@@ -20,3 +20,4 @@ mod scenarios;
 mod support;
 mod terminal;
 mod typescript;
+mod verification;
