@@ -237,12 +237,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
-        .map_err(|e| format!("cannot seal the attachments: {e}"))
-        .and_then(|grants| {
-            write_runtime_support(&work_root)
-                .map_err(|e| format!("cannot stage the bundled SDKs: {e}"))
-                .map(|()| grants)
-        });
+        .map_err(|e| format!("cannot seal the attachments: {e}"));
     drop(captured);
     let grants = match grants {
         Ok(grants) => grants,
@@ -260,14 +255,17 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             return Err(CliError::new("INTERNAL", message));
         }
     };
-    let executor = Arc::new(Executor::new(
-        state.store(),
-        work_root.join("runs"),
-        generation.plan.clone(),
-        Arc::new(ProviderSet::new(config.providers.clone())),
-        sandbox,
-        work_root.clone(),
-    ));
+    let executor = Arc::new(
+        Executor::new(
+            state.store(),
+            work_root.join("runs"),
+            generation.plan.clone(),
+            Arc::new(ProviderSet::new(config.providers.clone())),
+            sandbox,
+            work_root.clone(),
+        )
+        .with_support_writer(write_runtime_support),
+    );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

@@ -199,7 +199,15 @@ pub struct Executor {
     budget: crate::sandbox::Budget,
     /// What the tree is waiting on now, for the live status line.
     waiting: Arc<Waiting>,
+    /// Writes the bundled SDKs into `support`: done once, and only when a
+    /// recipe that loads them (Python, Bun, Deno, Node) first starts, so a
+    /// `flow.bin` or `flow.wasm` Run never pays for it.
+    support_writer: Option<SupportWriter>,
+    support_written: std::sync::Mutex<Option<Result<(), String>>>,
 }
+
+/// Writes the bundled SDKs below a Run's support directory.
+pub type SupportWriter = fn(&std::path::Path) -> std::io::Result<()>;
 
 /// Counts of what a Run tree waits on: child Flows, Agent calls, commands.
 #[derive(Debug, Default)]
@@ -244,7 +252,36 @@ impl Executor {
             counter: AtomicU64::new(0),
             budget: crate::sandbox::Budget::root(),
             waiting: Arc::default(),
+            support_writer: None,
+            support_written: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Write the bundled SDKs with `writer` when a recipe first needs them.
+    pub fn with_support_writer(mut self, writer: SupportWriter) -> Executor {
+        self.support_writer = Some(writer);
+        self
+    }
+
+    /// The bundled SDKs are in place (written now if this is the first
+    /// recipe that loads them).
+    fn ensure_support(&self) -> Result<(), Failure> {
+        let Some(writer) = self.support_writer else {
+            return Ok(());
+        };
+        let mut written = self
+            .support_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let result = written
+            .get_or_insert_with(|| writer(&self.support).map_err(|e| e.to_string()))
+            .clone();
+        result.map_err(|e| {
+            Failure::new(
+                "EXECUTION_FAILED",
+                format!("cannot stage the bundled SDKs: {e}"),
+            )
+        })
     }
 
     /// What the Run tree waits on now, in words ("a child Flow", "2 Agent
@@ -598,6 +635,9 @@ impl Executor {
             hand_back(&invocation.attachments, held);
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
+        }
+        if recipe.kind != RecipeKind::Native {
+            self.ensure_support()?;
         }
         let js_support = self.support.join(JS_SUPPORT);
         let (program, args): (PathBuf, Vec<std::ffi::OsString>) =
