@@ -26,7 +26,9 @@ pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];
 pub const LIVE_AFTER: Duration = Duration::from_millis(500);
 /// How often the live line is redrawn in place.
 pub const LIVE_PERIOD: Duration = Duration::from_millis(100);
-/// Without animation (`NO_COLOR`, `TERM=dumb`), one status line this often.
+/// Without animation (`NO_COLOR`, `TERM=dumb`), the first status line
+/// after this long, then one each [`PLAIN_PERIOD`].
+pub const PLAIN_FIRST: Duration = Duration::from_secs(1);
 pub const PLAIN_PERIOD: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -587,8 +589,8 @@ const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 
 impl LiveStatus {
     /// Start it when stderr is a terminal; `None` otherwise. Animated in
-    /// place, or (`NO_COLOR`, `TERM=dumb`) one plain line each
-    /// [`PLAIN_PERIOD`].
+    /// place, or (`NO_COLOR`, `TERM=dumb`) one plain line after
+    /// [`PLAIN_FIRST`] and then each [`PLAIN_PERIOD`].
     pub fn start(executor: Arc<Executor>, target: String) -> Option<LiveStatus> {
         if !std::io::stderr().is_terminal() {
             return None;
@@ -607,7 +609,7 @@ impl LiveStatus {
             let first = if style.animate {
                 LIVE_AFTER
             } else {
-                PLAIN_PERIOD
+                PLAIN_FIRST
             };
             let mut tick = tokio::time::interval_at(started + first, period);
             let mut frame = 0usize;
