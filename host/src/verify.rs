@@ -36,6 +36,8 @@ pub const CACHE_FILE: &str = "entries.json";
 pub const MAX_ENTRIES: usize = 4096;
 /// A cache file larger than this is not read (it is invalid).
 pub const MAX_CACHE_BYTES: u64 = 4 * 1024 * 1024;
+/// A remembered probe answer (such as `bwrap --version`) is at most this long.
+pub const MAX_PROBE_CHARS: usize = 1024;
 /// The cache file's format.
 const FORMAT: &str = "jig-installation-verification/1";
 
@@ -167,6 +169,9 @@ pub struct Verifier {
     cache: Option<PathBuf>,
     /// May this command update the cache? (`jig doctor` may not.)
     writes: bool,
+    /// Keep what this command computed for the rest of it (a command
+    /// hashes a file once); off for library use outside one command.
+    remember: bool,
     state: Mutex<State>,
 }
 
@@ -178,6 +183,9 @@ struct State {
     entries: Option<BTreeMap<String, (Observed, String)>>,
     /// Entries this command verified, to write back.
     fresh: BTreeMap<String, (Observed, String)>,
+    /// Probe answers by `<tool digest> <question>`, as read and as added.
+    probes: Option<BTreeMap<String, String>>,
+    fresh_probes: BTreeMap<String, String>,
     /// How many files this command hashed (for tests of the policy).
     hashed: usize,
 }
@@ -194,6 +202,7 @@ impl Verifier {
                 cache
             },
             writes,
+            remember: true,
             state: Mutex::new(State::default()),
         }
     }
@@ -220,6 +229,10 @@ impl Verifier {
     pub fn digest(&self, path: &Path) -> std::io::Result<String> {
         let real = std::fs::canonicalize(path)?;
         let mut state = self.lock();
+        if !self.remember {
+            state.memo.clear();
+            state.fresh_probes.clear();
+        }
         if let Some(digest) = state.memo.get(&real) {
             return Ok(digest.clone());
         }
@@ -262,10 +275,15 @@ impl Verifier {
             return;
         };
         let mut state = self.lock();
-        if state.fresh.is_empty() {
+        if state.fresh.is_empty() && state.fresh_probes.is_empty() {
             return;
         }
-        let mut entries = state.entries.take().unwrap_or_else(|| self.read_cache());
+        let (read_entries, read_probes) = read_cache(dir).unwrap_or_default();
+        let mut entries = state.entries.take().unwrap_or(read_entries);
+        // Answers are kept only for tools this command verified (or that
+        // the cache still holds), so a replaced tool's answers go with it.
+        let mut probes = state.probes.take().unwrap_or(read_probes);
+        probes.extend(std::mem::take(&mut state.fresh_probes));
         let fresh = std::mem::take(&mut state.fresh);
         // The entries just verified go last, so a full cache drops entries
         // this command did not verify first.
@@ -280,7 +298,20 @@ impl Verifier {
             .skip(keep)
             .map(|(k, (o, d))| (k, o.to_value(&d)))
             .collect();
-        let value = json!({ "format": FORMAT, "entries": Value::Object(entries) });
+        let digests: std::collections::BTreeSet<&str> = entries
+            .values()
+            .filter_map(|e| e.get("digest").and_then(Value::as_str))
+            .collect();
+        let probes: serde_json::Map<String, Value> = probes
+            .into_iter()
+            .filter(|(k, _)| k.split(' ').next().is_some_and(|d| digests.contains(d)))
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        let value = json!({
+            "format": FORMAT,
+            "entries": Value::Object(entries),
+            "probes": Value::Object(probes),
+        });
         let _ = write_cache(dir, &flow::json::canonical(&value));
     }
 
@@ -288,7 +319,45 @@ impl Verifier {
         let Some(dir) = &self.cache else {
             return BTreeMap::new();
         };
-        read_cache(dir).unwrap_or_default()
+        read_cache(dir).map(|(e, _)| e).unwrap_or_default()
+    }
+
+    /// The answer of an installed tool to `question` (its `--version`, say):
+    /// remembered by the tool's verified digest, so a changed tool is asked
+    /// again; asked every time under `strict`. `ask` runs the tool.
+    pub fn probe(
+        &self,
+        tool: &Path,
+        question: &str,
+        ask: impl FnOnce() -> Result<String, String>,
+    ) -> Result<String, String> {
+        let digest = self
+            .digest(tool)
+            .map_err(|e| format!("{} cannot be read: {e}", tool.display()))?;
+        let key = format!("{digest} {question}");
+        {
+            let mut state = self.lock();
+            if let Some(answer) = state.fresh_probes.get(&key) {
+                return Ok(answer.clone());
+            }
+            if self.cache.is_some() {
+                if state.probes.is_none() {
+                    state.probes = Some(match &self.cache {
+                        Some(dir) => read_cache(dir).map(|(_, p)| p).unwrap_or_default(),
+                        None => BTreeMap::new(),
+                    });
+                }
+                if let Some(answer) = state.probes.as_ref().and_then(|p| p.get(&key)).cloned() {
+                    state.fresh_probes.insert(key, answer.clone());
+                    return Ok(answer);
+                }
+            }
+        }
+        let answer = ask()?;
+        if answer.chars().count() <= MAX_PROBE_CHARS {
+            self.lock().fresh_probes.insert(key, answer.clone());
+        }
+        Ok(answer)
     }
 }
 
@@ -359,7 +428,12 @@ pub fn safe_route(base: &Path, create: bool) -> Option<PathBuf> {
     Some(dir)
 }
 
-fn read_cache(dir: &Path) -> Option<BTreeMap<String, (Observed, String)>> {
+type Cache = (
+    BTreeMap<String, (Observed, String)>,
+    BTreeMap<String, String>,
+);
+
+fn read_cache(dir: &Path) -> Option<Cache> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
@@ -385,7 +459,18 @@ fn read_cache(dir: &Path) -> Option<BTreeMap<String, (Observed, String)>> {
             out.insert(path.clone(), parsed);
         }
     }
-    Some(out)
+    let mut probes = BTreeMap::new();
+    if let Some(map) = value.get("probes").and_then(Value::as_object) {
+        for (key, answer) in map {
+            if let Some(text) = answer
+                .as_str()
+                .filter(|t| t.chars().count() <= MAX_PROBE_CHARS)
+            {
+                probes.insert(key.clone(), text.to_string());
+            }
+        }
+    }
+    Some((out, probes))
 }
 
 fn write_cache(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -407,10 +492,13 @@ pub fn install(verifier: Verifier) {
     let _ = CURRENT.set(verifier);
 }
 
-/// This command's verifier (`strict` without a cache when none was
-/// installed, as for library use outside the CLI).
+/// This command's verifier (`strict`, without a cache and without
+/// remembering, when none was installed, as for library use outside the CLI).
 pub fn current() -> &'static Verifier {
-    CURRENT.get_or_init(|| Verifier::new(Policy::Strict, None, false))
+    CURRENT.get_or_init(|| Verifier {
+        remember: false,
+        ..Verifier::new(Policy::Strict, None, false)
+    })
 }
 
 #[cfg(test)]
@@ -543,6 +631,31 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_is_asked_once_per_tool_revision() {
+        let base = private_base();
+        let cache = safe_route(base.path(), true).unwrap();
+        let tool = base.path().join("tool");
+        std::fs::write(&tool, b"v1").unwrap();
+        let asked = std::cell::Cell::new(0);
+        let ask = || {
+            asked.set(asked.get() + 1);
+            Ok(format!("tool {}", asked.get()))
+        };
+        let v = Verifier::new(Policy::Cached, Some(cache.clone()), true);
+        assert_eq!(v.probe(&tool, "version", ask).unwrap(), "tool 1");
+        assert_eq!(v.probe(&tool, "version", ask).unwrap(), "tool 1");
+        v.persist();
+        let v = Verifier::new(Policy::Cached, Some(cache.clone()), true);
+        assert_eq!(v.probe(&tool, "version", ask).unwrap(), "tool 1");
+        assert_eq!(asked.get(), 1, "remembered across commands");
+        std::fs::write(&tool, b"v2").unwrap();
+        let v = Verifier::new(Policy::Cached, Some(cache.clone()), true);
+        assert_eq!(v.probe(&tool, "version", ask).unwrap(), "tool 2");
+        let strict = Verifier::new(Policy::Strict, Some(cache), true);
+        assert_eq!(strict.probe(&tool, "version", ask).unwrap(), "tool 3");
+    }
+
+    #[test]
     fn the_cache_keeps_at_most_max_entries() {
         let base = private_base();
         let cache = safe_route(base.path(), true).unwrap();
@@ -555,7 +668,7 @@ mod tests {
             v.digest(&f).unwrap();
         }
         v.persist();
-        let kept = read_cache(&cache).unwrap();
+        let (kept, _) = read_cache(&cache).unwrap();
         assert_eq!(kept.len(), MAX_ENTRIES, "the limit plus one drops one");
     }
 }
