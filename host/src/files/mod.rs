@@ -11,8 +11,8 @@ mod deliver;
 
 pub use capture::{capture, open_root, Captured, CapturedFile, CapturedRoot};
 pub use deliver::{
-    prepare_destination, publish, read_handoff, read_output, read_output_fd, remove_tree, seal,
-    Destination, Handoff, OutputFile,
+    packet_record, prepare_destination, publish, read_handoff, read_output, read_output_fd,
+    remove_tree, seal, Destination, Handoff, OutputFile,
 };
 
 use std::collections::BTreeMap;

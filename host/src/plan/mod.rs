@@ -164,6 +164,14 @@ pub fn direct_run(package: &Package) -> bool {
     accepts_settings(package, &json!({}))
 }
 
+/// Run Checkpoint is root-only (HOST-FACTS §3): a package using it cannot
+/// be a child selected by a Binding's slot.
+fn root_only(package: &Package) -> bool {
+    !builtin::slots_using(package, "run-checkpoint").is_empty()
+}
+
+const ROOT_ONLY: &str = "the selected package uses Run Checkpoint, which only a root Run may use";
+
 fn accepts_settings(package: &Package, settings: &Value) -> bool {
     match package.settings_schema() {
         Some(schema) => schema.validate(settings).is_ok(),
@@ -186,6 +194,7 @@ pub fn plan(
     let mut execution = serde_json::Map::new();
     for (path, package) in &candidate.packages {
         let direct = direct_run(package);
+        invalid.extend(builtin::check(path, package));
         let mut uses = serde_json::Map::new();
         let mut served = serde_json::Map::new();
         let mut contract_uses = serde_json::Map::new();
@@ -314,6 +323,7 @@ pub fn plan(
                     Some(_) if *path == binding.package => {
                         Some("a slot cannot select its own package".into())
                     }
+                    Some(child) if root_only(child) => Some(ROOT_ONLY.into()),
                     Some(child) if !direct_run(child) => {
                         Some(format!("flow:{path} is not a direct Run target"))
                     }
@@ -332,6 +342,7 @@ pub fn plan(
                         Some(format!("binding:{child_id} has slots of its own"))
                     }
                     Some(child) => match candidate.packages.get(&child.package) {
+                        Some(p) if root_only(p) => Some(ROOT_ONLY.into()),
                         Some(p) if p.entrypoint().is_none() => {
                             Some("the selected package has no entrypoint".into())
                         }
