@@ -352,3 +352,73 @@ fn new_run_id() -> String {
         n
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jig_provider_builtin::checkpoint::Save;
+    use std::time::{Duration, Instant};
+
+    fn aggregate() -> Aggregate {
+        Aggregate {
+            identity: json!({
+                "runId": "run-1",
+                "method": {"target": "flow:flows/p", "package": {"path": "flows/p", "digest": "sha256:00"}, "binding": null},
+                "input": {"digest": "sha256:11", "attachments": {}},
+            }),
+            save: Save {
+                sequence: 2,
+                evidence: json!("half"),
+                files: [("a/b.md".to_string(), "kept\n".to_string())].into(),
+            },
+            digest: "sha256:22".into(),
+        }
+    }
+
+    fn lost() -> Value {
+        json!({"status": "lost", "code": "COORDINATOR_LOST", "message": "gone"})
+    }
+
+    #[test]
+    fn a_recovered_packet_is_published_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("packet");
+        let shown = out.to_str().unwrap();
+        let first = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now());
+        assert_eq!(
+            first["delivery"],
+            json!({"status": "written", "destination": shown, "source": "checkpoint"})
+        );
+        assert_eq!(std::fs::read(out.join("files/a/b.md")).unwrap(), b"kept\n");
+        let packet = flow::json::parse(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+        assert_eq!(packet["checkpoint"], first["checkpoint"]);
+        assert_eq!(packet["execution"], lost());
+        // A recovery interrupted after publication recognises its packet.
+        let again = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now());
+        assert_eq!(again["delivery"], first["delivery"]);
+        // Someone else's directory there is not ours.
+        let other = recover_packet("run-2", &aggregate(), shown, lost(), Instant::now());
+        assert_eq!(other["delivery"]["status"], "failed");
+        assert_eq!(other["delivery"]["code"], "JIG_OUTPUT_EXISTS");
+    }
+
+    #[test]
+    fn recovery_at_and_past_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(past) = Instant::now().checked_sub(RECOVERY_BUDGET + Duration::from_millis(50))
+        else {
+            return;
+        };
+        let out = dir.path().join("late");
+        let late = recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), past);
+        assert_eq!(late["delivery"]["status"], "failed");
+        assert_eq!(late["delivery"]["code"], "JIG_DELIVERY_FAILED");
+        assert!(!out.exists());
+        let within = Instant::now()
+            .checked_sub(RECOVERY_BUDGET - Duration::from_secs(1))
+            .unwrap();
+        let out = dir.path().join("in-time");
+        let ok = recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), within);
+        assert_eq!(ok["delivery"]["status"], "written");
+    }
+}

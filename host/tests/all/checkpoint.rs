@@ -333,7 +333,11 @@ fn a_killed_coordinator_is_fenced_lost_and_its_checkpoint_published_once() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(entries, [out.clone()], "one packet, no staging");
+    assert_eq!(
+        entries,
+        std::slice::from_ref(&out),
+        "one packet, no staging"
+    );
     assert_no_aggregate_kept(project.path());
 }
 
