@@ -388,6 +388,8 @@ async def run(context):
             answers.append(await asyncio.gather(*together))
         else:
             answers.append(await save(context, f"s{index}", step))
+    if context.input.get("undeclared"):
+        return {"outcome": "undeclared", "output": answers}
     return {"outcome": "done", "output": answers}
 
 
@@ -433,6 +435,48 @@ fn script(project: &Path, saves: Value) -> (Value, Value) {
     let stdout = run.json();
     assert_packet_agrees(&stdout, &out);
     (stdout["output"].clone(), stdout["checkpoint"].clone())
+}
+
+/// A Run whose result is invalid (an undeclared outcome) after `saves`:
+/// the terminal and the packet it published.
+fn invalid_result(saves: Value) -> (Value, PathBuf, tempfile::TempDir) {
+    let project = script_project();
+    let parent = tempfile::tempdir().unwrap();
+    let out = parent.path().join("packet");
+    let input = json!({ "saves": saves, "undeclared": true }).to_string();
+    let run = run_jig(
+        project.path(),
+        &[
+            "run",
+            "flow:flows/script",
+            "--input",
+            &input,
+            "--out",
+            path(&out),
+        ],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let stdout = run.json();
+    assert_eq!(stdout["code"], "INVALID_RESULT", "{run:?}");
+    assert_packet_agrees(&stdout, &out);
+    (stdout, out, parent)
+}
+
+#[test]
+fn an_invalid_result_delivers_the_checkpoint_or_only_the_record() {
+    let (stdout, out, _parent) = invalid_result(json!([plain(1), plain(2)]));
+    assert_eq!(stdout["delivery"]["source"], "checkpoint");
+    assert_eq!(stdout["checkpoint"]["sequence"], 2);
+    assert_eq!(
+        packet_files(&out),
+        [("progress.txt".to_string(), "2\n".to_string())]
+    );
+
+    // With no accepted save the packet is the bare record.
+    let (stdout, out, _parent) = invalid_result(json!([plain(2)]));
+    assert_eq!(stdout["delivery"]["source"], "none");
+    assert_eq!(stdout["checkpoint"], Value::Null);
+    assert!(packet_files(&out).is_empty());
 }
 
 fn plain(sequence: u64) -> Value {
