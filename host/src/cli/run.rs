@@ -189,7 +189,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         })?;
     // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
     // owner, refused before anything is read or recorded.
-    let checkpointing = uses_checkpoint(&package);
+    let checkpointing = crate::plan::uses_run_checkpoint(&package);
     if checkpointing && args.out.is_none() {
         return Err(CliError::new(
             "JIG_RUN_FILES_INVALID",
@@ -403,15 +403,6 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         return Ok(2);
     }
     Ok(status)
-}
-
-/// Does the package use the Jig Run Checkpoint contract in some slot?
-fn uses_checkpoint(package: &Package) -> bool {
-    package.metadata().uses.keys().any(|slot| {
-        package
-            .contract(slot)
-            .is_some_and(|c| crate::providers::builtin_contract(&c.id) == Some("run-checkpoint"))
-    })
 }
 
 /// Print a Run already submitted under the same key; nothing executes.

@@ -164,9 +164,9 @@ pub fn direct_run(package: &Package) -> bool {
     accepts_settings(package, &json!({}))
 }
 
-/// Run Checkpoint is root-only (HOST-FACTS §3): a package using it cannot
-/// be a child selected by a Binding's slot.
-fn root_only(package: &Package) -> bool {
+/// Does the package use Run Checkpoint? That makes it root-only (HOST-FACTS
+/// §3): never a child selected by a Binding's slot, and run with `--out`.
+pub fn uses_run_checkpoint(package: &Package) -> bool {
     !builtin::slots_using(package, "run-checkpoint").is_empty()
 }
 
@@ -323,7 +323,7 @@ pub fn plan(
                     Some(_) if *path == binding.package => {
                         Some("a slot cannot select its own package".into())
                     }
-                    Some(child) if root_only(child) => Some(ROOT_ONLY.into()),
+                    Some(child) if uses_run_checkpoint(child) => Some(ROOT_ONLY.into()),
                     Some(child) if !direct_run(child) => {
                         Some(format!("flow:{path} is not a direct Run target"))
                     }
@@ -342,7 +342,7 @@ pub fn plan(
                         Some(format!("binding:{child_id} has slots of its own"))
                     }
                     Some(child) => match candidate.packages.get(&child.package) {
-                        Some(p) if root_only(p) => Some(ROOT_ONLY.into()),
+                        Some(p) if uses_run_checkpoint(p) => Some(ROOT_ONLY.into()),
                         Some(p) if p.entrypoint().is_none() => {
                             Some("the selected package has no entrypoint".into())
                         }

@@ -228,7 +228,7 @@ fn a_deadline_after_two_saves_delivers_the_second_checkpoint() {
         project.path(),
         json!({"chapters": ["intro", "method", "results"], "waitAfter": 2}),
         &out,
-        &["--timeout", "10s"],
+        &["--timeout", "15s"],
     );
     assert_eq!(run.status, 1, "{run:?}");
     let stdout = run.json();
