@@ -654,3 +654,68 @@ fn a_child_or_a_package_without_a_writable_attachment_cannot_use_it() {
         "{run:?}"
     );
 }
+
+#[test]
+fn a_save_uses_its_own_capacity_beside_two_active_children() {
+    let contract = std::fs::read_to_string(
+        workspace()
+            .join("examples/checkpoint/flows/chapters/contracts/run-checkpoint.capability.json"),
+    )
+    .unwrap();
+    let leader_py = r#"import asyncio
+
+from jiggy.flow import handle
+
+
+async def run(context):
+    async def child(n):
+        return await context.run_child_flow(operation_id=f"child-{n}", slot="worker", input=n)
+
+    first, second, receipt = await asyncio.gather(
+        child(1),
+        child(2),
+        context.call_capability(
+            operation_id="save-1",
+            slot="progress",
+            method="save",
+            input={"sequence": 1, "evidence": "both children running", "files": {"a.txt": "a"}},
+        ),
+    )
+    return {"outcome": "done", "output": [first["output"], second["output"], receipt["sequence"]]}
+
+
+handle(run)
+"#;
+    let sleeper_py = "import asyncio\n\nfrom jiggy.flow import handle\n\n\nasync def run(context):\n    await asyncio.sleep(2)\n    return {\"outcome\": \"done\", \"output\": context.input}\n\n\nhandle(run)\n";
+    let project = project(&[
+        ("flows/leader/FLOW.md", SCRIPT_FLOW_MD),
+        ("flows/leader/flow.py", leader_py),
+        (
+            "flows/leader/contracts/run-checkpoint.capability.json",
+            &contract,
+        ),
+        (
+            "flows/sleeper/FLOW.md",
+            "---\nname: sleeper\ndescription: Wait a moment and answer with the input.\n---\n",
+        ),
+        ("flows/sleeper/flow.py", sleeper_py),
+        (
+            "bindings/leader.ts",
+            "import { defineBinding } from \"@jigging/jig\";\nexport default defineBinding({ package: \"./flows/leader\", slots: { worker: \"flow:flows/sleeper\" } });\n",
+        ),
+    ]);
+    review(project.path());
+    let parent = tempfile::tempdir().unwrap();
+    let out = parent.path().join("packet");
+    let run = run_jig(
+        project.path(),
+        &["run", "binding:leader", "--out", path(&out)],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let stdout = run.json();
+    // Two sibling children fill the root's activity; the save still lands.
+    assert_eq!(stdout["output"], json!([1, 2, 1]));
+    assert_eq!(stdout["method"]["binding"], "leader");
+    assert_eq!(stdout["checkpoint"]["evidence"], "both children running");
+    assert_packet_agrees(&stdout, &out);
+}
