@@ -2,7 +2,6 @@
 //! the Run before dispatch, execute it, deliver the packet, and print.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,12 +246,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
-        .map_err(|e| format!("cannot seal the attachments: {e}"))
-        .and_then(|grants| {
-            write_runtime_support(&work_root)
-                .map_err(|e| format!("cannot stage the bundled SDKs: {e}"))
-                .map(|()| grants)
-        });
+        .map_err(|e| format!("cannot seal the attachments: {e}"));
     drop(captured);
     let grants = match grants {
         Ok(grants) => grants,
@@ -289,14 +283,17 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             state.checkpoints(),
         ))
     });
-    let executor = Arc::new(Executor::new(
-        state.store(),
-        work_root.join("runs"),
-        generation.plan.clone(),
-        Arc::new(ProviderSet::new(config.providers.clone())),
-        sandbox,
-        work_root.clone(),
-    ));
+    let executor = Arc::new(
+        Executor::new(
+            state.store(),
+            work_root.join("runs"),
+            generation.plan.clone(),
+            Arc::new(ProviderSet::new(config.providers.clone())),
+            sandbox,
+            work_root.clone(),
+        )
+        .with_support_writer(write_runtime_support),
+    );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -390,6 +387,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         }
     }
     let status = finish_output(&terminal, args.json, ran.stream);
+    super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
         return Ok(2);
@@ -470,74 +468,9 @@ fn prepare_attachments(
     Ok(grants)
 }
 
-/// The elapsed-time line shown on a terminal stderr during a long Run.
-pub fn elapsed_line(elapsed: Duration) -> String {
-    let secs = elapsed.as_secs();
-    if secs < 60 {
-        format!("running… {secs}s")
-    } else {
-        format!("running… {}m{:02}s", secs / 60, secs % 60)
-    }
-}
-
-/// Elapsed time on a terminal stderr while a Run lasts.
-pub struct Ticker {
-    task: tokio::task::JoinHandle<()>,
-    plain: bool,
-    shown: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Ticker {
-    /// Start showing elapsed time once a Run passes one second, only when
-    /// stderr is a terminal; plain (one line each 10 s) under NO_COLOR or
-    /// TERM=dumb, otherwise rewritten in place each second.
-    pub fn start() -> Option<Ticker> {
-        if !std::io::stderr().is_terminal() {
-            return None;
-        }
-        let plain = std::env::var_os("NO_COLOR").is_some()
-            || std::env::var("TERM").is_ok_and(|t| t == "dumb");
-        let shown = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = shown.clone();
-        let task = tokio::spawn(async move {
-            let start = tokio::time::Instant::now();
-            let period = if plain { 10 } else { 1 };
-            let mut tick = tokio::time::interval_at(
-                start + Duration::from_secs(1),
-                Duration::from_secs(period),
-            );
-            loop {
-                tick.tick().await;
-                let line = elapsed_line(start.elapsed());
-                flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                if plain {
-                    eprintln!("{line}");
-                } else {
-                    eprint!("\r{line}");
-                }
-            }
-        });
-        Some(Ticker { task, plain, shown })
-    }
-
-    /// Stop, and clear an in-place line so the result starts clean.
-    pub fn stop(self) {
-        self.task.abort();
-        if !self.plain && self.shown.load(std::sync::atomic::Ordering::SeqCst) {
-            eprint!("\r\x1b[K");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn elapsed_lines() {
-        assert_eq!(elapsed_line(Duration::from_millis(1_999)), "running… 1s");
-        assert_eq!(elapsed_line(Duration::from_secs(75)), "running… 1m15s");
-    }
 
     fn declared(items: &[(&str, Access)]) -> BTreeMap<String, Access> {
         items.iter().map(|(n, a)| (n.to_string(), *a)).collect()

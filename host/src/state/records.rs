@@ -138,6 +138,11 @@ impl Runs {
             .as_object_mut()
             .unwrap()
             .insert("terminal".into(), terminal);
+        record
+            .value
+            .as_object_mut()
+            .unwrap()
+            .insert("settledAtUnixMs".into(), json!(now_unix_ms()));
         self.store(record)
     }
 

@@ -19,4 +19,6 @@ mod records;
 mod rust_component;
 mod scenarios;
 mod support;
+mod terminal;
 mod typescript;
+mod verification;
