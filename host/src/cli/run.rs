@@ -318,6 +318,13 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         }),
     )?;
     let (result, interrupted) = (ran.result, ran.interrupted);
+    if root_run.is_some() {
+        // Seed 002 §8: a known terminal is never downgraded by a later
+        // coordinator loss; recovery then delivers the checkpoint under it.
+        runs.note_execution(&mut record, terminal_value(&result))
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        state::crash_point("run-executed");
+    }
     // The Run is fenced: its writable attachment can no longer change.
     let delivered = match (&handoff, &destination, &result) {
         (Some(handoff), Some(_), Ok(_)) => Some(files::read_handoff(handoff)),

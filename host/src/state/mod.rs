@@ -281,7 +281,7 @@ fn set_private(path: &Path) -> Result<(), StateError> {
 /// process aborts here, as a power cut or `kill -9` would stop it. Tests use
 /// it to prove that every step of apply leaves the old or the new complete
 /// state. It has no other effect.
-fn crash_point(point: &str) {
+pub(crate) fn crash_point(point: &str) {
     if std::env::var_os("JIG_TEST_CRASH_AT").is_some_and(|p| p == point) {
         std::process::abort();
     }

@@ -146,6 +146,21 @@ impl Runs {
         self.store(record)
     }
 
+    /// Keep a pending Run's accepted execution terminal before its delivery,
+    /// so a recovery after coordinator loss reports it instead of a loss.
+    pub fn note_execution(
+        &self,
+        record: &mut RunRecord,
+        execution: Value,
+    ) -> Result<(), RunsError> {
+        record
+            .value
+            .as_object_mut()
+            .unwrap()
+            .insert("execution".into(), execution);
+        self.store(record)
+    }
+
     pub fn load(&self, id: &str) -> Result<RunRecord, RunsError> {
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
             return Err(RunsError::NotFound(id.to_string()));
@@ -219,7 +234,10 @@ impl Runs {
             };
             let output = record.value.get("output").and_then(Value::as_str);
             if let (Some(aggregate), Some(output)) = (&aggregate, output) {
-                terminal = recover_packet(&record.id, aggregate, output, terminal, started);
+                // A known execution terminal stays what it was; only the
+                // delivered bytes come from the checkpoint.
+                let execution = record.value.get("execution").cloned().unwrap_or(terminal);
+                terminal = recover_packet(&record.id, aggregate, output, execution, started);
             }
             self.settle(&mut record, terminal)?;
             if let Some(checkpoints) = &checkpoints {

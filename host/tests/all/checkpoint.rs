@@ -719,3 +719,55 @@ handle(run)
     assert_eq!(stdout["checkpoint"]["evidence"], "both children running");
     assert_packet_agrees(&stdout, &out);
 }
+
+#[test]
+fn a_known_success_is_not_downgraded_when_the_coordinator_is_lost_before_delivery() {
+    let project = chapters_example();
+    let parent = tempfile::tempdir().unwrap();
+    let out = parent.path().join("report");
+    let input = json!({"chapters": ["intro", "method"]}).to_string();
+    // The coordinator dies once the execution is accepted, before delivery.
+    let crashed = output(
+        jig(project.path())
+            .args([
+                "run",
+                "flow:flows/chapters",
+                "--input",
+                &input,
+                "--out",
+                path(&out),
+            ])
+            .env("JIG_TEST_CRASH_AT", "run-executed")
+            .output()
+            .unwrap(),
+    );
+    assert_ne!(crashed.status, 0, "{crashed:?}");
+    assert!(!out.exists(), "{crashed:?}");
+
+    let listed = run_jig(project.path(), &["runs"]);
+    let fields: Vec<String> = listed
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split('\t')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        fields[1..3],
+        ["succeeded", "flow:flows/chapters"],
+        "{listed:?}"
+    );
+    let terminal =
+        run_jig(project.path(), &["runs", "show", &fields[0]]).json()["terminal"].clone();
+    assert_eq!(terminal["status"], "succeeded");
+    assert_eq!(terminal["output"]["chapters"], 2);
+    // The final files went with the coordinator: the source names the
+    // checkpoint's bytes instead (contents.md was never saved).
+    assert_eq!(terminal["delivery"]["source"], "checkpoint");
+    assert_eq!(
+        packet_files(&out),
+        [chapter(1, "intro"), chapter(2, "method")]
+    );
+    assert_packet_agrees(&terminal, &out);
+}
