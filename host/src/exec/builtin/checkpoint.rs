@@ -14,6 +14,9 @@ use super::BuiltinCall;
 use crate::exec::peer::BoxFuture;
 use crate::state::{Aggregate, Checkpoints};
 
+/// How long the end of a Run waits for a save still writing.
+pub const SAVE_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a root Run lends Run Checkpoint: its Run ID and identity (method
 /// and configuration, input digest, attachment identities), where its
 /// aggregate is kept, and the latest accepted one. Children have none.
@@ -37,8 +40,15 @@ impl RootRun {
         }
     }
 
-    /// The latest accepted aggregate, if any save was accepted.
+    /// The latest accepted aggregate, if any save was accepted. Called
+    /// once the Run is fenced: a save whose call was dropped with the Run
+    /// may still be finishing its durable write, so this waits for it (at
+    /// most [`SAVE_SETTLE`]) and the packet never lags the durable state.
     pub fn latest(&self) -> Option<Aggregate> {
+        let until = std::time::Instant::now() + SAVE_SETTLE;
+        while self.saving.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         self.latest
             .lock()
             .unwrap_or_else(|e| e.into_inner())
