@@ -771,3 +771,59 @@ fn a_known_success_is_not_downgraded_when_the_coordinator_is_lost_before_deliver
     );
     assert_packet_agrees(&terminal, &out);
 }
+
+/// The same contract from TypeScript, as an ordinary capability call.
+const SAVER_TS: &str = r#"import { handle } from "@jigging/flow";
+
+await handle(async (run) => {
+  const receipt = await run.callCapability({
+    operationId: "save-1",
+    slot: "progress",
+    method: "save",
+    input: { sequence: 1, evidence: { from: "ts" }, files: { "notes.md": "saved from TypeScript\n" } },
+  });
+  throw new Error(`stopped after ${JSON.stringify(receipt)}`);
+});
+"#;
+
+#[test]
+fn a_typescript_flow_saves_through_an_ordinary_capability_call() {
+    let contract = std::fs::read_to_string(
+        workspace()
+            .join("examples/checkpoint/flows/chapters/contracts/run-checkpoint.capability.json"),
+    )
+    .unwrap();
+    let project = project(&[
+        ("flows/saver/FLOW.md", SCRIPT_FLOW_MD),
+        ("flows/saver/flow.ts", SAVER_TS),
+        (
+            "flows/saver/contracts/run-checkpoint.capability.json",
+            &contract,
+        ),
+    ]);
+    review(project.path());
+    let parent = tempfile::tempdir().unwrap();
+    let out = parent.path().join("packet");
+    let run = run_jig(
+        project.path(),
+        &["run", "flow:flows/saver", "--out", path(&out)],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    let stdout = run.json();
+    assert_eq!(stdout["code"], "EXECUTION_FAILED", "{run:?}");
+    let message = stdout["message"].as_str().unwrap();
+    assert!(message.contains(r#""sequence":1"#), "{run:?}");
+    assert!(
+        message.contains(stdout["checkpoint"]["digest"].as_str().unwrap()),
+        "{run:?}"
+    );
+    assert_eq!(stdout["delivery"]["source"], "checkpoint");
+    assert_eq!(
+        packet_files(&out),
+        [(
+            "notes.md".to_string(),
+            "saved from TypeScript\n".to_string()
+        )]
+    );
+    assert_packet_agrees(&stdout, &out);
+}
