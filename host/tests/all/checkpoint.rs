@@ -361,6 +361,14 @@ def sized(spec):
     if "fileCount" in spec:
         files = {f"f{i:03}": "x" for i in range(spec["fileCount"])}
         return {"sequence": spec["sequence"], "evidence": None, "files": files}
+    if "entries" in spec:
+        # 64 files, each three directories down: 256 entries; one level
+        # deeper for the first file makes 257.
+        files = {f"d{i}/e/f/file": "x" for i in range(64)}
+        if spec["entries"] > 256:
+            del files["d0/e/f/file"]
+            files["d0/e/f/g/file"] = "x"
+        return {"sequence": spec["sequence"], "evidence": None, "files": files}
     if "fileBytes" in spec:
         # Two-byte characters: the byte limit is reached with half as many
         # scalars, well inside the contract schema's work budget.
@@ -539,6 +547,8 @@ fn size_limits_at_the_value_and_one_past() {
             {"sequence": 4, "evidence": null, "files": {"../escape": "x"}},
             {"sequence": 4, "evidence": null, "files": {"a": "x", "a/b": "y"}},
             {"sequence": 4, "evidence": null, "files": {"a/b": "y"}},
+            {"sequence": 5, "entries": 257},
+            {"sequence": 5, "entries": 256},
         ]),
     );
     assert_eq!(
@@ -553,10 +563,12 @@ fn size_limits_at_the_value_and_one_past() {
             {"code": INVALID},
             {"code": INVALID},
             {"sequence": 4},
+            {"code": INVALID},
+            {"sequence": 5},
         ])
     );
-    assert_eq!(record["sequence"], 4);
-    assert_eq!(record["files"][0]["path"], "a/b");
+    assert_eq!(record["sequence"], 5);
+    assert_eq!(record["files"].as_array().unwrap().len(), 64);
 }
 
 #[test]

@@ -107,6 +107,8 @@ pub(super) fn call(call: BuiltinCall) -> BoxFuture<Result<Value, CallError>> {
             crate::files::check_relative,
         )
         .map_err(|r| CallError::operational(r.code, r.message))?;
+        crate::files::check_entries(save.files.keys().map(String::as_str))
+            .map_err(|m| CallError::operational("INVALID_INPUT", m))?;
         let digest = policy::digest(&run.identity, &save);
         let receipt = policy::receipt(&save, &digest);
         let aggregate = Aggregate {
