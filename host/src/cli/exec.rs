@@ -144,6 +144,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         input,
         timeout,
         Vec::new(),
+        None,
         (!receive.is_empty()).then_some(Receive {
             package: root,
             names: receive,

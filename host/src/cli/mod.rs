@@ -637,6 +637,7 @@ fn run_invocation(
     input: Value,
     timeout: Duration,
     attachments: Vec<crate::exec::AttachmentGrant>,
+    run: Option<Arc<crate::exec::RootRun>>,
     receive: Option<Receive<'_>>,
 ) -> Result<Ran, CliError> {
     let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
@@ -680,7 +681,7 @@ fn run_invocation(
         };
         let live = terminal::LiveStatus::start(executor.clone(), target.to_string());
         let run = executor.run_root(
-            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments },
+            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments, run },
             channels,
         );
         tokio::pin!(run);

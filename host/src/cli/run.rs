@@ -15,7 +15,7 @@ use super::{
     run_invocation, state_error, terminal_value, write_runtime_support, CliError, Receive,
     DEFAULT_TIMEOUT,
 };
-use crate::exec::{AttachmentGrant, Executor, TargetRef};
+use crate::exec::{AttachmentGrant, Executor, RootRun, TargetRef};
 use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
 use crate::providers::ProviderSet;
 use crate::state::{self, ProjectState, Submission};
@@ -186,6 +186,15 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             Package::from_files(files)
                 .map_err(|e| CliError::new("PROJECT_STATE_INVALID", e.to_string()))
         })?;
+    // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
+    // owner, refused before anything is read or recorded.
+    let checkpointing = crate::plan::uses_run_checkpoint(&package);
+    if checkpointing && args.out.is_none() {
+        return Err(CliError::new(
+            "JIG_RUN_FILES_INVALID",
+            format!("{target_ref} keeps Run Checkpoints, which are delivered with --out DIR; give --out DIR"),
+        ));
+    }
     let writable = check_request(
         &package.metadata().attachments,
         &request,
@@ -255,6 +264,25 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             return Err(CliError::new("INTERNAL", message));
         }
     };
+    let method = json!({
+        "target": target_ref.to_string(),
+        "package": {"path": package_path, "digest": package_digest},
+        "binding": binding,
+    });
+    // What a checkpoint is bound to (HOST-FACTS §3): this Run, what ran
+    // under which admitted configuration, and its input identity.
+    let root_run = (checkpointing && destination.is_some()).then(|| {
+        Arc::new(RootRun::new(
+            record.id.clone(),
+            json!({
+                "runId": record.id,
+                "method": method,
+                "configuration": {"generation": generation.number, "plan": generation.plan_digest},
+                "input": input_identity,
+            }),
+            state.checkpoints(),
+        ))
+    });
     let executor = Arc::new(
         Executor::new(
             state.store(),
@@ -283,12 +311,20 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         input,
         timeout,
         grants,
+        root_run.clone(),
         (!receive.is_empty()).then_some(Receive {
             package: &package,
             names: receive,
         }),
     )?;
     let (result, interrupted) = (ran.result, ran.interrupted);
+    if root_run.is_some() {
+        // Seed 002 §8: a known terminal is never downgraded by a later
+        // coordinator loss; recovery then delivers the checkpoint under it.
+        runs.note_execution(&mut record, terminal_value(&result))
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        state::crash_point("run-executed");
+    }
     // The Run is fenced: its writable attachment can no longer change.
     let delivered = match (&handoff, &destination, &result) {
         (Some(handoff), Some(_), Ok(_)) => Some(files::read_handoff(handoff)),
@@ -300,47 +336,44 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let mut terminal = terminal_value(&result);
     terminal["runId"] = json!(record.id);
     let mut delivery_failure = None;
+    // The latest accepted checkpoint, once the Run is fenced (no save can
+    // be in flight any more).
+    let checkpoint = root_run.as_ref().and_then(|r| r.latest());
     if let Some(destination) = &destination {
         // HOST-FACTS §4.1: with `--out` the terminal also names what ran
         // (the method: target, exact package, Binding), the input identity,
-        // the delivery and the checkpoint (none: this host keeps no Run
-        // checkpoints, so it is always null).
-        terminal["method"] = json!({
-            "target": target_ref.to_string(),
-            "package": {"path": package_path, "digest": package_digest},
-            "binding": binding,
-        });
+        // the delivery and the checkpoint (record or null).
+        terminal["method"] = method.clone();
         terminal["input"] = input_identity.clone();
-        terminal["checkpoint"] = Value::Null;
+        let checkpoint_record = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
+        terminal["checkpoint"] = checkpoint_record.clone();
         let shown = destination.absolute.to_string_lossy().to_string();
-        let published = if interrupted {
-            Err(FilesError::delivery(
+        let execution = terminal_value(&result);
+        let packet = |files: Vec<files::OutputFile>, source: &str| {
+            let record = files::packet_record(
+                &record.id,
+                &method,
+                &execution,
+                &input_identity,
+                source,
+                &files,
+                &checkpoint_record,
+            );
+            files::publish(destination, &files, &record).map(|()| source.to_string())
+        };
+        // Seed 002 §8: a success publishes its final files; anything
+        // else (failure, cancellation, deadline, an invalid result, an
+        // interrupted command) publishes the latest accepted checkpoint,
+        // or the bare record, or (interrupted, with no checkpoint) nothing.
+        // Unfinished scratch of a Run that did not succeed is never read.
+        let published = match (delivered, &checkpoint) {
+            (Some(Ok(files)), _) if !interrupted => packet(files, "final"),
+            (Some(Err(e)), _) if !interrupted => Err(e),
+            (_, Some(checkpoint)) => packet(checkpoint.output_files(), "checkpoint"),
+            (_, None) if interrupted => Err(FilesError::delivery(
                 "the command was interrupted before publication; nothing was published",
-            ))
-        } else {
-            let execution = terminal_value(&result);
-            let packet = |files: Vec<files::OutputFile>, source: &str| {
-                let manifest: Vec<Value> = files
-                    .iter()
-                    .map(|f| json!({"path": f.path, "length": f.bytes.len(), "sha256": f.sha256}))
-                    .collect();
-                let record = json!({
-                    "runId": record.id,
-                    "target": target_ref.to_string(),
-                    "package": {"path": package_path, "digest": package_digest},
-                    "binding": binding,
-                    "execution": execution,
-                    "input": input_identity,
-                    "delivery": {"status": "written", "source": source, "files": manifest},
-                    "checkpoint": Value::Null,
-                });
-                files::publish(destination, &files, &record).map(|()| source.to_string())
-            };
-            match delivered {
-                Some(Ok(files)) => packet(files, "final"),
-                Some(Err(e)) => Err(e),
-                None => packet(Vec::new(), "none"),
-            }
+            )),
+            (_, None) => packet(Vec::new(), "none"),
         };
         terminal["delivery"] = match published {
             Ok(source) => json!({"status": "written", "destination": shown, "source": source}),
@@ -353,6 +386,13 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     }
     runs.settle(&mut record, terminal.clone())
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    if root_run.is_some() {
+        // Settled: the aggregate is delivered (or never will be) and is
+        // not kept past its Run.
+        if let Err(e) = state.checkpoints().remove(&record.id) {
+            eprintln!("JIG_CLEANUP_FAILED: the Run's checkpoint could not be removed: {e}");
+        }
+    }
     let status = finish_output(&terminal, args.json, ran.stream);
     super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {

@@ -152,7 +152,12 @@ pub struct Invocation {
     pub cancel: watch::Receiver<bool>,
     /// The root Run's attachments (children always get none).
     pub attachments: Vec<AttachmentGrant>,
+    /// The root Run's identity and checkpoint, for Run Checkpoint (a root
+    /// delivered with `--out` only; children always get none).
+    pub run: Option<Arc<RootRun>>,
 }
+
+pub use builtin::checkpoint::RootRun;
 
 /// One attachment a root Run is given: a private host directory of sealed
 /// read-only captured bytes, or the empty writable attachment. The
@@ -502,6 +507,7 @@ impl Executor {
             broker: link.broker.clone(),
             holder: link.holder,
             grants,
+            run: invocation.run.clone(),
         });
         // Reserve this branch's envelope before dispatch; the reservation
         // is returned only after the envelope was fenced and cleaned.
@@ -1015,6 +1021,8 @@ struct InvocationServices {
     holder: channels::HolderId,
     /// The channel endpoints granted in `flow/run`.
     grants: BTreeMap<String, flow::wire::ChannelGrant>,
+    /// The root Run Run Checkpoint saves for (none for a child).
+    run: Option<Arc<RootRun>>,
 }
 
 /// The channels of one root Run tree as the host connects them: the tree's
@@ -1181,6 +1189,7 @@ impl Services for InvocationServices {
             deadline_unix_ms: self.deadline_unix_ms,
             cancel: self.cancel.clone(),
             attachments: Vec::new(),
+            run: None,
         };
         let link = ChannelLink {
             broker: self.broker.clone(),

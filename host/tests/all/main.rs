@@ -6,6 +6,7 @@ mod admission;
 mod author;
 mod binding;
 mod channels;
+mod checkpoint;
 mod cli;
 mod containment;
 mod exec;

@@ -6,7 +6,7 @@
 //! sandbox, the Run's record) through [`BuiltinCall`].
 
 mod agent;
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod command;
 
 use std::sync::Arc;
