@@ -444,6 +444,17 @@ impl ChannelReceiver {
     pub fn release(&self) -> Call<Result<ReleaseStatus, OperationError>> {
         let params = serde_json::json!({ "endpoint": self.grant.endpoint });
         if let Some(s) = self.peer.borrow_mut().receiver(&self.grant.endpoint) {
+            // A failed read already released the receiver: join that
+            // disposal instead of sending a second release.
+            if s.disposed
+                && let Some(failure) = &s.failure
+            {
+                let status = ReleaseStatus::Failed {
+                    code: failure.code,
+                    details: failure.details.clone(),
+                };
+                return Call::ready(&self.peer, Ok(status));
+            }
             s.disposed = true;
         }
         Call::start(&self.peer, Ok((Method::ChannelRelease, params)), |r, _| {

@@ -168,6 +168,18 @@ impl Peer {
 
     /// Admits one outbound call or refuses it locally without emitting a frame.
     pub(crate) fn admit(&mut self, method: Method, params: Value) -> Result<u64, OperationError> {
+        self.admit_as(method, params, false)
+    }
+
+    /// `disposal`: the SDK's own release of a receiver, which root
+    /// cancellation does not stop (cancelling an active read disposes its
+    /// receiver, Run/1 §5.1).
+    fn admit_as(
+        &mut self,
+        method: Method,
+        params: Value,
+        disposal: bool,
+    ) -> Result<u64, OperationError> {
         if let Some(f) = &self.fatal {
             return Err(f.clone());
         }
@@ -177,7 +189,7 @@ impl Peer {
                 "the root handler has settled; no more calls are admitted",
             ));
         }
-        if self.root_cancelled {
+        if self.root_cancelled && !disposal {
             return Err(OperationError::cancelled());
         }
         let reserve = if is_settlement(method) {
@@ -281,12 +293,11 @@ impl Peer {
 
     /// Moves queued calls onto the wire while the window has room.
     fn pump(&mut self) {
-        while !self.root_cancelled
-            && self.fatal.is_none()
-            && self.on_wire.len() < MAX_PENDING_REQUESTS
-        {
-            let ordinary_room =
-                self.on_wire.len() + usize::from(self.holds_endpoints()) < MAX_PENDING_REQUESTS;
+        // After root cancellation only settlement (receiver disposal) is
+        // still written; the ordinary queue was cleared.
+        while self.fatal.is_none() && self.on_wire.len() < MAX_PENDING_REQUESTS {
+            let ordinary_room = !self.root_cancelled
+                && self.on_wire.len() + usize::from(self.holds_endpoints()) < MAX_PENDING_REQUESTS;
             let next = match self.settle_queue.pop_front() {
                 Some(key) => Some(key),
                 None if ordinary_room => self.queue.pop_front(),
@@ -401,7 +412,7 @@ impl Peer {
         }
         r.disposed = true;
         let params = serde_json::json!({ "endpoint": endpoint });
-        if let Ok(key) = self.admit(Method::ChannelRelease, params)
+        if let Ok(key) = self.admit_as(Method::ChannelRelease, params, true)
             && let Some(rec) = self.records.get_mut(&key)
         {
             rec.detached = true;
@@ -417,6 +428,7 @@ impl Peer {
         }
         self.root_cancelled = true;
         let mut cancels = Vec::new();
+        let mut reading = Vec::new();
         for rec in self.records.values_mut() {
             if rec.response.is_some() {
                 continue;
@@ -427,11 +439,19 @@ impl Peer {
             {
                 rec.cancel_sent = true;
                 cancels.push(id.clone());
+                if rec.method == Method::ChannelNext {
+                    reading.extend(rec.endpoint.clone());
+                }
             }
         }
         self.queue.clear();
         for id in cancels {
             self.send(&Message::cancel(id));
+        }
+        // Each cancelled active read disposes its receiver; the read and
+        // release responses are drained before the root answers.
+        for endpoint in reading {
+            self.dispose_receiver(&endpoint);
         }
         self.wake_all();
     }
@@ -503,6 +523,15 @@ impl Peer {
         if let Err(reason) = self.track_channel(method, endpoint.as_deref(), &settled) {
             self.fail(ErrorCode::ProtocolError, format!("{id:?}: {reason}"));
             return;
+        }
+        // A receiver whose read failed is still owned by this invocation
+        // until disposed (Run/1 §5.1): release it once. Its handler sees the
+        // read failure; the release only settles the endpoint.
+        if method == Method::ChannelNext
+            && settled.is_err()
+            && let Some(endpoint) = &endpoint
+        {
+            self.dispose_receiver(endpoint);
         }
         let Some(rec) = self.records.get_mut(&key) else {
             return;
