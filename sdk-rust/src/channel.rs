@@ -352,7 +352,8 @@ impl ChannelReceiver {
     }
 
     /// The next value, or `None` at the clean end. A failure (for example
-    /// `LAGGED`) is sticky: later reads report it again. Only one read may be
+    /// `LAGGED`) is sticky: later reads report it again, and the SDK
+    /// releases the failed receiver once on its own. Only one read may be
     /// outstanding. Cancelling a read disposes the receiver.
     ///
     /// # Example

@@ -736,6 +736,88 @@ mod tests {
         );
     }
 
+    /// A peer holding the direct pair `w` -> `r` (created as `component:1`).
+    fn holding_a_pair(sink: &Sink) -> Peer {
+        let mut peer = Peer::new(Box::new(sink.clone()));
+        peer.admit(Method::ChannelCreate, serde_json::json!({}))
+            .unwrap();
+        peer.on_response(
+            Some("component:1"),
+            Ok(serde_json::json!({
+                "send": {"endpoint": "w", "direction": "send", "delivery": "direct"},
+                "receive": {"endpoint": "r", "direction": "receive", "delivery": "direct", "startSequence": 1}
+            })),
+        );
+        peer
+    }
+
+    fn requests(sink: &Sink) -> Vec<(String, Value)> {
+        sent(sink)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Request { method, params, .. } => Some((method, params.unwrap())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_read_releases_its_receiver_once() {
+        let sink = Sink::default();
+        let mut peer = holding_a_pair(&sink);
+        let read = peer
+            .admit(Method::ChannelNext, serde_json::json!({"endpoint": "r"}))
+            .unwrap();
+        peer.on_response(
+            Some("component:2"),
+            Err(OperationError::new(ErrorCode::Lagged, "behind")
+                .to_wire()
+                .to_rpc()),
+        );
+        let release = (
+            "channel/release".to_string(),
+            serde_json::json!({"endpoint": "r"}),
+        );
+        assert_eq!(requests(&sink).last(), Some(&release));
+        let waker = Waker::noop();
+        let got = peer.poll_call(read, &mut Context::from_waker(waker));
+        assert!(matches!(got, Poll::Ready(Err(e)) if e.code == ErrorCode::Lagged));
+        assert_eq!(
+            peer.on_wire(),
+            1,
+            "the release is a tombstone the root waits for"
+        );
+        peer.on_response(
+            Some("component:3"),
+            Ok(serde_json::json!({"status": "failed", "code": "LAGGED"})),
+        );
+        assert_eq!(peer.on_wire(), 0);
+        assert!(peer.fatal().is_none());
+        let releases = requests(&sink).iter().filter(|r| **r == release).count();
+        assert_eq!(releases, 1);
+    }
+
+    #[test]
+    fn root_cancellation_disposes_a_receiver_with_an_active_read() {
+        let sink = Sink::default();
+        let mut peer = holding_a_pair(&sink);
+        peer.admit(Method::ChannelNext, serde_json::json!({"endpoint": "r"}))
+            .unwrap();
+        peer.cancel_root();
+        let msgs = sent(&sink);
+        assert_eq!(msgs[msgs.len() - 2], Message::cancel("component:2"));
+        assert_eq!(
+            requests(&sink).last(),
+            Some(&(
+                "channel/release".to_string(),
+                serde_json::json!({"endpoint": "r"})
+            ))
+        );
+        // Ordinary calls stay refused after root cancellation.
+        let e = peer.admit(Method::CapabilityCall, params(0)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Cancelled);
+    }
+
     #[test]
     fn held_endpoints_keep_one_window_slot_for_settlement() {
         let sink = Sink::default();
