@@ -184,6 +184,9 @@ struct Resolved {
     slots: BTreeMap<String, TargetRef>,
     recipe: Recipe,
     providers: Value,
+    /// The target's own reviewed Project Command policy (a Binding's
+    /// `commands`); never inherited, so a `flow:` target has none.
+    commands: Option<Value>,
 }
 
 pub struct Executor {
@@ -244,13 +247,13 @@ impl Executor {
     fn resolve(&self, target: &TargetRef, with_slots: bool) -> Result<Resolved, Failure> {
         let lock = &self.plan["lock"];
         let unknown = || Failure::new("UNAVAILABLE", format!("{target} is not an admitted target"));
-        let (package_path, settings, slots) = match target {
+        let (package_path, settings, slots, commands) = match target {
             TargetRef::Flow(path) => {
                 let entry = lock["packages"].get(path).ok_or_else(unknown)?;
                 if entry["directRun"] != json!(true) {
                     return Err(unknown());
                 }
-                (path.clone(), json!({}), BTreeMap::new())
+                (path.clone(), json!({}), BTreeMap::new(), None)
             }
             TargetRef::Binding(id) => {
                 let entry = lock["bindings"].get(id).ok_or_else(unknown)?;
@@ -267,7 +270,12 @@ impl Executor {
                         );
                     }
                 }
-                (path, entry["settings"].clone(), slots)
+                (
+                    path,
+                    entry["settings"].clone(),
+                    slots,
+                    entry.get("commands").cloned(),
+                )
             }
         };
         let digest = lock["packages"][&package_path]["digest"]
@@ -287,6 +295,7 @@ impl Executor {
             slots,
             recipe,
             providers: execution["providers"].clone(),
+            commands,
         })
     }
 
@@ -1043,7 +1052,6 @@ impl Drop for ChildSlot {
 /// The one active exclusive effect (an Agent or command call), released on
 /// drop. Refused `RESOURCE_EXHAUSTED` before dispatch while another effect
 /// or any child Flow call is active.
-#[allow(dead_code)] // taken by the Agent and command builtins
 pub(crate) struct EffectSlot(Arc<std::sync::Mutex<Activity>>);
 
 #[allow(dead_code)]

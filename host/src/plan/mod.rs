@@ -305,6 +305,30 @@ pub fn plan(
                 },
             });
         }
+        // Project Command policy belongs to a Binding of a command-capable
+        // package, and such a Binding needs one (HOST-FACTS §1.3).
+        let command_capable = package.metadata().uses.keys().any(|slot| {
+            package
+                .contract(slot)
+                .is_some_and(|c| builtin_contract(&c.id) == Some("project-command"))
+        });
+        match (&binding.commands, command_capable) {
+            (Some(_), false) => invalid.push(Diagnostic {
+                code: "PROJECT_DECLARATION_INVALID".into(),
+                path: at.clone(),
+                pointer: Some("/commands".into()),
+                message: "commands need a package that declares the Project Command capability"
+                    .into(),
+            }),
+            (None, true) => unavailable.push(Diagnostic {
+                code: "PROJECT_COMMAND_UNCONFIGURED".into(),
+                path: at.clone(),
+                pointer: Some("/commands".into()),
+                message: "the package uses Project Command and this Binding configures no commands"
+                    .into(),
+            }),
+            _ => {}
+        }
         let mut slots = serde_json::Map::new();
         for (slot, target) in &binding.slots {
             let pointer = Some(format!("/slots/{slot}"));
@@ -407,7 +431,10 @@ pub fn plan(
         .filter(|d| {
             d.path
                 .as_deref()
-                .map(|p| needed.iter().any(|n| p.starts_with(&format!("{n}/"))))
+                .map(|p| {
+                    needed.iter().any(|n| p.starts_with(&format!("{n}/")))
+                        || decl.bindings.values().any(|b| b.file == p)
+                })
                 .unwrap_or(true)
         })
         .collect();

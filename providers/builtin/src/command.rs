@@ -211,7 +211,7 @@ pub fn entry(policy: Option<&Value>, input: &Value) -> Result<Entry, CallError> 
         });
     };
     Entry::from_policy(name, value)
-        .map_err(|message| CallError::operational("PROJECT_STATE_INVALID", message))
+        .map_err(|message| CallError::operational("UNAVAILABLE", message))
 }
 
 /// Check a call's input (already valid against the contract's schema)
