@@ -7,6 +7,7 @@ mod author;
 mod binding;
 mod channels;
 mod cli;
+mod command;
 mod containment;
 mod exec;
 mod failures;
