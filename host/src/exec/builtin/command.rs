@@ -181,11 +181,20 @@ fn reviewed_bun(services: &InvocationServices) -> Result<std::path::PathBuf, Cal
         .ok_or_else(|| {
             CallError::operational("UNAVAILABLE", "no Bun was reviewed for Project Command")
         })?;
-    recipe.verify().map_err(|reason| CallError::Operational {
-        code: "UNAVAILABLE".into(),
-        message: format!("the admitted execution environment changed ({reason}); run jig review"),
-        details: Some(json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED" })),
-    })?;
+    // The caller's own recipe was verified when it started: the same Bun
+    // (path and digest) need not be read and hashed again per call.
+    let caller = &services.resolved.recipe;
+    let verified =
+        caller.runtime == recipe.runtime && caller.runtime_digest == recipe.runtime_digest;
+    if !verified {
+        recipe.verify().map_err(|reason| CallError::Operational {
+            code: "UNAVAILABLE".into(),
+            message: format!(
+                "the admitted execution environment changed ({reason}); run jig review"
+            ),
+            details: Some(json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED" })),
+        })?;
+    }
     recipe
         .runtime
         .ok_or_else(|| CallError::operational("UNAVAILABLE", "no Bun was reviewed"))
