@@ -583,3 +583,26 @@ fn secrets_are_named_not_held_in_the_lock() {
         }})
     );
 }
+
+#[test]
+fn the_repair_example_tests_its_proposed_change() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&workspace().join("examples/repair"), dir.path());
+    containment_config(dir.path());
+    let review = review(dir.path());
+    assert!(review.stdout.contains("project is ready"), "{review:?}");
+    let run = run_jig(
+        dir.path(),
+        &["run", "binding:fixer", "--input", "@input.json"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["outcome"], "repaired", "{run:?}");
+    assert_eq!(terminal["output"]["before"]["exitCode"], 1);
+    assert_eq!(terminal["output"]["after"]["exitCode"], 0);
+    assert_ne!(
+        terminal["output"]["before"]["candidateDigest"],
+        terminal["output"]["after"]["candidateDigest"]
+    );
+    assert_nothing_left(dir.path());
+}
