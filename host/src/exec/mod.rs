@@ -200,6 +200,16 @@ pub struct Executor {
     /// The root's aggregate payload budget (seed 002 §8), shared by every
     /// envelope of this Run tree; a reservation is held until cleanup.
     budget: crate::sandbox::Budget,
+    /// What credentialed Project Commands read: the project's repository
+    /// and the operator's secret files (absent: they are unavailable).
+    repository: Option<Repository>,
+}
+
+/// The project's repository root and the operator's secret map.
+#[derive(Debug, Clone)]
+pub struct Repository {
+    pub root: PathBuf,
+    pub secrets: BTreeMap<String, PathBuf>,
 }
 
 impl Executor {
@@ -220,7 +230,14 @@ impl Executor {
             support,
             counter: AtomicU64::new(0),
             budget: crate::sandbox::Budget::root(),
+            repository: None,
         }
+    }
+
+    /// Let credentialed Project Commands read this repository and secrets.
+    pub fn with_repository(mut self, repository: Repository) -> Executor {
+        self.repository = Some(repository);
+        self
     }
 
     /// Every target of the admitted generation, for messages.

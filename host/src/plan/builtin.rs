@@ -21,7 +21,9 @@ pub fn plan(
     config: &HostConfig,
 ) -> Result<Value, Diagnostic> {
     match name {
-        "project-command" => project_command(path, slot, config),
+        "project-command" | "project-command-credentialed" => {
+            project_command(name, path, slot, config)
+        }
         _ => Ok(json!({ "kind": "builtin", "name": name })),
     }
 }
@@ -31,7 +33,12 @@ pub fn plan(
 /// slot runs, so a changed Bun means `REVIEW_REQUIRED`, exactly as for a
 /// Flow's own recipe. (The command policy itself is per Binding and lives
 /// in the lock.)
-fn project_command(path: &str, slot: &str, config: &HostConfig) -> Result<Value, Diagnostic> {
+fn project_command(
+    name: &str,
+    path: &str,
+    slot: &str,
+    config: &HostConfig,
+) -> Result<Value, Diagnostic> {
     let unavailable = |message: String| Diagnostic {
         code: "UNAVAILABLE".into(),
         path: Some(format!("{path}/FLOW.md")),
@@ -53,5 +60,15 @@ fn project_command(path: &str, slot: &str, config: &HostConfig) -> Result<Value,
         runtime: Some(bun),
         runtime_digest: Some(crate::state::sha256_digest(&bytes)),
     };
-    Ok(json!({ "kind": "builtin", "name": "project-command", "bun": runtime.to_value() }))
+    let mut pin = json!({ "kind": "builtin", "name": name, "bun": runtime.to_value() });
+    if name == "project-command-credentialed" {
+        // A credentialed command reads one commit of the project's
+        // repository with this git (found in the fixed runtime
+        // directories, never through PATH).
+        let git = config.runtime("git").ok_or_else(|| {
+            unavailable("a credentialed Project Command reads the project's repository with git, and this host has none installed".into())
+        })?;
+        pin["git"] = json!(git.to_string_lossy());
+    }
+    Ok(pin)
 }

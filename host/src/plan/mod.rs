@@ -23,7 +23,9 @@ use jig_project::{Declarations, SlotTarget};
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::providers::{builtin_contract, builtin_exact, ProviderSet};
+use crate::providers::{
+    builtin_contract, builtin_exact, is_project_command, portable_contract, ProviderSet,
+};
 
 /// Seed 002 §4 direct-target limits.
 pub const MAX_DIRECT_ATTACHMENTS: usize = 8;
@@ -143,7 +145,7 @@ pub fn direct_run(package: &Package) -> bool {
     for slot in meta.uses.keys() {
         if let Some(contract) = package.contract(slot) {
             match builtin_contract(&contract.id) {
-                Some("project-command") => return false,
+                name if is_project_command(name) => return false,
                 Some(name) => *builtin_uses.entry(name).or_default() += 1,
                 None => {}
             }
@@ -206,7 +208,7 @@ pub fn plan(
                     // The portable lock names only the Jig contracts (its schema is
                     // closed to them); contracts served by configured providers are
                     // host policy, pinned in the execution section below.
-                    if builtin_contract(&contract.id).is_some() {
+                    if builtin_contract(&contract.id).is_some() && portable_contract(&contract.id) {
                         uses.insert(slot.clone(), identity.clone());
                     }
                     contract_uses.insert(slot.clone(), identity);
@@ -310,7 +312,7 @@ pub fn plan(
         let command_capable = package.metadata().uses.keys().any(|slot| {
             package
                 .contract(slot)
-                .is_some_and(|c| builtin_contract(&c.id) == Some("project-command"))
+                .is_some_and(|c| is_project_command(builtin_contract(&c.id)))
         });
         match (&binding.commands, command_capable) {
             (Some(_), false) => invalid.push(Diagnostic {

@@ -325,6 +325,123 @@ pub fn request(entry: &Entry, input: &Value) -> Result<Request, CallError> {
     })
 }
 
+/// Our credentialed Project Command contract (seed 003): a command whose
+/// env names a secret runs against one commit of the project's
+/// repository, never against Flow-written files. Its descriptor ships in
+/// `providers/builtin/contracts/`.
+pub const CREDENTIALED_CONTRACT_ID: &str =
+    "https://example.invalid/jig/contracts/project-command-credentialed";
+pub const CREDENTIALED_CONTRACT_DIGEST: &str =
+    "sha256:af9ec6542aa24c7af3feb5c2b21df496d1ad40527c8374b60e2ea5daa0d09d5a";
+
+/// A candidate (1.0.0) call must name a command without secrets.
+pub fn candidate_entry(entry: &Entry) -> Result<(), CallError> {
+    if entry.env.is_empty() {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "command {:?} names a secret, so it runs against a commit of the project, never a candidate: call it through {CREDENTIALED_CONTRACT_ID}",
+        entry.name
+    )))
+}
+
+/// One credentialed call's input: the commit to run against when the
+/// entry is pinned, arguments and stdin as for a candidate call.
+#[derive(Debug, Clone)]
+pub struct CredentialedRequest {
+    pub request: Request,
+    /// The full commit id a pinned command names; `None`: `HEAD`.
+    pub sha: Option<String>,
+}
+
+/// Check a credentialed call's input against its entry (seed 003's `pin`).
+pub fn credentialed_request(
+    entry: &Entry,
+    input: &Value,
+) -> Result<CredentialedRequest, CallError> {
+    if entry.env.is_empty() {
+        return Err(invalid(format!(
+            "command {:?} names no secret: call it with a candidate through {CONTRACT_ID}",
+            entry.name
+        )));
+    }
+    let sha = input.get("sha").and_then(Value::as_str).map(str::to_string);
+    match (&sha, entry.pin) {
+        (Some(sha), true) if full_commit_id(sha) => {}
+        (_, true) => return Err(invalid(pin_sha_refusal(&entry.name))),
+        (Some(_), false) => {
+            return Err(invalid(format!(
+                "command {:?} is not pinned, so its input names no sha (it runs against HEAD)",
+                entry.name
+            )))
+        }
+        (None, false) => {}
+    }
+    // The argument and stdin rules are the candidate call's; the entry's
+    // own files are checked against the commit by the host.
+    let mut probe = input.clone();
+    let entries = match &entry.action {
+        Action::Run(path) => vec![path.clone()],
+        Action::Test(paths) => paths.clone(),
+    };
+    probe["files"] = Value::Object(entries.into_iter().map(|p| (p, json!(""))).collect());
+    if let Some(object) = probe.as_object_mut() {
+        object.remove("sha");
+    }
+    let mut request = request(entry, &probe)?;
+    request.files.clear();
+    Ok(CredentialedRequest { request, sha })
+}
+
+/// The text shown in place of a secret's value in collected output.
+pub const REDACTED: &str = "[redacted]";
+
+/// Replace every secret value in collected `{text, truncated}`; when the
+/// front was cut, also the end of a secret the cut left at the start (any
+/// such end: a few characters too many beat a secret's tail shown). The
+/// text is kept within `tail` characters.
+pub fn redact(collected: &mut Value, secrets: &[String], tail: u64) {
+    let Some(text) = collected.get("text").and_then(Value::as_str) else {
+        return;
+    };
+    let mut text = text.to_string();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        text = text.replace(secret.as_str(), REDACTED);
+    }
+    if collected.get("truncated") == Some(&json!(true)) {
+        for secret in secrets.iter().filter(|s| !s.is_empty()) {
+            let cut = (1..secret.len())
+                .filter(|i| secret.is_char_boundary(*i))
+                .find(|i| text.starts_with(&secret[*i..]));
+            if let Some(i) = cut {
+                text = format!("{REDACTED}{}", &text[secret.len() - i..]);
+            }
+        }
+    }
+    let count = text.chars().count();
+    if count as u64 > tail {
+        text = text.chars().skip(count - tail as usize).collect();
+        collected["truncated"] = json!(true);
+    }
+    collected["text"] = json!(text);
+}
+
+/// Our credentialed contract's closed result: the commit instead of a
+/// candidate digest, the rest as for 1.0.0.
+pub fn credentialed_result(
+    entry: &Entry,
+    request: &Request,
+    commit: &str,
+    evidence: Evidence,
+) -> Value {
+    let mut value = result(entry, request, evidence);
+    if let Some(object) = value.as_object_mut() {
+        object.remove("candidateDigest");
+        object.insert("commit".into(), json!(commit));
+    }
+    value
+}
+
 /// A candidate path: relative, canonical, bounded, none of
 /// [`EXCLUDED_COMPONENTS`] (compared without ASCII case).
 fn check_file_path(path: &str) -> Result<(), CallError> {
@@ -665,6 +782,58 @@ mod tests {
         let mut tail = Tail::new(0);
         tail.push(b"x");
         assert_eq!(tail.finish(), json!({"text": "", "truncated": true}));
+    }
+
+    #[test]
+    fn pinned_calls_need_a_full_commit_id() {
+        let pinned = Entry::from_policy(
+            "deploy",
+            &json!({"run": "a.ts", "env": {"T": {"kind": "secret", "name": "t"}}, "pin": true}),
+        )
+        .unwrap();
+        let sha = "a".repeat(40);
+        assert_eq!(
+            credentialed_request(&pinned, &json!({"command": "deploy", "sha": sha}))
+                .unwrap()
+                .sha,
+            Some(sha)
+        );
+        for bad in [
+            json!({"command": "deploy"}),
+            json!({"command": "deploy", "sha": "abc123"}),
+        ] {
+            match credentialed_request(&pinned, &bad).unwrap_err() {
+                CallError::Operational { code, message, .. } => {
+                    assert_eq!(code, "INVALID_INPUT");
+                    assert_eq!(message, pin_sha_refusal("deploy"));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let unpinned = Entry::from_policy(
+            "deploy",
+            &json!({"run": "a.ts", "env": {"T": {"kind": "secret", "name": "t"}}}),
+        )
+        .unwrap();
+        assert!(credentialed_request(&unpinned, &json!({"command": "deploy"})).is_ok());
+        assert!(credentialed_request(
+            &unpinned,
+            &json!({"command": "deploy", "sha": "a".repeat(40)})
+        )
+        .is_err());
+        assert!(candidate_entry(&unpinned).is_err());
+        assert!(credentialed_request(&run_entry(), &json!({"command": "cli"})).is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted_also_when_cut() {
+        let secrets = vec!["s3cr3t-value".to_string()];
+        let mut whole = json!({"text": "token=s3cr3t-value!", "truncated": false});
+        redact(&mut whole, &secrets, 4096);
+        assert_eq!(whole["text"], "token=[redacted]!");
+        let mut cut = json!({"text": "t-value and more", "truncated": true});
+        redact(&mut cut, &secrets, 4096);
+        assert_eq!(cut["text"], "[redacted] and more");
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub(super) fn call(name: &str, call: BuiltinCall) -> BoxFuture<Result<Value, Cal
     match name {
         "agent-run" => agent::call(call),
         "project-command" => command::call(call),
+        "project-command-credentialed" => command::call_credentialed(call),
         "run-checkpoint" => checkpoint::call(call),
         other => {
             let message = format!("no builtin capability {other:?} in this build");
