@@ -606,3 +606,209 @@ fn the_repair_example_tests_its_proposed_change() {
     );
     assert_nothing_left(dir.path());
 }
+
+const TOKEN: &str = "s3cr3t-token-value";
+const KEY: &str = "k3y-file-content";
+
+const VAULT_FLOW_MD: &str = "---\nname: vault\ndescription: Runs the project's credentialed and candidate commands.\nuses:\n  project:\n    contract: ./contracts/project-command.capability.json\n  vault:\n    contract: ./contracts/project-command-credentialed.capability.json\n---\n";
+
+/// Calls `input.call` on slot `input.slot`; reports the value or the error.
+const VAULT_FLOW_TS: &str = r#"import { handle, OperationError } from "@jigging/flow";
+
+await handle(async (run) => {
+  const { slot, call } = run.input as { slot: string; call: unknown };
+  try {
+    const value = await run.callCapability({ operationId: "c1", slot, method: "run", input: call });
+    return { outcome: "done", output: { value } };
+  } catch (e) {
+    if (e instanceof OperationError) return { outcome: "done", output: { error: e.code, message: e.message } };
+    throw e;
+  }
+});
+"#;
+
+const VAULT_BINDING_TS: &str = r#"import { defineBinding, secret } from "@jigging/jig";
+
+export default defineBinding({
+  package: "flows/vault",
+  commands: {
+    deploy: { run: "tools/deploy.ts", env: { TOKEN: secret("deploy-token"), KEY_FILE: secret("deploy-key").path } },
+    pinned: { run: "tools/deploy.ts", env: { TOKEN: secret("deploy-token") }, pin: true },
+  },
+});
+"#;
+
+/// Prints which commit's bytes run, what it was given (the values
+/// themselves, to prove the redaction, and their digests, to prove they
+/// arrived), and the path form.
+fn deploy_ts(marker: &str) -> String {
+    format!(
+        r#"import * as fs from "node:fs";
+const hash = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
+const token = process.env.TOKEN ?? "";
+const key = process.env.KEY_FILE ? fs.readFileSync(process.env.KEY_FILE, "utf8") : "";
+console.log("{marker}");
+console.log("token=" + token + " sha=" + hash(token));
+console.log("key=" + key + " sha=" + hash(key));
+console.error("stderr " + token);
+"#
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=jig",
+            "-c",
+            "user.email=jig@example.invalid",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn sha256_hex(text: &str) -> String {
+    sha256(text.as_bytes())
+        .strip_prefix("sha256:")
+        .unwrap()
+        .to_string()
+}
+
+/// A git project with two commits of `tools/deploy.ts` and the operator's
+/// secret files outside the project.
+fn vault_project() -> (tempfile::TempDir, tempfile::TempDir, String, String) {
+    let contract = contract();
+    let credentialed = std::fs::read_to_string(
+        workspace()
+            .join("providers/builtin/contracts/project-command-credentialed.capability.json"),
+    )
+    .unwrap();
+    let dir = project(&[
+        ("flows/vault/FLOW.md", VAULT_FLOW_MD),
+        ("flows/vault/flow.ts", VAULT_FLOW_TS),
+        (
+            "flows/vault/contracts/project-command.capability.json",
+            &contract,
+        ),
+        (
+            "flows/vault/contracts/project-command-credentialed.capability.json",
+            &credentialed,
+        ),
+        ("bindings/vault.ts", VAULT_BINDING_TS),
+        ("tools/deploy.ts", &deploy_ts("commit one")),
+        (".gitignore", ".jig/\n.test-config-home/\n"),
+    ]);
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "one"]);
+    let first = git(dir.path(), &["rev-parse", "HEAD"]);
+    write_files(dir.path(), &[("tools/deploy.ts", &deploy_ts("commit two"))]);
+    git(dir.path(), &["commit", "-qam", "two"]);
+    let second = git(dir.path(), &["rev-parse", "HEAD"]);
+    // The live tree differs from both commits: it never runs.
+    write_files(dir.path(), &[("tools/deploy.ts", &deploy_ts("live tree"))]);
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::write(secrets.path().join("token"), TOKEN).unwrap();
+    std::fs::write(secrets.path().join("key"), KEY).unwrap();
+    let mut config = format!(
+        "[secrets]\ndeploy-token = {:?}\ndeploy-key = {:?}\n",
+        secrets.path().join("token"),
+        secrets.path().join("key")
+    );
+    if let Ok(parent) = std::env::var("JIG_TEST_CGROUP_PARENT") {
+        if !parent.is_empty() {
+            config.push_str(&format!("[containment]\ncgroup-parent = {parent:?}\n"));
+        }
+    }
+    write_files(dir.path(), &[(".test-config-home/jig/host.toml", &config)]);
+    (dir, secrets, first, second)
+}
+
+fn vault_call(dir: &Path, slot: &str, call: Value) -> (Value, Run) {
+    let input = json!({ "slot": slot, "call": call }).to_string();
+    let run = run_jig(dir, &["run", "binding:vault", "--input", &input]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_nothing_left(dir);
+    (run.json()["output"].clone(), run)
+}
+
+#[test]
+fn credentialed_commands_run_a_commit_with_their_secrets_redacted() {
+    let (dir, _secrets, first, second) = vault_project();
+    let review = review(dir.path());
+    let (output, run) = vault_call(dir.path(), "vault", json!({"command": "deploy"}));
+    let value = &output["value"];
+    assert_eq!(value["commit"], second, "{output}");
+    let stdout = value["stdout"]["text"].as_str().unwrap();
+    // HEAD's bytes, not the live tree's; both forms arrived, neither shows.
+    assert!(stdout.starts_with("commit two\n"), "{output}");
+    assert!(
+        stdout.contains(&format!("token=[redacted] sha={}", sha256_hex(TOKEN))),
+        "{output}"
+    );
+    assert!(
+        stdout.contains(&format!("key=[redacted] sha={}", sha256_hex(KEY))),
+        "{output}"
+    );
+    assert_eq!(value["stderr"]["text"], "stderr [redacted]\n");
+    assert_eq!(value["invocation"], json!(["bun", "tools/deploy.ts"]));
+    // The pinned command runs the commit the call names.
+    let (pinned, _) = vault_call(
+        dir.path(),
+        "vault",
+        json!({"command": "pinned", "sha": first}),
+    );
+    assert_eq!(pinned["value"]["commit"], first, "{pinned}");
+    assert!(pinned["value"]["stdout"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("commit one\n"));
+    // Seed 003's refusal of a sha that is not a full commit id.
+    let (short, _) = vault_call(
+        dir.path(),
+        "vault",
+        json!({"command": "pinned", "sha": &first[..12]}),
+    );
+    assert_eq!(short["error"], "INVALID_INPUT", "{short}");
+    assert_eq!(
+        short["message"],
+        "command \"pinned\" (pin): its input's sha is not a full commit id."
+    );
+    // A credentialed command never meets a candidate.
+    let (candidate, _) = vault_call(
+        dir.path(),
+        "project",
+        json!({"command": "deploy", "files": {"tools/deploy.ts": "console.log(process.env.TOKEN)"}}),
+    );
+    assert_eq!(candidate["error"], "INVALID_INPUT", "{candidate}");
+    // The values are nowhere jig wrote: terminal, review, lock, .jig.
+    for secret in [TOKEN, KEY] {
+        assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret));
+        assert!(!review.stdout.contains(secret) && !review.stderr.contains(secret));
+        let lock = std::fs::read_to_string(dir.path().join("jig.lock")).unwrap();
+        assert!(!lock.contains(secret));
+        assert!(lock.contains("deploy-token"), "{lock}");
+        for file in files_under(&dir.path().join(".jig")) {
+            let bytes = std::fs::read(&file).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains(secret), "{} holds a secret", file.display());
+        }
+    }
+}
+
+fn files_under(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            found.extend(files_under(&entry.path()));
+        } else if kind.is_file() {
+            found.push(entry.path());
+        }
+    }
+    found
+}
