@@ -19,11 +19,17 @@ const FLOW_MD: &str = "---\nname: repair\ndescription: Runs the project's review
 const FLOW_TS: &str = r#"import { handle, OperationError } from "@jigging/flow";
 
 await handle(async (run) => {
+  // `abortAfterMs` (not part of the call) cancels the call from the Flow.
+  const { abortAfterMs, ...input } = run.input as { abortAfterMs?: number };
+  const abort = new AbortController();
+  if (abortAfterMs) setTimeout(() => abort.abort(), abortAfterMs);
   try {
-    const value = await run.callCapability({ operationId: "c1", slot: "project", method: "run", input: run.input });
+    const value = await run.callCapability({ operationId: "c1", slot: "project", method: "run", input }, { signal: abort.signal });
     return { outcome: "done", output: { value } };
   } catch (e) {
     if (e instanceof OperationError) {
+      // After cancelling, stay a while: the command must be gone meanwhile.
+      if (abortAfterMs) await new Promise((r) => setTimeout(r, 3000));
       return { outcome: "done", output: { error: e.code, details: e.details ?? null } };
     }
     throw e;
@@ -346,6 +352,47 @@ fn cancelling_the_run_ends_the_command_and_leaves_nothing() {
     let run = output(child.wait_with_output().unwrap());
     assert_eq!(run.status, 2, "{run:?}");
     assert!(run.stderr.contains("JIG_COMMAND_INTERRUPTED"), "{run:?}");
+    assert_nothing_left(dir.path());
+}
+
+#[test]
+fn a_flow_cancelling_its_call_ends_the_command_and_leaves_nothing() {
+    let dir = reviewed();
+    let input =
+        json!({"command": "cli", "files": candidate(), "args": ["sleep"], "abortAfterMs": 1500});
+    let mut child = jig(dir.path())
+        .args(["run", "binding:fixer", "--input", &input.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let project = dir.path().to_string_lossy().into_owned();
+    let command_running = || {
+        processes_mentioning(&project)
+            .iter()
+            .any(|p| p.contains("/work"))
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while !command_running() {
+        assert!(Instant::now() < until, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Cancelled by the Flow, the command's envelope ends while the Run
+    // (which waits 3 s after the cancellation) still runs.
+    while command_running() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the Run ended before the cancelled command did"
+        );
+        assert!(Instant::now() < until, "the cancelled command kept running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(child.try_wait().unwrap().is_none());
+    assert!(dirs_named(&dir.path().join(".jig"), "command-").is_empty());
+    let run = output(child.wait_with_output().unwrap());
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.json()["output"]["error"], "CANCELLED", "{run:?}");
     assert_nothing_left(dir.path());
 }
 
