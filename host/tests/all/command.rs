@@ -20,7 +20,13 @@ const FLOW_TS: &str = r#"import { handle, OperationError } from "@jigging/flow";
 
 await handle(async (run) => {
   // `abortAfterMs` (not part of the call) cancels the call from the Flow.
-  const { abortAfterMs, ...input } = run.input as { abortAfterMs?: number };
+  const { abortAfterMs, twice, ...input } = run.input as { abortAfterMs?: number; twice?: boolean };
+  if (twice) {
+    // Two effects at once: the second must be refused before dispatch.
+    const call = (id: string) => run.callCapability({ operationId: id, slot: "project", method: "run", input });
+    const settled = await Promise.allSettled([call("c1"), call("c2")]);
+    return { outcome: "done", output: settled.map((s) => (s.status === "fulfilled" ? "value" : (s.reason as OperationError).code)) };
+  }
   const abort = new AbortController();
   if (abortAfterMs) setTimeout(() => abort.abort(), abortAfterMs);
   try {
@@ -394,6 +400,19 @@ fn a_flow_cancelling_its_call_ends_the_command_and_leaves_nothing() {
     assert_eq!(run.status, 0, "{run:?}");
     assert_eq!(run.json()["output"]["error"], "CANCELLED", "{run:?}");
     assert_nothing_left(dir.path());
+}
+
+#[test]
+fn one_command_effect_is_active_at_a_time() {
+    let dir = reviewed();
+    let output = call(
+        dir.path(),
+        json!({"command": "quick", "files": candidate(), "args": ["sleep"], "twice": true}),
+        &[],
+    );
+    let mut codes: Vec<String> = serde_json::from_value(output).unwrap();
+    codes.sort();
+    assert_eq!(codes, ["RESOURCE_EXHAUSTED", "value"]);
 }
 
 #[test]
@@ -803,6 +822,19 @@ fn credentialed_commands_run_a_commit_with_their_secrets_redacted() {
     );
     assert_eq!(value["stderr"]["text"], "stderr [redacted]\n");
     assert_eq!(value["invocation"], json!(["bun", "tools/deploy.ts"]));
+    // The shipped descriptor is the contract the host serves.
+    let digest = run_jig(
+        dir.path(),
+        &[
+            "contract",
+            "digest",
+            "flows/vault/contracts/project-command-credentialed.capability.json",
+        ],
+    );
+    assert_eq!(
+        digest.stdout.trim(),
+        jig_provider_builtin::command::CREDENTIALED_CONTRACT_DIGEST
+    );
     // The pinned command runs the commit the call names.
     let (pinned, _) = vault_call(
         dir.path(),
