@@ -482,8 +482,13 @@ fn a_hostile_candidate_is_contained() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert!(!names.contains(&"PATH"), "{env}");
-    assert!(!names.contains(&"XDG_CONFIG_HOME"), "{env}");
+    // (PWD is the working directory bubblewrap changed to.)
+    assert_eq!(
+        names,
+        ["HOME", "LANG", "NO_COLOR", "PWD", "TMPDIR"],
+        "{env}"
+    );
+    assert_eq!(env["HOME"], "/tmp");
     // Project files outside the candidate cannot be read...
     let jig_ts = format!("{project}/jig.ts");
     assert_eq!(
