@@ -92,6 +92,11 @@ pub struct HostConfig {
     pub agent: Agent,
     #[serde(default)]
     pub providers: Vec<ProviderDecl>,
+    /// Effect secrets of credentialed Project Commands (seed 003): secret
+    /// name → the file holding its value. Projects name secrets; only the
+    /// operator maps them.
+    #[serde(default)]
+    pub secrets: std::collections::BTreeMap<String, PathBuf>,
     /// Where the configuration came from, for diagnostics and for resolving
     /// relative provider paths.
     #[serde(skip)]
@@ -134,6 +139,11 @@ impl HostConfig {
                 if secret.is_relative() {
                     *secret = base.join(&*secret);
                 }
+            }
+        }
+        for secret in config.secrets.values_mut() {
+            if secret.is_relative() {
+                *secret = base.join(&*secret);
             }
         }
         config.source = Some(path.to_path_buf());

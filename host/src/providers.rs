@@ -9,9 +9,11 @@ use flow::json::Value;
 use jig_provider_api::{ContractIdentity, Provider, ProviderDecl, ProviderKind};
 use serde_json::json;
 
-/// The Jig contracts a host serves itself (HOST-FACTS §1–§3): contract
-/// URI, builtin name, exact version, exact Capability Contract/1 digest.
-pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 3] = [
+/// The contracts a host serves itself: the Jig contracts (HOST-FACTS
+/// §1–§3) and our credentialed Project Command (seed 003; its descriptor
+/// ships in `providers/builtin/contracts/`): contract URI, builtin name,
+/// exact version, exact Capability Contract/1 digest.
+pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 4] = [
     (
         "https://jig.md/contracts/agent-run",
         "agent-run",
@@ -30,7 +32,27 @@ pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 3] = [
         "1.0.0",
         "sha256:aed62fe17f01897545f82d7ee91f163a023721431433c8f4f6981b4367c85bcf",
     ),
+    (
+        "https://example.invalid/jig/contracts/project-command-credentialed",
+        "project-command-credentialed",
+        "1.0.0",
+        "sha256:af9ec6542aa24c7af3feb5c2b21df496d1ad40527c8374b60e2ea5daa0d09d5a",
+    ),
 ];
+
+/// Is this one of the Jig contracts the portable `jig.lock` names (its
+/// schema is closed to them)? Our own contracts are host policy.
+pub fn portable_contract(id: &str) -> bool {
+    id.starts_with("https://jig.md/contracts/")
+}
+
+/// Is this builtin a Project Command (candidate or credentialed)?
+pub fn is_project_command(name: Option<&str>) -> bool {
+    matches!(
+        name,
+        Some("project-command" | "project-command-credentialed")
+    )
+}
 
 /// The builtin name of a Jig contract URI (any version).
 pub fn builtin_contract(id: &str) -> Option<&'static str> {

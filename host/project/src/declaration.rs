@@ -331,12 +331,17 @@ fn commands(map: &Map<String, Json>) -> Result<Option<Json>, ProjectError> {
                 format!("command {name} must have exactly one of run or test"),
             )
         };
-        let entry = value
-            .as_object()
-            .filter(|e| e.len() == 1)
-            .ok_or_else(one_of)?;
-        let normalized = if let Some(run) = entry.get("run") {
-            match run.as_str() {
+        let entry = value.as_object().ok_or_else(one_of)?;
+        if let Some(extra) = entry.keys().find(|k| !COMMAND_FIELDS.contains(&k.as_str())) {
+            // `slot` included: a project has one repository (seed 003's
+            // Repo Slots have no meaning here).
+            return Err(invalid(
+                format!("{pointer}/{}", pointer_token(extra)),
+                format!("command {name} has unknown field {}", escape(extra)),
+            ));
+        }
+        let mut normalized = match (entry.get("run"), entry.get("test")) {
+            (Some(run), None) => match run.as_str() {
                 Some(p) if command_path(p) && (p.ends_with(".ts") || p.ends_with(".js")) => {
                     json!({ "run": p })
                 }
@@ -346,41 +351,42 @@ fn commands(map: &Map<String, Json>) -> Result<Option<Json>, ProjectError> {
                         format!("command {name} run must be a relative .ts or .js path"),
                     ))
                 }
-            }
-        } else if let Some(test) = entry.get("test") {
-            let tests_pointer = format!("{pointer}/test");
-            let list = test
-                .as_array()
-                .filter(|l| !l.is_empty() && l.len() <= MAX_COMMAND_TESTS)
-                .ok_or_else(|| {
-                    invalid(
-                        &tests_pointer,
-                        format!("command {name} test must list 1 to 16 paths"),
-                    )
-                })?;
-            let mut seen = std::collections::BTreeSet::new();
-            for (i, item) in list.iter().enumerate() {
-                match item.as_str() {
-                    Some(p) if command_path(p) && is_test_path(p) => {
-                        if !seen.insert(p) {
+            },
+            (None, Some(test)) => {
+                let tests_pointer = format!("{pointer}/test");
+                let list = test
+                    .as_array()
+                    .filter(|l| !l.is_empty() && l.len() <= MAX_COMMAND_TESTS)
+                    .ok_or_else(|| {
+                        invalid(
+                            &tests_pointer,
+                            format!("command {name} test must list 1 to 16 paths"),
+                        )
+                    })?;
+                let mut seen = std::collections::BTreeSet::new();
+                for (i, item) in list.iter().enumerate() {
+                    match item.as_str() {
+                        Some(p) if command_path(p) && is_test_path(p) => {
+                            if !seen.insert(p) {
+                                return Err(invalid(
+                                    format!("{tests_pointer}/{i}"),
+                                    format!("command {name} test paths must be distinct"),
+                                ));
+                            }
+                        }
+                        _ => {
                             return Err(invalid(
                                 format!("{tests_pointer}/{i}"),
-                                format!("command {name} test paths must be distinct"),
-                            ));
+                                format!("command {name} test paths must be relative *.test.ts, *.test.js, *.spec.ts or *.spec.js files"),
+                            ))
                         }
                     }
-                    _ => {
-                        return Err(invalid(
-                            format!("{tests_pointer}/{i}"),
-                            format!("command {name} test paths must be relative *.test.ts, *.test.js, *.spec.ts or *.spec.js files"),
-                        ))
-                    }
                 }
+                json!({ "test": list })
             }
-            json!({ "test": list })
-        } else {
-            return Err(one_of());
+            _ => return Err(one_of()),
         };
+        command_options(name, &pointer, entry, &mut normalized)?;
         out.insert(name.clone(), normalized);
     }
     Ok(if out.is_empty() {
@@ -388,6 +394,131 @@ fn commands(map: &Map<String, Json>) -> Result<Option<Json>, ProjectError> {
     } else {
         Some(Json::Object(out))
     })
+}
+
+/// The fields a command entry may have: one of `run`/`test`, and seed
+/// 003's options.
+const COMMAND_FIELDS: [&str; 6] = ["run", "test", "timeout", "tail", "env", "pin"];
+
+/// Seed 003's options of one command entry, refused with its texts and
+/// kept as written (defaults are not spelled out, so an entry without
+/// options keeps the reference lock's spelling).
+fn command_options(
+    name: &str,
+    pointer: &str,
+    entry: &Map<String, Json>,
+    normalized: &mut Json,
+) -> Result<(), ProjectError> {
+    use jig_provider_builtin::command as policy;
+    if let Some(timeout) = entry.get("timeout") {
+        match timeout.as_str() {
+            Some(text) if policy::parse_duration(text).is_some() => {
+                normalized["timeout"] = json!(text);
+            }
+            _ => {
+                let shown = match timeout {
+                    Json::String(text) => text.clone(),
+                    other => flow::json::canonical_string(other),
+                };
+                return Err(invalid(
+                    format!("{pointer}/timeout"),
+                    policy::timeout_refusal(&shown),
+                ));
+            }
+        }
+    }
+    if let Some(tail) = entry.get("tail") {
+        match tail.as_u64().filter(|t| *t <= policy::MAX_TAIL) {
+            Some(t) => normalized["tail"] = json!(t),
+            None => {
+                return Err(invalid(
+                    format!("{pointer}/tail"),
+                    format!(
+                        "command {name} tail must be an integer from 0 to {}",
+                        policy::MAX_TAIL
+                    ),
+                ))
+            }
+        }
+    }
+    if let Some(env) = entry.get("env") {
+        let env_pointer = format!("{pointer}/env");
+        let map = env.as_object().ok_or_else(|| {
+            invalid(
+                &env_pointer,
+                format!("command {name} env must be an object"),
+            )
+        })?;
+        if map.len() > policy::MAX_ENV {
+            return Err(invalid(
+                &env_pointer,
+                format!("command {name} env exceeds {} entries", policy::MAX_ENV),
+            ));
+        }
+        let mut out = Map::new();
+        for (var, value) in map {
+            let var_pointer = format!("{env_pointer}/{}", pointer_token(var));
+            if !policy::author_variable(var) {
+                return Err(invalid(var_pointer, policy::env_refusal(var)));
+            }
+            let secret = secret_ref(value).ok_or_else(|| {
+                invalid(
+                    &var_pointer,
+                    format!(
+                        "command {name} env {var} must be secret(\"<name>\") or secret(\"<name>\").path"
+                    ),
+                )
+            })?;
+            out.insert(var.clone(), secret);
+        }
+        if !out.is_empty() {
+            normalized["env"] = Json::Object(out);
+        }
+    }
+    match entry.get("pin") {
+        None | Some(Json::Bool(false)) => {}
+        Some(Json::Bool(true)) if normalized.get("env").is_some() => {
+            normalized["pin"] = json!(true);
+        }
+        Some(Json::Bool(true)) => {
+            return Err(invalid(
+                format!("{pointer}/pin"),
+                policy::PIN_WITHOUT_SECRET,
+            ))
+        }
+        Some(_) => {
+            return Err(invalid(
+                format!("{pointer}/pin"),
+                format!("command {name} pin must be a boolean"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// A secret reference as `secret()` of `@jigging/jig` spells it, to its
+/// normalized form: `{"kind":"secret","name"}` (the value; the helper's
+/// `path` member is dropped) or `{"kind":"secretPath","name"}`.
+fn secret_ref(value: &Json) -> Option<Json> {
+    let object = value.as_object()?;
+    let name = object
+        .get("name")?
+        .as_str()
+        .filter(|n| paths::is_local_name(n))?;
+    let kind = object.get("kind")?.as_str()?;
+    let closed = match kind {
+        "secret" => {
+            object
+                .keys()
+                .all(|k| matches!(k.as_str(), "kind" | "name" | "path"))
+                && object
+                    .get("path")
+                    .is_none_or(|p| p == &json!({ "kind": "secretPath", "name": name }))
+        }
+        "secretPath" => object.len() == 2,
+        _ => false,
+    };
+    closed.then(|| json!({ "kind": kind, "name": name }))
 }
 
 /// The normalized JSON value of a Binding declaration (the authoring shape).
@@ -691,6 +822,84 @@ mod tests {
         let e = conform(&json!({"flows": {"kind": "discover", "roots": []}})).unwrap_err();
         assert_eq!(e.code, INVALID);
         assert!(conform(&json!({"kind": "package", "package": "p"})).is_err());
+    }
+
+    #[test]
+    fn command_options_are_kept_as_written() {
+        let decl = binding(
+            &json!({"package": "p", "commands": {"c": {"run": "a.ts", "timeout": "90s", "tail": 65536, "env": {"TOKEN": {"kind": "secret", "name": "x", "path": {"kind": "secretPath", "name": "x"}}, "KEY_FILE": {"kind": "secretPath", "name": "y"}}, "pin": true}, "t": {"test": ["a.test.ts"], "pin": false, "tail": 0}}}),
+            "bindings/b.ts",
+        )
+        .unwrap();
+        let commands = decl.commands.clone().unwrap();
+        assert_eq!(
+            commands,
+            json!({"c": {"run": "a.ts", "timeout": "90s", "tail": 65536, "env": {"KEY_FILE": {"kind": "secretPath", "name": "y"}, "TOKEN": {"kind": "secret", "name": "x"}}, "pin": true}, "t": {"test": ["a.test.ts"], "tail": 0}})
+        );
+        conform(&binding_value(&decl)).unwrap();
+    }
+
+    #[test]
+    fn command_options_are_refused_with_seed_003s_texts() {
+        use jig_provider_builtin::command as policy;
+        let refused = |entry: Json| {
+            let e =
+                binding(&json!({"package": "p", "commands": {"c": entry}}), "b.ts").unwrap_err();
+            (e.pointer.clone().unwrap_or_default(), e.message.clone())
+        };
+        for bad in ["0s", "10", "1d", "-5m", ""] {
+            assert_eq!(
+                refused(json!({"run": "a.ts", "timeout": bad})),
+                ("/commands/c/timeout".into(), policy::timeout_refusal(bad))
+            );
+        }
+        assert_eq!(
+            refused(json!({"run": "a.ts", "timeout": 90})).1,
+            policy::timeout_refusal("90")
+        );
+        for bad in ["PATH", "HOME", "TMPDIR", "1X", "A-B"] {
+            assert_eq!(
+                refused(json!({"run": "a.ts", "env": {bad: {"kind": "secret", "name": "x"}}})),
+                (format!("/commands/c/env/{bad}"), policy::env_refusal(bad))
+            );
+        }
+        assert_eq!(
+            refused(json!({"run": "a.ts", "pin": true})),
+            ("/commands/c/pin".into(), policy::PIN_WITHOUT_SECRET.into())
+        );
+        assert_eq!(
+            refused(json!({"run": "a.ts", "slot": "main"})),
+            (
+                "/commands/c/slot".into(),
+                "command c has unknown field \"slot\"".into()
+            )
+        );
+        assert_eq!(
+            refused(json!({"run": "a.ts", "tail": policy::MAX_TAIL + 1})).0,
+            "/commands/c/tail"
+        );
+        assert_eq!(
+            refused(json!({"run": "a.ts", "tail": -1})).0,
+            "/commands/c/tail"
+        );
+        assert_eq!(
+            refused(json!({"run": "a.ts", "env": {"A": "plain value"}})).0,
+            "/commands/c/env/A"
+        );
+        let env: Map<String, Json> = (0..policy::MAX_ENV)
+            .map(|i| (format!("V{i}"), json!({"kind": "secret", "name": "x"})))
+            .collect();
+        assert!(binding(
+            &json!({"package": "p", "commands": {"c": {"run": "a.ts", "env": env}}}),
+            "b.ts"
+        )
+        .is_ok());
+        let mut past = env.clone();
+        past.insert("EXTRA".into(), json!({"kind": "secret", "name": "x"}));
+        assert_eq!(
+            refused(json!({"run": "a.ts", "env": past})).0,
+            "/commands/c/env"
+        );
     }
 
     #[test]

@@ -292,7 +292,11 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             sandbox,
             work_root.clone(),
         )
-        .with_support_writer(write_runtime_support),
+        .with_support_writer(write_runtime_support)
+        .with_repository(crate::exec::Repository {
+            root: root.clone(),
+            secrets: config.secrets.clone(),
+        }),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()

@@ -189,6 +189,9 @@ struct Resolved {
     slots: BTreeMap<String, TargetRef>,
     recipe: Recipe,
     providers: Value,
+    /// The target's own reviewed Project Command policy (a Binding's
+    /// `commands`); never inherited, so a `flow:` target has none.
+    commands: Option<Value>,
 }
 
 pub struct Executor {
@@ -209,6 +212,16 @@ pub struct Executor {
     /// `flow.bin` or `flow.wasm` Run never pays for it.
     support_writer: Option<SupportWriter>,
     support_written: std::sync::Mutex<Option<Result<(), String>>>,
+    /// What credentialed Project Commands read: the project's repository
+    /// and the operator's secret files (absent: they are unavailable).
+    repository: Option<Repository>,
+}
+
+/// The project's repository root and the operator's secret map.
+#[derive(Debug, Clone)]
+pub struct Repository {
+    pub root: PathBuf,
+    pub secrets: BTreeMap<String, PathBuf>,
 }
 
 /// Writes the bundled SDKs below a Run's support directory.
@@ -259,6 +272,7 @@ impl Executor {
             waiting: Arc::default(),
             support_writer: None,
             support_written: std::sync::Mutex::new(None),
+            repository: None,
         }
     }
 
@@ -308,6 +322,12 @@ impl Executor {
         out
     }
 
+    /// Let credentialed Project Commands read this repository and secrets.
+    pub fn with_repository(mut self, repository: Repository) -> Executor {
+        self.repository = Some(repository);
+        self
+    }
+
     /// Every target of the admitted generation, for messages.
     pub fn targets(plan: &Value) -> Vec<String> {
         let mut out = Vec::new();
@@ -332,13 +352,13 @@ impl Executor {
     fn resolve(&self, target: &TargetRef, with_slots: bool) -> Result<Resolved, Failure> {
         let lock = &self.plan["lock"];
         let unknown = || Failure::new("UNAVAILABLE", format!("{target} is not an admitted target"));
-        let (package_path, settings, slots) = match target {
+        let (package_path, settings, slots, commands) = match target {
             TargetRef::Flow(path) => {
                 let entry = lock["packages"].get(path).ok_or_else(unknown)?;
                 if entry["directRun"] != json!(true) {
                     return Err(unknown());
                 }
-                (path.clone(), json!({}), BTreeMap::new())
+                (path.clone(), json!({}), BTreeMap::new(), None)
             }
             TargetRef::Binding(id) => {
                 let entry = lock["bindings"].get(id).ok_or_else(unknown)?;
@@ -355,7 +375,12 @@ impl Executor {
                         );
                     }
                 }
-                (path, entry["settings"].clone(), slots)
+                (
+                    path,
+                    entry["settings"].clone(),
+                    slots,
+                    entry.get("commands").cloned(),
+                )
             }
         };
         let digest = lock["packages"][&package_path]["digest"]
@@ -375,6 +400,7 @@ impl Executor {
             slots,
             recipe,
             providers: execution["providers"].clone(),
+            commands,
         })
     }
 
@@ -1137,7 +1163,6 @@ impl Drop for ChildSlot {
 /// The one active exclusive effect (an Agent or command call), released on
 /// drop. Refused `RESOURCE_EXHAUSTED` before dispatch while another effect
 /// or any child Flow call is active.
-#[allow(dead_code)] // taken by the Agent and command builtins
 pub(crate) struct EffectSlot(Arc<std::sync::Mutex<Activity>>);
 
 #[allow(dead_code)]

@@ -23,7 +23,9 @@ use jig_project::{Declarations, SlotTarget};
 use serde_json::json;
 
 use crate::config::HostConfig;
-use crate::providers::{builtin_contract, builtin_exact, ProviderSet};
+use crate::providers::{
+    builtin_contract, builtin_exact, is_project_command, portable_contract, ProviderSet,
+};
 
 /// Seed 002 §4 direct-target limits.
 pub const MAX_DIRECT_ATTACHMENTS: usize = 8;
@@ -143,7 +145,7 @@ pub fn direct_run(package: &Package) -> bool {
     for slot in meta.uses.keys() {
         if let Some(contract) = package.contract(slot) {
             match builtin_contract(&contract.id) {
-                Some("project-command") => return false,
+                name if is_project_command(name) => return false,
                 Some(name) => *builtin_uses.entry(name).or_default() += 1,
                 None => {}
             }
@@ -215,7 +217,7 @@ pub fn plan(
                     // The portable lock names only the Jig contracts (its schema is
                     // closed to them); contracts served by configured providers are
                     // host policy, pinned in the execution section below.
-                    if builtin_contract(&contract.id).is_some() {
+                    if builtin_contract(&contract.id).is_some() && portable_contract(&contract.id) {
                         uses.insert(slot.clone(), identity.clone());
                     }
                     contract_uses.insert(slot.clone(), identity);
@@ -313,6 +315,30 @@ pub fn plan(
                     "the package has no settings.schema.json, so only {} is valid".into()
                 },
             });
+        }
+        // Project Command policy belongs to a Binding of a command-capable
+        // package, and such a Binding needs one (HOST-FACTS §1.3).
+        let command_capable = package.metadata().uses.keys().any(|slot| {
+            package
+                .contract(slot)
+                .is_some_and(|c| is_project_command(builtin_contract(&c.id)))
+        });
+        match (&binding.commands, command_capable) {
+            (Some(_), false) => invalid.push(Diagnostic {
+                code: "PROJECT_DECLARATION_INVALID".into(),
+                path: at.clone(),
+                pointer: Some("/commands".into()),
+                message: "commands need a package that declares the Project Command capability"
+                    .into(),
+            }),
+            (None, true) => unavailable.push(Diagnostic {
+                code: "PROJECT_COMMAND_UNCONFIGURED".into(),
+                path: at.clone(),
+                pointer: Some("/commands".into()),
+                message: "the package uses Project Command and this Binding configures no commands"
+                    .into(),
+            }),
+            _ => {}
         }
         let mut slots = serde_json::Map::new();
         for (slot, target) in &binding.slots {
@@ -418,7 +444,10 @@ pub fn plan(
         .filter(|d| {
             d.path
                 .as_deref()
-                .map(|p| needed.iter().any(|n| p.starts_with(&format!("{n}/"))))
+                .map(|p| {
+                    needed.iter().any(|n| p.starts_with(&format!("{n}/")))
+                        || decl.bindings.values().any(|b| b.file == p)
+                })
                 .unwrap_or(true)
         })
         .collect();

@@ -8,6 +8,7 @@ mod binding;
 mod channels;
 mod checkpoint;
 mod cli;
+mod command;
 mod containment;
 mod exec;
 mod failures;

@@ -200,19 +200,34 @@ function commandPath(value) {
   return segments.every((s) => s !== "" && s !== "." && s !== "..");
 }
 
+const COMMAND_OPTIONS = ["timeout", "tail", "env", "pin"];
+
+// Seed 003's options are copied as plain data and checked by Jig, which
+// owns their refusal texts; only unknown fields (`slot` among them) are
+// refused here already.
 function commandEntry(name, value) {
   const prefix = "command " + name;
   if (!isPlainObject(value)) fail(prefix + " must have exactly one of run or test");
   const keys = ownKeys(value);
-  if (keys.length !== 1 || (keys[0] !== "run" && keys[0] !== "test")) {
-    fail(prefix + " must have exactly one of run or test");
+  for (const key of keys) {
+    if (key !== "run" && key !== "test" && !COMMAND_OPTIONS.includes(key)) {
+      fail(prefix + " has unknown field " + String(key));
+    }
   }
-  const f = field(value, keys[0], prefix);
-  if (keys[0] === "run") {
+  const actions = keys.filter((k) => k === "run" || k === "test");
+  if (actions.length !== 1) fail(prefix + " must have exactly one of run or test");
+  const out = {};
+  for (const option of COMMAND_OPTIONS) {
+    const o = field(value, option, prefix + " " + option);
+    if (o.present) out[option] = copy(o.value, prefix + " " + option, true);
+  }
+  const f = field(value, actions[0], prefix);
+  if (actions[0] === "run") {
     if (!commandPath(f.value) || !(f.value.endsWith(".ts") || f.value.endsWith(".js"))) {
       fail(prefix + " run must be a relative .ts or .js path");
     }
-    return freeze({ run: f.value });
+    out.run = f.value;
+    return freezeSorted(out);
   }
   const tests = stringList(f.value, prefix + " test must be an array of paths");
   if (tests.length === 0 || tests.length > MAX_TESTS) fail(prefix + " test must list 1 to 16 paths");
@@ -223,7 +238,24 @@ function commandEntry(name, value) {
   for (let i = 1; i < sorted.length; i++) {
     if (sorted[i] === sorted[i - 1]) fail(prefix + " test paths must be distinct");
   }
-  return freeze({ test: freeze(tests.slice()) });
+  out.test = freeze(tests.slice());
+  return freezeSorted(out);
+}
+
+function freezeSorted(object) {
+  const out = {};
+  for (const key of sortStrings(ownKeys(object))) out[key] = object[key];
+  return freeze(out);
+}
+
+// An Effect secret for a command's env (seed 003): inert data naming the
+// secret, which the operator maps to a file in the host configuration.
+// `secret("x")` gives the command the value; `secret("x").path` the path
+// of a file holding it. Projects never hold the value.
+export function secret(name) {
+  if (!isLocalName(name)) fail("secret name must be a LocalName");
+  const path = freeze({ kind: "secretPath", name });
+  return freeze({ kind: "secret", name, path });
 }
 
 export function defineBinding(definition) {

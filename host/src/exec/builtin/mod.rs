@@ -43,6 +43,7 @@ pub(super) fn call(name: &str, call: BuiltinCall) -> BoxFuture<Result<Value, Cal
     let served = match name {
         "agent-run" => agent::call(call),
         "project-command" => command::call(call),
+        "project-command-credentialed" => command::call_credentialed(call),
         "run-checkpoint" => checkpoint::call(call),
         other => {
             let message = format!("no builtin capability {other:?} in this build");
