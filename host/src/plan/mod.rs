@@ -7,6 +7,7 @@
 
 mod builtin;
 mod lock;
+pub mod prepare;
 mod recipe;
 mod review;
 
