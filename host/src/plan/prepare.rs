@@ -241,6 +241,7 @@ impl Session<'_> {
             return Ok(None);
         };
         let manifest = parse_manifest(manifest_bytes, &at)?;
+        check_bundled_sdk(&manifest, &at)?;
         if manifest.runtime_dependencies().is_empty() {
             return Ok(None);
         }
@@ -284,6 +285,14 @@ impl Session<'_> {
         }
         let authored = match files.get(LOCK) {
             None => None,
+            Some(bytes) if bytes.len() > MAX_LOCK_BYTES => {
+                return Err(refusal(
+                    codes::LIMIT_EXCEEDED,
+                    &at,
+                    None,
+                    "bun.lock is larger than 2 MiB",
+                ))
+            }
             Some(bytes) => {
                 let lock = parse_lock(bytes).map_err(|why| {
                     refusal(codes::LOCK_INVALID, &at, None, &format!("bun.lock {why}"))
@@ -679,15 +688,6 @@ fn check_manifest_sources(manifest: &Manifest, at: &str) -> Result<(), Refusal> 
         for (name, spec) in manifest.map(map) {
             let spec = spec.as_str().unwrap_or_default();
             if name == BUNDLED_SDK {
-                if spec != BUNDLED_SDK_VERSION {
-                    return Err(refusal(
-                        codes::SOURCE_UNSUPPORTED,
-                        at,
-                        Some(format!("/{map}/{}", pointer_token(&name))),
-                        "@jigging/flow is the SDK bundled with this jig; name its exact \
-                         revision 1.0.0",
-                    ));
-                }
                 continue;
             }
             let target = spec.strip_prefix("npm:").map(alias_range).unwrap_or(spec);
@@ -701,6 +701,26 @@ fn check_manifest_sources(manifest: &Manifest, at: &str) -> Result<(), Refusal> 
                          registry's integrity-pinned packages are"
                     ),
                 ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `@jigging/flow` is satisfied by the bundled SDK, at its exact revision only.
+fn check_bundled_sdk(manifest: &Manifest, at: &str) -> Result<(), Refusal> {
+    for map in DEPENDENCY_MAPS {
+        let entries = manifest.map(map);
+        match entries.get(BUNDLED_SDK).and_then(Value::as_str) {
+            None => {}
+            Some(BUNDLED_SDK_VERSION) => {}
+            Some(_) => {
+                return Err(refusal(
+                    codes::SOURCE_UNSUPPORTED,
+                    at,
+                    Some(format!("/{map}/{}", pointer_token(BUNDLED_SDK))),
+                    "@jigging/flow is the SDK bundled with this jig; name its exact revision 1.0.0",
+                ))
             }
         }
     }
