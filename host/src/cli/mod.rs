@@ -416,9 +416,14 @@ fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u
             providers_view.insert(format!("{path}#{slot}"), pin.clone());
         }
     }
+    let changed = current
+        .as_ref()
+        .map(|g| plan::changed_targets(&g.plan, &proposed))
+        .unwrap_or_default();
     let text = plan::review_text(
         current.as_ref().map(|g| &g.plan["lock"]),
         &proposed["lock"],
+        &changed,
         &Value::Object(providers_view),
         details,
     );

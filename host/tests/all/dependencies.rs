@@ -249,6 +249,10 @@ fn a_changed_dependency_changes_the_target_in_review() {
     );
     let changed = review(dir.path());
     assert!(changed.stdout.contains("~ \"flows/hello\""), "{changed:?}");
+    assert!(
+        changed.stdout.contains("~ \"flow:flows/hello\""),
+        "{changed:?}"
+    );
     assert_eq!(run_hello(dir.path())["message"], "Hi there, Ada!");
 }
 
