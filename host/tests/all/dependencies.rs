@@ -569,3 +569,35 @@ fn one_review_prepares_at_most_sixteen_packages() {
         "{past:?}"
     );
 }
+
+#[test]
+fn missing_or_corrupt_prepared_bytes_fail_closed_and_are_never_fetched_again() {
+    let registry = registry();
+    let dir = locked(registry, GREET_1);
+    review(dir.path());
+    // The retained copy of the installed greet-lib, changed behind jig's back.
+    let blobs = dir.path().join(".jig/store/blobs");
+    let installed = std::fs::read_dir(&blobs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read(p)
+                .unwrap()
+                .starts_with(b"exports.greet = (name) => `Hello")
+        })
+        .expect("the installed dependency is retained");
+    std::fs::write(&installed, "exports.greet = () => \"tampered\";\n").unwrap();
+    let run = run_jig(
+        dir.path(),
+        &["run", "flow:flows/hello", "--input", "\"Ada\""],
+    );
+    assert_ne!(run.status, 0, "{run:?}");
+    assert!(!run.stdout.contains("tampered"), "{run:?}");
+    // Review of the unchanged source reuses that preparation, finds it
+    // corrupt and stops: no silent second fetch.
+    let again = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(&again, 1, "PROJECT_STATE_INVALID");
+    std::fs::remove_file(&installed).unwrap();
+    let again = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(&again, 1, "PROJECT_STATE_INVALID");
+}
