@@ -845,7 +845,7 @@ pub fn parse_lock(bytes: &[u8]) -> Result<Value, &'static str> {
         _ => return Err("has an unsupported lockfileVersion"),
     }
     if !top.get("workspaces").is_some_and(Value::is_object)
-        || !top.get("packages").map_or(true, Value::is_object)
+        || !top.get("packages").is_none_or(Value::is_object)
     {
         return Err("lacks its workspaces or packages table");
     }
