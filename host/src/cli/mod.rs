@@ -386,6 +386,7 @@ fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u
         &candidate.packages,
         &mut proposed,
         plan::prepare::Request {
+            root: &root,
             config: &config,
             allow_resolution_network,
             admitted: current.as_ref().map(|g| &g.plan),

@@ -375,7 +375,6 @@ fn unsupported_manifest_sources_and_fields_are_refused_before_resolution() {
         ("git+https://example.org/x.git", "/dependencies/x"),
         ("file:../x", "/dependencies/x"),
         ("https://example.org/x.tgz", "/dependencies/x"),
-        ("workspace:*", "/dependencies/x"),
     ] {
         let manifest = format!("{{\"dependencies\":{{\"x\":\"{spec}\"}}}}");
         let dir = project_with(&manifest, None, DEAD_REGISTRY, 9);
@@ -390,6 +389,19 @@ fn unsupported_manifest_sources_and_fields_are_refused_before_resolution() {
         );
         assert!(!run.stderr.contains("Resolving"), "{run:?}");
     }
+    // A workspace: requirement with no ancestor Bun workspace is an
+    // undeclared workspace.
+    let dir = project_with(
+        "{\"dependencies\":{\"x\":\"workspace:*\"}}",
+        None,
+        DEAD_REGISTRY,
+        9,
+    );
+    let run = run_jig(
+        dir.path(),
+        &["review", "--yes", "--allow-resolution-network"],
+    );
+    assert_refused(&run, 1, "PACKAGE_BUN_SOURCE_UNSUPPORTED");
     for field in [
         "workspaces",
         "overrides",
@@ -600,4 +612,95 @@ fn missing_or_corrupt_prepared_bytes_fail_closed_and_are_never_fetched_again() {
     std::fs::remove_file(&installed).unwrap();
     let again = run_jig(dir.path(), &["review", "--yes"]);
     assert_refused(&again, 1, "PROJECT_STATE_INVALID");
+}
+
+/// A Bun workspace above the Jig project `app/`: libraries `wlib` and
+/// `wlib2` (a cycle), an unselected member, and the Flow member.
+fn workspace(registry: &Registry) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(
+        dir.path(),
+        &[
+            ("package.json", "{\"name\":\"ws-root\",\"private\":true,\"workspaces\":[\"libs/*\",\"app/flows/*\"]}"),
+            (
+                "libs/wlib/package.json",
+                "{\"name\":\"wlib\",\"version\":\"0.1.0\",\"main\":\"index.js\",\"files\":[\"index.js\"],\"dependencies\":{\"greet-lib\":\"1.0.0\",\"wlib2\":\"workspace:*\"}}",
+            ),
+            (
+                "libs/wlib/index.js",
+                "exports.inner = require(\"greet-lib\").version;\nexports.peer = () => require(\"wlib2\");\n",
+            ),
+            ("libs/wlib/notes.txt", "not selected by files\n"),
+            (
+                "libs/wlib2/package.json",
+                "{\"name\":\"wlib2\",\"version\":\"0.1.0\",\"main\":\"index.js\",\"dependencies\":{\"wlib\":\"workspace:*\"}}",
+            ),
+            ("libs/wlib2/index.js", "exports.back = () => require(\"wlib\");\n"),
+            ("libs/unused/package.json", "{\"name\":\"unused\",\"version\":\"0.1.0\"}"),
+            ("libs/unused/index.js", "throw new Error(\"never selected\");\n"),
+            ("app/jig.ts", JIG_TS),
+            ("app/flows/hello/FLOW.md", FLOW_MD),
+            (
+                "app/flows/hello/package.json",
+                "{\"name\":\"hello\",\"dependencies\":{\"greet-lib\":\"^2.0.0\",\"wlib\":\"workspace:*\"}}",
+            ),
+            (
+                "app/flows/hello/flow.ts",
+                "import { handle } from \"@jigging/flow\";\nimport { existsSync } from \"node:fs\";\nimport { version } from \"greet-lib\";\nimport wlib from \"wlib\";\n\nawait handle(async () => ({ outcome: \"done\", output: { top: version, inner: wlib.inner, same: wlib.peer().back() === wlib, notes: existsSync(`${import.meta.dir}/node_modules/wlib/notes.txt`), unused: existsSync(`${import.meta.dir}/node_modules/unused`) } }));\n",
+            ),
+        ],
+    );
+    registry.lock_in(&registry.url, dir.path());
+    configure(&dir.path().join("app"), &registry.url);
+    dir
+}
+
+#[test]
+fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
+    let registry = registry();
+    let dir = workspace(registry);
+    let app = dir.path().join("app");
+    review(&app);
+    assert_eq!(
+        run_hello(&app),
+        serde_json::json!({ "top": "2.0.0", "inner": "1.0.0", "same": true, "notes": false, "unused": false })
+    );
+    // Unchanged inputs reuse the preparation; a library edit is a change.
+    let again = review(&app);
+    assert!(again.stdout.starts_with("unchanged\n"), "{again:?}");
+    write_files(
+        dir.path(),
+        &[(
+            "libs/wlib/index.js",
+            "exports.inner = \"edited\";\nexports.peer = () => require(\"wlib2\");\n",
+        )],
+    );
+    let edited = review(&app);
+    assert!(
+        edited.stdout.contains("~ \"flow:flows/hello\""),
+        "{edited:?}"
+    );
+    assert_eq!(run_hello(&app)["inner"], "edited");
+}
+
+#[test]
+fn workspace_requirements_never_fall_back_to_a_registry() {
+    let registry = registry();
+    let dir = workspace(registry);
+    let app = dir.path().join("app");
+    write_files(
+        dir.path(),
+        &[(
+            "app/flows/hello/package.json",
+            "{\"name\":\"hello\",\"dependencies\":{\"greet-lib\":\"workspace:*\"}}",
+        )],
+    );
+    let run = run_jig(&app, &["review", "--yes"]);
+    assert_refused(&run, 1, "PACKAGE_BUN_SOURCE_UNSUPPORTED");
+    // A member lock is not supported: members use the root lock.
+    let dir = workspace(registry);
+    let app = dir.path().join("app");
+    write_files(dir.path(), &[("libs/wlib2/bun.lock", "{}")]);
+    let run = run_jig(&app, &["review", "--yes"]);
+    assert_refused(&run, 1, "PACKAGE_BUN_MANIFEST_UNSUPPORTED");
 }

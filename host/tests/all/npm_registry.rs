@@ -162,6 +162,12 @@ impl Registry {
     pub fn lock_at(&self, url: &str, manifest: &str) -> String {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("package.json"), manifest).unwrap();
+        self.lock_in(url, dir.path())
+    }
+
+    /// `bun.lock` for the package or workspace at `dir`, resolved through
+    /// `url`; written there too.
+    pub fn lock_in(&self, url: &str, dir: &Path) -> String {
         let out = Command::new(bun())
             .args([
                 "install",
@@ -172,8 +178,8 @@ impl Registry {
             .arg(format!("--registry={url}"))
             .arg("--config=/dev/null")
             .env_clear()
-            .env("HOME", dir.path())
-            .current_dir(dir.path())
+            .env("HOME", dir)
+            .current_dir(dir)
             .output()
             .expect("bun runs");
         assert!(
@@ -181,7 +187,7 @@ impl Registry {
             "bun lock: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        std::fs::read_to_string(dir.path().join("bun.lock")).unwrap()
+        std::fs::read_to_string(dir.join("bun.lock")).unwrap()
     }
 }
 

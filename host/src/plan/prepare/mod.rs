@@ -19,6 +19,8 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
+mod workspace;
+
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
 use crate::sandbox::{Budget, Launch, Limits, Sandbox};
@@ -90,6 +92,7 @@ pub mod codes {
     pub const MANIFEST_INVALID: &str = "PACKAGE_BUN_MANIFEST_INVALID";
     pub const MANIFEST_UNSUPPORTED: &str = "PACKAGE_BUN_MANIFEST_UNSUPPORTED";
     pub const LIMIT_EXCEEDED: &str = "PACKAGE_BUN_LIMIT_EXCEEDED";
+    pub const WORKSPACE_INVALID: &str = "PACKAGE_BUN_WORKSPACE_INVALID";
     pub const PREPARED_MISSING: &str = "PROJECT_STATE_INVALID";
 }
 
@@ -106,6 +109,9 @@ pub fn resolution_warning(quoted_path: &str) -> String {
 
 /// What one review asks of preparation.
 pub struct Request<'a> {
+    /// The project root: Flow paths are relative to it, and an ancestor Bun
+    /// workspace is looked for above each Flow.
+    pub root: &'a Path,
     pub config: &'a HostConfig,
     /// `jig review --allow-resolution-network`: local to this review.
     pub allow_resolution_network: bool,
@@ -218,6 +224,25 @@ impl Manifest {
             .unwrap_or_default()
     }
 
+    /// Does a runtime dependency name a `workspace:` member?
+    fn uses_workspace(&self) -> bool {
+        RUNTIME_MAPS.iter().any(|m| {
+            self.map(m)
+                .values()
+                .any(|spec| spec.as_str().is_some_and(|s| s.starts_with("workspace:")))
+        })
+    }
+
+    /// Runtime dependencies naming `workspace:` members.
+    fn workspace_dependencies(&self) -> Vec<String> {
+        RUNTIME_MAPS
+            .iter()
+            .flat_map(|m| self.map(m))
+            .filter(|(_, spec)| spec.as_str().is_some_and(|s| s.starts_with("workspace:")))
+            .map(|(name, _)| name)
+            .collect()
+    }
+
     fn runtime_dependencies(&self) -> Vec<String> {
         RUNTIME_MAPS
             .iter()
@@ -254,64 +279,21 @@ impl Session<'_> {
                  (the host configuration names the registry)",
             ));
         }
-        for field in UNSUPPORTED_MANIFEST_FIELDS {
-            if manifest.value.contains_key(field) {
-                return Err(refusal(
-                    codes::MANIFEST_UNSUPPORTED,
-                    &at,
-                    Some(format!("/{field}")),
-                    "workspaces, patches, overrides, resolutions and catalogs are not \
-                     supported in a standalone package manifest",
-                ));
-            }
-        }
-        check_manifest_sources(&manifest, &at)?;
-        let source_bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-        if files.len() > MAX_SOURCE_FILES || source_bytes > MAX_SOURCE_BYTES {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                &at,
-                None,
-                "the package has more than 4096 files or 16 MiB before installation",
-            ));
-        }
-        if files.contains_key(BINARY_LOCK) {
-            return Err(refusal(
-                codes::LOCK_INVALID,
-                &at,
-                None,
-                "bun.lockb is not supported; supply the text bun.lock (bun install --save-text-lockfile)",
-            ));
-        }
-        let authored = match files.get(LOCK) {
-            None => None,
-            Some(bytes) if bytes.len() > MAX_LOCK_BYTES => {
-                return Err(refusal(
-                    codes::LIMIT_EXCEEDED,
-                    &at,
-                    None,
-                    "bun.lock is larger than 2 MiB",
-                ))
-            }
-            Some(bytes) => {
-                let lock = parse_lock(bytes).map_err(|why| {
-                    refusal(codes::LOCK_INVALID, &at, None, &format!("bun.lock {why}"))
-                })?;
-                check_lock_sources(&lock, &self.registry, &at)?;
-                check_lock_current(&lock, &manifest, &at)?;
-                Some(lock)
-            }
+        let inputs = if manifest.uses_workspace() {
+            workspace::inputs(self.request.root, path, package, &self.registry, &at)?
+        } else {
+            standalone_inputs(package, &manifest, &self.registry, &at)?
         };
         let recipe_digest = self.recipe_digest(recipe);
         let evidence = |digest: &str, lock: &str| {
             json!({
                 "digest": digest,
-                "source": package.digest(),
+                "source": inputs.digest,
                 "recipe": recipe_digest,
                 "lock": lock,
             })
         };
-        let lock_kind = if authored.is_some() {
+        let lock_kind = if inputs.lock.is_some() {
             "authored"
         } else {
             "resolved"
@@ -322,7 +304,7 @@ impl Session<'_> {
             .admitted
             .and_then(|plan| plan.pointer(&format!("/execution/{}/prepared", pointer_token(path))))
         {
-            if previous["source"] == json!(package.digest())
+            if previous["source"] == json!(inputs.digest)
                 && previous["recipe"] == json!(recipe_digest)
             {
                 let digest = previous["digest"].as_str().unwrap_or_default();
@@ -338,7 +320,7 @@ impl Session<'_> {
                 };
             }
         }
-        if authored.is_none() && !self.request.allow_resolution_network {
+        if inputs.lock.is_none() && !self.request.allow_resolution_network {
             return Err(refusal(
                 codes::PERMISSION_REQUIRED,
                 &at,
@@ -360,7 +342,7 @@ impl Session<'_> {
             .runtime
             .clone()
             .ok_or_else(|| refusal(codes::PREPARATION_FAILED, &at, None, "no Bun on this host"))?;
-        let prepared = self.install(path, package, &manifest, authored.as_ref(), &runtime, &at)?;
+        let prepared = self.install(path, package, &inputs, &runtime, &at)?;
         let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
         if self.prepared_bytes + bytes > MAX_PREPARED_TOTAL_BYTES {
             return Err(refusal(
@@ -405,14 +387,13 @@ impl Session<'_> {
         Ok(sandbox)
     }
 
-    /// Stage the manifest and lock only, resolve when permitted, install
+    /// Stage the manifests and lock only, resolve when permitted, install
     /// frozen, then materialise the authored files over the installed tree.
     fn install(
         &mut self,
         path: &str,
         package: &Package,
-        manifest: &Manifest,
-        authored: Option<&Value>,
+        inputs: &Inputs,
         runtime: &Path,
         at: &str,
     ) -> Result<Package, Refusal> {
@@ -420,38 +401,52 @@ impl Session<'_> {
         let sandbox = self.sandbox(at)?;
         let work =
             Workspace::new().map_err(|_| failed("cannot create the preparation directory"))?;
-        let staged_manifest = staged_manifest(manifest);
-        std::fs::write(work.package.join(MANIFEST), &staged_manifest)
-            .map_err(|_| failed("cannot stage the manifest"))?;
-        let lock_bytes = match authored {
-            Some(lock) => {
-                let bytes = staged_lock(lock, &package.files()[LOCK]);
-                std::fs::write(work.package.join(LOCK), &bytes)
+        for (name, bytes) in &inputs.staged {
+            let target = work.package.join(name);
+            std::fs::create_dir_all(target.parent().expect("inside the staging root"))
+                .and_then(|()| std::fs::write(&target, bytes))
+                .map_err(|_| failed("cannot stage the manifests"))?;
+        }
+        let lock_bytes = match &inputs.lock {
+            Some(bytes) => {
+                std::fs::write(work.package.join(LOCK), bytes)
                     .map_err(|_| failed("cannot stage bun.lock"))?;
-                bytes
+                bytes.clone()
             }
             None => {
                 (self.request.warn)(&resolution_warning(&super::ascii_quote(path)));
-                self.run_installer(&sandbox, runtime, &work, Step::Resolve, at)?;
+                self.run_installer(&sandbox, runtime, &work, Step::Resolve, None, at)?;
                 let bytes = std::fs::read(work.package.join(LOCK))
                     .map_err(|_| failed("Bun resolved no bun.lock"))?;
                 let lock = parse_lock(&bytes)
                     .map_err(|_| failed("Bun resolved an unreadable bun.lock"))?;
-                check_lock_sources(&lock, &self.registry, at)?;
+                check_lock_sources(&lock, &self.registry, &inputs.members, at)?;
                 bytes
             }
         };
-        self.run_installer(&sandbox, runtime, &work, Step::Install, at)?;
+        let filter = inputs.filter.as_deref();
+        self.run_installer(&sandbox, runtime, &work, Step::Install, filter, at)?;
         // Frozen: the installer must not have rewritten the lock.
         if std::fs::read(work.package.join(LOCK)).ok().as_deref() != Some(&lock_bytes[..]) {
             return Err(failed("the frozen install changed bun.lock"));
         }
-        let mut files = capture_installed(&work.package.join("node_modules"))
+        let mut files = if inputs.member.is_empty() {
+            let mut files = BTreeMap::new();
+            capture_tree(
+                &work.package.join("node_modules"),
+                "node_modules",
+                &mut files,
+            )
             .map_err(|why| refusal(codes::PREPARATION_FAILED, at, None, why))?;
+            files
+        } else {
+            workspace::flatten(&work.package, inputs)
+                .map_err(|why| refusal(codes::PREPARATION_FAILED, at, None, why))?
+        };
         for (name, content) in package.files() {
             files.insert(name.clone(), content.clone());
         }
-        if authored.is_none() {
+        if inputs.lock.is_none() {
             // The generated lock lives only in the retained execution package.
             files.insert(LOCK.into(), lock_bytes);
         }
@@ -474,6 +469,7 @@ impl Session<'_> {
         runtime: &Path,
         work: &Workspace,
         step: Step,
+        filter: Option<&str>,
         at: &str,
     ) -> Result<(), Refusal> {
         let failed = |message: &str| refusal(codes::PREPARATION_FAILED, at, None, message);
@@ -482,7 +478,7 @@ impl Session<'_> {
             return Err(failed("dependency planning exceeded its 180 s deadline"));
         }
         let deadline = left.min(PREPARATION_DEADLINE);
-        let launch = installer_launch(runtime, work, step, &self.registry);
+        let launch = installer_launch(runtime, work, step, filter, &self.registry);
         let _reservation = self
             .budget
             .reserve_limits(Limits::PREPARATION)
@@ -541,6 +537,95 @@ impl Session<'_> {
     }
 }
 
+/// What a standalone package stages: its manifest and supplied lock, checked.
+fn standalone_inputs(
+    package: &Package,
+    manifest: &Manifest,
+    registry: &str,
+    at: &str,
+) -> Result<Inputs, Refusal> {
+    let files = package.files();
+    for field in UNSUPPORTED_MANIFEST_FIELDS {
+        if manifest.value.contains_key(field) {
+            return Err(refusal(
+                codes::MANIFEST_UNSUPPORTED,
+                at,
+                Some(format!("/{field}")),
+                "workspaces, patches, overrides, resolutions and catalogs are not \
+                     supported in a standalone package manifest",
+            ));
+        }
+    }
+    check_manifest_sources(manifest, at)?;
+    let source_bytes: u64 = files.values().map(|c| c.len() as u64).sum();
+    if files.len() > MAX_SOURCE_FILES || source_bytes > MAX_SOURCE_BYTES {
+        return Err(refusal(
+            codes::LIMIT_EXCEEDED,
+            at,
+            None,
+            "the package has more than 4096 files or 16 MiB before installation",
+        ));
+    }
+    if files.contains_key(BINARY_LOCK) {
+        return Err(refusal(
+                codes::LOCK_INVALID,
+                at,
+                None,
+                "bun.lockb is not supported; supply the text bun.lock (bun install --save-text-lockfile)",
+            ));
+    }
+    let authored = match files.get(LOCK) {
+        None => None,
+        Some(bytes) if bytes.len() > MAX_LOCK_BYTES => {
+            return Err(refusal(
+                codes::LIMIT_EXCEEDED,
+                at,
+                None,
+                "bun.lock is larger than 2 MiB",
+            ))
+        }
+        Some(bytes) => {
+            let lock = parse_lock(bytes).map_err(|why| {
+                refusal(codes::LOCK_INVALID, at, None, &format!("bun.lock {why}"))
+            })?;
+            check_lock_sources(&lock, registry, &BTreeMap::new(), at)?;
+            check_lock_current(&lock, "", manifest, at)?;
+            Some(lock)
+        }
+    };
+    let lock = authored
+        .as_ref()
+        .map(|lock| staged_lock(lock, &files[LOCK]));
+    Ok(Inputs {
+        staged: BTreeMap::from([(MANIFEST.to_string(), staged_manifest(manifest))]),
+        lock,
+        member: String::new(),
+        filter: None,
+        libraries: BTreeMap::new(),
+        members: BTreeMap::new(),
+        digest: package.digest().to_string(),
+    })
+}
+
+/// Everything one preparation stages and captures, already checked.
+pub(super) struct Inputs {
+    /// Manifests as Bun sees them, by staged path (`package.json`,
+    /// `libs/util/package.json`, ...).
+    staged: BTreeMap<String, Vec<u8>>,
+    /// The supplied lock as staged; `None` when resolution is needed.
+    lock: Option<Vec<u8>>,
+    /// The Flow's directory in the staged tree (`""` standalone).
+    member: String,
+    /// `--filter` for a workspace install: the Flow member's name.
+    filter: Option<String>,
+    /// Selected library members: staged path → (name, captured files).
+    libraries: BTreeMap<String, (String, BTreeMap<String, Vec<u8>>)>,
+    /// Declared workspace members: staged path → name.
+    members: BTreeMap<String, String>,
+    /// Digest of every captured input: reuse needs it to match exactly.
+    digest: String,
+}
+
 fn boxed<R: tokio::io::AsyncRead + Send + Unpin + 'static>(
     r: R,
 ) -> Box<dyn tokio::io::AsyncRead + Send + Unpin> {
@@ -597,8 +682,17 @@ const NETWORK_FILES: [&str; 5] = [
     "/etc/ca-certificates",
 ];
 
-fn installer_launch(runtime: &Path, work: &Workspace, step: Step, registry: &str) -> Launch {
+fn installer_launch(
+    runtime: &Path,
+    work: &Workspace,
+    step: Step,
+    filter: Option<&str>,
+    registry: &str,
+) -> Launch {
     let mut args: Vec<std::ffi::OsString> = vec!["install".into()];
+    if let Some(name) = filter {
+        args.push(format!("--filter={name}").into());
+    }
     match step {
         Step::Resolve => args.push("--lockfile-only".into()),
         Step::Install => {
@@ -792,11 +886,15 @@ fn staged_lock(lock: &Value, authored: &[u8]) -> Vec<u8> {
         .pointer("/packages")
         .and_then(Value::as_object)
         .is_some_and(|p| p.contains_key(BUNDLED_SDK))
-        || lock.pointer("/workspaces/").is_some_and(|root| {
-            DEPENDENCY_MAPS
-                .iter()
-                .any(|m| root.get(m).and_then(|d| d.get(BUNDLED_SDK)).is_some())
-        });
+        || lock["workspaces"]
+            .as_object()
+            .into_iter()
+            .flat_map(|w| w.values())
+            .any(|member| {
+                DEPENDENCY_MAPS
+                    .iter()
+                    .any(|m| member.get(m).and_then(|d| d.get(BUNDLED_SDK)).is_some())
+            });
     if !names_sdk {
         return authored.to_vec();
     }
@@ -804,10 +902,12 @@ fn staged_lock(lock: &Value, authored: &[u8]) -> Vec<u8> {
     if let Some(Value::Object(packages)) = lock.get_mut("packages") {
         packages.remove(BUNDLED_SDK);
     }
-    if let Some(root) = lock.pointer_mut("/workspaces/") {
-        for map in DEPENDENCY_MAPS {
-            if let Some(Value::Object(entries)) = root.get_mut(map) {
-                entries.remove(BUNDLED_SDK);
+    if let Some(Value::Object(workspaces)) = lock.get_mut("workspaces") {
+        for member in workspaces.values_mut() {
+            for map in DEPENDENCY_MAPS {
+                if let Some(Value::Object(entries)) = member.get_mut(map) {
+                    entries.remove(BUNDLED_SDK);
+                }
             }
         }
     }
@@ -887,11 +987,19 @@ fn strip_trailing_commas(text: &str) -> String {
 /// Every lock entry must be a default-registry package with SRI integrity
 /// (an npm alias resolves to such a tuple); anything else is refused before
 /// any fetch.
-fn check_lock_sources(lock: &Value, registry: &str, at: &str) -> Result<(), Refusal> {
+fn check_lock_sources(
+    lock: &Value,
+    registry: &str,
+    members: &BTreeMap<String, String>,
+    at: &str,
+) -> Result<(), Refusal> {
     let workspaces = lock["workspaces"]
         .as_object()
         .expect("checked by parse_lock");
-    if let Some(member) = workspaces.keys().find(|k| !k.is_empty()) {
+    if let Some(member) = workspaces
+        .keys()
+        .find(|k| !k.is_empty() && !members.contains_key(*k))
+    {
         return Err(refusal(
             codes::SOURCE_UNSUPPORTED,
             at,
@@ -923,7 +1031,14 @@ fn check_lock_sources(lock: &Value, registry: &str, at: &str) -> Result<(), Refu
             ));
         };
         let id = tuple.first().and_then(Value::as_str).unwrap_or_default();
-        let resolution = split_package_id(id).map(|(_, r)| r).unwrap_or_default();
+        let (name, resolution) = split_package_id(id).unwrap_or_default();
+        if let Some(member) = resolution.strip_prefix("workspace:") {
+            // A workspace entry must name a declared member, under its name.
+            if members.get(member).map(String::as_str) == Some(name) && tuple.len() == 1 {
+                continue;
+            }
+            return Err(unsupported("undeclared workspace"));
+        }
         if !is_exact_version(resolution) {
             return Err(unsupported(resolution_kind(resolution)));
         }
@@ -1004,9 +1119,14 @@ fn is_sri(text: &str) -> bool {
 
 /// The lock must record exactly the manifest's root dependencies (the
 /// bundled SDK aside) and an entry for each; else it is stale.
-fn check_lock_current(lock: &Value, manifest: &Manifest, at: &str) -> Result<(), Refusal> {
+fn check_lock_current(
+    lock: &Value,
+    member: &str,
+    manifest: &Manifest,
+    at: &str,
+) -> Result<(), Refusal> {
     let stale = |m: &str| refusal(codes::LOCK_STALE, at, None, m);
-    let root = lock.pointer("/workspaces/").cloned().unwrap_or(json!({}));
+    let root = lock["workspaces"].get(member).cloned().unwrap_or(json!({}));
     for map in DEPENDENCY_MAPS {
         let mut recorded = root
             .get(map)
@@ -1025,6 +1145,10 @@ fn check_lock_current(lock: &Value, manifest: &Manifest, at: &str) -> Result<(),
     }
     let packages = lock["packages"].as_object();
     for name in manifest.runtime_dependencies() {
+        if !member.is_empty() {
+            // Member dependencies may be nested under the member's name.
+            break;
+        }
         if !packages.is_some_and(|p| p.contains_key(&name)) {
             return Err(stale(
                 "bun.lock has no entry for a manifest dependency; run bun install to update it",
@@ -1034,15 +1158,18 @@ fn check_lock_current(lock: &Value, manifest: &Manifest, at: &str) -> Result<(),
     Ok(())
 }
 
-/// Read the installed `node_modules` without following links: regular files
-/// only, `.bin` links and caches skipped, any other link fails closed.
-fn capture_installed(root: &Path) -> Result<BTreeMap<String, Vec<u8>>, &'static str> {
-    let mut files = BTreeMap::new();
-    let mut bytes = 0u64;
+/// Read an installed `node_modules` at `root` into `files` under `prefix`
+/// without following links: regular files only, `.bin` links and caches
+/// skipped, any other link fails closed.
+fn capture_tree(
+    root: &Path,
+    prefix: &str,
+    files: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<(), &'static str> {
     if std::fs::symlink_metadata(root).is_err() {
-        return Ok(files);
+        return Ok(());
     }
-    let mut pending = vec![(root.to_path_buf(), "node_modules".to_string())];
+    let mut pending = vec![(root.to_path_buf(), prefix.to_string())];
     while let Some((dir, name)) = pending.pop() {
         let entries = std::fs::read_dir(&dir).map_err(|_| "cannot read the installed tree")?;
         for entry in entries {
@@ -1056,20 +1183,14 @@ fn capture_installed(root: &Path) -> Result<BTreeMap<String, Vec<u8>>, &'static 
                 .file_type()
                 .map_err(|_| "cannot read the installed tree")?;
             if kind.is_dir() {
-                if matches!(file_name, ".bin" | ".cache") && name == "node_modules" {
+                if matches!(file_name, ".bin" | ".cache") && name.ends_with("node_modules") {
                     continue;
                 }
                 pending.push((entry.path(), relative));
             } else if kind.is_file() {
                 let content =
                     std::fs::read(entry.path()).map_err(|_| "cannot read the installed tree")?;
-                bytes += content.len() as u64;
-                if files.len() >= MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
-                    return Err(
-                        "the prepared package has more than 4096 files or 32 MiB after installation",
-                    );
-                }
-                files.insert(relative, content);
+                add_file(files, relative, content)?;
             } else if kind.is_symlink() && name.ends_with("/.bin") {
                 continue;
             } else {
@@ -1077,7 +1198,23 @@ fn capture_installed(root: &Path) -> Result<BTreeMap<String, Vec<u8>>, &'static 
             }
         }
     }
-    Ok(files)
+    Ok(())
+}
+
+/// Add one prepared file; a second file at the same path is a collision.
+fn add_file(
+    files: &mut BTreeMap<String, Vec<u8>>,
+    path: String,
+    content: Vec<u8>,
+) -> Result<(), &'static str> {
+    let bytes: u64 = files.values().map(|c| c.len() as u64).sum::<u64>() + content.len() as u64;
+    if files.len() >= MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
+        return Err("the prepared package has more than 4096 files or 32 MiB after installation");
+    }
+    if files.insert(path, content).is_some() {
+        return Err("two installed files share one prepared path");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1087,7 +1224,7 @@ mod tests {
     #[test]
     fn the_bundled_sdk_revision_is_the_bundled_package_version() {
         let manifest: Value =
-            serde_json::from_str(include_str!("../../typescript/flow/package.json")).unwrap();
+            serde_json::from_str(include_str!("../../../typescript/flow/package.json")).unwrap();
         assert_eq!(manifest["name"], BUNDLED_SDK);
         assert_eq!(manifest["version"], BUNDLED_SDK_VERSION);
     }
