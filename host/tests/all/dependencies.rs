@@ -704,3 +704,56 @@ fn workspace_requirements_never_fall_back_to_a_registry() {
     let run = run_jig(&app, &["review", "--yes"]);
     assert_refused(&run, 1, "PACKAGE_BUN_MANIFEST_UNSUPPORTED");
 }
+
+#[test]
+fn dependencies_are_not_run_without_bun() {
+    // Deno would run the package without its dependencies: refused.
+    let dir = project_with(GREET_1, None, DEAD_REGISTRY, 9);
+    let deno = ["/usr/bin/deno", "/usr/local/bin/deno", "/bin/deno"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("deno is installed (.ci/setup)");
+    write_files(
+        dir.path(),
+        &[(
+            ".test-config-home/jig/host.toml",
+            &format!("[runtimes]\nbun = \"/nonexistent/bun\"\ndeno = \"{deno}\"\n"),
+        )],
+    );
+    let run = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(&run, 2, "PACKAGE_BUN_PREPARATION_FAILED");
+}
+
+/// A registry that accepts connections and never answers.
+struct Stall {
+    port: u16,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+fn stall() -> Stall {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let thread = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    Stall {
+        port,
+        _thread: thread,
+    }
+}
+
+#[test]
+fn an_installer_past_its_deadline_is_ended_and_the_review_fails() {
+    let registry = registry();
+    let stalled = stall();
+    let url = format!("http://127.0.0.1:{}/", stalled.port);
+    let lock = registry.lock_for(GREET_1).replace(&registry.url, &url);
+    let dir = project_with(GREET_1, Some(&lock), &url, stalled.port);
+    let run = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(&run, 2, "PACKAGE_BUN_PREPARATION_FAILED");
+    assert!(run.stderr.contains("within 60 s"), "{run:?}");
+    assert!(!dir.path().join("jig.lock").exists(), "nothing admitted");
+}

@@ -165,6 +165,21 @@ pub fn prepare(
     for (path, package) in packages {
         let recipe = match Recipe::from_value(&plan["execution"][path]["recipe"]) {
             Some(recipe) if recipe.kind == RecipeKind::Bun => recipe,
+            Some(recipe) if matches!(recipe.kind, RecipeKind::Deno | RecipeKind::Node) => {
+                // Only Bun prepares dependencies; another runtime would run
+                // the package without them.
+                if has_runtime_dependencies(package) {
+                    unavailable.push(Diagnostic {
+                        code: codes::PREPARATION_FAILED.into(),
+                        path: Some(format!("{path}/{MANIFEST}")),
+                        pointer: None,
+                        message: "runtime dependencies are prepared by Bun, and this host runs \
+                                  the package with another runtime; configure Bun"
+                            .into(),
+                    });
+                }
+                continue;
+            }
             _ => continue,
         };
         match session.package(path, package, &recipe) {
@@ -185,6 +200,14 @@ pub fn prepare(
         return Err(PlanError::Unavailable(unavailable));
     }
     Ok(made)
+}
+
+fn has_runtime_dependencies(package: &Package) -> bool {
+    package
+        .files()
+        .get(MANIFEST)
+        .and_then(|bytes| parse_manifest(bytes, "").ok())
+        .is_some_and(|m| !m.runtime_dependencies().is_empty())
 }
 
 fn registry(config: &HostConfig) -> String {
