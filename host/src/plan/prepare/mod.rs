@@ -202,6 +202,18 @@ pub fn prepare(
     Ok(made)
 }
 
+/// Does `bytes` more prepared content stay within one review's aggregate?
+fn fits_aggregate(used: u64, bytes: u64) -> bool {
+    used.saturating_add(bytes) <= MAX_PREPARED_TOTAL_BYTES
+}
+
+/// The installer's deadline after `elapsed` of dependency planning: its own
+/// 60 s, cut to what is left of the review's 180 s; `None` when none is.
+fn installer_deadline(elapsed: Duration) -> Option<Duration> {
+    let left = PLANNING_DEADLINE.saturating_sub(elapsed);
+    (!left.is_zero()).then(|| left.min(PREPARATION_DEADLINE))
+}
+
 fn has_runtime_dependencies(package: &Package) -> bool {
     package
         .files()
@@ -367,7 +379,7 @@ impl Session<'_> {
             .ok_or_else(|| refusal(codes::PREPARATION_FAILED, &at, None, "no Bun on this host"))?;
         let prepared = self.install(path, package, &inputs, &runtime, &at)?;
         let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
-        if self.prepared_bytes + bytes > MAX_PREPARED_TOTAL_BYTES {
+        if !fits_aggregate(self.prepared_bytes, bytes) {
             return Err(refusal(
                 codes::LIMIT_EXCEEDED,
                 &at,
@@ -496,11 +508,9 @@ impl Session<'_> {
         at: &str,
     ) -> Result<(), Refusal> {
         let failed = |message: &str| refusal(codes::PREPARATION_FAILED, at, None, message);
-        let left = PLANNING_DEADLINE.saturating_sub(self.started.elapsed());
-        if left.is_zero() {
+        let Some(deadline) = installer_deadline(self.started.elapsed()) else {
             return Err(failed("dependency planning exceeded its 180 s deadline"));
-        }
-        let deadline = left.min(PREPARATION_DEADLINE);
+        };
         let launch = installer_launch(runtime, work, step, filter, &self.registry);
         let _reservation = self
             .budget
@@ -1261,6 +1271,28 @@ mod tests {
         assert_eq!((MAX_SOURCE_FILES, MAX_SOURCE_BYTES), (4096, 16_777_216));
         assert_eq!((MAX_PREPARED_FILES, MAX_PREPARED_BYTES), (4096, 33_554_432));
         assert_eq!((MAX_MANIFEST_BYTES, MAX_LOCK_BYTES), (1_048_576, 2_097_152));
+    }
+
+    #[test]
+    fn the_aggregate_prepared_content_is_256_mebibytes() {
+        assert!(fits_aggregate(0, MAX_PREPARED_TOTAL_BYTES));
+        assert!(fits_aggregate(MAX_PREPARED_TOTAL_BYTES - 1, 1));
+        assert!(!fits_aggregate(MAX_PREPARED_TOTAL_BYTES, 1));
+        assert!(!fits_aggregate(0, MAX_PREPARED_TOTAL_BYTES + 1));
+    }
+
+    #[test]
+    fn each_installer_gets_60_s_within_the_reviews_180_s() {
+        let s = Duration::from_secs;
+        assert_eq!(installer_deadline(s(0)), Some(s(60)));
+        assert_eq!(installer_deadline(s(120)), Some(s(60)));
+        assert_eq!(installer_deadline(s(150)), Some(s(30)));
+        assert_eq!(
+            installer_deadline(s(180) - Duration::from_millis(1)),
+            Some(Duration::from_millis(1))
+        );
+        assert_eq!(installer_deadline(s(180)), None);
+        assert_eq!(installer_deadline(s(181)), None);
     }
 
     #[test]
