@@ -16,7 +16,9 @@
 //! medians of 10): `bun install --frozen-lockfile` 40.0 ms, review without
 //! the dependency 369.5 ms, review with it 680.7 ms; so preparation adds
 //! ~311 ms, ~7.8x the bare install (a contained envelope start with its
-//! cgroup, the prepared Package/1 digest and the durable store writes).
+//! cgroup, the prepared Package/1 digest and the durable store writes). A
+//! second run (load ~9): 23.9 ms, 542.5 ms and 625.3 ms, so ~83 ms (~3.5x);
+//! the review medians move by hundreds of ms with the machine's load.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -75,7 +77,18 @@ fn fixture() -> &'static Fixture {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(dir.join("node_modules/.bin/verdaccio"))
+        let mut command = Command::new(dir.join("node_modules/.bin/verdaccio"));
+        // The fixture lives in a static, so it is never dropped: verdaccio
+        // ends with this process (its main thread spawns it) instead.
+        // SAFETY: prctl is async-signal-safe and allocates nothing.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = command
             .arg("--config")
             .arg(root.join("config.yaml"))
             .arg("--listen")
