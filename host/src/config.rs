@@ -81,6 +81,15 @@ pub struct Agent {
     pub api_key_file: Option<PathBuf>,
 }
 
+/// `[dependencies]`: where review's dependency preparation fetches from.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Dependencies {
+    /// The one npm registry Bun is given (default: the public npm registry).
+    /// Lock entries naming any other registry are rejected.
+    pub npm_registry: Option<String>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {
@@ -97,6 +106,8 @@ pub struct HostConfig {
     /// operator maps them.
     #[serde(default)]
     pub secrets: std::collections::BTreeMap<String, PathBuf>,
+    #[serde(default)]
+    pub dependencies: Dependencies,
     /// Where the configuration came from, for diagnostics and for resolving
     /// relative provider paths.
     #[serde(skip)]

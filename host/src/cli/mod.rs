@@ -75,6 +75,10 @@ enum Command {
         /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
         #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
         verification: Option<String>,
+        /// Let Bun resolve dependencies of packages that have no bun.lock
+        /// (this review only; Runs gain no network access).
+        #[arg(long)]
+        allow_resolution_network: bool,
     },
     /// Run an admitted target: flow:<path> or binding:<id>.
     Run {
@@ -275,12 +279,16 @@ pub fn main() -> u8 {
             project,
             yes,
             details,
+            allow_resolution_network,
             ..
         } => review(
             &project.map(|p| base.join(p)).unwrap_or(base),
             cli.config.as_deref(),
-            yes,
-            details,
+            ReviewOptions {
+                yes,
+                details,
+                allow_resolution_network,
+            },
         ),
         Command::Run {
             target,
@@ -431,7 +439,18 @@ fn state_error(e: state::StateError) -> CliError {
     CliError::new(e.code(), e.to_string())
 }
 
-fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result<u8, CliError> {
+struct ReviewOptions {
+    yes: bool,
+    details: bool,
+    allow_resolution_network: bool,
+}
+
+fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u8, CliError> {
+    let ReviewOptions {
+        yes,
+        details,
+        allow_resolution_network,
+    } = options;
     let root = project_root(dir)?;
     let config = load_config(config)?;
     let declarations = jig_project::capture(&root).map_err(|e| {
@@ -453,11 +472,25 @@ fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result
         plan::stage(&root, declarations).map_err(|e| CliError::new(e.code(), e.to_string()))?;
     let providers = ProviderSet::new(config.providers.clone());
     let current = state.current().map_err(state_error)?;
-    let proposed = plan::plan(
+    let mut proposed = plan::plan(
         &candidate,
         &config,
         &providers,
         current.as_ref().map(|g| g.number),
+    )
+    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let store = state.store();
+    let prepared = plan::prepare::prepare(
+        &candidate.packages,
+        &mut proposed,
+        plan::prepare::Request {
+            root: &root,
+            config: &config,
+            allow_resolution_network,
+            admitted: current.as_ref().map(|g| &g.plan),
+            store: &store,
+            warn: &mut |text| eprintln!("{text}"),
+        },
     )
     .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     let lock_bytes = plan::lock_bytes(&proposed["lock"]);
@@ -472,8 +505,7 @@ fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result
             return Ok(0);
         }
     }
-    let store = state.store();
-    for package in candidate.packages.values() {
+    for package in candidate.packages.values().chain(&prepared) {
         store.put_package(package).map_err(state_error)?;
     }
     let plan_digest = state.retain_plan(&proposed).map_err(state_error)?;
@@ -483,9 +515,14 @@ fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result
             providers_view.insert(format!("{path}#{slot}"), pin.clone());
         }
     }
+    let changed = current
+        .as_ref()
+        .map(|g| plan::changed_targets(&g.plan, &proposed))
+        .unwrap_or_default();
     let text = plan::review_text(
         current.as_ref().map(|g| &g.plan["lock"]),
         &proposed["lock"],
+        &changed,
         &Value::Object(providers_view),
         details,
     );

@@ -383,11 +383,14 @@ impl Executor {
                 )
             }
         };
-        let digest = lock["packages"][&package_path]["digest"]
+        let execution = &self.plan["execution"][&package_path];
+        // A prepared package (source plus its reviewed dependencies) runs in
+        // place of the source package the portable lock names.
+        let digest = execution["prepared"]["digest"]
             .as_str()
+            .or(lock["packages"][&package_path]["digest"].as_str())
             .ok_or_else(unknown)?
             .to_string();
-        let execution = &self.plan["execution"][&package_path];
         let recipe = Recipe::from_value(&execution["recipe"]).ok_or_else(|| {
             Failure::new(
                 "UNAVAILABLE",

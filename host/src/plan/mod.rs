@@ -7,12 +7,13 @@
 
 mod builtin;
 mod lock;
+pub mod prepare;
 mod recipe;
 mod review;
 
 pub use lock::{lock_bytes, LOCK_FILE};
 pub use recipe::{Recipe, RecipeKind};
-pub use review::review_text;
+pub use review::{changed_targets, review_text};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -93,11 +93,44 @@ fn describe_package(package: &Value) -> String {
     text
 }
 
+/// The targets of both Plans whose execution changed: their package
+/// identity, their Binding, or the private execution evidence (recipe,
+/// providers, prepared dependencies) of their package. Only the names are
+/// shown; the evidence itself never is.
+pub fn changed_targets(current: &Value, proposed: &Value) -> BTreeSet<String> {
+    let identity = |plan: &Value, path: &str| {
+        (
+            plan["lock"]["packages"][path].clone(),
+            plan["execution"][path].clone(),
+        )
+    };
+    let mut out = BTreeSet::new();
+    for target in targets(Some(&proposed["lock"])).intersection(&targets(Some(&current["lock"]))) {
+        let changed = if let Some(path) = target.strip_prefix("flow:") {
+            identity(current, path) != identity(proposed, path)
+        } else {
+            let id = target.strip_prefix("binding:").unwrap_or_default();
+            let (was, now) = (
+                &current["lock"]["bindings"][id],
+                &proposed["lock"]["bindings"][id],
+            );
+            let package = |b: &Value| b["packagePath"].as_str().unwrap_or_default().to_string();
+            was != now || identity(current, &package(was)) != identity(proposed, &package(now))
+        };
+        if changed {
+            out.insert(target.clone());
+        }
+    }
+    out
+}
+
 /// Render the change from `current` (the admitted lock, if any) to `proposed`.
+/// Targets in `changed` (see [`changed_targets`]) are marked `~`.
 /// With `details`, the complete current and proposed policy follow.
 pub fn review_text(
     current: Option<&Value>,
     proposed: &Value,
+    changed: &BTreeSet<String>,
     providers: &Value,
     details: bool,
 ) -> String {
@@ -136,7 +169,11 @@ pub fn review_text(
     let after = targets(Some(proposed));
     let _ = writeln!(out, "Targets:");
     for target in &after {
-        let mark = if before.contains(target) { ' ' } else { '+' };
+        let mark = match (before.contains(target), changed.contains(target)) {
+            (false, _) => '+',
+            (true, true) => '~',
+            (true, false) => ' ',
+        };
         let _ = writeln!(out, "  {mark} {}", ascii_quote(target));
     }
     for target in before.difference(&after) {
@@ -187,7 +224,7 @@ mod tests {
     #[test]
     fn first_review_lists_the_greeting_package_and_target() {
         let proposed = json!({"packages": {"flows/hello": {"digest": "sha256:ab", "directRun": true, "uses": {}}}, "bindings": {}});
-        let text = review_text(None, &proposed, &json!({}), false);
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), false);
         assert_eq!(
             text,
             "Packages:\n  + \"flows/hello\" sha256:ab\nTargets:\n  + \"flow:flows/hello\"\n"
@@ -197,8 +234,33 @@ mod tests {
     #[test]
     fn control_characters_in_names_are_escaped() {
         let proposed = json!({"packages": {"flows/\u{1b}[2J": {"digest": "sha256:ab", "directRun": false, "uses": {}}}, "bindings": {}});
-        let text = review_text(None, &proposed, &json!({}), false);
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), false);
         assert!(text.contains("\\u001b[2J"));
         assert!(!text.contains('\u{1b}'));
+    }
+
+    #[test]
+    fn a_target_whose_prepared_dependencies_changed_is_marked_changed() {
+        let lock = json!({"packages": {"flows/a": {"digest": "sha256:ab", "directRun": true, "uses": {}}, "flows/b": {"digest": "sha256:cd", "directRun": true, "uses": {}}}, "bindings": {"x": {"packagePath": "flows/a", "settings": {}, "slots": {}}}});
+        let current = json!({"lock": lock, "execution": {"flows/a": {"prepared": {"digest": "sha256:01"}}, "flows/b": {}}});
+        let mut proposed = current.clone();
+        proposed["execution"]["flows/a"]["prepared"]["digest"] = json!("sha256:02");
+        let changed = changed_targets(&current, &proposed);
+        assert_eq!(
+            changed.into_iter().collect::<Vec<_>>(),
+            ["binding:x", "flow:flows/a"]
+        );
+        let text = review_text(
+            Some(&lock),
+            &lock,
+            &changed_targets(&current, &proposed),
+            &json!({}),
+            false,
+        );
+        assert_eq!(
+            text,
+            "Targets:\n  ~ \"binding:x\"\n  ~ \"flow:flows/a\"\n    \"flow:flows/b\"\n"
+        );
+        assert!(!text.contains("sha256:0"), "evidence is never shown");
     }
 }

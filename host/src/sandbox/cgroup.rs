@@ -28,6 +28,12 @@ pub const FLOW_TASKS: u64 = 64;
 pub const FLOW_CPU_QUOTA_US: u64 = CPU_PERIOD_US / 2;
 /// Agent provider ceiling (HOST-FACTS §5): 256 MiB, 128 tasks, half a CPU.
 pub const AGENT_TASKS: u64 = 128;
+/// Dependency preparation ceiling (HOST-FACTS §5): 512 MiB.
+pub const PREPARATION_MEMORY_BYTES: u64 = 512 * MIB;
+/// Dependency preparation ceiling: 64 tasks.
+pub const PREPARATION_TASKS: u64 = 64;
+/// Dependency preparation ceiling: one CPU per period.
+pub const PREPARATION_CPU_QUOTA_US: u64 = CPU_PERIOD_US;
 /// The root's aggregate payload budget (seed 002 §8): 1,280 MiB.
 pub const ROOT_MEMORY_BYTES: u64 = 1280 * MIB;
 /// The root's aggregate payload budget: 448 tasks.
@@ -72,6 +78,14 @@ impl Limits {
     };
     /// A project command's envelope (HOST-FACTS §5: 256 MiB, 64 tasks, 0.5 CPU).
     pub const COMMAND: Limits = Limits::FLOW;
+    /// The Bun installer's envelope at review (HOST-FACTS §5: 512 MiB, 64
+    /// tasks, 1 CPU).
+    pub const PREPARATION: Limits = Limits {
+        memory_bytes: PREPARATION_MEMORY_BYTES,
+        tasks: PREPARATION_TASKS,
+        cpu_quota_us: PREPARATION_CPU_QUOTA_US,
+        cpu_period_us: CPU_PERIOD_US,
+    };
     pub const ROOT: Limits = Limits {
         memory_bytes: ROOT_MEMORY_BYTES,
         tasks: ROOT_TASKS,
@@ -722,5 +736,9 @@ mod tests {
         assert_eq!(ROOT_TASKS, 448);
         assert_eq!(ROOT_CPU_QUOTA_US, 250_000);
         assert_eq!(CPU_PERIOD_US, 100_000);
+        // Dependency prep: 512 MiB, 64 tasks, 1.0 CPU.
+        assert_eq!(Limits::PREPARATION.memory_bytes, 536_870_912);
+        assert_eq!(Limits::PREPARATION.tasks, 64);
+        assert_eq!(Limits::PREPARATION.cpu_quota_us, CPU_PERIOD_US);
     }
 }

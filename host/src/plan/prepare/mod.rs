@@ -1,0 +1,1355 @@
+//! Dependency preparation at review (seed 002 §4 "Prepared execution and
+//! limits"): a Bun package with runtime dependencies gets a prepared
+//! Package/1 (its source plus the frozen production `node_modules`) made by
+//! the fixed Bun installer inside the same envelope a Run uses, with network
+//! only there. The admitted target pins that prepared package; `jig.lock`
+//! keeps naming the source package.
+//!
+//! This room never repairs a lock, never trusts a development installation
+//! (`node_modules` in the source is not captured) and never shows installer
+//! output: refusals carry a `PACKAGE_BUN_*` code at the package's
+//! `package.json` and fixed guidance.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::Package;
+use serde_json::json;
+
+mod workspace;
+
+use super::{Diagnostic, PlanError, Recipe, RecipeKind};
+use crate::config::HostConfig;
+use crate::sandbox::{Budget, Launch, Limits, Sandbox};
+use crate::state::{sha256_digest, Store};
+
+const MIB: u64 = 1024 * 1024;
+
+/// Each contained preparation's hard deadline (HOST-FACTS §5: 60 s).
+pub const PREPARATION_DEADLINE: Duration = Duration::from_secs(60);
+/// The whole dependency-planning phase of one review (seed 002 §4: 180 s).
+pub const PLANNING_DEADLINE: Duration = Duration::from_secs(180);
+/// Distinct actual preparations per review; reuse counts none.
+pub const MAX_PREPARATIONS: usize = 16;
+/// Aggregate prepared content per review; reuse counts none.
+pub const MAX_PREPARED_TOTAL_BYTES: u64 = 256 * MIB;
+/// One package before installation: files and bytes.
+pub const MAX_SOURCE_FILES: usize = 4096;
+pub const MAX_SOURCE_BYTES: u64 = 16 * MIB;
+/// One package after installation: files and bytes.
+pub const MAX_PREPARED_FILES: usize = 4096;
+pub const MAX_PREPARED_BYTES: u64 = 32 * MIB;
+/// Metadata bounds: one manifest, the root lock.
+pub const MAX_MANIFEST_BYTES: usize = MIB as usize;
+pub const MAX_LOCK_BYTES: usize = 2 * MIB as usize;
+
+/// The registry Bun is given when the host configuration names none.
+pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+/// The Run SDK this jig bundles: a manifest dependency on it is satisfied
+/// by the bundled copy, never fetched.
+pub const BUNDLED_SDK: &str = "@jigging/flow";
+/// The exact revision the bundled SDK reports (its package.json version).
+pub const BUNDLED_SDK_VERSION: &str = "1.0.0";
+/// Bumped whenever the installer arguments or capture rules change, so an
+/// admitted preparation made another way is not reused.
+const PREPARATION_RECIPE: &str = "jig-bun-preparation/1";
+
+pub const MANIFEST: &str = "package.json";
+pub const LOCK: &str = "bun.lock";
+const BINARY_LOCK: &str = "bun.lockb";
+const NPMRC: &str = ".npmrc";
+
+/// The manifest fields a standalone preparation does not support.
+const UNSUPPORTED_MANIFEST_FIELDS: [&str; 6] = [
+    "workspaces",
+    "patchedDependencies",
+    "overrides",
+    "resolutions",
+    "catalog",
+    "catalogs",
+];
+/// Dependency maps recorded for the root in `bun.lock`.
+const DEPENDENCY_MAPS: [&str; 4] = [
+    "dependencies",
+    "devDependencies",
+    "optionalDependencies",
+    "peerDependencies",
+];
+/// The maps a production install brings into the prepared tree.
+const RUNTIME_MAPS: [&str; 3] = ["dependencies", "optionalDependencies", "peerDependencies"];
+
+/// The codes of this room.
+pub mod codes {
+    pub const PREPARATION_FAILED: &str = "PACKAGE_BUN_PREPARATION_FAILED";
+    pub const PERMISSION_REQUIRED: &str = "PACKAGE_BUN_RESOLUTION_PERMISSION_REQUIRED";
+    pub const LOCK_INVALID: &str = "PACKAGE_BUN_LOCK_INVALID";
+    pub const LOCK_STALE: &str = "PACKAGE_BUN_LOCK_STALE";
+    pub const SOURCE_UNSUPPORTED: &str = "PACKAGE_BUN_SOURCE_UNSUPPORTED";
+    pub const CONFIG_UNSUPPORTED: &str = "PACKAGE_BUN_CONFIG_UNSUPPORTED";
+    pub const MANIFEST_INVALID: &str = "PACKAGE_BUN_MANIFEST_INVALID";
+    pub const MANIFEST_UNSUPPORTED: &str = "PACKAGE_BUN_MANIFEST_UNSUPPORTED";
+    pub const LIMIT_EXCEEDED: &str = "PACKAGE_BUN_LIMIT_EXCEEDED";
+    pub const WORKSPACE_INVALID: &str = "PACKAGE_BUN_WORKSPACE_INVALID";
+    pub const PREPARED_MISSING: &str = "PROJECT_STATE_INVALID";
+}
+
+/// The stderr text before each new resolution (HOST-FACTS §5), `path`
+/// already escaped.
+pub fn resolution_warning(quoted_path: &str) -> String {
+    format!(
+        "Resolving dependencies for {quoted_path}. Bun may contact dependency-selected public or \
+         private-network services before graph validation; requests cannot be undone, and \
+         unsupported dependencies may still fail. Applies only to this review; Runs gain no \
+         network access."
+    )
+}
+
+/// What one review asks of preparation.
+pub struct Request<'a> {
+    /// The project root: Flow paths are relative to it, and an ancestor Bun
+    /// workspace is looked for above each Flow.
+    pub root: &'a Path,
+    pub config: &'a HostConfig,
+    /// `jig review --allow-resolution-network`: local to this review.
+    pub allow_resolution_network: bool,
+    /// The active admission's Plan: its preparations may be reused exactly.
+    pub admitted: Option<&'a Value>,
+    pub store: &'a Store,
+    /// Where the per-package resolution warning goes (stderr).
+    pub warn: &'a mut dyn FnMut(&str),
+}
+
+/// A refusal and whether it makes the candidate invalid or this host unable.
+enum Refusal {
+    Invalid(Diagnostic),
+    Unavailable(Diagnostic),
+}
+
+fn refusal(code: &str, at: &str, pointer: Option<String>, message: &str) -> Refusal {
+    let diagnostic = Diagnostic {
+        code: code.into(),
+        path: Some(at.into()),
+        pointer,
+        message: message.into(),
+    };
+    match code {
+        codes::PREPARATION_FAILED | codes::PERMISSION_REQUIRED => Refusal::Unavailable(diagnostic),
+        _ => Refusal::Invalid(diagnostic),
+    }
+}
+
+/// Prepare every Bun target of `plan` that has runtime dependencies, and pin
+/// each prepared package as `execution.<path>.prepared`. Returns the newly
+/// prepared packages, which the caller retains in the store.
+pub fn prepare(
+    packages: &BTreeMap<String, Package>,
+    plan: &mut Value,
+    request: Request,
+) -> Result<Vec<Package>, PlanError> {
+    let registry = registry(request.config);
+    let mut session = Session {
+        request,
+        registry,
+        sandbox: None,
+        budget: Budget::root(),
+        started: std::time::Instant::now(),
+        prepared_count: 0,
+        prepared_bytes: 0,
+    };
+    let mut invalid = Vec::new();
+    let mut unavailable = Vec::new();
+    let mut made = Vec::new();
+    for (path, package) in packages {
+        let recipe = match Recipe::from_value(&plan["execution"][path]["recipe"]) {
+            Some(recipe) if recipe.kind == RecipeKind::Bun => recipe,
+            Some(recipe) if matches!(recipe.kind, RecipeKind::Deno | RecipeKind::Node) => {
+                // Only Bun prepares dependencies; another runtime would run
+                // the package without them.
+                if has_runtime_dependencies(package) {
+                    unavailable.push(Diagnostic {
+                        code: codes::PREPARATION_FAILED.into(),
+                        path: Some(format!("{path}/{MANIFEST}")),
+                        pointer: None,
+                        message: "runtime dependencies are prepared by Bun, and this host runs \
+                                  the package with another runtime; configure Bun"
+                            .into(),
+                    });
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        match session.package(path, package, &recipe) {
+            Ok(None) => {}
+            Ok(Some((evidence, fresh))) => {
+                plan["execution"][path]["prepared"] = evidence;
+                made.extend(fresh);
+            }
+            Err(Refusal::Invalid(d)) => invalid.push(d),
+            Err(Refusal::Unavailable(d)) => unavailable.push(d),
+        }
+    }
+    if !invalid.is_empty() {
+        invalid.extend(unavailable);
+        return Err(PlanError::Invalid(invalid));
+    }
+    if !unavailable.is_empty() {
+        return Err(PlanError::Unavailable(unavailable));
+    }
+    Ok(made)
+}
+
+/// Does `bytes` more prepared content stay within one review's aggregate?
+fn fits_aggregate(used: u64, bytes: u64) -> bool {
+    used.saturating_add(bytes) <= MAX_PREPARED_TOTAL_BYTES
+}
+
+/// The installer's deadline after `elapsed` of dependency planning: its own
+/// 60 s, cut to what is left of the review's 180 s; `None` when none is.
+fn installer_deadline(elapsed: Duration) -> Option<Duration> {
+    let left = PLANNING_DEADLINE.saturating_sub(elapsed);
+    (!left.is_zero()).then(|| left.min(PREPARATION_DEADLINE))
+}
+
+fn has_runtime_dependencies(package: &Package) -> bool {
+    package
+        .files()
+        .get(MANIFEST)
+        .and_then(|bytes| parse_manifest(bytes, "").ok())
+        .is_some_and(|m| !m.runtime_dependencies().is_empty())
+}
+
+fn registry(config: &HostConfig) -> String {
+    let mut registry = config
+        .dependencies
+        .npm_registry
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NPM_REGISTRY.into());
+    if !registry.ends_with('/') {
+        registry.push('/');
+    }
+    registry
+}
+
+struct Session<'a> {
+    request: Request<'a>,
+    registry: String,
+    sandbox: Option<Arc<dyn Sandbox>>,
+    budget: Budget,
+    started: std::time::Instant,
+    prepared_count: usize,
+    prepared_bytes: u64,
+}
+
+/// The package's manifest, parsed, when it has runtime dependencies other
+/// than the bundled SDK.
+struct Manifest {
+    value: serde_json::Map<String, Value>,
+}
+
+impl Manifest {
+    fn map(&self, name: &str) -> serde_json::Map<String, Value> {
+        self.value
+            .get(name)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Does a runtime dependency name a `workspace:` member?
+    fn uses_workspace(&self) -> bool {
+        RUNTIME_MAPS.iter().any(|m| {
+            self.map(m)
+                .values()
+                .any(|spec| spec.as_str().is_some_and(|s| s.starts_with("workspace:")))
+        })
+    }
+
+    /// Runtime dependencies naming `workspace:` members.
+    fn workspace_dependencies(&self) -> Vec<String> {
+        RUNTIME_MAPS
+            .iter()
+            .flat_map(|m| self.map(m))
+            .filter(|(_, spec)| spec.as_str().is_some_and(|s| s.starts_with("workspace:")))
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    fn runtime_dependencies(&self) -> Vec<String> {
+        RUNTIME_MAPS
+            .iter()
+            .flat_map(|m| self.map(m).into_iter().map(|(name, _)| name))
+            .filter(|name| name != BUNDLED_SDK)
+            .collect()
+    }
+}
+
+impl Session<'_> {
+    /// Prepare or reuse one package: `None` when it needs no preparation.
+    fn package(
+        &mut self,
+        path: &str,
+        package: &Package,
+        recipe: &Recipe,
+    ) -> Result<Option<(Value, Option<Package>)>, Refusal> {
+        let at = format!("{path}/{MANIFEST}");
+        let files = package.files();
+        let Some(manifest_bytes) = files.get(MANIFEST) else {
+            return Ok(None);
+        };
+        let manifest = parse_manifest(manifest_bytes, &at)?;
+        check_bundled_sdk(&manifest, &at)?;
+        if manifest.runtime_dependencies().is_empty() {
+            return Ok(None);
+        }
+        if files.contains_key(NPMRC) {
+            return Err(refusal(
+                codes::CONFIG_UNSUPPORTED,
+                &at,
+                None,
+                "a package-local .npmrc is a separate Bun configuration input; remove it \
+                 (the host configuration names the registry)",
+            ));
+        }
+        let inputs = if manifest.uses_workspace() {
+            workspace::inputs(self.request.root, path, package, &self.registry, &at)?
+        } else {
+            standalone_inputs(package, &manifest, &self.registry, &at)?
+        };
+        let recipe_digest = self.recipe_digest(recipe);
+        let evidence = |digest: &str, lock: &str| {
+            json!({
+                "digest": digest,
+                "source": inputs.digest,
+                "recipe": recipe_digest,
+                "lock": lock,
+            })
+        };
+        let lock_kind = if inputs.lock.is_some() {
+            "authored"
+        } else {
+            "resolved"
+        };
+        // Exact reuse of the admitted preparation: same source, same recipe.
+        if let Some(previous) = self
+            .request
+            .admitted
+            .and_then(|plan| plan.pointer(&format!("/execution/{}/prepared", pointer_token(path))))
+        {
+            if previous["source"] == json!(inputs.digest)
+                && previous["recipe"] == json!(recipe_digest)
+            {
+                let digest = previous["digest"].as_str().unwrap_or_default();
+                return match self.request.store.get_package(digest) {
+                    Ok(_) => Ok(Some((previous.clone(), None))),
+                    Err(_) => Err(refusal(
+                        codes::PREPARED_MISSING,
+                        &at,
+                        None,
+                        "the admitted prepared package is missing or corrupt in .jig; it is not \
+                         fetched again; remove the project's .jig state to start over",
+                    )),
+                };
+            }
+        }
+        if inputs.lock.is_none() && !self.request.allow_resolution_network {
+            return Err(refusal(
+                codes::PERMISSION_REQUIRED,
+                &at,
+                None,
+                "the package has runtime dependencies and no bun.lock; supply a bun.lock, or \
+                 rerun jig review --allow-resolution-network to let Bun resolve one",
+            ));
+        }
+        if self.prepared_count >= MAX_PREPARATIONS {
+            return Err(refusal(
+                codes::LIMIT_EXCEEDED,
+                &at,
+                None,
+                "one review prepares at most 16 packages",
+            ));
+        }
+        self.prepared_count += 1;
+        let runtime = recipe
+            .runtime
+            .clone()
+            .ok_or_else(|| refusal(codes::PREPARATION_FAILED, &at, None, "no Bun on this host"))?;
+        let prepared = self.install(path, package, &inputs, &runtime, &at)?;
+        let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
+        if !fits_aggregate(self.prepared_bytes, bytes) {
+            return Err(refusal(
+                codes::LIMIT_EXCEEDED,
+                &at,
+                None,
+                "one review prepares at most 256 MiB of content",
+            ));
+        }
+        self.prepared_bytes += bytes;
+        Ok(Some((
+            evidence(prepared.digest(), lock_kind),
+            Some(prepared),
+        )))
+    }
+
+    /// The reviewed identity of how preparation runs here: the installer's
+    /// bytes, the registry, the arguments and the containment mode.
+    fn recipe_digest(&self, recipe: &Recipe) -> String {
+        let identity = json!({
+            "recipe": PREPARATION_RECIPE,
+            "installer": recipe.runtime_digest,
+            "registry": self.registry,
+            "containment": format!("{:?}", self.request.config.containment.mode),
+        });
+        sha256_digest(&flow::json::canonical(&identity))
+    }
+
+    fn sandbox(&mut self, at: &str) -> Result<Arc<dyn Sandbox>, Refusal> {
+        if let Some(sandbox) = &self.sandbox {
+            return Ok(sandbox.clone());
+        }
+        let sandbox = crate::sandbox::select(self.request.config).map_err(|_| {
+            refusal(
+                codes::PREPARATION_FAILED,
+                at,
+                None,
+                "this host cannot start the contained installer; see jig doctor",
+            )
+        })?;
+        self.sandbox = Some(sandbox.clone());
+        Ok(sandbox)
+    }
+
+    /// Stage the manifests and lock only, resolve when permitted, install
+    /// frozen, then materialise the authored files over the installed tree.
+    fn install(
+        &mut self,
+        path: &str,
+        package: &Package,
+        inputs: &Inputs,
+        runtime: &Path,
+        at: &str,
+    ) -> Result<Package, Refusal> {
+        let failed = |message: &str| refusal(codes::PREPARATION_FAILED, at, None, message);
+        let sandbox = self.sandbox(at)?;
+        let work =
+            Workspace::new().map_err(|_| failed("cannot create the preparation directory"))?;
+        for (name, bytes) in &inputs.staged {
+            let target = work.package.join(name);
+            std::fs::create_dir_all(target.parent().expect("inside the staging root"))
+                .and_then(|()| std::fs::write(&target, bytes))
+                .map_err(|_| failed("cannot stage the manifests"))?;
+        }
+        let lock_bytes = match &inputs.lock {
+            Some(bytes) => {
+                std::fs::write(work.package.join(LOCK), bytes)
+                    .map_err(|_| failed("cannot stage bun.lock"))?;
+                bytes.clone()
+            }
+            None => {
+                (self.request.warn)(&resolution_warning(&super::ascii_quote(path)));
+                self.run_installer(&sandbox, runtime, &work, Step::Resolve, None, at)?;
+                let bytes = std::fs::read(work.package.join(LOCK))
+                    .map_err(|_| failed("Bun resolved no bun.lock"))?;
+                let lock = parse_lock(&bytes)
+                    .map_err(|_| failed("Bun resolved an unreadable bun.lock"))?;
+                check_lock_sources(&lock, &self.registry, &inputs.members, at)?;
+                bytes
+            }
+        };
+        let filter = inputs.filter.as_deref();
+        self.run_installer(&sandbox, runtime, &work, Step::Install, filter, at)?;
+        // Frozen: the installer must not have rewritten the lock.
+        if std::fs::read(work.package.join(LOCK)).ok().as_deref() != Some(&lock_bytes[..]) {
+            return Err(failed("the frozen install changed bun.lock"));
+        }
+        let mut files = if inputs.member.is_empty() {
+            let mut files = BTreeMap::new();
+            capture_tree(
+                &work.package.join("node_modules"),
+                "node_modules",
+                &mut files,
+            )
+            .map_err(|why| refusal(codes::PREPARATION_FAILED, at, None, why))?;
+            files
+        } else {
+            workspace::flatten(&work.package, inputs)
+                .map_err(|why| refusal(codes::PREPARATION_FAILED, at, None, why))?
+        };
+        for (name, content) in package.files() {
+            files.insert(name.clone(), content.clone());
+        }
+        if inputs.lock.is_none() {
+            // The generated lock lives only in the retained execution package.
+            files.insert(LOCK.into(), lock_bytes);
+        }
+        let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
+        if files.len() > MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
+            return Err(refusal(
+                codes::LIMIT_EXCEEDED,
+                at,
+                None,
+                "the prepared package has more than 4096 files or 32 MiB after installation",
+            ));
+        }
+        Package::from_files(files)
+            .map_err(|_| failed("the installed tree is not a valid Package/1 tree"))
+    }
+
+    fn run_installer(
+        &mut self,
+        sandbox: &Arc<dyn Sandbox>,
+        runtime: &Path,
+        work: &Workspace,
+        step: Step,
+        filter: Option<&str>,
+        at: &str,
+    ) -> Result<(), Refusal> {
+        let failed = |message: &str| refusal(codes::PREPARATION_FAILED, at, None, message);
+        let Some(deadline) = installer_deadline(self.started.elapsed()) else {
+            return Err(failed("dependency planning exceeded its 180 s deadline"));
+        };
+        let launch = installer_launch(runtime, work, step, filter, &self.registry);
+        let _reservation = self
+            .budget
+            .reserve_limits(Limits::PREPARATION)
+            .map_err(|_| failed("no envelope is free for the installer"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|_| failed("cannot start the installer"))?;
+        runtime.block_on(async {
+            let mut contained = sandbox
+                .spawn(&launch)
+                .map_err(|_| failed("cannot start the contained installer"))?;
+            drop(contained.child.stdin.take());
+            // Installer output is drained, never shown.
+            let drains: Vec<_> = [
+                contained.child.stdout.take().map(boxed),
+                contained.child.stderr.take().map(boxed),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|mut out| {
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut out, &mut tokio::io::sink()).await;
+                })
+            })
+            .collect();
+            let status = tokio::time::timeout(deadline, contained.child.wait()).await;
+            if status.is_err() {
+                contained.terminate().await;
+            }
+            let cleaned = contained.cleanup();
+            for drain in drains {
+                drain.abort();
+            }
+            match status {
+                Err(_) if deadline < PREPARATION_DEADLINE => {
+                    Err(failed("dependency planning exceeded its 180 s deadline"))
+                }
+                Err(_) => Err(failed("the installer did not finish within 60 s")),
+                Ok(Err(_)) => Err(failed("the installer could not be waited for")),
+                Ok(Ok(status)) if !status.success() => Err(failed(match step {
+                    Step::Resolve => {
+                        "Bun could not resolve the dependencies; check the manifest's \
+                         dependency names and versions against the registry"
+                    }
+                    Step::Install => {
+                        "Bun could not install the locked dependencies from the registry; \
+                         check that the lock matches the manifest and the registry serves it"
+                    }
+                })),
+                Ok(Ok(_)) => {
+                    cleaned.map_err(|_| failed("the installer's envelope was not cleaned up"))
+                }
+            }
+        })
+    }
+}
+
+/// What a standalone package stages: its manifest and supplied lock, checked.
+fn standalone_inputs(
+    package: &Package,
+    manifest: &Manifest,
+    registry: &str,
+    at: &str,
+) -> Result<Inputs, Refusal> {
+    let files = package.files();
+    for field in UNSUPPORTED_MANIFEST_FIELDS {
+        if manifest.value.contains_key(field) {
+            return Err(refusal(
+                codes::MANIFEST_UNSUPPORTED,
+                at,
+                Some(format!("/{field}")),
+                "workspaces, patches, overrides, resolutions and catalogs are not \
+                     supported in a standalone package manifest",
+            ));
+        }
+    }
+    check_manifest_sources(manifest, at)?;
+    let source_bytes: u64 = files.values().map(|c| c.len() as u64).sum();
+    if files.len() > MAX_SOURCE_FILES || source_bytes > MAX_SOURCE_BYTES {
+        return Err(refusal(
+            codes::LIMIT_EXCEEDED,
+            at,
+            None,
+            "the package has more than 4096 files or 16 MiB before installation",
+        ));
+    }
+    if files.contains_key(BINARY_LOCK) {
+        return Err(refusal(
+                codes::LOCK_INVALID,
+                at,
+                None,
+                "bun.lockb is not supported; supply the text bun.lock (bun install --save-text-lockfile)",
+            ));
+    }
+    let authored = match files.get(LOCK) {
+        None => None,
+        Some(bytes) if bytes.len() > MAX_LOCK_BYTES => {
+            return Err(refusal(
+                codes::LIMIT_EXCEEDED,
+                at,
+                None,
+                "bun.lock is larger than 2 MiB",
+            ))
+        }
+        Some(bytes) => {
+            let lock = parse_lock(bytes).map_err(|why| {
+                refusal(codes::LOCK_INVALID, at, None, &format!("bun.lock {why}"))
+            })?;
+            check_lock_sources(&lock, registry, &BTreeMap::new(), at)?;
+            check_lock_current(&lock, "", manifest, at)?;
+            Some(lock)
+        }
+    };
+    let lock = authored
+        .as_ref()
+        .map(|lock| staged_lock(lock, &files[LOCK]));
+    Ok(Inputs {
+        staged: BTreeMap::from([(MANIFEST.to_string(), staged_manifest(manifest))]),
+        lock,
+        member: String::new(),
+        filter: None,
+        libraries: BTreeMap::new(),
+        members: BTreeMap::new(),
+        digest: package.digest().to_string(),
+    })
+}
+
+/// Everything one preparation stages and captures, already checked.
+pub(super) struct Inputs {
+    /// Manifests as Bun sees them, by staged path (`package.json`,
+    /// `libs/util/package.json`, ...).
+    staged: BTreeMap<String, Vec<u8>>,
+    /// The supplied lock as staged; `None` when resolution is needed.
+    lock: Option<Vec<u8>>,
+    /// The Flow's directory in the staged tree (`""` standalone).
+    member: String,
+    /// `--filter` for a workspace install: the Flow member's name.
+    filter: Option<String>,
+    /// Selected library members: staged path → (name, captured files).
+    libraries: BTreeMap<String, (String, BTreeMap<String, Vec<u8>>)>,
+    /// Declared workspace members: staged path → name.
+    members: BTreeMap<String, String>,
+    /// Digest of every captured input: reuse needs it to match exactly.
+    digest: String,
+}
+
+fn boxed<R: tokio::io::AsyncRead + Send + Unpin + 'static>(
+    r: R,
+) -> Box<dyn tokio::io::AsyncRead + Send + Unpin> {
+    Box::new(r)
+}
+
+#[derive(Clone, Copy)]
+enum Step {
+    /// `--lockfile-only`: resolve, write bun.lock, fetch no tarball.
+    Resolve,
+    /// The frozen production install.
+    Install,
+}
+
+/// The preparation's private directories: an empty read-only "package"
+/// and the writable scratch holding the staged package, cache and home.
+struct Workspace {
+    _dir: tempfile::TempDir,
+    empty: PathBuf,
+    scratch: PathBuf,
+    package: PathBuf,
+}
+
+impl Workspace {
+    fn new() -> std::io::Result<Workspace> {
+        let dir = tempfile::Builder::new().prefix("jig-prepare-").tempdir()?;
+        let empty = dir.path().join("empty");
+        let scratch = dir.path().join("scratch");
+        let package = scratch.join("package");
+        for d in [
+            &empty,
+            &package,
+            &scratch.join("cache"),
+            &scratch.join("home"),
+        ] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(Workspace {
+            _dir: dir,
+            empty,
+            scratch,
+            package,
+        })
+    }
+}
+
+/// Files the installer needs to reach a registry by name; bound read-only
+/// when present, nothing else of the host's /etc.
+const NETWORK_FILES: [&str; 5] = [
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+];
+
+fn installer_launch(
+    runtime: &Path,
+    work: &Workspace,
+    step: Step,
+    filter: Option<&str>,
+    registry: &str,
+) -> Launch {
+    let mut args: Vec<std::ffi::OsString> = vec!["install".into()];
+    if let Some(name) = filter {
+        args.push(format!("--filter={name}").into());
+    }
+    match step {
+        Step::Resolve => args.push("--lockfile-only".into()),
+        Step::Install => {
+            args.push("--frozen-lockfile".into());
+            args.push("--production".into());
+        }
+    }
+    for fixed in [
+        "--ignore-scripts",
+        "--config=/dev/null",
+        "--linker=hoisted",
+        "--backend=copyfile",
+        "--no-progress",
+        "--no-summary",
+    ] {
+        args.push(fixed.into());
+    }
+    args.push(format!("--registry={registry}").into());
+    args.push(format!("--cache-dir={}", work.scratch.join("cache").display()).into());
+    Launch {
+        program: runtime.to_path_buf(),
+        args,
+        env: vec![
+            (
+                "HOME".into(),
+                work.scratch.join("home").display().to_string(),
+            ),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("NO_COLOR".into(), "1".into()),
+            ("DO_NOT_TRACK".into(), "1".into()),
+        ],
+        cwd: work.package.clone(),
+        package: work.empty.clone(),
+        scratch: work.scratch.clone(),
+        read_only: NETWORK_FILES
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists())
+            .collect(),
+        attachments: Vec::new(),
+        limits: Limits::PREPARATION,
+        network: true,
+    }
+}
+
+/// JSON Pointer token for a map key.
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn parse_manifest(bytes: &[u8], at: &str) -> Result<Manifest, Refusal> {
+    let invalid = |m: &str| refusal(codes::MANIFEST_INVALID, at, None, m);
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(refusal(
+            codes::LIMIT_EXCEEDED,
+            at,
+            None,
+            "package.json is larger than 1 MiB",
+        ));
+    }
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|_| invalid("package.json is not valid JSON"))?;
+    let Value::Object(value) = value else {
+        return Err(invalid("package.json is not a JSON object"));
+    };
+    for map in DEPENDENCY_MAPS {
+        match value.get(map) {
+            None => {}
+            Some(Value::Object(entries)) if entries.values().all(Value::is_string) => {}
+            Some(_) => {
+                return Err(refusal(
+                    codes::MANIFEST_INVALID,
+                    at,
+                    Some(format!("/{map}")),
+                    "a dependency map must be an object of version strings",
+                ))
+            }
+        }
+    }
+    Ok(Manifest { value })
+}
+
+/// Reject root dependency sources other than default-registry versions,
+/// ranges, tags and `npm:` aliases, before anything is resolved.
+fn check_manifest_sources(manifest: &Manifest, at: &str) -> Result<(), Refusal> {
+    for map in DEPENDENCY_MAPS {
+        for (name, spec) in manifest.map(map) {
+            let spec = spec.as_str().unwrap_or_default();
+            if name == BUNDLED_SDK {
+                continue;
+            }
+            let target = spec.strip_prefix("npm:").map(alias_range).unwrap_or(spec);
+            if let Some(kind) = unsupported_spec(target) {
+                return Err(refusal(
+                    codes::SOURCE_UNSUPPORTED,
+                    at,
+                    Some(format!("/{map}/{}", pointer_token(&name))),
+                    &format!(
+                        "{kind} dependencies are not supported; only the configured npm \
+                         registry's integrity-pinned packages are"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `@jigging/flow` is satisfied by the bundled SDK, at its exact revision only.
+fn check_bundled_sdk(manifest: &Manifest, at: &str) -> Result<(), Refusal> {
+    for map in DEPENDENCY_MAPS {
+        let entries = manifest.map(map);
+        match entries.get(BUNDLED_SDK).and_then(Value::as_str) {
+            None => {}
+            Some(BUNDLED_SDK_VERSION) => {}
+            Some(_) => {
+                return Err(refusal(
+                    codes::SOURCE_UNSUPPORTED,
+                    at,
+                    Some(format!("/{map}/{}", pointer_token(BUNDLED_SDK))),
+                    "@jigging/flow is the SDK bundled with this jig; name its exact revision 1.0.0",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `npm:name@range` → `range` (`npm:name` alone means any version).
+fn alias_range(alias: &str) -> &str {
+    let rest = alias.strip_prefix('@').unwrap_or(alias);
+    match rest.find('@') {
+        Some(i) => &rest[i + 1..],
+        None => "",
+    }
+}
+
+/// The kind of an unsupported dependency specifier, if it is one.
+fn unsupported_spec(spec: &str) -> Option<&'static str> {
+    let spec = spec.trim();
+    let lower = spec.to_ascii_lowercase();
+    let kinds: [(&str, &'static str); 12] = [
+        ("git+", "git"),
+        ("git:", "git"),
+        ("github:", "GitHub"),
+        ("gitlab:", "git"),
+        ("bitbucket:", "git"),
+        ("http:", "tarball"),
+        ("https:", "tarball"),
+        ("file:", "file"),
+        ("link:", "file"),
+        ("portal:", "file"),
+        ("workspace:", "workspace"),
+        ("catalog:", "catalog"),
+    ];
+    if let Some((_, kind)) = kinds.iter().find(|(p, _)| lower.starts_with(p)) {
+        return Some(kind);
+    }
+    if lower.starts_with("npm:") {
+        return Some("nested alias");
+    }
+    if spec.starts_with('.') || spec.starts_with('/') || spec.starts_with('~') && spec.contains('/')
+    {
+        return Some("file");
+    }
+    if spec.contains('/') || spec.contains(':') {
+        // `owner/repo` is GitHub shorthand; other schemes are foreign sources.
+        return Some("GitHub");
+    }
+    None
+}
+
+/// The manifest Bun sees: the authored one without the bundled SDK, which
+/// the host provides and no registry serves.
+fn staged_manifest(manifest: &Manifest) -> Vec<u8> {
+    let mut value = manifest.value.clone();
+    for map in DEPENDENCY_MAPS {
+        if let Some(Value::Object(entries)) = value.get_mut(map) {
+            entries.remove(BUNDLED_SDK);
+        }
+    }
+    // Scripts never run; they are dropped so no installer revision can.
+    value.remove("scripts");
+    serde_json::to_vec_pretty(&Value::Object(value)).expect("a JSON value serialises")
+}
+
+/// The lock Bun sees: the authored bytes, or the same lock without the
+/// bundled SDK when it names it.
+fn staged_lock(lock: &Value, authored: &[u8]) -> Vec<u8> {
+    let names_sdk = lock
+        .pointer("/packages")
+        .and_then(Value::as_object)
+        .is_some_and(|p| p.contains_key(BUNDLED_SDK))
+        || lock["workspaces"]
+            .as_object()
+            .into_iter()
+            .flat_map(|w| w.values())
+            .any(|member| {
+                DEPENDENCY_MAPS
+                    .iter()
+                    .any(|m| member.get(m).and_then(|d| d.get(BUNDLED_SDK)).is_some())
+            });
+    if !names_sdk {
+        return authored.to_vec();
+    }
+    let mut lock = lock.clone();
+    if let Some(Value::Object(packages)) = lock.get_mut("packages") {
+        packages.remove(BUNDLED_SDK);
+    }
+    if let Some(Value::Object(workspaces)) = lock.get_mut("workspaces") {
+        for member in workspaces.values_mut() {
+            for map in DEPENDENCY_MAPS {
+                if let Some(Value::Object(entries)) = member.get_mut(map) {
+                    entries.remove(BUNDLED_SDK);
+                }
+            }
+        }
+    }
+    serde_json::to_vec_pretty(&lock).expect("a JSON value serialises")
+}
+
+/// Parse Bun's text lock: JSON with trailing commas allowed.
+pub fn parse_lock(bytes: &[u8]) -> Result<Value, &'static str> {
+    if bytes.len() > MAX_LOCK_BYTES {
+        return Err("is larger than 2 MiB");
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| "is not UTF-8")?;
+    let json = strip_trailing_commas(text);
+    let value: Value = serde_json::from_str(&json).map_err(|_| "is not a text Bun lock")?;
+    let Some(top) = value.as_object() else {
+        return Err("is not a text Bun lock");
+    };
+    const KNOWN: [&str; 5] = [
+        "lockfileVersion",
+        "configVersion",
+        "workspaces",
+        "packages",
+        "trustedDependencies",
+    ];
+    if let Some(key) = top.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        // Overrides, patches and catalogs included: fail closed.
+        return Err(if UNSUPPORTED_MANIFEST_FIELDS.contains(&key.as_str()) {
+            "records overrides, patches or catalogs, which are not supported"
+        } else {
+            "has a field this jig does not know"
+        });
+    }
+    match top.get("lockfileVersion").and_then(Value::as_u64) {
+        Some(0..=2) => {}
+        _ => return Err("has an unsupported lockfileVersion"),
+    }
+    if !top.get("workspaces").is_some_and(Value::is_object)
+        || !top.get("packages").is_none_or(Value::is_object)
+    {
+        return Err("lacks its workspaces or packages table");
+    }
+    Ok(value)
+}
+
+/// Drop commas that directly precede `}` or `]` outside strings.
+fn strip_trailing_commas(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            out.push(c);
+            if c == '\\' && i + 1 < chars.len() {
+                out.push(chars[i + 1]);
+                i += 1;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if c == ',' {
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if !matches!(next, Some('}') | Some(']')) {
+                out.push(c);
+            }
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Every lock entry must be a default-registry package with SRI integrity
+/// (an npm alias resolves to such a tuple); anything else is refused before
+/// any fetch.
+fn check_lock_sources(
+    lock: &Value,
+    registry: &str,
+    members: &BTreeMap<String, String>,
+    at: &str,
+) -> Result<(), Refusal> {
+    let workspaces = lock["workspaces"]
+        .as_object()
+        .expect("checked by parse_lock");
+    if let Some(member) = workspaces
+        .keys()
+        .find(|k| !k.is_empty() && !members.contains_key(*k))
+    {
+        return Err(refusal(
+            codes::SOURCE_UNSUPPORTED,
+            at,
+            Some(format!("/workspaces/{}", pointer_token(member))),
+            "bun.lock names a workspace member, but this package is not a declared workspace",
+        ));
+    }
+    let empty = serde_json::Map::new();
+    let packages = lock["packages"].as_object().unwrap_or(&empty);
+    for (key, entry) in packages {
+        let pointer = Some(format!("/packages/{}", pointer_token(key)));
+        let unsupported = |kind: &str| {
+            refusal(
+                codes::SOURCE_UNSUPPORTED,
+                at,
+                pointer.clone(),
+                &format!(
+                    "bun.lock has a {kind} entry; only the configured npm registry's \
+                     integrity-pinned packages are supported"
+                ),
+            )
+        };
+        let Some(tuple) = entry.as_array() else {
+            return Err(refusal(
+                codes::LOCK_INVALID,
+                at,
+                pointer.clone(),
+                "bun.lock has a package entry that is not a tuple",
+            ));
+        };
+        let id = tuple.first().and_then(Value::as_str).unwrap_or_default();
+        let (name, resolution) = split_package_id(id).unwrap_or_default();
+        if let Some(member) = resolution.strip_prefix("workspace:") {
+            // A workspace entry must name a declared member, under its name.
+            if members.get(member).map(String::as_str) == Some(name) && tuple.len() == 1 {
+                continue;
+            }
+            return Err(unsupported("undeclared workspace"));
+        }
+        if !is_exact_version(resolution) {
+            return Err(unsupported(resolution_kind(resolution)));
+        }
+        match (tuple.get(1), tuple.get(2), tuple.get(3), tuple.len()) {
+            (Some(Value::String(url)), Some(Value::Object(_)), Some(Value::String(sri)), 4) => {
+                if !url.is_empty() && !url.starts_with(registry) {
+                    return Err(unsupported("custom-registry"));
+                }
+                if !is_sri(sri) {
+                    return Err(unsupported("non-integrity"));
+                }
+            }
+            (Some(Value::String(_)), Some(Value::Object(_)), _, _) => {
+                return Err(unsupported("non-integrity"))
+            }
+            _ => {
+                return Err(refusal(
+                    codes::LOCK_INVALID,
+                    at,
+                    pointer.clone(),
+                    "bun.lock has a package entry of an unknown shape",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `name@resolution`, the name possibly scoped (`@scope/name`).
+fn split_package_id(id: &str) -> Option<(&str, &str)> {
+    let start = usize::from(id.starts_with('@'));
+    let at = id[start..].find('@')? + start;
+    Some((&id[..at], &id[at + 1..]))
+}
+
+fn resolution_kind(resolution: &str) -> &'static str {
+    let lower = resolution.to_ascii_lowercase();
+    if lower.starts_with("github:") {
+        "GitHub"
+    } else if lower.starts_with("git+") || lower.starts_with("git:") {
+        "git"
+    } else if lower.starts_with("http:") || lower.starts_with("https:") || lower.ends_with(".tgz") {
+        "tarball"
+    } else if lower.starts_with("workspace:") {
+        "undeclared workspace"
+    } else if lower.starts_with("file:") || lower.starts_with("link:") || lower.starts_with('.') {
+        "file"
+    } else {
+        "non-registry"
+    }
+}
+
+/// `1.2.3`, `1.2.3-beta.1`, `1.2.3+build`: what a registry resolution is.
+fn is_exact_version(text: &str) -> bool {
+    let (core, _) = text.split_once('+').unwrap_or((text, ""));
+    let (core, pre) = core.split_once('-').unwrap_or((core, ""));
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && pre
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+}
+
+/// Supported SRI: sha512, sha384 or sha256 with a base64 digest.
+fn is_sri(text: &str) -> bool {
+    let Some((algorithm, digest)) = text.split_once('-') else {
+        return false;
+    };
+    matches!(algorithm, "sha512" | "sha384" | "sha256")
+        && !digest.is_empty()
+        && digest
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+}
+
+/// The lock must record exactly the manifest's root dependencies (the
+/// bundled SDK aside) and an entry for each; else it is stale.
+fn check_lock_current(
+    lock: &Value,
+    member: &str,
+    manifest: &Manifest,
+    at: &str,
+) -> Result<(), Refusal> {
+    let stale = |m: &str| refusal(codes::LOCK_STALE, at, None, m);
+    let root = lock["workspaces"].get(member).cloned().unwrap_or(json!({}));
+    for map in DEPENDENCY_MAPS {
+        let mut recorded = root
+            .get(map)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut declared = manifest.map(map);
+        recorded.remove(BUNDLED_SDK);
+        declared.remove(BUNDLED_SDK);
+        if recorded != declared {
+            return Err(stale(
+                "bun.lock does not record the manifest's dependencies; run bun install to \
+                 update it (review never repairs a lock)",
+            ));
+        }
+    }
+    let packages = lock["packages"].as_object();
+    for name in manifest.runtime_dependencies() {
+        if !member.is_empty() {
+            // Member dependencies may be nested under the member's name.
+            break;
+        }
+        if !packages.is_some_and(|p| p.contains_key(&name)) {
+            return Err(stale(
+                "bun.lock has no entry for a manifest dependency; run bun install to update it",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Read an installed `node_modules` at `root` into `files` under `prefix`
+/// without following links: regular files only, `.bin` links and caches
+/// skipped, any other link fails closed.
+fn capture_tree(
+    root: &Path,
+    prefix: &str,
+    files: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<(), &'static str> {
+    if std::fs::symlink_metadata(root).is_err() {
+        return Ok(());
+    }
+    let mut pending = vec![(root.to_path_buf(), prefix.to_string())];
+    while let Some((dir, name)) = pending.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|_| "cannot read the installed tree")?;
+        for entry in entries {
+            let entry = entry.map_err(|_| "cannot read the installed tree")?;
+            let file_name = entry.file_name();
+            let file_name = file_name
+                .to_str()
+                .ok_or("the installed tree has a file name that is not UTF-8")?;
+            let relative = format!("{name}/{file_name}");
+            let kind = entry
+                .file_type()
+                .map_err(|_| "cannot read the installed tree")?;
+            if kind.is_dir() {
+                if matches!(file_name, ".bin" | ".cache") && name.ends_with("node_modules") {
+                    continue;
+                }
+                pending.push((entry.path(), relative));
+            } else if kind.is_file() {
+                let content =
+                    std::fs::read(entry.path()).map_err(|_| "cannot read the installed tree")?;
+                add_file(files, relative, content)?;
+            } else if kind.is_symlink() && name.ends_with("/.bin") {
+                continue;
+            } else {
+                return Err("the installed tree has a link or special file");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Add one prepared file; a second file at the same path is a collision.
+fn add_file(
+    files: &mut BTreeMap<String, Vec<u8>>,
+    path: String,
+    content: Vec<u8>,
+) -> Result<(), &'static str> {
+    let bytes: u64 = files.values().map(|c| c.len() as u64).sum::<u64>() + content.len() as u64;
+    if files.len() >= MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
+        return Err("the prepared package has more than 4096 files or 32 MiB after installation");
+    }
+    if files.insert(path, content).is_some() {
+        return Err("two installed files share one prepared path");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_sdk_revision_is_the_bundled_package_version() {
+        let manifest: Value =
+            serde_json::from_str(include_str!("../../../typescript/flow/package.json")).unwrap();
+        assert_eq!(manifest["name"], BUNDLED_SDK);
+        assert_eq!(manifest["version"], BUNDLED_SDK_VERSION);
+    }
+
+    #[test]
+    fn limits_match_the_seed() {
+        assert_eq!(PREPARATION_DEADLINE, Duration::from_secs(60));
+        assert_eq!(PLANNING_DEADLINE, Duration::from_secs(180));
+        assert_eq!(MAX_PREPARATIONS, 16);
+        assert_eq!(MAX_PREPARED_TOTAL_BYTES, 268_435_456);
+        assert_eq!((MAX_SOURCE_FILES, MAX_SOURCE_BYTES), (4096, 16_777_216));
+        assert_eq!((MAX_PREPARED_FILES, MAX_PREPARED_BYTES), (4096, 33_554_432));
+        assert_eq!((MAX_MANIFEST_BYTES, MAX_LOCK_BYTES), (1_048_576, 2_097_152));
+    }
+
+    #[test]
+    fn the_aggregate_prepared_content_is_256_mebibytes() {
+        assert!(fits_aggregate(0, MAX_PREPARED_TOTAL_BYTES));
+        assert!(fits_aggregate(MAX_PREPARED_TOTAL_BYTES - 1, 1));
+        assert!(!fits_aggregate(MAX_PREPARED_TOTAL_BYTES, 1));
+        assert!(!fits_aggregate(0, MAX_PREPARED_TOTAL_BYTES + 1));
+    }
+
+    #[test]
+    fn each_installer_gets_60_s_within_the_reviews_180_s() {
+        let s = Duration::from_secs;
+        assert_eq!(installer_deadline(s(0)), Some(s(60)));
+        assert_eq!(installer_deadline(s(120)), Some(s(60)));
+        assert_eq!(installer_deadline(s(150)), Some(s(30)));
+        assert_eq!(
+            installer_deadline(s(180) - Duration::from_millis(1)),
+            Some(Duration::from_millis(1))
+        );
+        assert_eq!(installer_deadline(s(180)), None);
+        assert_eq!(installer_deadline(s(181)), None);
+    }
+
+    #[test]
+    fn the_lock_limit_is_two_mebibytes() {
+        let padding = |n: usize| {
+            let head = "{\"lockfileVersion\":1,\"workspaces\":{\"\":{}},\"packages\":{}}";
+            let mut text = head.to_string();
+            text.push_str(&" ".repeat(n - head.len()));
+            text.into_bytes()
+        };
+        assert!(parse_lock(&padding(MAX_LOCK_BYTES)).is_ok());
+        assert_eq!(
+            parse_lock(&padding(MAX_LOCK_BYTES + 1)),
+            Err("is larger than 2 MiB")
+        );
+    }
+
+    #[test]
+    fn bun_text_locks_parse_with_trailing_commas() {
+        let text = "{\n  \"lockfileVersion\": 1,\n  \"workspaces\": { \"\": { \"dependencies\": { \"a\": \"^1.0.0\", }, }, },\n  \"packages\": { \"a\": [\"a@1.0.0\", \"\", {}, \"sha512-AAAA,]\"], },\n}\n";
+        let lock = parse_lock(text.as_bytes()).unwrap();
+        assert_eq!(lock["packages"]["a"][3], "sha512-AAAA,]");
+        assert!(parse_lock(b"{\"lockfileVersion\":1}").is_err());
+        assert!(parse_lock(b"not json").is_err());
+    }
+
+    #[test]
+    fn specifiers_are_classified_before_resolution() {
+        for ok in ["^1.0.0", "1.2.3", "latest", ">=1 <2", "*", ""] {
+            assert_eq!(unsupported_spec(ok), None, "{ok}");
+        }
+        for (spec, kind) in [
+            ("git+https://example.org/a.git", "git"),
+            ("github:owner/repo", "GitHub"),
+            ("owner/repo", "GitHub"),
+            ("https://example.org/a.tgz", "tarball"),
+            ("file:../lib", "file"),
+            ("./lib", "file"),
+            ("workspace:*", "workspace"),
+        ] {
+            assert_eq!(unsupported_spec(spec), Some(kind), "{spec}");
+        }
+        assert_eq!(alias_range("greet-lib@^1.0.0"), "^1.0.0");
+        assert_eq!(alias_range("@scope/lib@2"), "2");
+        assert_eq!(alias_range("lib"), "");
+    }
+
+    #[test]
+    fn package_ids_and_versions() {
+        assert_eq!(split_package_id("a@1.0.0"), Some(("a", "1.0.0")));
+        assert_eq!(
+            split_package_id("@s/a@github:o/r#x"),
+            Some(("@s/a", "github:o/r#x"))
+        );
+        assert!(is_exact_version("1.0.0-beta.1+x"));
+        assert!(!is_exact_version("^1.0.0"));
+        assert!(is_sri("sha512-abc+/="));
+        assert!(!is_sri("sha1-abc"));
+    }
+}
