@@ -128,14 +128,17 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
     }
     super::write_runtime_support(temp.path())
         .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
-    let executor = Arc::new(Executor::new(
-        store,
-        temp.path().join("runs"),
-        planned,
-        providers,
-        crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
-        temp.path().to_path_buf(),
-    ));
+    let executor = Arc::new(
+        Executor::new(
+            store,
+            temp.path().join("runs"),
+            planned,
+            providers,
+            crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
+            temp.path().to_path_buf(),
+        )
+        .with_agent(config.agent.table()),
+    );
     let root = &candidate.packages[ROOT_PATH];
     let ran = run_invocation(
         &executor,

@@ -261,14 +261,17 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             return Err(CliError::new("INTERNAL", message));
         }
     };
-    let executor = Arc::new(Executor::new(
-        state.store(),
-        work_root.join("runs"),
-        generation.plan.clone(),
-        Arc::new(ProviderSet::new(config.providers.clone())),
-        sandbox,
-        work_root.clone(),
-    ));
+    let executor = Arc::new(
+        Executor::new(
+            state.store(),
+            work_root.join("runs"),
+            generation.plan.clone(),
+            Arc::new(ProviderSet::new(config.providers.clone())),
+            sandbox,
+            work_root.clone(),
+        )
+        .with_agent(config.agent.table()),
+    );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

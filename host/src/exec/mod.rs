@@ -197,6 +197,9 @@ pub struct Executor {
     /// The root's aggregate payload budget (seed 002 §8), shared by every
     /// envelope of this Run tree; a reservation is held until cleanup.
     budget: crate::sandbox::Budget,
+    /// The host's `[agent]` table; with the process environment it is the
+    /// Agent endpoint a builtin Agent Run pin is checked against.
+    agent: jig_provider_builtin::agent::endpoint::Table,
 }
 
 impl Executor {
@@ -217,7 +220,14 @@ impl Executor {
             support,
             counter: AtomicU64::new(0),
             budget: crate::sandbox::Budget::root(),
+            agent: Default::default(),
         }
+    }
+
+    /// The same, with the host configuration's `[agent]` table.
+    pub fn with_agent(mut self, agent: jig_provider_builtin::agent::endpoint::Table) -> Executor {
+        self.agent = agent;
+        self
     }
 
     /// Every target of the admitted generation, for messages.
@@ -350,7 +360,11 @@ impl Executor {
         link: ChannelLink,
     ) -> Result<Success, Failure> {
         let resolved = self.resolve(&invocation.target, root)?;
-        if let Err(reason) = resolved.recipe.verify() {
+        let verified = resolved
+            .recipe
+            .verify()
+            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent));
+        if let Err(reason) = verified {
             return Err(Failure::new(
                 "REVIEW_REQUIRED",
                 format!("the admitted execution environment changed ({reason}); run jig review"),
