@@ -635,3 +635,89 @@ fn the_agent_table_of_host_toml_wins_and_its_key_file_is_read_by_the_worker() {
         "{run:?}"
     );
 }
+
+#[test]
+fn doctor_shows_the_agent_identity_and_sends_nothing() {
+    let endpoint = Endpoint::start(Reply::Json(200, responses_text("x")));
+    let dir = agent_project(FLOW_PY);
+    let env = openai_env(&endpoint);
+    let run = jig_with(dir.path(), &pairs(&env), &["doctor"]);
+    let expected = format!(
+        "agent:\n  client: openai-compatible\n  api: responses\n  endpoint: {}\n  model: {MODEL}\n  key: OPENAI_API_KEY (environment)\n  configuration: valid (from the environment; no request was sent)\n",
+        endpoint.base_url()
+    );
+    assert!(run.stdout.contains(&expected), "{run:?}");
+    assert!(!run.stdout.contains(KEY), "{run:?}");
+    let invalid = jig_with(dir.path(), &[("OPENAI_MODEL", MODEL)], &["doctor"]);
+    assert!(
+        invalid
+            .stdout
+            .contains("agent:\n  configuration: invalid: OPENAI_API_KEY is required\n"),
+        "{invalid:?}"
+    );
+    // The Agent is optional host support: doctor's status does not change.
+    assert_eq!(invalid.status, run.status);
+    assert_eq!(endpoint.requests().len(), 0);
+}
+
+#[test]
+fn the_agent_call_ends_at_the_run_deadline() {
+    let endpoint = Endpoint::start(Reply::Slow(Duration::from_secs(20), responses_text("late")));
+    let dir = agent_project(FLOW_PY);
+    let env = openai_env(&endpoint);
+    let reviewed = review_with(dir.path(), &pairs(&env));
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let run = jig_with(
+        dir.path(),
+        &pairs(&env),
+        &[
+            "run",
+            "flow:flows/ask",
+            "--input",
+            r#"{"instructions":"Go."}"#,
+            "--timeout",
+            "3s",
+        ],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "DEADLINE_EXCEEDED", "{run:?}");
+    assert_eq!(endpoint.requests().len(), 1);
+}
+
+/// Two Agent calls at once: the second is refused before dispatch.
+const TWICE_PY: &str = r#"import asyncio
+
+from jiggy.flow import OperationError, handle
+
+
+async def run(ctx):
+    async def one(n):
+        try:
+            return await ctx.call_capability(
+                operation_id=f"ask:{n}", slot="agent", method="run", input={"instructions": "hi"}
+            )
+        except OperationError as error:
+            return {"code": error.code}
+    first = asyncio.ensure_future(one(1))
+    await asyncio.sleep(0.5)
+    second = await one(2)
+    return {"outcome": "done", "output": {"first": await first, "second": second}}
+
+
+handle(run)
+"#;
+
+#[test]
+fn an_agent_call_is_the_one_exclusive_effect() {
+    let endpoint = Endpoint::start(Reply::Slow(
+        Duration::from_millis(2500),
+        responses_text("one"),
+    ));
+    let dir = agent_project(TWICE_PY);
+    let output = ask(dir.path(), &openai_env(&endpoint), &json!({}));
+    assert_eq!(
+        output,
+        json!({"first": {"outcome": "completed", "text": "one"}, "second": {"code": "RESOURCE_EXHAUSTED"}})
+    );
+    assert_eq!(endpoint.requests().len(), 1);
+}
