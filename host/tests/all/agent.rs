@@ -88,6 +88,8 @@ enum Reply {
     Slow(Duration, Value),
     /// Read the whole request, then close the connection unanswered.
     Close,
+    /// Answer with these server-sent events, then close.
+    Sse(Vec<String>),
 }
 
 /// One request the endpoint received.
@@ -180,6 +182,17 @@ fn serve(stream: TcpStream, reply: Reply, record: Arc<Mutex<Vec<Seen>>>) {
     let mut stream = stream;
     let (status, value) = match reply {
         Reply::Close => return,
+        Reply::Sse(events) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+            );
+            for event in events {
+                let _ = write!(stream, "data: {event}\n\n");
+                let _ = stream.flush();
+            }
+            return;
+        }
         Reply::Json(status, value) => (status, value),
         Reply::Slow(wait, value) => {
             std::thread::sleep(wait);
@@ -720,4 +733,113 @@ fn an_agent_call_is_the_one_exclusive_effect() {
         json!({"first": {"outcome": "completed", "text": "one"}, "second": {"code": "RESOURCE_EXHAUSTED"}})
     );
     assert_eq!(endpoint.requests().len(), 1);
+}
+
+/// Asks with the `events` port connected; reads the port concurrently (or
+/// only after the call when `read` is false).
+const STREAM_PY: &str = r#"import asyncio
+
+from jiggy.flow import OperationError, handle
+
+
+async def run(ctx):
+    pair = await ctx.channel(contract="./contracts/acp-public-updates.json")
+
+    async def read():
+        items = []
+        try:
+            async for item in pair.receive:
+                items.append(item)
+            return {"items": items, "end": "closed"}
+        except OperationError as error:
+            return {"items": items, "end": error.code}
+
+    reader = asyncio.ensure_future(read()) if ctx.input["read"] else None
+    try:
+        value = await ctx.call_capability(
+            operation_id="ask:1", slot="agent", method="run",
+            input={"instructions": "Stream it."}, channels={"events": pair.send}
+        )
+    except OperationError as error:
+        value = {"code": error.code}
+    if reader is None:
+        reader = asyncio.ensure_future(read())
+    return {"outcome": "done", "output": {"value": value, "events": await reader}}
+
+
+handle(run)
+"#;
+
+fn chunk(text: &str) -> Value {
+    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+}
+
+fn responses_deltas(pieces: &[&str]) -> Vec<String> {
+    let mut events: Vec<String> = pieces
+        .iter()
+        .map(|p| json!({"type": "response.output_text.delta", "delta": p}).to_string())
+        .collect();
+    events.push(
+        json!({"type": "response.completed", "response": {"status": "completed", "output": [
+            {"type": "message", "content": [{"type": "output_text", "text": pieces.concat()}]}]}})
+        .to_string(),
+    );
+    events
+}
+
+#[test]
+fn a_streamed_responses_answer_feeds_events_and_settles_as_one_value() {
+    let endpoint = Endpoint::start(Reply::Sse(responses_deltas(&["Hello", " ", "world"])));
+    let dir = agent_project(STREAM_PY);
+    let output = ask(dir.path(), &openai_env(&endpoint), &json!({"read": true}));
+    assert_eq!(
+        output,
+        json!({"value": {"outcome": "completed", "text": "Hello world"},
+               "events": {"items": [chunk("Hello"), chunk(" "), chunk("world")], "end": "closed"}})
+    );
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["stream"], true);
+    assert_eq!(requests[0].body["store"], false);
+}
+
+#[test]
+fn a_streamed_chat_answer_feeds_events_and_maps_its_finish_reason() {
+    let events = vec![
+        json!({"choices": [{"delta": {"role": "assistant", "content": "Par"}, "finish_reason": null}]}).to_string(),
+        json!({"choices": [{"delta": {"content": "tial"}, "finish_reason": null}]}).to_string(),
+        json!({"choices": [{"delta": {}, "finish_reason": "length"}]}).to_string(),
+        "[DONE]".to_string(),
+    ];
+    let endpoint = Endpoint::start(Reply::Sse(events));
+    let dir = agent_project(STREAM_PY);
+    let mut env = openai_env(&endpoint);
+    env.push(("OPENAI_API", "chat-completions".into()));
+    let output = ask(dir.path(), &env, &json!({"read": true}));
+    assert_eq!(
+        output,
+        json!({"value": {"outcome": "limit", "text": "Partial"},
+               "events": {"items": [chunk("Par"), chunk("tial")], "end": "closed"}})
+    );
+    assert_eq!(endpoint.requests()[0].body["stream"], true);
+}
+
+#[test]
+fn an_overflowed_events_ingress_fails_lagged_while_the_result_settles() {
+    let pieces: Vec<String> = (0..200).map(|i| format!("p{i} ")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let endpoint = Endpoint::start(Reply::Sse(responses_deltas(&refs)));
+    let dir = agent_project(STREAM_PY);
+    let output = ask(dir.path(), &openai_env(&endpoint), &json!({"read": false}));
+    assert_eq!(
+        output["value"],
+        json!({"outcome": "completed", "text": pieces.concat()})
+    );
+    assert_eq!(output["events"]["end"], "LAGGED", "{output}");
+    let delivered = output["events"]["items"].as_array().unwrap();
+    assert!(delivered.len() < 200, "{output}");
+    // What was delivered is the stream's beginning, in order.
+    for (i, item) in delivered.iter().enumerate() {
+        assert_eq!(item, &chunk(&pieces[i]));
+    }
 }

@@ -112,12 +112,9 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     }
     let services = &call.services;
     let (instructions, rendered, schema) = prepare(&call.input, services.package.files())?;
-    if !call.ports.ports().is_empty() {
-        return Err(CallError::operational(
-            "UNAVAILABLE",
-            "this Agent client does not stream; call run without the events port",
-        ));
-    }
+    // With the optional `events` port connected the answer is streamed
+    // and its text pieces feed the port (beyond the reference).
+    let stream = call.ports.ports().iter().any(|p| p.name == EVENTS_PORT);
     let _effect = EffectSlot::take(&services.activity)?;
     let executor = &services.executor;
     let endpoint = crate::config::agent_endpoint(&executor.agent).map_err(|e| {
@@ -132,7 +129,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
             instructions,
             skills: rendered,
             schema: schema.as_ref().map(|(wire, _)| wire.clone()),
-            stream: false,
+            stream,
         },
     };
     // Reserved before the envelope exists, returned after it is fenced
@@ -218,6 +215,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     let mut lines = tokio::io::BufReader::new(stdout);
     let mut dispatched = false;
     let mut verdict: Option<Value> = None;
+    let mut ingress = stream.then(|| Ingress::start(call.ports.clone()));
     let stopped = loop {
         let mut line = Vec::new();
         let read = async {
@@ -234,6 +232,10 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
                     let Ok(value) = serde_json::from_slice::<Value>(&line) else { break None };
                     if value.get("dispatching") == Some(&Value::Bool(true)) {
                         dispatched = true;
+                    } else if let Some(item) = value.get("event") {
+                        if let Some(ingress) = ingress.as_mut() {
+                            ingress.offer(item.clone());
+                        }
                     } else {
                         verdict = Some(value);
                         break None;
@@ -242,6 +244,11 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
             },
         }
     };
+    // The items already taken are delivered before the result settles
+    // (within the same deadline); after that the call's end seals the port.
+    if let (None, Some(ingress)) = (stopped, ingress.take()) {
+        ingress.drain(deadline).await;
+    }
     match stopped {
         Some(_) => contained.terminate().await,
         None => {
@@ -343,6 +350,111 @@ fn settle(verdict: Value, schema: Option<&flow::schema::Schema>) -> Result<Value
         }
     }
     Ok(result)
+}
+
+/// The method's optional progress port (the ACP public-updates channel).
+pub const EVENTS_PORT: &str = "events";
+/// Items the host holds for `events` before they are delivered: past 16
+/// items or 256 KiB the port fails `LAGGED` while the result settles.
+pub const EVENTS_INGRESS_ITEMS: usize = 16;
+pub const EVENTS_INGRESS_BYTES: usize = 256 * 1024;
+
+/// How long, after the verdict, the items still held may take to reach
+/// the reader before the port fails `LAGGED` and the result settles.
+const EVENTS_DRAIN_GRACE: Duration = Duration::from_secs(1);
+const LAGGED_MESSAGE: &str = "the Agent's progress outran the events reader (16 items / 256 KiB)";
+
+enum Forward {
+    Item(Value, usize),
+}
+
+/// The bounded ingress of the `events` port: items wait here until the
+/// blocking port accepts them; an overflow fails the port `LAGGED` and
+/// drops everything after it, and never delays the Agent's result.
+struct Ingress {
+    ports: std::sync::Arc<dyn jig_provider_api::ChannelPorts>,
+    tx: Option<std::sync::mpsc::Sender<Forward>>,
+    pending: std::sync::Arc<std::sync::Mutex<(usize, usize)>>,
+    ended: bool,
+    forwarder: tokio::task::JoinHandle<()>,
+}
+
+impl Ingress {
+    fn start(ports: std::sync::Arc<dyn jig_provider_api::ChannelPorts>) -> Ingress {
+        let (tx, rx) = std::sync::mpsc::channel::<Forward>();
+        let forwarding = ports.clone();
+        let pending = std::sync::Arc::new(std::sync::Mutex::new((0usize, 0usize)));
+        let held = pending.clone();
+        let forwarder = tokio::task::spawn_blocking(move || {
+            while let Ok(forward) = rx.recv() {
+                match forward {
+                    Forward::Item(item, bytes) => {
+                        let sent = forwarding.send(EVENTS_PORT, item);
+                        let mut p = held.lock().unwrap_or_else(|e| e.into_inner());
+                        p.0 -= 1;
+                        p.1 -= bytes;
+                        if sent.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Ingress {
+            ports,
+            tx: Some(tx),
+            pending,
+            ended: false,
+            forwarder,
+        }
+    }
+
+    /// Take one item, or fail the port `LAGGED` when it would not fit.
+    fn offer(&mut self, item: Value) {
+        if self.ended {
+            return;
+        }
+        let Some(tx) = &self.tx else { return };
+        let bytes = flow::json::canonical(&item).len();
+        let fits = {
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let fits = p.0 < EVENTS_INGRESS_ITEMS && p.1 + bytes <= EVENTS_INGRESS_BYTES;
+            if fits {
+                p.0 += 1;
+                p.1 += bytes;
+            }
+            fits
+        };
+        if !fits {
+            // Failed here, not behind the held items: the forwarder may be
+            // blocked on a reader that never reads.
+            self.lag();
+            return;
+        }
+        if tx.send(Forward::Item(item, bytes)).is_err() {
+            self.ended = true;
+        }
+    }
+
+    fn lag(&mut self) {
+        self.ended = true;
+        self.tx = None;
+        let _ = self.ports.fail(EVENTS_PORT, "LAGGED", LAGGED_MESSAGE);
+    }
+
+    /// Let the forwarder deliver what it took, within the grace (and the
+    /// deadline); what it could not deliver by then fails the port `LAGGED`.
+    async fn drain(mut self, deadline: tokio::time::Instant) {
+        self.tx = None;
+        let until = deadline.min(tokio::time::Instant::now() + EVENTS_DRAIN_GRACE);
+        if tokio::time::timeout_at(until, &mut self.forwarder)
+            .await
+            .is_err()
+            && !self.ended
+        {
+            self.lag();
+        }
+    }
 }
 
 /// The worker's private files: an empty package view and its scratch,

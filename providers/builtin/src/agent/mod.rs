@@ -8,6 +8,7 @@
 pub mod endpoint;
 pub mod profile;
 pub mod skills;
+pub mod stream;
 pub mod wire;
 pub mod worker;
 

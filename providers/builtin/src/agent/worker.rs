@@ -7,6 +7,8 @@
 //! - `{"dispatching": true}` just before the request is sent: from here
 //!   on, a worker that ends without a verdict may have reached the
 //!   endpoint (`UNCERTAIN`);
+//! - with a streamed answer, `{"event": <agent_message_chunk item>}` for
+//!   each piece of text as it arrives;
 //! - then exactly one verdict, `{"result": {outcome, text, structured?}}`
 //!   or `{"error": {code, message, details?}}`.
 //!
@@ -20,6 +22,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::endpoint::{check_key, Api, KeySource, MAX_KEY_BYTES};
+use super::stream::{chunk_item, Stream};
 use super::wire::{self, Ask, NoAnswer, Outcome, MAX_TEXT_CHARS};
 
 /// The hidden first argument that makes `jig` the Agent worker.
@@ -214,6 +217,9 @@ pub async fn run(request: Request) -> Verdict {
             details: Some(details),
         };
     }
+    if request.ask.stream {
+        return judge(&request.ask, read_stream(request.ask.api, response).await);
+    }
     let bytes = match read_bounded(response, MAX_ANSWER_BYTES).await {
         Ok(bytes) => bytes,
         Err(why) => return error("UNCERTAIN", why),
@@ -258,6 +264,34 @@ pub fn judge(ask: &Ask, answer: Result<wire::Answer, NoAnswer>) -> Verdict {
         }
     }
     Verdict::Result(result)
+}
+
+/// Read a streamed answer, printing each text piece as an `events` item.
+async fn read_stream(api: Api, mut response: reqwest::Response) -> Result<wire::Answer, NoAnswer> {
+    let mut stream = Stream::new(api);
+    let mut total = 0usize;
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                total += chunk.len();
+                if total > MAX_ANSWER_BYTES {
+                    return Err(NoAnswer::Unproved(format!(
+                        "the Agent endpoint's stream is larger than {MAX_ANSWER_BYTES} bytes"
+                    )));
+                }
+                for piece in stream.feed(&chunk)? {
+                    print_line(&json!({ "event": chunk_item(&piece) }));
+                }
+            }
+            Ok(None) => return stream.finish(),
+            Err(_) => {
+                return Err(NoAnswer::Unproved(
+                    "the Agent endpoint's stream was cut off; the request may have been processed"
+                        .into(),
+                ))
+            }
+        }
+    }
 }
 
 fn load_key(source: &KeySource) -> Result<String, Verdict> {
