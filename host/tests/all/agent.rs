@@ -843,3 +843,37 @@ fn an_overflowed_events_ingress_fails_lagged_while_the_result_settles() {
         assert_eq!(item, &chunk(&pieces[i]));
     }
 }
+
+#[test]
+fn the_review_example_asks_with_its_skill_and_schema() {
+    let reply = responses_text(
+        "{\"concerns\":[\"subtracts instead of adding\"],\"verdict\":\"request-changes\"}",
+    );
+    let endpoint = Endpoint::start(Reply::Json(200, reply));
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&workspace().join("examples/review"), dir.path());
+    let env = openai_env(&endpoint);
+    let reviewed = review_with(dir.path(), &pairs(&env));
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let run = jig_with(
+        dir.path(),
+        &pairs(&env),
+        &[
+            "run",
+            "binding:reviewer",
+            "--input",
+            "\"- a + b\\n+ a - b\"",
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        json!({"concerns": ["subtracts instead of adding"], "verdict": "request-changes"})
+    );
+    let body = &endpoint.requests()[0].body;
+    assert!(body["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("# Code review"));
+    assert_eq!(body["text"]["format"]["strict"], true);
+}
