@@ -90,14 +90,12 @@ fn answer(mut stream: TcpStream) {
     );
 }
 
-fn request_body() -> String {
-    format!(r#"{{"model":"m","input":"Say ok.","store":false}}"#)
-}
+const REQUEST_BODY: &str = r#"{"model":"m","input":"Say ok.","store":false}"#;
 
 #[divan::bench]
 fn direct_http_request() {
     let f = fixture();
-    let body = request_body();
+    let body = REQUEST_BODY;
     let mut stream = TcpStream::connect(("127.0.0.1", f.port)).unwrap();
     write!(
         stream,

@@ -60,17 +60,17 @@ fn invalid_input(code: &str, message: impl Into<String>) -> CallError {
 
 /// The input, checked: what the worker is asked, and the compiled
 /// responseSchema the structured result must satisfy.
+struct Prepared {
+    instructions: String,
+    skills: Option<String>,
+    /// The schema as sent, and compiled for validating the result.
+    schema: Option<(Value, flow::schema::Schema)>,
+}
+
 fn prepare(
     input: &Value,
     files: &std::collections::BTreeMap<String, Vec<u8>>,
-) -> Result<
-    (
-        String,
-        Option<String>,
-        Option<(Value, flow::schema::Schema)>,
-    ),
-    CallError,
-> {
+) -> Result<Prepared, CallError> {
     let instructions = input
         .get("instructions")
         .and_then(Value::as_str)
@@ -100,7 +100,11 @@ fn prepare(
             Some((profile::wire_schema(schema), compiled))
         }
     };
-    Ok((instructions, rendered, schema))
+    Ok(Prepared {
+        instructions,
+        skills: rendered,
+        schema,
+    })
 }
 
 async fn run(call: BuiltinCall) -> Result<Value, CallError> {
@@ -111,7 +115,11 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
         ));
     }
     let services = &call.services;
-    let (instructions, rendered, schema) = prepare(&call.input, services.package.files())?;
+    let Prepared {
+        instructions,
+        skills: rendered,
+        schema,
+    } = prepare(&call.input, services.package.files())?;
     // With the optional `events` port connected the answer is streamed
     // and its text pieces feed the port (beyond the reference).
     let stream = call.ports.ports().iter().any(|p| p.name == EVENTS_PORT);
