@@ -486,3 +486,130 @@ impl Drop for WorkerFiles {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jig_provider_api::{ChannelItem, ChannelPorts, GrantedPort, PortDirection};
+    use jig_provider_builtin::agent::stream::chunk_item;
+    use std::sync::{Arc, Condvar, Mutex};
+
+    /// The events port of a reader that does not read until `open`:
+    /// records what was sent and how the port was failed.
+    struct HeldReader {
+        ports: Vec<GrantedPort>,
+        open: Mutex<bool>,
+        opened: Condvar,
+        sent: Mutex<Vec<Value>>,
+        failed: Mutex<Vec<String>>,
+    }
+
+    impl HeldReader {
+        fn new() -> Arc<HeldReader> {
+            Arc::new(HeldReader {
+                ports: vec![GrantedPort {
+                    name: EVENTS_PORT.into(),
+                    direction: PortDirection::Send,
+                }],
+                open: Mutex::new(false),
+                opened: Condvar::new(),
+                sent: Mutex::new(Vec::new()),
+                failed: Mutex::new(Vec::new()),
+            })
+        }
+
+        fn open(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+    }
+
+    impl ChannelPorts for HeldReader {
+        fn ports(&self) -> &[GrantedPort] {
+            &self.ports
+        }
+        fn send(&self, _port: &str, item: Value) -> Result<(), CallError> {
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            self.sent.lock().unwrap().push(item);
+            Ok(())
+        }
+        fn next(&self, port: &str) -> Result<Option<ChannelItem>, CallError> {
+            Err(jig_provider_api::not_granted(port))
+        }
+        fn close(&self, _port: &str) -> Result<(), CallError> {
+            Ok(())
+        }
+        fn fail(&self, _port: &str, code: &str, _message: &str) -> Result<(), CallError> {
+            self.failed.lock().unwrap().push(code.to_string());
+            Ok(())
+        }
+    }
+
+    fn item_of_bytes(bytes: usize) -> Value {
+        let overhead = flow::json::canonical(&chunk_item("")).len();
+        let item = chunk_item(&"x".repeat(bytes - overhead));
+        assert_eq!(flow::json::canonical(&item).len(), bytes);
+        item
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_ingress_holds_16_items_and_fails_lagged_on_the_17th() {
+        let reader = HeldReader::new();
+        let mut ingress = Ingress::start(reader.clone());
+        for i in 0..EVENTS_INGRESS_ITEMS {
+            ingress.offer(chunk_item(&format!("{i}")));
+        }
+        assert!(reader.failed.lock().unwrap().is_empty());
+        ingress.offer(chunk_item("past"));
+        assert_eq!(*reader.failed.lock().unwrap(), vec!["LAGGED".to_string()]);
+        // What was held still reaches the reader; nothing after the overflow.
+        reader.open();
+        ingress
+            .drain(tokio::time::Instant::now() + Duration::from_secs(5))
+            .await;
+        let sent = reader.sent.lock().unwrap().clone();
+        assert!(sent.len() <= EVENTS_INGRESS_ITEMS);
+        assert!(!sent.contains(&chunk_item("past")));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_ingress_holds_256_kib_and_fails_lagged_one_byte_past() {
+        let quarter = EVENTS_INGRESS_BYTES / 4;
+        let at = HeldReader::new();
+        let mut ingress = Ingress::start(at.clone());
+        for _ in 0..4 {
+            ingress.offer(item_of_bytes(quarter));
+        }
+        assert!(at.failed.lock().unwrap().is_empty());
+        at.open();
+        ingress
+            .drain(tokio::time::Instant::now() + Duration::from_secs(5))
+            .await;
+        assert_eq!(at.sent.lock().unwrap().len(), 4);
+        assert!(at.failed.lock().unwrap().is_empty());
+
+        let past = HeldReader::new();
+        let mut ingress = Ingress::start(past.clone());
+        for _ in 0..3 {
+            ingress.offer(item_of_bytes(quarter));
+        }
+        ingress.offer(item_of_bytes(quarter + 1));
+        assert_eq!(*past.failed.lock().unwrap(), vec!["LAGGED".to_string()]);
+        past.open();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_cannot_reach_the_reader_after_the_verdict_fails_lagged() {
+        let reader = HeldReader::new();
+        let mut ingress = Ingress::start(reader.clone());
+        ingress.offer(chunk_item("held"));
+        ingress
+            .drain(tokio::time::Instant::now() + Duration::from_secs(5))
+            .await;
+        assert_eq!(*reader.failed.lock().unwrap(), vec!["LAGGED".to_string()]);
+        reader.open();
+    }
+}
