@@ -115,6 +115,8 @@ impl Seen {
 struct Endpoint {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Requests whose client hung up while a slow answer was pending.
+    hung_up: Arc<Mutex<usize>>,
 }
 
 impl Endpoint {
@@ -122,16 +124,43 @@ impl Endpoint {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
+        let hung_up = Arc::new(Mutex::new(0));
+        let (record, hangups) = (seen.clone(), hung_up.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let reply = reply.clone();
-                let record = record.clone();
-                std::thread::spawn(move || serve(stream, reply, record));
+                let (record, hangups) = (record.clone(), hangups.clone());
+                std::thread::spawn(move || serve(stream, reply, record, hangups));
             }
         });
-        Endpoint { port, seen }
+        Endpoint {
+            port,
+            seen,
+            hung_up,
+        }
+    }
+
+    /// Wait (boundedly) until a client hung up on a pending slow answer.
+    fn wait_for_hang_up(&self) -> bool {
+        for _ in 0..200 {
+            if *self.hung_up.lock().unwrap() > 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Wait (boundedly) until `n` requests arrived.
+    fn wait_for_requests(&self, n: usize) {
+        for _ in 0..400 {
+            if self.requests().len() >= n {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the endpoint never got {n} requests");
     }
 
     fn base_url(&self) -> String {
@@ -143,7 +172,12 @@ impl Endpoint {
     }
 }
 
-fn serve(stream: TcpStream, reply: Reply, record: Arc<Mutex<Vec<Seen>>>) {
+fn serve(
+    stream: TcpStream,
+    reply: Reply,
+    record: Arc<Mutex<Vec<Seen>>>,
+    hung_up: Arc<Mutex<usize>>,
+) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut first = String::new();
     if reader.read_line(&mut first).unwrap_or(0) == 0 {
@@ -195,7 +229,19 @@ fn serve(stream: TcpStream, reply: Reply, record: Arc<Mutex<Vec<Seen>>>) {
         }
         Reply::Json(status, value) => (status, value),
         Reply::Slow(wait, value) => {
-            std::thread::sleep(wait);
+            // Wait, watching for the client to hang up (the worker's
+            // envelope ended) before the answer is due.
+            stream
+                .set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            let until = std::time::Instant::now() + wait;
+            let mut byte = [0u8; 1];
+            while std::time::Instant::now() < until {
+                if let Ok(0) = stream.read(&mut byte) {
+                    *hung_up.lock().unwrap() += 1;
+                    return;
+                }
+            }
             (200, value)
         }
     };
@@ -694,6 +740,50 @@ fn the_agent_call_ends_at_the_run_deadline() {
     );
     assert_eq!(run.status, 1, "{run:?}");
     assert_eq!(run.json()["code"], "DEADLINE_EXCEEDED", "{run:?}");
+    assert_eq!(endpoint.requests().len(), 1);
+    // The worker's envelope was ended: its connection is gone.
+    assert!(endpoint.wait_for_hang_up());
+}
+
+#[test]
+fn an_interrupted_run_ends_the_agent_worker_and_its_request() {
+    let endpoint = Endpoint::start(Reply::Slow(Duration::from_secs(30), responses_text("late")));
+    let dir = agent_project(FLOW_PY);
+    let env = openai_env(&endpoint);
+    let reviewed = review_with(dir.path(), &pairs(&env));
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let mut command = jig(dir.path());
+    for name in jig_provider_builtin::agent::endpoint::ENV_VARS {
+        command.env_remove(name);
+    }
+    let child = command
+        .envs(pairs(&env))
+        .args([
+            "run",
+            "flow:flows/ask",
+            "--input",
+            r#"{"instructions":"Go."}"#,
+            "--timeout",
+            "60s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    endpoint.wait_for_requests(1);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let run = output(child.wait_with_output().unwrap());
+    assert_eq!(run.status, 2, "{run:?}");
+    assert_eq!(run.json()["code"], "CANCELLED", "{run:?}");
+    assert!(
+        run.stderr.starts_with("JIG_COMMAND_INTERRUPTED: "),
+        "{run:?}"
+    );
+    assert!(endpoint.wait_for_hang_up());
     assert_eq!(endpoint.requests().len(), 1);
 }
 
