@@ -967,3 +967,55 @@ fn the_review_example_asks_with_its_skill_and_schema() {
         .contains("# Code review"));
     assert_eq!(body["text"]["format"]["strict"], true);
 }
+
+/// A Binding whose child asks the Agent: the parent has a skill of the
+/// same name, which must not be the one sent.
+const PARENT_PY: &str = r#"from jiggy.flow import handle
+
+
+async def run(ctx):
+    child = await ctx.run_child_flow(
+        operation_id="child:1", slot="helper",
+        input={"instructions": "Go.", "skills": ["style"]}
+    )
+    return {"outcome": "done", "output": child["output"]}
+
+
+handle(run)
+"#;
+
+#[test]
+fn a_childs_skills_come_only_from_the_childs_package() {
+    let endpoint = Endpoint::start(Reply::Json(200, responses_text("child answer")));
+    let dir = agent_project(FLOW_PY);
+    write_files(
+        dir.path(),
+        &[
+            (
+                "flows/parent/FLOW.md",
+                "---\nname: parent\ndescription: Ask through a child.\n---\n",
+            ),
+            ("flows/parent/flow.py", PARENT_PY),
+            ("flows/parent/skills/style/SKILL.md", "PARENT SKILL TEXT\n"),
+            (
+                "bindings/parent.ts",
+                "import { defineBinding } from \"@jigging/jig\";\n\nexport default defineBinding({\n  package: \"./flows/parent\",\n  slots: { helper: \"flow:./flows/ask\" },\n});\n",
+            ),
+        ],
+    );
+    let env = openai_env(&endpoint);
+    let reviewed = review_with(dir.path(), &pairs(&env));
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let run = jig_with(dir.path(), &pairs(&env), &["run", "binding:parent"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        json!({"value": {"outcome": "completed", "text": "child answer"}})
+    );
+    let skills = endpoint.requests()[0].body["instructions"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(skills.contains("Answer in one word."), "{skills}");
+    assert!(!skills.contains("PARENT SKILL TEXT"), "{skills}");
+}
