@@ -10,6 +10,7 @@
   rustPlatform,
   formats,
   makeBinaryWrapper,
+  installShellFiles,
   python3,
   bubblewrap,
   # Attribute set of runtime name -> absolute executable path for the default
@@ -67,7 +68,10 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
     # rquickjs-sys and zstd-sys compile their bundled C sources with the
     # stdenv C compiler; rquickjs-sys ships pre-generated bindings for
     # x86_64/aarch64 Linux, so neither bindgen nor libclang is needed.
-    nativeBuildInputs = [ makeBinaryWrapper ];
+    nativeBuildInputs = [
+      makeBinaryWrapper
+      installShellFiles
+    ];
 
     postInstall = ''
       install -Dm0444 ${hostToml} $out/share/jig/host.toml
@@ -77,6 +81,14 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
         mkdir -p $out/share/jig/python
         cp -r host/python/jiggy $out/share/jig/python/
       fi
+      # The manual page (clap_mangen) and shell completions (clap_complete),
+      # generated at build time by the binary just built.
+      $out/bin/jig manpage > jig.1
+      installManPage jig.1
+      installShellCompletion --cmd jig \
+        --bash <($out/bin/jig completions bash) \
+        --zsh <($out/bin/jig completions zsh) \
+        --fish <($out/bin/jig completions fish)
       wrapProgram $out/bin/jig --set-default JIG_CONFIG $out/share/jig/host.toml
     '';
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use flow::wire::{ErrorCode, Method, RunResult, MAX_FRAME_BYTES};
 use serde_json::{json, Value};
 
-use crate::session::{root_request, Component, Request, Session, STEP_TIMEOUT};
+use crate::session::{root_request, Component, Request, Session, QUIET_WINDOW, STEP_TIMEOUT};
 
 type Step<T> = Result<T, String>;
 
@@ -40,7 +40,7 @@ pub const CASES: &[Case] = &[
     Case {
         name: "json-framing-fixtures",
         target: Target::Standard,
-        run: fatal_frames,
+        run: framing_cases,
     },
     Case {
         name: "json-depth-and-frame-bounds",
@@ -156,6 +156,11 @@ pub const CASES: &[Case] = &[
         name: "channel-direct-lagged",
         target: Target::Channels,
         run: channel_direct_lagged,
+    },
+    Case {
+        name: "channel-direct-cancelled-read",
+        target: Target::Channels,
+        run: channel_direct_cancelled_read,
     },
     Case {
         name: "channel-sequence-gap",
@@ -505,46 +510,111 @@ fn malformed_root_cancellation(c: &Component) -> Step<()> {
     s.expect_closed().map(|_| ())
 }
 
-/// Each raw input is fatal before the root: `reply` is the standard error
-/// expected first (with id null), or none.
+/// The corpus frame fixtures (`fixtures/framing.json`, a copy of
+/// `flow-reference/run-1-fixtures/framing.json`), each sent as the first
+/// bytes of a fresh component.
+const FRAMING_FIXTURES: &str = include_str!("../fixtures/framing.json");
+
+/// What a component must do with one fixture sent before its root (Run/1
+/// §1): the standard error it answers (id null) before it closes, or
+/// `None` for a silent close. Every fixture in the file has exactly one
+/// entry, so a new fixture cannot be skipped unnoticed.
+pub const FRAMING_EXPECTATIONS: &[(&str, Option<i64>)] = &[
+    // Valid frames and JSON/1 values, but not JSON-RPC envelopes.
+    ("empty-object-frame", Some(flow::wire::INVALID_REQUEST)),
+    ("unicode-scalar", Some(flow::wire::INVALID_REQUEST)),
+    // Complete, LF-terminated, valid UTF-8 frames that fail JSON/1.
+    ("empty-frame", Some(flow::wire::PARSE_ERROR)),
+    ("utf8-bom", Some(flow::wire::PARSE_ERROR)),
+    ("duplicate-member", Some(flow::wire::PARSE_ERROR)),
+    ("escaped-lone-surrogate", Some(flow::wire::PARSE_ERROR)),
+    ("unsafe-integral-token", Some(flow::wire::PARSE_ERROR)),
+    ("two-values-one-frame", Some(flow::wire::PARSE_ERROR)),
+    // Invalid UTF-8 and incomplete frames close without a reply.
+    ("invalid-utf8", None),
+    ("eof-before-line-feed", None),
+];
+
+/// One framing fixture: its name and raw bytes.
+pub struct FramingFixture {
+    pub name: String,
+    pub bytes: Vec<u8>,
+    /// Listed under `valid` in the fixture file.
+    pub valid: bool,
+}
+
+/// Every fixture of `fixtures/framing.json`.
+pub fn framing_fixtures() -> Step<Vec<FramingFixture>> {
+    let file: Value = serde_json::from_str(FRAMING_FIXTURES).map_err(|e| e.to_string())?;
+    let mut fixtures = Vec::new();
+    for (group, valid) in [("valid", true), ("invalid", false)] {
+        for f in file[group]
+            .as_array()
+            .ok_or("framing.json: no {group} list")?
+        {
+            let name = f["name"]
+                .as_str()
+                .ok_or("framing.json: fixture without name")?;
+            let hex = f["hex"]
+                .as_str()
+                .ok_or("framing.json: fixture without hex")?;
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("zz"), 16))
+                .collect::<Result<Vec<u8>, _>>()
+                .map_err(|e| format!("framing.json: {name}: {e}"))?;
+            fixtures.push(FramingFixture {
+                name: name.to_string(),
+                bytes,
+                valid,
+            });
+        }
+    }
+    Ok(fixtures)
+}
+
+/// Every framing fixture, then the extra fatal inputs, before the root.
+fn framing_cases(c: &Component) -> Step<()> {
+    for fixture in framing_fixtures()? {
+        let reply = FRAMING_EXPECTATIONS
+            .iter()
+            .find(|(name, _)| *name == fixture.name)
+            .map(|(_, reply)| *reply)
+            .ok_or_else(|| format!("fixture {} has no expectation", fixture.name))?;
+        fatal_before_root(c, &fixture.name, &fixture.bytes, reply)?;
+    }
+    fatal_frames(c)
+}
+
+/// Sends `bytes` as the first input, closes stdin, and expects `reply`
+/// (with id null) or nothing, then the close.
+fn fatal_before_root(c: &Component, name: &str, bytes: &[u8], reply: Option<i64>) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let _ = s.send_raw(bytes);
+    s.close_stdin();
+    if let Some(code) = reply {
+        let id = s
+            .expect_standard_error(code)
+            .map_err(|e| format!("{name}: {e}"))?;
+        ensure(id.is_none(), || {
+            format!("{name}: reply id {id:?}, want null")
+        })?;
+    }
+    s.expect_closed().map_err(|e| format!("{name}: {e}"))?;
+    Ok(())
+}
+
+/// Fatal inputs beyond the fixture file, before the root.
 fn fatal_frames(c: &Component) -> Step<()> {
-    let cases: [(&str, &[u8], Option<i64>); 7] = [
+    let cases: [(&str, &[u8], Option<i64>); 4] = [
         ("invalid JSON", b"{\"jsonrpc\":\n", Some(-32700)),
-        ("BOM", b"\xef\xbb\xbf{}\n", Some(-32700)),
-        ("duplicate member", b"{\"a\":1,\"a\":2}\n", Some(-32700)),
-        (
-            "unsafe integer",
-            b"{\"a\":9007199254740993}\n",
-            Some(-32700),
-        ),
         ("batch", b"[]\n", Some(-32600)),
         ("scalar", b"1\n", Some(-32600)),
-        ("invalid UTF-8", b"{\"a\":\"\xff\"}\n", None),
+        ("EOF inside a frame", b"{\"jsonrpc\"", None),
     ];
     for (name, bytes, reply) in cases {
-        let mut s = Session::spawn(c)?;
-        let _ = s.send_raw(bytes);
-        if let Some(code) = reply {
-            let id = s
-                .expect_standard_error(code)
-                .map_err(|e| format!("{name}: {e}"))?;
-            ensure(id.is_none(), || {
-                format!("{name}: reply id {id:?}, want null")
-            })?;
-        }
-        s.expect_closed().map_err(|e| format!("{name}: {e}"))?;
+        fatal_before_root(c, name, bytes, reply)?;
     }
-    // An empty frame is invalid; it is complete, valid UTF-8 and not JSON,
-    // so a best-effort -32700 may precede the close.
-    let mut s = Session::spawn(c)?;
-    let _ = s.send_raw(b"\n");
-    s.expect_closed_after_optional_error(flow::wire::PARSE_ERROR)
-        .map_err(|e| format!("empty frame: {e}"))?;
-    let mut s = Session::spawn(c)?;
-    let _ = s.send_raw(b"{\"jsonrpc\"");
-    s.close_stdin();
-    s.expect_closed()
-        .map_err(|e| format!("EOF inside a frame: {e}"))?;
     Ok(())
 }
 
@@ -1007,16 +1077,89 @@ fn channel_direct_drain(c: &Component) -> Step<()> {
     s.finish_clean()
 }
 
+/// The host's answer to the release of a receiver whose read failed.
+fn failed_release(code: &str) -> Value {
+    json!({"status": "failed", "code": code})
+}
+
+/// After a failed read the holder disposes the receiver (Run/1 §5.1):
+/// exactly one `channel/release`, answered `failed`; the handler sees the
+/// read failure once (`complete: false`) and the Run still succeeds.
 fn channel_direct_lagged(c: &Component) -> Step<()> {
     let mut s = Session::spawn(c)?;
     let (call, read) = open_direct(&mut s)?;
     s.reply_error(&read.id, "LAGGED")?;
+    let release = expect_request_with(&mut s, Method::ChannelRelease, &json!({"endpoint": READER}))
+        .map_err(|e| format!("after the failed read: {e}"))?;
+    s.reply(&release.id, failed_release("LAGGED"))?;
     s.expect_quiet()?;
     s.reply(&call.id, json!({"value": null}))?;
     expect_done(
         s.expect_root()?,
         &json!({"complete": false, "values": [], "work": null}),
     )?;
+    s.finish_clean()
+}
+
+/// Root cancellation while a read is active: the open call gets one
+/// `request/cancel`, the cancelled read disposes its receiver (one
+/// `channel/release`; a `request/cancel` for the read itself is allowed),
+/// and the root fails `CANCELLED` once everything settled.
+fn channel_direct_cancelled_read(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    let (call, read) = open_direct(&mut s)?;
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "request/cancel", "params": {"requestId": "host:1"}}),
+    )?;
+    let mut call_cancels = 0;
+    let mut read_cancels = 0;
+    let mut release: Option<Request> = None;
+    loop {
+        let settled = call_cancels > 0 && release.is_some();
+        let message = if settled {
+            match s.poll(QUIET_WINDOW)? {
+                Some(m) => m,
+                None => break,
+            }
+        } else {
+            s.recv()?
+        };
+        match message {
+            flow::wire::Message::Notification { method, params } if method == "request/cancel" => {
+                let target = params.as_ref().and_then(|p| p["requestId"].as_str());
+                match target {
+                    Some(t) if t == call.id => call_cancels += 1,
+                    Some(t) if t == read.id => read_cancels += 1,
+                    _ => return Err(format!("request/cancel for {params:?}")),
+                }
+            }
+            flow::wire::Message::Request { id, method, params }
+                if method == "channel/release"
+                    && params == Some(json!({"endpoint": READER}))
+                    && release.is_none() =>
+            {
+                release = Some(Request {
+                    id,
+                    method: Method::ChannelRelease,
+                    params: json!({"endpoint": READER}),
+                });
+            }
+            other => {
+                return Err(format!(
+                    "after root cancellation: unexpected {}",
+                    other.to_value()
+                ))
+            }
+        }
+    }
+    ensure(call_cancels == 1 && read_cancels <= 1, || {
+        format!("{call_cancels} cancels of the call, {read_cancels} of the read")
+    })?;
+    let release = release.ok_or("no channel/release for the cancelled read")?;
+    s.reply_error(&call.id, "CANCELLED")?;
+    s.reply_error(&read.id, "CANCELLED")?;
+    s.reply(&release.id, json!({"status": "released"}))?;
+    expect_failed(s.expect_root()?, ErrorCode::Cancelled)?;
     s.finish_clean()
 }
 
@@ -1348,6 +1491,10 @@ fn wiring_monitor_lagged(c: &Component) -> Step<()> {
     feed_monitor(&mut s, &[item(1, json!({"text": "kept"}))])?;
     let read = expect_request_with(&mut s, Method::ChannelNext, &json!({"endpoint": "e:r"}))?;
     s.reply_error(&read.id, "LAGGED")?;
+    // The failed receiver is disposed once; its release reports the cause.
+    let release = expect_request_with(&mut s, Method::ChannelRelease, &json!({"endpoint": "e:r"}))
+        .map_err(|e| format!("after the failed read: {e}"))?;
+    s.reply(&release.id, failed_release("LAGGED"))?;
     expect_done(
         s.expect_root()?,
         &json!({"complete": false, "selected": ["kept"]}),

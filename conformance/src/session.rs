@@ -410,31 +410,6 @@ impl Session {
         Ok(())
     }
 
-    /// The channel closes, with or without a best-effort standard error
-    /// `code` (id null) first: Run/1 says a peer *should* send it, so both
-    /// spellings conform.
-    pub fn expect_closed_after_optional_error(&mut self, code: i64) -> Step<ExitStatus> {
-        match self.next_output(STEP_TIMEOUT)? {
-            None => Err("stdout did not end".into()),
-            Some(Output::Frame(frame)) => {
-                match wire::decode(&frame).map_err(|e| format!("component sent {e}"))? {
-                    Message::Failure { id: None, error } if error.code == code => {
-                        self.expect_closed()
-                    }
-                    other => Err(format!(
-                        "expected nothing or error {code} with id null, got {}",
-                        other.to_value()
-                    )),
-                }
-            }
-            Some(Output::End { incomplete: true }) => {
-                Err("stdout ended inside a frame (trailing bytes)".into())
-            }
-            Some(Output::End { incomplete: false }) => self.wait_exit(),
-            Some(Output::Broken(e)) => Err(e),
-        }
-    }
-
     /// The channel closes without a root response: stdout ends (no frame)
     /// and the process exits on its own.
     pub fn expect_closed(&mut self) -> Step<ExitStatus> {

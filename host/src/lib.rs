@@ -15,3 +15,4 @@ pub mod plan;
 pub mod providers;
 pub mod sandbox;
 pub mod state;
+pub mod verify;

@@ -48,6 +48,7 @@ let
       };
       inherit (stubs) formats;
       makeBinaryWrapper = stubs.fakeDrv "make-binary-wrapper";
+      installShellFiles = stubs.fakeDrv "install-shell-files";
       python3 = stubs.fakeDrv "python3";
       bubblewrap = stubs.fakeDrv "bubblewrap";
     };
@@ -335,6 +336,9 @@ let
         (root + "/Cargo.lock")
       ]
       ++ map (d: root + "/${d}") (jigLib.memberDirs (root + "/Cargo.toml"));
+    "package installs the manual page and bash, zsh and fish completions" =
+      builtins.match ".*jig manpage > jig.1.*installManPage jig.1.*--bash <\\(\\$out/bin/jig completions bash\\).*--zsh <\\(\\$out/bin/jig completions zsh\\).*--fish <\\(\\$out/bin/jig completions fish\\).*" package.postInstall
+      != null;
     "package wraps jig with a default JIG_CONFIG" =
       builtins.match ".*wrapProgram \\$out/bin/jig --set-default JIG_CONFIG \\$out/share/jig/host.toml.*" package.postInstall
       != null;

@@ -352,7 +352,8 @@ impl ChannelReceiver {
     }
 
     /// The next value, or `None` at the clean end. A failure (for example
-    /// `LAGGED`) is sticky: later reads report it again. Only one read may be
+    /// `LAGGED`) is sticky: later reads report it again, and the SDK
+    /// releases the failed receiver once on its own. Only one read may be
     /// outstanding. Cancelling a read disposes the receiver.
     ///
     /// # Example
@@ -444,6 +445,17 @@ impl ChannelReceiver {
     pub fn release(&self) -> Call<Result<ReleaseStatus, OperationError>> {
         let params = serde_json::json!({ "endpoint": self.grant.endpoint });
         if let Some(s) = self.peer.borrow_mut().receiver(&self.grant.endpoint) {
+            // A failed read already released the receiver: join that
+            // disposal instead of sending a second release.
+            if s.disposed
+                && let Some(failure) = &s.failure
+            {
+                let status = ReleaseStatus::Failed {
+                    code: failure.code,
+                    details: failure.details.clone(),
+                };
+                return Call::ready(&self.peer, Ok(status));
+            }
             s.disposed = true;
         }
         Call::start(&self.peer, Ok((Method::ChannelRelease, params)), |r, _| {

@@ -42,6 +42,7 @@
 //! ```
 
 mod channel;
+mod checkpoint;
 mod context;
 mod error;
 mod peer;
@@ -52,6 +53,7 @@ pub mod testing;
 pub use channel::{
     Channel, ChannelBroadcast, ChannelOptions, ChannelPair, ChannelReceiver, ChannelSender,
 };
+pub use checkpoint::{CheckpointReceipt, CheckpointSave};
 pub use context::{
     Call, Cancelled, CapabilityCall, CapabilityCallFuture, ChildFlowCall, ChildFlowRequest,
     RunContext,

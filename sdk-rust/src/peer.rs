@@ -168,6 +168,18 @@ impl Peer {
 
     /// Admits one outbound call or refuses it locally without emitting a frame.
     pub(crate) fn admit(&mut self, method: Method, params: Value) -> Result<u64, OperationError> {
+        self.admit_as(method, params, false)
+    }
+
+    /// `disposal`: the SDK's own release of a receiver, which root
+    /// cancellation does not stop (cancelling an active read disposes its
+    /// receiver, Run/1 §5.1).
+    fn admit_as(
+        &mut self,
+        method: Method,
+        params: Value,
+        disposal: bool,
+    ) -> Result<u64, OperationError> {
         if let Some(f) = &self.fatal {
             return Err(f.clone());
         }
@@ -177,7 +189,7 @@ impl Peer {
                 "the root handler has settled; no more calls are admitted",
             ));
         }
-        if self.root_cancelled {
+        if self.root_cancelled && !disposal {
             return Err(OperationError::cancelled());
         }
         let reserve = if is_settlement(method) {
@@ -281,12 +293,11 @@ impl Peer {
 
     /// Moves queued calls onto the wire while the window has room.
     fn pump(&mut self) {
-        while !self.root_cancelled
-            && self.fatal.is_none()
-            && self.on_wire.len() < MAX_PENDING_REQUESTS
-        {
-            let ordinary_room =
-                self.on_wire.len() + usize::from(self.holds_endpoints()) < MAX_PENDING_REQUESTS;
+        // After root cancellation only settlement (receiver disposal) is
+        // still written; the ordinary queue was cleared.
+        while self.fatal.is_none() && self.on_wire.len() < MAX_PENDING_REQUESTS {
+            let ordinary_room = !self.root_cancelled
+                && self.on_wire.len() + usize::from(self.holds_endpoints()) < MAX_PENDING_REQUESTS;
             let next = match self.settle_queue.pop_front() {
                 Some(key) => Some(key),
                 None if ordinary_room => self.queue.pop_front(),
@@ -401,7 +412,7 @@ impl Peer {
         }
         r.disposed = true;
         let params = serde_json::json!({ "endpoint": endpoint });
-        if let Ok(key) = self.admit(Method::ChannelRelease, params)
+        if let Ok(key) = self.admit_as(Method::ChannelRelease, params, true)
             && let Some(rec) = self.records.get_mut(&key)
         {
             rec.detached = true;
@@ -417,6 +428,7 @@ impl Peer {
         }
         self.root_cancelled = true;
         let mut cancels = Vec::new();
+        let mut reading = Vec::new();
         for rec in self.records.values_mut() {
             if rec.response.is_some() {
                 continue;
@@ -427,11 +439,19 @@ impl Peer {
             {
                 rec.cancel_sent = true;
                 cancels.push(id.clone());
+                if rec.method == Method::ChannelNext {
+                    reading.extend(rec.endpoint.clone());
+                }
             }
         }
         self.queue.clear();
         for id in cancels {
             self.send(&Message::cancel(id));
+        }
+        // Each cancelled active read disposes its receiver; the read and
+        // release responses are drained before the root answers.
+        for endpoint in reading {
+            self.dispose_receiver(&endpoint);
         }
         self.wake_all();
     }
@@ -503,6 +523,15 @@ impl Peer {
         if let Err(reason) = self.track_channel(method, endpoint.as_deref(), &settled) {
             self.fail(ErrorCode::ProtocolError, format!("{id:?}: {reason}"));
             return;
+        }
+        // A receiver whose read failed is still owned by this invocation
+        // until disposed (Run/1 §5.1): release it once. Its handler sees the
+        // read failure; the release only settles the endpoint.
+        if method == Method::ChannelNext
+            && settled.is_err()
+            && let Some(endpoint) = &endpoint
+        {
+            self.dispose_receiver(endpoint);
         }
         let Some(rec) = self.records.get_mut(&key) else {
             return;
@@ -705,6 +734,88 @@ mod tests {
             peer.fatal().is_none(),
             "a late response to a tombstone is not unknown"
         );
+    }
+
+    /// A peer holding the direct pair `w` -> `r` (created as `component:1`).
+    fn holding_a_pair(sink: &Sink) -> Peer {
+        let mut peer = Peer::new(Box::new(sink.clone()));
+        peer.admit(Method::ChannelCreate, serde_json::json!({}))
+            .unwrap();
+        peer.on_response(
+            Some("component:1"),
+            Ok(serde_json::json!({
+                "send": {"endpoint": "w", "direction": "send", "delivery": "direct"},
+                "receive": {"endpoint": "r", "direction": "receive", "delivery": "direct", "startSequence": 1}
+            })),
+        );
+        peer
+    }
+
+    fn requests(sink: &Sink) -> Vec<(String, Value)> {
+        sent(sink)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Request { method, params, .. } => Some((method, params.unwrap())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_read_releases_its_receiver_once() {
+        let sink = Sink::default();
+        let mut peer = holding_a_pair(&sink);
+        let read = peer
+            .admit(Method::ChannelNext, serde_json::json!({"endpoint": "r"}))
+            .unwrap();
+        peer.on_response(
+            Some("component:2"),
+            Err(OperationError::new(ErrorCode::Lagged, "behind")
+                .to_wire()
+                .to_rpc()),
+        );
+        let release = (
+            "channel/release".to_string(),
+            serde_json::json!({"endpoint": "r"}),
+        );
+        assert_eq!(requests(&sink).last(), Some(&release));
+        let waker = Waker::noop();
+        let got = peer.poll_call(read, &mut Context::from_waker(waker));
+        assert!(matches!(got, Poll::Ready(Err(e)) if e.code == ErrorCode::Lagged));
+        assert_eq!(
+            peer.on_wire(),
+            1,
+            "the release is a tombstone the root waits for"
+        );
+        peer.on_response(
+            Some("component:3"),
+            Ok(serde_json::json!({"status": "failed", "code": "LAGGED"})),
+        );
+        assert_eq!(peer.on_wire(), 0);
+        assert!(peer.fatal().is_none());
+        let releases = requests(&sink).iter().filter(|r| **r == release).count();
+        assert_eq!(releases, 1);
+    }
+
+    #[test]
+    fn root_cancellation_disposes_a_receiver_with_an_active_read() {
+        let sink = Sink::default();
+        let mut peer = holding_a_pair(&sink);
+        peer.admit(Method::ChannelNext, serde_json::json!({"endpoint": "r"}))
+            .unwrap();
+        peer.cancel_root();
+        let msgs = sent(&sink);
+        assert_eq!(msgs[msgs.len() - 2], Message::cancel("component:2"));
+        assert_eq!(
+            requests(&sink).last(),
+            Some(&(
+                "channel/release".to_string(),
+                serde_json::json!({"endpoint": "r"})
+            ))
+        );
+        // Ordinary calls stay refused after root cancellation.
+        let e = peer.admit(Method::CapabilityCall, params(0)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Cancelled);
     }
 
     #[test]

@@ -243,6 +243,16 @@ fn read_message<R: Read>(frames: &mut FrameReader<R>, peer: &RefCell<Peer>) -> O
                 None
             }
         },
+        // An empty frame is complete, LF-terminated and valid UTF-8, and it
+        // fails JSON/1: best-effort -32700 with id null, then the close
+        // (Run/1 §1). Oversized and incomplete frames close silently.
+        Err(FrameError::Empty) => {
+            if let Some(reply) = wire::decode(b"").err().and_then(|e| e.reply()) {
+                p.send(&reply);
+            }
+            p.fail(ErrorCode::ProtocolError, FrameError::Empty.to_string());
+            None
+        }
         Ok(None) => {
             p.fail(
                 ErrorCode::ChannelLost,
@@ -613,7 +623,8 @@ mod tests {
             ("invalid utf-8", b"{\"a\":\"\xff\"}\n".to_vec(), None),
             ("eof inside a frame", b"{}".to_vec(), None),
             ("eof", Vec::new(), None),
-            ("empty frame", b"\n".to_vec(), None),
+            // Complete, valid UTF-8, not JSON/1 (Run/1 §1).
+            ("empty frame", b"\n".to_vec(), Some(-32700)),
         ];
         for (name, extra, reply) in cases {
             let (status, out) = pending(&extra);

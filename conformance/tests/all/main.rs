@@ -1,4 +1,6 @@
-//! Runs the conformance runner against the Rust SDK's example components.
+//! Runs the conformance runner against the SDK components: the Rust SDK's
+//! examples (natively and as wasm32-wasip1), the Python SDK's and the
+//! TypeScript SDK's components (`corpus`).
 //!
 //! The examples are built by this test with `cargo build -p flow-sdk
 //! --examples` into a private target directory under `CARGO_TARGET_TMPDIR`
@@ -8,7 +10,6 @@
 
 mod broken;
 mod corpus;
-mod python;
 mod runner;
 mod wasm;
 

@@ -869,6 +869,10 @@ class ChannelTests(PeerTestCase):
         peer.respond(item(read["id"], 1, "a"))
         read = peer.receive_request("channel/next")
         peer.respond(operation_error(read["id"], "LAGGED"))
+        # The failed receiver is disposed once; the read already raised LAGGED.
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "ch:r"})
+        peer.respond(success(release["id"], {"status": "failed", "code": "LAGGED"}))
         peer.expect_quiet(0.1)
         peer.respond(success(work["id"], {"value": None}))
         self.assertRootSuccess(peer, {"complete": False, "values": ["a"], "work": None})

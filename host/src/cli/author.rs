@@ -217,6 +217,14 @@ pub fn schema_validate(file: &Path, instance: &Path, json_output: bool) -> Resul
             json!({ "valid": false, "code": "INVALID_INPUT", "message": e.to_string(), "workUnits": units })
         }
     };
+    // An exhausted work meter is no verdict on the instance (Schema/1 §4):
+    // it is reported as its code on stderr, never as "invalid".
+    if matches!(outcome, Err(Invalid::LimitExceeded)) && !json_output {
+        return Err(CliError::new(
+            "SCHEMA_LIMIT_EXCEEDED",
+            format!("{} ({units} work units spent)", Invalid::LimitExceeded),
+        ));
+    }
     emit(&report, json_output, || match &outcome {
         Ok(()) => format!("valid ({units} work units)\n"),
         Err(e) => format!("invalid: {e} ({units} work units)\n"),

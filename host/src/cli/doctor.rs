@@ -17,6 +17,16 @@ pub fn doctor(config: &HostConfig) -> u8 {
     } else {
         println!("configuration: defaults (no host.toml)");
     }
+    let verifier = crate::verify::current();
+    println!(
+        "installation verification: {} ({})",
+        verifier.policy().as_str(),
+        match (verifier.policy(), crate::verify::cache_dir(false)) {
+            (crate::verify::Policy::Strict, _) => "hashes every time, no cache".to_string(),
+            (_, Some(dir)) => format!("cache {}", dir.display()),
+            (_, None) => "no usable cache yet; hashes afresh".to_string(),
+        }
+    );
     // `jig run` and `jig exec` choose the envelope before anything starts
     // and refuse the whole Run tree without it (a tree may reach every
     // recipe through its children), so without an envelope no recipe is

@@ -126,8 +126,6 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             .put_package(package)
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     }
-    super::write_runtime_support(temp.path())
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
     let executor = Arc::new(
         Executor::new(
             store,
@@ -137,6 +135,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
             temp.path().to_path_buf(),
         )
+        .with_support_writer(super::write_runtime_support)
         .with_agent(config.agent.table()),
     );
     let root = &candidate.packages[ROOT_PATH];
@@ -146,6 +145,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         input,
         timeout,
         Vec::new(),
+        None,
         (!receive.is_empty()).then_some(Receive {
             package: root,
             names: receive,
@@ -153,8 +153,9 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
     )?;
     let interrupted = ran.interrupted;
     let terminal = terminal_value(&ran.result);
-    let status = finish_output(&terminal, args.json, ran.stream);
     let cleanup: Result<PathBuf, _> = temp.close().map(|_| PathBuf::new());
+    let status = finish_output(&terminal, args.json, ran.stream);
+    super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the private directory could not be removed: {e}");
         return Ok(2);

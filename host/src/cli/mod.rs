@@ -8,6 +8,7 @@ mod exec;
 mod exit;
 pub mod receive;
 mod run;
+mod terminal;
 
 pub use exit::{exit_code, CliError};
 
@@ -25,6 +26,7 @@ use crate::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRe
 use crate::plan;
 use crate::providers::ProviderSet;
 use crate::state::{self, ProjectState};
+use crate::verify::{Policy, Verifier};
 
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,6 +72,9 @@ enum Command {
         /// Show the complete current and proposed policy.
         #[arg(long)]
         details: bool,
+        /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
+        #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
+        verification: Option<String>,
     },
     /// Run an admitted target: flow:<path> or binding:<id>.
     Run {
@@ -98,6 +103,9 @@ enum Command {
         /// Receive the target's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
         #[arg(long = "receive", value_name = "CHANNEL")]
         receive: Vec<String>,
+        /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
+        #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
+        verification: Option<String>,
     },
     /// Run one package directory directly, for local testing of your own
     /// code (admits nothing).
@@ -135,12 +143,31 @@ enum Command {
         action: SchemaAction,
     },
     /// Report which recipes this host can run and how they are contained.
-    Doctor,
+    Doctor {
+        /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
+        #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
+        verification: Option<String>,
+    },
     /// List recent Runs, or show one.
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
     },
+    /// Print a shell completion script: jig completions bash|zsh|fish.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the manual page (roff); the Nix package installs it as jig(1).
+    #[command(hide = true)]
+    Manpage,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Subcommand, Debug)]
@@ -223,13 +250,41 @@ pub fn main() -> u8 {
         eprintln!("JIG_USAGE: a command is required; see jig --help");
         return 2;
     };
+    if let Some(warning) = terminal::theme_warning() {
+        if std::io::stderr().is_terminal() {
+            eprintln!("{warning}");
+        }
+    }
+    // The installation verification policy is captured once, before any
+    // project is loaded, and kept for the whole command (seed 002 §9).
+    let (flag, verifies, writes) = match &command {
+        Command::Review { verification, .. } | Command::Run { verification, .. } => {
+            (verification.as_deref(), true, true)
+        }
+        Command::Doctor { verification } => (verification.as_deref(), true, false),
+        Command::Exec { .. } => (None, true, true),
+        _ => (None, false, false),
+    };
+    if verifies {
+        let variable = std::env::var_os(crate::verify::VARIABLE);
+        match Policy::effective(flag.and_then(Policy::parse), variable.as_deref()) {
+            Ok(policy) => crate::verify::install(Verifier::for_command(policy, writes)),
+            Err(message) => {
+                report_error("JIG_CONFIG_INVALID", &message);
+                return exit_code("JIG_CONFIG_INVALID");
+            }
+        }
+    }
     let base = cli.chdir.clone().unwrap_or_else(|| PathBuf::from("."));
     let result = match command {
+        Command::Completions { shell } => completions(shell),
+        Command::Manpage => manpage(),
         Command::Init { bare, directory } => init(&base.join(directory), bare),
         Command::Review {
             project,
             yes,
             details,
+            ..
         } => review(
             &project.map(|p| base.join(p)).unwrap_or(base),
             cli.config.as_deref(),
@@ -246,6 +301,7 @@ pub fn main() -> u8 {
             select,
             out,
             receive,
+            ..
         } => run::run(run::RunArgs {
             dir: &base,
             config: cli.config.as_deref(),
@@ -299,15 +355,57 @@ pub fn main() -> u8 {
                 json,
             } => author::schema_validate(&base.join(schema), &base.join(instance), json),
         },
-        Command::Doctor => load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config)),
+        Command::Doctor { .. } => {
+            load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config))
+        }
     };
+    if verifies {
+        crate::verify::current().persist();
+    }
     match result {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("{}: {}", e.code, e.message);
+            report_error(&e.code, &e.message);
             e.exit_code()
         }
     }
+}
+
+/// A diagnostic on stderr: `CODE: message` when redirected (the form
+/// scripts read), or for a person the explanation, next action and code.
+pub(crate) fn report_error(code: &str, message: &str) {
+    if std::io::stderr().is_terminal() {
+        eprint!(
+            "{}",
+            terminal::render_failure(code, message, &terminal::Style::terminal())
+        );
+    } else {
+        eprintln!("{code}: {message}");
+    }
+}
+
+fn completions(shell: CompletionShell) -> Result<u8, CliError> {
+    use clap::CommandFactory;
+    let shell = match shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut command = Cli::command();
+    clap_complete::generate(shell, &mut command, "jig", &mut std::io::stdout());
+    Ok(0)
+}
+
+fn manpage() -> Result<u8, CliError> {
+    use clap::CommandFactory;
+    let man = clap_mangen::Man::new(Cli::command());
+    let mut out = Vec::new();
+    man.render(&mut out)
+        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+    std::io::stdout()
+        .write_all(&out)
+        .map_err(|e| CliError::new("JIG_OUTPUT_FAILED", e.to_string()))?;
+    Ok(0)
 }
 
 fn init(destination: &Path, bare: bool) -> Result<u8, CliError> {
@@ -400,7 +498,14 @@ fn review(dir: &Path, config: Option<&Path>, yes: bool, details: bool) -> Result
         &Value::Object(providers_view),
         details,
     );
-    print!("{text}");
+    if std::io::stdout().is_terminal() {
+        print!(
+            "{}",
+            terminal::paint_review(&text, &terminal::Style::terminal())
+        );
+    } else {
+        print!("{text}");
+    }
     let _ = std::io::stdout().flush();
     if !yes {
         let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
@@ -509,6 +614,27 @@ pub struct Ran {
     pub result: Result<Success, Failure>,
     pub interrupted: bool,
     pub stream: Option<receive::Stream>,
+    /// How long the Run was pending, when a terminal stderr showed it
+    /// (the final status line follows the result there).
+    pub shown: Option<Duration>,
+}
+
+/// On a terminal stderr (`shown` is [`Ran::shown`]), the final line:
+/// execution status, outcome, delivery and cleanup reported apart.
+fn final_line(shown: Option<Duration>, terminal: &Value, cleanup_failed: bool) {
+    {
+        if let Some(elapsed) = shown {
+            eprint!(
+                "{}",
+                terminal::final_line(
+                    terminal,
+                    cleanup_failed,
+                    elapsed,
+                    &terminal::Style::terminal()
+                )
+            );
+        }
+    }
 }
 
 /// Run one root invocation on a fresh runtime; SIGINT or SIGTERM cancels
@@ -520,6 +646,7 @@ fn run_invocation(
     input: Value,
     timeout: Duration,
     attachments: Vec<crate::exec::AttachmentGrant>,
+    run: Option<Arc<crate::exec::RootRun>>,
     receive: Option<Receive<'_>>,
 ) -> Result<Ran, CliError> {
     let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
@@ -543,7 +670,7 @@ fn run_invocation(
         .build()
         .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let (result, interrupted) = runtime.block_on(async {
+    let (result, interrupted, shown) = runtime.block_on(async {
         let interrupt = async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {
@@ -561,18 +688,11 @@ fn run_invocation(
                 None => std::future::pending().await,
             }
         };
-        let ticker = run::Ticker::start();
+        let live = terminal::LiveStatus::start(executor.clone(), target.to_string());
         let run = executor.run_root(
-            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments },
+            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments, run },
             channels,
         );
-        let run = async move {
-            let result = run.await;
-            if let Some(ticker) = ticker {
-                ticker.stop();
-            }
-            result
-        };
         tokio::pin!(run);
         tokio::pin!(interrupt);
         tokio::pin!(output_fault);
@@ -583,6 +703,9 @@ fn run_invocation(
                 result = &mut run => break result,
                 _ = &mut interrupt, if !interrupted => {
                     interrupted = true;
+                    if let Some(live) = &live {
+                        live.cancelling();
+                    }
                     let _ = cancel_tx.send(true);
                 }
                 _ = &mut output_fault, if !faulted => {
@@ -607,7 +730,9 @@ fn run_invocation(
             }
         }
         broker.finish(host, true);
-        (result, interrupted)
+        // Cleanup is confirmed once the Run's future has returned.
+        let shown = live.map(terminal::LiveStatus::stop);
+        (result, interrupted, shown)
     });
     drop(runtime);
     let stream = stream.map(|s| Arc::try_unwrap(s).ok().expect("the readers ended"));
@@ -615,6 +740,7 @@ fn run_invocation(
         result,
         interrupted,
         stream,
+        shown,
     })
 }
 
@@ -662,43 +788,18 @@ fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
     if json_output || !std::io::stdout().is_terminal() {
         println!("{}", flow::json::canonical_string(terminal));
     } else {
-        match status {
-            "succeeded" => {
-                println!("succeeded: {}", terminal["outcome"].as_str().unwrap_or(""));
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&terminal["output"]).unwrap_or_default()
-                );
-            }
-            _ => {
-                println!(
-                    "{status}: {} {}",
-                    terminal["code"].as_str().unwrap_or(""),
-                    terminal["message"].as_str().unwrap_or("")
-                );
-            }
-        }
-        if let Some(delivery) = terminal.get("delivery") {
-            let destination = delivery["destination"].as_str().unwrap_or("");
-            match delivery["status"].as_str() {
-                Some("written") => println!(
-                    "packet: {destination} (files: {})",
-                    delivery["source"].as_str().unwrap_or("none")
-                ),
-                _ => println!(
-                    "no packet at {destination}: {}",
-                    delivery["code"].as_str().unwrap_or("")
-                ),
-            }
-        }
         if let Some(stderr) = terminal
             .pointer("/diagnostics/stderr")
             .and_then(Value::as_str)
         {
             if !stderr.is_empty() && status != "succeeded" {
-                eprintln!("component stderr:\n{stderr}");
+                eprintln!("component stderr:\n{}", terminal::escape_lines(stderr));
             }
         }
+        print!(
+            "{}",
+            terminal::render_terminal(terminal, &terminal::Style::terminal())
+        );
     }
     exit::run_exit_code(status)
 }
@@ -710,6 +811,38 @@ fn runs(dir: &Path, action: Option<RunsAction>) -> Result<u8, CliError> {
     runs.fence_lost()
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     match action {
+        None if std::io::stdout().is_terminal() => {
+            let listed = runs
+                .list()
+                .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+            let rows: Vec<terminal::RunRow> = listed
+                .iter()
+                .take(50)
+                .map(|record| {
+                    let at = |key: &str| record.value.get(key).and_then(Value::as_u64);
+                    let submitted = at("submittedAtUnixMs");
+                    terminal::RunRow {
+                        id: record.id.clone(),
+                        created_unix_ms: submitted,
+                        status: record.status().as_str().to_string(),
+                        target: record.value["target"].as_str().unwrap_or("").to_string(),
+                        duration_ms: submitted
+                            .zip(at("settledAtUnixMs"))
+                            .map(|(from, to)| to.saturating_sub(from)),
+                        code: record
+                            .value
+                            .pointer("/terminal/code")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    }
+                })
+                .collect();
+            print!(
+                "{}",
+                terminal::runs_table(&rows, &terminal::Style::terminal())
+            );
+        }
         None => {
             for record in runs
                 .list()

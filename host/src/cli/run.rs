@@ -2,7 +2,6 @@
 //! the Run before dispatch, execute it, deliver the packet, and print.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use super::{
     run_invocation, state_error, terminal_value, write_runtime_support, CliError, Receive,
     DEFAULT_TIMEOUT,
 };
-use crate::exec::{AttachmentGrant, Executor, TargetRef};
+use crate::exec::{AttachmentGrant, Executor, RootRun, TargetRef};
 use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
 use crate::providers::ProviderSet;
 use crate::state::{self, ProjectState, Submission};
@@ -187,6 +186,15 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             Package::from_files(files)
                 .map_err(|e| CliError::new("PROJECT_STATE_INVALID", e.to_string()))
         })?;
+    // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
+    // owner, refused before anything is read or recorded.
+    let checkpointing = crate::plan::uses_run_checkpoint(&package);
+    if checkpointing && args.out.is_none() {
+        return Err(CliError::new(
+            "JIG_RUN_FILES_INVALID",
+            format!("{target_ref} keeps Run Checkpoints, which are delivered with --out DIR; give --out DIR"),
+        ));
+    }
     let writable = check_request(
         &package.metadata().attachments,
         &request,
@@ -238,12 +246,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
-        .map_err(|e| format!("cannot seal the attachments: {e}"))
-        .and_then(|grants| {
-            write_runtime_support(&work_root)
-                .map_err(|e| format!("cannot stage the bundled SDKs: {e}"))
-                .map(|()| grants)
-        });
+        .map_err(|e| format!("cannot seal the attachments: {e}"));
     drop(captured);
     let grants = match grants {
         Ok(grants) => grants,
@@ -261,6 +264,25 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             return Err(CliError::new("INTERNAL", message));
         }
     };
+    let method = json!({
+        "target": target_ref.to_string(),
+        "package": {"path": package_path, "digest": package_digest},
+        "binding": binding,
+    });
+    // What a checkpoint is bound to (HOST-FACTS §3): this Run, what ran
+    // under which admitted configuration, and its input identity.
+    let root_run = (checkpointing && destination.is_some()).then(|| {
+        Arc::new(RootRun::new(
+            record.id.clone(),
+            json!({
+                "runId": record.id,
+                "method": method,
+                "configuration": {"generation": generation.number, "plan": generation.plan_digest},
+                "input": input_identity,
+            }),
+            state.checkpoints(),
+        ))
+    });
     let executor = Arc::new(
         Executor::new(
             state.store(),
@@ -270,6 +292,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             sandbox,
             work_root.clone(),
         )
+        .with_support_writer(write_runtime_support)
         .with_agent(config.agent.table()),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
@@ -289,12 +312,20 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         input,
         timeout,
         grants,
+        root_run.clone(),
         (!receive.is_empty()).then_some(Receive {
             package: &package,
             names: receive,
         }),
     )?;
     let (result, interrupted) = (ran.result, ran.interrupted);
+    if root_run.is_some() {
+        // Seed 002 §8: a known terminal is never downgraded by a later
+        // coordinator loss; recovery then delivers the checkpoint under it.
+        runs.note_execution(&mut record, terminal_value(&result))
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        state::crash_point("run-executed");
+    }
     // The Run is fenced: its writable attachment can no longer change.
     let delivered = match (&handoff, &destination, &result) {
         (Some(handoff), Some(_), Ok(_)) => Some(files::read_handoff(handoff)),
@@ -306,47 +337,44 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let mut terminal = terminal_value(&result);
     terminal["runId"] = json!(record.id);
     let mut delivery_failure = None;
+    // The latest accepted checkpoint, once the Run is fenced (no save can
+    // be in flight any more).
+    let checkpoint = root_run.as_ref().and_then(|r| r.latest());
     if let Some(destination) = &destination {
         // HOST-FACTS §4.1: with `--out` the terminal also names what ran
         // (the method: target, exact package, Binding), the input identity,
-        // the delivery and the checkpoint (none: this host keeps no Run
-        // checkpoints, so it is always null).
-        terminal["method"] = json!({
-            "target": target_ref.to_string(),
-            "package": {"path": package_path, "digest": package_digest},
-            "binding": binding,
-        });
+        // the delivery and the checkpoint (record or null).
+        terminal["method"] = method.clone();
         terminal["input"] = input_identity.clone();
-        terminal["checkpoint"] = Value::Null;
+        let checkpoint_record = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
+        terminal["checkpoint"] = checkpoint_record.clone();
         let shown = destination.absolute.to_string_lossy().to_string();
-        let published = if interrupted {
-            Err(FilesError::delivery(
+        let execution = terminal_value(&result);
+        let packet = |files: Vec<files::OutputFile>, source: &str| {
+            let record = files::packet_record(
+                &record.id,
+                &method,
+                &execution,
+                &input_identity,
+                source,
+                &files,
+                &checkpoint_record,
+            );
+            files::publish(destination, &files, &record).map(|()| source.to_string())
+        };
+        // Seed 002 §8: a success publishes its final files; anything
+        // else (failure, cancellation, deadline, an invalid result, an
+        // interrupted command) publishes the latest accepted checkpoint,
+        // or the bare record, or (interrupted, with no checkpoint) nothing.
+        // Unfinished scratch of a Run that did not succeed is never read.
+        let published = match (delivered, &checkpoint) {
+            (Some(Ok(files)), _) if !interrupted => packet(files, "final"),
+            (Some(Err(e)), _) if !interrupted => Err(e),
+            (_, Some(checkpoint)) => packet(checkpoint.output_files(), "checkpoint"),
+            (_, None) if interrupted => Err(FilesError::delivery(
                 "the command was interrupted before publication; nothing was published",
-            ))
-        } else {
-            let execution = terminal_value(&result);
-            let packet = |files: Vec<files::OutputFile>, source: &str| {
-                let manifest: Vec<Value> = files
-                    .iter()
-                    .map(|f| json!({"path": f.path, "length": f.bytes.len(), "sha256": f.sha256}))
-                    .collect();
-                let record = json!({
-                    "runId": record.id,
-                    "target": target_ref.to_string(),
-                    "package": {"path": package_path, "digest": package_digest},
-                    "binding": binding,
-                    "execution": execution,
-                    "input": input_identity,
-                    "delivery": {"status": "written", "source": source, "files": manifest},
-                    "checkpoint": Value::Null,
-                });
-                files::publish(destination, &files, &record).map(|()| source.to_string())
-            };
-            match delivered {
-                Some(Ok(files)) => packet(files, "final"),
-                Some(Err(e)) => Err(e),
-                None => packet(Vec::new(), "none"),
-            }
+            )),
+            (_, None) => packet(Vec::new(), "none"),
         };
         terminal["delivery"] = match published {
             Ok(source) => json!({"status": "written", "destination": shown, "source": source}),
@@ -359,7 +387,15 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     }
     runs.settle(&mut record, terminal.clone())
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    if root_run.is_some() {
+        // Settled: the aggregate is delivered (or never will be) and is
+        // not kept past its Run.
+        if let Err(e) = state.checkpoints().remove(&record.id) {
+            eprintln!("JIG_CLEANUP_FAILED: the Run's checkpoint could not be removed: {e}");
+        }
+    }
     let status = finish_output(&terminal, args.json, ran.stream);
+    super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
         return Ok(2);
@@ -440,74 +476,9 @@ fn prepare_attachments(
     Ok(grants)
 }
 
-/// The elapsed-time line shown on a terminal stderr during a long Run.
-pub fn elapsed_line(elapsed: Duration) -> String {
-    let secs = elapsed.as_secs();
-    if secs < 60 {
-        format!("running… {secs}s")
-    } else {
-        format!("running… {}m{:02}s", secs / 60, secs % 60)
-    }
-}
-
-/// Elapsed time on a terminal stderr while a Run lasts.
-pub struct Ticker {
-    task: tokio::task::JoinHandle<()>,
-    plain: bool,
-    shown: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Ticker {
-    /// Start showing elapsed time once a Run passes one second, only when
-    /// stderr is a terminal; plain (one line each 10 s) under NO_COLOR or
-    /// TERM=dumb, otherwise rewritten in place each second.
-    pub fn start() -> Option<Ticker> {
-        if !std::io::stderr().is_terminal() {
-            return None;
-        }
-        let plain = std::env::var_os("NO_COLOR").is_some()
-            || std::env::var("TERM").is_ok_and(|t| t == "dumb");
-        let shown = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = shown.clone();
-        let task = tokio::spawn(async move {
-            let start = tokio::time::Instant::now();
-            let period = if plain { 10 } else { 1 };
-            let mut tick = tokio::time::interval_at(
-                start + Duration::from_secs(1),
-                Duration::from_secs(period),
-            );
-            loop {
-                tick.tick().await;
-                let line = elapsed_line(start.elapsed());
-                flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                if plain {
-                    eprintln!("{line}");
-                } else {
-                    eprint!("\r{line}");
-                }
-            }
-        });
-        Some(Ticker { task, plain, shown })
-    }
-
-    /// Stop, and clear an in-place line so the result starts clean.
-    pub fn stop(self) {
-        self.task.abort();
-        if !self.plain && self.shown.load(std::sync::atomic::Ordering::SeqCst) {
-            eprint!("\r\x1b[K");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn elapsed_lines() {
-        assert_eq!(elapsed_line(Duration::from_millis(1_999)), "running… 1s");
-        assert_eq!(elapsed_line(Duration::from_secs(75)), "running… 1m15s");
-    }
 
     fn declared(items: &[(&str, Access)]) -> BTreeMap<String, Access> {
         items.iter().map(|(n, a)| (n.to_string(), *a)).collect()

@@ -13,7 +13,7 @@ pub mod wasm;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -152,7 +152,12 @@ pub struct Invocation {
     pub cancel: watch::Receiver<bool>,
     /// The root Run's attachments (children always get none).
     pub attachments: Vec<AttachmentGrant>,
+    /// The root Run's identity and checkpoint, for Run Checkpoint (a root
+    /// delivered with `--out` only; children always get none).
+    pub run: Option<Arc<RootRun>>,
 }
+
+pub use builtin::checkpoint::RootRun;
 
 /// One attachment a root Run is given: a private host directory of sealed
 /// read-only captured bytes, or the empty writable attachment. The
@@ -200,6 +205,40 @@ pub struct Executor {
     /// The host's `[agent]` table; with the process environment it is the
     /// Agent endpoint a builtin Agent Run pin is checked against.
     agent: jig_provider_builtin::agent::endpoint::Table,
+    /// What the tree is waiting on now, for the live status line.
+    waiting: Arc<Waiting>,
+    /// Writes the bundled SDKs into `support`: done once, and only when a
+    /// recipe that loads them (Python, Bun, Deno, Node) first starts, so a
+    /// `flow.bin` or `flow.wasm` Run never pays for it.
+    support_writer: Option<SupportWriter>,
+    support_written: std::sync::Mutex<Option<Result<(), String>>>,
+}
+
+/// Writes the bundled SDKs below a Run's support directory.
+pub type SupportWriter = fn(&std::path::Path) -> std::io::Result<()>;
+
+/// Counts of what a Run tree waits on: child Flows, Agent calls, commands.
+#[derive(Debug, Default)]
+pub struct Waiting {
+    children: AtomicUsize,
+    agents: AtomicUsize,
+    commands: AtomicUsize,
+}
+
+/// One thing a Run tree waits on, counted while it lasts.
+pub(crate) struct Waited(Arc<Waiting>, fn(&Waiting) -> &AtomicUsize);
+
+impl Waited {
+    fn new(waiting: &Arc<Waiting>, which: fn(&Waiting) -> &AtomicUsize) -> Waited {
+        which(waiting).fetch_add(1, Ordering::SeqCst);
+        Waited(waiting.clone(), which)
+    }
+}
+
+impl Drop for Waited {
+    fn drop(&mut self) {
+        (self.1)(&self.0).fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Executor {
@@ -221,7 +260,56 @@ impl Executor {
             counter: AtomicU64::new(0),
             budget: crate::sandbox::Budget::root(),
             agent: Default::default(),
+            waiting: Arc::default(),
+            support_writer: None,
+            support_written: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Write the bundled SDKs with `writer` when a recipe first needs them.
+    pub fn with_support_writer(mut self, writer: SupportWriter) -> Executor {
+        self.support_writer = Some(writer);
+        self
+    }
+
+    /// The bundled SDKs are in place (written now if this is the first
+    /// recipe that loads them).
+    fn ensure_support(&self) -> Result<(), Failure> {
+        let Some(writer) = self.support_writer else {
+            return Ok(());
+        };
+        let mut written = self
+            .support_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let result = written
+            .get_or_insert_with(|| writer(&self.support).map_err(|e| e.to_string()))
+            .clone();
+        result.map_err(|e| {
+            Failure::new(
+                "EXECUTION_FAILED",
+                format!("cannot stage the bundled SDKs: {e}"),
+            )
+        })
+    }
+
+    /// What the Run tree waits on now, in words ("a child Flow", "2 Agent
+    /// calls", "a command"); empty while only package code runs.
+    pub fn waiting_on(&self) -> Vec<String> {
+        let count = |n: &AtomicUsize| n.load(Ordering::SeqCst);
+        let mut out = Vec::new();
+        for (n, one, many) in [
+            (count(&self.waiting.children), "a child Flow", "child Flows"),
+            (count(&self.waiting.agents), "an Agent", "Agent calls"),
+            (count(&self.waiting.commands), "a command", "commands"),
+        ] {
+            match n {
+                0 => {}
+                1 => out.push(one.to_string()),
+                n => out.push(format!("{n} {many}")),
+            }
+        }
+        out
     }
 
     /// The same, with the host configuration's `[agent]` table.
@@ -433,6 +521,7 @@ impl Executor {
             broker: link.broker.clone(),
             holder: link.holder,
             grants,
+            run: invocation.run.clone(),
         });
         // Reserve this branch's envelope before dispatch; the reservation
         // is returned only after the envelope was fenced and cleaned.
@@ -566,6 +655,9 @@ impl Executor {
             hand_back(&invocation.attachments, held);
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
+        }
+        if recipe.kind != RecipeKind::Native {
+            self.ensure_support()?;
         }
         let js_support = self.support.join(JS_SUPPORT);
         let (program, args): (PathBuf, Vec<std::ffi::OsString>) =
@@ -943,6 +1035,8 @@ struct InvocationServices {
     holder: channels::HolderId,
     /// The channel endpoints granted in `flow/run`.
     grants: BTreeMap<String, flow::wire::ChannelGrant>,
+    /// The root Run Run Checkpoint saves for (none for a child).
+    run: Option<Arc<RootRun>>,
 }
 
 /// The channels of one root Run tree as the host connects them: the tree's
@@ -1109,6 +1203,7 @@ impl Services for InvocationServices {
             deadline_unix_ms: self.deadline_unix_ms,
             cancel: self.cancel.clone(),
             attachments: Vec::new(),
+            run: None,
         };
         let link = ChannelLink {
             broker: self.broker.clone(),
@@ -1116,8 +1211,10 @@ impl Services for InvocationServices {
             transfer: Some((self.holder, params.channels)),
         };
         let child = self.executor.run_child(invocation, link);
+        let waited = Waited::new(&self.executor.waiting, |w| &w.children);
         Box::pin(async move {
             let _slot = slot;
+            let _waited = waited;
             match child.await {
                 Ok(success) => Ok(json!({ "outcome": success.outcome, "output": success.output })),
                 Err(failure) => Err(failure.to_operational()),

@@ -350,6 +350,36 @@ pub fn publish(
     written
 }
 
+/// A packet's `result.json`: the Run identity and what ran (`method`:
+/// target, exact package, Binding), the accepted execution terminal, the
+/// input identity, the delivery manifest (Flow files only, never the
+/// record itself) with the source of those bytes (`final`, `checkpoint`
+/// or `none`), and the checkpoint record or null.
+pub fn packet_record(
+    run_id: &str,
+    method: &Value,
+    execution: &Value,
+    input: &Value,
+    source: &str,
+    files: &[OutputFile],
+    checkpoint: &Value,
+) -> Value {
+    let manifest: Vec<Value> = files
+        .iter()
+        .map(|f| serde_json::json!({"path": f.path, "length": f.bytes.len(), "sha256": f.sha256}))
+        .collect();
+    serde_json::json!({
+        "runId": run_id,
+        "target": method["target"],
+        "package": method["package"],
+        "binding": method["binding"],
+        "execution": execution,
+        "input": input,
+        "delivery": {"status": "written", "source": source, "files": manifest},
+        "checkpoint": checkpoint,
+    })
+}
+
 fn write_packet(staging: &Path, files: &[OutputFile], result: &Value) -> Result<(), FilesError> {
     let fail = |e: std::io::Error| FilesError::delivery(format!("cannot write the packet: {e}"));
     let mut dirs = std::fs::DirBuilder::new();

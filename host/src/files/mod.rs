@@ -11,8 +11,8 @@ mod deliver;
 
 pub use capture::{capture, open_root, Captured, CapturedFile, CapturedRoot};
 pub use deliver::{
-    prepare_destination, publish, read_handoff, read_output, read_output_fd, remove_tree, seal,
-    Destination, Handoff, OutputFile,
+    packet_record, prepare_destination, publish, read_handoff, read_output, read_output_fd,
+    remove_tree, seal, Destination, Handoff, OutputFile,
 };
 
 use std::collections::BTreeMap;
@@ -180,6 +180,28 @@ pub fn check_relative(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The tree a set of relative file paths makes, by delivery's entry rule:
+/// its files and the distinct directories above them count together
+/// against [`MAX_ENTRIES`], as they would when read back from a folder.
+pub fn check_entries<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+    let mut entries = std::collections::BTreeSet::new();
+    for path in paths {
+        let mut at = path;
+        entries.insert(at);
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            entries.insert(parent);
+            at = parent;
+        }
+    }
+    if entries.len() > MAX_ENTRIES {
+        return Err(format!(
+            "the files and their directories make {} entries; at most {MAX_ENTRIES} are delivered",
+            entries.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Quote a path for a message without letting it inject control bytes.
 pub fn quote(text: &str) -> String {
     format!("{:?}", text)
@@ -282,6 +304,21 @@ mod tests {
         assert!(check_relative("a/../b").is_err());
         assert!(check_relative("caf\u{e9}").is_ok());
         assert!(check_relative("cafe\u{301}").is_err(), "NFD is malformed");
+    }
+
+    #[test]
+    fn entries_of_a_file_set_at_and_past_the_limit() {
+        // 64 files, each under its own chain of directories.
+        let at: Vec<String> = (0..MAX_ENTRIES / 4)
+            .map(|i| format!("d{i}/e/f/file"))
+            .collect();
+        assert!(check_entries(at.iter().map(String::as_str)).is_ok());
+        let mut past = at.clone();
+        past.push("x".into());
+        let err = check_entries(past.iter().map(String::as_str)).unwrap_err();
+        assert!(err.contains("257 entries"), "{err}");
+        // Shared directories count once.
+        assert!(check_entries(["a/b/1", "a/b/2", "a/c"]).is_ok());
     }
 
     #[test]

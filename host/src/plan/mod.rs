@@ -164,6 +164,14 @@ pub fn direct_run(package: &Package) -> bool {
     accepts_settings(package, &json!({}))
 }
 
+/// Does the package use Run Checkpoint? That makes it root-only (HOST-FACTS
+/// §3): never a child selected by a Binding's slot, and run with `--out`.
+pub fn uses_run_checkpoint(package: &Package) -> bool {
+    !builtin::slots_using(package, "run-checkpoint").is_empty()
+}
+
+const ROOT_ONLY: &str = "the selected package uses Run Checkpoint, which only a root Run may use";
+
 fn accepts_settings(package: &Package, settings: &Value) -> bool {
     match package.settings_schema() {
         Some(schema) => schema.validate(settings).is_ok(),
@@ -186,6 +194,7 @@ pub fn plan(
     let mut execution = serde_json::Map::new();
     for (path, package) in &candidate.packages {
         let direct = direct_run(package);
+        invalid.extend(builtin::check(path, package));
         let mut uses = serde_json::Map::new();
         let mut served = serde_json::Map::new();
         let mut contract_uses = serde_json::Map::new();
@@ -314,6 +323,7 @@ pub fn plan(
                     Some(_) if *path == binding.package => {
                         Some("a slot cannot select its own package".into())
                     }
+                    Some(child) if uses_run_checkpoint(child) => Some(ROOT_ONLY.into()),
                     Some(child) if !direct_run(child) => {
                         Some(format!("flow:{path} is not a direct Run target"))
                     }
@@ -332,6 +342,7 @@ pub fn plan(
                         Some(format!("binding:{child_id} has slots of its own"))
                     }
                     Some(child) => match candidate.packages.get(&child.package) {
+                        Some(p) if uses_run_checkpoint(p) => Some(ROOT_ONLY.into()),
                         Some(p) if p.entrypoint().is_none() => {
                             Some("the selected package has no entrypoint".into())
                         }

@@ -171,7 +171,8 @@ impl Recipe {
     }
 }
 
+/// An installed runtime's digest, under this command's installation
+/// verification policy (seed 002 §9).
 fn file_digest(path: &std::path::Path) -> std::io::Result<String> {
-    let bytes = std::fs::read(std::fs::canonicalize(path)?)?;
-    Ok(crate::state::sha256_digest(&bytes))
+    crate::verify::current().digest(path)
 }

@@ -463,15 +463,19 @@ pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, Stri
                     .to_string()
             })?,
     };
-    let out = std::process::Command::new(&candidate)
-        .arg("--version")
-        .env_clear()
-        .output()
-        .map_err(|e| format!("{} does not run: {e}", candidate.display()))?;
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || version.is_empty() {
-        return Err(format!("{} --version failed", candidate.display()));
-    }
+    // Asked once per revision of the tool (installation verification).
+    let version = crate::verify::current().probe(&candidate, "--version", || {
+        let out = std::process::Command::new(&candidate)
+            .arg("--version")
+            .env_clear()
+            .output()
+            .map_err(|e| format!("{} does not run: {e}", candidate.display()))?;
+        let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || version.is_empty() {
+            return Err(format!("{} --version failed", candidate.display()));
+        }
+        Ok(version)
+    })?;
     let Some(number) = parse_bwrap_version(&version) else {
         return Err(format!(
             "{} reports {version:?}, not a bubblewrap version",

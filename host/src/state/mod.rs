@@ -7,9 +7,11 @@
 //! (`PROJECT_STATE_INVALID`). Every write that matters goes through
 //! [`write_atomic`]: a temporary file, fsync, rename, fsync of the directory.
 
+mod checkpoints;
 mod records;
 mod store;
 
+pub use checkpoints::{Aggregate, Checkpoints};
 pub use records::{now_unix_ms, RunRecord, RunStatus, Runs, RunsError, Submission};
 pub use store::Store;
 
@@ -113,7 +115,7 @@ impl ProjectState {
             Flock::lock(owner, FlockArg::LockExclusiveNonblock).map_err(|_| StateError::Busy {
                 message: "another jig process owns this project; try again when it finishes".into(),
             })?;
-        for sub in ["store", "plans", "admission", "runs", "work"] {
+        for sub in ["store", "plans", "admission", "runs", "work", "checkpoints"] {
             let path = dir.join(sub);
             if !path.exists() {
                 create_private_dir(&path)?;
@@ -136,6 +138,11 @@ impl ProjectState {
 
     pub fn runs(&self) -> Runs {
         Runs::new(self.dir.join("runs"))
+    }
+
+    /// The latest accepted Run Checkpoint of each root Run that has one.
+    pub fn checkpoints(&self) -> Checkpoints {
+        Checkpoints::new(self.dir.join("checkpoints"))
     }
 
     /// Retain a Plan by the digest of its canonical bytes.
@@ -274,7 +281,7 @@ fn set_private(path: &Path) -> Result<(), StateError> {
 /// process aborts here, as a power cut or `kill -9` would stop it. Tests use
 /// it to prove that every step of apply leaves the old or the new complete
 /// state. It has no other effect.
-fn crash_point(point: &str) {
+pub(crate) fn crash_point(point: &str) {
     if std::env::var_os("JIG_TEST_CRASH_AT").is_some_and(|p| p == point) {
         std::process::abort();
     }

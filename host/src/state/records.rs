@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use flow::json::Value;
 use serde_json::json;
 
-use super::{digest_hex, sha256_digest, write_atomic, StateError};
+use super::{digest_hex, sha256_digest, write_atomic, Aggregate, Checkpoints, StateError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -138,6 +138,26 @@ impl Runs {
             .as_object_mut()
             .unwrap()
             .insert("terminal".into(), terminal);
+        record
+            .value
+            .as_object_mut()
+            .unwrap()
+            .insert("settledAtUnixMs".into(), json!(now_unix_ms()));
+        self.store(record)
+    }
+
+    /// Keep a pending Run's accepted execution terminal before its delivery,
+    /// so a recovery after coordinator loss reports it instead of a loss.
+    pub fn note_execution(
+        &self,
+        record: &mut RunRecord,
+        execution: Value,
+    ) -> Result<(), RunsError> {
+        record
+            .value
+            .as_object_mut()
+            .unwrap()
+            .insert("execution".into(), execution);
         self.store(record)
     }
 
@@ -183,8 +203,18 @@ impl Runs {
     /// Settle Runs left pending by a coordinator that is gone: dispatch may
     /// have happened and no result can be proved, so they are lost, never
     /// replayed. Called while holding the project.
+    ///
+    /// A lost Run with an accepted Run Checkpoint gets its packet now, from
+    /// that aggregate (`delivery.source: "checkpoint"`), exactly once: the
+    /// record is settled with the delivery after the no-replace publication,
+    /// and a packet this Run already published is recognised, not redone.
     pub fn fence_lost(&self) -> Result<usize, RunsError> {
         let mut fenced = 0;
+        let started = std::time::Instant::now();
+        let checkpoints = self
+            .dir
+            .parent()
+            .map(|state| Checkpoints::new(state.join("checkpoints")));
         for mut record in self.list()? {
             if record.status() != RunStatus::Pending {
                 continue;
@@ -193,12 +223,26 @@ impl Runs {
             if pid as u32 == std::process::id() {
                 continue;
             }
-            let terminal = json!({
+            let mut terminal = json!({
                 "status": "lost",
                 "code": "COORDINATOR_LOST",
                 "message": "the process coordinating this Run ended before it settled; its work was fenced and is not replayed",
             });
+            let aggregate = match &checkpoints {
+                Some(checkpoints) => checkpoints.load(&record.id)?,
+                None => None,
+            };
+            let output = record.value.get("output").and_then(Value::as_str);
+            if let (Some(aggregate), Some(output)) = (&aggregate, output) {
+                // A known execution terminal stays what it was; only the
+                // delivered bytes come from the checkpoint.
+                let execution = record.value.get("execution").cloned().unwrap_or(terminal);
+                terminal = recover_packet(&record.id, aggregate, output, execution, started);
+            }
             self.settle(&mut record, terminal)?;
+            if let Some(checkpoints) = &checkpoints {
+                checkpoints.remove(&record.id)?;
+            }
             // Its private work (scratch, sealed attachments, unpublished
             // output) is never resumed, so it is removed now.
             if let Some(state_dir) = self.dir.parent() {
@@ -218,6 +262,73 @@ impl Runs {
         )
         .map_err(RunsError::State)
     }
+}
+
+/// HOST-FACTS §3: recovery after coordinator loss has this long to reach
+/// a lost Run's packet; delivery then has [`crate::files::DELIVERY_BUDGET`].
+pub const RECOVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Publish a lost Run's packet from its latest accepted checkpoint and
+/// return its terminal: the lost execution plus what ran, the input
+/// identity, the delivery and the checkpoint record, as the packet's
+/// `result.json` holds them.
+fn recover_packet(
+    run_id: &str,
+    aggregate: &Aggregate,
+    output: &str,
+    execution: Value,
+    started: std::time::Instant,
+) -> Value {
+    use crate::files;
+    let method = &aggregate.identity["method"];
+    let input = &aggregate.identity["input"];
+    let checkpoint = aggregate.record();
+    let mut terminal = execution.clone();
+    terminal["runId"] = json!(run_id);
+    terminal["method"] = method.clone();
+    terminal["input"] = input.clone();
+    terminal["checkpoint"] = checkpoint.clone();
+    let destination = std::path::Path::new(output);
+    let published = if files::over_budget(started, RECOVERY_BUDGET) {
+        Err(files::FilesError::delivery(format!(
+            "recovery took longer than {} s; the checkpoint was not delivered",
+            RECOVERY_BUDGET.as_secs()
+        )))
+    } else {
+        let delivering = std::time::Instant::now();
+        let outputs = aggregate.output_files();
+        let record = files::packet_record(
+            run_id,
+            method,
+            &execution,
+            input,
+            "checkpoint",
+            &outputs,
+            &checkpoint,
+        );
+        match files::prepare_destination(destination, &[]) {
+            Ok(prepared) if !files::over_budget(delivering, files::DELIVERY_BUDGET) => {
+                files::publish(&prepared, &outputs, &record)
+            }
+            Ok(_) => Err(files::FilesError::delivery("delivery ran out of time")),
+            // Published before the coordinator that settles it was lost.
+            Err(e) if e.code == "JIG_OUTPUT_EXISTS" && published_by(destination, run_id) => Ok(()),
+            Err(e) => Err(e),
+        }
+    };
+    terminal["delivery"] = match published {
+        Ok(()) => json!({"status": "written", "destination": output, "source": "checkpoint"}),
+        Err(e) => json!({"status": "failed", "destination": output, "code": e.code}),
+    };
+    terminal
+}
+
+/// Is the packet at `destination` the one Run `run_id` published?
+fn published_by(destination: &std::path::Path, run_id: &str) -> bool {
+    std::fs::read(destination.join("result.json"))
+        .ok()
+        .and_then(|bytes| flow::json::parse(&bytes).ok())
+        .is_some_and(|v| v.get("runId").and_then(Value::as_str) == Some(run_id))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -263,4 +374,74 @@ fn new_run_id() -> String {
         nanos & 0xffff,
         n
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jig_provider_builtin::checkpoint::Save;
+    use std::time::{Duration, Instant};
+
+    fn aggregate() -> Aggregate {
+        Aggregate {
+            identity: json!({
+                "runId": "run-1",
+                "method": {"target": "flow:flows/p", "package": {"path": "flows/p", "digest": "sha256:00"}, "binding": null},
+                "input": {"digest": "sha256:11", "attachments": {}},
+            }),
+            save: Save {
+                sequence: 2,
+                evidence: json!("half"),
+                files: [("a/b.md".to_string(), "kept\n".to_string())].into(),
+            },
+            digest: "sha256:22".into(),
+        }
+    }
+
+    fn lost() -> Value {
+        json!({"status": "lost", "code": "COORDINATOR_LOST", "message": "gone"})
+    }
+
+    #[test]
+    fn a_recovered_packet_is_published_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("packet");
+        let shown = out.to_str().unwrap();
+        let first = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now());
+        assert_eq!(
+            first["delivery"],
+            json!({"status": "written", "destination": shown, "source": "checkpoint"})
+        );
+        assert_eq!(std::fs::read(out.join("files/a/b.md")).unwrap(), b"kept\n");
+        let packet = flow::json::parse(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
+        assert_eq!(packet["checkpoint"], first["checkpoint"]);
+        assert_eq!(packet["execution"], lost());
+        // A recovery interrupted after publication recognises its packet.
+        let again = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now());
+        assert_eq!(again["delivery"], first["delivery"]);
+        // Someone else's directory there is not ours.
+        let other = recover_packet("run-2", &aggregate(), shown, lost(), Instant::now());
+        assert_eq!(other["delivery"]["status"], "failed");
+        assert_eq!(other["delivery"]["code"], "JIG_OUTPUT_EXISTS");
+    }
+
+    #[test]
+    fn recovery_at_and_past_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(past) = Instant::now().checked_sub(RECOVERY_BUDGET + Duration::from_millis(50))
+        else {
+            return;
+        };
+        let out = dir.path().join("late");
+        let late = recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), past);
+        assert_eq!(late["delivery"]["status"], "failed");
+        assert_eq!(late["delivery"]["code"], "JIG_DELIVERY_FAILED");
+        assert!(!out.exists());
+        let within = Instant::now()
+            .checked_sub(RECOVERY_BUDGET - Duration::from_secs(1))
+            .unwrap();
+        let out = dir.path().join("in-time");
+        let ok = recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), within);
+        assert_eq!(ok["delivery"]["status"], "written");
+    }
 }

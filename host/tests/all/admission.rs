@@ -255,7 +255,13 @@ fn a_terminal_asks_and_only_yes_admits() {
             .contains("Approve this exact revision for execution? [y/N] "),
         "{run:?}"
     );
-    assert!(run.stdout.contains("JIG_CHANGES_DECLINED: "), "{run:?}");
+    // On a terminal the failure leads with the explanation, then the code.
+    assert!(
+        run.stdout.contains("project changes were not admitted"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("code:"), "{run:?}");
+    assert!(run.stdout.contains(" JIG_CHANGES_DECLINED"), "{run:?}");
     assert!(!declined.path().join("jig.lock").exists());
 
     let approved = hello_project();

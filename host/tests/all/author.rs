@@ -110,3 +110,34 @@ fn schema_check_and_validate_report_codes_and_work() {
         "{unsupported:?}"
     );
 }
+
+#[test]
+fn schema_validate_reports_an_exhausted_work_meter_as_its_code() {
+    // Each of 60,000 items costs a visit and twenty enum members: over the
+    // 1,000,000-unit budget, so the meter runs out before any verdict.
+    let dir = tempfile::tempdir().unwrap();
+    let instance = format!("[{}]", vec!["0"; 60_000].join(","));
+    write_files(
+        dir.path(),
+        &[
+            ("s.json", "{\"$schema\":\"https://flow.jig.md/schemas/schema-1.json\",\"items\":{\"enum\":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19]}}"),
+            ("big.json", &instance),
+        ],
+    );
+    let human = run_jig(dir.path(), &["schema", "validate", "s.json", "big.json"]);
+    assert_eq!(human.status, 1, "{human:?}");
+    assert_eq!(human.stdout, "", "{human:?}");
+    assert!(
+        human
+            .stderr
+            .starts_with("SCHEMA_LIMIT_EXCEEDED: validation exceeds 1000000 work units"),
+        "{human:?}"
+    );
+    let json = run_jig(
+        dir.path(),
+        &["schema", "validate", "s.json", "big.json", "--json"],
+    );
+    assert_eq!(json.status, 1, "{json:?}");
+    assert_eq!(json.json()["valid"], false);
+    assert_eq!(json.json()["code"], "SCHEMA_LIMIT_EXCEEDED");
+}

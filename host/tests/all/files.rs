@@ -815,35 +815,50 @@ fn elapsed_status_shows_only_on_a_terminal_after_a_second() {
         )
     };
     let animated = on_a_terminal(project.path(), &args("animated"), false);
-    assert!(animated.contains("\rrunning… 1s"), "{animated:?}");
     assert!(
-        animated.contains("\r\u{1b}[K"),
-        "the line is cleared: {animated:?}"
+        animated.contains("\r\u{1b}[2K") && animated.contains(" flow:flows/summarize · 1."),
+        "the live line is drawn in place: {animated:?}"
     );
-    assert!(animated.contains("succeeded: done"), "{animated:?}");
+    assert!(animated.contains("succeeded · outcome"), "{animated:?}");
     assert!(
         animated.contains(&format!(
-            "packet: {} (files: final)",
+            " {} (files: final)",
             path(&out.path().join("animated"))
         )),
         "{animated:?}"
     );
+    assert!(
+        animated.contains("outcome done · delivery written (final) · cleanup complete · "),
+        "the final line: {animated:?}"
+    );
     let plain = on_a_terminal(project.path(), &args("plain"), true);
-    assert!(plain.contains("running… 1s\r\n"), "{plain:?}");
+    assert!(
+        plain.contains("flow:flows/summarize · 1.") && plain.contains(" · running\r\n"),
+        "{plain:?}"
+    );
     assert!(!plain.contains('\u{1b}'), "{plain:?}");
-    // A quick Run shows nothing; a pipe never shows the ticker.
+    // A quick Run shows no live line; a pipe never shows it.
     let quick = format!(
         "run flow:flows/summarize --attach source={} --out {}",
         path(source.path()),
         path(&out.path().join("quick"))
     );
-    let transcript = on_a_terminal(project.path(), &quick, false);
+    let transcript = on_a_terminal(project.path(), &quick, true);
+    let (result, final_line) = transcript
+        .split_once("✓ execution")
+        .unwrap_or_else(|| panic!("{transcript:?}"));
     assert_eq!(
-        transcript,
+        result,
         format!(
-            "succeeded: done\r\n{{\r\n  \"bytes\": 12,\r\n  \"files\": 3\r\n}}\r\npacket: {} (files: final)\r\n",
+            "✓ succeeded · outcome done\r\n{{\r\n  \"bytes\": 12,\r\n  \"files\": 3\r\n}}\r\npacket: {} (files: final)\r\n",
             path(&out.path().join("quick"))
         )
+    );
+    assert!(
+        final_line.starts_with(
+            " succeeded · outcome done · delivery written (final) · cleanup complete · "
+        ) && final_line.ends_with("\r\n"),
+        "{final_line:?}"
     );
     let piped = run_jig(
         project.path(),

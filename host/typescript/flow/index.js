@@ -980,6 +980,8 @@ class ChannelReceiver {
       if (error instanceof OperationError && !LOCAL_CODES.has(error.code)) {
         terminal(state, FAILED, error);
         state.exposed = true;
+        // The failed receiver stays owned until disposed: release it once.
+        releaseFailed(state);
       }
       throw error;
     }
@@ -1093,6 +1095,25 @@ function startDisposal(state) {
     deactivate(state);
   })();
   return true;
+}
+
+/**
+ * Dispose a receiver whose read failed (Run/1 §5.1): one retained release.
+ * Its answer (`failed`, with the cause already exposed by the read) only
+ * settles the endpoint; close() joins it.
+ */
+function releaseFailed(state) {
+  if (state.disposal !== null) return;
+  let call;
+  try {
+    call = state.session.admit("channel/release", { endpoint: state.reference }, parseRelease, {
+      retain: true,
+      internal: true,
+    });
+  } catch {
+    return;
+  }
+  state.disposal = call.promise.then(noop, noop);
 }
 
 class ChannelPair {

@@ -674,6 +674,26 @@ test("cancelling a read disposes the receiver; the read and release responses ar
   assert.equal(await peer.finish(), 0);
 });
 
+test("a failed read releases the receiver once; the handler sees the failure once", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "failed-read" }));
+  peer.reply(await peer.next(), directGrants);
+  const read = await peer.next();
+  assert.equal(read.method, "channel/next");
+  peer.fail(read, "LAGGED");
+  const release = await peer.next();
+  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "ch:1/receive" }]);
+  assert.deepEqual(await peer.quiet(), [], "one release; the second read reports the sticky cause locally");
+  peer.reply(release, { status: "failed", code: "LAGGED" });
+  const root = await peer.next();
+  assert.deepEqual(root.result?.output, {
+    first: { type: "OperationError", code: "LAGGED" },
+    again: { type: "OperationError", code: "LAGGED" },
+    closed: { value: "closed" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
 test("a handler returning with a pending read fails EXECUTION_FAILED after disposal settles", async () => {
   const peer = new Peer("probe");
   peer.send(rootRequest({ case: "abandoned-receiver" }));

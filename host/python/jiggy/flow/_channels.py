@@ -177,6 +177,8 @@ class ChannelReceiver:
             if error.code not in LOCAL_CODES:
                 self._terminal(_FAILED, error)
                 self._cause_exposed = True
+                # The failed receiver stays owned until disposed: release it once.
+                self._release_failed()
             raise
         self._read = None
         if kind == "end":
@@ -206,6 +208,26 @@ class ChannelReceiver:
         self._disposal = asyncio.ensure_future(self._settle_disposal(call))
         return True
 
+    def _release_failed(self) -> None:
+        """Dispose a receiver whose read failed; `aclose()` joins it.
+
+        The release answer (`failed`, with the cause the read already
+        raised) only settles the endpoint; the receiver stays failed.
+        """
+        if self._disposal is not None:
+            return
+        try:
+            call = self._session.admit(
+                "channel/release",
+                {"endpoint": self._reference},
+                _wire.parse_release,
+                retain=True,
+                internal=True,
+            )
+        except OperationError:
+            return
+        self._disposal = asyncio.ensure_future(self._settle_disposal(call))
+
     async def _settle_disposal(self, call: Any) -> None:
         try:
             status, code, details = await self._session.wait(call)
@@ -219,7 +241,8 @@ class ChannelReceiver:
         read = self._read
         if read is not None:
             await asyncio.shield(read.wire_done)
-        self._state = _DISPOSED
+        if self._state != _FAILED:
+            self._state = _DISPOSED
         self._deactivate()
 
     async def aclose(self) -> None:

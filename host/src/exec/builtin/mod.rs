@@ -6,7 +6,7 @@
 //! sandbox, the Run's record) through [`BuiltinCall`].
 
 mod agent;
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod command;
 
 use std::sync::Arc;
@@ -34,7 +34,13 @@ pub(super) struct BuiltinCall {
 /// Serve one call by builtin `name`; the caller validates the value
 /// against the contract method and settles the channels.
 pub(super) fn call(name: &str, call: BuiltinCall) -> BoxFuture<Result<Value, CallError>> {
-    match name {
+    let waiting = &call.services.executor.waiting;
+    let waited = match name {
+        "agent-run" => Some(super::Waited::new(waiting, |w| &w.agents)),
+        "project-command" => Some(super::Waited::new(waiting, |w| &w.commands)),
+        _ => None,
+    };
+    let served = match name {
         "agent-run" => agent::call(call),
         "project-command" => command::call(call),
         "run-checkpoint" => checkpoint::call(call),
@@ -42,5 +48,9 @@ pub(super) fn call(name: &str, call: BuiltinCall) -> BoxFuture<Result<Value, Cal
             let message = format!("no builtin capability {other:?} in this build");
             Box::pin(async move { Err(CallError::operational("UNAVAILABLE", message)) })
         }
-    }
+    };
+    Box::pin(async move {
+        let _waited = waited;
+        served.await
+    })
 }

@@ -134,6 +134,13 @@ const CASES = {
     await pair.receive.close();
     return { outcome: "done", output: { first, after } };
   },
+  "failed-read": async (run) => {
+    const pair = await run.channel();
+    const first = await outcome(pair.receive.next());
+    const again = await outcome(pair.receive.next());
+    const closed = await outcome(pair.receive.close().then(() => "closed"));
+    return { outcome: "done", output: { first, again, closed } };
+  },
   "abandoned-receiver": async (run) => {
     const pair = await run.channel();
     pair.receive.next();

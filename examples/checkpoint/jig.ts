@@ -1,0 +1,5 @@
+import { defineJig, discover } from "@jigging/jig";
+
+export default defineJig({
+  flows: discover("./flows"),
+});

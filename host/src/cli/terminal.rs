@@ -1,0 +1,856 @@
+//! What a person reads on a terminal (HOST-FACTS §4.4, seed 002 §8): colour
+//! and layout for results, review text, failures and `jig runs`, and the
+//! live status line of a pending Run on stderr.
+//!
+//! Everything here is presentation. It is used only when the stream it
+//! writes to is a terminal; redirected stdout keeps the exact JSON (or
+//! NDJSON) of the machine records and redirected stderr keeps
+//! `CODE: message`. `NO_COLOR` (set, even empty) and `TERM=dumb` give plain,
+//! unanimated output. Project-controlled text is always escaped, so it
+//! cannot move the cursor or recolour what follows.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+
+use crate::exec::Executor;
+
+/// The themes `JIG_THEME` selects (HOST-FACTS §4.4); the first is the default.
+pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];
+/// The live line appears only once a Run has been pending this long, so a
+/// quick Run never flickers.
+pub const LIVE_AFTER: Duration = Duration::from_millis(500);
+/// How often the live line is redrawn in place.
+pub const LIVE_PERIOD: Duration = Duration::from_millis(100);
+/// Without animation (`NO_COLOR`, `TERM=dumb`), the first status line
+/// after this long, then one each [`PLAIN_PERIOD`].
+pub const PLAIN_FIRST: Duration = Duration::from_secs(1);
+pub const PLAIN_PERIOD: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Theme {
+    OneDark,
+    OneLight,
+    Macchiato,
+}
+
+impl Theme {
+    /// The theme a `JIG_THEME` value names.
+    pub fn parse(name: &str) -> Option<Theme> {
+        match name {
+            "one-dark" => Some(Theme::OneDark),
+            "one-light" => Some(Theme::OneLight),
+            "macchiato" => Some(Theme::Macchiato),
+            _ => None,
+        }
+    }
+
+    /// 24-bit colour of each role.
+    fn rgb(self, role: Role) -> (u8, u8, u8) {
+        use Role::*;
+        match self {
+            Theme::OneDark => match role {
+                Success | Added | Str => (0x98, 0xc3, 0x79),
+                Failure | Removed => (0xe0, 0x6c, 0x75),
+                Warning | Changed => (0xe5, 0xc0, 0x7b),
+                Key | Heading => (0x61, 0xaf, 0xef),
+                Number => (0xd1, 0x9a, 0x66),
+                Literal => (0xc6, 0x78, 0xdd),
+                Muted => (0x7f, 0x84, 0x8e),
+            },
+            Theme::OneLight => match role {
+                Success | Added | Str => (0x50, 0xa1, 0x4f),
+                Failure | Removed => (0xe4, 0x56, 0x49),
+                Warning | Changed => (0xc1, 0x84, 0x01),
+                Key | Heading => (0x40, 0x78, 0xf2),
+                Number => (0x98, 0x68, 0x01),
+                Literal => (0xa6, 0x26, 0xa4),
+                Muted => (0x69, 0x6c, 0x77),
+            },
+            Theme::Macchiato => match role {
+                Success | Added | Str => (0xa6, 0xda, 0x95),
+                Failure | Removed => (0xed, 0x87, 0x96),
+                Warning | Changed => (0xee, 0xd4, 0x9f),
+                Key | Heading => (0x8a, 0xad, 0xf4),
+                Number => (0xf5, 0xa9, 0x7f),
+                Literal => (0xc6, 0xa0, 0xf6),
+                Muted => (0x93, 0x9a, 0xb7),
+            },
+        }
+    }
+}
+
+/// What a piece of text is, for colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Success,
+    Failure,
+    Warning,
+    Added,
+    Changed,
+    Removed,
+    Key,
+    Str,
+    Number,
+    Literal,
+    Muted,
+    Heading,
+}
+
+/// How output to one stream looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+    pub animate: bool,
+    pub theme: Theme,
+}
+
+impl Style {
+    /// No colour, no animation.
+    pub const PLAIN: Style = Style {
+        color: false,
+        animate: false,
+        theme: Theme::OneDark,
+    };
+
+    /// The style for a terminal stream under this environment.
+    pub fn from_env(
+        no_color: Option<&std::ffi::OsStr>,
+        term: Option<&str>,
+        theme: Option<&str>,
+    ) -> Style {
+        let theme = theme.and_then(Theme::parse).unwrap_or(Theme::OneDark);
+        if no_color.is_some() || term == Some("dumb") {
+            return Style {
+                theme,
+                ..Style::PLAIN
+            };
+        }
+        Style {
+            color: true,
+            animate: true,
+            theme,
+        }
+    }
+
+    /// The style for a terminal stream under the process environment.
+    pub fn terminal() -> Style {
+        let no_color = std::env::var_os("NO_COLOR");
+        let term = std::env::var("TERM").ok();
+        let theme = std::env::var("JIG_THEME").ok();
+        Style::from_env(no_color.as_deref(), term.as_deref(), theme.as_deref())
+    }
+
+    /// Paint `text` in `role`'s colour (bold for headings), or leave it.
+    pub fn paint(&self, role: Role, text: &str) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        let (r, g, b) = self.theme.rgb(role);
+        let bold = if role == Role::Heading { "1;" } else { "" };
+        format!("\x1b[{bold}38;2;{r};{g};{b}m{text}\x1b[0m")
+    }
+}
+
+/// The warning for a `JIG_THEME` that names no theme, if it does not.
+pub fn theme_warning() -> Option<String> {
+    let theme = std::env::var("JIG_THEME").ok()?;
+    if Theme::parse(&theme).is_some() {
+        return None;
+    }
+    Some(format!(
+        "JIG_THEME {} is not one of {}; using one-dark",
+        escape(&theme),
+        THEMES.join(", ")
+    ))
+}
+
+/// Escape project-controlled text for a terminal: C0 and C1 controls, DEL
+/// and the Unicode bidirectional and invisible format characters become
+/// `\u{…}`; everything else is kept.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if needs_escape(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// [`escape`] for multi-line text: each line escaped, the line breaks kept.
+pub fn escape_lines(text: &str) -> String {
+    text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c as u32, 0x200b..=0x200f | 0x2028..=0x202e | 0x2060..=0x2069 | 0xfeff)
+}
+
+/// A JSON string literal whose every character a terminal would act on is
+/// a `\u` escape, so the literal is still valid JSON.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if needs_escape(c) => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON/1 value pretty-printed (two-space indent, keys in canonical order)
+/// and coloured by kind.
+pub fn render_json(value: &Value, style: &Style) -> String {
+    let mut out = String::new();
+    write_json(&mut out, value, style, 0);
+    out
+}
+
+fn write_json(out: &mut String, value: &Value, style: &Style, depth: usize) {
+    let indent = |n: usize| "  ".repeat(n);
+    match value {
+        Value::Null | Value::Bool(_) => {
+            out.push_str(&style.paint(Role::Literal, &value.to_string()))
+        }
+        Value::Number(n) => out.push_str(&style.paint(Role::Number, &n.to_string())),
+        Value::String(s) => out.push_str(&style.paint(Role::Str, &json_string(s))),
+        Value::Array(items) if items.is_empty() => out.push_str("[]"),
+        Value::Array(items) => {
+            out.push_str("[\n");
+            for (i, item) in items.iter().enumerate() {
+                out.push_str(&indent(depth + 1));
+                write_json(out, item, style, depth + 1);
+                out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&indent(depth));
+            out.push(']');
+        }
+        Value::Object(map) if map.is_empty() => out.push_str("{}"),
+        Value::Object(map) => {
+            out.push_str("{\n");
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_by(|a, b| flow::json::compare_utf16(a, b));
+            for (i, key) in keys.iter().enumerate() {
+                out.push_str(&indent(depth + 1));
+                out.push_str(&style.paint(Role::Key, &json_string(key)));
+                out.push_str(": ");
+                write_json(out, &map[*key], style, depth + 1);
+                out.push_str(if i + 1 < keys.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&indent(depth));
+            out.push('}');
+        }
+    }
+}
+
+/// What to do next after a failure with this code, when there is something.
+pub fn next_action(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "REVIEW_REQUIRED" | "ADMISSION_MISSING" | "STALE_PLAN" => {
+            "run jig review, check what changed, and approve it"
+        }
+        "JIG_APPROVAL_REQUIRED" => "run jig review in a terminal, or rerun with --yes",
+        "JIG_CHANGES_DECLINED" => "edit the project and run jig review again",
+        "INVALID_CANDIDATE" | "LOCK_MISMATCH" => {
+            "fix the file named above and run jig review again"
+        }
+        "INVALID_INPUT" | "JIG_RUN_INPUT_INVALID" => {
+            "check the input against the target's input.schema.json (jig package inspect)"
+        }
+        "INVALID_RESULT" => "the Flow returned a result its package does not declare; fix the Flow",
+        "DEADLINE_EXCEEDED" => "give the Run more time with --timeout (at most 24h)",
+        "JIG_RUN_TIMEOUT_INVALID" => "use a positive whole number with ms, s, m or h, like 90s",
+        "UNAVAILABLE" => "run jig doctor to see what this host can run, then jig review",
+        "PROJECT_NOT_FOUND" => "run jig in a project directory (one with jig.ts), or pass -C DIR",
+        "PROJECT_BUSY" => "another jig holds this project; wait for it to finish",
+        "JIG_RUN_TARGET_INVALID" => "name an admitted target: flow:<path> or binding:<id>",
+        "JIG_RUN_FILES_INVALID" => "check the --attach, --select and --out options",
+        "JIG_OUTPUT_EXISTS" => "choose an --out directory that does not exist yet",
+        "EXECUTION_FAILED" | "PROTOCOL_ERROR" | "CHANNEL_LOST" => {
+            "read the component's stderr above, fix the Flow, review and run again"
+        }
+        "COORDINATOR_LOST" => {
+            "the earlier jig stopped during this Run; its work is not repeated. See jig runs"
+        }
+        "JIG_CLEANUP_FAILED" => "check the host's cgroups and temporary files (jig doctor)",
+        "JIG_DELIVERY_FAILED" => "the Run ended but its packet was not written; see the code",
+        "RESOURCE_EXHAUSTED" => "the Run asked for more than one Run tree may hold at once",
+        "SUBMISSION_CONFLICT" => "use a new --key, or repeat the exact same submission",
+        _ => return None,
+    })
+}
+
+/// A failure for a person: the explanation, the next action, then the code.
+pub fn render_failure(code: &str, message: &str, style: &Style) -> String {
+    let mut out = format!("{} {}\n", style.paint(Role::Failure, "✗"), escape(message));
+    if let Some(next) = next_action(code) {
+        let _ = writeln!(out, "  {} {next}", style.paint(Role::Muted, "next:"));
+    }
+    let _ = writeln!(
+        out,
+        "  {} {}",
+        style.paint(Role::Muted, "code:"),
+        escape(code)
+    );
+    out
+}
+
+/// A Run's terminal for a person on stdout: the outcome and output, or the
+/// failure; then the delivery.
+pub fn render_terminal(terminal: &Value, style: &Style) -> String {
+    let text = |key: &str| terminal.get(key).and_then(Value::as_str).unwrap_or("");
+    let mut out = String::new();
+    match text("status") {
+        "succeeded" => {
+            let _ = writeln!(
+                out,
+                "{} {}",
+                style.paint(Role::Success, "✓ succeeded · outcome"),
+                style.paint(Role::Heading, &escape(text("outcome")))
+            );
+            let _ = writeln!(
+                out,
+                "{}",
+                render_json(terminal.get("output").unwrap_or(&Value::Null), style)
+            );
+        }
+        status => {
+            let code = text("code");
+            let mut message = text("message").to_string();
+            if status == "lost" {
+                message = format!("the Run was lost: {message}");
+            }
+            out.push_str(&render_failure(code, &message, style));
+            if let Some(details) = terminal.get("details").filter(|d| !d.is_null()) {
+                let _ = writeln!(
+                    out,
+                    "  {} {}",
+                    style.paint(Role::Muted, "details:"),
+                    render_json(details, style).replace('\n', "\n  ")
+                );
+            }
+        }
+    }
+    if let Some(delivery) = terminal.get("delivery") {
+        let destination = escape(delivery["destination"].as_str().unwrap_or(""));
+        match delivery["status"].as_str() {
+            Some("written") => {
+                let _ = writeln!(
+                    out,
+                    "{} {destination} (files: {})",
+                    style.paint(Role::Muted, "packet:"),
+                    escape(delivery["source"].as_str().unwrap_or("none"))
+                );
+            }
+            status => {
+                let _ = writeln!(
+                    out,
+                    "{} no packet at {destination}: {} ({})",
+                    style.paint(Role::Warning, "delivery"),
+                    escape(status.unwrap_or("unknown")),
+                    escape(delivery["code"].as_str().unwrap_or(""))
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The review text coloured: additions, changes and removals by their mark,
+/// section headings bold. The text itself is already escaped by the plan.
+pub fn paint_review(text: &str, style: &Style) -> String {
+    if !style.color {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() * 2);
+    for line in text.split_inclusive('\n') {
+        let (body, newline) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        let role = if body.starts_with("  + ") {
+            Some(Role::Added)
+        } else if body.starts_with("  ~ ") {
+            Some(Role::Changed)
+        } else if body.starts_with("  - ") {
+            Some(Role::Removed)
+        } else if body.starts_with("      was ") {
+            Some(Role::Muted)
+        } else if !body.starts_with(' ') && body.ends_with(':') {
+            Some(Role::Heading)
+        } else {
+            None
+        };
+        match role {
+            Some(role) => out.push_str(&style.paint(role, body)),
+            None => out.push_str(body),
+        }
+        out.push_str(newline);
+    }
+    out
+}
+
+/// One row of `jig runs` on a terminal.
+pub struct RunRow {
+    pub id: String,
+    pub created_unix_ms: Option<u64>,
+    pub status: String,
+    pub target: String,
+    pub duration_ms: Option<u64>,
+    pub code: String,
+}
+
+/// `jig runs` as a table: time (UTC), status, target, duration, Run ID.
+pub fn runs_table(rows: &[RunRow], style: &Style) -> String {
+    let header = ["TIME (UTC)", "STATUS", "TARGET", "DURATION", "RUN"];
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            let status = if r.code.is_empty() {
+                r.status.clone()
+            } else {
+                format!("{} {}", r.status, r.code)
+            };
+            [
+                r.created_unix_ms.map(utc_time).unwrap_or_default(),
+                escape(&status),
+                escape(&r.target),
+                r.duration_ms
+                    .map(duration_text)
+                    .unwrap_or_else(|| "-".into()),
+                escape(&r.id),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let pad = |text: &str, width: usize| {
+        let n = text.chars().count();
+        format!("{text}{}", " ".repeat(width.saturating_sub(n)))
+    };
+    let mut out = String::new();
+    let head: Vec<String> = header.iter().zip(widths).map(|(h, w)| pad(h, w)).collect();
+    let _ = writeln!(
+        out,
+        "{}",
+        style.paint(Role::Heading, head.join("  ").trim_end())
+    );
+    for (row, record) in cells.iter().zip(rows) {
+        let role = match record.status.as_str() {
+            "succeeded" => Role::Success,
+            "failed" => Role::Failure,
+            "lost" => Role::Warning,
+            _ => Role::Muted,
+        };
+        let mut line = Vec::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            let padded = pad(cell, width);
+            line.push(if i == 1 {
+                style.paint(role, &padded)
+            } else if i == 4 {
+                style.paint(Role::Muted, &padded)
+            } else {
+                padded
+            });
+        }
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// `2026-12-01 16:18:16` for Unix milliseconds.
+pub fn utc_time(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Gregorian, proleptic).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// `850ms`, `4.2s`, `3m05s`, `1h02m`.
+pub fn duration_text(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{}s", ms / 1000, ms % 1000 / 100)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, ms % 60_000 / 1000)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, ms % 3_600_000 / 60_000)
+    }
+}
+
+/// The final status line on stderr: execution status, outcome, delivery
+/// and cleanup, each reported on its own (HOST-FACTS §4.4).
+pub fn final_line(
+    terminal: &Value,
+    cleanup_failed: bool,
+    elapsed: Duration,
+    style: &Style,
+) -> String {
+    let text = |p: &str| terminal.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let mut parts = Vec::new();
+    let status = text("/status");
+    let (mark, role) = match status {
+        "succeeded" => ("✓", Role::Success),
+        "failed" => ("✗", Role::Failure),
+        _ => ("!", Role::Warning),
+    };
+    let mut execution = format!("execution {}", escape(status));
+    if !text("/code").is_empty() {
+        execution.push_str(&format!(" {}", escape(text("/code"))));
+    }
+    parts.push(style.paint(role, &format!("{mark} {execution}")));
+    if status == "succeeded" {
+        parts.push(format!("outcome {}", escape(text("/outcome"))));
+    }
+    if terminal.get("delivery").is_some() {
+        let delivery = match text("/delivery/status") {
+            "written" => format!("delivery written ({})", escape(text("/delivery/source"))),
+            other => format!("delivery {}", escape(other)),
+        };
+        parts.push(delivery);
+    }
+    parts.push(if cleanup_failed {
+        style.paint(Role::Failure, "cleanup failed")
+    } else {
+        "cleanup complete".into()
+    });
+    parts.push(style.paint(Role::Muted, &duration_text(elapsed.as_millis() as u64)));
+    format!("{}\n", parts.join(" · "))
+}
+
+/// The live status line of a pending Run, on a terminal stderr only.
+pub struct LiveStatus {
+    task: tokio::task::JoinHandle<()>,
+    style: Style,
+    shown: Arc<AtomicBool>,
+    cancelling: Arc<AtomicBool>,
+    started: tokio::time::Instant,
+}
+
+/// The status text: target, elapsed time, and what the Run waits on.
+pub fn live_text(target: &str, elapsed: Duration, waiting: &[String], cancelling: bool) -> String {
+    let secs = elapsed.as_secs_f64();
+    let time = if secs < 60.0 {
+        format!("{secs:.1}s")
+    } else {
+        duration_text(elapsed.as_millis() as u64)
+    };
+    let what = if cancelling {
+        "cancelling… waiting for cleanup".to_string()
+    } else if waiting.is_empty() {
+        "running".to_string()
+    } else {
+        format!("waiting on {}", waiting.join(", "))
+    };
+    format!("{} · {time} · {what}", escape(target))
+}
+
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+impl LiveStatus {
+    /// Start it when stderr is a terminal; `None` otherwise. Animated in
+    /// place, or (`NO_COLOR`, `TERM=dumb`) one plain line after
+    /// [`PLAIN_FIRST`] and then each [`PLAIN_PERIOD`].
+    pub fn start(executor: Arc<Executor>, target: String) -> Option<LiveStatus> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let style = Style::terminal();
+        let shown = Arc::new(AtomicBool::new(false));
+        let cancelling = Arc::new(AtomicBool::new(false));
+        let started = tokio::time::Instant::now();
+        let (flag, stop) = (shown.clone(), cancelling.clone());
+        let task = tokio::spawn(async move {
+            let period = if style.animate {
+                LIVE_PERIOD
+            } else {
+                PLAIN_PERIOD
+            };
+            let first = if style.animate {
+                LIVE_AFTER
+            } else {
+                PLAIN_FIRST
+            };
+            let mut tick = tokio::time::interval_at(started + first, period);
+            let mut frame = 0usize;
+            loop {
+                tick.tick().await;
+                let waiting = executor.waiting_on();
+                let cancelling = stop.load(Ordering::SeqCst);
+                let text = live_text(&target, started.elapsed(), &waiting, cancelling);
+                let mut err = std::io::stderr().lock();
+                if style.animate {
+                    let spin = style.paint(Role::Key, SPINNER[frame % SPINNER.len()]);
+                    frame += 1;
+                    let _ = write!(err, "\r\x1b[2K{spin} {text}");
+                } else {
+                    let _ = writeln!(err, "{text}");
+                }
+                let _ = err.flush();
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        Some(LiveStatus {
+            task,
+            style,
+            shown,
+            cancelling,
+            started,
+        })
+    }
+
+    /// The command was asked to stop: the line says so until cleanup is
+    /// confirmed (a cancellation request is not a cleanup acknowledgement).
+    pub fn cancelling(&self) {
+        self.cancelling.store(true, Ordering::SeqCst);
+        if self.style.animate {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(
+                err,
+                "\r\x1b[2K{}",
+                self.style.paint(Role::Warning, "cancelling…")
+            );
+            let _ = err.flush();
+            self.shown.store(true, Ordering::SeqCst);
+        } else {
+            eprintln!("cancelling…");
+        }
+    }
+
+    /// Stop and erase the line; returns how long the Run was pending.
+    pub fn stop(self) -> Duration {
+        self.task.abort();
+        if self.style.animate && self.shown.load(Ordering::SeqCst) {
+            eprint!("\r\x1b[2K");
+        }
+        self.started.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DARK: Style = Style {
+        color: true,
+        animate: true,
+        theme: Theme::OneDark,
+    };
+
+    fn themed(theme: Theme) -> Style {
+        Style { theme, ..DARK }
+    }
+
+    #[test]
+    fn no_color_even_empty_and_dumb_terminals_are_plain() {
+        let empty = std::ffi::OsString::new();
+        assert_eq!(Style::from_env(Some(&empty), None, None), Style::PLAIN);
+        assert_eq!(Style::from_env(None, Some("dumb"), None), Style::PLAIN);
+        assert_eq!(Style::from_env(None, Some("xterm-256color"), None), DARK);
+        assert_eq!(
+            Style::from_env(None, None, Some("macchiato")).theme,
+            Theme::Macchiato
+        );
+        assert_eq!(
+            Style::from_env(None, None, Some("solarized")).theme,
+            Theme::OneDark
+        );
+    }
+
+    #[test]
+    fn project_text_cannot_reach_the_terminal_raw() {
+        let hostile = "a\u{1b}[2Jb\u{9b}c\u{202e}d\u{7}";
+        assert_eq!(escape(hostile), "a\\u{1b}[2Jb\\u{9b}c\\u{202e}d\\u{7}");
+        let rendered = render_json(&json!({ hostile: hostile }), &DARK);
+        assert!(!rendered.contains('\u{9b}') && !rendered.contains('\u{202e}'));
+        assert_eq!(rendered.matches('\u{1b}').count(), 4, "only our colours");
+        // Still JSON: the escapes are JSON escapes.
+        let plain = render_json(&json!({ "k": hostile }), &Style::PLAIN);
+        let back: serde_json::Value = serde_json::from_str(&plain).unwrap();
+        assert_eq!(back["k"], hostile);
+    }
+
+    #[test]
+    fn utc_times_and_durations() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00:00");
+        assert_eq!(utc_time(1_796_141_896_000), "2026-12-01 16:18:16");
+        assert_eq!(utc_time(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(duration_text(999), "999ms");
+        assert_eq!(duration_text(4_250), "4.2s");
+        assert_eq!(duration_text(185_000), "3m05s");
+        assert_eq!(duration_text(3_720_000), "1h02m");
+    }
+
+    fn succeeded() -> Value {
+        json!({"status": "succeeded", "outcome": "done", "output": {"message": "Hello, Ada!", "count": 2, "tags": ["a", null, true], "empty": {}}, "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}})
+    }
+
+    fn failed() -> Value {
+        json!({"status": "failed", "code": "REVIEW_REQUIRED", "message": "the admitted execution environment changed (python3 changed); run jig review", "details": {"flowStarted": false, "reason": "EXECUTION_ENVIRONMENT_CHANGED"}, "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}})
+    }
+
+    #[test]
+    fn results_on_a_terminal() {
+        insta::assert_snapshot!(
+            "succeeded_plain",
+            render_terminal(&succeeded(), &Style::PLAIN)
+        );
+        insta::assert_snapshot!("failed_plain", render_terminal(&failed(), &Style::PLAIN));
+        let mut packet = succeeded();
+        packet["delivery"] =
+            json!({"status": "written", "destination": "/tmp/out", "source": "final"});
+        insta::assert_snapshot!(
+            "succeeded_packet_plain",
+            render_terminal(&packet, &Style::PLAIN)
+        );
+        let lost = json!({"status": "lost", "code": "COORDINATOR_LOST", "message": "the coordinator stopped while the Run was pending"});
+        insta::assert_snapshot!("lost_plain", render_terminal(&lost, &Style::PLAIN));
+    }
+
+    #[test]
+    fn each_theme_colours_the_same_layout() {
+        for (name, theme) in [
+            ("one_dark", Theme::OneDark),
+            ("one_light", Theme::OneLight),
+            ("macchiato", Theme::Macchiato),
+        ] {
+            let style = themed(theme);
+            let text = format!(
+                "{}{}",
+                render_terminal(&succeeded(), &style),
+                render_terminal(&failed(), &style)
+            );
+            insta::assert_snapshot!(format!("terminal_{name}"), text.replace('\u{1b}', "⎋"));
+        }
+    }
+
+    #[test]
+    fn review_is_coloured_by_mark() {
+        let text = "Packages:\n  + \"flows/a\" sha256:aa\n  ~ \"flows/b\" sha256:bb\n      was sha256:b0\n  - \"flows/c\" sha256:cc\nTargets:\n  + \"flow:flows/a\"\n    \"flow:flows/b\"\n";
+        assert_eq!(paint_review(text, &Style::PLAIN), text);
+        insta::assert_snapshot!(
+            "review_one_dark",
+            paint_review(text, &DARK).replace('\u{1b}', "⎋")
+        );
+    }
+
+    #[test]
+    fn runs_as_a_table() {
+        let rows = vec![
+            RunRow {
+                id: "r-0001".into(),
+                created_unix_ms: Some(1_796_141_896_000),
+                status: "succeeded".into(),
+                target: "flow:flows/hello".into(),
+                duration_ms: Some(412),
+                code: String::new(),
+            },
+            RunRow {
+                id: "r-0002".into(),
+                created_unix_ms: Some(1_796_141_999_000),
+                status: "failed".into(),
+                target: "binding:intake\u{1b}[2J".into(),
+                duration_ms: Some(30_000),
+                code: "DEADLINE_EXCEEDED".into(),
+            },
+            RunRow {
+                id: "r-0003".into(),
+                created_unix_ms: None,
+                status: "pending".into(),
+                target: "flow:flows/slow".into(),
+                duration_ms: None,
+                code: String::new(),
+            },
+        ];
+        insta::assert_snapshot!("runs_plain", runs_table(&rows, &Style::PLAIN));
+    }
+
+    #[test]
+    fn failures_lead_with_the_explanation_and_next_action() {
+        insta::assert_snapshot!(
+            "failure_plain",
+            render_failure(
+                "JIG_APPROVAL_REQUIRED",
+                "project changes require confirmation; rerun with --yes",
+                &Style::PLAIN
+            )
+        );
+    }
+
+    #[test]
+    fn the_final_line_reports_each_observation_apart() {
+        let mut packet = succeeded();
+        packet["delivery"] =
+            json!({"status": "written", "destination": "/tmp/out", "source": "final"});
+        assert_eq!(
+            final_line(&packet, false, Duration::from_millis(1_250), &Style::PLAIN),
+            "✓ execution succeeded · outcome done · delivery written (final) · cleanup complete · 1.2s\n"
+        );
+        assert_eq!(
+            final_line(&failed(), true, Duration::from_millis(80), &Style::PLAIN),
+            "✗ execution failed REVIEW_REQUIRED · cleanup failed · 80ms\n"
+        );
+    }
+
+    #[test]
+    fn live_text_names_what_the_run_waits_on() {
+        assert_eq!(
+            live_text("flow:flows/a", Duration::from_millis(1_540), &[], false),
+            "flow:flows/a · 1.5s · running"
+        );
+        assert_eq!(
+            live_text(
+                "binding:b",
+                Duration::from_secs(75),
+                &["a child Flow".into(), "an Agent".into()],
+                false
+            ),
+            "binding:b · 1m15s · waiting on a child Flow, an Agent"
+        );
+        assert_eq!(
+            live_text("binding:b", Duration::from_secs(2), &[], true),
+            "binding:b · 2.0s · cancelling… waiting for cleanup"
+        );
+    }
+}

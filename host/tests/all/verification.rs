@@ -1,0 +1,247 @@
+//! Installation verification (seed 002 §9) through the real binary: the
+//! `cached`, `strict` and `fast` policies over an installed runtime, the
+//! cache's safety rules, `doctor` as a reader, and the usage and
+//! configuration errors.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use crate::support::*;
+
+/// A project whose `flow.py` runs under a runtime the test owns: a
+/// wrapper script around the system Python, configured in host.toml.
+struct Fixture {
+    project: tempfile::TempDir,
+    runtime: PathBuf,
+    cache_home: tempfile::TempDir,
+}
+
+const WRAPPER: &str = "#!/bin/sh\n# runtime wrapper, revision a\nexec /usr/bin/python3 \"$@\"\n";
+
+fn fixture() -> Fixture {
+    let project = project(&[
+        ("flows/hello/FLOW.md", "---\nname: hello\ndescription: Greets.\n---\n"),
+        (
+            "flows/hello/flow.py",
+            "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": \"hi\"}\n\nhandle(run)\n",
+        ),
+    ]);
+    let runtime = project.path().join("runtime/bin/python3");
+    std::fs::create_dir_all(runtime.parent().unwrap()).unwrap();
+    std::fs::write(&runtime, WRAPPER).unwrap();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_files(
+        project.path(),
+        &[(
+            ".test-config-home/jig/host.toml",
+            &format!("[runtimes]\npython = \"{}\"\n", runtime.display()),
+        )],
+    );
+    let cache_home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache_home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    Fixture {
+        project,
+        runtime,
+        cache_home,
+    }
+}
+
+impl Fixture {
+    fn jig(&self, args: &[&str]) -> Run {
+        self.jig_with(args, &[])
+    }
+
+    fn jig_with(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut command = jig(self.project.path());
+        command
+            .env("XDG_CACHE_HOME", self.cache_home.path())
+            .env_remove("JIG_VERIFICATION");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        output(command.args(args).output().unwrap())
+    }
+
+    fn cache_file(&self) -> PathBuf {
+        self.cache_home
+            .path()
+            .join("jig/installation-verification/entries.json")
+    }
+
+    /// Rewrite the runtime in place, same length, keeping its mtime.
+    fn edit_keeping_mtime(&self) {
+        let mtime = std::fs::metadata(&self.runtime)
+            .unwrap()
+            .modified()
+            .unwrap();
+        let edited = WRAPPER.replace("revision a", "revision b");
+        assert_eq!(edited.len(), WRAPPER.len());
+        std::fs::write(&self.runtime, edited).unwrap();
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&self.runtime)
+            .unwrap();
+        file.set_modified(mtime).unwrap();
+        assert_eq!(
+            std::fs::metadata(&self.runtime)
+                .unwrap()
+                .modified()
+                .unwrap(),
+            mtime
+        );
+    }
+}
+
+fn assert_review_required(run: &Run) {
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["code"], "REVIEW_REQUIRED", "{run:?}");
+    assert_eq!(
+        terminal["details"]["reason"],
+        "EXECUTION_ENVIRONMENT_CHANGED"
+    );
+    assert_eq!(terminal["details"]["flowStarted"], false);
+}
+
+#[test]
+fn cached_sees_an_in_place_edit_with_the_mtime_kept_and_fast_trusts_the_path() {
+    let f = fixture();
+    let review = f.jig(&["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    // Review recorded the runtime's digest in the private cache.
+    let canonical = std::fs::canonicalize(&f.runtime).unwrap();
+    let cache = std::fs::read_to_string(f.cache_file()).unwrap();
+    assert!(cache.contains(&*canonical.to_string_lossy()), "{cache}");
+    let mode = std::fs::metadata(f.cache_file().parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    let run = f.jig(&["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 0, "{run:?}");
+
+    f.edit_keeping_mtime();
+    // fast: the stored digest for the path is trusted, the Run starts.
+    let run = f.jig(&["run", "flow:flows/hello", "--verification", "fast"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    // cached: the change time moved, the bytes are hashed, the change found.
+    assert_review_required(&f.jig(&["run", "flow:flows/hello"]));
+    // strict: hashed every time.
+    assert_review_required(&f.jig(&["run", "flow:flows/hello", "--verification", "strict"]));
+    // The variable selects the policy too; cached has recorded the new bytes.
+    assert_review_required(&f.jig_with(
+        &["run", "flow:flows/hello"],
+        &[("JIG_VERIFICATION", "fast")],
+    ));
+    let review = f.jig(&["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let run = f.jig(&["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 0, "{run:?}");
+}
+
+#[test]
+fn a_metadata_change_with_the_same_bytes_still_runs() {
+    let f = fixture();
+    assert_eq!(f.jig(&["review", "--yes"]).status, 0);
+    let before = std::fs::read_to_string(f.cache_file()).unwrap();
+    std::fs::set_permissions(&f.runtime, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let run = f.jig(&["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let after = std::fs::read_to_string(f.cache_file()).unwrap();
+    assert_ne!(before, after, "the entry now records the new mode");
+    // Strict never writes the cache.
+    std::fs::set_permissions(&f.runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = f.jig(&["run", "flow:flows/hello", "--verification", "strict"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(std::fs::read_to_string(f.cache_file()).unwrap(), after);
+}
+
+#[test]
+fn unsafe_cache_locations_and_corrupt_entries_fall_back_to_hashing() {
+    let f = fixture();
+    // A cache home writable by others is not used.
+    let open = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let env = [("XDG_CACHE_HOME", open.path().to_str().unwrap())];
+    let review = f.jig_with(&["review", "--yes"], &env);
+    assert_eq!(review.status, 0, "{review:?}");
+    assert!(!open.path().join("jig").exists());
+    // A symlinked route is not followed.
+    let real = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(real.path().join("installation-verification")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(real.path(), home.path().join("jig")).unwrap();
+    let env = [("XDG_CACHE_HOME", home.path().to_str().unwrap())];
+    let run = f.jig_with(&["run", "flow:flows/hello"], &env);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(!real
+        .path()
+        .join("installation-verification/entries.json")
+        .exists());
+    // A corrupt cache is ignored and replaced.
+    std::fs::create_dir_all(f.cache_file().parent().unwrap()).unwrap();
+    std::fs::set_permissions(
+        f.cache_home.path().join("jig"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        f.cache_file().parent().unwrap(),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::fs::write(f.cache_file(), "{\"format\": 7").unwrap();
+    let run = f.jig(&["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let rewritten: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.cache_file()).unwrap()).unwrap();
+    assert_eq!(rewritten["format"], "jig-installation-verification/1");
+}
+
+#[test]
+fn doctor_reads_the_cache_but_never_writes_it() {
+    let f = fixture();
+    let doctor = f.jig(&["doctor"]);
+    assert!(
+        doctor.stdout.contains("installation verification: cached"),
+        "{doctor:?}"
+    );
+    assert!(!f.cache_home.path().join("jig").exists(), "nothing created");
+    assert_eq!(f.jig(&["review", "--yes"]).status, 0);
+    let before = std::fs::read(f.cache_file()).unwrap();
+    std::fs::set_permissions(&f.runtime, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let doctor = f.jig(&["doctor", "--verification", "strict"]);
+    assert!(
+        doctor.stdout.contains("installation verification: strict"),
+        "{doctor:?}"
+    );
+    let _ = f.jig(&["doctor"]);
+    assert_eq!(std::fs::read(f.cache_file()).unwrap(), before);
+}
+
+#[test]
+fn bad_policies_are_usage_or_configuration_errors_before_anything_runs() {
+    let f = fixture();
+    for args in [
+        &["run", "flow:flows/hello", "--verification", "inspect"][..],
+        &["run", "flow:flows/hello", "--verification"][..],
+        &["review", "--verification", "fast", "--verification", "fast"][..],
+        &["doctor", "--verification", ""][..],
+    ] {
+        let run = f.jig(args);
+        assert_eq!(run.status, 2, "{args:?}: {run:?}");
+        assert!(!f.project.path().join(".jig").exists(), "{args:?}");
+    }
+    let env = [("JIG_VERIFICATION", "paranoid")];
+    let run = f.jig_with(&["review", "--yes"], &env);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .starts_with("JIG_CONFIG_INVALID: JIG_VERIFICATION must be cached, strict, fast"),
+        "{run:?}"
+    );
+    assert!(!f.project.path().join(".jig").exists());
+    // A valid flag overrides an invalid variable.
+    let run = f.jig_with(&["review", "--yes", "--verification", "strict"], &env);
+    assert_eq!(run.status, 0, "{run:?}");
+}
