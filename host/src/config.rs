@@ -90,6 +90,42 @@ pub struct Dependencies {
     pub npm_registry: Option<String>,
 }
 
+impl Agent {
+    /// The table as the Agent Run policy reads it.
+    pub fn table(&self) -> jig_provider_builtin::agent::endpoint::Table {
+        jig_provider_builtin::agent::endpoint::Table {
+            api: self.api.clone(),
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            api_key_file: self.api_key_file.clone(),
+        }
+    }
+
+    /// The Agent endpoint this host is configured for: this table and the
+    /// process environment, by the rules of
+    /// [`jig_provider_builtin::agent::endpoint`] (a non-empty table wins).
+    pub fn endpoint(
+        &self,
+    ) -> Result<
+        jig_provider_builtin::agent::endpoint::Endpoint,
+        jig_provider_builtin::agent::endpoint::EndpointError,
+    > {
+        agent_endpoint(&self.table())
+    }
+}
+
+/// The Agent endpoint from `table` and the process environment.
+pub fn agent_endpoint(
+    table: &jig_provider_builtin::agent::endpoint::Table,
+) -> Result<
+    jig_provider_builtin::agent::endpoint::Endpoint,
+    jig_provider_builtin::agent::endpoint::EndpointError,
+> {
+    // A value that is not UTF-8 is present and fails validation.
+    let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+    jig_provider_builtin::agent::endpoint::resolve(&env, table)
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {

@@ -98,6 +98,7 @@ pub fn doctor(config: &HostConfig) -> u8 {
             ok = false;
         }
     }
+    agent(config);
     for provider in &config.providers {
         let path = provider.path.as_deref().unwrap_or(Path::new("(builtin)"));
         println!(
@@ -111,6 +112,55 @@ pub fn doctor(config: &HostConfig) -> u8 {
         0
     } else {
         1
+    }
+}
+
+/// The Agent Run endpoint: the non-secret identity review pins, where the
+/// configuration and the key come from, and whether it is valid. Sends no
+/// request and reads no key. An Agent is optional host support, so an
+/// invalid configuration does not fail `jig doctor`.
+fn agent(config: &HostConfig) {
+    use jig_provider_builtin::agent::endpoint::{KeySource, Source};
+    println!("agent:");
+    let endpoint = match config.agent.endpoint() {
+        Ok(endpoint) => endpoint,
+        Err(why) => {
+            println!("  configuration: invalid: {why}");
+            println!("  Agent-using targets are refused at review (PROJECT_AGENT_UNAVAILABLE)");
+            return;
+        }
+    };
+    let identity = endpoint.identity();
+    println!("  client: {}", identity.client);
+    println!("  api: {}", identity.api);
+    println!("  endpoint: {}", identity.endpoint);
+    println!("  model: {}", identity.model);
+    let key = match &endpoint.key {
+        KeySource::Env(_) if endpoint.base_url.contains("openrouter.ai") => {
+            "OPENROUTER_API_KEY (environment)"
+        }
+        KeySource::Env(_) => "OPENAI_API_KEY (environment)",
+        KeySource::File(_) => "[agent] api-key-file (read by the Agent worker only)",
+    };
+    println!("  key: {key}");
+    let source = match endpoint.source {
+        Source::Environment => "the environment",
+        Source::Table => "the [agent] table of host.toml",
+    };
+    let key_file_ok = match &endpoint.key {
+        KeySource::File(path) => std::fs::metadata(path).is_ok_and(|m| m.is_file()),
+        KeySource::Env(_) => true,
+    };
+    if key_file_ok {
+        println!("  configuration: valid (from {source}; no request was sent)");
+    } else {
+        println!("  configuration: invalid: [agent] api-key-file is not a regular file");
+    }
+    if !endpoint.ignored_env.is_empty() {
+        println!(
+            "  ignored (the complete [agent] table wins): {}",
+            endpoint.ignored_env.join(" ")
+        );
     }
 }
 

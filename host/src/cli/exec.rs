@@ -135,7 +135,8 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
             temp.path().to_path_buf(),
         )
-        .with_support_writer(super::write_runtime_support),
+        .with_support_writer(super::write_runtime_support)
+        .with_agent(config.agent.table()),
     );
     let root = &candidate.packages[ROOT_PATH];
     let ran = run_invocation(

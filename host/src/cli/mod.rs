@@ -227,6 +227,15 @@ enum RunsAction {
 
 /// Run the command line; returns the process exit status.
 pub fn main() -> u8 {
+    // The Agent worker (seed 002 §9) is this binary re-executed inside its
+    // own envelope; it is not a command.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(
+            jig_provider_builtin::agent::WORKER_ARG,
+        ))
+    {
+        return jig_provider_builtin::agent::worker::main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -296,7 +296,8 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         .with_repository(crate::exec::Repository {
             root: root.clone(),
             secrets: config.secrets.clone(),
-        }),
+        })
+        .with_agent(config.agent.table()),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()

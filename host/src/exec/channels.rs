@@ -1072,6 +1072,27 @@ impl Broker {
         Ok((writers, receivers))
     }
 
+    /// Fail the source of the writer `token` that `holder` holds with
+    /// `cause` (a provider's overflowed ingress fails it `LAGGED`); false
+    /// when `holder` holds no such writer.
+    pub fn fail_writer(&self, holder: HolderId, token: &str, cause: OperationalError) -> bool {
+        let mut st = self.state.lock().unwrap();
+        let source = st
+            .endpoints
+            .get(token)
+            .filter(|e| e.holder == holder && e.role == Role::Writer)
+            .map(|e| e.source);
+        let Some(source) = source else {
+            return false;
+        };
+        if let Some(source) = st.sources.get_mut(&source) {
+            source.fail(cause);
+        }
+        drop(st);
+        self.changed.notify_waiters();
+        true
+    }
+
     /// Fail the source of every writer `holder` still holds, keeping its
     /// receivers: the host's writers for a root that never received them
     /// (it failed before launch).

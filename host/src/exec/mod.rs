@@ -205,6 +205,9 @@ pub struct Executor {
     /// The root's aggregate payload budget (seed 002 §8), shared by every
     /// envelope of this Run tree; a reservation is held until cleanup.
     budget: crate::sandbox::Budget,
+    /// The host's `[agent]` table; with the process environment it is the
+    /// Agent endpoint a builtin Agent Run pin is checked against.
+    agent: jig_provider_builtin::agent::endpoint::Table,
     /// What the tree is waiting on now, for the live status line.
     waiting: Arc<Waiting>,
     /// Writes the bundled SDKs into `support`: done once, and only when a
@@ -269,6 +272,7 @@ impl Executor {
             support,
             counter: AtomicU64::new(0),
             budget: crate::sandbox::Budget::root(),
+            agent: Default::default(),
             waiting: Arc::default(),
             support_writer: None,
             support_written: std::sync::Mutex::new(None),
@@ -325,6 +329,12 @@ impl Executor {
     /// Let credentialed Project Commands read this repository and secrets.
     pub fn with_repository(mut self, repository: Repository) -> Executor {
         self.repository = Some(repository);
+        self
+    }
+
+    /// The same, with the host configuration's `[agent]` table.
+    pub fn with_agent(mut self, agent: jig_provider_builtin::agent::endpoint::Table) -> Executor {
+        self.agent = agent;
         self
     }
 
@@ -467,7 +477,11 @@ impl Executor {
         link: ChannelLink,
     ) -> Result<Success, Failure> {
         let resolved = self.resolve(&invocation.target, root)?;
-        if let Err(reason) = resolved.recipe.verify() {
+        let verified = resolved
+            .recipe
+            .verify()
+            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent));
+        if let Err(reason) = verified {
             return Err(Failure::new(
                 "REVIEW_REQUIRED",
                 format!("the admitted execution environment changed ({reason}); run jig review"),

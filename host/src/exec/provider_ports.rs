@@ -167,4 +167,22 @@ impl ChannelPorts for ProviderPorts {
         self.drive(port, PortDirection::Send, Method::ChannelClose, json!({}))
             .map(drop)
     }
+
+    fn fail(&self, port: &str, code: &str, message: &str) -> Result<(), CallError> {
+        check_granted(&self.ports, port, PortDirection::Send)?;
+        let code = flow::wire::ErrorCode::parse_wire(code)
+            .unwrap_or(flow::wire::ErrorCode::ExecutionFailed);
+        let cause = OperationalError::new(code, message.to_string());
+        if self
+            .broker
+            .fail_writer(self.holder, &self.endpoints[port], cause)
+        {
+            Ok(())
+        } else {
+            Err(CallError::operational(
+                "DISCONNECTED",
+                "the port's writer is no longer held",
+            ))
+        }
+    }
 }

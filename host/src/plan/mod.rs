@@ -5,7 +5,7 @@
 //! Planning never runs package code and never grants authority; it only
 //! produces a Plan value that `state` may retain and later admit.
 
-mod builtin;
+pub mod builtin;
 mod lock;
 pub mod prepare;
 mod recipe;

@@ -184,12 +184,19 @@ pub fn review_text(
         for (slot, provider) in served {
             let name = provider.get("name").and_then(Value::as_str).unwrap_or("");
             let kind = provider.get("kind").and_then(Value::as_str).unwrap_or("");
-            let _ = writeln!(
-                out,
+            let mut line = format!(
                 "  {} served by {} ({kind})",
                 ascii_quote(slot),
                 ascii_quote(name)
             );
+            // The Agent client's non-secret allowlist (seed 002 §6): never
+            // a key, a key file or another private path.
+            for field in ["client", "api", "endpoint", "model"] {
+                if let Some(value) = provider.get(field).and_then(Value::as_str) {
+                    line.push_str(&format!(" {field} {}", ascii_quote(value)));
+                }
+            }
+            let _ = writeln!(out, "{line}");
         }
     }
     if details {
@@ -229,6 +236,18 @@ mod tests {
             text,
             "Packages:\n  + \"flows/hello\" sha256:ab\nTargets:\n  + \"flow:flows/hello\"\n"
         );
+    }
+
+    #[test]
+    fn an_agent_pin_names_client_api_endpoint_and_model() {
+        let proposed = json!({"packages": {}, "bindings": {}});
+        let providers = json!({"flows/ask#agent": {"kind": "builtin", "name": "agent-run",
+            "client": "openai-compatible", "api": "responses",
+            "endpoint": "http://127.0.0.1:9/v1", "model": "m-1"}});
+        for details in [false, true] {
+            let text = review_text(None, &proposed, &providers, details);
+            assert!(text.contains("  \"flows/ask#agent\" served by \"agent-run\" (builtin) client \"openai-compatible\" api \"responses\" endpoint \"http://127.0.0.1:9/v1\" model \"m-1\"\n"), "{text}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! user sees: bytes on stdout, codes on stderr, exit statuses.
 
 mod admission;
+mod agent;
 mod author;
 mod binding;
 mod channels;

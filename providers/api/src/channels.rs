@@ -74,6 +74,13 @@ pub trait ChannelPorts: Send + Sync {
     /// Seals send port `port`: its readers see a clean end after the
     /// items already sent.
     fn close(&self, port: &str) -> Result<(), CallError>;
+    /// Fails send port `port` with Run/1 `code` (such as `LAGGED` for an
+    /// overflowed ingress): its readers see that failure instead of an
+    /// end. Ports that cannot be failed refuse `PERMISSION_DENIED`.
+    fn fail(&self, port: &str, code: &str, message: &str) -> Result<(), CallError> {
+        let _ = (code, message);
+        Err(not_granted(port))
+    }
 }
 
 /// The ports of a call the caller connected none to.
