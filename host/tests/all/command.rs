@@ -346,7 +346,7 @@ fn cancelling_the_run_ends_the_command_and_leaves_nothing() {
     let until = Instant::now() + Duration::from_secs(20);
     while !processes_mentioning(&dir.path().to_string_lossy())
         .iter()
-        .any(|p| p.contains("/work"))
+        .any(|p| p.contains("/command-"))
     {
         assert!(Instant::now() < until, "the command never started");
         std::thread::sleep(Duration::from_millis(20));
@@ -377,7 +377,7 @@ fn a_flow_cancelling_its_call_ends_the_command_and_leaves_nothing() {
     let command_running = || {
         processes_mentioning(&project)
             .iter()
-            .any(|p| p.contains("/work"))
+            .any(|p| p.contains("/command-"))
     };
     let until = Instant::now() + Duration::from_secs(20);
     while !command_running() {
@@ -394,7 +394,10 @@ fn a_flow_cancelling_its_call_ends_the_command_and_leaves_nothing() {
         assert!(Instant::now() < until, "the cancelled command kept running");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(child.try_wait().unwrap().is_none());
+    if child.try_wait().unwrap().is_some() {
+        let run = output(child.wait_with_output().unwrap());
+        panic!("the Run ended with the command: {run:?}");
+    }
     assert!(dirs_named(&dir.path().join(".jig"), "command-").is_empty());
     let run = output(child.wait_with_output().unwrap());
     assert_eq!(run.status, 0, "{run:?}");
