@@ -245,7 +245,7 @@ mod tests {
             "client": "openai-compatible", "api": "responses",
             "endpoint": "http://127.0.0.1:9/v1", "model": "m-1"}});
         for details in [false, true] {
-            let text = review_text(None, &proposed, &providers, details);
+            let text = review_text(None, &proposed, &BTreeSet::new(), &providers, details);
             assert!(text.contains("  \"flows/ask#agent\" served by \"agent-run\" (builtin) client \"openai-compatible\" api \"responses\" endpoint \"http://127.0.0.1:9/v1\" model \"m-1\"\n"), "{text}");
         }
     }
