@@ -406,16 +406,22 @@ handle(run)
 
 /// A reviewed project whose `flows/script` makes the saves it is given.
 fn script_project() -> tempfile::TempDir {
+    checkpointing_project("script", "flow.py", SCRIPT_FLOW_PY)
+}
+
+/// A reviewed project with one checkpointing Flow `flows/<name>` whose
+/// entrypoint `entry` is `source`, carrying the Run Checkpoint contract.
+fn checkpointing_project(name: &str, entry: &str, source: &str) -> tempfile::TempDir {
     let contract = std::fs::read_to_string(
         workspace()
             .join("examples/checkpoint/flows/chapters/contracts/run-checkpoint.capability.json"),
     )
     .unwrap();
     let project = project(&[
-        ("flows/script/FLOW.md", SCRIPT_FLOW_MD),
-        ("flows/script/flow.py", SCRIPT_FLOW_PY),
+        (&format!("flows/{name}/FLOW.md"), SCRIPT_FLOW_MD),
+        (&format!("flows/{name}/{entry}"), source),
         (
-            "flows/script/contracts/run-checkpoint.capability.json",
+            &format!("flows/{name}/contracts/run-checkpoint.capability.json"),
             &contract,
         ),
     ]);
@@ -800,20 +806,7 @@ await handle(async (run) => {
 
 #[test]
 fn a_typescript_flow_saves_through_an_ordinary_capability_call() {
-    let contract = std::fs::read_to_string(
-        workspace()
-            .join("examples/checkpoint/flows/chapters/contracts/run-checkpoint.capability.json"),
-    )
-    .unwrap();
-    let project = project(&[
-        ("flows/saver/FLOW.md", SCRIPT_FLOW_MD),
-        ("flows/saver/flow.ts", SAVER_TS),
-        (
-            "flows/saver/contracts/run-checkpoint.capability.json",
-            &contract,
-        ),
-    ]);
-    review(project.path());
+    let project = checkpointing_project("saver", "flow.ts", SAVER_TS);
     let parent = tempfile::tempdir().unwrap();
     let out = parent.path().join("packet");
     let run = run_jig(

@@ -396,7 +396,10 @@ fn a_flow_cancelling_its_call_ends_the_command_and_leaves_nothing() {
     }
     // Its files go right after its processes, while the Run still waits.
     while !dirs_named(&dir.path().join(".jig"), "command-").is_empty() {
-        assert!(Instant::now() < until, "the cancelled command's files stayed");
+        assert!(
+            Instant::now() < until,
+            "the cancelled command's files stayed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     if child.try_wait().unwrap().is_some() {
