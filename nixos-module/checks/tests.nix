@@ -423,6 +423,30 @@ let
         machine = outputs.checks.x86_64-linux.module.nodes.machine { config = { }; };
       in
       machine.imports == [ (root + "/nixos-module/default.nix") ] && machine.services.jig.enable;
+    "the VM test's server node declares a served project, the Agent and the key outside the store" =
+      let
+        test = outputs.checks.x86_64-linux.module;
+        server = test.nodes.server { pkgs = stubs.pkgs "x86_64-linux"; };
+        jig = server.services.jig;
+        script = test.testScript {
+          nodes = {
+            machine.services.jig = {
+              package.version = "0";
+              settings.containment.bwrap = "/b";
+              settings.runtimes.python = "/p";
+            };
+          };
+        };
+      in
+      server.imports == [ (root + "/nixos-module/default.nix") ]
+      && jig.server.enable
+      && jig.projects.review.source == root + "/examples/review"
+      && pathExists (root + "/examples/review/bindings/reviewer.ts")
+      && jigLib.isBaseUrl jig.agent.baseUrl
+      && jigLib.isSecretFile jig.agent.apiKeyFile
+      && server.systemd.services.fake-agent.wantedBy == [ "multi-user.target" ]
+      && contains "--unix-socket /run/jig/jig.sock" script
+      && contains "http://jig/v1/projects/review/runs" script;
     "nixosModules.default is a NixOS module function" =
       isFunction outputs.nixosModules.default
       && functionArgs outputs.nixosModules.default == {
