@@ -71,4 +71,29 @@ if ! diff -u nixos-module/checks/options.expected "$actual"; then
 fi
 echo "ok $(grep -c . nixos-module/checks/options.expected) options"
 
+step "rendered host.toml accepted by jig config check"
+# The real loader judges what the module writes. JIG_BIN, else a debug build
+# of this checkout; skipped when neither exists (no Rust build here).
+jig="${JIG_BIN:-$root/target/debug/jig}"
+if [ -x "$jig" ]; then
+  rendered="$(mktemp -d)"
+  trap 'rm -f "$actual"; rm -rf "$rendered"' EXIT
+  printf '[serve]\n' >"$rendered/probe.toml"
+  variants="plain"
+  # The server tables need a jig that has `jig serve`'s [serve] table.
+  if "$jig" config check "$rendered/probe.toml" >/dev/null 2>&1; then
+    variants="plain server"
+  else
+    echo "skip server: $jig does not know [serve]"
+  fi
+  for variant in $variants; do
+    eval_nix --json -A "$variant" nixos-module/checks/rendered.nix \
+      | python3 nixos-module/checks/totoml.py >"$rendered/$variant.toml"
+    "$jig" config check "$rendered/$variant.toml" >/dev/null
+    echo "ok $variant"
+  done
+else
+  echo "skip: no jig at $jig (set JIG_BIN)"
+fi
+
 echo "all Nix checks passed"

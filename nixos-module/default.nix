@@ -3,7 +3,10 @@
 # features its rootless containment needs (user namespaces, cgroup v2
 # delegation to user managers, nix-ld for the real glibc loader).
 #
-# It runs no daemon: jig is a command users run in their own projects.
+# Without `server.enable` it runs no daemon: jig is a command users run in
+# their own projects. With it, `jig serve` runs as the `jig` system user behind
+# jig.socket, serving the projects declared with a `source`, each copied into
+# the state directory and admitted by its own oneshot unit.
 {
   config,
   lib,
@@ -25,6 +28,25 @@ let
 
   secretFile = types.addCheck types.str jigLib.isSecretFile // {
     description = "absolute path to a file outside the Nix store";
+  };
+
+  # A file handed to the server with LoadCredential=. A string, never a Nix
+  # path (which would be copied into the world-readable store); the
+  # assertions refuse a store path with the option's name.
+  credentialFile = types.addCheck types.str jigLib.isSecretFile // {
+    description = "absolute path to a file outside the Nix store, handed over with LoadCredential";
+  };
+
+  baseUrl = types.addCheck types.str jigLib.isBaseUrl // {
+    description = "https URL (or http to a loopback host) without userinfo, query or fragment, at most ${toString jigLib.maxBaseUrlLength} characters";
+  };
+
+  modelName = types.addCheck types.str jigLib.isModel // {
+    description = "model name matching `${jigLib.modelPattern}`";
+  };
+
+  positive = types.addCheck types.int jigLib.isPositiveInt // {
+    description = "positive integer";
   };
 
   executable =
@@ -78,22 +100,13 @@ let
         description = "Wire shape of the OpenAI-compatible endpoint.";
       };
       base-url = mkOption {
-        type = types.nullOr (
-          types.addCheck types.str jigLib.isBaseUrl
-          // {
-            description = "https URL without userinfo, query or fragment, at most ${toString jigLib.maxBaseUrlLength} characters";
-          }
-        );
+        type = types.nullOr baseUrl;
         default = null;
         example = "https://api.example.org/v1";
         description = "Endpoint base URL; null uses the host's default endpoint.";
       };
       model = mkOption {
-        type =
-          types.addCheck types.str jigLib.isModel
-          // {
-            description = "model name matching `${jigLib.modelPattern}`";
-          };
+        type = modelName;
         example = "some-model";
         description = "Model name. There is no default model.";
       };
@@ -142,33 +155,275 @@ let
     };
   };
 
-  projectModule = {
+  # The server's Agent endpoint: the key reaches jig.service as a credential.
+  serverAgentModule = {
     options = {
-      path = mkOption {
-        type = types.addCheck types.str jigLib.isProjectPath // {
-          description = "absolute path without whitespace, `.` or `..` components";
-        };
-        example = "/srv/jig/intake";
-        description = "Project root directory.";
+      api = mkOption {
+        type = types.enum jigLib.agentApis;
+        default = "responses";
+        description = "Wire shape of the OpenAI-compatible endpoint.";
       };
-      user = mkOption {
-        type = types.str;
-        description = "User who owns the project and runs jig in it.";
-      };
-      group = mkOption {
-        type = types.nullOr types.str;
+      baseUrl = mkOption {
+        type = types.nullOr baseUrl;
         default = null;
-        description = "Group of the project directories; null uses the user's primary group.";
+        example = "https://api.example.org/v1";
+        description = "Endpoint base URL; null uses the host's default endpoint.";
+      };
+      model = mkOption {
+        type = modelName;
+        example = "some-model";
+        description = "Model name. There is no default model.";
+      };
+      apiKeyFile = mkOption {
+        type = credentialFile;
+        example = "/var/keys/jig-agent";
+        description = ''
+          File holding the API key, read by systemd (as root) and handed to
+          the jig units with `LoadCredential=`; host.toml names only the
+          credential's path (`$CREDENTIALS_DIRECTORY/${jigLib.agentKeyCredential}`).
+        '';
       };
     };
   };
 
-  hostToml = tomlFormat.generate "jig-host.toml" (jigLib.hostToml cfg.settings);
+  projectModule =
+    { name, config, ... }:
+    {
+      options = {
+        path = mkOption {
+          type = types.addCheck types.str jigLib.isProjectPath // {
+            description = "absolute path without whitespace, `.` or `..` components";
+          };
+          default =
+            if config.source != null then
+              "${jigLib.projectsDir}/${name}"
+            else
+              throw "services.jig.projects.${name}.path: set it, or set `source` to serve the project from ${jigLib.projectsDir}/${name}";
+          defaultText = literalExpression ''"${jigLib.projectsDir}/<name>" when `source` is set'';
+          example = "/srv/jig/intake";
+          description = "Project root directory.";
+        };
+        user = mkOption {
+          type = types.str;
+          default =
+            if config.source != null then
+              jigLib.serverUser
+            else
+              throw "services.jig.projects.${name}.user: set the user who owns the project";
+          defaultText = literalExpression ''"${jigLib.serverUser}" when `source` is set'';
+          description = "User who owns the project and runs jig in it (`${jigLib.serverUser}` for a served project).";
+        };
+        source = mkOption {
+          type = types.nullOr types.path;
+          default = null;
+          example = literalExpression "./my-project";
+          description = ''
+            The project's files (a flake input, `./my-project`). When set, the
+            project is served by `jig serve`: the oneshot unit
+            `jig-admit-<name>.service`, ordered before jig.service and re-run
+            whenever the source changes, copies it into `path` (keeping the
+            protected state `${jigLib.stateDirName}/`) and runs
+            `jig review --yes`. Requires `services.jig.server.enable`; the name
+            must be a LocalName.
+          '';
+        };
+        admit = mkOption {
+          type = types.bool;
+          default = true;
+          description = ''
+            Review and admit the copied source. A failed review fails the
+            admission unit (the diagnostic is in its journal) and the
+            previously admitted generation keeps serving. false copies only;
+            the operator admits by hand.
+          '';
+        };
+        group = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+          description = "Group of the project directories; null uses the user's primary group.";
+        };
+      };
+    };
+
+  server = if cfg.server.enable then cfg.server else null;
+
+  # Projects with a source are served; their names are `[[projects]] name`.
+  servedProjects = lib.filterAttrs (_: p: p.source != null) cfg.projects;
+  servedPaths = builtins.mapAttrs (_: p: p.path) servedProjects;
+
+  # The host.toml a unit reads: `credentials` is where that unit finds its
+  # credentials (null: the operator's files themselves, for a shell user).
+  hostTomlValue =
+    credentials:
+    jigLib.hostToml cfg.settings
+    // jigLib.serverTables {
+      inherit credentials server;
+      inherit (cfg) agent secrets;
+      projects = servedPaths;
+    };
+
+  # Rendered, then checked by `jig config check` at build time, so a bad
+  # configuration fails the build rather than the service.
+  checkedToml =
+    name: value:
+    let
+      toml = tomlFormat.generate name value;
+    in
+    pkgs.runCommand name { passthru = { inherit toml; }; } ''
+      ${cfg.package}/bin/jig config check ${toml}
+      cp ${toml} $out
+    '';
+
+  serverUnit = "jig.service";
+  admitUnit = name: "jig-admit-${name}.service";
+
+  hostToml = checkedToml "jig-host.toml" (
+    hostTomlValue (if server == null then null else jigLib.credentialsDir serverUnit)
+  );
+  serveToml = hostToml;
+  admitToml = name: checkedToml "jig-host-admit-${name}.toml" (hostTomlValue (jigLib.credentialsDir (admitUnit name)));
+
+  credentials = jigLib.loadCredentials {
+    inherit server;
+    inherit (cfg) agent secrets;
+  };
+
+  # Hardening shared by jig.service and the admission units (review prepares
+  # dependencies in the same containment). Each relaxation says why.
+  hardening = {
+    User = jigLib.serverUser;
+    Group = jigLib.serverGroup;
+    StateDirectory = jigLib.stateDirectory;
+    StateDirectoryMode = "0750";
+    WorkingDirectory = jigLib.stateDir;
+    UMask = "0077";
+    NoNewPrivileges = true;
+    # An unprivileged user namespace starts with a full capability set of its
+    # own, so bubblewrap needs none from the host.
+    CapabilityBoundingSet = "";
+    AmbientCapabilities = "";
+    ProtectSystem = "strict";
+    ProtectHome = true;
+    PrivateTmp = true;
+    PrivateDevices = true;
+    PrivateIPC = true;
+    ProtectHostname = true;
+    ProtectClock = true;
+    ProtectKernelModules = true;
+    ProtectKernelLogs = true;
+    LockPersonality = true;
+    RestrictRealtime = true;
+    RestrictSUIDSGID = true;
+    RemoveIPC = true;
+    SystemCallArchitectures = "native";
+    # Relaxed: bubblewrap enters user, mount, PID, IPC, UTS, cgroup and
+    # network namespaces for every contained process.
+    RestrictNamespaces = false;
+    # Relaxed: a private user namespace for the service would leave the
+    # delegated cgroup and the state directory owned by an unmapped user.
+    PrivateUsers = false;
+    # Relaxed: bubblewrap mounts a fresh procfs in each sandbox, which the
+    # kernel allows only while the inherited /proc is fully visible; the
+    # read-only overmounts of ProtectKernelTunables= (/proc/sys, /proc/bus,
+    # ...), a hidepid ProtectProc= and ProcSubset=pid each make it not.
+    ProtectKernelTunables = false;
+    ProtectProc = "default";
+    ProcSubset = "all";
+    # Relaxed: jig creates each Run's cgroup inside the delegated subtree,
+    # and ProtectControlGroups= mounts /sys/fs/cgroup read-only.
+    ProtectControlGroups = false;
+    # Relaxed: wasmtime, Bun, Node and Deno compile code at run time, which
+    # needs writable-then-executable memory.
+    MemoryDenyWriteExecute = false;
+    # AF_NETLINK: bubblewrap brings up the loopback interface of each new
+    # network namespace over rtnetlink. AF_INET/AF_INET6: the Agent endpoint,
+    # the npm registry and the optional TCP listener.
+    RestrictAddressFamilies = [
+      "AF_UNIX"
+      "AF_INET"
+      "AF_INET6"
+      "AF_NETLINK"
+    ];
+    # Relaxed beyond @system-service: @mount (bubblewrap's mount, pivot_root,
+    # umount2), sethostname (its --hostname), seccomp (the envelope's own
+    # system-call filter, installed by bubblewrap).
+    SystemCallFilter = [
+      "@system-service"
+      "@mount"
+      "sethostname"
+      "seccomp"
+    ];
+    SystemCallErrorNumber = "EPERM";
+    LoadCredential = credentials;
+  };
+
+  # jig.service and one admission unit per served project.
+  serverServices = {
+    jig = {
+      description = "jig FLOW host (jig serve)";
+      requires = [ "jig.socket" ];
+      after = [
+        "jig.socket"
+        "network-online.target"
+      ];
+      wants = [ "network-online.target" ];
+      wantedBy = [ "multi-user.target" ];
+      serviceConfig = hardening // {
+        Type = "exec";
+        # fd 3 is jig.socket (LISTEN_FDS); [[projects]] in host.toml
+        # names what it serves. A changed configuration is a changed
+        # unit, so a switch restarts it.
+        ExecStart = "${cfg.package}/bin/jig serve --config ${serveToml}";
+        Environment = [ "HOME=${jigLib.stateDir}" ];
+        # Each Run's cgroup is made inside the service's own subtree
+        # (jig moves itself into a leaf so the controllers can be
+        # enabled for its children).
+        Delegate = "cpu memory pids";
+        KillMode = "control-group";
+        TimeoutStopSec = "${toString (jigLib.durationSeconds server.shutdownGrace + jigLib.stopMarginSeconds)}s";
+        Restart = "on-failure";
+        ReadWritePaths = lib.mapAttrsToList (_: p: p.path) servedProjects;
+      };
+    };
+  }
+  // lib.mapAttrs' (
+    name: p:
+    lib.nameValuePair "jig-admit-${name}" {
+      description = "jig: copy and admit project ${name}";
+      # Ordered before, not required by, jig.service: a failed review
+      # leaves the previously admitted generation serving.
+      before = [ "jig.service" ];
+      after = [ "network-online.target" ];
+      wants = [ "network-online.target" ];
+      wantedBy = [
+        "jig.service"
+        "multi-user.target"
+      ];
+      # The script names the source's store path, so a changed source is
+      # a changed unit, re-run by the switch.
+      restartTriggers = [ p.source ];
+      serviceConfig = hardening // {
+        Type = "oneshot";
+        RemainAfterExit = true;
+        Environment = [ "HOME=${jigLib.stateDir}" ];
+        Delegate = "cpu memory pids";
+        ReadWritePaths = [ p.path ];
+      };
+      script = jigLib.admitScript {
+        inherit name;
+        inherit (p) source path admit;
+        jig = "${cfg.package}/bin/jig";
+        config = admitToml name;
+      };
+    }
+  ) servedProjects;
 
   projectGroup =
     p:
     if p.group != null then
       p.group
+    else if p.user == jigLib.serverUser then
+      jigLib.serverGroup
     else
       let
         g = config.users.users.${p.user}.group or "";
@@ -229,6 +484,73 @@ in
       '';
     };
 
+    server = {
+      enable = mkEnableOption "the jig server: `jig serve` behind jig.socket (${jigLib.socketPath}) as the `${jigLib.serverUser}` system user";
+
+      maxActiveRuns = mkOption {
+        type = types.nullOr positive;
+        default = null;
+        description = "At most this many active Runs (`[serve] max-active-runs`); null: jig's default, the number of CPUs.";
+      };
+
+      maxQueuedRuns = mkOption {
+        type = types.nullOr positive;
+        default = null;
+        description = "At most this many queued Runs (`[serve] max-queued-runs`); past it a submission is refused RESOURCE_EXHAUSTED. null: jig's default.";
+      };
+
+      shutdownGrace = mkOption {
+        type = types.addCheck types.str jigLib.isDuration // {
+          description = "duration matching `${jigLib.durationPattern}`";
+        };
+        default = "30s";
+        description = "How long SIGTERM lets Runs finish before they are cancelled (`[serve] shutdown-grace`); the unit's stop timeout is this plus ${toString jigLib.stopMarginSeconds}s.";
+      };
+
+      tcp = mkOption {
+        type = types.nullOr (
+          types.addCheck types.str jigLib.isTcpAddress
+          // {
+            description = "host:port or [address]:port, port 1-${toString jigLib.maxPort}";
+          }
+        );
+        default = null;
+        example = "127.0.0.1:8480";
+        description = "Also listen on TCP (`[serve] tcp`), which always requires `tokenFile`. A port below 1024 is refused: the service holds no capabilities.";
+      };
+
+      tokenFile = mkOption {
+        type = types.nullOr credentialFile;
+        default = null;
+        example = "/var/keys/jig-token";
+        description = "The bearer token TCP clients must present, handed over with LoadCredential (`[serve] token-file` names the credential).";
+      };
+    };
+
+    agent = mkOption {
+      type = types.nullOr (types.submodule serverAgentModule);
+      default = null;
+      description = ''
+        The builtin Agent Run provider's endpoint, with the key handed over as
+        a credential; written as `[agent]`. Use this or `settings.agent`, not
+        both.
+      '';
+    };
+
+    secrets = mkOption {
+      type = types.attrsOf credentialFile;
+      default = { };
+      example = {
+        deploy-token = "/var/keys/deploy-token";
+      };
+      description = ''
+        Effect secrets of credentialed Project Commands: secret name -> file
+        (name matching `${jigLib.secretNamePattern}`). Each file is handed
+        to the jig units with `LoadCredential=`, never copied into the store;
+        host.toml's `[secrets]` names only the credential paths.
+      '';
+    };
+
     projects = mkOption {
       type = types.attrsOf (types.submodule projectModule);
       default = { };
@@ -267,9 +589,47 @@ in
       } `path`";
     }) cfg.settings.providers
     ++ lib.mapAttrsToList (name: p: {
-      assertion = config.users.users ? ${p.user};
+      assertion = config.users.users ? ${p.user} || (server != null && p.user == jigLib.serverUser);
       message = "services.jig.projects.${name}.user: no user `${p.user}` in users.users";
-    }) cfg.projects;
+    }) cfg.projects
+    ++ lib.concatLists (
+      lib.mapAttrsToList (name: p: [
+        {
+          assertion = server != null;
+          message = "services.jig.projects.${name}.source: a served project needs services.jig.server.enable";
+        }
+        {
+          assertion = jigLib.isLocalName name;
+          message = "services.jig.projects.${name}: a served project's name must be a LocalName (`${jigLib.localNamePattern}`, at most ${toString jigLib.maxLocalNameLength} characters)";
+        }
+        {
+          assertion = p.user == jigLib.serverUser;
+          message = "services.jig.projects.${name}.user: a served project belongs to `${jigLib.serverUser}`, not `${p.user}`";
+        }
+      ]) servedProjects
+    )
+    ++ [
+      {
+        assertion = cfg.agent == null || cfg.settings.agent == null;
+        message = "services.jig: set services.jig.agent or services.jig.settings.agent, not both";
+      }
+      {
+        assertion = cfg.agent == null || jigLib.isSecretFile cfg.agent.apiKeyFile;
+        message = "services.jig.agent.apiKeyFile: must be an absolute path outside the Nix store (the store is world-readable)";
+      }
+      {
+        assertion = cfg.server.tokenFile == null || jigLib.isSecretFile cfg.server.tokenFile;
+        message = "services.jig.server.tokenFile: must be an absolute path outside the Nix store (the store is world-readable)";
+      }
+      {
+        assertion = (cfg.server.tcp == null) == (cfg.server.tokenFile == null);
+        message = "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)";
+      }
+    ]
+    ++ lib.mapAttrsToList (name: file: {
+      assertion = jigLib.isSecretName name && jigLib.isSecretFile file;
+      message = "services.jig.secrets.${name}: the name must match `${jigLib.secretNamePattern}` and the file be an absolute path outside the Nix store";
+    }) cfg.secrets;
 
     warnings =
       lib.optional (lib.versionOlder (lib.getVersion cfg.bubblewrapPackage) jigLib.minBubblewrapVersion)
@@ -293,15 +653,18 @@ in
     security.allowUserNamespaces = true;
     security.unprivilegedUsernsClone = true;
 
-    # Each Run gets its own cgroup with cpu, memory and pids limits inside a
-    # transient scope of the user's systemd manager.
-    systemd.services."user@".serviceConfig.Delegate = "cpu cpuset io memory pids";
-
     # jig finds the real glibc loader through the system-managed nix-ld link.
     programs.nix-ld.enable = lib.mkDefault true;
 
     systemd.tmpfiles.settings."10-jig-projects" = mkIf (cfg.projects != { }) (lib.mkMerge (
-      lib.mapAttrsToList (
+      lib.optional (servedProjects != { }) {
+        ${jigLib.projectsDir}.d = {
+          user = jigLib.serverUser;
+          group = jigLib.serverGroup;
+          mode = jigLib.projectDirMode;
+        };
+      }
+      ++ lib.mapAttrsToList (
         _: p:
         let
           owner = {
@@ -319,5 +682,37 @@ in
         }
       ) cfg.projects
     ));
+
+    users.users = mkIf (server != null) {
+      ${jigLib.serverUser} = {
+        isSystemUser = true;
+        group = jigLib.serverGroup;
+        home = jigLib.stateDir;
+        description = "jig FLOW host server";
+      };
+    };
+    users.groups = mkIf (server != null) { ${jigLib.serverGroup} = { }; };
+
+    # The API socket; members of the `jig` group may submit Runs.
+    systemd.sockets.jig = mkIf (server != null) {
+      description = "jig FLOW host API socket";
+      wantedBy = [ "sockets.target" ];
+      listenStreams = [ jigLib.socketPath ];
+      socketConfig = {
+        SocketUser = jigLib.serverUser;
+        SocketGroup = jigLib.serverGroup;
+        SocketMode = jigLib.socketMode;
+        DirectoryMode = "0755";
+      };
+    };
+
+    systemd.services = lib.mkMerge [
+      {
+        # Each Run of a user's jig gets its own cgroup with cpu, memory and
+        # pids limits inside a transient scope of the user's systemd manager.
+        "user@".serviceConfig.Delegate = "cpu cpuset io memory pids";
+      }
+      (mkIf (server != null) (serverServices))
+    ];
   };
 }

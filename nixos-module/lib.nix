@@ -43,10 +43,12 @@ rec {
   maxModelLength = 256;
   modelPattern = "[A-Za-z0-9][A-Za-z0-9._:/-]{0,${toString (maxModelLength - 1)}}";
 
-  # HOST-FACTS §6: the base URL is https only, at most 4096 characters, with no
-  # userinfo, query or fragment.
+  # HOST-FACTS §6: the base URL is https, or http to a loopback host (a local
+  # inference server), at most 4096 characters, with no userinfo, query or
+  # fragment.
   maxBaseUrlLength = 4096;
   baseUrlPattern = "https://[^/?#@[:space:]]+(/[^?#[:space:]]*)?";
+  loopbackUrlPattern = "http://(localhost|127\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}|[[]::1[]])(:[0-9]{1,5})?(/[^?#[:space:]]*)?";
 
   # HOST-FACTS §6: the two wire shapes of a direct OpenAI-compatible endpoint.
   agentApis = [
@@ -71,7 +73,11 @@ rec {
 
   isModel = s: isString s && match modelPattern s != null;
 
-  isBaseUrl = s: isString s && stringLength s <= maxBaseUrlLength && match baseUrlPattern s != null;
+  isBaseUrl =
+    s:
+    isString s
+    && stringLength s <= maxBaseUrlLength
+    && (match baseUrlPattern s != null || match loopbackUrlPattern s != null);
 
   isAbsolutePath = s: isString s && startsWith "/" s;
 
@@ -145,6 +151,201 @@ rec {
     dropNulls base
     // (if agent == null then { } else { agent = dropNulls agent; })
     // (if providers == [ ] then { } else { providers = map renderProvider providers; });
+
+  # ---- the server (`services.jig.server`) ---------------------------------
+
+  # The system user and group `jig serve` runs as; members of the group may
+  # connect to the socket.
+  serverUser = "jig";
+  serverGroup = "jig";
+  # StateDirectory= of jig.service and the admission units, and where a
+  # declared project's source is copied.
+  stateDirectory = "jig";
+  stateDir = "/var/lib/${stateDirectory}";
+  projectsDir = "${stateDir}/projects";
+  # The Unix socket jig.socket listens on (handed to `jig serve` as fd 3).
+  socketPath = "/run/jig/jig.sock";
+  socketMode = "0660";
+
+  # Seed 000: a `LocalName` is 1-64 lower-ASCII characters of this form; a
+  # served project's name is one (`[[projects]] name`).
+  maxLocalNameLength = 64;
+  localNamePattern = "[a-z0-9]+(-[a-z0-9]+)*";
+  isLocalName = s: isString s && stringLength s <= maxLocalNameLength && match localNamePattern s != null;
+
+  # A secret's name becomes a systemd credential ID (a file name under
+  # $CREDENTIALS_DIRECTORY): no `/`, `:` or whitespace; at most 64 characters.
+  maxSecretNameLength = 64;
+  secretNamePattern = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,${toString (maxSecretNameLength - 1)}}";
+  isSecretName = s: isString s && match secretNamePattern s != null;
+
+  # The CLI's duration grammar (`--timeout`): digits and one unit.
+  durationPattern = "[0-9]+(ms|s|m|h)";
+  isDuration = s: isString s && match durationPattern s != null;
+
+  # `host:port` or `[v6]:port`, port 1-65535.
+  maxPort = 65535;
+  isTcpAddress =
+    s:
+    let
+      m = if isString s then match "([[][0-9A-Fa-f:.]+[]]|[A-Za-z0-9.-]+):([0-9]{1,5})" s else null;
+      port = if m == null then 0 else digitsToInt (builtins.elemAt m 1);
+    in
+    m != null && port >= 1 && port <= maxPort;
+
+  # Decimal digits to an integer (leading zeros allowed).
+  digitsToInt = d: builtins.fromJSON (builtins.head (match "0*([1-9][0-9]*|0)" d));
+
+  # A duration in whole seconds, rounded up (for TimeoutStopSec=).
+  durationSeconds =
+    s:
+    let
+      m = match "([0-9]+)(ms|s|m|h)" s;
+      n = digitsToInt (builtins.elemAt m 0);
+      unit = builtins.elemAt m 1;
+    in
+    if unit == "ms" then
+      (n + 999) / 1000
+    else if unit == "s" then
+      n
+    else if unit == "m" then
+      n * 60
+    else
+      n * 3600;
+
+  # jig.service's stop timeout beyond the shutdown grace: time to cancel,
+  # fence and clean up after the grace ends (seed 002 §11 item 12).
+  stopMarginSeconds = 30;
+
+  isPositiveInt = n: builtins.isInt n && n >= 1;
+
+  # Credential IDs (LoadCredential=ID:PATH) and the path a unit sees them at.
+  agentKeyCredential = "agent-key";
+  tokenCredential = "serve-token";
+  secretCredential = name: "secret-${name}";
+  credentialsDir = unit: "/run/credentials/${unit}";
+
+  # The tables the server options add to host.toml. `credentials` is the
+  # directory the reading unit finds its credentials in, or null to name the
+  # operator's files themselves (no server: jig is run at a shell).
+  #   agent:    null or { api, baseUrl, model, apiKeyFile }
+  #   secrets:  name -> file
+  #   server:   null or { maxActiveRuns, maxQueuedRuns, shutdownGrace, tcp, tokenFile }
+  #   projects: name -> path of the projects jig serve serves
+  serverTables =
+    {
+      credentials,
+      agent,
+      secrets,
+      server,
+      projects,
+    }:
+    let
+      cred = id: file: if credentials == null then file else "${credentials}/${id}";
+    in
+    (
+      if agent == null then
+        { }
+      else
+        {
+          agent = dropNulls {
+            inherit (agent) api model;
+            base-url = agent.baseUrl;
+            api-key-file = cred agentKeyCredential agent.apiKeyFile;
+          };
+        }
+    )
+    // (
+      if secrets == { } then
+        { }
+      else
+        {
+          secrets = listToAttrs (
+            map (n: {
+              name = n;
+              value = cred (secretCredential n) secrets.${n};
+            }) (attrNames secrets)
+          );
+        }
+    )
+    // (
+      if server == null then
+        { }
+      else
+        {
+          serve = dropNulls {
+            socket = socketPath;
+            max-active-runs = server.maxActiveRuns;
+            max-queued-runs = server.maxQueuedRuns;
+            shutdown-grace = server.shutdownGrace;
+            tcp = server.tcp;
+            token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;
+          };
+        }
+        // (
+          if projects == { } then
+            { }
+          else
+            {
+              projects = map (n: {
+                name = n;
+                path = projects.${n};
+              }) (attrNames projects);
+            }
+        )
+    );
+
+  # The admission unit's script: replace the project's files (never its
+  # protected state) with the source's, then review and admit. Store files
+  # are read-only, so the copy is made writable for the next replacement.
+  admitScript =
+    {
+      name,
+      source,
+      path,
+      admit,
+      jig,
+      config,
+    }:
+    ''
+      set -euo pipefail
+      src='${source}'
+      dest='${path}'
+      if [ -e "$src/${stateDirName}" ]; then
+        echo "jig-admit-${name}: the source carries ${stateDirName}/; protected state belongs to this machine" >&2
+        exit 1
+      fi
+      mkdir -p "$dest"
+      find "$dest" -mindepth 1 -maxdepth 1 ! -name '${stateDirName}' -exec rm -rf -- {} +
+      cp -rT --no-preserve=mode,ownership,timestamps "$src" "$dest"
+      find "$dest" -mindepth 1 -path "$dest/${stateDirName}" -prune -o -exec chmod u+w {} +
+    ''
+    + (
+      if admit then
+        ''
+          exec ${jig} -C "$dest" --config ${config} review --yes
+        ''
+      else
+        ''
+          echo "jig-admit-${name}: copied; admit is false, review it by hand" >&2
+        ''
+    );
+
+  # LoadCredential= lines for the same files.
+  loadCredentials =
+    {
+      agent,
+      secrets,
+      server,
+    }:
+    (if agent == null then [ ] else [ "${agentKeyCredential}:${agent.apiKeyFile}" ])
+    ++ map (n: "${secretCredential n}:${secrets.${n}}") (attrNames secrets)
+    ++ (
+      if server == null || server.tokenFile == null then
+        [ ]
+      else
+        [ "${tokenCredential}:${server.tokenFile}" ]
+    );
 
   # Names that occur more than once in a list of strings.
   duplicates =

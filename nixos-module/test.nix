@@ -1,8 +1,14 @@
-# NixOS VM test: a machine with `services.jig` enabled runs the greeting
-# project end to end as an ordinary user, inside jig's rootless containment.
+# NixOS VM test. `machine`: `services.jig` enabled, the greeting project run
+# end to end as an ordinary user inside jig's rootless containment.
+# `server`: `services.jig.server` with the review example declared as a
+# served project (admitted at boot), an Agent endpoint served inside the VM
+# by fake-agent.py, and a Run submitted over the socket with curl.
 #
 #   nix build .#checks.x86_64-linux.module
 { pkgs }:
+let
+  agentPort = 8080;
+in
 pkgs.testers.runNixOSTest {
   name = "jig";
 
@@ -32,6 +38,55 @@ pkgs.testers.runNixOSTest {
         linger = true;
       };
 
+      virtualisation.memorySize = 2048;
+      virtualisation.cores = 2;
+    };
+
+  nodes.server =
+    { pkgs, ... }:
+    {
+      imports = [ ./default.nix ];
+
+      services.jig = {
+        enable = true;
+        settings.runtimes = {
+          deno = null;
+        };
+        server = {
+          enable = true;
+          maxActiveRuns = 2;
+          shutdownGrace = "10s";
+        };
+        agent = {
+          api = "chat-completions";
+          baseUrl = "http://127.0.0.1:${toString agentPort}/v1";
+          model = "test-model";
+          apiKeyFile = "/var/keys/jig-agent";
+        };
+        projects.review.source = ../examples/review;
+      };
+
+      # The test key, written at boot outside the store (host.toml must name
+      # only the credential path).
+      systemd.tmpfiles.settings."10-jig-test-key"."/var/keys/jig-agent".f = {
+        user = "root";
+        group = "root";
+        mode = "0600";
+        argument = "test-key";
+      };
+
+      systemd.services.fake-agent = {
+        description = "OpenAI-compatible stand-in for the jig VM test";
+        wantedBy = [ "multi-user.target" ];
+        before = [ "jig.service" ];
+        serviceConfig = {
+          ExecStart = "${pkgs.python3}/bin/python3 ${./fake-agent.py} ${toString agentPort} /var/lib/fake-agent/requests.jsonl";
+          StateDirectory = "fake-agent";
+          DynamicUser = true;
+        };
+      };
+
+      environment.systemPackages = [ pkgs.curl ];
       virtualisation.memorySize = 2048;
       virtualisation.cores = 2;
     };
@@ -91,5 +146,69 @@ pkgs.testers.runNixOSTest {
           as_alice("cd demo && jig review --yes")
           out = as_alice("cd demo && jig run flow:flows/hello --input '\"Ada\"'")
           assert "Hello, Ada!" in out, out
+
+      # ---- the server --------------------------------------------------
+      import json
+
+      server.wait_for_unit("multi-user.target")
+      server.wait_for_unit("fake-agent.service")
+
+      with subtest("the declared project is admitted at boot"):
+          server.wait_for_unit("jig-admit-review.service")
+          server.succeed("test -d /var/lib/jig/projects/review/.jig")
+          assert server.succeed("stat -c %U /var/lib/jig/projects/review").strip() == "jig"
+          server.succeed("journalctl -u jig-admit-review.service --no-pager >&2")
+
+      with subtest("host.toml names credential paths, never the key"):
+          host_toml = server.succeed("cat /etc/jig/host.toml")
+          assert 'api-key-file = "/run/credentials/jig.service/agent-key"' in host_toml, host_toml
+          assert "/var/keys" not in host_toml and "test-key" not in host_toml, host_toml
+          assert 'socket = "/run/jig/jig.sock"' in host_toml, host_toml
+          server.fail("grep -r test-key /nix/store/*-jig-host*.toml")
+
+      with subtest("a Run submitted over the socket reaches the Agent endpoint"):
+          server.wait_for_unit("jig.socket")
+          body = json.dumps({
+              "target": "binding:reviewer",
+              "input": "- return a + b\n+ return a - b",
+              "timeout": "120s",
+          })
+          out = server.succeed(
+              "curl -sS --max-time 180 --unix-socket /run/jig/jig.sock "
+              "-H 'content-type: application/json' "
+              f"--data {shlex.quote(body)} http://jig/v1/projects/review/runs"
+          )
+          terminal = json.loads(out)
+          assert terminal["status"] == "succeeded", out
+          assert terminal["output"] == {"verdict": "approve", "concerns": []}, out
+          requests = [
+              json.loads(line)
+              for line in server.succeed("cat /var/lib/fake-agent/requests.jsonl").splitlines()
+          ]
+          assert requests and requests[-1]["path"] == "/v1/chat/completions", requests
+          assert requests[-1]["authorization"] == "Bearer test-key", requests
+          assert requests[-1]["model"] == "test-model", requests
+
+      with subtest("the Run is listed"):
+          runs = json.loads(server.succeed(
+              "curl -sS --unix-socket /run/jig/jig.sock http://jig/v1/projects/review/runs"
+          ))
+          assert terminal["runId"] in [r["id"] for r in runs["runs"]], runs
+
+      with subtest("jig.service has a delegated cgroup with cpu, memory and pids"):
+          delegated = server.succeed("cat /sys/fs/cgroup/system.slice/jig.service/cgroup.controllers")
+          for controller in ("cpu", "memory", "pids"):
+              assert controller in delegated.split(), delegated
+          print(server.succeed("systemd-analyze security jig.service --no-pager || true"))
+
+      with subtest("re-running the admission keeps the service serving"):
+          server.succeed("systemctl restart jig-admit-review.service")
+          server.succeed("systemctl is-active jig.service")
+          again = json.loads(server.succeed(
+              "curl -sS --max-time 180 --unix-socket /run/jig/jig.sock "
+              "-H 'content-type: application/json' "
+              f"--data {shlex.quote(body)} http://jig/v1/projects/review/runs"
+          ))
+          assert again["status"] == "succeeded", again
     '';
 }

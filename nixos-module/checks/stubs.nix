@@ -26,6 +26,7 @@ rec {
 
   types = {
     bool = simple "boolean";
+    int = simple "signed integer";
     str = simple "string";
     nonEmptyStr = simple "non-empty string";
     path = simple "path";
@@ -92,6 +93,17 @@ rec {
     optionalAttrs = cond: attrs: if cond then attrs else { };
     optional = cond: x: if cond then [ x ] else [ ];
     mapAttrsToList = f: attrs: map (n: f n attrs.${n}) (attrNames attrs);
+    filterAttrs =
+      pred: attrs:
+      listToAttrs (
+        map (n: {
+          name = n;
+          value = attrs.${n};
+        }) (builtins.filter (n: pred n attrs.${n}) (attrNames attrs))
+      );
+    mapAttrs' = f: attrs: listToAttrs (map (n: f n attrs.${n}) (attrNames attrs));
+    nameValuePair = name: value: { inherit name value; };
+    inherit (builtins) concatLists;
     versionAtLeast = a: b: compareVersions a b >= 0;
     versionOlder = a: b: compareVersions a b < 0;
     getVersion = p: p.version;
@@ -146,6 +158,13 @@ rec {
           outPath = "/nix/store/00000000000000000000000000000000-stub-jig";
         };
         mkShell = attrs: attrs // { mkShell = true; };
+        # runCommand keeps its script and passthru, as the derivation would.
+        runCommand = name: env: script: {
+          type = "derivation";
+          inherit name script;
+          inherit (env) passthru;
+          outPath = "/nix/store/00000000000000000000000000000000-${name}";
+        };
         inherit formats;
         testers.runNixOSTest = test: test // { runNixOSTest = true; };
         rustPlatform.rustLibSrc = fakeDrv "rust-lib-src";

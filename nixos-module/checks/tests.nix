@@ -107,16 +107,91 @@ let
       ];
     };
     projects = {
-      intake = {
+      intake = userProject {
         path = "/srv/jig/intake";
         user = "alice";
-        group = null;
       };
-      notes = {
+      notes = userProject {
         path = "/srv/jig/notes";
         user = "bob";
-        group = null;
       };
+    };
+    server = serverOff;
+    agent = null;
+    secrets = { };
+  };
+
+  # A project as the submodule would complete it.
+  userProject =
+    p:
+    {
+      group = null;
+      source = null;
+      admit = true;
+    }
+    // p;
+  servedProject =
+    name: p:
+    {
+      path = "/var/lib/jig/projects/${name}";
+      user = "jig";
+      group = null;
+      source = "/nix/store/00000000000000000000000000000000-${name}-src";
+      admit = true;
+    }
+    // p;
+
+  serverOff = {
+    enable = false;
+    maxActiveRuns = null;
+    maxQueuedRuns = null;
+    shutdownGrace = "30s";
+    tcp = null;
+    tokenFile = null;
+  };
+
+  # The server with every option set: two served projects (one admitted,
+  # one copied only), the Agent, a secret and TCP with a token.
+  serverCfg = goodCfg // {
+    settings = goodCfg.settings // {
+      agent = null;
+    };
+    server = serverOff // {
+      enable = true;
+      maxActiveRuns = 4;
+      maxQueuedRuns = 64;
+      shutdownGrace = "2m";
+      tcp = "127.0.0.1:8480";
+      tokenFile = "/var/keys/jig-token";
+    };
+    agent = {
+      api = "chat-completions";
+      baseUrl = "http://127.0.0.1:8080/v1";
+      model = "some-model";
+      apiKeyFile = "/var/keys/jig-agent";
+    };
+    secrets.deploy = "/var/keys/deploy";
+    projects = goodCfg.projects // {
+      greeter = servedProject "greeter" { };
+      drafts = servedProject "drafts" { admit = false; };
+    };
+  };
+
+  badServerCfg = serverCfg // {
+    settings = goodCfg.settings;
+    server = serverCfg.server // {
+      tokenFile = null;
+    };
+    agent = serverCfg.agent // {
+      apiKeyFile = "/nix/store/00000000000000000000000000000000-key";
+    };
+    secrets = {
+      "bad/name" = "/var/keys/x";
+      stored = "/nix/store/00000000000000000000000000000000-secret";
+    };
+    projects = serverCfg.projects // {
+      Upper = servedProject "Upper" { };
+      alices = servedProject "alices" { user = "alice"; };
     };
   };
 
@@ -136,10 +211,9 @@ let
       ];
     };
     projects = goodCfg.projects // {
-      again = {
+      again = userProject {
         path = "/srv/jig/intake";
         user = "mallory";
-        group = null;
       };
     };
   };
@@ -170,6 +244,59 @@ let
   };
 
   tmpfiles = (configOf goodCfg).systemd.tmpfiles.settings."10-jig-projects";
+
+  # The server side of the module, evaluated with serverCfg.
+  serverConfig = configOf serverCfg;
+  servicesOf = cfg: (configOf cfg).systemd.services.contents;
+  serverServices = (builtins.elemAt (servicesOf serverCfg) 1).content;
+  jigService = serverServices.jig;
+  admitGreeter = serverServices.jig-admit-greeter;
+  admitDrafts = serverServices.jig-admit-drafts;
+  lines = text: filter builtins.isString (builtins.split "\n" text);
+  # Does one line of `hay` contain a match of the regex `needle`?
+  contains = needle: hay: any (l: builtins.match ".*${needle}.*" l != null) (lines hay);
+  # The comment lines right above the first line matching `line`.
+  commentAbove =
+    line: text:
+    let
+      before = lines (builtins.head (builtins.split "\n${line}" text));
+      go =
+        acc: rest:
+        if rest == [ ] || builtins.match " *#.*" (builtins.head rest) == null then
+          acc
+        else
+          go (acc + builtins.head rest) (builtins.tail rest);
+    in
+    go "" (builtins.genList (i: builtins.elemAt before (length before - 1 - i)) (length before));
+
+  serveCreds = "/run/credentials/jig.service";
+  expectedServeToml = removeAttrs expectedHostToml [ "agent" ] // {
+    agent = {
+      api = "chat-completions";
+      base-url = "http://127.0.0.1:8080/v1";
+      model = "some-model";
+      api-key-file = "${serveCreds}/agent-key";
+    };
+    secrets.deploy = "${serveCreds}/secret-deploy";
+    serve = {
+      socket = "/run/jig/jig.sock";
+      max-active-runs = 4;
+      max-queued-runs = 64;
+      shutdown-grace = "2m";
+      tcp = "127.0.0.1:8480";
+      token-file = "${serveCreds}/serve-token";
+    };
+    projects = [
+      {
+        name = "drafts";
+        path = "/var/lib/jig/projects/drafts";
+      }
+      {
+        name = "greeter";
+        path = "/var/lib/jig/projects/greeter";
+      }
+    ];
+  };
 
   # ---- cases ----------------------------------------------------------------
   cases = {
@@ -296,6 +423,30 @@ let
         machine = outputs.checks.x86_64-linux.module.nodes.machine { config = { }; };
       in
       machine.imports == [ (root + "/nixos-module/default.nix") ] && machine.services.jig.enable;
+    "the VM test's server node declares a served project, the Agent and the key outside the store" =
+      let
+        test = outputs.checks.x86_64-linux.module;
+        server = test.nodes.server { pkgs = stubs.pkgs "x86_64-linux"; };
+        jig = server.services.jig;
+        script = test.testScript {
+          nodes = {
+            machine.services.jig = {
+              package.version = "0";
+              settings.containment.bwrap = "/b";
+              settings.runtimes.python = "/p";
+            };
+          };
+        };
+      in
+      server.imports == [ (root + "/nixos-module/default.nix") ]
+      && jig.server.enable
+      && jig.projects.review.source == root + "/examples/review"
+      && pathExists (root + "/examples/review/bindings/reviewer.ts")
+      && jigLib.isBaseUrl jig.agent.baseUrl
+      && jigLib.isSecretFile jig.agent.apiKeyFile
+      && server.systemd.services.fake-agent.wantedBy == [ "multi-user.target" ]
+      && contains "--unix-socket /run/jig/jig.sock" script
+      && contains "http://jig/v1/projects/review/runs" script;
     "nixosModules.default is a NixOS module function" =
       isFunction outputs.nixosModules.default
       && functionArgs outputs.nixosModules.default == {
@@ -352,14 +503,14 @@ let
     # default.nix (config side, evaluated with a hand-made cfg)
     "module is gated on enable" = (moduleWith goodCfg).config.condition;
     "module writes /etc/jig/host.toml from settings" =
-      (configOf goodCfg).environment.etc."jig/host.toml".source.value == expectedHostToml;
+      (configOf goodCfg).environment.etc."jig/host.toml".source.passthru.toml.value == expectedHostToml;
     "module sets JIG_CONFIG" = (configOf goodCfg).environment.sessionVariables.JIG_CONFIG == "/etc/jig/host.toml";
     "module installs jig and bubblewrap" =
       map (p: p.name) (configOf goodCfg).environment.systemPackages == [ "jig" "bubblewrap" ];
     "module allows unprivileged user namespaces" =
       (configOf goodCfg).security.allowUserNamespaces && (configOf goodCfg).security.unprivilegedUsernsClone;
     "module delegates cgroup controllers to user managers" =
-      (configOf goodCfg).systemd.services."user@".serviceConfig.Delegate == "cpu cpuset io memory pids";
+      (builtins.head (servicesOf goodCfg))."user@".serviceConfig.Delegate == "cpu cpuset io memory pids";
     "module enables nix-ld by default" = (configOf goodCfg).programs.nix-ld.enable.value;
     "module creates project root and .jig with owner and mode" =
       tmpfiles.condition
@@ -400,6 +551,242 @@ let
         "services.jig.projects.again.user: no user `mallory` in users.users"
       ];
     "old bubblewrap warns" = length (configOf badCfg).warnings == 1;
+
+    # ---- the server --------------------------------------------------------
+    "http base URL to 127.0.0.1 is accepted" = jigLib.isBaseUrl "http://127.0.0.1:8080/v1";
+    "http base URL to localhost is accepted" = jigLib.isBaseUrl "http://localhost/v1";
+    "http base URL to [::1] is accepted" = jigLib.isBaseUrl "http://[::1]:8080";
+    "http base URL to another host is rejected" = !jigLib.isBaseUrl "http://api.example.org/v1";
+    "http base URL to a 127.* name is rejected" = !jigLib.isBaseUrl "http://127.0.0.1.example.org/v1";
+    "http base URL with a query is rejected" = !jigLib.isBaseUrl "http://127.0.0.1/v1?x=1";
+    "loopback base URL of 4096 characters is accepted" =
+      jigLib.isBaseUrl ("http://127.0.0.1/" + repeat (4096 - 17) "a");
+    "loopback base URL of 4097 characters is rejected" =
+      !jigLib.isBaseUrl ("http://127.0.0.1/" + repeat (4097 - 17) "a");
+
+    "LocalName of 64 characters is accepted" = jigLib.isLocalName (repeat 64 "a");
+    "LocalName of 65 characters is rejected" = !jigLib.isLocalName (repeat 65 "a");
+    "LocalName with inner hyphens is accepted" = jigLib.isLocalName "my-project-2";
+    "LocalName with a double hyphen is rejected" = !jigLib.isLocalName "a--b";
+    "LocalName with upper case is rejected" = !jigLib.isLocalName "Upper";
+    "LocalName with a trailing hyphen is rejected" = !jigLib.isLocalName "a-";
+    "empty LocalName is rejected" = !jigLib.isLocalName "";
+
+    "secret name of 64 characters is accepted" = jigLib.isSecretName (repeat 64 "a");
+    "secret name of 65 characters is rejected" = !jigLib.isSecretName (repeat 65 "a");
+    "secret name with . _ - is accepted" = jigLib.isSecretName "deploy_token.v2-x";
+    "secret name with / is rejected" = !jigLib.isSecretName "a/b";
+    "secret name with : is rejected" = !jigLib.isSecretName "a:b";
+    "empty secret name is rejected" = !jigLib.isSecretName "";
+
+    "durations with each unit are accepted" = all jigLib.isDuration [ "500ms" "30s" "2m" "1h" ];
+    "durations without a unit or with another are rejected" = !any jigLib.isDuration [ "30" "1d" "-1s" "1.5s" "" ];
+    "durations convert to whole seconds, rounded up" =
+      map jigLib.durationSeconds [ "1ms" "1000ms" "1001ms" "30s" "2m" "1h" "010s" ] == [ 1 1 2 30 120 3600 10 ];
+
+    "TCP port 65535 is accepted" = jigLib.isTcpAddress "0.0.0.0:65535";
+    "TCP port 65536 is rejected" = !jigLib.isTcpAddress "0.0.0.0:65536";
+    "TCP port 1 is accepted" = jigLib.isTcpAddress "localhost:1";
+    "TCP port 0 is rejected" = !jigLib.isTcpAddress "localhost:0";
+    "TCP [v6]:port is accepted" = jigLib.isTcpAddress "[::1]:8480";
+    "TCP without a host is rejected" = !jigLib.isTcpAddress "8480";
+    "TCP with a path is rejected" = !jigLib.isTcpAddress "host:80/x";
+
+    "run bounds of 1 are accepted" = jigLib.isPositiveInt 1;
+    "run bounds of 0 are rejected" = !jigLib.isPositiveInt 0;
+    "run bounds that are not integers are rejected" = !jigLib.isPositiveInt "4";
+
+    "no server: host.toml has no serve, projects, agent credential or secrets" =
+      (configOf goodCfg).environment.etc."jig/host.toml".source.passthru.toml.value == expectedHostToml;
+    "no server: no socket, no jig user, no server units" =
+      !(configOf goodCfg).systemd.sockets.jig.condition
+      && !(configOf goodCfg).users.users.condition
+      && !(builtins.elemAt (servicesOf goodCfg) 1).condition;
+    "no server: secrets name the operator's files" =
+      (configOf (goodCfg // { secrets.deploy = "/var/keys/deploy"; }))
+      .environment.etc."jig/host.toml".source.passthru.toml.value.secrets
+      == { deploy = "/var/keys/deploy"; };
+    "server host.toml has serve, projects and credential paths only" =
+      serverConfig.environment.etc."jig/host.toml".source.passthru.toml.value == expectedServeToml;
+    "host.toml is checked by jig config check at build time" =
+      let
+        checked = serverConfig.environment.etc."jig/host.toml".source;
+      in
+      contains "^/nix/store/[^ ]*-jig/bin/jig config check ${checked.passthru.toml}$" checked.script
+      && contains "^cp ${checked.passthru.toml} [$]out$" checked.script;
+    "jig.service serves the checked host.toml over the socket" =
+      jigService.serviceConfig.ExecStart
+      == "${stubs.fakeDrv "jig"}/bin/jig serve --config ${serverConfig.environment.etc."jig/host.toml".source}"
+      && jigService.requires == [ "jig.socket" ]
+      && elem "jig.socket" jigService.after;
+    "jig.socket listens on the socket for the jig group" =
+      serverConfig.systemd.sockets.jig.condition
+      && serverConfig.systemd.sockets.jig.content.listenStreams == [ "/run/jig/jig.sock" ]
+      && serverConfig.systemd.sockets.jig.content.socketConfig == {
+        SocketUser = "jig";
+        SocketGroup = "jig";
+        SocketMode = "0660";
+        DirectoryMode = "0755";
+      };
+    "jig.service runs as the jig system user with its state directory" =
+      jigService.serviceConfig.User == "jig"
+      && jigService.serviceConfig.Group == "jig"
+      && jigService.serviceConfig.StateDirectory == "jig"
+      && serverConfig.users.users.content.jig.isSystemUser
+      && serverConfig.users.users.content.jig.group == "jig"
+      && serverConfig.users.groups.content ? jig;
+    "jig.service delegates cpu, memory and pids" =
+      jigService.serviceConfig.Delegate == "cpu memory pids" && jigService.serviceConfig.KillMode == "control-group";
+    "jig.service stops within the grace plus the margin" = jigService.serviceConfig.TimeoutStopSec == "150s";
+    "jig.service gets the key, the secret and the token as credentials" =
+      jigService.serviceConfig.LoadCredential == [
+        "agent-key:/var/keys/jig-agent"
+        "secret-deploy:/var/keys/deploy"
+        "serve-token:/var/keys/jig-token"
+      ];
+    "jig.service is hardened where bubblewrap allows" =
+      let
+        c = jigService.serviceConfig;
+      in
+      c.NoNewPrivileges
+      && c.CapabilityBoundingSet == ""
+      && c.ProtectSystem == "strict"
+      && c.ProtectHome
+      && c.PrivateTmp
+      && c.PrivateDevices
+      && c.ProtectKernelModules
+      && c.ProtectKernelLogs
+      && c.RestrictSUIDSGID
+      && c.SystemCallArchitectures == "native"
+      && elem "@system-service" c.SystemCallFilter
+      && elem "@mount" c.SystemCallFilter;
+    "jig.service relaxes only what bubblewrap needs" =
+      let
+        c = jigService.serviceConfig;
+      in
+      !c.RestrictNamespaces
+      && !c.PrivateUsers
+      && !c.ProtectKernelTunables
+      && c.ProtectProc == "default"
+      && c.ProcSubset == "all"
+      && !c.ProtectControlGroups
+      && !c.MemoryDenyWriteExecute
+      && elem "AF_NETLINK" c.RestrictAddressFamilies;
+    "every relaxation in the module is commented" =
+      let
+        text = readFile ../default.nix;
+      in
+      all (k: builtins.match ".*# Relaxed.*" (commentAbove " *${k} = [^;]*;" text) != null) [
+        "RestrictNamespaces"
+        "PrivateUsers"
+        "ProtectKernelTunables"
+        "ProtectControlGroups"
+        "MemoryDenyWriteExecute"
+        "SystemCallFilter"
+      ]
+      && builtins.match ".*AF_NETLINK: bubblewrap.*" (commentAbove " *RestrictAddressFamilies = [[]" text) != null;
+    "jig.service may write the served projects" =
+      jigService.serviceConfig.ReadWritePaths == [
+        "/var/lib/jig/projects/drafts"
+        "/var/lib/jig/projects/greeter"
+      ];
+    "one admission unit per served project, none for user projects" =
+      attrNames serverServices == [
+        "jig"
+        "jig-admit-drafts"
+        "jig-admit-greeter"
+      ];
+    "admission runs before jig.service without holding it back" =
+      admitGreeter.before == [ "jig.service" ]
+      && elem "jig.service" admitGreeter.wantedBy
+      && !(elem "jig-admit-greeter.service" jigService.requires)
+      && admitGreeter.serviceConfig.Type == "oneshot"
+      && admitGreeter.serviceConfig.RemainAfterExit;
+    "admission re-runs when the source changes" =
+      admitGreeter.restartTriggers == [ "/nix/store/00000000000000000000000000000000-greeter-src" ]
+      && contains "src='/nix/store/00000000000000000000000000000000-greeter-src'" admitGreeter.script;
+    "admission copies the source and keeps the protected state" =
+      contains "dest='/var/lib/jig/projects/greeter'" admitGreeter.script
+      && contains "! -name '.jig' -exec rm -rf" admitGreeter.script
+      && contains "cp -rT" admitGreeter.script
+      && contains "if [[] -e \"[$]src/.jig\" []]; then" admitGreeter.script;
+    "admission reviews with the admission unit's host.toml" =
+      contains "exec /nix/store/[^ ]*-jig/bin/jig -C \"[$]dest\" --config /nix/store/[^ ]*-jig-host-admit-greeter.toml review --yes" admitGreeter.script
+      && admitGreeter.serviceConfig.LoadCredential == jigService.serviceConfig.LoadCredential;
+    "an admission unit's host.toml names that unit's credentials" =
+      let
+        creds = "/run/credentials/jig-admit-greeter.service";
+      in
+      (jigLib.serverTables {
+        credentials = creds;
+        inherit (serverCfg) agent secrets server;
+        projects = { };
+      }) == {
+        agent = expectedServeToml.agent // {
+          api-key-file = "${creds}/agent-key";
+        };
+        secrets.deploy = "${creds}/secret-deploy";
+        serve = expectedServeToml.serve // {
+          token-file = "${creds}/serve-token";
+        };
+      };
+    "admit = false copies without reviewing" =
+      contains "cp -rT" admitDrafts.script && !(contains "review --yes" admitDrafts.script);
+    "served projects get a directory under the state directory" =
+      let
+        rules = (configOf serverCfg).systemd.tmpfiles.settings."10-jig-projects".content.contents;
+      in
+      builtins.head rules == {
+        "/var/lib/jig/projects".d = {
+          user = "jig";
+          group = "jig";
+          mode = "0750";
+        };
+      }
+      && elem {
+        "/var/lib/jig/projects/greeter".d = {
+          user = "jig";
+          group = "jig";
+          mode = "0750";
+        };
+        "/var/lib/jig/projects/greeter/.jig".d = {
+          user = "jig";
+          group = "jig";
+          mode = "0700";
+        };
+      } rules;
+    "a valid server configuration passes every assertion" = failedAssertions serverCfg == [ ];
+    "invalid server configurations fail the right assertions" =
+      failedAssertions badServerCfg == [
+        "services.jig.projects.Upper: a served project's name must be a LocalName (`[a-z0-9]+(-[a-z0-9]+)*`, at most 64 characters)"
+        "services.jig.projects.alices.user: a served project belongs to `jig`, not `alice`"
+        "services.jig: set services.jig.agent or services.jig.settings.agent, not both"
+        "services.jig.agent.apiKeyFile: must be an absolute path outside the Nix store (the store is world-readable)"
+        "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)"
+        "services.jig.secrets.bad/name: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` and the file be an absolute path outside the Nix store"
+        "services.jig.secrets.stored: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` and the file be an absolute path outside the Nix store"
+      ];
+    "a token in the store is refused" =
+      elem "services.jig.server.tokenFile: must be an absolute path outside the Nix store (the store is world-readable)" (
+        failedAssertions (
+          serverCfg
+          // {
+            server = serverCfg.server // {
+              tokenFile = "/nix/store/00000000000000000000000000000000-token";
+            };
+          }
+        )
+      );
+    "a served project without the server is refused" =
+      failedAssertions (
+        goodCfg
+        // {
+          projects.greeter = servedProject "greeter" { };
+        }
+      ) == [
+        "services.jig.projects.greeter.user: no user `jig` in users.users"
+        "services.jig.projects.greeter.source: a served project needs services.jig.server.enable"
+      ];
   };
 
   failures = filter (name: !cases.${name}) (attrNames cases);

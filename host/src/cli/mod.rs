@@ -3,6 +3,7 @@
 //! arguments are fully parsed.
 
 mod author;
+mod config_check;
 mod doctor;
 mod exec;
 mod exit;
@@ -157,6 +158,11 @@ enum Command {
         #[command(subcommand)]
         action: Option<RunsAction>,
     },
+    /// Check a host configuration file without running anything.
+    Config {
+        #[command(subcommand)]
+        action: config_check::ConfigAction,
+    },
     /// Print a shell completion script: jig completions bash|zsh|fish.
     Completions {
         #[arg(value_enum)]
@@ -282,6 +288,7 @@ pub fn main() -> u8 {
     let base = cli.chdir.clone().unwrap_or_else(|| PathBuf::from("."));
     let result = match command {
         Command::Completions { shell } => completions(shell),
+        Command::Config { action } => config_check::config(&base, action),
         Command::Manpage => manpage(),
         Command::Init { bare, directory } => init(&base.join(directory), bare),
         Command::Review {

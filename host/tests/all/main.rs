@@ -10,6 +10,7 @@ mod channels;
 mod checkpoint;
 mod cli;
 mod command;
+mod config_check;
 mod containment;
 mod dependencies;
 mod exec;
