@@ -35,8 +35,15 @@ pub struct WasmLaunch {
     pub preopens: Vec<Preopen>,
 }
 
-/// The process-wide engine: one epoch ticker, compiled code shared.
+/// The process-wide engine: one epoch ticker, compiled code shared. This
+/// is the engine of a command that only asks whether guests can run
+/// (`jig doctor`): it touches no cache. A command that runs guests builds
+/// it through [`run`], with the compiled-module cache.
 pub fn engine() -> Result<&'static Engine, String> {
+    shared_engine(false)
+}
+
+fn shared_engine(cached: bool) -> Result<&'static Engine, String> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
@@ -47,7 +54,7 @@ pub fn engine() -> Result<&'static Engine, String> {
             // keyed by the module's bytes, the compiler, its flags and this
             // engine's configuration. Without a private cache directory
             // every Run compiles, as before.
-            if let Some(cache) = module_cache() {
+            if let Some(cache) = cached.then(module_cache).flatten() {
                 config.cache(Some(cache));
             }
             let engine = Engine::new(&config).map_err(|e| e.to_string())?;
@@ -160,7 +167,7 @@ where
     W: AsyncWrite + Send + Sync + 'static,
     E: AsyncWrite + Send + Sync + 'static,
 {
-    let engine = engine()?;
+    let engine = shared_engine(true)?;
     let builder = wasi_builder(stdin, stdout, stderr, &launch.preopens)?;
     let outcome = if is_component(&launch.bytes) {
         run_component(engine, builder, &launch.bytes).await
