@@ -125,3 +125,21 @@ fn an_unsafe_cache_home_gets_no_module_cache_and_the_run_still_succeeds() {
         "a cache home others can write is never used"
     );
 }
+
+#[test]
+fn a_run_over_an_unchanged_installation_leaves_the_verification_cache_unwritten() {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let file = cache
+        .path()
+        .join("jig/installation-verification/entries.json");
+    let identity = |m: std::fs::Metadata| (m.ino(), m.mtime(), m.mtime_nsec(), m.len());
+    let before = identity(std::fs::metadata(&file).unwrap());
+    assert_greeted(&greet(dir.path(), cache.path()));
+    assert_eq!(
+        identity(std::fs::metadata(&file).unwrap()),
+        before,
+        "nothing new was verified, so the cache is not rewritten"
+    );
+}
