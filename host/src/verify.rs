@@ -188,6 +188,10 @@ struct State {
     fresh_probes: BTreeMap<String, String>,
     /// How many files this command hashed (for tests of the policy).
     hashed: usize,
+    /// Did this command learn anything the cache does not hold (a digest
+    /// it hashed, a probe it asked)? Only then is the cache rewritten, so
+    /// an unchanged installation costs a Run no write and no fsync.
+    learned: bool,
 }
 
 impl Verifier {
@@ -264,6 +268,7 @@ impl Verifier {
         let after = Observed::of(&std::fs::metadata(&real)?);
         if after == observed && self.cache.is_some() {
             state.fresh.insert(key, (observed, digest.clone()));
+            state.learned = true;
         }
         Ok(digest)
     }
@@ -275,7 +280,7 @@ impl Verifier {
             return;
         };
         let mut state = self.lock();
-        if state.fresh.is_empty() && state.fresh_probes.is_empty() {
+        if !state.learned {
             return;
         }
         let (read_entries, read_probes) = read_cache(dir).unwrap_or_default();
@@ -355,7 +360,9 @@ impl Verifier {
         }
         let answer = ask()?;
         if answer.chars().count() <= MAX_PROBE_CHARS {
-            self.lock().fresh_probes.insert(key, answer.clone());
+            let mut state = self.lock();
+            state.fresh_probes.insert(key, answer.clone());
+            state.learned = true;
         }
         Ok(answer)
     }

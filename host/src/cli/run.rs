@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flow::json::Value;
-use flow::package::{Access, Package};
+use flow::package::Access;
 use serde_json::json;
 
 use super::{
@@ -178,14 +178,11 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             format!("{target_ref} has no admitted package"),
         )
     })?;
+    // One read and one digest pass (the Run reads it again, as verified).
     let package = state
         .store()
-        .get_package(&package_digest)
-        .map_err(state_error)
-        .and_then(|files| {
-            Package::from_files(files)
-                .map_err(|e| CliError::new("PROJECT_STATE_INVALID", e.to_string()))
-        })?;
+        .load_package(&package_digest)
+        .map_err(state_error)?;
     // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
     // owner, refused before anything is read or recorded.
     let checkpointing = crate::plan::uses_run_checkpoint(&package);

@@ -490,16 +490,12 @@ impl Executor {
                 json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false }),
             ));
         }
-        let files = self
+        // One read and one digest pass: the private tree below is written
+        // from these same verified bytes.
+        let package = self
             .store
-            .get_package(&resolved.digest)
+            .load_package(&resolved.digest)
             .map_err(|e| Failure::new(e.code(), e.to_string()))?;
-        let package = Package::from_files(files).map_err(|e| {
-            Failure::new(
-                "PROJECT_STATE_INVALID",
-                format!("admitted package no longer validates: {e}"),
-            )
-        })?;
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
                 return Err(Failure::new(
@@ -527,8 +523,12 @@ impl Executor {
         let scratch = dir.join("scratch");
         let prepared = (|| -> Result<(), String> {
             std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
-            self.store
-                .materialize(&resolved.digest, &package_dir)
+            // An in-process flow.wasm runs from the verified bytes and sees
+            // no package tree; a process recipe gets its private copy.
+            if resolved.recipe.kind == RecipeKind::Wasm {
+                return Ok(());
+            }
+            crate::state::Store::write_tree(package.files(), &package_dir)
                 .map_err(|e| e.to_string())
         })();
         if let Err(e) = prepared {
@@ -638,8 +638,13 @@ impl Executor {
         let entry = package_dir.join(&recipe.entrypoint);
         if recipe.kind == RecipeKind::Wasm {
             params.scratch = "/scratch".into();
-            let bytes = std::fs::read(&entry)
-                .map_err(|e| Failure::new("EXECUTION_FAILED", e.to_string()))?;
+            // The bytes verified when the package was loaded, not a re-read.
+            let bytes = services
+                .package
+                .files()
+                .get(&recipe.entrypoint)
+                .cloned()
+                .ok_or_else(|| Failure::new("EXECUTION_FAILED", "the package has no flow.wasm"))?;
             let mut preopens = vec![wasm::Preopen {
                 host: scratch.to_path_buf(),
                 guest: "/scratch".into(),

@@ -35,14 +35,28 @@ pub struct WasmLaunch {
     pub preopens: Vec<Preopen>,
 }
 
-/// The process-wide engine: one epoch ticker, compiled code shared.
+/// The process-wide engine: one epoch ticker, compiled code shared. This
+/// is the engine of a command that only asks whether guests can run
+/// (`jig doctor`): it touches no cache. A command that runs guests builds
+/// it through [`run`], with the compiled-module cache.
 pub fn engine() -> Result<&'static Engine, String> {
+    shared_engine(false)
+}
+
+fn shared_engine(cached: bool) -> Result<&'static Engine, String> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
             let mut config = Config::new();
             config.epoch_interruption(true);
             config.wasm_component_model(true);
+            // Compiled code is reused across Runs from wasmtime's cache,
+            // keyed by the module's bytes, the compiler, its flags and this
+            // engine's configuration. Without a private cache directory
+            // every Run compiles, as before.
+            if let Some(cache) = cached.then(module_cache).flatten() {
+                config.cache(Some(cache));
+            }
             let engine = Engine::new(&config).map_err(|e| e.to_string())?;
             let ticker = engine.weak();
             std::thread::Builder::new()
@@ -59,6 +73,30 @@ pub fn engine() -> Result<&'static Engine, String> {
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The compiled-module cache below the user's jig cache directory.
+pub const MODULE_CACHE_DIR: &str = "wasm-modules";
+
+/// wasmtime's cache in `<jig cache>/wasm-modules`: deserialised compiled
+/// code is trusted, so only a directory of this user's that nobody else can
+/// write (the route [`crate::verify::cache_dir`] checks) is used, and only
+/// when it is a real private directory itself.
+fn module_cache() -> Option<wasmtime::Cache> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let jig = crate::verify::cache_dir(true)?.parent()?.to_path_buf();
+    let dir = jig.join(MODULE_CACHE_DIR);
+    if std::fs::symlink_metadata(&dir).is_err() {
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    }
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    let uid = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return None;
+    }
+    let mut config = wasmtime::CacheConfig::new();
+    config.with_directory(dir);
+    wasmtime::Cache::new(config).ok()
 }
 
 struct P1Host {
@@ -129,7 +167,7 @@ where
     W: AsyncWrite + Send + Sync + 'static,
     E: AsyncWrite + Send + Sync + 'static,
 {
-    let engine = engine()?;
+    let engine = shared_engine(true)?;
     let builder = wasi_builder(stdin, stdout, stderr, &launch.preopens)?;
     let outcome = if is_component(&launch.bytes) {
         run_component(engine, builder, &launch.bytes).await

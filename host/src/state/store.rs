@@ -85,40 +85,88 @@ impl Store {
         self.write(&manifest_path, &flow::json::canonical(&manifest))
     }
 
-    /// Read back exactly the files of an admitted package, verifying every
-    /// blob and the Package/1 digest.
+    /// Read back exactly the files of an admitted package, verified by
+    /// its Package/1 digest (which covers every path and byte, so the
+    /// blobs are not hashed a second time one by one).
     pub fn get_package(&self, digest: &str) -> Result<BTreeMap<String, Vec<u8>>, StateError> {
-        let corrupt = |what: &str| StateError::Invalid {
-            message: format!("admitted package {digest}: {what}"),
-        };
-        let bytes =
-            std::fs::read(self.package_path(digest)).map_err(|_| corrupt("not retained"))?;
-        let manifest = flow::json::parse(&bytes).map_err(|_| corrupt("manifest is not JSON/1"))?;
+        let files = self.read_files(digest)?;
+        if flow::package::digest_files(&files) != digest {
+            return Err(corrupt(digest, "digest mismatch"));
+        }
+        Ok(files)
+    }
+
+    /// The admitted package under `digest`, parsed and verified with one
+    /// pass over its bytes: [`Package::from_files`] computes the Package/1
+    /// digest, which must be the admitted one. A Run reads its package
+    /// once this way and writes its private tree from the same bytes.
+    ///
+    /// [`Package::from_files`]: flow::package::Package::from_files
+    pub fn load_package(&self, digest: &str) -> Result<flow::package::Package, StateError> {
+        let files = self.read_files(digest)?;
+        let package =
+            flow::package::Package::from_files(files).map_err(|e| StateError::Invalid {
+                message: format!("admitted package no longer validates: {e}"),
+            })?;
+        if package.digest() != digest {
+            return Err(corrupt(digest, "digest mismatch"));
+        }
+        Ok(package)
+    }
+
+    /// The files the manifest of `digest` names, read as stored (not yet
+    /// verified).
+    fn read_files(&self, digest: &str) -> Result<BTreeMap<String, Vec<u8>>, StateError> {
+        let bytes = std::fs::read(self.package_path(digest))
+            .map_err(|_| corrupt(digest, "not retained"))?;
+        let manifest =
+            flow::json::parse(&bytes).map_err(|_| corrupt(digest, "manifest is not JSON/1"))?;
         let files = manifest
             .get("files")
             .and_then(|f| f.as_object())
-            .ok_or_else(|| corrupt("manifest shape"))?;
+            .ok_or_else(|| corrupt(digest, "manifest shape"))?;
         let mut out = BTreeMap::new();
         for (path, blob) in files {
-            let blob = blob.as_str().ok_or_else(|| corrupt("manifest shape"))?;
+            let blob = blob
+                .as_str()
+                .ok_or_else(|| corrupt(digest, "manifest shape"))?;
             let content =
-                std::fs::read(self.blob_path(blob)).map_err(|_| corrupt("missing blob"))?;
-            if sha256_digest(&content) != blob {
-                return Err(corrupt("blob changed"));
-            }
+                std::fs::read(self.blob_path(blob)).map_err(|_| corrupt(digest, "missing blob"))?;
             out.insert(path.clone(), content);
-        }
-        if flow::package::digest_files(&out) != digest {
-            return Err(corrupt("digest mismatch"));
         }
         Ok(out)
     }
 
     /// Write an admitted package as a read-only tree at `dest`.
     pub fn materialize(&self, digest: &str, dest: &Path) -> Result<(), StateError> {
+        Store::write_tree(&self.get_package(digest)?, dest)
+    }
+
+    fn used_bytes(&self) -> u64 {
+        std::fs::read_dir(self.dir.join("blobs"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}
+
+fn corrupt(digest: &str, what: &str) -> StateError {
+    StateError::Invalid {
+        message: format!("admitted package {digest}: {what}"),
+    }
+}
+
+impl Store {
+    /// Write verified package files as a read-only tree at `dest`: the
+    /// entrypoints (`flow.*`) executable, nothing writable.
+    pub fn write_tree(files: &BTreeMap<String, Vec<u8>>, dest: &Path) -> Result<(), StateError> {
         use std::os::unix::fs::PermissionsExt;
-        let files = self.get_package(digest)?;
-        for (path, content) in &files {
+        for (path, content) in files {
             let target = dest.join(path);
             if let Some(parent) = target.parent() {
                 std::fs::create_dir_all(parent)
@@ -135,17 +183,5 @@ impl Store {
                 .map_err(StateError::io("materializing a package"))?;
         }
         Ok(())
-    }
-
-    fn used_bytes(&self) -> u64 {
-        std::fs::read_dir(self.dir.join("blobs"))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|e| e.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0)
     }
 }

@@ -18,6 +18,7 @@ mod failures;
 mod files;
 mod greeting;
 mod npm_registry;
+mod overhead;
 mod providers;
 mod python_sdk;
 mod records;

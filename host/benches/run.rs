@@ -1,0 +1,220 @@
+//! A contained `jig run` against the bare bubblewrap floor, measured in the
+//! same run (issue 16): `jig run` of an admitted `flow.bin` (the Rust SDK's
+//! `greet` example, release), of the same component as `flow.wasm`, and of
+//! a one-file `flow.py`; the floor is `bwrap --unshare-all --die-with-parent
+//! --ro-bind /usr /usr … /bin/true`, and for `flow.py` also `python3 -c
+//! "import jiggy.flow"` started by hand in jig's own envelope (the
+//! `jig::sandbox` launch of the Python recipe, without the host around it).
+//! Report the ratios of the medians: `jig_run_flow_bin / bwrap_floor`
+//! (target ≤1.5), `jig_run_flow_wasm / bwrap_floor`, and
+//! `jig_run_flow_py / python_import_sdk_contained` (target ≤1.3).
+//!
+//! Each `jig run` is a whole command: process start, plan and store reads,
+//! the durable Run record before dispatch, the cgroup and bubblewrap
+//! envelope, the Run/1 exchange, cleanup and the final record.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use jig::config::HostConfig;
+use jig::sandbox::{Launch, Sandbox};
+
+fn main() {
+    // Build and review everything before timing anything.
+    fixture();
+    divan::main();
+}
+
+struct Fixture {
+    project: tempfile::TempDir,
+    cache_home: tempfile::TempDir,
+    scratch: tempfile::TempDir,
+    contained: Box<dyn Sandbox>,
+    runtime: tokio::runtime::Runtime,
+    floor: Vec<OsString>,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `cargo build --release` of one guest into `target/guests` (a separate
+/// target dir, so the outer cargo's lock is not involved).
+fn build_guest(args: &[&str]) -> PathBuf {
+    let target = workspace().join("target/guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(workspace())
+        .args(["build", "--quiet", "--release", "-p", "flow-sdk"])
+        .args(args)
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building {args:?} failed");
+    target
+}
+
+const FLOW_MD: &str = "---\nname: greet\ndescription: Greets the name given as input.\n---\n";
+const FLOW_PY: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": {\"message\": f\"Hello, {ctx.input}!\"}}\n\nhandle(run)\n";
+const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\n\nexport default defineJig({\n  flows: discover(\"./flows\"),\n  bindings: discover(\"./bindings\"),\n});\n";
+
+/// The bubblewrap floor: the same namespaces, `/usr` and the top-level
+/// links or directories of this machine's layout, nothing else.
+fn floor_arguments() -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    .map(Into::into)
+    .to_vec();
+    for top in ["/bin", "/lib", "/lib64"] {
+        match std::fs::read_link(top) {
+            Ok(target) => args.extend(["--symlink".into(), target.into(), top.into()]),
+            Err(_) if Path::new(top).is_dir() => {
+                args.extend(["--ro-bind".into(), top.into(), top.into()])
+            }
+            Err(_) => {}
+        }
+    }
+    args.push("/bin/true".into());
+    args
+}
+
+fn fixture() -> &'static Fixture {
+    static CELL: OnceLock<Fixture> = OnceLock::new();
+    CELL.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let native = build_guest(&["--example", "greet"]).join("release/examples/greet");
+        let wasm = build_guest(&["--example", "greet", "--target", "wasm32-wasip1"])
+            .join("wasm32-wasip1/release/examples/greet.wasm");
+        let project = tempfile::tempdir().unwrap();
+        let root = project.path();
+        std::fs::write(root.join("jig.ts"), JIG_TS).unwrap();
+        for (name, entry, source) in [
+            ("bin", "flow.bin", Some(native)),
+            ("wasm", "flow.wasm", Some(wasm)),
+            ("py", "flow.py", None),
+        ] {
+            let dir = root.join("flows").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("FLOW.md"), FLOW_MD.replace("greet", name)).unwrap();
+            match source {
+                Some(path) => std::fs::copy(path, dir.join(entry)).map(drop).unwrap(),
+                None => std::fs::write(dir.join(entry), FLOW_PY).unwrap(),
+            }
+        }
+        let cache_home = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(cache_home.path(), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let contained = jig::sandbox::contained(&HostConfig::default())
+            .expect("this machine supports the contained envelope");
+        let fixture = Fixture {
+            project,
+            cache_home,
+            scratch,
+            contained: Box::new(contained),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+            floor: floor_arguments(),
+        };
+        let review = jig(&fixture, &["review", "--yes"]);
+        assert!(review.status.success(), "{review:?}");
+        // Warm what a user's second Run finds: the verification and
+        // compiled-module caches.
+        for name in ["bin", "wasm", "py"] {
+            run(&fixture, name);
+        }
+        fixture
+    })
+}
+
+fn jig(fixture: &Fixture, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_jig"))
+        .current_dir(fixture.project.path())
+        .env_remove("JIG_CONFIG")
+        .env_remove("JIG_VERIFICATION")
+        .env("XDG_CONFIG_HOME", fixture.project.path().join(".config"))
+        .env("XDG_CACHE_HOME", fixture.cache_home.path())
+        .env("NO_COLOR", "1")
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("jig runs")
+}
+
+fn run(fixture: &Fixture, name: &str) {
+    let target = format!("flow:flows/{name}");
+    let out = jig(fixture, &["run", &target, "--input", "\"bench\""]);
+    assert!(out.status.success(), "{name}: {out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Hello, bench!"), "{name}: {stdout}");
+}
+
+#[divan::bench(sample_count = 40)]
+fn bwrap_floor() {
+    let status = Command::new("bwrap")
+        .args(&fixture().floor)
+        .stdin(Stdio::null())
+        .status()
+        .expect("bwrap runs");
+    assert!(status.success());
+}
+
+#[divan::bench(sample_count = 40)]
+fn jig_run_flow_bin() {
+    run(fixture(), "bin");
+}
+
+#[divan::bench(sample_count = 40)]
+fn jig_run_flow_wasm() {
+    run(fixture(), "wasm");
+}
+
+#[divan::bench(sample_count = 20)]
+fn jig_run_flow_py() {
+    run(fixture(), "py");
+}
+
+/// `python3 -c "import jiggy.flow"` in the Python recipe's envelope, with
+/// the bundled SDK from this repository on PYTHONPATH, as the recipe has it.
+#[divan::bench(sample_count = 20)]
+fn python_import_sdk_contained() {
+    let fixture = fixture();
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let scratch = fixture.scratch.path();
+    let launch = Launch {
+        program: PathBuf::from("/usr/bin/python3"),
+        args: vec!["-c".into(), "import jiggy.flow".into()],
+        env: vec![
+            ("LANG".into(), "C.UTF-8".into()),
+            ("PYTHONPATH".into(), sdk.to_string_lossy().into_owned()),
+            ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+        ],
+        cwd: scratch.to_path_buf(),
+        package: fixture.project.path().join("flows/py"),
+        scratch: scratch.to_path_buf(),
+        read_only: vec![sdk],
+        attachments: Vec::new(),
+        limits: jig::sandbox::Limits::FLOW,
+        network: false,
+    };
+    fixture.runtime.block_on(async {
+        let mut contained = fixture.contained.spawn(&launch).expect("spawns");
+        drop(contained.child.stdin.take());
+        let status = contained.child.wait().await.expect("waits");
+        assert!(status.success());
+        contained.cleanup().expect("cleans up");
+    });
+}

@@ -1,0 +1,145 @@
+//! Per-Run work a Run does not repeat (issue 16): the admitted package read
+//! and verified once, and compiled `flow.wasm` code reused from the
+//! owner-private module cache. The guarantees stay what a user sees: a
+//! changed store byte still stops the Run before the Flow starts, and an
+//! unsafe cache home is never used.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::support::*;
+
+const FLOW_MD: &str = "---\nname: greet\ndescription: Greet a name.\n---\n\nSay hello.\n";
+
+/// A project with `flows/greet/<entry>` copied from `artifact`, reviewed,
+/// and a cache home of the given mode.
+fn fixture(
+    entry: &str,
+    artifact: &Path,
+    cache_mode: u32,
+) -> (tempfile::TempDir, tempfile::TempDir) {
+    let dir = project(&[("flows/greet/FLOW.md", FLOW_MD)]);
+    std::fs::copy(artifact, dir.path().join("flows/greet").join(entry)).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(cache_mode)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    (dir, cache)
+}
+
+fn run_with_cache(dir: &Path, cache: &Path, args: &[&str]) -> Run {
+    output(
+        jig(dir)
+            .env("XDG_CACHE_HOME", cache)
+            .env_remove("JIG_VERIFICATION")
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
+fn greet(dir: &Path, cache: &Path) -> Run {
+    run_with_cache(
+        dir,
+        cache,
+        &["run", "flow:flows/greet", "--input", "\"Ada\""],
+    )
+}
+
+fn assert_greeted(run: &Run) {
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!({"message": "Hello, Ada!"}),
+        "{run:?}"
+    );
+}
+
+/// The compiled modules below the cache home, with their modification times.
+fn cached_modules(cache: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
+    let mut found = Vec::new();
+    let mut stack = vec![cache.join("jig/wasm-modules/modules")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_none() {
+                found.push((path, meta.modified().unwrap()));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_changed_store_byte_stops_the_run_before_the_flow_starts() {
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    // The largest blob is flow.bin; flip one byte in its middle.
+    let blobs = dir.path().join(".jig/store/blobs");
+    let blob = std::fs::read_dir(&blobs)
+        .unwrap()
+        .flatten()
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&blob, bytes).unwrap();
+    let run = greet(dir.path(), cache.path());
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(run.stderr.starts_with("PROJECT_STATE_INVALID: "), "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(!run.stderr.contains("greeting Ada"), "{run:?}");
+}
+
+#[test]
+fn a_flow_wasm_run_reuses_its_compiled_module_from_the_private_cache() {
+    let (dir, cache) = fixture("flow.wasm", &greet_wasm(), 0o700);
+    assert!(cached_modules(cache.path()).is_empty());
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let first = cached_modules(cache.path());
+    assert_eq!(first.len(), 1, "one compiled module is cached: {first:?}");
+    let mode = std::fs::metadata(cache.path().join("jig/wasm-modules"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the module cache is owner-private");
+    // The second Run reads it back: the same result, nothing recompiled
+    // or rewritten.
+    assert_greeted(&greet(dir.path(), cache.path()));
+    assert_eq!(cached_modules(cache.path()), first);
+}
+
+#[test]
+fn an_unsafe_cache_home_gets_no_module_cache_and_the_run_still_succeeds() {
+    let (dir, cache) = fixture("flow.wasm", &greet_wasm(), 0o777);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    assert!(
+        !cache.path().join("jig/wasm-modules").exists(),
+        "a cache home others can write is never used"
+    );
+}
+
+#[test]
+fn a_run_over_an_unchanged_installation_leaves_the_verification_cache_unwritten() {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let file = cache
+        .path()
+        .join("jig/installation-verification/entries.json");
+    let identity = |m: std::fs::Metadata| (m.ino(), m.mtime(), m.mtime_nsec(), m.len());
+    let before = identity(std::fs::metadata(&file).unwrap());
+    assert_greeted(&greet(dir.path(), cache.path()));
+    assert_eq!(
+        identity(std::fs::metadata(&file).unwrap()),
+        before,
+        "nothing new was verified, so the cache is not rewritten"
+    );
+}
