@@ -17,6 +17,7 @@ mod failures;
 mod files;
 mod greeting;
 mod npm_registry;
+mod provider_authoring;
 mod providers;
 mod python_sdk;
 mod records;
