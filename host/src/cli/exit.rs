@@ -50,9 +50,11 @@ pub fn exit_code(code: &str) -> u8 {
         | "JIG_INIT_DESTINATION_EXISTS"
         | "JIG_CONFIG_INVALID"
         | "INVALID_SETTINGS" => 1,
-        // An invalid package, descriptor or schema given to an author command.
+        // An invalid package, descriptor, schema or provider file given to
+        // an author command.
         code if [
             "PACKAGE_",
+            "PROVIDER_",
             "METADATA_",
             "SCHEMA_",
             "CONTRACT_",

@@ -7,6 +7,7 @@ mod config_check;
 mod doctor;
 mod exec;
 mod exit;
+mod provider;
 pub mod receive;
 mod run;
 mod terminal;
@@ -146,6 +147,11 @@ enum Command {
     Schema {
         #[command(subcommand)]
         action: SchemaAction,
+    },
+    /// Inspect or call a capability provider file (WASM component or native library).
+    Provider {
+        #[command(subcommand)]
+        action: provider::ProviderAction,
     },
     /// Report which recipes this host can run and how they are contained.
     Doctor {
@@ -370,6 +376,7 @@ pub fn main() -> u8 {
                 json,
             } => author::schema_validate(&base.join(schema), &base.join(instance), json),
         },
+        Command::Provider { action } => provider::main(action, &base),
         Command::Doctor { .. } => {
             load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config))
         }

@@ -19,6 +19,7 @@ mod files;
 mod greeting;
 mod npm_registry;
 mod overhead;
+mod provider_authoring;
 mod providers;
 mod python_sdk;
 mod records;

@@ -82,8 +82,8 @@ impl WasmProvider {
         };
         let engine = engine().map_err(|e| failed(e.clone()))?;
         let bytes = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
-        let component =
-            Component::new(engine, &bytes).map_err(|e| failed(format!("not a component: {e}")))?;
+        let artifact_digest = jig_provider_api::artifact_digest(&bytes);
+        let component = compile(engine, &bytes, &artifact_digest).map_err(failed)?;
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| failed(e.to_string()))?;
         CapabilityProvider::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
@@ -107,7 +107,7 @@ impl WasmProvider {
             name: decl.name.clone(),
             contracts,
             pre,
-            artifact_digest: jig_provider_api::artifact_digest(&bytes),
+            artifact_digest,
             settings: config.settings_text(),
             secrets: config
                 .secrets
@@ -203,6 +203,96 @@ impl Provider for WasmProvider {
     fn artifact_digest(&self) -> Option<&str> {
         Some(&self.artifact_digest)
     }
+}
+
+/// The world this loader links a provider against.
+pub const WORLD: &str = "jig:provider/capability-provider@0.1.0";
+
+/// What a component file declares, read without instantiating it: the
+/// interfaces it imports (what it asks the host for) and those it exports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentShape {
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+/// Compiles `bytes` as a component and lists its imports and exports,
+/// sorted; runs no guest code.
+pub fn component_shape(bytes: &[u8]) -> Result<ComponentShape, String> {
+    let engine = engine().map_err(Clone::clone)?;
+    let component = compile(engine, bytes, &jig_provider_api::artifact_digest(bytes))?;
+    let ty = component.component_type();
+    let mut imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+    let mut exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+    imports.sort();
+    exports.sort();
+    Ok(ComponentShape { imports, exports })
+}
+
+/// Overrides where compiled components are kept between processes; empty
+/// turns the cache off. Default: `$XDG_CACHE_HOME/jig/wasm`, else
+/// `$HOME/.cache/jig/wasm`.
+pub const CACHE_DIR_VARIABLE: &str = "JIG_WASM_CACHE_DIR";
+
+fn cache_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    if let Some(dir) = std::env::var_os(CACHE_DIR_VARIABLE) {
+        return (!dir.is_empty()).then(|| PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("jig/wasm"))
+}
+
+/// Compiles a component, or loads the machine code this host compiled
+/// for the same bytes before. A component built by componentize-py or jco
+/// carries a whole interpreter (10–20 MB) and takes a debug host tens of
+/// seconds to compile; every `jig` process would otherwise pay that again.
+/// The entry is named by the artifact digest and the engine's
+/// compatibility hash, so changed bytes or another wasmtime never match.
+fn compile(engine: &Engine, bytes: &[u8], digest: &str) -> Result<Component, String> {
+    use std::hash::{Hash, Hasher};
+    let fresh = || Component::new(engine, bytes).map_err(|e| format!("not a component: {e}"));
+    let Some(dir) = cache_dir() else {
+        return fresh();
+    };
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let entry = dir.join(format!("{hex}-{:016x}.cwasm", hasher.finish()));
+    if entry.is_file() {
+        // SAFETY: the entry is machine code this host serialized for these
+        // exact bytes into the user's own cache directory (created 0700);
+        // whoever can write there can already run code as this user.
+        // wasmtime still checks the entry's engine compatibility.
+        if let Ok(component) = unsafe { Component::deserialize_file(engine, &entry) } {
+            return Ok(component);
+        }
+    }
+    let component = fresh()?;
+    // A cache that cannot be written only costs the next process a compile.
+    if let Ok(serialized) = component.serialize() {
+        let _ = store_entry(&dir, &entry, &serialized);
+    }
+    Ok(component)
+}
+
+fn store_entry(
+    dir: &std::path::Path,
+    entry: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    // Written aside and renamed, so a reader never sees half an entry.
+    let partial = entry.with_extension(format!("partial-{}", std::process::id()));
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, entry)
 }
 
 /// Maps a failed instantiation or call to the Run/1 code a caller sees.
