@@ -179,6 +179,7 @@ pub struct Server {
     projects: BTreeMap<String, Arc<Project>>,
     config: Arc<HostConfig>,
     providers: Arc<ProviderSet>,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
     limits: Limits,
     slots: Arc<Semaphore>,
     /// Runs accepted and not yet settled (active + queued).
@@ -198,7 +199,10 @@ impl Server {
         config: HostConfig,
         limits: Limits,
     ) -> Result<Server, ServeError> {
-        crate::sandbox::select(&config).map_err(|e| ServeError::new("UNAVAILABLE", e))?;
+        // One envelope provider for the process: its host cgroup is named
+        // by the pid, so every Run's group is a child of that one group.
+        let sandbox =
+            crate::sandbox::select(&config).map_err(|e| ServeError::new("UNAVAILABLE", e))?;
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {
@@ -230,6 +234,7 @@ impl Server {
             projects: held,
             providers: Arc::new(ProviderSet::new(config.providers.clone())),
             config: Arc::new(config),
+            sandbox,
             limits,
             slots: Arc::new(Semaphore::new(limits.max_active)),
             held: AtomicUsize::new(0),
@@ -503,7 +508,7 @@ impl Server {
         dispatch: Dispatch,
     ) -> Result<Value, String> {
         let state = &project.state;
-        let sandbox = crate::sandbox::select(&self.config)?;
+        let sandbox = self.sandbox.clone();
         let work_root = state.run_dir(&record.id).map_err(|e| e.to_string())?;
         let executor = Arc::new(
             Executor::new(
