@@ -141,12 +141,9 @@ impl Metrics {
     fn new() -> Metrics {
         let mut registry = Registry::default();
         let runs = Family::<Vec<(String, String)>, Counter>::default();
-        let durations = Histogram::new(
-            [
-                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-            ]
-            .into_iter(),
-        );
+        let durations = Histogram::new([
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ]);
         let active = Gauge::default();
         let queued = Gauge::default();
         registry.register(
