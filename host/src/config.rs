@@ -90,6 +90,33 @@ pub struct Dependencies {
     pub npm_registry: Option<String>,
 }
 
+/// `[serve]`: all optional; `jig serve`'s flags override them.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Serve {
+    /// The Unix socket (default `$XDG_RUNTIME_DIR/jig/jig.sock`, else
+    /// `/run/jig/jig.sock`).
+    pub socket: Option<PathBuf>,
+    /// A TCP address to listen on as well; requires `token-file`.
+    pub tcp: Option<String>,
+    /// The file holding the bearer token TCP clients must present.
+    pub token_file: Option<PathBuf>,
+    /// Runs executing at once (default: the number of CPUs).
+    pub max_active_runs: Option<usize>,
+    /// Runs accepted and waiting for a slot (default 64).
+    pub max_queued_runs: Option<usize>,
+    /// How long SIGTERM lets Runs finish before cancelling them ("30s").
+    pub shutdown_grace: Option<String>,
+}
+
+/// One `[[projects]]` entry: a LocalName and the project's absolute path.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServedProject {
+    pub name: String,
+    pub path: PathBuf,
+}
+
 impl Agent {
     /// The table as the Agent Run policy reads it.
     pub fn table(&self) -> jig_provider_builtin::agent::endpoint::Table {
@@ -144,6 +171,12 @@ pub struct HostConfig {
     pub secrets: std::collections::BTreeMap<String, PathBuf>,
     #[serde(default)]
     pub dependencies: Dependencies,
+    /// `[serve]`: how `jig serve` listens and bounds its Runs.
+    #[serde(default)]
+    pub serve: Serve,
+    /// `[[projects]]`: the projects `jig serve` serves without `-C`.
+    #[serde(default)]
+    pub projects: Vec<ServedProject>,
     /// Where the configuration came from, for diagnostics and for resolving
     /// relative provider paths.
     #[serde(skip)]
@@ -204,6 +237,27 @@ impl HostConfig {
             if !names.insert(provider.name.clone()) {
                 return Err(format!("provider name {:?} appears twice", provider.name));
             }
+        }
+        let mut projects = std::collections::BTreeSet::new();
+        for project in &config.projects {
+            if !flow::wire::is_local_name(&project.name) {
+                return Err(format!(
+                    "project name {:?} is not a LocalName",
+                    project.name
+                ));
+            }
+            if !project.path.is_absolute() {
+                return Err(format!(
+                    "project {} has a relative path; [[projects]] paths are absolute",
+                    project.name
+                ));
+            }
+            if !projects.insert(project.name.clone()) {
+                return Err(format!("project name {:?} appears twice", project.name));
+            }
+        }
+        if config.serve.tcp.is_some() && config.serve.token_file.is_none() {
+            return Err("[serve] tcp requires token-file".into());
         }
         Ok(config)
     }
@@ -289,6 +343,32 @@ secrets = { token = "/run/credentials/jig/kv-token" }
     fn rejects_unknown_tables_and_duplicate_providers() {
         assert!(HostConfig::parse("[runtime]\npython='/x'\n").is_err());
         let twice = "[[providers]]\nname='a'\nkind='native'\npath='/a.so'\n[[providers]]\nname='a'\nkind='native'\npath='/b.so'\n";
+        assert!(HostConfig::parse(twice).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn serve_and_projects_tables() {
+        let config = HostConfig::parse(
+            r#"
+[serve]
+socket = "/run/jig/jig.sock"
+max-active-runs = 4
+max-queued-runs = 10
+shutdown-grace = "5s"
+
+[[projects]]
+name = "site"
+path = "/var/lib/jig/projects/site"
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.serve.max_active_runs, Some(4));
+        assert_eq!(config.projects[0].name, "site");
+        assert!(HostConfig::parse("[serve]\nsockets='/x'\n").is_err());
+        assert!(HostConfig::parse("[serve]\ntcp='127.0.0.1:1'\n").is_err());
+        assert!(HostConfig::parse("[[projects]]\nname='a'\npath='rel'\n").is_err());
+        assert!(HostConfig::parse("[[projects]]\nname='../a'\npath='/a'\n").is_err());
+        let twice = "[[projects]]\nname='a'\npath='/a'\n[[projects]]\nname='a'\npath='/b'\n";
         assert!(HostConfig::parse(twice).unwrap_err().contains("twice"));
     }
 }

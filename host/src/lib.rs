@@ -14,5 +14,6 @@ pub mod files;
 pub mod plan;
 pub mod providers;
 pub mod sandbox;
+pub mod serve;
 pub mod state;
 pub mod verify;

@@ -10,6 +10,8 @@ mod exit;
 mod provider;
 pub mod receive;
 mod run;
+pub(crate) use run::admitted_package;
+mod serve;
 mod terminal;
 
 pub use exit::{exit_code, CliError};
@@ -169,6 +171,8 @@ enum Command {
         #[command(subcommand)]
         action: config_check::ConfigAction,
     },
+    /// Serve admitted projects over HTTP on a Unix socket (see jig serve --help).
+    Serve(serve::ServeArgs),
     /// Print a shell completion script: jig completions bash|zsh|fish.
     Completions {
         #[arg(value_enum)]
@@ -337,6 +341,7 @@ pub fn main() -> u8 {
             receive: &receive,
         }),
         Command::Runs { action } => runs(&base, action),
+        Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
         Command::Exec {
             package,
             input,
@@ -444,7 +449,7 @@ fn init(destination: &Path, bare: bool) -> Result<u8, CliError> {
     Ok(0)
 }
 
-fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
+pub(crate) fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
     if !dir.join("jig.ts").is_file() {
         return Err(CliError::new(
             "PROJECT_NOT_FOUND",
@@ -454,7 +459,7 @@ fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
     std::fs::canonicalize(dir).map_err(|e| CliError::new("PROJECT_NOT_FOUND", e.to_string()))
 }
 
-fn load_config(path: Option<&Path>) -> Result<HostConfig, CliError> {
+pub(crate) fn load_config(path: Option<&Path>) -> Result<HostConfig, CliError> {
     HostConfig::load(path).map_err(|e| CliError::new(e.code(), e.to_string()))
 }
 
@@ -810,7 +815,7 @@ fn finish_output(terminal: &Value, json_output: bool, stream: Option<receive::St
     }
 }
 
-fn terminal_value(result: &Result<Success, Failure>) -> Value {
+pub(crate) fn terminal_value(result: &Result<Success, Failure>) -> Value {
     match result {
         Ok(success) => json!({
             "status": "succeeded",
@@ -926,7 +931,7 @@ include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
 /// Write the bundled SDKs under `dir` as read-only files: `python/jiggy/`
 /// (for `PYTHONPATH`), `node_modules/@jigging/flow/` (found by Bun and Node
 /// walking up from a package below `dir`), and `import_map.json` for Deno.
-fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let write = |target: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
         if let Some(parent) = target.parent() {

@@ -45,7 +45,10 @@ fn files_error(e: FilesError) -> CliError {
 }
 
 /// The admitted package behind a target: (package path, digest, binding id).
-fn admitted_package(plan: &Value, target: &TargetRef) -> Option<(String, String, Option<String>)> {
+pub(crate) fn admitted_package(
+    plan: &Value,
+    target: &TargetRef,
+) -> Option<(String, String, Option<String>)> {
     let lock = &plan["lock"];
     let (path, binding) = match target {
         TargetRef::Flow(path) => (path.clone(), None),

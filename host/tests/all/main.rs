@@ -25,6 +25,7 @@ mod python_sdk;
 mod records;
 mod rust_component;
 mod scenarios;
+mod serve;
 mod support;
 mod terminal;
 mod typescript;

@@ -1,0 +1,141 @@
+//! `jig serve`: resolve what to serve and how to listen from the flags and
+//! the host configuration's `[serve]` and `[[projects]]`, then hand over to
+//! the library's [`crate::serve`].
+
+use std::path::{Path, PathBuf};
+
+use super::{load_config, parse_timeout, CliError};
+use crate::serve::{self, Limits, Options};
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The Unix socket (default [serve] socket, else $XDG_RUNTIME_DIR/jig/jig.sock,
+    /// else /run/jig/jig.sock). Ignored under systemd socket activation.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Also listen on TCP ADDR (host:port); requires --token-file.
+    #[arg(long, value_name = "ADDR")]
+    tcp: Option<String>,
+    /// The bearer token TCP clients must present.
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Runs executing at once (default [serve] max-active-runs, else the number of CPUs).
+    #[arg(long, value_name = "N")]
+    max_active_runs: Option<usize>,
+    /// Runs waiting for a slot; past it RESOURCE_EXHAUSTED (default 64).
+    #[arg(long, value_name = "N")]
+    max_queued_runs: Option<usize>,
+    /// How long SIGTERM lets Runs finish before cancelling them (default 30s).
+    #[arg(long, value_name = "DURATION")]
+    shutdown_grace: Option<String>,
+}
+
+/// With `-C DIR` the one project in DIR, named by its directory's basename
+/// (made a LocalName); else the configuration's `[[projects]]`.
+pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Result<u8, CliError> {
+    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let config = load_config(config)?;
+    let table = config.serve.clone();
+    let projects = match chdir {
+        Some(dir) => {
+            let root = super::project_root(dir)?;
+            vec![(local_name(&root), root)]
+        }
+        None => config
+            .projects
+            .iter()
+            .map(|p| (p.name.clone(), p.path.clone()))
+            .collect(),
+    };
+    if projects.is_empty() {
+        return Err(usage(
+            "nothing to serve: give -C DIR or declare [[projects]] in the host configuration"
+                .into(),
+        ));
+    }
+    let tcp = args.tcp.or(table.tcp);
+    let token_file = args.token_file.or(table.token_file);
+    let tcp = match (tcp, token_file) {
+        (None, _) => None,
+        (Some(address), Some(token)) => Some((address, token)),
+        (Some(_), None) => return Err(usage("--tcp requires --token-file".into())),
+    };
+    let grace_text = args.shutdown_grace.or(table.shutdown_grace);
+    let shutdown_grace = match grace_text {
+        None => serve::DEFAULT_SHUTDOWN_GRACE,
+        Some(text) => parse_timeout(&text).ok_or_else(|| {
+            usage(format!(
+                "shutdown grace {text:?} is not a positive duration like 30s or 2m"
+            ))
+        })?,
+    };
+    let max_active = args
+        .max_active_runs
+        .or(table.max_active_runs)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if max_active == 0 {
+        return Err(usage("max-active-runs must be at least 1".into()));
+    }
+    let options = Options {
+        projects,
+        socket: args
+            .socket
+            .or(table.socket)
+            .unwrap_or_else(serve::default_socket),
+        tcp,
+        limits: Limits {
+            max_active,
+            max_queued: args
+                .max_queued_runs
+                .or(table.max_queued_runs)
+                .unwrap_or(serve::DEFAULT_MAX_QUEUED_RUNS),
+        },
+        shutdown_grace,
+        config,
+    };
+    serve::serve(options).map_err(|e| CliError::new(e.code, e.message))?;
+    Ok(0)
+}
+
+/// A directory's basename as a LocalName: lowercased, each run of bytes
+/// other than ASCII letters and digits becomes one `-`, cut to the
+/// LocalName limit; an empty result is `project`.
+fn local_name(root: &Path) -> String {
+    let base = root
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let joined = base
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    let mut name: String = joined
+        .chars()
+        .take(flow::wire::MAX_LOCAL_NAME_BYTES)
+        .collect();
+    while name.ends_with('-') {
+        name.pop();
+    }
+    if flow::wire::is_local_name(&name) {
+        name
+    } else {
+        "project".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basenames_become_local_names() {
+        assert_eq!(local_name(Path::new("/srv/site")), "site");
+        assert_eq!(local_name(Path::new("/tmp/.tmpAb_9")), "tmpab-9");
+        assert_eq!(local_name(Path::new("/tmp/__")), "project");
+        assert_eq!(local_name(Path::new("/tmp/123")), "123");
+        for name in ["site", "tmpab-9", "project"] {
+            assert!(flow::wire::is_local_name(name));
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The HTTP API: routes, request parsing and error bodies. Paths are
+//! versioned (`/v1/...`); the OpenAPI document next to this file describes
+//! every route and is checked against this router by the tests.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, MethodRouter};
+use axum::Router;
+use flow::json::Value;
+use serde_json::json;
+
+use super::runner::{Live, Refusal, ServedRun, Server};
+use super::ServeError;
+
+/// Request bodies are JSON/1 documents, bounded by its document limit.
+pub const MAX_BODY_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
+/// `GET .../runs` lists at most this many records (newest first).
+pub const MAX_LIST: usize = 1000;
+pub const DEFAULT_LIST: usize = 50;
+/// The bearer token file is small; anything larger is not a token.
+pub const MAX_TOKEN_BYTES: u64 = 4096;
+/// Event lines buffered per client before its stream waits (the Run never does).
+const CLIENT_BUFFER: usize = 64;
+
+/// The OpenAPI document this router implements.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Every route this router serves (method, path in OpenAPI `{param}`
+/// syntax); the test holds the OpenAPI document to exactly this list.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/v1/health"),
+    ("GET", "/v1/openapi.json"),
+    ("GET", "/metrics"),
+    ("POST", "/v1/projects/{project}/runs"),
+    ("GET", "/v1/projects/{project}/runs"),
+    ("GET", "/v1/projects/{project}/runs/{id}"),
+    ("POST", "/v1/projects/{project}/runs/{id}/cancel"),
+    ("GET", "/v1/projects/{project}/runs/{id}/events"),
+];
+
+fn handler(method: &str, path: &str) -> MethodRouter<Arc<Server>> {
+    match (method, path) {
+        ("GET", "/v1/health") => get(health),
+        ("GET", "/v1/openapi.json") => get(openapi),
+        ("GET", "/metrics") => get(metrics),
+        ("POST", "/v1/projects/{project}/runs") => post(submit),
+        ("GET", "/v1/projects/{project}/runs") => get(list),
+        ("GET", "/v1/projects/{project}/runs/{id}") => get(show),
+        ("POST", "/v1/projects/{project}/runs/{id}/cancel") => post(cancel),
+        ("GET", "/v1/projects/{project}/runs/{id}/events") => get(events),
+        _ => unreachable!("every listed route has a handler"),
+    }
+}
+
+/// The router over [`ROUTES`]; with a token, every request must bear it.
+pub fn router(server: Arc<Server>, token: Option<Arc<Vec<u8>>>) -> Router {
+    let mut routes = Router::new();
+    for (method, path) in ROUTES {
+        routes = routes.route(path, handler(method, path));
+    }
+    let routes = routes
+        .fallback(|| async { error(404, "NOT_FOUND", "no such route") })
+        .with_state(server);
+    match token {
+        None => routes,
+        Some(token) => routes.layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let token = token.clone();
+                async move { authorize(&token, req, next).await }
+            },
+        )),
+    }
+}
+
+/// Read the bearer token TCP clients must present.
+pub fn read_token(path: &Path) -> Result<Arc<Vec<u8>>, ServeError> {
+    let unavailable = |m: String| ServeError {
+        code: "JIG_CONFIG_INVALID",
+        message: m,
+    };
+    let meta = std::fs::metadata(path)
+        .map_err(|e| unavailable(format!("token file {}: {e}", path.display())))?;
+    if meta.len() > MAX_TOKEN_BYTES {
+        return Err(unavailable(format!(
+            "token file {} is larger than {MAX_TOKEN_BYTES} bytes",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| unavailable(format!("token file {}: {e}", path.display())))?;
+    let token = bytes.trim_ascii().to_vec();
+    if token.is_empty() {
+        return Err(unavailable(format!(
+            "token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(Arc::new(token))
+}
+
+async fn authorize(token: &[u8], req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    // Compared in time independent of where the bytes differ.
+    let matches = given.is_some_and(|given| {
+        given.len() == token.len()
+            && given
+                .iter()
+                .zip(token)
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    if !matches {
+        let mut response = error(401, "UNAUTHENTICATED", "a valid bearer token is required");
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
+    }
+    next.run(req).await
+}
+
+fn json_response(status: u16, value: &Value) -> Response {
+    let mut body = flow::json::canonical(value);
+    body.push(b'\n');
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+fn error(status: u16, code: &str, message: &str) -> Response {
+    json_response(status, &json!({"code": code, "message": message}))
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error(self.status, &self.code, &self.message)
+    }
+}
+
+async fn health(State(server): State<Arc<Server>>) -> Response {
+    json_response(
+        200,
+        &json!({
+            "status": if server.accepting() { "ok" } else { "draining" },
+            "projects": server.project_names(),
+        }),
+    )
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        OPENAPI.as_bytes(),
+    )
+        .into_response()
+}
+
+async fn metrics(State(server): State<Arc<Server>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        server.metrics_text(),
+    )
+        .into_response()
+}
+
+/// The submission body: `{target, input?, key?, timeout?, receive?}`.
+fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
+    let invalid = |m: String| Refusal::new(400, "INVALID_REQUEST", m);
+    let value = flow::json::parse(bytes)
+        .map_err(|e| invalid(format!("the body is not a JSON/1 document: {e}")))?;
+    let Some(object) = value.as_object() else {
+        return Err(invalid("the body must be a JSON object".into()));
+    };
+    for name in object.keys() {
+        if !["target", "input", "key", "timeout", "receive"].contains(&name.as_str()) {
+            return Err(invalid(format!("unknown member {name:?}")));
+        }
+    }
+    let text = |name: &str| -> Result<Option<String>, Refusal> {
+        match object.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(invalid(format!("{name} must be a string"))),
+        }
+    };
+    let target = text("target")?.ok_or_else(|| invalid("target is required".into()))?;
+    let receive = match object.get("receive") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| invalid("receive must be an array of channel names".into()))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("receive must be an array of channel names".into())),
+    };
+    Ok(ServedRun {
+        target,
+        input: object.get("input").cloned().unwrap_or(Value::Null),
+        key: text("key")?,
+        timeout: text("timeout")?,
+        receive,
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct SubmitQuery {
+    /// `false`: answer 202 at once instead of waiting for the terminal.
+    wait: Option<bool>,
+}
+
+async fn submit(
+    State(server): State<Arc<Server>>,
+    UrlPath(project): UrlPath<String>,
+    Query(query): Query<SubmitQuery>,
+    body: Body,
+) -> Response {
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return error(
+                413,
+                "INVALID_REQUEST",
+                &format!("the body is larger than the JSON/1 limit of {MAX_BODY_BYTES} bytes"),
+            )
+        }
+    };
+    let request = match parse_submission(&bytes) {
+        Ok(request) => request,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let (record, live) = match server.submit(&project, request) {
+        Ok(submitted) => submitted,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if query.wait == Some(false) {
+        let mut response = json_response(
+            202,
+            &json!({"runId": record.id, "status": record.status().as_str()}),
+        );
+        if let Ok(location) =
+            HeaderValue::from_str(&format!("/v1/projects/{project}/runs/{}", record.id))
+        {
+            response.headers_mut().insert(header::LOCATION, location);
+        }
+        return response;
+    }
+    // A replay of a Run still in flight here waits for it too.
+    if let Some(live) = live.or_else(|| server.live(&record.id)) {
+        wait_finished(&live).await;
+    }
+    match server.record(&project, &record.id) {
+        Ok(record) => json_response(
+            200,
+            &record
+                .terminal()
+                .cloned()
+                .unwrap_or_else(|| json!({"status": "pending", "runId": record.id})),
+        ),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+async fn wait_finished(live: &Live) {
+    let mut changes = live.subscribe();
+    loop {
+        if live.read_from(usize::MAX).1 {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    limit: Option<usize>,
+}
+
+async fn list(
+    State(server): State<Arc<Server>>,
+    UrlPath(project): UrlPath<String>,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let limit = query.limit.unwrap_or(DEFAULT_LIST).min(MAX_LIST);
+    match server.list(&project, limit) {
+        Ok(records) => json_response(
+            200,
+            &json!({"runs": records.into_iter().map(|r| r.value).collect::<Vec<_>>()}),
+        ),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+async fn show(
+    State(server): State<Arc<Server>>,
+    UrlPath((project, id)): UrlPath<(String, String)>,
+) -> Response {
+    match server.record(&project, &id) {
+        Ok(record) => json_response(200, &record.value),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+async fn cancel(
+    State(server): State<Arc<Server>>,
+    UrlPath((project, id)): UrlPath<(String, String)>,
+) -> Response {
+    match server.cancel(&project, &id) {
+        Ok((record, true)) => {
+            json_response(202, &json!({"runId": record.id, "status": "cancelling"}))
+        }
+        Ok((record, false)) => json_response(
+            200,
+            &json!({"runId": record.id, "status": record.status().as_str()}),
+        ),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+async fn events(
+    State(server): State<Arc<Server>>,
+    UrlPath((project, id)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let record = match server.record(&project, &id) {
+        Ok(record) => record,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let frame = move |line: &[u8]| -> Bytes {
+        if sse {
+            let mut out = b"data: ".to_vec();
+            out.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(line));
+            out.extend_from_slice(b"\n\n");
+            Bytes::from(out)
+        } else {
+            Bytes::copy_from_slice(line)
+        }
+    };
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(CLIENT_BUFFER);
+    match server.live(&id) {
+        Some(live) => {
+            tokio::spawn(async move {
+                let mut changes = live.subscribe();
+                let mut next = 0;
+                loop {
+                    let (lines, finished) = live.read_from(next);
+                    next += lines.len();
+                    for line in lines {
+                        if tx.send(Ok(frame(&line))).await.is_err() {
+                            return;
+                        }
+                    }
+                    if finished && live.read_from(next).0.is_empty() {
+                        return;
+                    }
+                    if changes.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        None => {
+            // Not held in memory (settled long ago, or before a restart):
+            // the recorded terminal is the whole stream.
+            let line = match record.terminal() {
+                Some(terminal) => json!({"type": "terminal", "result": terminal}),
+                None => json!({"type": "status", "status": "pending", "runId": record.id}),
+            };
+            let mut bytes = flow::json::canonical(&line);
+            bytes.push(b'\n');
+            let _ = tx.try_send(Ok(frame(&bytes)));
+        }
+    }
+    let content_type = if sse {
+        "text/event-stream"
+    } else {
+        "application/x-ndjson"
+    };
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn submission_bodies_are_strict() {
+        assert!(parse_submission(br#"{"target":"flow:flows/a","input":1}"#).is_ok());
+        let code = |b: &[u8]| parse_submission(b).err().unwrap().code;
+        assert_eq!(code(b"{"), "INVALID_REQUEST");
+        assert_eq!(code(b"[]"), "INVALID_REQUEST");
+        assert_eq!(code(br#"{"input":1}"#), "INVALID_REQUEST");
+        assert_eq!(code(br#"{"target":"x","extra":1}"#), "INVALID_REQUEST");
+        assert_eq!(code(br#"{"target":"x","receive":[1]}"#), "INVALID_REQUEST");
+        assert_eq!(code(br#"{"target":"x","a":1,"a":2}"#), "INVALID_REQUEST");
+    }
+}

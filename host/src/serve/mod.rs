@@ -1,0 +1,227 @@
+//! `jig serve`: a long-running host that takes Runs over HTTP/1.1 + JSON on
+//! a Unix socket (or, with a bearer token, TCP) for projects it holds open.
+//!
+//! It never reviews: each new Run reads the project's current admitted
+//! generation, and a Run keeps the generation it started with. Every Run
+//! goes through the same record-before-dispatch rules as `jig run`, and
+//! the bounds (active Runs, a bounded queue, JSON/1 body limits) refuse
+//! work before anything is recorded.
+
+mod api;
+mod runner;
+
+use std::future::IntoFuture;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use api::{MAX_BODY_BYTES, OPENAPI, ROUTES};
+pub use runner::{Limits, ServedRun};
+
+use crate::config::HostConfig;
+
+/// Runs waiting for an active slot, when neither flag nor table says.
+pub const DEFAULT_MAX_QUEUED_RUNS: usize = 64;
+/// How long SIGTERM lets Runs finish before cancelling them.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// After the grace, how long cancelled Runs get to be fenced and cleaned
+/// before the daemon exits anyway (their records are then fenced by the
+/// next start, `COORDINATOR_LOST`).
+pub const CANCEL_FENCE_BUDGET: Duration = Duration::from_secs(30);
+/// systemd socket activation passes listening sockets from this descriptor.
+pub const SD_LISTEN_FDS_START: i32 = 3;
+
+/// What `jig serve` was asked, with the host configuration applied.
+pub struct Options {
+    /// (LocalName, project root).
+    pub projects: Vec<(String, PathBuf)>,
+    pub socket: PathBuf,
+    pub tcp: Option<(String, PathBuf)>,
+    pub limits: Limits,
+    pub shutdown_grace: Duration,
+    pub config: HostConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ServeError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ServeError {
+    fn new(code: &'static str, message: impl Into<String>) -> ServeError {
+        ServeError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The default socket: `$XDG_RUNTIME_DIR/jig/jig.sock`, else
+/// `/run/jig/jig.sock`.
+pub fn default_socket() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("jig").join("jig.sock"),
+        None => PathBuf::from("/run/jig/jig.sock"),
+    }
+}
+
+/// The Unix listener systemd passed this process, if `LISTEN_PID` names
+/// it. The variables are removed so Runs never inherit them.
+fn activated_listener() -> Option<std::os::unix::net::UnixListener> {
+    use std::os::fd::FromRawFd;
+    let pid = std::env::var("LISTEN_PID").ok()?.parse::<u32>().ok()?;
+    let fds = std::env::var("LISTEN_FDS").ok()?.parse::<i32>().ok()?;
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    if pid != std::process::id() || fds < 1 {
+        return None;
+    }
+    // SAFETY: systemd hands this process descriptor 3 as a listening
+    // socket when LISTEN_PID names it; nothing else owns it.
+    Some(unsafe { std::os::unix::net::UnixListener::from_raw_fd(SD_LISTEN_FDS_START) })
+}
+
+/// Bind `path` (mode 0600, in a 0700 directory created if missing). A
+/// stale socket file from a killed daemon is replaced; anything else at
+/// that path is refused.
+fn bind_socket(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeError> {
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+    let unavailable = |e: std::io::Error| {
+        ServeError::new(
+            "UNAVAILABLE",
+            format!("cannot listen on {}: {e}", path.display()),
+        )
+    };
+    if let Some(parent) = path.parent() {
+        if !parent.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(unavailable)?;
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ServeError::new(
+                    "PROJECT_BUSY",
+                    format!("another jig serve listens on {}", path.display()),
+                ));
+            }
+            std::fs::remove_file(path).map_err(unavailable)?;
+        }
+        Ok(_) => {
+            return Err(ServeError::new(
+                "UNAVAILABLE",
+                format!("{} exists and is not a socket", path.display()),
+            ))
+        }
+        Err(_) => {}
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(unavailable)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(unavailable)?;
+    Ok(listener)
+}
+
+/// Serve until SIGTERM or SIGINT, then drain (see [`runner::Server::drain`]).
+pub fn serve(options: Options) -> Result<(), ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ServeError::new("INTERNAL", e.to_string()))?;
+    runtime.block_on(serve_async(options))
+}
+
+async fn serve_async(options: Options) -> Result<(), ServeError> {
+    let server = Arc::new(runner::Server::open(
+        &options.projects,
+        options.config,
+        options.limits,
+    )?);
+    let (listener, bound) = match activated_listener() {
+        Some(listener) => (listener, None),
+        None => (bind_socket(&options.socket)?, Some(options.socket.clone())),
+    };
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| ServeError::new("UNAVAILABLE", e.to_string()))?;
+    let listener = tokio::net::UnixListener::from_std(listener)
+        .map_err(|e| ServeError::new("UNAVAILABLE", e.to_string()))?;
+    let tcp = match &options.tcp {
+        None => None,
+        Some((address, token_file)) => {
+            let token = api::read_token(token_file)?;
+            let tcp = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+                ServeError::new("UNAVAILABLE", format!("cannot listen on {address}: {e}"))
+            })?;
+            Some((tcp, token))
+        }
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let unix = tokio::spawn(
+        axum::serve(listener, api::router(server.clone(), None))
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let tcp = tcp.map(|(tcp, token)| {
+        tokio::spawn(
+            axum::serve(tcp, api::router(server.clone(), Some(token)))
+                .with_graceful_shutdown(stopped(stop_rx.clone()))
+                .into_future(),
+        )
+    });
+    eprintln!(
+        "jig serve: listening on {} for {}",
+        bound
+            .as_deref()
+            .map_or("the activated socket".to_string(), |p| p
+                .display()
+                .to_string()),
+        options
+            .projects
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    wait_for_signal().await;
+    server.drain(options.shutdown_grace).await;
+    let _ = stop_tx.send(true);
+    // Open keep-alive connections and finished streams end promptly.
+    let _ = tokio::time::timeout(Duration::from_secs(5), unix).await;
+    if let Some(tcp) = tcp {
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp).await;
+    }
+    if let Some(path) = bound {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    tokio::select! {
+        _ = received(term.as_mut()) => {}
+        _ = received(int.as_mut()) => {}
+    }
+}
+
+/// The next delivery of `signal` (never, if it could not be installed).
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}

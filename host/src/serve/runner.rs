@@ -1,0 +1,659 @@
+//! The served projects and their Runs: submission under the `jig run`
+//! rules, a bounded queue in front of a fixed number of active slots, the
+//! per-Run event log streams read from, and the drain on shutdown.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use flow::json::Value;
+use flow::package::Package;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use tokio::sync::{watch, Semaphore};
+
+use super::ServeError;
+use crate::cli::receive;
+use crate::config::HostConfig;
+use crate::exec::{Executor, Invocation, RootChannels, TargetRef};
+use crate::providers::ProviderSet;
+use crate::state::{self, ProjectState, RunRecord, Submission};
+
+/// Finished Runs whose event logs stay readable in memory (older ones
+/// answer their events with the recorded terminal alone).
+pub const MAX_FINISHED_LOGS: usize = 256;
+
+/// How many Runs the daemon holds at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_active: usize,
+    pub max_queued: usize,
+}
+
+/// A refusal with the CLI's code and the HTTP status that fits it.
+#[derive(Debug)]
+pub struct Refusal {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A parsed submission (`POST /v1/projects/{project}/runs`).
+pub struct ServedRun {
+    pub target: String,
+    pub input: Value,
+    pub key: Option<String>,
+    pub timeout: Option<String>,
+    pub receive: Vec<String>,
+}
+
+/// One project the daemon holds open for as long as it serves.
+struct Project {
+    state: ProjectState,
+    /// Key lookup and recording happen one submission at a time, so two
+    /// submissions with one key make one Run.
+    submitting: Mutex<()>,
+}
+
+/// One Run's event log: NDJSON lines, appended by the Run, read by any
+/// number of clients at their own pace (a slow client never holds the Run).
+pub struct Live {
+    lines: Mutex<Vec<Arc<Vec<u8>>>>,
+    appended: watch::Sender<usize>,
+    cancel: watch::Sender<bool>,
+    finished: AtomicBool,
+}
+
+impl Live {
+    fn new() -> Arc<Live> {
+        Arc::new(Live {
+            lines: Mutex::new(Vec::new()),
+            appended: watch::channel(0).0,
+            cancel: watch::channel(false).0,
+            finished: AtomicBool::new(false),
+        })
+    }
+
+    fn push(&self, line: Vec<u8>) {
+        let mut lines = self.lines.lock().unwrap();
+        lines.push(Arc::new(line));
+        let n = lines.len();
+        drop(lines);
+        self.appended.send_replace(n);
+    }
+
+    fn push_value(&self, value: &Value) {
+        let mut line = flow::json::canonical(value);
+        line.push(b'\n');
+        self.push(line);
+    }
+
+    /// Lines from `from`, and whether the log is complete after them.
+    pub fn read_from(&self, from: usize) -> (Vec<Arc<Vec<u8>>>, bool) {
+        let finished = self.finished.load(Ordering::SeqCst);
+        let lines = self.lines.lock().unwrap();
+        (lines[from.min(lines.len())..].to_vec(), finished)
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<usize> {
+        self.appended.subscribe()
+    }
+}
+
+/// The `--receive` stream writes whole lines; each becomes one event.
+struct LogWriter(Arc<Live>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.push(buf.to_vec());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+struct Metrics {
+    registry: Registry,
+    runs: Family<Vec<(String, String)>, Counter>,
+    durations: Histogram,
+    active: Gauge,
+    queued: Gauge,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let runs = Family::<Vec<(String, String)>, Counter>::default();
+        let durations = Histogram::new([
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ]);
+        let active = Gauge::default();
+        let queued = Gauge::default();
+        registry.register(
+            "jig_runs",
+            "Runs settled by this daemon, by terminal status",
+            runs.clone(),
+        );
+        registry.register(
+            "jig_run_duration_seconds",
+            "Time from submission to terminal",
+            durations.clone(),
+        );
+        registry.register("jig_active_runs", "Runs executing now", active.clone());
+        registry.register(
+            "jig_queued_runs",
+            "Runs accepted and waiting for a slot",
+            queued.clone(),
+        );
+        Metrics {
+            registry,
+            runs,
+            durations,
+            active,
+            queued,
+        }
+    }
+}
+
+pub struct Server {
+    projects: BTreeMap<String, Arc<Project>>,
+    config: Arc<HostConfig>,
+    providers: Arc<ProviderSet>,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    limits: Limits,
+    slots: Arc<Semaphore>,
+    /// Runs accepted and not yet settled (active + queued).
+    held: AtomicUsize,
+    accepting: AtomicBool,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    finished: Mutex<VecDeque<String>>,
+    settled: tokio::sync::Notify,
+    metrics: Metrics,
+}
+
+impl Server {
+    /// Acquire every project and fence the Runs a previous coordinator left
+    /// pending (`COORDINATOR_LOST`, never redispatched).
+    pub fn open(
+        projects: &[(String, PathBuf)],
+        config: HostConfig,
+        limits: Limits,
+    ) -> Result<Server, ServeError> {
+        // One envelope provider for the process: its host cgroup is named
+        // by the pid, so every Run's group is a child of that one group.
+        let sandbox =
+            crate::sandbox::select(&config).map_err(|e| ServeError::new("UNAVAILABLE", e))?;
+        let mut held = BTreeMap::new();
+        for (name, root) in projects {
+            if !root.join("jig.ts").is_file() {
+                return Err(ServeError::new(
+                    "PROJECT_NOT_FOUND",
+                    format!("project {name}: no jig.ts in {}", root.display()),
+                ));
+            }
+            let state = ProjectState::acquire(root).map_err(|e| ServeError {
+                code: e.code(),
+                message: format!("project {name}: {e}"),
+            })?;
+            let fenced = state.runs().fence_lost().map_err(|e| ServeError {
+                code: e.code(),
+                message: format!("project {name}: {e}"),
+            })?;
+            if fenced > 0 {
+                eprintln!("jig serve: project {name}: {fenced} Run(s) left by a lost coordinator settled COORDINATOR_LOST");
+            }
+            held.insert(
+                name.clone(),
+                Arc::new(Project {
+                    state,
+                    submitting: Mutex::new(()),
+                }),
+            );
+        }
+        Ok(Server {
+            projects: held,
+            providers: Arc::new(ProviderSet::new(config.providers.clone())),
+            config: Arc::new(config),
+            sandbox,
+            limits,
+            slots: Arc::new(Semaphore::new(limits.max_active)),
+            held: AtomicUsize::new(0),
+            accepting: AtomicBool::new(true),
+            live: Mutex::new(HashMap::new()),
+            finished: Mutex::new(VecDeque::new()),
+            settled: tokio::sync::Notify::new(),
+            metrics: Metrics::new(),
+        })
+    }
+
+    pub fn project_names(&self) -> Vec<String> {
+        self.projects.keys().cloned().collect()
+    }
+
+    pub fn accepting(&self) -> bool {
+        self.accepting.load(Ordering::SeqCst)
+    }
+
+    fn project(&self, name: &str) -> Result<&Arc<Project>, Refusal> {
+        self.projects.get(name).ok_or_else(|| {
+            Refusal::new(
+                404,
+                "PROJECT_NOT_FOUND",
+                format!("this daemon serves no project {name:?}"),
+            )
+        })
+    }
+
+    /// Submit a Run. Everything that can refuse it does so before it is
+    /// recorded; a key already used with identical content returns that Run.
+    /// Returns the record and, for a new Run, its event log.
+    pub fn submit(
+        self: &Arc<Self>,
+        project_name: &str,
+        request: ServedRun,
+    ) -> Result<(RunRecord, Option<Arc<Live>>), Refusal> {
+        let project = self.project(project_name)?.clone();
+        if !self.accepting() {
+            return Err(Refusal::new(
+                503,
+                "PROJECT_CLOSED",
+                "the daemon is shutting down and accepts no new Runs",
+            ));
+        }
+        let target = TargetRef::parse(&request.target).ok_or_else(|| {
+            Refusal::new(
+                400,
+                "JIG_RUN_TARGET_INVALID",
+                format!("{:?} is not flow:<path> or binding:<id>", request.target),
+            )
+        })?;
+        let timeout = match &request.timeout {
+            None => crate::cli::DEFAULT_TIMEOUT,
+            Some(text) => crate::cli::parse_timeout(text).ok_or_else(|| {
+                Refusal::new(
+                    400,
+                    "JIG_RUN_TIMEOUT_INVALID",
+                    format!(
+                        "{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"
+                    ),
+                )
+            })?,
+        };
+        if request
+            .key
+            .as_deref()
+            .is_some_and(|k| k.is_empty() || k.len() > 128)
+        {
+            return Err(Refusal::new(
+                400,
+                "INVALID_REQUEST",
+                "key must be 1 to 128 bytes",
+            ));
+        }
+        let names = receive::parse(&request.receive)
+            .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
+        let _one_at_a_time = project.submitting.lock().unwrap();
+        let state = &project.state;
+        let internal = |e: state::StateError| Refusal::new(500, e.code(), e.to_string());
+        let Some(generation) = state.current().map_err(internal)? else {
+            return Err(Refusal::new(
+                409,
+                "ADMISSION_MISSING",
+                "the project has no usable reviewed revision; complete jig review before running",
+            ));
+        };
+        if !Executor::is_target(&generation.plan, &target) {
+            return Err(Refusal::new(
+                404,
+                "JIG_RUN_TARGET_INVALID",
+                format!("{target} is not an admitted target"),
+            ));
+        }
+        let (_, package_digest, _) = crate::cli::admitted_package(&generation.plan, &target)
+            .ok_or_else(|| {
+                Refusal::new(
+                    500,
+                    "PROJECT_STATE_INVALID",
+                    format!("{target} has no admitted package"),
+                )
+            })?;
+        let package = state
+            .store()
+            .get_package(&package_digest)
+            .map_err(internal)
+            .and_then(|files| {
+                Package::from_files(files)
+                    .map_err(|e| Refusal::new(500, "PROJECT_STATE_INVALID", e.to_string()))
+            })?;
+        if !package.metadata().attachments.is_empty() || crate::plan::uses_run_checkpoint(&package)
+        {
+            return Err(Refusal::new(
+                400,
+                "JIG_RUN_FILES_INVALID",
+                format!("{target} is a file Run (attachments or checkpoints); this daemon serves direct Runs only"),
+            ));
+        }
+        receive::check(&package, &names)
+            .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
+        // The same content identity as `jig run` without attachments, so a
+        // key means the same thing through either door.
+        let captured = crate::files::capture(&crate::files::Request::default(), state.root())
+            .map_err(|e| Refusal::new(500, e.code, e.message))?;
+        let input_digest = state::sha256_digest(&flow::json::canonical(&request.input));
+        let content = json!({
+            "target": target.to_string(),
+            "inputDigest": input_digest,
+            "attachments": captured.manifest(),
+            "output": null,
+            "generation": generation.number,
+            "timeoutMs": timeout.as_millis() as u64,
+        });
+        let runs = state.runs();
+        let record_error = |e: state::RunsError| {
+            let status = if e.code() == "SUBMISSION_CONFLICT" {
+                409
+            } else {
+                500
+            };
+            Refusal::new(status, e.code(), e.to_string())
+        };
+        if let Some(key) = request.key.as_deref() {
+            if let Some(existing) = runs.lookup(key, &content).map_err(record_error)? {
+                return Ok((existing, None));
+            }
+        }
+        // The bound: refused before anything is recorded.
+        let bound = self.limits.max_active + self.limits.max_queued;
+        if self
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < bound).then_some(n + 1)
+            })
+            .is_err()
+        {
+            return Err(Refusal::new(
+                429,
+                "RESOURCE_EXHAUSTED",
+                format!(
+                    "{} Runs are active and {} queued, the most this daemon holds",
+                    self.limits.max_active, self.limits.max_queued
+                ),
+            ));
+        }
+        let record = match runs.submit(request.key.as_deref(), content) {
+            Ok(Submission::New(record)) => record,
+            Ok(Submission::Existing(record)) => {
+                self.release();
+                return Ok((record, None));
+            }
+            Err(e) => {
+                self.release();
+                return Err(record_error(e));
+            }
+        };
+        let live = Live::new();
+        live.push_value(&json!({"type": "status", "status": "queued", "runId": record.id}));
+        self.live
+            .lock()
+            .unwrap()
+            .insert(record.id.clone(), live.clone());
+        self.metrics.queued.inc();
+        let method = Dispatch {
+            target,
+            input: request.input,
+            timeout,
+            names,
+            package,
+            plan: generation.plan,
+        };
+        let this = self.clone();
+        let started = Instant::now();
+        let task_record = record.clone();
+        let task_live = live.clone();
+        let task_project = project.clone();
+        tokio::spawn(async move {
+            this.execute(task_project, task_record, task_live, method, started)
+                .await
+        });
+        Ok((record, Some(live)))
+    }
+
+    fn release(&self) {
+        self.held.fetch_sub(1, Ordering::SeqCst);
+        self.settled.notify_waiters();
+    }
+
+    async fn execute(
+        self: Arc<Self>,
+        project: Arc<Project>,
+        mut record: RunRecord,
+        live: Arc<Live>,
+        dispatch: Dispatch,
+        started: Instant,
+    ) {
+        let permit = self.slots.clone().acquire_owned().await;
+        self.metrics.queued.dec();
+        self.metrics.active.inc();
+        live.push_value(&json!({"type": "status", "status": "running", "runId": record.id}));
+        let terminal = self
+            .run_one(&project, &record, &live, dispatch)
+            .await
+            .unwrap_or_else(|message| {
+                // Never dispatched: settled failed, and the log still ends
+                // with the terminal.
+                let terminal = json!({
+                    "status": "failed",
+                    "code": "EXECUTION_FAILED",
+                    "message": message,
+                    "runId": record.id,
+                    "diagnostics": crate::exec::Diagnostics::default().to_value(),
+                });
+                live.push_value(&json!({"type": "terminal", "result": terminal}));
+                terminal
+            });
+        let runs = project.state.runs();
+        if let Err(e) = runs.settle(&mut record, terminal.clone()) {
+            eprintln!("jig serve: Run {} could not be settled: {e}", record.id);
+        }
+        drop(permit);
+        self.metrics.active.dec();
+        let status = terminal["status"].as_str().unwrap_or("lost").to_string();
+        self.metrics
+            .runs
+            .get_or_create(&vec![("status".to_string(), status)])
+            .inc();
+        self.metrics
+            .durations
+            .observe(started.elapsed().as_secs_f64());
+        live.finished.store(true, Ordering::SeqCst);
+        live.appended.send_modify(|_| {});
+        let mut finished = self.finished.lock().unwrap();
+        finished.push_back(record.id.clone());
+        if finished.len() > MAX_FINISHED_LOGS {
+            if let Some(old) = finished.pop_front() {
+                self.live.lock().unwrap().remove(&old);
+            }
+        }
+        drop(finished);
+        self.release();
+    }
+
+    /// Execute one recorded Run to its terminal, channel lines into its
+    /// log through the `--receive` stream (bounded as for the CLI).
+    async fn run_one(
+        &self,
+        project: &Project,
+        record: &RunRecord,
+        live: &Arc<Live>,
+        dispatch: Dispatch,
+    ) -> Result<Value, String> {
+        let state = &project.state;
+        let sandbox = self.sandbox.clone();
+        let work_root = state.run_dir(&record.id).map_err(|e| e.to_string())?;
+        let executor = Arc::new(
+            Executor::new(
+                state.store(),
+                work_root.join("runs"),
+                dispatch.plan,
+                self.providers.clone(),
+                sandbox,
+                work_root.clone(),
+            )
+            .with_support_writer(crate::cli::write_runtime_support)
+            .with_repository(crate::exec::Repository {
+                root: state.root().to_path_buf(),
+                secrets: self.config.secrets.clone(),
+            })
+            .with_agent(self.config.agent.table()),
+        );
+        let mut channels = RootChannels::none();
+        let broker = channels.broker.clone();
+        let host = channels.host;
+        let mut receivers = Vec::new();
+        if !dispatch.names.is_empty() {
+            let (writers, created) = broker
+                .host_receivers(host, &dispatch.package, &dispatch.names)
+                .map_err(|e| e.message)?;
+            channels.writers = writers;
+            receivers = created;
+        }
+        let stream = Arc::new(receive::Stream::start(LogWriter(live.clone())));
+        let pump = tokio::spawn(receive::pump(
+            broker.clone(),
+            host,
+            receivers,
+            stream.clone(),
+        ));
+        let deadline_unix_ms = state::now_unix_ms() + dispatch.timeout.as_millis() as u64;
+        let cancel = live.cancel.subscribe();
+        let run = executor.run_root(
+            Invocation {
+                target: dispatch.target,
+                input: dispatch.input,
+                deadline_unix_ms,
+                cancel,
+                attachments: Vec::new(),
+                run: None,
+            },
+            channels,
+        );
+        tokio::pin!(run);
+        let mut faulted = false;
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                _ = receive::watch(&stream), if !faulted => {
+                    faulted = true;
+                    live.cancel.send_replace(true);
+                }
+            }
+        };
+        broker.fail_held_writers(host);
+        let _ = pump.await;
+        broker.finish(host, true);
+        let cleanup = crate::files::remove_tree(&work_root);
+        let mut terminal = crate::cli::terminal_value(&result);
+        terminal["runId"] = json!(record.id);
+        let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
+        let line = terminal.clone();
+        let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
+        if let Err(e) = cleanup {
+            eprintln!(
+                "jig serve: JIG_CLEANUP_FAILED: Run {}: private files could not be removed: {e}",
+                record.id
+            );
+        }
+        Ok(terminal)
+    }
+
+    pub fn record(&self, project: &str, id: &str) -> Result<RunRecord, Refusal> {
+        let project = self.project(project)?;
+        project
+            .state
+            .runs()
+            .load(id)
+            .map_err(|e| Refusal::new(404, e.code(), e.to_string()))
+    }
+
+    pub fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Refusal> {
+        let project = self.project(project)?;
+        let mut runs = project
+            .state
+            .runs()
+            .list()
+            .map_err(|e| Refusal::new(500, e.code(), e.to_string()))?;
+        runs.truncate(limit);
+        Ok(runs)
+    }
+
+    pub fn live(&self, id: &str) -> Option<Arc<Live>> {
+        self.live.lock().unwrap().get(id).cloned()
+    }
+
+    /// Ask a Run to cancel. Returns whether it was still running here.
+    pub fn cancel(&self, project: &str, id: &str) -> Result<(RunRecord, bool), Refusal> {
+        let record = self.record(project, id)?;
+        let live = self.live(id).filter(|l| !l.finished.load(Ordering::SeqCst));
+        if let Some(live) = &live {
+            live.cancel.send_replace(true);
+        }
+        Ok((record, live.is_some()))
+    }
+
+    pub fn metrics_text(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.metrics.registry);
+        out
+    }
+
+    /// Stop admission; let held Runs finish within `grace`; then cancel the
+    /// rest and wait (within [`super::CANCEL_FENCE_BUDGET`]) until each is
+    /// fenced, cleaned and settled.
+    pub async fn drain(&self, grace: Duration) {
+        self.accepting.store(false, Ordering::SeqCst);
+        let all_settled = || async {
+            loop {
+                let notified = self.settled.notified();
+                if self.held.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(grace, all_settled()).await.is_ok() {
+            return;
+        }
+        let held = self.held.load(Ordering::SeqCst);
+        eprintln!("jig serve: shutdown grace over; cancelling {held} Run(s)");
+        for live in self.live.lock().unwrap().values() {
+            live.cancel.send_replace(true);
+        }
+        let _ = tokio::time::timeout(super::CANCEL_FENCE_BUDGET, all_settled()).await;
+    }
+}
+
+struct Dispatch {
+    target: TargetRef,
+    input: Value,
+    timeout: Duration,
+    names: Vec<String>,
+    package: Package,
+    plan: Value,
+}

@@ -1,0 +1,785 @@
+//! `jig serve` through the real daemon and a real HTTP client (`curl
+//! --unix-socket`): submission, records, events, cancellation, keys,
+//! bounds, bad input, concurrency, SIGTERM and SIGKILL.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const ECHO_PY: &str = "from jiggy.flow import handle\n\
+async def run(context):\n    return {'outcome': 'done', 'output': context.input}\n\
+handle(run)\n";
+
+/// Sleeps `input` seconds, then answers.
+const SLEEP_PY: &str = "import asyncio\nfrom jiggy.flow import handle\n\
+async def run(context):\n    await asyncio.sleep(context.input)\n    return {'outcome': 'done', 'output': 'slept'}\n\
+handle(run)\n";
+
+/// Sends three items on `events`, then waits to be cancelled.
+const TICKER_PY: &str = "import asyncio\nfrom jiggy.flow import handle\n\
+async def run(context):\n    events = context.channels['events']\n    \
+for i in range(3):\n        await events.send({'i': i})\n    \
+await asyncio.sleep(120)\n    return {'outcome': 'done', 'output': 'late'}\n\
+handle(run)\n";
+
+fn flow_md(name: &str, extra: &str) -> String {
+    format!("---\nname: {name}\ndescription: A served test Flow.\n{extra}---\n")
+}
+
+/// A reviewed project with `flows/echo`, `flows/sleep` and `flows/ticker`
+/// in `root`.
+fn served_project(root: &Path) {
+    write_files(
+        root,
+        &[
+            ("jig.ts", JIG_TS),
+            ("flows/echo/FLOW.md", &flow_md("echo", "")),
+            ("flows/echo/flow.py", ECHO_PY),
+            ("flows/sleep/FLOW.md", &flow_md("sleep", "")),
+            ("flows/sleep/flow.py", SLEEP_PY),
+            (
+                "flows/ticker/FLOW.md",
+                &flow_md("ticker", "channels:\n  events:\n    direction: send\n"),
+            ),
+            ("flows/ticker/flow.py", TICKER_PY),
+        ],
+    );
+    review(root);
+}
+
+struct Daemon {
+    child: Option<Child>,
+    socket: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(project: &Path, extra: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("jig.sock");
+        let log = dir.path().join("serve.log");
+        let child = jig(project)
+            .args(["-C", project.to_str().unwrap(), "serve", "--socket"])
+            .arg(&socket)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let daemon = Daemon {
+            child: Some(child),
+            socket,
+            log,
+            _dir: dir,
+        };
+        let started = Instant::now();
+        loop {
+            if daemon.socket.exists() && daemon.call("GET", "/v1/health", None).0 == 200 {
+                return daemon;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the daemon did not come up: {}",
+                daemon.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn curl(&self) -> Command {
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "--unix-socket"]).arg(&self.socket);
+        curl
+    }
+
+    /// One request: (HTTP status, body).
+    fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[&str],
+    ) -> (u16, String) {
+        let mut curl = self.curl();
+        curl.args(["-X", method, "-w", "\n%{http_code}"]);
+        for h in headers {
+            curl.args(["-H", h]);
+        }
+        if body.is_some() {
+            curl.args([
+                "-H",
+                "content-type: application/json",
+                "--data-binary",
+                "@-",
+            ]);
+        }
+        let mut child = curl
+            .arg(format!("http://jig{path}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(body) = body {
+            let _ = stdin.write_all(body);
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (status.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        let (status, text) = self.raw(method, path, bytes.as_deref(), &[]);
+        let value = serde_json::from_str(text.trim()).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    fn submit(&self, body: Value) -> (u16, Value) {
+        self.call("POST", "/v1/projects/p/runs", Some(body))
+    }
+
+    fn runs(&self) -> Vec<Value> {
+        let (status, list) = self.call("GET", "/v1/projects/p/runs?limit=1000", None);
+        assert_eq!(status, 200, "{list}");
+        list["runs"].as_array().unwrap().clone()
+    }
+
+    fn signal(&mut self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.as_ref().unwrap().id() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+
+    fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.take().unwrap().wait().unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The served project is named by its directory's basename; tests name it
+/// `p` by serving a directory called `p`.
+fn served() -> (tempfile::TempDir, PathBuf) {
+    let outer = tempfile::tempdir().unwrap();
+    let path = outer.path().join("p");
+    served_project(&path);
+    (outer, path)
+}
+
+fn start(extra: &[&str]) -> (tempfile::TempDir, PathBuf, Daemon) {
+    let (outer, path) = served();
+    let daemon = Daemon::start(&path, extra);
+    (outer, path, daemon)
+}
+
+/// Read NDJSON lines from a streaming `curl -N` until `stop` holds.
+fn read_until(reader: &mut impl BufRead, lines: &mut Vec<Value>, stop: impl Fn(&[Value]) -> bool) {
+    while !stop(lines) {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return;
+        }
+        lines.push(serde_json::from_str(line.trim()).unwrap());
+    }
+}
+
+#[test]
+fn submit_read_list_events_health_and_metrics() {
+    let (_outer, _path, daemon) = start(&[]);
+    let (status, terminal) = daemon.submit(json!({"target": "flow:flows/echo", "input": "Ada"}));
+    assert_eq!(status, 200, "{terminal} {}", daemon.log());
+    assert_eq!(terminal["status"], "succeeded");
+    assert_eq!(terminal["output"], "Ada");
+    let id = terminal["runId"].as_str().unwrap().to_string();
+
+    let (status, record) = daemon.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(status, 200);
+    assert_eq!(record["id"], id.as_str());
+    assert_eq!(record["target"], "flow:flows/echo");
+    assert_eq!(record["terminal"], terminal);
+
+    let runs = daemon.runs();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["id"], id.as_str());
+
+    let (status, events) = daemon.raw(
+        "GET",
+        &format!("/v1/projects/p/runs/{id}/events"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200);
+    let lines: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "status");
+    assert_eq!(lines[0]["status"], "queued");
+    assert_eq!(lines[1]["status"], "running");
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "terminal");
+    assert_eq!(last["result"], terminal);
+
+    let (status, sse) = daemon.raw(
+        "GET",
+        &format!("/v1/projects/p/runs/{id}/events"),
+        None,
+        &["accept: text/event-stream"],
+    );
+    assert_eq!(status, 200);
+    assert!(sse.starts_with("data: {"), "{sse}");
+    assert!(sse.contains("data: {\"result\":"), "{sse}");
+
+    let (status, health) = daemon.call("GET", "/v1/health", None);
+    assert_eq!(status, 200);
+    assert_eq!(health, json!({"status": "ok", "projects": ["p"]}));
+
+    let (status, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("jig_runs_total{status=\"succeeded\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("jig_active_runs 0"), "{metrics}");
+    assert!(metrics.contains("jig_queued_runs 0"), "{metrics}");
+    assert!(
+        metrics.contains("jig_run_duration_seconds_count 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn the_same_key_replays_one_run_and_changed_content_conflicts() {
+    let (_outer, _path, daemon) = start(&[]);
+    let body = json!({"target": "flow:flows/echo", "input": 1, "key": "k1"});
+    let (status, first) = daemon.submit(body.clone());
+    assert_eq!(status, 200, "{first}");
+    let (status, again) = daemon.submit(body);
+    assert_eq!(status, 200);
+    assert_eq!(again, first, "the same Run, not a second execution");
+    let (status, conflict) =
+        daemon.submit(json!({"target": "flow:flows/echo", "input": 2, "key": "k1"}));
+    assert_eq!(status, 409);
+    assert_eq!(conflict["code"], "SUBMISSION_CONFLICT");
+    assert_eq!(daemon.runs().len(), 1);
+    // Concurrent submissions with one new key make one Run.
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let (status, t) = daemon
+                        .submit(json!({"target": "flow:flows/echo", "input": 3, "key": "k2"}));
+                    assert_eq!(status, 200, "{t}");
+                    t["runId"].as_str().unwrap().to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    assert_eq!(daemon.runs().len(), 2);
+}
+
+#[test]
+fn bad_requests_are_refused_with_their_codes_and_record_nothing() {
+    let (_outer, _path, daemon) = start(&[]);
+    let post = |path: &str, body: &[u8]| {
+        let (status, text) = daemon.raw("POST", path, Some(body), &[]);
+        let value: Value = serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("{text}"));
+        (status, value["code"].as_str().unwrap_or("").to_string())
+    };
+    let runs = "/v1/projects/p/runs";
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (runs, b"{".to_vec(), 400, "INVALID_REQUEST"),
+        (
+            runs,
+            b"{\"target\":\"flow:flows/echo\",\"input\":1,\"input\":2}".to_vec(),
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flow:flows/echo\",\"extra\":1}".to_vec(),
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flow:flows/nope\"}".to_vec(),
+            404,
+            "JIG_RUN_TARGET_INVALID",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flow:../p/flows/echo\"}".to_vec(),
+            404,
+            "JIG_RUN_TARGET_INVALID",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flows/echo\"}".to_vec(),
+            400,
+            "JIG_RUN_TARGET_INVALID",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flow:flows/echo\",\"timeout\":\"0s\"}".to_vec(),
+            400,
+            "JIG_RUN_TIMEOUT_INVALID",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flow:flows/echo\",\"receive\":[\"nope\"]}".to_vec(),
+            400,
+            "JIG_USAGE",
+        ),
+        (
+            runs,
+            b"{\"target\":\"flow:flows/echo\",\"key\":\"\"}".to_vec(),
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "/v1/projects/other/runs",
+            b"{\"target\":\"flow:flows/echo\"}".to_vec(),
+            404,
+            "PROJECT_NOT_FOUND",
+        ),
+        (
+            "/v1/projects/..%2fp/runs",
+            b"{\"target\":\"flow:flows/echo\"}".to_vec(),
+            404,
+            "PROJECT_NOT_FOUND",
+        ),
+    ];
+    for (path, body, status, code) in cases {
+        assert_eq!(
+            post(path, &body),
+            (status, code.to_string()),
+            "{path} {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    // The body limit is the JSON/1 document limit: at it, still parsed
+    // (and refused for its content); one past it, 413.
+    let limit = jig::serve::MAX_BODY_BYTES;
+    let mut at = b"{\"target\":\"flow:flows/echo\",\"input\":\"".to_vec();
+    at.resize(limit - 2, b'a');
+    at.extend_from_slice(b"\"}");
+    assert_eq!(at.len(), limit);
+    let (status, code) = post(runs, &at);
+    assert_ne!(status, 413, "{code}");
+    let mut past = at.clone();
+    past.insert(past.len() - 2, b'a');
+    assert_eq!(post(runs, &past), (413, "INVALID_REQUEST".to_string()));
+    for path in [
+        "/v1/projects/p/runs/..%2f..%2fjig.ts",
+        "/v1/projects/p/runs/nope",
+        "/v1/projects/p/runs/nope/events",
+    ] {
+        let (status, body) = daemon.call("GET", path, None);
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (404, Some("RUN_NOT_FOUND")),
+            "{path}"
+        );
+    }
+    // Only the at-limit body ran (a valid Run with a large input).
+    assert!(daemon.runs().len() <= 1);
+    let (status, body) = daemon.call("GET", "/v1/nothing", None);
+    assert_eq!((status, body["code"].as_str()), (404, Some("NOT_FOUND")));
+}
+
+#[test]
+fn a_stream_carries_channel_items_and_a_cancel_ends_the_run() {
+    let (_outer, _path, daemon) = start(&[]);
+    let (status, accepted) = daemon.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/ticker", "receive": ["events"], "timeout": "5m"})),
+    );
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["runId"].as_str().unwrap().to_string();
+    let mut stream = daemon
+        .curl()
+        .args(["-N", &format!("http://jig/v1/projects/p/runs/{id}/events")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(stream.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    read_until(&mut reader, &mut lines, |l| {
+        l.iter().filter(|v| v["type"] == "data").count() == 3
+    });
+    let (status, cancelling) =
+        daemon.call("POST", &format!("/v1/projects/p/runs/{id}/cancel"), None);
+    assert_eq!(status, 202, "{cancelling}");
+    read_until(&mut reader, &mut lines, |l| {
+        l.last().is_some_and(|v| v["type"] == "terminal")
+    });
+    stream.wait().unwrap();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["status", "status", "begin", "data", "data", "data", "end", "terminal"],
+        "{lines:?}"
+    );
+    let values: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "data")
+        .map(|l| &l["value"])
+        .collect();
+    assert_eq!(
+        values,
+        [&json!({"i": 0}), &json!({"i": 1}), &json!({"i": 2})]
+    );
+    let terminal = &lines.last().unwrap()["result"];
+    assert_ne!(terminal["status"], "succeeded", "{terminal}");
+    let (_, record) = daemon.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(&record["terminal"], terminal);
+    // Cancelling a settled Run changes nothing.
+    let (status, again) = daemon.call("POST", &format!("/v1/projects/p/runs/{id}/cancel"), None);
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["status"], record["terminal"]["status"]);
+}
+
+#[test]
+fn past_the_active_and_queue_bounds_is_resource_exhausted_before_recording() {
+    let (_outer, _path, daemon) = start(&["--max-active-runs", "1", "--max-queued-runs", "1"]);
+    let slow = json!({"target": "flow:flows/sleep", "input": 60, "timeout": "5m"});
+    let submit_async =
+        |body: Value| daemon.call("POST", "/v1/projects/p/runs?wait=false", Some(body));
+    let (first, a) = submit_async(slow.clone());
+    let (second, b) = submit_async(slow.clone());
+    assert_eq!((first, second), (202, 202), "{a} {b}");
+    let (status, refused) = submit_async(slow.clone());
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["code"], "RESOURCE_EXHAUSTED");
+    assert_eq!(daemon.runs().len(), 2, "the refused Run was never recorded");
+    let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+    assert!(metrics.contains("jig_active_runs 1"), "{metrics}");
+    assert!(metrics.contains("jig_queued_runs 1"), "{metrics}");
+    for run in [&a, &b] {
+        let id = run["runId"].as_str().unwrap();
+        daemon.call("POST", &format!("/v1/projects/p/runs/{id}/cancel"), None);
+    }
+}
+
+#[test]
+fn two_hundred_runs_from_sixteen_clients_each_reach_exactly_one_terminal() {
+    const CLIENTS: usize = 16;
+    const RUNS: usize = 200;
+    let (_outer, _path, daemon) = start(&[]);
+    let terminals: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|client| {
+                let daemon = &daemon;
+                s.spawn(move || {
+                    (client..RUNS)
+                        .step_by(CLIENTS)
+                        .map(|n| {
+                            let (status, t) =
+                                daemon.submit(json!({"target": "flow:flows/echo", "input": n}));
+                            assert_eq!(status, 200, "{t}");
+                            t
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(terminals.len(), RUNS);
+    let mut inputs: Vec<u64> = terminals
+        .iter()
+        .map(|t| {
+            assert_eq!(t["status"], "succeeded", "{t}");
+            t["output"].as_u64().unwrap()
+        })
+        .collect();
+    inputs.sort();
+    assert_eq!(inputs, (0..RUNS as u64).collect::<Vec<_>>());
+    let records = daemon.runs();
+    assert_eq!(records.len(), RUNS);
+    for record in &records {
+        assert_eq!(record["terminal"]["status"], "succeeded", "{record}");
+        assert_eq!(
+            record["terminal"]["output"],
+            record_input(&terminals, record)
+        );
+    }
+    let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+    assert!(
+        metrics.contains(&format!("jig_runs_total{{status=\"succeeded\"}} {RUNS}")),
+        "{metrics}"
+    );
+}
+
+/// The output the client saw for this record's Run.
+fn record_input(terminals: &[Value], record: &Value) -> Value {
+    terminals
+        .iter()
+        .find(|t| t["runId"] == record["id"])
+        .map(|t| t["output"].clone())
+        .expect("every record was answered to a client")
+}
+
+#[test]
+fn sigterm_stops_admission_lets_runs_finish_within_the_grace_then_cancels() {
+    let (_outer, path, mut daemon) = start(&["--shutdown-grace", "3s"]);
+    let submit_async = |body: Value| {
+        let (status, v) = daemon.call("POST", "/v1/projects/p/runs?wait=false", Some(body));
+        assert_eq!(status, 202, "{v}");
+        v["runId"].as_str().unwrap().to_string()
+    };
+    let quick = submit_async(json!({"target": "flow:flows/sleep", "input": 1}));
+    let slow = submit_async(json!({"target": "flow:flows/sleep", "input": 120, "timeout": "5m"}));
+    // Both are running before the signal.
+    let started = Instant::now();
+    loop {
+        let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+        if metrics.contains("jig_active_runs 2") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{metrics}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, closed) = daemon.submit(json!({"target": "flow:flows/echo"}));
+    assert_eq!(
+        (status, closed["code"].as_str()),
+        (503, Some("PROJECT_CLOSED")),
+        "{closed}"
+    );
+    let exit = daemon.wait();
+    assert!(exit.success(), "{exit:?} {}", daemon.log());
+    assert!(!daemon.socket.exists(), "the socket is removed");
+    let show = |id: &str| run_jig(&path, &["runs", "show", id]).json();
+    assert_eq!(show(&quick)["terminal"]["status"], "succeeded");
+    let slow = show(&slow);
+    assert_eq!(slow["terminal"]["status"], "failed", "{slow}");
+    assert_ne!(slow["terminal"]["code"], "COORDINATOR_LOST", "{slow}");
+    let work = std::fs::read_dir(path.join(".jig/work"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(work, 0, "the Runs' private files are cleaned");
+}
+
+#[test]
+fn after_sigkill_nothing_runs_and_the_next_start_fences_the_run_lost() {
+    let (_outer, path, mut daemon) = start(&[]);
+    let (status, v) = daemon.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/sleep", "input": 120, "timeout": "5m"})),
+    );
+    assert_eq!(status, 202, "{v}");
+    let id = v["runId"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    loop {
+        let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+        if metrics.contains("jig_active_runs 1") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{metrics}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    daemon.signal(nix::sys::signal::Signal::SIGKILL);
+    daemon.wait();
+    let work = path.join(".jig/work").display().to_string();
+    let started = Instant::now();
+    while !processes_mentioning(&work).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "processes outlived the daemon: {:?}",
+            processes_mentioning(&work)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let restarted = Daemon::start(&path, &[]);
+    let (status, record) = restarted.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(status, 200);
+    assert_eq!(record["terminal"]["status"], "lost", "{record}");
+    assert_eq!(record["terminal"]["code"], "COORDINATOR_LOST");
+    assert!(
+        restarted.log().contains("COORDINATOR_LOST"),
+        "{}",
+        restarted.log()
+    );
+}
+
+/// Command lines of live processes that mention `marker`.
+fn processes_mentioning(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_openapi_document_names_exactly_the_served_routes() {
+    let document: Value = serde_json::from_str(jig::serve::OPENAPI).unwrap();
+    let mut documented: Vec<String> = Vec::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for method in ["get", "post", "put", "delete", "patch"] {
+            if item.get(method).is_some() {
+                documented.push(format!("{} {path}", method.to_uppercase()));
+            }
+        }
+    }
+    documented.sort();
+    let mut served: Vec<String> = jig::serve::ROUTES
+        .iter()
+        .map(|(m, p)| format!("{m} {p}"))
+        .collect();
+    served.sort();
+    assert_eq!(documented, served);
+
+    // Real answers carry the documented status and required members.
+    let (_outer, _path, daemon) = start(&[]);
+    let schema_of = |path: &str, method: &str, status: u16| -> Value {
+        let mut response = document["paths"][path][method]["responses"][status.to_string()].clone();
+        if let Some(r) = response.get("$ref").and_then(Value::as_str) {
+            response = document.pointer(&r[1..]).unwrap().clone();
+        }
+        let mut schema = response["content"]["application/json"]["schema"].clone();
+        if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+            schema = document.pointer(&r[1..]).unwrap().clone();
+        }
+        assert!(schema.is_object(), "{method} {path} documents no {status}");
+        schema
+    };
+    let check = |path: &str, method: &str, status: u16, body: &Value| {
+        let schema = schema_of(path, method, status);
+        for required in schema["required"].as_array().into_iter().flatten() {
+            let name = required.as_str().unwrap();
+            assert!(
+                body.get(name).is_some(),
+                "{method} {path} {status}: {name} missing in {body}"
+            );
+        }
+    };
+    let runs = "/v1/projects/{project}/runs";
+    let (status, body) = daemon.call("GET", "/v1/health", None);
+    check("/v1/health", "get", status, &body);
+    let (status, body) = daemon.call("GET", "/v1/openapi.json", None);
+    check("/v1/openapi.json", "get", status, &body);
+    let (status, body) = daemon.submit(json!({"target": "flow:flows/echo"}));
+    check(runs, "post", status, &body);
+    let id = body["runId"].as_str().unwrap().to_string();
+    let (status, body) = daemon.submit(json!({"target": "flow:flows/nope"}));
+    check(runs, "post", status, &body);
+    let (status, body) = daemon.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/echo"})),
+    );
+    check(runs, "post", status, &body);
+    let (status, body) = daemon.call("GET", "/v1/projects/p/runs", None);
+    check(runs, "get", status, &body);
+    let (status, body) = daemon.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    check("/v1/projects/{project}/runs/{id}", "get", status, &body);
+    let (status, body) = daemon.call("POST", &format!("/v1/projects/p/runs/{id}/cancel"), None);
+    check(
+        "/v1/projects/{project}/runs/{id}/cancel",
+        "post",
+        status,
+        &body,
+    );
+    let (status, body) = daemon.call("GET", "/v1/projects/p/runs/nope", None);
+    check("/v1/projects/{project}/runs/{id}", "get", status, &body);
+    let (status, _) = daemon.raw(
+        "GET",
+        &format!("/v1/projects/p/runs/{id}/events"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200);
+    let (status, _) = daemon.raw("GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn tcp_requires_the_bearer_token_from_the_file() {
+    let (outer, path) = served();
+    let token = outer.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start(
+        &path,
+        &["--tcp", &address, "--token-file", token.to_str().unwrap()],
+    );
+    let tcp = |headers: &[&str]| {
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "-w", "\n%{http_code}"]);
+        for h in headers {
+            curl.args(["-H", h]);
+        }
+        let out = curl
+            .arg(format!("http://{address}/v1/projects/p/runs"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap();
+        let body: Value = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
+        (status.parse::<u16>().unwrap(), body)
+    };
+    let (status, body) = tcp(&[]);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("UNAUTHENTICATED"))
+    );
+    let (status, body) = tcp(&["authorization: Bearer s3cret-tokeX"]);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("UNAUTHENTICATED"))
+    );
+    let (status, body) = tcp(&["authorization: Bearer s3cret-token"]);
+    assert_eq!(status, 200, "{body}");
+    assert!(body["runs"].is_array());
+    // The Unix socket needs no token.
+    assert_eq!(daemon.call("GET", "/v1/health", None).0, 200);
+    // --tcp without a token file is a usage error.
+    let run = run_jig(
+        &path,
+        &["-C", path.to_str().unwrap(), "serve", "--tcp", &address],
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("JIG_USAGE: "), "{run:?}");
+}
