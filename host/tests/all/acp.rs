@@ -126,7 +126,13 @@ fn an_acp_agent_gets_the_exact_handshake_and_its_updates_feed_events() {
     assert_eq!(report["keySha256"], digest);
     assert_eq!(
         report["env"],
-        json!(["ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "HOME", "LANG", "PATH"]),
+        json!([
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_MODEL",
+            "HOME",
+            "LANG",
+            "PATH"
+        ]),
         "{report}"
     );
     // events: the plan, then the three chunks that make up the text.
@@ -200,10 +206,17 @@ fn an_acp_answer_to_a_response_schema_is_validated_json() {
 #[test]
 fn a_hostile_flow_sees_no_acp_credential() {
     let dir = agent_project(HOSTILE_PY);
-    let output = ask(dir.path(), &claude_env(&agent_program()), &json!({"port": 9}));
+    let output = ask(
+        dir.path(),
+        &claude_env(&agent_program()),
+        &json!({"port": 9}),
+    );
     let seen = output["seen"].as_str().unwrap();
     assert!(!seen.contains(KEY), "the Flow saw the key");
-    assert!(!seen.contains("ANTHROPIC"), "the Flow saw the client's variables");
+    assert!(
+        !seen.contains("ANTHROPIC"),
+        "the Flow saw the client's variables"
+    );
     assert_eq!(output["value"]["outcome"], "completed", "{output}");
 }
 
