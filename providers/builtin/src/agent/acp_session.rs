@@ -272,6 +272,57 @@ mod tests {
         assert_eq!(public_item(&thought), None);
     }
 
+    /// The session against the tests' SDK agent (host/tests/fixtures/acp,
+    /// installed by .ci/setup), outside any envelope.
+    #[tokio::test]
+    async fn a_session_with_the_sdk_agent_rejects_permission_and_collects_chunks() {
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../host/tests/fixtures/acp")
+            .canonicalize()
+            .unwrap();
+        assert!(
+            fixtures
+                .join("node_modules/@agentclientprotocol/sdk/package.json")
+                .is_file(),
+            "the ACP SDK is missing: run .ci/setup"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, home) = (dir.path().join("work"), dir.path().join("home"));
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        let answer = run(
+            Session {
+                program: fixtures.join("claude-acp"),
+                env: vec![("ANTHROPIC_API_KEY".into(), "k".into())],
+                cwd: cwd.clone(),
+                home,
+                prompt: "Report.".into(),
+            },
+            move |item| sink.lock().unwrap().push(item.clone()),
+            || {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.outcome, Outcome::Completed);
+        let report: Value = serde_json::from_str(&answer.text).unwrap();
+        assert_eq!(report["seen"]["initialize"]["protocolVersion"], 1);
+        assert_eq!(report["seen"]["sessionNew"]["mcpServers"], json!([]));
+        assert_eq!(
+            report["seen"]["sessionNew"]["cwd"],
+            json!(cwd.to_string_lossy())
+        );
+        assert_eq!(report["cwdEntries"], json!([]));
+        assert_eq!(
+            report["permission"],
+            json!({"outcome": "selected", "optionId": "no"})
+        );
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert_eq!(events[0]["sessionUpdate"], "plan");
+    }
+
     #[test]
     fn the_prompt_states_the_schema() {
         let p = prompt("do", Some("SKILLS"), Some(&json!({"type": "object"})));
