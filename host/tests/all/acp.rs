@@ -121,7 +121,8 @@ fn an_acp_agent_gets_the_exact_handshake_and_its_updates_feed_events() {
         report["permission"],
         json!({"outcome": "selected", "optionId": "no"})
     );
-    // The client got its credential and nothing of the host environment.
+    // The client got its credential and nothing of the host environment
+    // (PWD is set by the wrapper's own /bin/sh).
     let digest = format!("{:x}", sha2::Sha256::digest(KEY.as_bytes()));
     assert_eq!(report["keySha256"], digest);
     assert_eq!(
@@ -131,7 +132,8 @@ fn an_acp_agent_gets_the_exact_handshake_and_its_updates_feed_events() {
             "ANTHROPIC_MODEL",
             "HOME",
             "LANG",
-            "PATH"
+            "PATH",
+            "PWD"
         ]),
         "{report}"
     );
