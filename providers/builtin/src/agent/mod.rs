@@ -5,8 +5,6 @@
 //! request. The host gives the worker its envelope; this module never
 //! starts a process.
 
-pub mod acp;
-pub mod acp_session;
 pub mod endpoint;
 pub mod profile;
 pub mod skills;
