@@ -264,7 +264,7 @@ fn a_run_command_gets_its_args_and_stdin_and_reports_its_exit() {
         value["invocation"],
         json!(["bun", "src/cli.ts", "echo", "two words"])
     );
-    let canonical = serde_json::to_string(&candidate()).unwrap();
+    let canonical = flow::json::canonical_string(&candidate());
     assert_eq!(value["candidateDigest"], sha256(canonical.as_bytes()));
     assert_eq!(value["stdinDigest"], sha256(b"from the Flow"));
 }
@@ -486,12 +486,13 @@ fn a_hostile_candidate_is_contained() {
     // Environment: only what the envelope sets, no PATH, nothing of jig's.
     let env: Value =
         serde_json::from_str(run(json!(["env"]))["stdout"]["text"].as_str().unwrap()).unwrap();
-    let names: Vec<&str> = env
+    let mut names: Vec<&str> = env
         .as_object()
         .unwrap()
         .keys()
         .map(String::as_str)
         .collect();
+    names.sort_unstable();
     // (PWD is the working directory bubblewrap changed to.)
     assert_eq!(
         names,
