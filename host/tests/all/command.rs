@@ -200,22 +200,6 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// Processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if text.contains(needle) {
-            found.push(text);
-        }
-    }
-    found
-}
 
 /// Every directory under `root` whose name starts with `prefix`.
 fn dirs_named(root: &Path, prefix: &str) -> Vec<std::path::PathBuf> {

@@ -342,23 +342,8 @@ pub fn js_kv_component() -> PathBuf {
     .clone()
 }
 
-const LOOKUP_FLOW_MD: &str = "---\nname: lookup\ndescription: Look a key up in the store capability.\nuses:\n  store:\n    contract: ./contracts/kv.capability.json\n---\n";
-
-const LOOKUP_FLOW_PY: &str = r#"from jiggy.flow import CapabilityError, handle
-
-
-async def run(ctx):
-    try:
-        value = await ctx.call_capability(
-            operation_id="get:1", slot="store", method="get", input={"key": ctx.input}
-        )
-        return {"outcome": "done", "output": {"value": value}}
-    except CapabilityError as error:
-        return {"outcome": "done", "output": {"error": error.error_name, "data": error.data}}
-
-
-handle(run)
-"#;
+/// The lookup Flow of the provider tests, calling the `store` slot.
+use crate::providers::{FLOW_MD as LOOKUP_FLOW_MD, FLOW_PY as LOOKUP_FLOW_PY};
 
 /// A Flow calling the kv contract through `jig run`, served by `component`.
 fn check_flow_calls(component: &Path) {

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use crate::support::*;
 
-const FLOW_MD: &str = "---\nname: lookup\ndescription: Look a key up in the store capability.\nuses:\n  store:\n    contract: ./contracts/kv.capability.json\n---\n";
+pub(crate) const FLOW_MD: &str = "---\nname: lookup\ndescription: Look a key up in the store capability.\nuses:\n  store:\n    contract: ./contracts/kv.capability.json\n---\n";
 
-const FLOW_PY: &str = r#"from jiggy.flow import CapabilityError, handle
+pub(crate) const FLOW_PY: &str = r#"from jiggy.flow import CapabilityError, handle
 
 
 async def run(ctx):

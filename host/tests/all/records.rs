@@ -29,20 +29,6 @@ fn run_ids(project: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Command lines of live processes that mention `marker`.
-fn processes_mentioning(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) {
-                found.push(text);
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn item_09_only_admitted_targets_run_and_input_is_validated_first() {
     let project = files_example();

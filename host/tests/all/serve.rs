@@ -633,20 +633,6 @@ fn after_sigkill_nothing_runs_and_the_next_start_fences_the_run_lost() {
     );
 }
 
-/// Command lines of live processes that mention `marker`.
-fn processes_mentioning(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) {
-                found.push(text);
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn the_openapi_document_names_exactly_the_served_routes() {
     let document: Value = serde_json::from_str(jig::serve::OPENAPI).unwrap();

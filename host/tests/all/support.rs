@@ -195,3 +195,17 @@ pub fn configure_provider(dir: &Path, name: &str, kind: &str, path: &Path) {
     );
     write_files(dir, &[(".test-config-home/jig/host.toml", &config)]);
 }
+
+/// Command lines of live processes that mention `marker`.
+pub fn processes_mentioning(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
