@@ -199,8 +199,6 @@ fn sha256(bytes: &[u8]) -> String {
     )
 }
 
-/// Processes whose command line mentions `needle`.
-
 /// Every directory under `root` whose name starts with `prefix`.
 fn dirs_named(root: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
