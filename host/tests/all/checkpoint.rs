@@ -211,10 +211,7 @@ fn an_exception_after_two_saves_delivers_the_second_checkpoint() {
     assert_eq!(stdout["delivery"]["status"], "written");
     assert_eq!(stdout["checkpoint"]["sequence"], 2);
     // Only the checkpoint's files: not the draft the attachment held.
-    assert_eq!(
-        packet_files(&out),
-        [chapter(1, "intro"), chapter(2, "method")]
-    );
+    assert_first_two_chapters(&out);
     assert_packet_agrees(&stdout, &out);
     assert_no_aggregate_kept(project.path());
 }
@@ -235,10 +232,7 @@ fn a_deadline_after_two_saves_delivers_the_second_checkpoint() {
     assert_eq!(stdout["code"], "DEADLINE_EXCEEDED", "{run:?}");
     assert_eq!(stdout["delivery"]["source"], "checkpoint");
     assert_eq!(stdout["checkpoint"]["sequence"], 2);
-    assert_eq!(
-        packet_files(&out),
-        [chapter(1, "intro"), chapter(2, "method")]
-    );
+    assert_first_two_chapters(&out);
     assert_packet_agrees(&stdout, &out);
 }
 
@@ -267,10 +261,7 @@ fn an_interrupt_after_two_saves_delivers_the_second_checkpoint() {
         stdout["delivery"],
         json!({"status": "written", "destination": path(&out), "source": "checkpoint"})
     );
-    assert_eq!(
-        packet_files(&out),
-        [chapter(1, "intro"), chapter(2, "method")]
-    );
+    assert_first_two_chapters(&out);
     assert_packet_agrees(&stdout, &out);
     assert_no_aggregate_kept(project.path());
 }
@@ -303,10 +294,7 @@ fn a_killed_coordinator_is_fenced_lost_and_its_checkpoint_published_once() {
     );
     let run_id = fields[0].to_string();
 
-    assert_eq!(
-        packet_files(&out),
-        [chapter(1, "intro"), chapter(2, "method")]
-    );
+    assert_first_two_chapters(&out);
     let packet = result_json(&out);
     assert_eq!(packet["runId"], run_id.as_str());
     assert_eq!(packet["execution"]["status"], "lost");
@@ -783,10 +771,7 @@ fn a_known_success_is_not_downgraded_when_the_coordinator_is_lost_before_deliver
     // The final files went with the coordinator: the source names the
     // checkpoint's bytes instead (contents.md was never saved).
     assert_eq!(terminal["delivery"]["source"], "checkpoint");
-    assert_eq!(
-        packet_files(&out),
-        [chapter(1, "intro"), chapter(2, "method")]
-    );
+    assert_first_two_chapters(&out);
     assert_packet_agrees(&terminal, &out);
 }
 
@@ -831,4 +816,13 @@ fn a_typescript_flow_saves_through_an_ordinary_capability_call() {
         )]
     );
     assert_packet_agrees(&stdout, &out);
+}
+
+/// The packet at `out` holds exactly the second checkpoint's files: the
+/// first two chapters.
+fn assert_first_two_chapters(out: &std::path::Path) {
+    assert_eq!(
+        packet_files(out),
+        [chapter(1, "intro"), chapter(2, "method")]
+    );
 }
