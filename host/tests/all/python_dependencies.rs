@@ -548,3 +548,66 @@ fn a_pyproject_without_dependencies_needs_no_lock() {
     let run = run_jig(dir.path(), &["run", "flow:flows/hello"]);
     assert_eq!(run.json()["output"], "plain", "{run:?}");
 }
+
+/// `text` padded with a trailing comment line to exactly `size` bytes.
+fn padded(text: &str, size: usize) -> String {
+    let mut out = text.to_string();
+    out.push('#');
+    out.push_str(&"x".repeat(size - text.len() - 2));
+    out.push('\n');
+    assert_eq!(out.len(), size);
+    out
+}
+
+#[test]
+fn the_lock_and_manifest_size_limits() {
+    use jig::plan::prepare::{MAX_LOCK_BYTES, MAX_MANIFEST_BYTES};
+    let f = fixture();
+    let requirements = f.requirements("1.0.0");
+    let at_limit = padded(&requirements, MAX_LOCK_BYTES);
+    let dir = project_with(
+        &[("requirements.txt", &at_limit)],
+        &f.index.url(),
+        f.index.port,
+    );
+    review(dir.path());
+    assert_eq!(run_hello(dir.path())["version"], "1.0.0");
+    let past = padded(&requirements, MAX_LOCK_BYTES + 1);
+    let dir = project_with(&[("requirements.txt", &past)], DEAD_INDEX, 9);
+    let refused = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(
+        &refused,
+        1,
+        "PACKAGE_PYTHON_LIMIT_EXCEEDED",
+        "requirements.txt",
+    );
+
+    let pyproject =
+        "[project]\nname = \"hello\"\nversion = \"0.1.0\"\ndependencies = [\"greet-lib\"]\n";
+    let at_limit = padded(pyproject, MAX_MANIFEST_BYTES);
+    let dir = project_with(
+        &[
+            ("pyproject.toml", &at_limit),
+            ("requirements.txt", &requirements),
+        ],
+        &f.index.url(),
+        f.index.port,
+    );
+    review(dir.path());
+    let past = padded(pyproject, MAX_MANIFEST_BYTES + 1);
+    let dir = project_with(
+        &[
+            ("pyproject.toml", &past),
+            ("requirements.txt", &requirements),
+        ],
+        DEAD_INDEX,
+        9,
+    );
+    let refused = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(
+        &refused,
+        1,
+        "PACKAGE_PYTHON_LIMIT_EXCEEDED",
+        "pyproject.toml",
+    );
+}

@@ -271,8 +271,7 @@ impl Session<'_> {
             at,
         )?;
         let mut files = BTreeMap::new();
-        capture_tree(&work.package.join(PYTHON_SITE), PYTHON_SITE, &mut files)
-            .map_err(|why| failed(why))?;
+        capture_tree(&work.package.join(PYTHON_SITE), PYTHON_SITE, &mut files).map_err(&failed)?;
         for (name, content) in package.files() {
             files.insert(name.clone(), content.clone());
         }
