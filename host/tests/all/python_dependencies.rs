@@ -611,3 +611,35 @@ fn the_lock_and_manifest_size_limits() {
         "pyproject.toml",
     );
 }
+
+#[test]
+fn corrupt_or_missing_prepared_wheels_fail_closed_and_are_never_fetched_again() {
+    let f = fixture();
+    let requirements = f.requirements("1.0.0");
+    let dir = project_with(
+        &[("requirements.txt", &requirements)],
+        &f.index.url(),
+        f.index.port,
+    );
+    review(dir.path());
+    let fetched = f.index.requests();
+    // The retained copy of the installed greet_lib, changed behind jig's back.
+    let installed = std::fs::read_dir(dir.path().join(".jig/store/blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read(p).unwrap().starts_with(b"VERSION = '1.0.0'"))
+        .expect("the installed wheel is retained");
+    std::fs::write(&installed, "VERSION = 'tampered'\n").unwrap();
+    let run = run_jig(
+        dir.path(),
+        &["run", "flow:flows/hello", "--input", "\"Ada\""],
+    );
+    assert_ne!(run.status, 0, "{run:?}");
+    assert!(!run.stdout.contains("tampered"), "{run:?}");
+    let again = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(&again, 1, "PROJECT_STATE_INVALID", "requirements.txt");
+    std::fs::remove_file(&installed).unwrap();
+    let again = run_jig(dir.path(), &["review", "--yes"]);
+    assert_refused(&again, 1, "PROJECT_STATE_INVALID", "requirements.txt");
+    assert_eq!(f.index.requests(), fetched, "nothing was fetched again");
+}
