@@ -88,6 +88,9 @@ pub struct Dependencies {
     /// The one npm registry Bun is given (default: the public npm registry).
     /// Lock entries naming any other registry are rejected.
     pub npm_registry: Option<String>,
+    /// The one PEP 503 simple index pip is given for Python preparation
+    /// (default: PyPI's). A `pylock.toml` wheel on any other host is refused.
+    pub python_index: Option<String>,
 }
 
 /// `[serve]`: all optional; `jig serve`'s flags override them.

@@ -13,7 +13,7 @@ fn main() {
 fn capture_greeting(bencher: divan::Bencher) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("project");
-    jig_project::init(&root, false).unwrap();
+    jig_project::init(&root, jig_project::Template::Python).unwrap();
     bencher.bench(|| jig_project::capture(divan::black_box(&root)).unwrap());
 }
 
@@ -21,7 +21,7 @@ fn capture_greeting(bencher: divan::Bencher) {
 fn capture_greeting_with_binding(bencher: divan::Bencher) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("project");
-    jig_project::init(&root, false).unwrap();
+    jig_project::init(&root, jig_project::Template::Python).unwrap();
     fs::write(
         root.join("bindings/greeter.ts"),
         "import { defineBinding } from \"@jigging/jig\";\nexport default defineBinding({ package: \"./flows/hello\", slots: { again: \"flow:flows/hello\" } });\n",

@@ -49,6 +49,24 @@ Greet the supplied name, or the world when no name is given.
 Return a short greeting message.
 "#;
 
+/// The default greeting (the reference's): `flow.ts` on the bundled SDK.
+const HELLO_FLOW_TS: &str = r#"import { handle } from "@jigging/flow";
+
+await handle(async (run) => {
+  const name = typeof run.input === "string" ? run.input : "world";
+  return { outcome: "done", output: { message: `Hello, ${name}!` } };
+});
+"#;
+
+/// The greeting's package-local manifest: it names the exact bundled SDK
+/// revision, which review satisfies with no lock and no network.
+fn hello_package_json(sdk_revision: &str) -> String {
+    format!(
+        "{{\n  \"name\": \"hello\",\n  \"private\": true,\n  \"type\": \"module\",\n  \
+         \"dependencies\": {{\n    \"@jigging/flow\": \"{sdk_revision}\"\n  }}\n}}\n"
+    )
+}
+
 const HELLO_FLOW_PY: &str = r#"from jiggy.flow import RunContext, RunResult, handle
 
 async def run(context: RunContext) -> RunResult:
@@ -58,42 +76,63 @@ async def run(context: RunContext) -> RunResult:
 handle(run)
 "#;
 
+/// What `jig init` creates beside the skeleton.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Template<'a> {
+    /// `--bare`: the skeleton only.
+    Bare,
+    /// The default, the reference's greeting: `flows/hello/flow.ts` with a
+    /// `package.json` naming the exact bundled `@jigging/flow` revision.
+    TypeScript { sdk_revision: &'a str },
+    /// `--lang python`: `flows/hello/flow.py` on the bundled `jiggy.flow`.
+    Python,
+}
+
 /// One entry of the skeleton, in creation order.
 enum Entry {
     Dir(&'static str),
-    File(&'static str, &'static str),
+    File(&'static str, String),
 }
 
-fn skeleton(bare: bool) -> Vec<Entry> {
+fn skeleton(template: Template) -> Vec<Entry> {
     let mut entries = vec![
-        Entry::File(".gitignore", GITIGNORE),
-        Entry::File("jig.ts", JIG_TS),
+        Entry::File(".gitignore", GITIGNORE.into()),
+        Entry::File("jig.ts", JIG_TS.into()),
         Entry::Dir("flows"),
         Entry::Dir("bindings"),
     ];
-    if !bare {
-        entries.extend([
-            Entry::File("README.md", README_MD),
-            Entry::Dir("flows/hello"),
-            Entry::File("flows/hello/FLOW.md", HELLO_FLOW_MD),
-            Entry::File("flows/hello/flow.py", HELLO_FLOW_PY),
-        ]);
+    if template == Template::Bare {
+        return entries;
+    }
+    entries.extend([
+        Entry::File("README.md", README_MD.into()),
+        Entry::Dir("flows/hello"),
+        Entry::File("flows/hello/FLOW.md", HELLO_FLOW_MD.into()),
+    ]);
+    match template {
+        Template::Bare => {}
+        Template::TypeScript { sdk_revision } => entries.extend([
+            Entry::File("flows/hello/package.json", hello_package_json(sdk_revision)),
+            Entry::File("flows/hello/flow.ts", HELLO_FLOW_TS.into()),
+        ]),
+        Template::Python => entries.push(Entry::File("flows/hello/flow.py", HELLO_FLOW_PY.into())),
     }
     entries
 }
 
 /// Creates a new project at `destination`, which must not exist while its
-/// parent must. `bare` creates only `.gitignore`, `jig.ts`, `flows/` and
-/// `bindings/`; otherwise a README and the `flows/hello` greeting are added.
-pub fn init(destination: &Path, bare: bool) -> Result<(), InitError> {
-    init_with(destination, bare, &mut |_| Ok(()))
+/// parent must. [`Template::Bare`] creates only `.gitignore`, `jig.ts`,
+/// `flows/` and `bindings/`; the others add a README and the `flows/hello`
+/// greeting.
+pub fn init(destination: &Path, template: Template) -> Result<(), InitError> {
+    init_with(destination, template, &mut |_| Ok(()))
 }
 
 /// `init` with a hook run before each entry is created, so tests can inject
 /// a failure part-way through.
 pub(crate) fn init_with(
     destination: &Path,
-    bare: bool,
+    template: Template,
     before_entry: &mut dyn FnMut(&Path) -> io::Result<()>,
 ) -> Result<(), InitError> {
     if fs::symlink_metadata(destination).is_ok() {
@@ -122,7 +161,7 @@ pub(crate) fn init_with(
 
     let staging = parent.join(staging_name(name));
     fs::create_dir(&staging).map_err(unavailable)?;
-    let result = populate(&staging, bare, before_entry)
+    let result = populate(&staging, template, before_entry)
         .map_err(unavailable)
         .and_then(|()| publish(&staging, destination));
     match result {
@@ -151,10 +190,10 @@ fn staging_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
 
 fn populate(
     staging: &Path,
-    bare: bool,
+    template: Template,
     before_entry: &mut dyn FnMut(&Path) -> io::Result<()>,
 ) -> io::Result<()> {
-    for entry in skeleton(bare) {
+    for entry in skeleton(template) {
         match entry {
             Entry::Dir(rel) => {
                 let path = staging.join(rel);
@@ -230,7 +269,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dest = tmp.path().join("project");
         let mut seen = 0;
-        let err = init_with(&dest, false, &mut |_| {
+        let err = init_with(&dest, Template::Python, &mut |_| {
             seen += 1;
             if seen == 6 {
                 Err(io::Error::other("injected failure"))
@@ -250,7 +289,7 @@ mod tests {
         let dest = tmp.path().join("project");
         // Replacing the staging directory with a file makes the write fail and
         // leaves the cleanup something it cannot remove as a directory tree.
-        let err = init_with(&dest, true, &mut |path| {
+        let err = init_with(&dest, Template::Bare, &mut |path| {
             if path.ends_with("jig.ts") {
                 let staging = path.parent().unwrap();
                 fs::remove_dir_all(staging)?;
@@ -276,7 +315,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dest = tmp.path().join("project");
         let dest_for_hook = dest.clone();
-        let err = init_with(&dest, true, &mut |path| {
+        let err = init_with(&dest, Template::Bare, &mut |path| {
             if path.ends_with("bindings") {
                 fs::create_dir(&dest_for_hook)?;
                 fs::write(dest_for_hook.join("mine.txt"), b"keep me")?;

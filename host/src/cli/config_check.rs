@@ -94,12 +94,17 @@ fn findings(config: &HostConfig) -> Vec<String> {
         }
     }
 
-    if let Some(registry) = &config.dependencies.npm_registry {
-        let rest = registry
+    let dependencies = &config.dependencies;
+    for (key, url) in [
+        ("npm-registry", &dependencies.npm_registry),
+        ("python-index", &dependencies.python_index),
+    ] {
+        let Some(url) = url else { continue };
+        let rest = url
             .strip_prefix("https://")
-            .or_else(|| registry.strip_prefix("http://"));
+            .or_else(|| url.strip_prefix("http://"));
         if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-            out.push("[dependencies] npm-registry must be an http(s) URL".into());
+            out.push(format!("[dependencies] {key} must be an http(s) URL"));
         }
     }
 

@@ -62,8 +62,11 @@ pub struct Cli {
 enum Command {
     /// Create a project: the greeting project, or with --bare only the skeleton.
     Init {
-        #[arg(long)]
+        #[arg(long, conflicts_with = "lang")]
         bare: bool,
+        /// The greeting's language: flow.ts with its package.json (default) or flow.py.
+        #[arg(long, value_enum)]
+        lang: Option<InitLang>,
         directory: PathBuf,
     },
     /// Capture the project, show what would change, and admit it.
@@ -300,7 +303,11 @@ pub fn main() -> u8 {
         Command::Completions { shell } => completions(shell),
         Command::Config { action } => config_check::config(&base, action),
         Command::Manpage => manpage(),
-        Command::Init { bare, directory } => init(&base.join(directory), bare),
+        Command::Init {
+            bare,
+            lang,
+            directory,
+        } => init(&base.join(directory), bare, lang),
         Command::Review {
             project,
             yes,
@@ -435,8 +442,22 @@ fn manpage() -> Result<u8, CliError> {
     Ok(0)
 }
 
-fn init(destination: &Path, bare: bool) -> Result<u8, CliError> {
-    jig_project::init(destination, bare).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+/// `jig init --lang`: the greeting Flow's recipe.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum InitLang {
+    Typescript,
+    Python,
+}
+
+fn init(destination: &Path, bare: bool, lang: Option<InitLang>) -> Result<u8, CliError> {
+    let template = match (bare, lang) {
+        (true, _) => jig_project::Template::Bare,
+        (false, None | Some(InitLang::Typescript)) => jig_project::Template::TypeScript {
+            sdk_revision: plan::prepare::BUNDLED_SDK_VERSION,
+        },
+        (false, Some(InitLang::Python)) => jig_project::Template::Python,
+    };
+    jig_project::init(destination, template).map_err(|e| CliError::new(e.code(), e.to_string()))?;
     if bare {
         println!("created {}", destination.display());
     } else {

@@ -192,6 +192,8 @@ struct Resolved {
     /// The target's own reviewed Project Command policy (a Binding's
     /// `commands`); never inherited, so a `flow:` target has none.
     commands: Option<Value>,
+    /// The target runs its prepared package (source plus dependencies).
+    prepared: bool,
 }
 
 pub struct Executor {
@@ -414,6 +416,7 @@ impl Executor {
             recipe,
             providers: execution["providers"].clone(),
             commands,
+            prepared: execution["prepared"].is_object(),
         })
     }
 
@@ -751,7 +754,13 @@ impl Executor {
         match recipe.kind {
             RecipeKind::Python => {
                 let python = self.support.join(PYTHON_SUPPORT);
-                env.push(("PYTHONPATH".into(), python.to_string_lossy().to_string()));
+                let mut path = python.clone().into_os_string();
+                if services.resolved.prepared {
+                    // The reviewed wheels, after the bundled SDK.
+                    path.push(":");
+                    path.push(package_dir.join(crate::plan::prepare::PYTHON_SITE));
+                }
+                env.push(("PYTHONPATH".into(), path.to_string_lossy().to_string()));
                 env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
                 env.push(("PYTHONUNBUFFERED".into(), "1".into()));
                 read_only.push(python);

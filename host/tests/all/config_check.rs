@@ -241,4 +241,11 @@ fn secrets_and_the_npm_registry_are_checked() {
         &check("[dependencies]\nnpm-registry = \"https://\"\n"),
         "npm-registry",
     );
+    assert_valid(&check(
+        "[dependencies]\npython-index = \"http://127.0.0.1:8000/simple/\"\n",
+    ));
+    assert_invalid(
+        &check("[dependencies]\npython-index = \"pypi.org/simple\"\n"),
+        "python-index",
+    );
 }

@@ -3,8 +3,19 @@
 use crate::support::*;
 
 fn init_demo() -> (tempfile::TempDir, std::path::PathBuf) {
+    init_with(&[])
+}
+
+/// `jig init <extra> demo` in a fresh directory.
+fn init_with(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let run = run_jig(dir.path(), &["init", "demo"]);
+    let args: Vec<&str> = ["init"]
+        .iter()
+        .chain(extra)
+        .chain(&["demo"])
+        .copied()
+        .collect();
+    let run = run_jig(dir.path(), &args);
     assert_eq!(run.status, 0, "{run:?}");
     let demo = dir.path().join("demo");
     (dir, demo)
@@ -51,6 +62,67 @@ fn init_review_run_greets_ada() {
 }
 
 #[test]
+fn the_default_greeting_is_flow_ts_with_the_bundled_sdk_revision_and_no_lock() {
+    let (_dir, demo) = init_demo();
+    assert!(demo.join("flows/hello/flow.ts").is_file());
+    assert!(!demo.join("flows/hello/flow.py").exists());
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(demo.join("flows/hello/package.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        manifest["dependencies"],
+        serde_json::json!({ "@jigging/flow": jig::plan::prepare::BUNDLED_SDK_VERSION })
+    );
+    // Satisfied by the bundled SDK: no lock, no resolution, no network.
+    let review = review(&demo);
+    assert!(
+        !review.stderr.contains("Resolving dependencies"),
+        "{review:?}"
+    );
+    assert!(!demo.join("flows/hello/bun.lock").exists());
+    assert!(!demo.join("flows/hello/node_modules").exists());
+}
+
+#[test]
+fn the_python_greeting_reviews_and_runs() {
+    let (_dir, demo) = init_with(&["--lang", "python"]);
+    assert!(demo.join("flows/hello/flow.py").is_file());
+    assert!(!demo.join("flows/hello/package.json").exists());
+    review(&demo);
+    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!({"message": "Hello, Ada!"})
+    );
+}
+
+#[test]
+fn init_options_outside_the_surface_are_usage_errors_and_create_nothing() {
+    for args in [
+        &["init", "--lang", "cobol", "demo"][..],
+        &["init", "--bare", "--lang", "python", "demo"][..],
+        &["init", "--lang"][..],
+        &["init"][..],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run_jig(dir.path(), args);
+        assert_eq!(run.status, 2, "{args:?}: {run:?}");
+        assert!(!dir.path().join("demo").exists(), "{args:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("demo")).unwrap();
+    for lang in ["typescript", "python"] {
+        let run = run_jig(dir.path(), &["init", "--lang", lang, "demo"]);
+        assert_eq!(run.status, 1, "{run:?}");
+        assert!(
+            run.stderr.starts_with("JIG_INIT_DESTINATION_EXISTS: "),
+            "{run:?}"
+        );
+    }
+}
+
+#[test]
 fn review_without_yes_on_a_pipe_admits_nothing() {
     let (_dir, demo) = init_demo();
     let run = run_jig(&demo, &["review"]);
@@ -66,7 +138,7 @@ fn review_without_yes_on_a_pipe_admits_nothing() {
 fn source_edits_grant_nothing_until_review() {
     let (_dir, demo) = init_demo();
     review(&demo);
-    let flow = demo.join("flows/hello/flow.py");
+    let flow = demo.join("flows/hello/flow.ts");
     let source = std::fs::read_to_string(&flow)
         .unwrap()
         .replace("Hello", "Goodbye");

@@ -21,6 +21,7 @@ mod npm_registry;
 mod overhead;
 mod provider_authoring;
 mod providers;
+mod python_dependencies;
 mod python_sdk;
 mod records;
 mod rust_component;

@@ -25,7 +25,12 @@ impl Project {
     pub fn init(bare: bool) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("project");
-        jig_project::init(&root, bare).unwrap();
+        let template = if bare {
+            jig_project::Template::Bare
+        } else {
+            jig_project::Template::Python
+        };
+        jig_project::init(&root, template).unwrap();
         Project { _tmp: tmp, root }
     }
 

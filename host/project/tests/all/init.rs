@@ -1,7 +1,7 @@
 use std::fs;
 use std::path::Path;
 
-use jig_project::{init, GITIGNORE, JIG_TS};
+use jig_project::{init, Template, GITIGNORE, JIG_TS};
 
 /// Every entry beneath `dir`, directories with a trailing `/`, sorted.
 fn tree(dir: &Path) -> Vec<String> {
@@ -34,7 +34,7 @@ const SEED_JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";
 fn bare_creates_exactly_the_skeleton() {
     let tmp = tempfile::tempdir().unwrap();
     let dest = tmp.path().join("project");
-    init(&dest, true).unwrap();
+    init(&dest, Template::Bare).unwrap();
     assert_eq!(
         tree(&dest),
         vec![".gitignore", "bindings/", "flows/", "jig.ts"]
@@ -63,7 +63,7 @@ fn bare_creates_exactly_the_skeleton() {
 fn greeting_adds_readme_and_hello() {
     let tmp = tempfile::tempdir().unwrap();
     let dest = tmp.path().join("project");
-    init(&dest, false).unwrap();
+    init(&dest, Template::Python).unwrap();
     assert_eq!(
         tree(&dest),
         vec![
@@ -97,7 +97,7 @@ fn existing_destination_is_refused_and_untouched() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("taken");
     fs::write(&file, b"mine").unwrap();
-    let err = init(&file, true).unwrap_err();
+    let err = init(&file, Template::Bare).unwrap_err();
     assert_eq!(
         (err.code(), err.exit_code()),
         ("JIG_INIT_DESTINATION_EXISTS", 1)
@@ -106,14 +106,14 @@ fn existing_destination_is_refused_and_untouched() {
 
     let dir = tmp.path().join("empty");
     fs::create_dir(&dir).unwrap();
-    let err = init(&dir, false).unwrap_err();
+    let err = init(&dir, Template::Python).unwrap_err();
     assert_eq!(err.code(), "JIG_INIT_DESTINATION_EXISTS");
     assert!(tree(&dir).is_empty());
 
     let link = tmp.path().join("dangling");
     std::os::unix::fs::symlink("nowhere", &link).unwrap();
     assert_eq!(
-        init(&link, true).unwrap_err().code(),
+        init(&link, Template::Bare).unwrap_err().code(),
         "JIG_INIT_DESTINATION_EXISTS"
     );
     assert_eq!(tree(tmp.path()), vec!["dangling", "empty/", "taken"]);
@@ -122,7 +122,7 @@ fn existing_destination_is_refused_and_untouched() {
 #[test]
 fn missing_parent_is_unavailable_and_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let err = init(&tmp.path().join("no/such/parent"), true).unwrap_err();
+    let err = init(&tmp.path().join("no/such/parent"), Template::Bare).unwrap_err();
     assert_eq!((err.code(), err.exit_code()), ("JIG_INIT_UNAVAILABLE", 2));
     assert!(tree(tmp.path()).is_empty());
 }
@@ -131,8 +131,46 @@ fn missing_parent_is_unavailable_and_creates_nothing() {
 fn a_fresh_project_captures() {
     let tmp = tempfile::tempdir().unwrap();
     let dest = tmp.path().join("project");
-    init(&dest, true).unwrap();
+    init(&dest, Template::Bare).unwrap();
     let decl = jig_project::capture(&dest).unwrap();
     assert!(decl.flows.is_empty());
     assert!(decl.bindings.is_empty());
+}
+
+#[test]
+fn the_default_greeting_is_flow_ts_naming_the_exact_sdk_revision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("project");
+    init(
+        &dest,
+        Template::TypeScript {
+            sdk_revision: "9.8.7",
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        tree(&dest),
+        vec![
+            ".gitignore",
+            "README.md",
+            "bindings/",
+            "flows/",
+            "flows/hello/",
+            "flows/hello/FLOW.md",
+            "flows/hello/flow.ts",
+            "flows/hello/package.json",
+            "jig.ts"
+        ]
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&fs::read(dest.join("flows/hello/package.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["dependencies"],
+        serde_json::json!({ "@jigging/flow": "9.8.7" })
+    );
+    let flow_ts = fs::read_to_string(dest.join("flows/hello/flow.ts")).unwrap();
+    assert!(
+        flow_ts.starts_with("import { handle } from \"@jigging/flow\";\n"),
+        "{flow_ts}"
+    );
 }

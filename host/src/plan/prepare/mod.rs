@@ -19,7 +19,10 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
+mod python;
 mod workspace;
+
+pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
 
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
@@ -136,7 +139,11 @@ fn refusal(code: &str, at: &str, pointer: Option<String>, message: &str) -> Refu
         message: message.into(),
     };
     match code {
-        codes::PREPARATION_FAILED | codes::PERMISSION_REQUIRED => Refusal::Unavailable(diagnostic),
+        codes::PREPARATION_FAILED
+        | codes::PERMISSION_REQUIRED
+        | python::codes::PREPARATION_FAILED
+        | python::codes::PERMISSION_REQUIRED
+        | python::codes::RESOLUTION_UNSUPPORTED => Refusal::Unavailable(diagnostic),
         _ => Refusal::Invalid(diagnostic),
     }
 }
@@ -165,6 +172,18 @@ pub fn prepare(
     for (path, package) in packages {
         let recipe = match Recipe::from_value(&plan["execution"][path]["recipe"]) {
             Some(recipe) if recipe.kind == RecipeKind::Bun => recipe,
+            Some(recipe) if recipe.kind == RecipeKind::Python => {
+                match session.python_package(path, package, &recipe) {
+                    Ok(None) => {}
+                    Ok(Some((evidence, fresh))) => {
+                        plan["execution"][path]["prepared"] = evidence;
+                        made.extend(fresh);
+                    }
+                    Err(Refusal::Invalid(d)) => invalid.push(d),
+                    Err(Refusal::Unavailable(d)) => unavailable.push(d),
+                }
+                continue;
+            }
             Some(recipe) if matches!(recipe.kind, RecipeKind::Deno | RecipeKind::Node) => {
                 // Only Bun prepares dependencies; another runtime would run
                 // the package without them.
@@ -333,27 +352,8 @@ impl Session<'_> {
         } else {
             "resolved"
         };
-        // Exact reuse of the admitted preparation: same source, same recipe.
-        if let Some(previous) = self
-            .request
-            .admitted
-            .and_then(|plan| plan.pointer(&format!("/execution/{}/prepared", pointer_token(path))))
-        {
-            if previous["source"] == json!(inputs.digest)
-                && previous["recipe"] == json!(recipe_digest)
-            {
-                let digest = previous["digest"].as_str().unwrap_or_default();
-                return match self.request.store.get_package(digest) {
-                    Ok(_) => Ok(Some((previous.clone(), None))),
-                    Err(_) => Err(refusal(
-                        codes::PREPARED_MISSING,
-                        &at,
-                        None,
-                        "the admitted prepared package is missing or corrupt in .jig; it is not \
-                         fetched again; remove the project's .jig state to start over",
-                    )),
-                };
-            }
+        if let Some(previous) = self.reuse(path, &inputs.digest, &recipe_digest, &at)? {
+            return Ok(Some((previous, None)));
         }
         if inputs.lock.is_none() && !self.request.allow_resolution_network {
             return Err(refusal(
@@ -394,6 +394,38 @@ impl Session<'_> {
         )))
     }
 
+    /// Exact reuse of the admitted preparation of `path`: same source, same
+    /// recipe. Its retained bytes must be intact; they are never refetched.
+    fn reuse(
+        &self,
+        path: &str,
+        source: &str,
+        recipe_digest: &str,
+        at: &str,
+    ) -> Result<Option<Value>, Refusal> {
+        let Some(previous) = self
+            .request
+            .admitted
+            .and_then(|plan| plan.pointer(&format!("/execution/{}/prepared", pointer_token(path))))
+        else {
+            return Ok(None);
+        };
+        if previous["source"] != json!(source) || previous["recipe"] != json!(recipe_digest) {
+            return Ok(None);
+        }
+        let digest = previous["digest"].as_str().unwrap_or_default();
+        match self.request.store.get_package(digest) {
+            Ok(_) => Ok(Some(previous.clone())),
+            Err(_) => Err(refusal(
+                codes::PREPARED_MISSING,
+                at,
+                None,
+                "the admitted prepared package is missing or corrupt in .jig; it is not \
+                 fetched again; remove the project's .jig state to start over",
+            )),
+        }
+    }
+
     /// The reviewed identity of how preparation runs here: the installer's
     /// bytes, the registry, the arguments and the containment mode.
     fn recipe_digest(&self, recipe: &Recipe) -> String {
@@ -407,12 +439,18 @@ impl Session<'_> {
     }
 
     fn sandbox(&mut self, at: &str) -> Result<Arc<dyn Sandbox>, Refusal> {
+        self.sandbox_for(codes::PREPARATION_FAILED, at)
+    }
+
+    /// The envelope the installers run in, made once per review; a host
+    /// that cannot make one refuses with `code`.
+    fn sandbox_for(&mut self, code: &str, at: &str) -> Result<Arc<dyn Sandbox>, Refusal> {
         if let Some(sandbox) = &self.sandbox {
             return Ok(sandbox.clone());
         }
         let sandbox = crate::sandbox::select(self.request.config).map_err(|_| {
             refusal(
-                codes::PREPARATION_FAILED,
+                code,
                 at,
                 None,
                 "this host cannot start the contained installer; see jig doctor",
@@ -507,11 +545,41 @@ impl Session<'_> {
         filter: Option<&str>,
         at: &str,
     ) -> Result<(), Refusal> {
-        let failed = |message: &str| refusal(codes::PREPARATION_FAILED, at, None, message);
+        let launch = installer_launch(runtime, work, step, filter, &self.registry);
+        let exit_failure = match step {
+            Step::Resolve => {
+                "Bun could not resolve the dependencies; check the manifest's \
+                 dependency names and versions against the registry"
+            }
+            Step::Install => {
+                "Bun could not install the locked dependencies from the registry; \
+                 check that the lock matches the manifest and the registry serves it"
+            }
+        };
+        self.run_contained(
+            &launch,
+            sandbox,
+            codes::PREPARATION_FAILED,
+            exit_failure,
+            at,
+        )
+    }
+
+    /// Run one installer `launch` in the preparation envelope within this
+    /// review's deadlines; its output is drained, never shown. A refusal is
+    /// `code` at `at`, `exit_failure` when the installer itself failed.
+    fn run_contained(
+        &mut self,
+        launch: &Launch,
+        sandbox: &Arc<dyn Sandbox>,
+        code: &str,
+        exit_failure: &str,
+        at: &str,
+    ) -> Result<(), Refusal> {
+        let failed = |message: &str| refusal(code, at, None, message);
         let Some(deadline) = installer_deadline(self.started.elapsed()) else {
             return Err(failed("dependency planning exceeded its 180 s deadline"));
         };
-        let launch = installer_launch(runtime, work, step, filter, &self.registry);
         let _reservation = self
             .budget
             .reserve_limits(Limits::PREPARATION)
@@ -522,7 +590,7 @@ impl Session<'_> {
             .map_err(|_| failed("cannot start the installer"))?;
         runtime.block_on(async {
             let mut contained = sandbox
-                .spawn(&launch)
+                .spawn(launch)
                 .map_err(|_| failed("cannot start the contained installer"))?;
             drop(contained.child.stdin.take());
             // Installer output is drained, never shown.
@@ -552,16 +620,7 @@ impl Session<'_> {
                 }
                 Err(_) => Err(failed("the installer did not finish within 60 s")),
                 Ok(Err(_)) => Err(failed("the installer could not be waited for")),
-                Ok(Ok(status)) if !status.success() => Err(failed(match step {
-                    Step::Resolve => {
-                        "Bun could not resolve the dependencies; check the manifest's \
-                         dependency names and versions against the registry"
-                    }
-                    Step::Install => {
-                        "Bun could not install the locked dependencies from the registry; \
-                         check that the lock matches the manifest and the registry serves it"
-                    }
-                })),
+                Ok(Ok(status)) if !status.success() => Err(failed(exit_failure)),
                 Ok(Ok(_)) => {
                     cleaned.map_err(|_| failed("the installer's envelope was not cleaned up"))
                 }
