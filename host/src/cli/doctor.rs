@@ -134,6 +134,22 @@ fn agent(config: &HostConfig) {
     println!("  client: {}", identity.client);
     println!("  api: {}", identity.api);
     println!("  endpoint: {}", identity.endpoint);
+    if let Some(native) = &endpoint.native {
+        // A native ACP client: the executable is the endpoint; credentials
+        // are named, never shown.
+        if identity.model.is_empty() {
+            println!("  model: (the client's default)");
+        } else {
+            println!("  model: {}", identity.model);
+        }
+        let names: Vec<&str> = native.env.iter().map(|(k, _)| k.as_str()).collect();
+        println!(
+            "  credentials: {} (passed to the ACP client only)",
+            names.join(" ")
+        );
+        println!("  configuration: valid (from the environment; the client was not started)");
+        return;
+    }
     println!("  model: {}", identity.model);
     let key = match &endpoint.key {
         KeySource::Env(_) if endpoint.base_url.contains("openrouter.ai") => {
