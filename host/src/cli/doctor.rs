@@ -120,8 +120,20 @@ pub fn doctor(config: &HostConfig) -> u8 {
 /// request and reads no key. An Agent is optional host support, so an
 /// invalid configuration does not fail `jig doctor`.
 fn agent(config: &HostConfig) {
-    use jig_provider_builtin::agent::endpoint::{KeySource, Source};
     println!("agent:");
+    agent_endpoint(config);
+    // The installed worker of the native ACP clients (providers/acp).
+    let worker = jig_provider_builtin::agent::acp::WORKER_PROGRAM;
+    match crate::verify::installed(worker) {
+        Ok(path) => println!("  acp worker: {worker} at {}", path.display()),
+        Err(why) => {
+            println!("  acp worker: unavailable: {why} (native ACP clients are refused at review)")
+        }
+    }
+}
+
+fn agent_endpoint(config: &HostConfig) {
+    use jig_provider_builtin::agent::endpoint::{KeySource, Source};
     let endpoint = match config.agent.endpoint() {
         Ok(endpoint) => endpoint,
         Err(why) => {

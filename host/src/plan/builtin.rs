@@ -6,6 +6,7 @@
 
 use flow::json::Value;
 use flow::package::{Access, Package};
+use jig_provider_builtin::agent::acp;
 use jig_provider_builtin::agent::endpoint::{
     Endpoint, EndpointError, Identity, KeySource, Table, MAX_KEY_BYTES,
 };
@@ -86,24 +87,39 @@ fn project_command(
 /// Agent Run: the host's Agent endpoint must be usable; its non-secret
 /// identity is the pin.
 fn agent_run(path: &str, slot: &str, config: &HostConfig) -> Result<Value, Diagnostic> {
-    let unavailable = |why: String| Diagnostic {
+    let diagnostic = |message: String| Diagnostic {
         code: "PROJECT_AGENT_UNAVAILABLE".into(),
         path: Some(format!("{path}/FLOW.md")),
         pointer: Some(format!("/uses/{slot}")),
-        message: format!("this host has no usable Agent endpoint ({why}); {AGENT_GUIDANCE}"),
+        message,
+    };
+    let unavailable = |why: String| {
+        diagnostic(format!(
+            "this host has no usable Agent endpoint ({why}); {AGENT_GUIDANCE}"
+        ))
     };
     let endpoint = config
         .agent
         .endpoint()
         .map_err(|e| unavailable(e.to_string()))?;
     check_key_file(&endpoint).map_err(unavailable)?;
+    if let Some(native) = &endpoint.native {
+        // The ACP session runs in jig's separately built worker program.
+        crate::verify::installed(acp::WORKER_PROGRAM).map_err(|why| {
+            diagnostic(format!(
+                "the {} ACP client needs jig's ACP Agent worker, and {why}; check it with jig doctor, then review again",
+                native.client.as_str()
+            ))
+        })?;
+    }
     agent_pin(&endpoint).map_err(unavailable)
 }
 
 /// The Agent Run pin: the non-secret identity (client, API, endpoint,
 /// model), never the key or where it is kept. A native ACP client's
-/// endpoint is its executable's path, and the digest of that executable
-/// (under this command's installation verification policy) is pinned too.
+/// endpoint is its executable's path, and the digests of that executable
+/// and of jig's ACP Agent worker (under this command's installation
+/// verification policy) are pinned too.
 fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
     let identity: Identity = endpoint.identity();
     let mut pin = json!({
@@ -124,6 +140,11 @@ fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
                 )
             })?;
         pin["digest"] = json!(digest);
+        let worker = crate::verify::installed(acp::WORKER_PROGRAM)?;
+        let worker = crate::verify::current()
+            .digest(&worker)
+            .map_err(|e| format!("cannot read {}: {e}", acp::WORKER_PROGRAM))?;
+        pin["worker"] = json!(worker);
     }
     Ok(pin)
 }

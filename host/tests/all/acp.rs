@@ -47,6 +47,7 @@ handle(run)
 "#;
 
 fn agent_program() -> PathBuf {
+    acp_worker();
     let program = workspace().join("host/tests/fixtures/acp/claude-acp");
     assert!(
         workspace()
@@ -308,4 +309,74 @@ fn doctor_shows_the_acp_client_and_names_its_credentials_only() {
     );
     assert!(run.stdout.contains(&expected), "{run:?}");
     assert!(!run.stdout.contains(KEY), "{run:?}");
+}
+
+/// `jig` linked alone into a directory of its own, so that no
+/// `jig-agent-acp` is installed beside it; run in `dir` with `env`.
+fn lone_jig(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let bin = dir.join(".lone-bin");
+    let lone = bin.join("jig");
+    if !lone.exists() {
+        std::fs::create_dir_all(&bin).unwrap();
+        let jig = Path::new(env!("CARGO_BIN_EXE_jig"));
+        if std::fs::hard_link(jig, &lone).is_err() {
+            std::fs::copy(jig, &lone).unwrap();
+        }
+    }
+    assert!(!bin.join("jig-agent-acp").exists());
+    let mut command = std::process::Command::new(&lone);
+    command
+        .current_dir(dir)
+        .env_remove("JIG_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join(".test-config-home"))
+        .env("NO_COLOR", "1");
+    for name in jig_provider_builtin::agent::endpoint::ENV_VARS
+        .iter()
+        .chain(&jig_provider_builtin::agent::acp::ENV_VARS)
+    {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    output(command.args(args).output().expect("jig runs"))
+}
+
+#[test]
+fn without_the_installed_acp_worker_review_refuses_and_doctor_says_so() {
+    let dir = agent_project(FLOW_PY);
+    let program = agent_program();
+    let env = claude_env(&program);
+    let env = pairs(&env);
+    let run = lone_jig(dir.path(), &env, &["review", "--yes"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("PROJECT_AGENT_UNAVAILABLE at \"flows/ask/FLOW.md\" pointer \"/uses/agent\""),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("jig-agent-acp is not installed beside jig"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains(KEY), "{run:?}");
+    let doctor = lone_jig(dir.path(), &env, &["doctor"]);
+    assert!(
+        doctor
+            .stdout
+            .contains("  acp worker: unavailable: jig-agent-acp is not installed beside jig"),
+        "{doctor:?}"
+    );
+    // The HTTP client does not need it.
+    let http = [("OPENAI_API_KEY", KEY), ("OPENAI_MODEL", MODEL)];
+    let run = lone_jig(dir.path(), &http, &["review", "--yes"]);
+    assert_eq!(run.status, 0, "{run:?}");
+}
+
+#[test]
+fn doctor_shows_the_installed_acp_worker() {
+    let dir = agent_project(FLOW_PY);
+    let worker = acp_worker();
+    let run = jig_with(dir.path(), &[], &["doctor"]);
+    let line = format!("  acp worker: jig-agent-acp at {}\n", worker.display());
+    assert!(run.stdout.contains(&line), "{run:?}");
 }

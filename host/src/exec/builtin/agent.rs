@@ -20,7 +20,7 @@ use flow::json::Value;
 use jig_provider_api::CallError;
 use jig_provider_builtin::agent::endpoint::KeySource;
 use jig_provider_builtin::agent::wire::Ask;
-use jig_provider_builtin::agent::{acp_session, profile, skills, worker};
+use jig_provider_builtin::agent::{acp, profile, skills, worker};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
@@ -129,17 +129,16 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
         CallError::operational("UNAVAILABLE", format!("no usable Agent endpoint: {e}"))
     })?;
     let body = match &endpoint.native {
-        // A native ACP client: the worker starts it inside its own
-        // envelope and speaks ACP to it (see `agent::acp_session`).
-        Some(native) => worker::AcpRequest {
+        // A native ACP client: the `jig-agent-acp` worker starts it inside
+        // its own envelope and speaks ACP to it (providers/acp).
+        Some(native) => acp::WorkerRequest {
             program: native.program.clone(),
             env: native.env.clone(),
-            prompt: acp_session::prompt(
+            prompt: acp::prompt(
                 &instructions,
                 rendered.as_deref(),
                 schema.as_ref().map(|(wire, _)| wire),
             ),
-            schema: schema.as_ref().map(|(wire, _)| wire.clone()),
         }
         .to_value(),
         None => worker::Request {
@@ -174,12 +173,24 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
             format!("cannot prepare the Agent worker: {e}"),
         )
     })?;
-    let program = std::env::current_exe().map_err(|e| {
-        CallError::operational(
-            "UNAVAILABLE",
-            format!("cannot find the jig executable: {e}"),
-        )
-    })?;
+    // The HTTP worker is `jig` itself; an ACP client's worker is the
+    // separately built `jig-agent-acp` installed beside it.
+    let (program, args) = match &endpoint.native {
+        Some(_) => (
+            crate::verify::installed(acp::WORKER_PROGRAM)
+                .map_err(|e| CallError::operational("UNAVAILABLE", e))?,
+            Vec::new(),
+        ),
+        None => (
+            std::env::current_exe().map_err(|e| {
+                CallError::operational(
+                    "UNAVAILABLE",
+                    format!("cannot find the jig executable: {e}"),
+                )
+            })?,
+            vec![worker::WORKER_ARG.into()],
+        ),
+    };
     let mut read_only: Vec<PathBuf> = RESOLVER_FILES
         .iter()
         .map(PathBuf::from)
@@ -198,7 +209,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     }
     let launch = Launch {
         program,
-        args: vec![worker::WORKER_ARG.into()],
+        args,
         env: vec![("LANG".into(), "C.UTF-8".into())],
         cwd: scratch.clone(),
         package,
@@ -330,6 +341,13 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
                 "the Agent worker ended before sending the request",
             )
         });
+    };
+    // The ACP worker's answer is judged here, like the HTTP worker's own.
+    let verdict = match &endpoint.native {
+        Some(_) => {
+            acp::judge_line(schema.as_ref().map(|(wire, _)| wire), &verdict).unwrap_or(verdict)
+        }
+        None => verdict,
     };
     settle(verdict, schema.as_ref().map(|(_, compiled)| compiled))
 }

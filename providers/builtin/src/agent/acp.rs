@@ -19,10 +19,90 @@
 //! The reviewed identity of a native client is its name, the executable's
 //! path (and, pinned by the host, its digest) and the model when one is
 //! given; the credentials are not part of it.
+//!
+//! The ACP session itself is not in this crate: it runs in the separate
+//! `jig-agent-acp` worker program (providers/acp, built alone because the
+//! `agent-client-protocol` crate turns on serde_json's `preserve_order`).
+//! This module gives the host that worker's request ([`WorkerRequest`]) and
+//! judges its verdict line ([`judge_line`]).
 
 use std::path::{Path, PathBuf};
 
+use serde_json::{json, Value};
+
 use super::endpoint::{check_base_url, check_key, check_model, EndpointError};
+use super::wire::{Answer, Ask, Outcome};
+use super::worker::{judge, Verdict};
+
+/// The file name of the ACP Agent worker program, installed beside `jig`.
+pub const WORKER_PROGRAM: &str = "jig-agent-acp";
+
+/// The prompt of an ACP session: the rendered skills, the instructions,
+/// and with a responseSchema the instruction to answer with JSON
+/// satisfying it (an ACP client cannot enforce a schema; the host checks
+/// the answer).
+pub fn prompt(instructions: &str, skills: Option<&str>, schema: Option<&Value>) -> String {
+    let mut text = String::new();
+    if let Some(skills) = skills {
+        text.push_str(skills);
+        text.push_str("\n\n");
+    }
+    text.push_str(instructions);
+    if let Some(schema) = schema {
+        text.push_str("\n\nAnswer with exactly one JSON value and nothing else (no prose, no code fence). It must satisfy this JSON Schema:\n");
+        text.push_str(&schema.to_string());
+    }
+    text
+}
+
+/// The one request line of the `jig-agent-acp` worker: the client's
+/// executable and variables, and the prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRequest {
+    pub program: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub prompt: String,
+}
+
+impl WorkerRequest {
+    pub fn to_value(&self) -> Value {
+        json!({
+            "acp": {
+                "program": self.program.to_string_lossy(),
+                "env": self.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+                "prompt": self.prompt,
+            },
+        })
+    }
+}
+
+/// The verdict of the worker's last line: its `{"answer": {outcome, text}}`
+/// judged like an HTTP answer (text bound; with a responseSchema a
+/// completed text must be JSON, which becomes `structured`), or its
+/// `{"error": …}` as it is. `None`: not a verdict line.
+pub fn judge_line(schema: Option<&Value>, line: &Value) -> Option<Value> {
+    if line.get("error").is_some() {
+        return Some(line.clone());
+    }
+    let answer = line.get("answer")?;
+    let outcome = match answer.get("outcome")?.as_str()? {
+        "completed" => Outcome::Completed,
+        "blocked" => Outcome::Blocked,
+        "limit" => Outcome::Limit,
+        _ => return None,
+    };
+    let text = answer.get("text")?.as_str()?.to_string();
+    let ask = Ask {
+        api: super::endpoint::Api::Responses,
+        model: String::new(),
+        instructions: String::new(),
+        skills: None,
+        schema: schema.cloned(),
+        stream: true,
+    };
+    let verdict: Verdict = judge(&ask, Ok(Answer { outcome, text }));
+    Some(verdict.to_value())
+}
 
 /// The fixed directories a native client's executable is looked up in
 /// when its `*_PATH` variable is absent (never `PATH`).

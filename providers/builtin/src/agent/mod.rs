@@ -6,7 +6,6 @@
 //! starts a process.
 
 pub mod acp;
-pub mod acp_session;
 pub mod endpoint;
 pub mod profile;
 pub mod skills;

@@ -126,14 +126,12 @@ pub fn main() -> u8 {
     let read = std::io::stdin()
         .take(MAX_REQUEST_BYTES + 1)
         .read_to_end(&mut input);
-    let value = match read {
-        Ok(n) if n as u64 <= MAX_REQUEST_BYTES => serde_json::from_slice::<Value>(&input).ok(),
+    let request = match read {
+        Ok(n) if n as u64 <= MAX_REQUEST_BYTES => serde_json::from_slice::<Value>(&input)
+            .ok()
+            .and_then(|v| Request::from_value(&v)),
         _ => None,
     };
-    if let Some(session) = value.as_ref().and_then(AcpRequest::from_value) {
-        return acp_main(session);
-    }
-    let request = value.as_ref().and_then(Request::from_value);
     let Some(request) = request else {
         print_line(&error("EXECUTION_FAILED", "the Agent worker got no valid request").to_value());
         return 1;
@@ -150,100 +148,6 @@ pub fn main() -> u8 {
     };
     let verdict = runtime.block_on(run(request));
     print_line(&verdict.to_value());
-    0
-}
-
-/// One request for a native ACP client: the client's executable and
-/// variables, the prompt, and the responseSchema (when asked for). The
-/// worker starts the client in an empty directory of its own scratch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AcpRequest {
-    pub program: PathBuf,
-    pub env: Vec<(String, String)>,
-    pub prompt: String,
-    pub schema: Option<Value>,
-}
-
-impl AcpRequest {
-    pub fn to_value(&self) -> Value {
-        json!({
-            "acp": {
-                "program": self.program.to_string_lossy(),
-                "env": self.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
-                "prompt": self.prompt,
-            },
-            "schema": self.schema,
-        })
-    }
-
-    pub fn from_value(v: &Value) -> Option<AcpRequest> {
-        let acp = v.get("acp")?;
-        let env = acp
-            .get("env")?
-            .as_array()?
-            .iter()
-            .map(|pair| {
-                Some((
-                    pair.get(0)?.as_str()?.to_string(),
-                    pair.get(1)?.as_str()?.to_string(),
-                ))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(AcpRequest {
-            program: PathBuf::from(acp.get("program")?.as_str()?),
-            env,
-            prompt: acp.get("prompt")?.as_str()?.to_string(),
-            schema: v.get("schema").filter(|s| !s.is_null()).cloned(),
-        })
-    }
-}
-
-/// The worker as a native ACP client (see [`super::acp_session`]).
-fn acp_main(request: AcpRequest) -> u8 {
-    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/tmp"));
-    let cwd = here.join("acp-work");
-    let home = here.join("acp-home");
-    if std::fs::create_dir_all(&cwd).is_err() || std::fs::create_dir_all(&home).is_err() {
-        print_line(
-            &error(
-                "EXECUTION_FAILED",
-                "the Agent worker cannot prepare the ACP client's directories",
-            )
-            .to_value(),
-        );
-        return 1;
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(_) => {
-            print_line(&error("UNAVAILABLE", "the Agent worker cannot start").to_value());
-            return 1;
-        }
-    };
-    let ask = Ask {
-        api: Api::Responses,
-        model: String::new(),
-        instructions: String::new(),
-        skills: None,
-        schema: request.schema.clone(),
-        stream: true,
-    };
-    let session = super::acp_session::Session {
-        program: request.program,
-        env: request.env,
-        cwd,
-        home,
-        prompt: request.prompt,
-    };
-    let answer = runtime.block_on(super::acp_session::run(
-        session,
-        |item| print_line(&json!({ "event": item })),
-        || print_line(&json!({ "dispatching": true })),
-    ));
-    print_line(&judge(&ask, answer).to_value());
     0
 }
 

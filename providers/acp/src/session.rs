@@ -1,7 +1,9 @@
 //! The one private ACP mechanism (seed 002 §9, HOST-FACTS §6): inside the
-//! Agent worker's envelope, start the native client's ACP executable with
+//! Agent worker's envelope (this process), start the native client's ACP
+//! executable with
 //! an empty work directory and only its credential variables, and speak
 //! ACP v1 to it over its stdio with the `agent-client-protocol` crate:
+//!
 //!
 //! `initialize{protocolVersion: 1}` with default (all false) client
 //! capabilities: no filesystem, no terminal, no MCP → `session/new{cwd,
@@ -20,9 +22,9 @@
 //! never cancels, so the Agent gave up) → `blocked`; `max_tokens` and
 //! `max_turn_requests` → `limit`.
 //!
-//! A responseSchema cannot be enforced by an ACP client, so the schema is
-//! stated in the prompt and the final text must be JSON (the host then
-//! validates it with Schema/1; `INVALID_RESULT` otherwise).
+//! A responseSchema cannot be enforced by an ACP client: the host states
+//! it in the prompt, and judges the final text (JSON, validated with
+//! Schema/1; `INVALID_RESULT` otherwise).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -38,7 +40,38 @@ use agent_client_protocol::{Agent, ByteStreams};
 use serde_json::{json, Value};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-use super::wire::{Answer, NoAnswer, Outcome};
+/// How an ACP prompt turn ended, as the Agent Run contract says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Completed,
+    Blocked,
+    Limit,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Blocked => "blocked",
+            Outcome::Limit => "limit",
+        }
+    }
+}
+
+/// A finished turn: its outcome and the text of the Agent's message chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub outcome: Outcome,
+    pub text: String,
+}
+
+/// A turn without an answer. `Failed` is proof the prompt was not sent;
+/// `Unproved` means it may have been processed and no result is proved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoAnswer {
+    Failed(String),
+    Unproved(String),
+}
 
 /// One ACP session for the worker.
 #[derive(Clone, PartialEq)]
@@ -67,21 +100,6 @@ impl std::fmt::Debug for Session {
 /// client itself).
 pub const CLIENT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// The prompt: instructions, skills, and the responseSchema instruction.
-pub fn prompt(instructions: &str, skills: Option<&str>, schema: Option<&Value>) -> String {
-    let mut text = String::new();
-    if let Some(skills) = skills {
-        text.push_str(skills);
-        text.push_str("\n\n");
-    }
-    text.push_str(instructions);
-    if let Some(schema) = schema {
-        text.push_str("\n\nAnswer with exactly one JSON value and nothing else (no prose, no code fence). It must satisfy this JSON Schema:\n");
-        text.push_str(&schema.to_string());
-    }
-    text
-}
-
 /// The outcome of an ACP stop reason (as its wire string).
 pub fn outcome(stop_reason: &str) -> Option<Outcome> {
     match stop_reason {
@@ -101,7 +119,7 @@ pub fn public_item(update: &Value) -> Option<(Value, Option<String>)> {
                 return None;
             }
             let text = content.get("text")?.as_str()?.to_string();
-            let mut item = super::stream::chunk_item(&text);
+            let mut item = chunk_item(&text);
             if let Some(id) = update.get("messageId").and_then(Value::as_str) {
                 item["messageId"] = json!(id);
             }
@@ -124,6 +142,12 @@ pub fn public_item(update: &Value) -> Option<(Value, Option<String>)> {
         }
         _ => None,
     }
+}
+
+/// The `events` item of one piece of the Agent's text (the ACP
+/// public-updates channel contract's `agent_message_chunk`).
+pub fn chunk_item(text: &str) -> Value {
+    json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": text } })
 }
 
 /// Run the session; `event` gets each public item as it arrives; `dispatching`
@@ -261,7 +285,7 @@ mod tests {
         let chunk = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}});
         assert_eq!(
             public_item(&chunk),
-            Some((super::super::stream::chunk_item("hi"), Some("hi".into())))
+            Some((chunk_item("hi"), Some("hi".into())))
         );
         let plan = json!({"sessionUpdate": "plan", "entries": [{"content": "c", "priority": "high", "status": "pending", "_meta": {}}]});
         assert_eq!(
@@ -321,13 +345,5 @@ mod tests {
         let events = events.lock().unwrap();
         assert_eq!(events.len(), 4, "{events:?}");
         assert_eq!(events[0]["sessionUpdate"], "plan");
-    }
-
-    #[test]
-    fn the_prompt_states_the_schema() {
-        let p = prompt("do", Some("SKILLS"), Some(&json!({"type": "object"})));
-        assert!(p.starts_with("SKILLS\n\ndo"));
-        assert!(p.ends_with("{\"type\":\"object\"}"));
-        assert_eq!(prompt("do", None, None), "do");
     }
 }
