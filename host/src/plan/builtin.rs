@@ -176,7 +176,7 @@ pub fn verify(providers: &Value, agent: &Table) -> Result<(), String> {
             .and_then(|e| agent_pin(&e))?;
         if &now != pin {
             return Err(
-                "the Agent client, API, endpoint, executable or model changed since review"
+                "the Agent client, API, endpoint, executable, ACP worker or model changed since review"
                     .to_string(),
             );
         }

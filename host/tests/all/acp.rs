@@ -311,9 +311,9 @@ fn doctor_shows_the_acp_client_and_names_its_credentials_only() {
     assert!(!run.stdout.contains(KEY), "{run:?}");
 }
 
-/// `jig` linked alone into a directory of its own, so that no
-/// `jig-agent-acp` is installed beside it; run in `dir` with `env`.
-fn lone_jig(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+/// The directory of a `jig` linked alone into `dir/.lone-bin`, so that no
+/// `jig-agent-acp` is installed beside it unless a test puts one there.
+fn lone_bin(dir: &Path) -> PathBuf {
     let bin = dir.join(".lone-bin");
     let lone = bin.join("jig");
     if !lone.exists() {
@@ -323,7 +323,12 @@ fn lone_jig(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
             std::fs::copy(jig, &lone).unwrap();
         }
     }
-    assert!(!bin.join("jig-agent-acp").exists());
+    bin
+}
+
+/// That lone `jig`, run in `dir` with `env`.
+fn lone_jig(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let lone = lone_bin(dir).join("jig");
     let mut command = std::process::Command::new(&lone);
     command
         .current_dir(dir)
@@ -346,6 +351,7 @@ fn without_the_installed_acp_worker_review_refuses_and_doctor_says_so() {
     let program = agent_program();
     let env = claude_env(&program);
     let env = pairs(&env);
+    assert!(!lone_bin(dir.path()).join("jig-agent-acp").exists());
     let run = lone_jig(dir.path(), &env, &["review", "--yes"]);
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
@@ -379,4 +385,36 @@ fn doctor_shows_the_installed_acp_worker() {
     let run = jig_with(dir.path(), &[], &["doctor"]);
     let line = format!("  acp worker: jig-agent-acp at {}\n", worker.display());
     assert!(run.stdout.contains(&line), "{run:?}");
+}
+
+#[test]
+fn a_changed_acp_worker_requires_review() {
+    let dir = agent_project(FLOW_PY);
+    let env = claude_env(&agent_program());
+    let env = pairs(&env);
+    let worker = lone_bin(dir.path()).join("jig-agent-acp");
+    std::fs::copy(acp_worker(), &worker).unwrap();
+    let reviewed = lone_jig(dir.path(), &env, &["review", "--yes"]);
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let input = r#"{"instructions":"ANSWER-JSON"}"#;
+    let args = ["run", "flow:flows/ask", "--input", input];
+    let run = lone_jig(dir.path(), &env, &args);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"]["value"]["outcome"],
+        "completed",
+        "{run:?}"
+    );
+    // Other bytes of the worker (the same path) are another environment.
+    let mut bytes = std::fs::read(&worker).unwrap();
+    bytes.push(0);
+    std::fs::write(&worker, bytes).unwrap();
+    let run = lone_jig(dir.path(), &env, &args);
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["code"], "REVIEW_REQUIRED", "{run:?}");
+    assert_eq!(
+        terminal["details"],
+        json!({"reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false})
+    );
 }
