@@ -395,6 +395,55 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    #[test]
+    fn the_worker_answer_is_judged_like_an_http_answer() {
+        let schema = json!({"type": "object"});
+        let completed = json!({"answer": {"outcome": "completed", "text": "{\"a\":1}"}});
+        assert_eq!(
+            judge_line(Some(&schema), &completed),
+            Some(
+                json!({"result": {"outcome": "completed", "text": "{\"a\":1}", "structured": {"a": 1}}})
+            )
+        );
+        assert_eq!(
+            judge_line(None, &completed),
+            Some(json!({"result": {"outcome": "completed", "text": "{\"a\":1}"}}))
+        );
+        let prose = json!({"answer": {"outcome": "completed", "text": "no"}});
+        let judged = judge_line(Some(&schema), &prose).unwrap();
+        assert_eq!(judged["error"]["code"], "INVALID_RESULT");
+        assert_eq!(
+            judged["error"]["details"]["code"],
+            "AGENT_RUN_STRUCTURED_INVALID"
+        );
+        // A blocked answer needs no structured value.
+        let blocked = json!({"answer": {"outcome": "blocked", "text": "no"}});
+        assert_eq!(
+            judge_line(Some(&schema), &blocked),
+            Some(json!({"result": {"outcome": "blocked", "text": "no"}}))
+        );
+        let error = json!({"error": {"code": "UNCERTAIN", "message": "m"}});
+        assert_eq!(judge_line(None, &error), Some(error.clone()));
+        let unknown = json!({"answer": {"outcome": "maybe", "text": ""}});
+        assert_eq!(judge_line(None, &unknown), None);
+        assert_eq!(judge_line(None, &json!({"other": 1})), None);
+    }
+
+    #[test]
+    fn the_worker_request_is_one_acp_object() {
+        let request = WorkerRequest {
+            program: PathBuf::from("/bin/acp"),
+            env: vec![("K".into(), "v".into())],
+            prompt: prompt("do", Some("SKILLS"), Some(&json!({"type": "object"}))),
+        };
+        assert_eq!(
+            request.to_value(),
+            json!({"acp": {"program": "/bin/acp", "env": [["K", "v"]],
+                "prompt": format!("SKILLS\n\ndo\n\nAnswer with exactly one JSON value and nothing else (no prose, no code fence). It must satisfy this JSON Schema:\n{}", json!({"type": "object"}))}})
+        );
+        assert_eq!(prompt("do", None, None), "do");
+    }
+
     fn env(pairs: Vec<(&str, String)>) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> =
             pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
