@@ -41,6 +41,27 @@ let
       ++ map (dir: root + "/${dir}") (jigLib.memberDirs (root + "/Cargo.toml"))
     )) (lib.fileset.fileFilter (file: file.hasExt "pyc") root);
   };
+
+  # The ACP Agent worker `jig-agent-acp` (native ACP clients): its own Cargo
+  # package and lock in providers/acp, outside the workspace, built alone so
+  # that the serde_json `preserve_order` feature its ACP crate enables never
+  # reaches jig's build. jig finds it beside its own executable.
+  acpRoot = root + "/providers/acp";
+  acpWorker = rustPlatform.buildRustPackage {
+    pname = "jig-agent-acp";
+    inherit (workspace) version;
+    src = lib.fileset.toSource {
+      root = acpRoot;
+      fileset = lib.fileset.unions [
+        (acpRoot + "/Cargo.toml")
+        (acpRoot + "/Cargo.lock")
+        (acpRoot + "/src")
+      ];
+    };
+    cargoLock.lockFile = acpRoot + "/Cargo.lock";
+    # Its session test needs the ACP SDK agent of host/tests (Node, npm).
+    doCheck = false;
+  };
 in
 lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
   ''
@@ -75,6 +96,9 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
 
     postInstall = ''
       install -Dm0444 ${hostToml} $out/share/jig/host.toml
+      # The ACP Agent worker, in the same bin/ as jig (beside the wrapped
+      # executable, where jig looks for it).
+      install -Dm0555 ${acpWorker}/bin/jig-agent-acp $out/bin/jig-agent-acp
       # The bundled Python Run SDK (`jiggy`), beside the binary for a host
       # that looks it up relative to its executable.
       if [ -d host/python/jiggy ]; then
@@ -93,7 +117,7 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
     '';
 
     passthru = {
-      inherit hostToml;
+      inherit hostToml acpWorker;
     };
 
     meta = {

@@ -167,3 +167,55 @@ fn agent_call_contained_worker() {
 fn agent_call_worker_without_envelope() {
     one_call(&ProcessGroup);
 }
+
+/// The ACP Agent worker (`jig-agent-acp`, built beside `jig`: see the
+/// README) asked once, with the tests' ACP agent (host/tests/fixtures/acp,
+/// Node and the official SDK, installed by .ci/setup) as the client. Most
+/// of it is the client's own start (Node); compare with the HTTP worker of
+/// the same run.
+fn one_acp_call(sandbox: &dyn Sandbox) {
+    let f = fixture();
+    let worker = PathBuf::from(env!("CARGO_BIN_EXE_jig")).with_file_name("jig-agent-acp");
+    assert!(
+        worker.is_file(),
+        "build it: cargo build --manifest-path providers/acp/Cargo.toml --target-dir target"
+    );
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/acp");
+    let request = jig_provider_builtin::agent::acp::WorkerRequest {
+        program: fixtures.join("claude-acp"),
+        env: vec![("ANTHROPIC_API_KEY".into(), "k".into())],
+        prompt: "ANSWER-JSON".into(),
+    };
+    let mut launch = worker_launch();
+    launch.program = worker;
+    launch.args = Vec::new();
+    launch.read_only.push(fixtures);
+    f.runtime.block_on(async {
+        let mut contained = sandbox.spawn(&launch).expect("spawns");
+        let mut stdin = contained.child.stdin.take().unwrap();
+        stdin
+            .write_all(request.to_value().to_string().as_bytes())
+            .await
+            .unwrap();
+        drop(stdin);
+        let mut out = String::new();
+        let mut stdout = contained.child.stdout.take().unwrap();
+        stdout.read_to_string(&mut out).await.unwrap();
+        assert!(contained.child.wait().await.unwrap().success());
+        contained.cleanup().expect("cleans up");
+        assert!(
+            out.contains(r#""answer":{"outcome":"completed","text":"{\"answer\":42}"}"#),
+            "{out}"
+        );
+    });
+}
+
+#[divan::bench(sample_count = 20)]
+fn acp_call_contained_worker() {
+    one_acp_call(fixture().contained.as_ref());
+}
+
+#[divan::bench(sample_count = 20)]
+fn acp_call_worker_without_envelope() {
+    one_acp_call(&ProcessGroup);
+}

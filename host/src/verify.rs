@@ -491,6 +491,27 @@ fn write_cache(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A support program of the installation (such as the ACP Agent worker
+/// `jig-agent-acp`): the executable regular file `name` beside the running
+/// `jig` (in its executable's directory), or the fixed reason it is not
+/// there. Its digest is taken with [`Verifier::digest`] like any other
+/// installed file's.
+pub fn installed(name: &str) -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the jig executable: {e}"))?;
+    let path = exe
+        .parent()
+        .map(|dir| dir.join(name))
+        .ok_or_else(|| "the jig executable has no directory".to_string())?;
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.mode() & 0o111 != 0 => Ok(path),
+        _ => Err(format!(
+            "{name} is not installed beside jig (expected the executable {}); install it with jig, or build it with `cargo build --manifest-path providers/acp/Cargo.toml --target-dir target`",
+            path.display()
+        )),
+    }
+}
+
 static CURRENT: OnceLock<Verifier> = OnceLock::new();
 
 /// Fix this command's verifier; the policy is captured once, before the

@@ -44,7 +44,8 @@ let
       inherit (stubs) lib;
       rustPlatform = {
         rust.rustc.version = rustcVersion;
-        buildRustPackage = attrs: attrs;
+        # A derivation's attributes, with a store path to interpolate.
+        buildRustPackage = attrs: attrs // { outPath = "/nix/store/stub-${attrs.pname}"; };
       };
       inherit (stubs) formats;
       makeBinaryWrapper = stubs.fakeDrv "make-binary-wrapper";
@@ -481,6 +482,11 @@ let
     "package name and version come from the workspace" =
       package.pname == "jig" && package.version == cargoWorkspace.package.version;
     "package uses the workspace Cargo.lock" = package.cargoLock.lockFile == root + "/Cargo.lock";
+    "package installs jig-agent-acp, built alone from its own lock, beside jig" =
+      package.passthru.acpWorker.cargoLock.lockFile == root + "/providers/acp/Cargo.lock"
+      && package.passthru.acpWorker.pname == "jig-agent-acp"
+      && builtins.match ".*install -Dm0555 /nix/store/stub-jig-agent-acp/bin/jig-agent-acp \\$out/bin/jig-agent-acp.*wrapProgram.*" package.postInstall
+        != null;
     "package source is the manifest, the lock and every member" =
       sourcePaths == [
         (root + "/Cargo.toml")

@@ -120,8 +120,20 @@ pub fn doctor(config: &HostConfig) -> u8 {
 /// request and reads no key. An Agent is optional host support, so an
 /// invalid configuration does not fail `jig doctor`.
 fn agent(config: &HostConfig) {
-    use jig_provider_builtin::agent::endpoint::{KeySource, Source};
     println!("agent:");
+    agent_endpoint(config);
+    // The installed worker of the native ACP clients (providers/acp).
+    let worker = jig_provider_builtin::agent::acp::WORKER_PROGRAM;
+    match crate::verify::installed(worker) {
+        Ok(path) => println!("  acp worker: {worker} at {}", path.display()),
+        Err(why) => {
+            println!("  acp worker: unavailable: {why} (native ACP clients are refused at review)")
+        }
+    }
+}
+
+fn agent_endpoint(config: &HostConfig) {
+    use jig_provider_builtin::agent::endpoint::{KeySource, Source};
     let endpoint = match config.agent.endpoint() {
         Ok(endpoint) => endpoint,
         Err(why) => {
@@ -134,6 +146,22 @@ fn agent(config: &HostConfig) {
     println!("  client: {}", identity.client);
     println!("  api: {}", identity.api);
     println!("  endpoint: {}", identity.endpoint);
+    if let Some(native) = &endpoint.native {
+        // A native ACP client: the executable is the endpoint; credentials
+        // are named, never shown.
+        if identity.model.is_empty() {
+            println!("  model: (the client's default)");
+        } else {
+            println!("  model: {}", identity.model);
+        }
+        let names: Vec<&str> = native.env.iter().map(|(k, _)| k.as_str()).collect();
+        println!(
+            "  credentials: {} (passed to the ACP client only)",
+            names.join(" ")
+        );
+        println!("  configuration: valid (from the environment; the client was not started)");
+        return;
+    }
     println!("  model: {}", identity.model);
     let key = match &endpoint.key {
         KeySource::Env(_) if endpoint.base_url.contains("openrouter.ai") => {

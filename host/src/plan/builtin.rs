@@ -6,6 +6,7 @@
 
 use flow::json::Value;
 use flow::package::{Access, Package};
+use jig_provider_builtin::agent::acp;
 use jig_provider_builtin::agent::endpoint::{
     Endpoint, EndpointError, Identity, KeySource, Table, MAX_KEY_BYTES,
 };
@@ -17,7 +18,7 @@ use crate::config::HostConfig;
 /// The fixed guidance of an Agent-using target this host cannot serve. It
 /// names variables and rules only: never a key, a key file's path or a
 /// provider's answer.
-const AGENT_GUIDANCE: &str = "configure an Agent endpoint for this host (OPENAI_API_KEY and OPENAI_MODEL, optionally OPENAI_BASE_URL and OPENAI_API; or OPENROUTER_API_KEY and OPENROUTER_MODEL; or the [agent] table of host.toml), check it with jig doctor, then review again";
+const AGENT_GUIDANCE: &str = "configure an Agent endpoint for this host (OPENAI_API_KEY and OPENAI_MODEL, optionally OPENAI_BASE_URL and OPENAI_API; or OPENROUTER_API_KEY and OPENROUTER_MODEL; or the [agent] table of host.toml; or a native ACP client with JIG_AGENT_CLIENT=codex|claude|pi and its credentials), check it with jig doctor, then review again";
 
 /// The Plan pin of `slot` of the package at `path`, served by builtin
 /// `name`, or why this host cannot serve it.
@@ -86,31 +87,66 @@ fn project_command(
 /// Agent Run: the host's Agent endpoint must be usable; its non-secret
 /// identity is the pin.
 fn agent_run(path: &str, slot: &str, config: &HostConfig) -> Result<Value, Diagnostic> {
-    let unavailable = |why: String| Diagnostic {
+    let diagnostic = |message: String| Diagnostic {
         code: "PROJECT_AGENT_UNAVAILABLE".into(),
         path: Some(format!("{path}/FLOW.md")),
         pointer: Some(format!("/uses/{slot}")),
-        message: format!("this host has no usable Agent endpoint ({why}); {AGENT_GUIDANCE}"),
+        message,
+    };
+    let unavailable = |why: String| {
+        diagnostic(format!(
+            "this host has no usable Agent endpoint ({why}); {AGENT_GUIDANCE}"
+        ))
     };
     let endpoint = config
         .agent
         .endpoint()
         .map_err(|e| unavailable(e.to_string()))?;
     check_key_file(&endpoint).map_err(unavailable)?;
-    Ok(agent_pin(&endpoint.identity()))
+    if let Some(native) = &endpoint.native {
+        // The ACP session runs in jig's separately built worker program.
+        crate::verify::installed(acp::WORKER_PROGRAM).map_err(|why| {
+            diagnostic(format!(
+                "the {} ACP client needs jig's ACP Agent worker, and {why}; check it with jig doctor, then review again",
+                native.client.as_str()
+            ))
+        })?;
+    }
+    agent_pin(&endpoint).map_err(unavailable)
 }
 
 /// The Agent Run pin: the non-secret identity (client, API, endpoint,
-/// model), never the key or where it is kept.
-fn agent_pin(identity: &Identity) -> Value {
-    json!({
+/// model), never the key or where it is kept. A native ACP client's
+/// endpoint is its executable's path, and the digests of that executable
+/// and of jig's ACP Agent worker (under this command's installation
+/// verification policy) are pinned too.
+fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
+    let identity: Identity = endpoint.identity();
+    let mut pin = json!({
         "kind": "builtin",
         "name": "agent-run",
         "client": identity.client,
         "api": identity.api,
         "endpoint": identity.endpoint,
         "model": identity.model,
-    })
+    });
+    if let Some(native) = &endpoint.native {
+        let digest = crate::verify::current()
+            .digest(&native.program)
+            .map_err(|e| {
+                format!(
+                    "cannot read the {} ACP executable: {e}",
+                    native.client.as_str()
+                )
+            })?;
+        pin["digest"] = json!(digest);
+        let worker = crate::verify::installed(acp::WORKER_PROGRAM)?;
+        let worker = crate::verify::current()
+            .digest(&worker)
+            .map_err(|e| format!("cannot read {}: {e}", acp::WORKER_PROGRAM))?;
+        pin["worker"] = json!(worker);
+    }
+    Ok(pin)
 }
 
 /// The key file must exist as a regular file of 1 to [`MAX_KEY_BYTES`]
@@ -136,11 +172,12 @@ pub fn verify(providers: &Value, agent: &Table) -> Result<(), String> {
             continue;
         }
         let now = crate::config::agent_endpoint(agent)
-            .map(|e| agent_pin(&e.identity()))
-            .map_err(|e: EndpointError| format!("the Agent endpoint is no longer usable: {e}"))?;
+            .map_err(|e: EndpointError| format!("the Agent endpoint is no longer usable: {e}"))
+            .and_then(|e| agent_pin(&e))?;
         if &now != pin {
             return Err(
-                "the Agent client, API, endpoint or model changed since review".to_string(),
+                "the Agent client, API, endpoint, executable, ACP worker or model changed since review"
+                    .to_string(),
             );
         }
     }

@@ -14,14 +14,14 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-const KEY: &str = "sk-test-4f1c9e7a-do-not-show";
-const MODEL: &str = "test-model-1";
+pub(crate) const KEY: &str = "sk-test-4f1c9e7a-do-not-show";
+pub(crate) const MODEL: &str = "test-model-1";
 
 const FLOW_MD: &str = "---\nname: ask\ndescription: Ask the Agent.\nuses:\n  agent:\n    contract: ./contracts/agent-run.capability.json\n---\n";
 
 /// Calls the Agent with the Run's input and returns the value, or the
 /// operational error it got.
-const FLOW_PY: &str = r#"from jiggy.flow import OperationError, handle
+pub(crate) const FLOW_PY: &str = r#"from jiggy.flow import OperationError, handle
 
 
 async def run(ctx):
@@ -40,7 +40,7 @@ handle(run)
 /// A hostile Flow: while its Agent call is in flight it reads its
 /// environment and everything in /proc it can, and tries to reach the
 /// endpoint itself.
-const HOSTILE_PY: &str = r#"import asyncio
+pub(crate) const HOSTILE_PY: &str = r#"import asyncio
 import os
 import socket
 
@@ -264,7 +264,7 @@ fn chat(finish: &str, message: Value) -> Value {
 }
 
 /// The agent-using project: the Flow, its contract copies, and a skill.
-fn agent_project(flow_py: &str) -> tempfile::TempDir {
+pub(crate) fn agent_project(flow_py: &str) -> tempfile::TempDir {
     let read = |name: &str| {
         std::fs::read_to_string(workspace().join("flow/tests/data").join(name)).unwrap()
     };
@@ -293,9 +293,12 @@ fn agent_project(flow_py: &str) -> tempfile::TempDir {
 }
 
 /// `jig` in `dir` with exactly the given Agent environment variables.
-fn jig_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+pub(crate) fn jig_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
     let mut command = jig(dir);
-    for name in jig_provider_builtin::agent::endpoint::ENV_VARS {
+    for name in jig_provider_builtin::agent::endpoint::ENV_VARS
+        .iter()
+        .chain(&jig_provider_builtin::agent::acp::ENV_VARS)
+    {
         command.env_remove(name);
     }
     command.envs(env.iter().copied());
@@ -310,7 +313,7 @@ fn openai_env(endpoint: &Endpoint) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+pub(crate) fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
@@ -535,7 +538,7 @@ fn a_hostile_flow_sees_no_key_and_cannot_reach_the_endpoint() {
     assert_eq!(endpoint.requests().len(), 1);
 }
 
-fn review_with(dir: &Path, env: &[(&str, &str)]) -> Run {
+pub(crate) fn review_with(dir: &Path, env: &[(&str, &str)]) -> Run {
     jig_with(dir, env, &["review", "--yes"])
 }
 
@@ -753,7 +756,10 @@ fn an_interrupted_run_ends_the_agent_worker_and_its_request() {
     let reviewed = review_with(dir.path(), &pairs(&env));
     assert_eq!(reviewed.status, 0, "{reviewed:?}");
     let mut command = jig(dir.path());
-    for name in jig_provider_builtin::agent::endpoint::ENV_VARS {
+    for name in jig_provider_builtin::agent::endpoint::ENV_VARS
+        .iter()
+        .chain(&jig_provider_builtin::agent::acp::ENV_VARS)
+    {
         command.env_remove(name);
     }
     let child = command
@@ -860,7 +866,7 @@ async def run(ctx):
 handle(run)
 "#;
 
-fn chunk(text: &str) -> Value {
+pub(crate) fn chunk(text: &str) -> Value {
     json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
 }
 

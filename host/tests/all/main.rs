@@ -2,6 +2,7 @@
 //! test drives the real `jig` executable as a user would and asserts what the
 //! user sees: bytes on stdout, codes on stderr, exit statuses.
 
+mod acp;
 mod admission;
 mod agent;
 mod author;

@@ -209,3 +209,40 @@ pub fn processes_mentioning(marker: &str) -> Vec<String> {
     }
     found
 }
+
+/// The ACP Agent worker `jig-agent-acp` beside the `jig` under test (its
+/// own package, providers/acp, outside this workspace). `.ci/test` builds
+/// it there first; when it is missing (a plain `cargo test`), it is built
+/// once per test process into target/guests (so the outer cargo's build
+/// lock is not involved) and installed beside `jig`. An existing one is
+/// used as it is: rebuild it after changing providers/acp.
+pub fn acp_worker() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    once(&CELL, || {
+        let jig = PathBuf::from(env!("CARGO_BIN_EXE_jig"));
+        let installed = jig.with_file_name("jig-agent-acp");
+        if installed.is_file() {
+            return installed;
+        }
+        let target_dir = workspace().join("target").join("guests");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace())
+            .args([
+                "build",
+                "--quiet",
+                "--manifest-path",
+                "providers/acp/Cargo.toml",
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "cargo build of providers/acp failed");
+        // Copied next to the final name, then renamed: never half a file.
+        let partial = jig.with_file_name(format!(".jig-agent-acp.{}", std::process::id()));
+        std::fs::copy(target_dir.join("debug/jig-agent-acp"), &partial).unwrap();
+        std::fs::rename(&partial, &installed).unwrap();
+        installed
+    })
+}

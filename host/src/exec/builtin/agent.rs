@@ -20,7 +20,7 @@ use flow::json::Value;
 use jig_provider_api::CallError;
 use jig_provider_builtin::agent::endpoint::KeySource;
 use jig_provider_builtin::agent::wire::Ask;
-use jig_provider_builtin::agent::{profile, skills, worker};
+use jig_provider_builtin::agent::{acp, profile, skills, worker};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
@@ -128,17 +128,32 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     let endpoint = crate::config::agent_endpoint(&executor.agent).map_err(|e| {
         CallError::operational("UNAVAILABLE", format!("no usable Agent endpoint: {e}"))
     })?;
-    let request = worker::Request {
-        url: endpoint.url(),
-        key: endpoint.key.clone(),
-        ask: Ask {
-            api: endpoint.api,
-            model: endpoint.model.clone(),
-            instructions,
-            skills: rendered,
-            schema: schema.as_ref().map(|(wire, _)| wire.clone()),
-            stream,
-        },
+    let body = match &endpoint.native {
+        // A native ACP client: the `jig-agent-acp` worker starts it inside
+        // its own envelope and speaks ACP to it (providers/acp).
+        Some(native) => acp::WorkerRequest {
+            program: native.program.clone(),
+            env: native.env.clone(),
+            prompt: acp::prompt(
+                &instructions,
+                rendered.as_deref(),
+                schema.as_ref().map(|(wire, _)| wire),
+            ),
+        }
+        .to_value(),
+        None => worker::Request {
+            url: endpoint.url(),
+            key: endpoint.key.clone(),
+            ask: Ask {
+                api: endpoint.api,
+                model: endpoint.model.clone(),
+                instructions,
+                skills: rendered,
+                schema: schema.as_ref().map(|(wire, _)| wire.clone()),
+                stream,
+            },
+        }
+        .to_value(),
     };
     // Reserved before the envelope exists, returned after it is fenced
     // (locals drop in reverse order: the envelope, the files, then this).
@@ -158,23 +173,43 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
             format!("cannot prepare the Agent worker: {e}"),
         )
     })?;
-    let program = std::env::current_exe().map_err(|e| {
-        CallError::operational(
-            "UNAVAILABLE",
-            format!("cannot find the jig executable: {e}"),
-        )
-    })?;
+    // The HTTP worker is `jig` itself; an ACP client's worker is the
+    // separately built `jig-agent-acp` installed beside it.
+    let (program, args) = match &endpoint.native {
+        Some(_) => (
+            crate::verify::installed(acp::WORKER_PROGRAM)
+                .map_err(|e| CallError::operational("UNAVAILABLE", e))?,
+            Vec::new(),
+        ),
+        None => (
+            std::env::current_exe().map_err(|e| {
+                CallError::operational(
+                    "UNAVAILABLE",
+                    format!("cannot find the jig executable: {e}"),
+                )
+            })?,
+            vec![worker::WORKER_ARG.into()],
+        ),
+    };
     let mut read_only: Vec<PathBuf> = RESOLVER_FILES
         .iter()
         .map(PathBuf::from)
         .filter(|p| p.exists())
         .collect();
-    if let KeySource::File(path) = &endpoint.key {
-        read_only.push(path.clone());
+    match &endpoint.native {
+        Some(native) => {
+            read_only.extend(program_dirs(&native.program));
+            read_only.extend(native.read_only.iter().cloned());
+        }
+        None => {
+            if let KeySource::File(path) = &endpoint.key {
+                read_only.push(path.clone());
+            }
+        }
     }
     let launch = Launch {
         program,
-        args: vec![worker::WORKER_ARG.into()],
+        args,
         env: vec![("LANG".into(), "C.UTF-8".into())],
         cwd: scratch.clone(),
         package,
@@ -195,7 +230,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
             let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
         });
     }
-    let mut body = request.to_value().to_string().into_bytes();
+    let mut body = body.to_string().into_bytes();
     body.push(b'\n');
     let written = async {
         stdin.write_all(&body).await?;
@@ -306,6 +341,13 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
                 "the Agent worker ended before sending the request",
             )
         });
+    };
+    // The ACP worker's answer is judged here, like the HTTP worker's own.
+    let verdict = match &endpoint.native {
+        Some(_) => {
+            acp::judge_line(schema.as_ref().map(|(wire, _)| wire), &verdict).unwrap_or(verdict)
+        }
+        None => verdict,
     };
     settle(verdict, schema.as_ref().map(|(_, compiled)| compiled))
 }
@@ -463,6 +505,36 @@ impl Ingress {
             self.lag();
         }
     }
+}
+
+/// The directories a native client's executable needs to be seen inside
+/// the worker's envelope (beyond `/usr`, which every envelope shows): the
+/// directory of its resolved file, or the prefix above a `bin/`, and the
+/// directory of the named path when that is a link. Those runtime files
+/// are shown read-only.
+fn program_dirs(program: &Path) -> Vec<PathBuf> {
+    let Ok(real) = program.canonicalize() else {
+        return Vec::new();
+    };
+    if real.starts_with("/usr") {
+        return Vec::new();
+    }
+    if real.starts_with("/nix/store") {
+        return vec![PathBuf::from("/nix/store")];
+    }
+    let mut dirs = Vec::new();
+    if program != real {
+        dirs.extend(program.parent().map(Path::to_path_buf));
+    }
+    let prefix = real
+        .parent()
+        .filter(|bin| bin.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)
+        .or_else(|| real.parent())
+        .filter(|p| *p != Path::new("/"))
+        .map(Path::to_path_buf);
+    dirs.extend(prefix);
+    dirs
 }
 
 /// The worker's private files: an empty package view and its scratch,

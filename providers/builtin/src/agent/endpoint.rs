@@ -116,6 +116,9 @@ pub struct Endpoint {
     /// Agent environment variables present but ignored because a complete
     /// `[agent]` table wins.
     pub ignored_env: Vec<&'static str>,
+    /// A native ACP client (`JIG_AGENT_CLIENT`), which replaces the HTTP
+    /// endpoint: then `api`, `base_url` and `key` are unused.
+    pub native: Option<super::acp::Native>,
 }
 
 /// The client of this build: the direct OpenAI-compatible HTTP client.
@@ -126,6 +129,16 @@ impl Endpoint {
     /// API, endpoint, model. A change of any of them is a changed execution
     /// environment; the key is not part of it.
     pub fn identity(&self) -> Identity {
+        if let Some(native) = &self.native {
+            // A native client: its name, the ACP "API", the executable as
+            // the endpoint, and the model when one is configured.
+            return Identity {
+                client: native.client.as_str().to_string(),
+                api: "acp".to_string(),
+                endpoint: native.program.to_string_lossy().into_owned(),
+                model: native.model.clone().unwrap_or_default(),
+            };
+        }
         Identity {
             client: CLIENT.to_string(),
             api: self.api.as_str().to_string(),
@@ -183,8 +196,6 @@ pub enum EndpointError {
     Ambiguous(&'static str),
     #[error("JIG_AGENT_CLIENT is set but the [agent] table of host.toml configures the API client; remove one")]
     ClientWithTable,
-    #[error("JIG_AGENT_CLIENT={0} selects a native ACP client, which this build does not provide; unset it to use an OpenAI-compatible endpoint")]
-    AcpUnsupported(&'static str),
 }
 
 /// Resolve the endpoint from the environment (`env` answers one variable)
@@ -205,11 +216,19 @@ pub fn resolve(
         return from_table(table, present);
     }
     if let Some(client) = env("JIG_AGENT_CLIENT") {
-        return Err(match client.as_str() {
-            "codex" => EndpointError::AcpUnsupported("codex"),
-            "claude" => EndpointError::AcpUnsupported("claude"),
-            "pi" => EndpointError::AcpUnsupported("pi"),
-            _ => EndpointError::Invalid("JIG_AGENT_CLIENT", "it must be codex, claude or pi"),
+        let client = super::acp::Client::parse(&client).ok_or(EndpointError::Invalid(
+            "JIG_AGENT_CLIENT",
+            "it must be codex, claude or pi",
+        ))?;
+        let native = super::acp::resolve(client, env)?;
+        return Ok(Endpoint {
+            api: Api::Responses,
+            base_url: native.program.to_string_lossy().into_owned(),
+            model: native.model.clone().unwrap_or_default(),
+            key: KeySource::Env(String::new()),
+            source: Source::Environment,
+            ignored_env: Vec::new(),
+            native: Some(native),
         });
     }
     let openrouter = env("OPENROUTER_API_KEY").is_some() || env("OPENROUTER_MODEL").is_some();
@@ -235,6 +254,7 @@ pub fn resolve(
                 key: KeySource::Env(check_key("OPENROUTER_API_KEY", &key)?),
                 source: Source::Environment,
                 ignored_env: Vec::new(),
+                native: None,
             })
         }
         (false, true) => {
@@ -258,6 +278,7 @@ pub fn resolve(
                 key: KeySource::Env(check_key("OPENAI_API_KEY", &key)?),
                 source: Source::Environment,
                 ignored_env: Vec::new(),
+                native: None,
             })
         }
         (false, false) => Err(EndpointError::Missing),
@@ -304,6 +325,7 @@ fn from_table(table: &Table, present: Vec<&'static str>) -> Result<Endpoint, End
         key: KeySource::File(key_file.clone()),
         source: Source::Table,
         ignored_env: present,
+        native: None,
     })
 }
 
@@ -570,11 +592,11 @@ mod tests {
     }
 
     #[test]
-    fn acp_clients_are_not_in_this_build() {
-        assert_eq!(
-            from_env(&[("JIG_AGENT_CLIENT", "codex")]),
-            Err(EndpointError::AcpUnsupported("codex"))
-        );
+    fn an_acp_client_is_one_of_three_and_needs_its_executable() {
+        assert!(matches!(
+            from_env(&[("JIG_AGENT_CLIENT", "codex"), ("CODEX_PATH", "relative")]),
+            Err(EndpointError::Invalid("CODEX_PATH", _))
+        ));
         assert!(matches!(
             from_env(&[("JIG_AGENT_CLIENT", "gemini")]),
             Err(EndpointError::Invalid("JIG_AGENT_CLIENT", _))

@@ -5,6 +5,7 @@
 //! request. The host gives the worker its envelope; this module never
 //! starts a process.
 
+pub mod acp;
 pub mod endpoint;
 pub mod profile;
 pub mod skills;
