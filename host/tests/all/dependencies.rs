@@ -739,6 +739,55 @@ fn workspace_aliases_are_retained_layout_and_a_corrupt_layout_fails_closed() {
     );
 }
 
+/// The file records of the prepared package retained for the `workspace`
+/// fixture's newest preparation holding `marker`.
+fn prepared_file_count(app: &Path, marker: &str) -> usize {
+    std::fs::read_dir(app.join(".jig/store/packages"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .map(|m| serde_json::from_slice::<serde_json::Value>(&m).unwrap())
+        .find(|m| m["files"].get(marker).is_some())
+        .expect("the prepared package is retained")["files"]
+        .as_object()
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn files_and_aliases_share_4096_records() {
+    const RECORDS: usize = 4096;
+    let registry = registry();
+    let dir = workspace(registry);
+    let app = dir.path().join("app");
+    review(&app);
+    let base = prepared_file_count(&app, "node_modules/.jig-workspace/libs/wlib2/index.js");
+    let aliases = WORKSPACE_LAYOUT.matches("\"path\"").count();
+    // wlib2 selects every file: pad it to exactly 4096 records in all.
+    let pad = RECORDS - aliases - base;
+    let padding: Vec<(String, String)> = (0..pad)
+        .map(|i| (format!("libs/wlib2/pad/{i}.txt"), String::new()))
+        .collect();
+    let refs: Vec<(&str, &str)> = padding
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    write_files(dir.path(), &refs);
+    review(&app);
+    assert_eq!(
+        prepared_file_count(
+            &app,
+            &format!("node_modules/.jig-workspace/libs/wlib2/pad/{}.txt", pad - 1)
+        ) + aliases,
+        RECORDS
+    );
+    assert_eq!(run_hello(&app)["count"], 2);
+    // One record past it.
+    write_files(dir.path(), &[("libs/wlib2/pad/past.txt", "")]);
+    let past = run_jig(&app, &["review", "--yes"]);
+    assert_refused(&past, 1, "PACKAGE_BUN_LIMIT_EXCEEDED");
+    assert!(past.stderr.contains("file and alias records"), "{past:?}");
+}
+
 #[test]
 fn workspace_requirements_never_fall_back_to_a_registry() {
     let registry = registry();
