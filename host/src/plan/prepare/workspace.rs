@@ -558,6 +558,9 @@ fn read_source(
     Ok(())
 }
 
+/// Prepared files by path.
+type Files = BTreeMap<String, Vec<u8>>;
+
 /// The installed workspace tree below the Flow: registry packages as
 /// regular files under its `node_modules`, each selected library's files
 /// and nested installs at its workspace-relative path below
@@ -566,7 +569,7 @@ fn read_source(
 pub(super) fn flatten(
     staged_root: &Path,
     inputs: &Inputs,
-) -> Result<(BTreeMap<String, Vec<u8>>, Vec<Alias>), &'static str> {
+) -> Result<(Files, Vec<Alias>), &'static str> {
     let mut files = BTreeMap::new();
     let mut aliases = Vec::new();
     let modules = staged_root.join("node_modules");
