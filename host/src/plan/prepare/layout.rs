@@ -80,6 +80,9 @@ impl Layout {
             if !dirs.contains(resolved.as_str()) {
                 return Err("a workspace alias points to no prepared member");
             }
+            if alias.target != link_text(&alias.path, &resolved) {
+                return Err("a workspace alias is not in its normalised form");
+            }
         }
         let layout = Layout { aliases };
         let content: u64 = files.values().map(|c| c.len() as u64).sum();
@@ -410,6 +413,7 @@ mod tests {
             ("node_modules/c", ".jig-workspace/libs/a"),
             ("flow.ts", "node_modules/c"),
             ("node_modules/../x", ".jig-workspace/libs/a"),
+            ("node_modules/a", ".jig-workspace/libs/../libs/a"),
         ] {
             assert!(check(path, target).is_err(), "{path} -> {target}");
         }
@@ -494,5 +498,25 @@ mod tests {
         assert!(std::fs::symlink_metadata(&a).is_err());
         // The targets are untouched.
         assert!(dir.path().join(LIB).exists());
+    }
+
+    #[test]
+    fn a_changed_layout_alone_is_a_changed_target_in_review() {
+        let lock = json!({"packages": {"flows/a": {"digest": "sha256:ab", "directRun": true, "uses": {}}}, "bindings": {}});
+        let tree = files(&[LIB]);
+        let evidence = |path: &str| {
+            let layout = Layout::new(vec![alias(path, ".jig-workspace/libs/a")], &tree).unwrap();
+            json!({"lock": lock, "execution": {"flows/a": {"prepared": {"digest": "sha256:01", "layout": layout.digest()}}}})
+        };
+        let current = evidence("node_modules/a");
+        let proposed = evidence("node_modules/b");
+        assert_ne!(current, proposed);
+        assert_eq!(
+            crate::plan::changed_targets(&current, &proposed)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["flow:flows/a"]
+        );
+        assert!(crate::plan::changed_targets(&current, &current.clone()).is_empty());
     }
 }
