@@ -194,6 +194,8 @@ struct Resolved {
     commands: Option<Value>,
     /// The target runs its prepared package (source plus dependencies).
     prepared: bool,
+    /// The digest of the prepared package's workspace layout, if any.
+    layout: Option<String>,
 }
 
 pub struct Executor {
@@ -417,6 +419,7 @@ impl Executor {
             providers: execution["providers"].clone(),
             commands,
             prepared: execution["prepared"].is_object(),
+            layout: execution["prepared"]["layout"].as_str().map(str::to_string),
         })
     }
 
@@ -524,22 +527,42 @@ impl Executor {
         let dir = self.work_root.join(format!("{n}"));
         let package_dir = dir.join("package");
         let scratch = dir.join("scratch");
-        let prepared = (|| -> Result<(), String> {
-            std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
+        // A workspace preparation's retained layout, verified before any
+        // byte is written: a missing or corrupt one fails closed.
+        let layout = match &resolved.layout {
+            None => None,
+            Some(digest) => Some(
+                crate::plan::prepare::retained_layout(&self.store, Some(digest), package.files())
+                    .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?,
+            ),
+        };
+        let prepared = (|| -> Result<(), Failure> {
+            let failed = |e: String| {
+                Failure::new("EXECUTION_FAILED", format!("cannot prepare the Run: {e}"))
+            };
+            std::fs::create_dir_all(&scratch).map_err(|e| failed(e.to_string()))?;
             // An in-process flow.wasm runs from the verified bytes and sees
             // no package tree; a process recipe gets its private copy.
             if resolved.recipe.kind == RecipeKind::Wasm {
                 return Ok(());
             }
             crate::state::Store::write_tree(package.files(), &package_dir)
-                .map_err(|e| e.to_string())
+                .map_err(|e| failed(e.to_string()))?;
+            // Regular bytes first, then exactly the recorded aliases.
+            if let Some(layout) = &layout {
+                crate::plan::prepare::layout::materialize(&package_dir, layout)
+                    .map_err(|e| failed(e.to_string()))?;
+                crate::plan::prepare::layout::verify(&package_dir, layout)
+                    .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?;
+            }
+            Ok(())
         })();
-        if let Err(e) = prepared {
+        if let Err(failure) = prepared {
+            if let Some(layout) = &layout {
+                let _ = crate::plan::prepare::layout::unlink(&package_dir, layout);
+            }
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(Failure::new(
-                "EXECUTION_FAILED",
-                format!("cannot prepare the Run: {e}"),
-            ));
+            return Err(failure);
         }
         let package = Arc::new(package);
         let services = Arc::new_cyclic(|me| InvocationServices {
@@ -568,7 +591,12 @@ impl Executor {
             .launch(&services, &package_dir, &scratch, &invocation)
             .await;
         drop(reservation);
-        let cleanup = std::fs::remove_dir_all(&dir);
+        // Aliases are unlinked without following their targets.
+        let unlinked = match &layout {
+            Some(layout) => crate::plan::prepare::layout::unlink(&package_dir, layout),
+            None => Ok(()),
+        };
+        let cleanup = unlinked.and_then(|()| std::fs::remove_dir_all(&dir));
         let (report, exit, diagnostics) = outcome?;
         if let Err(e) = cleanup {
             return Err(Failure {

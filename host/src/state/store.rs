@@ -137,6 +137,41 @@ impl Store {
         Ok(out)
     }
 
+    /// Retain private evidence bytes beside the packages (a workspace
+    /// preparation's layout), counted against the project cap; returns
+    /// their digest.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<String, StateError> {
+        let digest = sha256_digest(bytes);
+        let blob = self.blob_path(&digest);
+        if blob.exists() {
+            return Ok(digest);
+        }
+        if self.used_bytes() + bytes.len() as u64 > MAX_STORE_BYTES {
+            return Err(StateError::Invalid {
+                message: "the project store reached its 1 GiB ceiling; remove .jig to start over"
+                    .into(),
+            });
+        }
+        std::fs::create_dir_all(self.dir.join("blobs"))
+            .map_err(StateError::io("creating the store"))?;
+        self.write(&blob, bytes)?;
+        Ok(digest)
+    }
+
+    /// Read back bytes retained by [`Store::put_blob`], verified.
+    pub fn get_blob(&self, digest: &str) -> Result<Vec<u8>, StateError> {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(corrupt_blob(digest, "not a digest"));
+        }
+        let bytes = std::fs::read(self.blob_path(digest))
+            .map_err(|_| corrupt_blob(digest, "not retained"))?;
+        if sha256_digest(&bytes) != digest {
+            return Err(corrupt_blob(digest, "digest mismatch"));
+        }
+        Ok(bytes)
+    }
+
     /// Write an admitted package as a read-only tree at `dest`.
     pub fn materialize(&self, digest: &str, dest: &Path) -> Result<(), StateError> {
         Store::write_tree(&self.get_package(digest)?, dest)
@@ -152,6 +187,12 @@ impl Store {
                     .sum()
             })
             .unwrap_or(0)
+    }
+}
+
+fn corrupt_blob(digest: &str, what: &str) -> StateError {
+    StateError::Invalid {
+        message: format!("retained evidence {digest}: {what}"),
     }
 }
 

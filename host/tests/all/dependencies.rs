@@ -628,7 +628,7 @@ fn workspace(registry: &Registry) -> tempfile::TempDir {
             ),
             (
                 "libs/wlib/index.js",
-                "exports.inner = require(\"greet-lib\").version;\nexports.peer = () => require(\"wlib2\");\n",
+                "let hits = 0;\nexports.bump = () => ++hits;\nexports.file = __filename;\nexports.inner = require(\"greet-lib\").version;\nexports.peer = () => require(\"wlib2\");\n",
             ),
             ("libs/wlib/notes.txt", "not selected by files\n"),
             (
@@ -646,7 +646,7 @@ fn workspace(registry: &Registry) -> tempfile::TempDir {
             ),
             (
                 "app/flows/hello/flow.ts",
-                "import { handle } from \"@jigging/flow\";\nimport { existsSync } from \"node:fs\";\nimport { version } from \"greet-lib\";\nimport wlib from \"wlib\";\n\nawait handle(async () => ({ outcome: \"done\", output: { top: version, inner: wlib.inner, same: wlib.peer().back() === wlib, notes: existsSync(`${import.meta.dir}/node_modules/wlib/notes.txt`), unused: existsSync(`${import.meta.dir}/node_modules/unused`) } }));\n",
+                "import { handle } from \"@jigging/flow\";\nimport { existsSync, lstatSync, realpathSync } from \"node:fs\";\nimport { version } from \"greet-lib\";\nimport wlib from \"wlib\";\n\nconst linked = `${import.meta.dir}/node_modules/wlib`;\nawait handle(async () => ({ outcome: \"done\", output: { top: version, inner: wlib.inner, same: wlib.peer().back() === wlib, file: wlib.peer().back().file === wlib.file, count: (wlib.bump(), wlib.peer().back().bump()), link: lstatSync(linked).isSymbolicLink(), real: realpathSync(linked).slice(import.meta.dir.length), notes: existsSync(`${linked}/notes.txt`), unused: existsSync(`${import.meta.dir}/node_modules/unused`) } }));\n",
             ),
         ],
     );
@@ -663,7 +663,11 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
     review(&app);
     assert_eq!(
         run_hello(&app),
-        serde_json::json!({ "top": "2.0.0", "inner": "1.0.0", "same": true, "notes": false, "unused": false })
+        serde_json::json!({
+            "top": "2.0.0", "inner": "1.0.0", "same": true, "file": true, "count": 2,
+            "link": true, "real": "/node_modules/.jig-workspace/libs/wlib",
+            "notes": false, "unused": false,
+        })
     );
     // Unchanged inputs reuse the preparation; a library edit is a change.
     let again = review(&app);
@@ -672,7 +676,7 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
         dir.path(),
         &[(
             "libs/wlib/index.js",
-            "exports.inner = \"edited\";\nexports.peer = () => require(\"wlib2\");\n",
+            "let hits = 0;\nexports.bump = () => ++hits;\nexports.inner = \"edited\";\nexports.peer = () => require(\"wlib2\");\n",
         )],
     );
     let edited = review(&app);
@@ -681,6 +685,107 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
         "{edited:?}"
     );
     assert_eq!(run_hello(&app)["inner"], "edited");
+}
+
+/// The retained layout of the `workspace` fixture: the installer's aliases
+/// to the two selected libraries; the Flow's own and the unselected
+/// member's links are omitted.
+const WORKSPACE_LAYOUT: &str = "{\"aliases\":[{\"path\":\"node_modules/wlib\",\"target\":\".jig-workspace/libs/wlib\"},{\"path\":\"node_modules/wlib2\",\"target\":\".jig-workspace/libs/wlib2\"}]}";
+
+fn retained_layout(app: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(app.join(".jig/store/blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read(p).unwrap().starts_with(b"{\"aliases\":"))
+        .expect("the layout is retained in the store")
+}
+
+#[test]
+fn workspace_aliases_are_retained_layout_and_a_corrupt_layout_fails_closed() {
+    let registry = registry();
+    let dir = workspace(registry);
+    let app = dir.path().join("app");
+    review(&app);
+    let layout = retained_layout(&app);
+    assert_eq!(std::fs::read_to_string(&layout).unwrap(), WORKSPACE_LAYOUT);
+    // The layout is not a file record of the prepared package.
+    let plan = std::fs::read_dir(app.join(".jig/store/packages"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .find(|m| m.contains("node_modules/.jig-workspace/libs/wlib/index.js"))
+        .expect("the prepared package is retained");
+    assert!(!plan.contains("\"node_modules/wlib/"), "{plan}");
+    assert_eq!(run_hello(&app)["count"], 2);
+    // The layout changed behind jig's back (to an alias through an alias): the Run
+    // and the reuse at review both fail closed; nothing is fetched again.
+    std::fs::write(
+        &layout,
+        WORKSPACE_LAYOUT.replace(".jig-workspace/libs/wlib2", "wlib"),
+    )
+    .unwrap();
+    let run = run_jig(&app, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_ne!(run.status, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("\"code\":\"PROJECT_STATE_INVALID\""),
+        "{run:?}"
+    );
+    let again = run_jig(&app, &["review", "--yes"]);
+    assert_refused(&again, 1, "PROJECT_STATE_INVALID");
+    std::fs::remove_file(&layout).unwrap();
+    let run = run_jig(&app, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert!(
+        run.stdout.contains("\"code\":\"PROJECT_STATE_INVALID\""),
+        "{run:?}"
+    );
+}
+
+/// The file records of the prepared package retained for the `workspace`
+/// fixture's newest preparation holding `marker`.
+fn prepared_file_count(app: &Path, marker: &str) -> usize {
+    std::fs::read_dir(app.join(".jig/store/packages"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .map(|m| serde_json::from_slice::<serde_json::Value>(&m).unwrap())
+        .find(|m| m["files"].get(marker).is_some())
+        .expect("the prepared package is retained")["files"]
+        .as_object()
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn files_and_aliases_share_4096_records() {
+    const RECORDS: usize = 4096;
+    let registry = registry();
+    let dir = workspace(registry);
+    let app = dir.path().join("app");
+    review(&app);
+    let base = prepared_file_count(&app, "node_modules/.jig-workspace/libs/wlib2/index.js");
+    let aliases = WORKSPACE_LAYOUT.matches("\"path\"").count();
+    // wlib2 selects every file: pad it to exactly 4096 records in all.
+    let pad = RECORDS - aliases - base;
+    let padding: Vec<(String, String)> = (0..pad)
+        .map(|i| (format!("libs/wlib2/pad/{i}.txt"), String::new()))
+        .collect();
+    let refs: Vec<(&str, &str)> = padding
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    write_files(dir.path(), &refs);
+    review(&app);
+    assert_eq!(
+        prepared_file_count(
+            &app,
+            &format!("node_modules/.jig-workspace/libs/wlib2/pad/{}.txt", pad - 1)
+        ) + aliases,
+        RECORDS
+    );
+    assert_eq!(run_hello(&app)["count"], 2);
+    // One record past it.
+    write_files(dir.path(), &[("libs/wlib2/pad/past.txt", "")]);
+    let past = run_jig(&app, &["review", "--yes"]);
+    assert_refused(&past, 1, "PACKAGE_BUN_LIMIT_EXCEEDED");
+    assert!(past.stderr.contains("file and alias records"), "{past:?}");
 }
 
 #[test]

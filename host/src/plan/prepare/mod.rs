@@ -19,9 +19,11 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
+pub mod layout;
 mod python;
 mod workspace;
 
+pub use layout::Layout;
 pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
 
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
@@ -58,7 +60,7 @@ pub const BUNDLED_SDK: &str = "@jigging/flow";
 pub const BUNDLED_SDK_VERSION: &str = "1.0.0";
 /// Bumped whenever the installer arguments or capture rules change, so an
 /// admitted preparation made another way is not reused.
-const PREPARATION_RECIPE: &str = "jig-bun-preparation/1";
+const PREPARATION_RECIPE: &str = "jig-bun-preparation/2";
 
 pub const MANIFEST: &str = "package.json";
 pub const LOCK: &str = "bun.lock";
@@ -377,7 +379,7 @@ impl Session<'_> {
             .runtime
             .clone()
             .ok_or_else(|| refusal(codes::PREPARATION_FAILED, &at, None, "no Bun on this host"))?;
-        let prepared = self.install(path, package, &inputs, &runtime, &at)?;
+        let (prepared, layout) = self.install(path, package, &inputs, &runtime, &at)?;
         let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
         if !fits_aggregate(self.prepared_bytes, bytes) {
             return Err(refusal(
@@ -388,10 +390,18 @@ impl Session<'_> {
             ));
         }
         self.prepared_bytes += bytes;
-        Ok(Some((
-            evidence(prepared.digest(), lock_kind),
-            Some(prepared),
-        )))
+        let mut evidence = evidence(prepared.digest(), lock_kind);
+        if !layout.is_empty() {
+            // Retained beside the prepared package; its digest is part of
+            // the prepared identity, so a changed layout is a changed target.
+            let digest = self
+                .request
+                .store
+                .put_blob(&layout.to_json())
+                .map_err(|e| refusal(e.code(), &at, None, &e.to_string()))?;
+            evidence["layout"] = json!(digest);
+        }
+        Ok(Some((evidence, Some(prepared))))
     }
 
     /// Exact reuse of the admitted preparation of `path`: same source, same
@@ -414,9 +424,14 @@ impl Session<'_> {
             return Ok(None);
         }
         let digest = previous["digest"].as_str().unwrap_or_default();
-        match self.request.store.get_package(digest) {
-            Ok(_) => Ok(Some(previous.clone())),
-            Err(_) => Err(refusal(
+        let retained = self.request.store.get_package(digest).ok().filter(|files| {
+            previous.get("layout").is_none_or(|layout| {
+                retained_layout(self.request.store, layout.as_str(), files).is_ok()
+            })
+        });
+        match retained {
+            Some(_) => Ok(Some(previous.clone())),
+            None => Err(refusal(
                 codes::PREPARED_MISSING,
                 at,
                 None,
@@ -469,7 +484,7 @@ impl Session<'_> {
         inputs: &Inputs,
         runtime: &Path,
         at: &str,
-    ) -> Result<Package, Refusal> {
+    ) -> Result<(Package, Layout), Refusal> {
         let failed = |message: &str| refusal(codes::PREPARATION_FAILED, at, None, message);
         let sandbox = self.sandbox(at)?;
         let work =
@@ -503,7 +518,7 @@ impl Session<'_> {
         if std::fs::read(work.package.join(LOCK)).ok().as_deref() != Some(&lock_bytes[..]) {
             return Err(failed("the frozen install changed bun.lock"));
         }
-        let mut files = if inputs.member.is_empty() {
+        let (mut files, aliases) = if inputs.member.is_empty() {
             let mut files = BTreeMap::new();
             capture_tree(
                 &work.package.join("node_modules"),
@@ -511,7 +526,7 @@ impl Session<'_> {
                 &mut files,
             )
             .map_err(|why| refusal(codes::PREPARATION_FAILED, at, None, why))?;
-            files
+            (files, Vec::new())
         } else {
             workspace::flatten(&work.package, inputs)
                 .map_err(|why| refusal(codes::PREPARATION_FAILED, at, None, why))?
@@ -532,8 +547,21 @@ impl Session<'_> {
                 "the prepared package has more than 4096 files or 32 MiB after installation",
             ));
         }
-        Package::from_files(files)
-            .map_err(|_| failed("the installed tree is not a valid Package/1 tree"))
+        // Files and aliases share the record and content bounds; any other
+        // fault of the installer's links fails closed.
+        let layout = Layout::new(aliases, &files).map_err(|why| {
+            let code = if why.starts_with("the prepared package has more")
+                || why.starts_with("the workspace layout is larger")
+            {
+                codes::LIMIT_EXCEEDED
+            } else {
+                codes::PREPARATION_FAILED
+            };
+            refusal(code, at, None, why)
+        })?;
+        let package = Package::from_files(files)
+            .map_err(|_| failed("the installed tree is not a valid Package/1 tree"))?;
+        Ok((package, layout))
     }
 
     fn run_installer(
@@ -627,6 +655,18 @@ impl Session<'_> {
             }
         })
     }
+}
+
+/// The layout retained under `digest` for the prepared `files`, verified
+/// by digest and checked as when it was made.
+pub fn retained_layout(
+    store: &Store,
+    digest: Option<&str>,
+    files: &BTreeMap<String, Vec<u8>>,
+) -> Result<Layout, String> {
+    let digest = digest.ok_or("the prepared layout digest is not a string")?;
+    let bytes = store.get_blob(digest).map_err(|e| e.to_string())?;
+    Layout::from_json(&bytes, files).map_err(|why| format!("prepared layout {digest}: {why}"))
 }
 
 /// What a standalone package stages: its manifest and supplied lock, checked.

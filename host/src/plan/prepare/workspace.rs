@@ -5,10 +5,12 @@
 //! installs the Flow member with `--filter`, frozen, hoisted, scripts off.
 //!
 //! The prepared Package/1 stays rooted at the Flow: the installed registry
-//! packages and each selected library (its selected files plus its own
-//! nested installs) become regular files under the Flow's `node_modules`,
-//! so module identity holds (one copy per library, cycles resolve through
-//! the same copies) and no link is retained. Unselected member links are
+//! packages become regular files under the Flow's `node_modules`; each
+//! selected library (its selected files plus its own nested installs) is
+//! kept once at its workspace-relative path below `node_modules/.jig-workspace`,
+//! and Bun's aliases to those member roots are retained as layout metadata
+//! (see [`super::layout`]), so a library imported through two paths is one
+//! module and cycles resolve through it. Unselected member links are
 //! omitted; any other link, and any path collision, fails closed.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +20,7 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
+use super::layout::{self, Alias};
 use super::{
     add_file, capture_tree, check_lock_current, check_lock_sources, codes, parse_lock,
     parse_manifest, refusal, staged_lock, staged_manifest, Inputs, Manifest, Refusal, BINARY_LOCK,
@@ -555,13 +558,20 @@ fn read_source(
     Ok(())
 }
 
-/// The installed workspace tree as regular files below the Flow's
-/// `node_modules`.
+/// Prepared files by path.
+type Files = BTreeMap<String, Vec<u8>>;
+
+/// The installed workspace tree below the Flow: registry packages as
+/// regular files under its `node_modules`, each selected library's files
+/// and nested installs at its workspace-relative path below
+/// [`layout::MEMBERS_DIR`], and the installer's aliases to those member
+/// roots as layout records (never as files).
 pub(super) fn flatten(
     staged_root: &Path,
     inputs: &Inputs,
-) -> Result<BTreeMap<String, Vec<u8>>, &'static str> {
+) -> Result<(Files, Vec<Alias>), &'static str> {
     let mut files = BTreeMap::new();
+    let mut aliases = Vec::new();
     let modules = staged_root.join("node_modules");
     let mut installed = Vec::new();
     if is_plain_dir(&modules) {
@@ -574,6 +584,9 @@ pub(super) fn flatten(
                 .to_string();
             if name == ".bin" || name == ".cache" {
                 continue;
+            }
+            if format!("node_modules/{name}") == layout::MEMBERS_DIR {
+                return Err("the installed tree uses the prepared members directory");
             }
             if name.starts_with('@') && is_plain_dir(&entry.path()) {
                 for scoped in
@@ -611,11 +624,20 @@ pub(super) fn flatten(
                 continue;
             }
             if let Some((_, library)) = inputs.libraries.get(&member) {
-                for (file, content) in library {
-                    add_file(&mut files, format!("{target}/{file}"), content.clone())?;
+                // The member root at its workspace-relative path, once.
+                let root = format!("{}/{member}", layout::MEMBERS_DIR);
+                if !files.keys().any(|f| f.starts_with(&format!("{root}/"))) {
+                    for (file, content) in library {
+                        add_file(&mut files, format!("{root}/{file}"), content.clone())?;
+                    }
+                    let nested = staged_root.join(&member).join("node_modules");
+                    capture_tree(&nested, &format!("{root}/node_modules"), &mut files)?;
                 }
-                let nested = staged_root.join(&member).join("node_modules");
-                capture_tree(&nested, &format!("{target}/node_modules"), &mut files)?;
+                let text = layout::link_text(&target, &root);
+                aliases.push(Alias {
+                    path: target,
+                    target: text,
+                });
             } else if !inputs.members.contains_key(&member) {
                 return Err("the installed tree links to something that is not a workspace member");
             }
@@ -627,7 +649,7 @@ pub(super) fn flatten(
     // The Flow member's own installs, beside the hoisted ones.
     let own = staged_root.join(&inputs.member).join("node_modules");
     capture_tree(&own, "node_modules", &mut files)?;
-    Ok(files)
+    Ok((files, aliases))
 }
 
 /// `path` lexically normalised and made relative to `root`, if inside it.
