@@ -519,25 +519,40 @@ impl Executor {
         };
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let dir = self.work_root.join(format!("{n}"));
-        let package_dir = dir.join("package");
         let scratch = dir.join("scratch");
-        let prepared = (|| -> Result<(), String> {
-            std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
-            // An in-process flow.wasm runs from the verified bytes and sees
-            // no package tree; a process recipe gets its private copy.
-            if resolved.recipe.kind == RecipeKind::Wasm {
-                return Ok(());
+        let prepared = (|| -> Result<PathBuf, Failure> {
+            let failed = |e: String| {
+                Failure::new("EXECUTION_FAILED", format!("cannot prepare the Run: {e}"))
+            };
+            std::fs::create_dir_all(&scratch).map_err(|e| failed(e.to_string()))?;
+            let private = dir.join("package");
+            match resolved.recipe.kind {
+                // An in-process flow.wasm runs from the verified bytes and
+                // sees no package tree.
+                RecipeKind::Wasm => Ok(private),
+                // Bun, Node and Deno find the bundled SDK by walking up from
+                // the package directory, so they get a private copy below
+                // the Run's support directory.
+                RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno => {
+                    crate::state::Store::write_tree(package.files(), &private)
+                        .map_err(|e| failed(e.to_string()))?;
+                    Ok(private)
+                }
+                // The others share one read-only tree per digest, checked
+                // against the verified bytes on every use.
+                RecipeKind::Native | RecipeKind::Python => self
+                    .store
+                    .package_tree(&package)
+                    .map_err(|e| Failure::new(e.code(), e.to_string())),
             }
-            crate::state::Store::write_tree(package.files(), &package_dir)
-                .map_err(|e| e.to_string())
         })();
-        if let Err(e) = prepared {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(Failure::new(
-                "EXECUTION_FAILED",
-                format!("cannot prepare the Run: {e}"),
-            ));
-        }
+        let package_dir = match prepared {
+            Ok(path) => path,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
         let package = Arc::new(package);
         let services = Arc::new_cyclic(|me| InvocationServices {
             me: me.clone(),

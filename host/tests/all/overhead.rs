@@ -143,3 +143,92 @@ fn a_run_over_an_unchanged_installation_leaves_the_verification_cache_unwritten(
         "nothing new was verified, so the cache is not rewritten"
     );
 }
+
+/// The shared read-only tree of the one admitted package in `dir`.
+fn package_trees(dir: &Path) -> Vec<PathBuf> {
+    let mut trees: Vec<PathBuf> = std::fs::read_dir(dir.join(".jig/store/trees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    trees.sort();
+    trees
+}
+
+/// A `flow.py` that reports, from inside its envelope, the inode and
+/// device of the file it runs from.
+const WHERE_AM_I_PY: &str = "import os, sys\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    st = os.stat(__file__)\n    return {\"outcome\": \"done\", \"output\": {\"inode\": st.st_ino, \"path\": __file__}}\n\nhandle(run)\n";
+
+#[test]
+fn two_runs_of_one_package_run_from_one_shared_read_only_tree() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = project(&[
+        ("flows/where/FLOW.md", FLOW_MD),
+        ("flows/where/flow.py", WHERE_AM_I_PY),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let where_am_i = || {
+        let run = run_with_cache(
+            dir.path(),
+            cache.path(),
+            &["run", "flow:flows/where", "--input", "null"],
+        );
+        assert_eq!(run.status, 0, "{run:?}");
+        run.json()["output"].clone()
+    };
+    let first = where_am_i();
+    let second = where_am_i();
+    let trees = package_trees(dir.path());
+    assert_eq!(trees.len(), 1, "one materialisation: {trees:?}");
+    let entry = trees[0].join("flow.py");
+    let host = std::fs::metadata(&entry).unwrap();
+    // Both Runs ran the very file of that one tree (a bind mount shows the
+    // host inode), not a copy of their own.
+    assert_eq!(first, second);
+    assert_eq!(first["inode"], serde_json::json!(host.ino()), "{first}");
+    assert_eq!(first["path"], serde_json::json!(entry.to_str().unwrap()));
+    assert_eq!(host.mode() & 0o222, 0, "the entrypoint is read-only");
+    let tree = std::fs::metadata(&trees[0]).unwrap();
+    assert_eq!(tree.mode() & 0o7777, 0o555, "the tree is read-only");
+    let store = std::fs::metadata(dir.path().join(".jig/store/trees")).unwrap();
+    assert_eq!(store.mode() & 0o077, 0, "the trees are owner-private");
+}
+
+#[test]
+fn a_tampered_package_tree_fails_closed_and_is_not_repaired() {
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let trees = package_trees(dir.path());
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let entry = trees[0].join("flow.bin");
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&entry, &bytes).unwrap();
+    // The mode is restored: only the bytes differ.
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let run = greet(dir.path(), cache.path());
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
+    assert!(!run.stderr.contains("greeting Ada"), "{run:?}");
+    // Never silently made again: the tampered bytes are still there, and
+    // the next Run fails the same way.
+    assert_eq!(std::fs::read(&entry).unwrap(), bytes);
+    let again = greet(dir.path(), cache.path());
+    assert_eq!(again.json()["code"], "PROJECT_STATE_INVALID", "{again:?}");
+    // An extra file in the tree is a change too.
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let tree = &package_trees(dir.path())[0];
+    std::fs::set_permissions(tree, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(tree.join("extra.txt"), "x").unwrap();
+    std::fs::set_permissions(tree, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let run = greet(dir.path(), cache.path());
+    assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
+}
