@@ -8,6 +8,7 @@ pub mod channels;
 mod ledger;
 pub mod peer;
 mod provider_ports;
+pub mod sdk;
 pub mod wasm;
 
 use std::collections::BTreeMap;
@@ -705,7 +706,12 @@ impl Executor {
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
-        if recipe.kind != RecipeKind::Native {
+        // Python imports its SDK from the shared compiled tree (below);
+        // the JavaScript runtimes find theirs in the Run's support directory.
+        if matches!(
+            recipe.kind,
+            RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno
+        ) {
             self.ensure_support()?;
         }
         let js_support = self.support.join(JS_SUPPORT);
@@ -765,7 +771,9 @@ impl Executor {
         let mut read_only = Vec::new();
         match recipe.kind {
             RecipeKind::Python => {
-                let python = self.support.join(PYTHON_SUPPORT);
+                let python =
+                    sdk::python(&self.store.support_dir(), &program, crate::cli::PYTHON_SDK)
+                        .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
                 env.push(("PYTHONPATH".into(), python.to_string_lossy().to_string()));
                 env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
                 env.push(("PYTHONUNBUFFERED".into(), "1".into()));

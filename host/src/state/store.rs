@@ -47,6 +47,12 @@ impl Store {
         self.dir.join("packages").join(digest_hex(digest))
     }
 
+    /// Where the bundled runtime support (the compiled Python SDK) is kept
+    /// for this project's Runs, one read-only tree per jig build and runtime.
+    pub fn support_dir(&self) -> PathBuf {
+        self.dir.join(SUPPORT)
+    }
+
     /// Where the shared read-only tree of `digest` lives.
     pub fn tree_path(&self, digest: &str) -> PathBuf {
         self.dir.join(TREES).join(digest_hex(digest))
@@ -221,6 +227,8 @@ impl Store {
 
 /// The shared package trees, below the store directory.
 const TREES: &str = "trees";
+/// The bundled runtime support, below the store directory.
+const SUPPORT: &str = "support";
 
 /// The mode of every directory of a shared package tree.
 const TREE_DIR_MODE: u32 = 0o555;

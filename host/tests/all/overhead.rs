@@ -232,3 +232,112 @@ fn a_tampered_package_tree_fails_closed_and_is_not_repaired() {
     let run = greet(dir.path(), cache.path());
     assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
 }
+
+/// A `flow.py` that asks the import system, for every module of the
+/// bundled SDK, whether it would compile source (no usable bytecode) or
+/// read the compiled file.
+const COMPILES_PY: &str = "import importlib.util, sys\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    compiled = []\n    names = sorted(n for n in sys.modules if n == 'jiggy' or n.startswith('jiggy.'))\n    for name in names:\n        loader = importlib.util.find_spec(name).loader\n        real = loader.source_to_code\n        loader.source_to_code = lambda *a, _n=name, _r=real, **k: (compiled.append(_n), _r(*a, **k))[1]\n        loader.get_code(name)\n    return {\"outcome\": \"done\", \"output\": {\"modules\": names, \"compiled\": compiled, \"cached\": sys.modules['jiggy.flow'].__cached__}}\n\nhandle(run)\n";
+
+/// Every file and directory below `root` with its inode and mtime.
+fn listing(root: &Path) -> Vec<(PathBuf, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            found.push((entry.path(), meta.ino(), meta.mtime(), meta.mtime_nsec()));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn the_python_sdk_is_compiled_once_and_runs_from_its_bytecode() {
+    let dir = project(&[
+        ("flows/sdk/FLOW.md", FLOW_MD),
+        ("flows/sdk/flow.py", COMPILES_PY),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let run = || {
+        let run = run_with_cache(
+            dir.path(),
+            cache.path(),
+            &["run", "flow:flows/sdk", "--input", "null"],
+        );
+        assert_eq!(run.status, 0, "{run:?}");
+        run.json()["output"].clone()
+    };
+    let first = run();
+    let support = dir.path().join(".jig/store/support");
+    let after_first = listing(&support);
+    let trees: Vec<_> = after_first
+        .iter()
+        .filter(|(p, ..)| p.parent() == Some(support.as_path()) && p.is_dir())
+        .collect();
+    assert_eq!(
+        trees.len(),
+        1,
+        "one SDK tree for this build: {after_first:?}"
+    );
+    let second = run();
+    // The second Run neither writes the SDK tree nor adds bytecode to it.
+    assert_eq!(listing(&support), after_first);
+    // Every SDK module comes from its compiled file; none is compiled
+    // from source during a Run.
+    for output in [&first, &second] {
+        assert!(output["modules"].as_array().unwrap().len() >= 2, "{output}");
+        assert_eq!(output["compiled"], serde_json::json!([]), "{output}");
+        let cached = output["cached"].as_str().unwrap();
+        assert!(Path::new(cached).starts_with(&support), "{output}");
+        assert!(Path::new(cached).exists(), "{output}");
+    }
+    // Nothing wrote bytecode next to the package either.
+    let tree = &package_trees(dir.path())[0];
+    assert!(!tree.join("__pycache__").exists());
+}
+
+#[test]
+fn a_tampered_python_sdk_tree_fails_closed() {
+    let dir = project(&[
+        ("flows/sdk/FLOW.md", FLOW_MD),
+        ("flows/sdk/flow.py", COMPILES_PY),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let args = ["run", "flow:flows/sdk", "--input", "null"];
+    let first = run_with_cache(dir.path(), cache.path(), &args);
+    assert_eq!(first.status, 0, "{first:?}");
+    let support = dir.path().join(".jig/store/support");
+    let pyc = listing(&support)
+        .into_iter()
+        .map(|(p, ..)| p)
+        .find(|p| p.extension().is_some_and(|e| e == "pyc"))
+        .expect("a compiled SDK module");
+    let parent = pyc.parent().unwrap().to_path_buf();
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&pyc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut bytes = std::fs::read(&pyc).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&pyc, &bytes).unwrap();
+    std::fs::set_permissions(&pyc, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let run = run_with_cache(dir.path(), cache.path(), &args);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+    assert_eq!(
+        std::fs::read(&pyc).unwrap(),
+        bytes,
+        "never silently repaired"
+    );
+}
