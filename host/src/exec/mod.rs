@@ -521,7 +521,9 @@ impl Executor {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let dir = self.work_root.join(format!("{n}"));
         let scratch = dir.join("scratch");
-        let prepared = (|| -> Result<PathBuf, Failure> {
+        // (where the package appears to the Run, where its shared tree is
+        // when that is elsewhere)
+        let prepared = (|| -> Result<(PathBuf, Option<PathBuf>), Failure> {
             let failed = |e: String| {
                 Failure::new("EXECUTION_FAILED", format!("cannot prepare the Run: {e}"))
             };
@@ -530,24 +532,32 @@ impl Executor {
             match resolved.recipe.kind {
                 // An in-process flow.wasm runs from the verified bytes and
                 // sees no package tree.
-                RecipeKind::Wasm => Ok(private),
+                RecipeKind::Wasm => Ok((private, None)),
                 // Bun, Node and Deno find the bundled SDK by walking up from
                 // the package directory, so they get a private copy below
                 // the Run's support directory.
                 RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno => {
                     crate::state::Store::write_tree(package.files(), &private)
                         .map_err(|e| failed(e.to_string()))?;
-                    Ok(private)
+                    Ok((private, None))
                 }
                 // The others share one read-only tree per digest, checked
-                // against the verified bytes on every use.
-                RecipeKind::Native | RecipeKind::Python => self
-                    .store
-                    .package_tree(&package)
-                    .map_err(|e| Failure::new(e.code(), e.to_string())),
+                // against the verified bytes on every use, and shown where
+                // the private copy would be.
+                RecipeKind::Native | RecipeKind::Python => {
+                    let tree = self
+                        .store
+                        .package_tree(&package)
+                        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+                    if self.sandbox.shows_elsewhere() {
+                        Ok((private, Some(tree)))
+                    } else {
+                        Ok((tree, None))
+                    }
+                }
             }
         })();
-        let package_dir = match prepared {
+        let (package_dir, package_tree) = match prepared {
             Ok(path) => path,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -578,7 +588,12 @@ impl Executor {
             }
         };
         let outcome = self
-            .launch(&services, &package_dir, &scratch, &invocation)
+            .launch(
+                &services,
+                (&package_dir, package_tree.as_deref()),
+                &scratch,
+                &invocation,
+            )
             .await;
         drop(reservation);
         let cleanup = std::fs::remove_dir_all(&dir);
@@ -610,7 +625,7 @@ impl Executor {
     async fn launch(
         &self,
         services: &Arc<InvocationServices>,
-        package_dir: &std::path::Path,
+        (package_dir, package_tree): (&std::path::Path, Option<&std::path::Path>),
         scratch: &std::path::Path,
         invocation: &Invocation,
     ) -> Result<(PeerReport, Exit, Diagnostics), Failure> {
@@ -769,15 +784,27 @@ impl Executor {
             };
         let mut env = vec![("LANG".to_string(), "C.UTF-8".to_string())];
         let mut read_only = Vec::new();
+        let mut shown: Vec<(PathBuf, PathBuf)> = package_tree
+            .map(|tree| (tree.to_path_buf(), package_dir.to_path_buf()))
+            .into_iter()
+            .collect();
         match recipe.kind {
             RecipeKind::Python => {
-                let python =
+                let compiled =
                     sdk::python(&self.store.support_dir(), &program, crate::cli::PYTHON_SDK)
                         .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
+                // Shown where the per-Run support directory had it.
+                let python = if self.sandbox.shows_elsewhere() {
+                    let inside = self.support.join(PYTHON_SUPPORT);
+                    shown.push((compiled, inside.clone()));
+                    inside
+                } else {
+                    read_only.push(compiled.clone());
+                    compiled
+                };
                 env.push(("PYTHONPATH".into(), python.to_string_lossy().to_string()));
                 env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
                 env.push(("PYTHONUNBUFFERED".into(), "1".into()));
-                read_only.push(python);
             }
             RecipeKind::Bun | RecipeKind::Node => read_only.push(js_support.clone()),
             RecipeKind::Deno => {
@@ -799,6 +826,7 @@ impl Executor {
             package: package_dir.to_path_buf(),
             scratch: scratch.to_path_buf(),
             read_only,
+            shown,
             attachments: invocation
                 .attachments
                 .iter()

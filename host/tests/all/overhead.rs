@@ -188,10 +188,14 @@ fn two_runs_of_one_package_run_from_one_shared_read_only_tree() {
     let entry = trees[0].join("flow.py");
     let host = std::fs::metadata(&entry).unwrap();
     // Both Runs ran the very file of that one tree (a bind mount shows the
-    // host inode), not a copy of their own.
-    assert_eq!(first, second);
-    assert_eq!(first["inode"], serde_json::json!(host.ino()), "{first}");
-    assert_eq!(first["path"], serde_json::json!(entry.to_str().unwrap()));
+    // host inode), not a copy of their own; inside it appears where a
+    // private copy would, so the envelope shows nothing of the store.
+    for output in [&first, &second] {
+        assert_eq!(output["inode"], serde_json::json!(host.ino()), "{output}");
+        let path = output["path"].as_str().unwrap();
+        assert!(path.ends_with("/package/flow.py"), "{output}");
+        assert!(!path.contains("/store/"), "{output}");
+    }
     assert_eq!(host.mode() & 0o222, 0, "the entrypoint is read-only");
     let tree = std::fs::metadata(&trees[0]).unwrap();
     assert_eq!(tree.mode() & 0o7777, 0o555, "the tree is read-only");
@@ -296,8 +300,11 @@ fn the_python_sdk_is_compiled_once_and_runs_from_its_bytecode() {
         assert!(output["modules"].as_array().unwrap().len() >= 2, "{output}");
         assert_eq!(output["compiled"], serde_json::json!([]), "{output}");
         let cached = output["cached"].as_str().unwrap();
-        assert!(Path::new(cached).starts_with(&support), "{output}");
-        assert!(Path::new(cached).exists(), "{output}");
+        assert!(
+            cached.ends_with(".cpython-311.pyc") || cached.ends_with(".pyc"),
+            "{output}"
+        );
+        assert!(!cached.contains("/store/"), "{output}");
     }
     // Nothing wrote bytecode next to the package either.
     let tree = &package_trees(dir.path())[0];
