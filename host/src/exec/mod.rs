@@ -216,6 +216,10 @@ pub struct Executor {
     /// `flow.bin` or `flow.wasm` Run never pays for it.
     support_writer: Option<SupportWriter>,
     support_written: std::sync::Mutex<Option<Result<(), String>>>,
+    /// The root's package, already read and verified by the caller in this
+    /// process (`jig run` needs it before the Run is recorded): taken by the
+    /// first Run of that digest instead of a second read and digest pass.
+    loaded: std::sync::Mutex<Option<flow::package::Package>>,
     /// What credentialed Project Commands read: the project's repository
     /// and the operator's secret files (absent: they are unavailable).
     repository: Option<Repository>,
@@ -277,8 +281,16 @@ impl Executor {
             waiting: Arc::default(),
             support_writer: None,
             support_written: std::sync::Mutex::new(None),
+            loaded: std::sync::Mutex::new(None),
             repository: None,
         }
+    }
+
+    /// A package the caller has just read and verified from this store
+    /// ([`Store::load_package`]); the first Run of its digest uses it.
+    pub fn with_loaded(self, package: flow::package::Package) -> Executor {
+        *self.loaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(package);
+        self
     }
 
     /// Write the bundled SDKs with `writer` when a recipe first needs them.
@@ -491,12 +503,23 @@ impl Executor {
                 json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false }),
             ));
         }
-        // One read and one digest pass: the private tree below is written
-        // from these same verified bytes.
-        let package = self
-            .store
-            .load_package(&resolved.digest)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        // One read and one digest pass per command (the caller's, when it
+        // loaded the root's package): the package tree below is made from,
+        // or checked against, these same verified bytes.
+        let loaded = {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+            match loaded.as_ref() {
+                Some(p) if p.digest() == resolved.digest => loaded.take(),
+                _ => None,
+            }
+        };
+        let package = match loaded {
+            Some(package) => package,
+            None => self
+                .store
+                .load_package(&resolved.digest)
+                .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+        };
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
                 return Err(Failure::new(
