@@ -5,7 +5,7 @@
 //! The directory is content-addressed: its name is the digest of the SDK's
 //! paths and bytes and of the runtime that compiled it. It is made once
 //! (staged privately, compiled with `compileall` into unchecked-hash
-//! bytecode so it is reproducible and never rewritten, made read-only,
+//! bytecode so it is reproducible and never rewritten, its files made read-only,
 //! sealed with the digest of every file, renamed into place) and checked
 //! against that seal and the embedded sources on every use; a directory that
 //! differs fails closed and is never repaired behind the caller's back. A
@@ -25,8 +25,10 @@ const SEAL_SUFFIX: &str = ".seal";
 /// The fixed timestamp the bytecode is compiled under (it is not written
 /// into unchecked-hash bytecode; set so any other choice stays stable).
 const SOURCE_DATE_EPOCH: &str = "0";
-/// The mode of every directory of the SDK tree.
-const DIR_MODE: u32 = 0o555;
+/// The mode of every directory of the SDK tree: owner-private, and
+/// writable by the owner so `.jig` stays removable (every use checks the
+/// whole tree against its seal).
+const DIR_MODE: u32 = 0o700;
 /// Where the SDK's import root is below the tree (`PYTHONPATH`).
 pub const IMPORT_ROOT: &str = "python";
 
@@ -106,7 +108,7 @@ fn make(
         .output()
         .map_err(|e| format!("cannot compile the bundled Python SDK: {e}"))?;
     if !out.status.success() {
-        let _ = make_removable(&staged);
+        let _ = std::fs::remove_dir_all(&staged);
         return Err(format!(
             "cannot compile the bundled Python SDK with {}: {}",
             runtime.display(),
@@ -125,7 +127,7 @@ fn make(
         crate::state::write_atomic(seal, &flow::json::canonical(&value)).map_err(|e| e.to_string())
     });
     if let Err(e) = sealed {
-        let _ = make_removable(&staged);
+        let _ = std::fs::remove_dir_all(&staged);
         return Err(e);
     }
     match std::fs::rename(&staged, tree) {
@@ -136,18 +138,19 @@ fn make(
         }
         // Made meanwhile by another Run of this host: use that one.
         Err(_) if tree.is_dir() => {
-            let _ = make_removable(&staged);
+            let _ = std::fs::remove_dir_all(&staged);
             check(tree, seal, files).map_err(|what| changed(tree, &what))?;
         }
         Err(e) => {
-            let _ = make_removable(&staged);
+            let _ = std::fs::remove_dir_all(&staged);
             return Err(format!("cannot publish the bundled Python SDK: {e}"));
         }
     }
     Ok(tree.to_path_buf())
 }
 
-/// Make every directory read-only (deepest first), sync every file, and
+/// Give every directory its mode (deepest first), make every file
+/// read-only, sync it, and
 /// return the digest of every file by relative path.
 fn seal_tree(root: &Path) -> std::io::Result<BTreeMap<String, String>> {
     use std::os::unix::fs::PermissionsExt;
@@ -181,7 +184,8 @@ fn seal_tree(root: &Path) -> std::io::Result<BTreeMap<String, String>> {
 }
 
 /// Does `tree` hold exactly what its seal lists (bytes by digest, read-only
-/// directories, nothing else), with the sources the embedded ones? `Err`
+/// files, owner-private directories, nothing else), with the sources the
+/// embedded ones? `Err`
 /// names the first difference.
 fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String> {
     use std::io::Read;
@@ -205,7 +209,10 @@ fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String
     while let Some(dir) = stack.pop() {
         let meta = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
         if !meta.is_dir() || meta.permissions().mode() & 0o7777 != DIR_MODE {
-            return Err(format!("{} is not a read-only directory", dir.display()));
+            return Err(format!(
+                "{} is not an owner-private directory",
+                dir.display()
+            ));
         }
         for entry in std::fs::read_dir(&dir).map_err(|e| e.to_string())? {
             let entry = entry.map_err(|e| e.to_string())?;
@@ -241,16 +248,4 @@ fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String
         return Err("a file is missing".into());
     }
     Ok(())
-}
-
-fn make_removable(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            make_removable(&entry.path())?;
-        }
-    }
-    std::fs::remove_dir_all(dir)
 }

@@ -62,7 +62,7 @@ impl Store {
     /// [`Store::load_package`] returns it) as one read-only tree shared by
     /// every Run of it, instead of a private copy per Run. Made once per
     /// digest from these bytes: written into a private temporary directory,
-    /// made read-only, synced, compared with the bytes once more, and
+    /// its files made read-only, synced, compared with the bytes once more, and
     /// renamed into place. Every later use compares the tree with the
     /// verified bytes again (contents, modes, no extra entries); a tree that
     /// differs fails closed (`PROJECT_STATE_INVALID`) and is never repaired
@@ -92,7 +92,7 @@ impl Store {
                 check_tree(package.files(), &staged).map_err(|what| changed_tree(&staged, &what))
             });
         if let Err(e) = made {
-            let _ = make_removable(&staged);
+            let _ = std::fs::remove_dir_all(&staged);
             return Err(e);
         }
         match std::fs::rename(&staged, &path) {
@@ -106,11 +106,11 @@ impl Store {
             // Made meanwhile by another Run of this host: use that one,
             // checked like any existing tree.
             Err(_) if path.is_dir() => {
-                let _ = make_removable(&staged);
+                let _ = std::fs::remove_dir_all(&staged);
                 check_tree(package.files(), &path).map_err(|what| changed_tree(&path, &what))?;
             }
             Err(e) => {
-                let _ = make_removable(&staged);
+                let _ = std::fs::remove_dir_all(&staged);
                 return Err(StateError::io(format!("publishing {}", path.display()))(e));
             }
         }
@@ -230,8 +230,11 @@ const TREES: &str = "trees";
 /// The bundled runtime support, below the store directory.
 const SUPPORT: &str = "support";
 
-/// The mode of every directory of a shared package tree.
-const TREE_DIR_MODE: u32 = 0o555;
+/// The mode of every directory of a shared package tree: owner-private
+/// but writable by the owner, so the owner can still remove `.jig` (a
+/// read-only directory cannot be emptied by anyone but root). Nothing
+/// written there goes unnoticed: every use checks the whole tree.
+const TREE_DIR_MODE: u32 = 0o700;
 
 fn changed_tree(path: &Path, what: &str) -> StateError {
     StateError::Invalid {
@@ -253,7 +256,7 @@ fn file_mode(path: &str) -> u32 {
     }
 }
 
-/// Make every directory of a freshly written tree read-only (deepest
+/// Give every directory of a freshly written tree its mode (deepest
 /// first) and, for a durable store, sync every file and directory.
 fn seal_tree(dir: &Path, durable: bool) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -273,22 +276,8 @@ fn seal_tree(dir: &Path, durable: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Give a discarded tree's directories back their write bit so it can be
-/// removed.
-fn make_removable(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            make_removable(&entry.path())?;
-        }
-    }
-    std::fs::remove_dir_all(dir)
-}
-
 /// Does the tree at `root` hold exactly `files` (bytes and modes), read
-/// through no link, with read-only directories and nothing else? `Err`
+/// through no link, with owner-private directories and nothing else? `Err`
 /// says the first difference.
 fn check_tree(files: &BTreeMap<String, Vec<u8>>, root: &Path) -> Result<(), String> {
     use std::io::Read;
@@ -299,7 +288,10 @@ fn check_tree(files: &BTreeMap<String, Vec<u8>>, root: &Path) -> Result<(), Stri
         let meta =
             std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if !meta.is_dir() || meta.permissions().mode() & 0o7777 != TREE_DIR_MODE {
-            return Err(format!("{} is not a read-only directory", dir.display()));
+            return Err(format!(
+                "{} is not an owner-private directory",
+                dir.display()
+            ));
         }
         for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
             let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -198,7 +198,7 @@ fn two_runs_of_one_package_run_from_one_shared_read_only_tree() {
     }
     assert_eq!(host.mode() & 0o222, 0, "the entrypoint is read-only");
     let tree = std::fs::metadata(&trees[0]).unwrap();
-    assert_eq!(tree.mode() & 0o7777, 0o555, "the tree is read-only");
+    assert_eq!(tree.mode() & 0o7777, 0o700, "the tree is owner-private");
     let store = std::fs::metadata(dir.path().join(".jig/store/trees")).unwrap();
     assert_eq!(store.mode() & 0o077, 0, "the trees are owner-private");
 }
@@ -230,9 +230,7 @@ fn a_tampered_package_tree_fails_closed_and_is_not_repaired() {
     let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
     assert_greeted(&greet(dir.path(), cache.path()));
     let tree = &package_trees(dir.path())[0];
-    std::fs::set_permissions(tree, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(tree.join("extra.txt"), "x").unwrap();
-    std::fs::set_permissions(tree, std::fs::Permissions::from_mode(0o555)).unwrap();
     let run = greet(dir.path(), cache.path());
     assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
 }
@@ -330,15 +328,12 @@ fn a_tampered_python_sdk_tree_fails_closed() {
         .map(|(p, ..)| p)
         .find(|p| p.extension().is_some_and(|e| e == "pyc"))
         .expect("a compiled SDK module");
-    let parent = pyc.parent().unwrap().to_path_buf();
-    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&pyc, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut bytes = std::fs::read(&pyc).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(&pyc, &bytes).unwrap();
     std::fs::set_permissions(&pyc, std::fs::Permissions::from_mode(0o444)).unwrap();
-    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o555)).unwrap();
     let run = run_with_cache(dir.path(), cache.path(), &args);
     assert_eq!(run.status, 1, "{run:?}");
     assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
