@@ -343,3 +343,72 @@ fn a_tampered_python_sdk_tree_fails_closed() {
         "never silently repaired"
     );
 }
+
+#[test]
+fn a_run_reads_only_the_records_that_may_be_pending_not_the_history() {
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let runs = dir.path().join(".jig/runs");
+    let settled: Vec<PathBuf> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(settled.len(), 2, "{settled:?}");
+    let markers: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pending"))
+        .collect();
+    assert!(markers.is_empty(), "settled Runs keep no pending marker");
+    // A settled record is never read again by a Run: even an unreadable
+    // one does not stop the next Run (`jig runs` still reports it).
+    std::fs::write(&settled[0], "not JSON").unwrap();
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let listed = run_with_cache(dir.path(), cache.path(), &["runs"]);
+    assert_eq!(listed.status, 1, "{listed:?}");
+    assert!(
+        listed.stderr.starts_with("PROJECT_STATE_INVALID: "),
+        "{listed:?}"
+    );
+}
+
+#[test]
+fn a_pending_run_left_by_a_jig_without_pending_markers_is_still_fenced() {
+    let project = crate::files::files_example();
+    let source = crate::files::source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let killed = output(
+        jig(project.path())
+            .args(["run", "flow:flows/summarize", "--attach"])
+            .arg(format!("source={}", source.path().display()))
+            .args(["--input", r#"{"sleepSeconds":20}"#, "--timeout", "60s"])
+            .arg("--out")
+            .arg(out.path().join("packet"))
+            .env("JIG_TEST_ABORT_AFTER_DISPATCH", "1500")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(killed.status, -1, "ended by a signal: {killed:?}");
+    // As an older jig left it: the pending record, no marker, no index.
+    let runs = project.path().join(".jig/runs");
+    for entry in std::fs::read_dir(&runs).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".pending") || name == ".pending-index" {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let listed = run_jig(project.path(), &["runs"]);
+    assert_eq!(listed.status, 0, "{listed:?}");
+    let fields: Vec<&str> = listed.stdout.lines().next().unwrap().split('\t').collect();
+    assert_eq!(
+        &fields[1..],
+        ["lost", "flow:flows/summarize", "COORDINATOR_LOST"]
+    );
+    assert!(
+        runs.join(".pending-index").exists(),
+        "the index is whole now"
+    );
+}
