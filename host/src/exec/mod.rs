@@ -744,12 +744,12 @@ impl Executor {
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
-        // Python imports its SDK from the shared compiled tree (below);
-        // the JavaScript runtimes find theirs in the Run's support directory.
-        if matches!(
-            recipe.kind,
-            RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno
-        ) {
+        // Python imports its SDK from the shared compiled tree (below) of a
+        // lasting store; a throwaway store (`jig exec`) would compile it for
+        // one command, so there, like the JavaScript runtimes, it gets the
+        // sources in the Run's support directory.
+        let compiled_sdk = recipe.kind == RecipeKind::Python && self.store.is_durable();
+        if recipe.kind != RecipeKind::Native && !compiled_sdk {
             self.ensure_support()?;
         }
         let js_support = self.support.join(JS_SUPPORT);
@@ -813,17 +813,23 @@ impl Executor {
             .collect();
         match recipe.kind {
             RecipeKind::Python => {
-                let compiled =
-                    sdk::python(&self.store.support_dir(), &program, crate::cli::PYTHON_SDK)
-                        .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
-                // Shown where the per-Run support directory had it.
-                let python = if self.sandbox.shows_elsewhere() {
-                    let inside = self.support.join(PYTHON_SUPPORT);
-                    shown.push((compiled, inside.clone()));
-                    inside
+                let python = if compiled_sdk {
+                    let compiled =
+                        sdk::python(&self.store.support_dir(), &program, crate::cli::PYTHON_SDK)
+                            .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
+                    if self.sandbox.shows_elsewhere() {
+                        // Shown where the per-Run support directory had it.
+                        let inside = self.support.join(PYTHON_SUPPORT);
+                        shown.push((compiled, inside.clone()));
+                        inside
+                    } else {
+                        read_only.push(compiled.clone());
+                        compiled
+                    }
                 } else {
-                    read_only.push(compiled.clone());
-                    compiled
+                    let python = self.support.join(PYTHON_SUPPORT);
+                    read_only.push(python.clone());
+                    python
                 };
                 env.push(("PYTHONPATH".into(), python.to_string_lossy().to_string()));
                 env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));

@@ -47,6 +47,11 @@ impl Store {
         self.dir.join("packages").join(digest_hex(digest))
     }
 
+    /// Does this store outlive the command (a project's), or not (`jig exec`)?
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
     /// Where the bundled runtime support (the compiled Python SDK) is kept
     /// for this project's Runs, one read-only tree per jig build and runtime.
     pub fn support_dir(&self) -> PathBuf {
