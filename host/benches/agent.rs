@@ -118,6 +118,7 @@ fn worker_launch() -> Launch {
         package: dir.join("package"),
         scratch: dir.join("scratch"),
         read_only: vec![PathBuf::from("/etc/hosts")],
+        shown: Vec::new(),
         attachments: Vec::new(),
         limits: Limits::AGENT,
         network: true,

@@ -54,6 +54,7 @@ fn launch(program: &str, args: &[&str]) -> Launch {
         package: dir.join("package"),
         scratch: dir.join("scratch"),
         read_only: Vec::new(),
+        shown: Vec::new(),
         attachments: Vec::new(),
         limits: jig::sandbox::Limits::FLOW,
         network: false,

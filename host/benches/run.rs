@@ -9,6 +9,11 @@
 //! (target ≤1.5), `jig_run_flow_wasm / bwrap_floor`, and
 //! `jig_run_flow_py / python_import_sdk_contained` (target ≤1.3).
 //!
+//! With `JIG_BENCH_BASELINE=/path/to/jig` (another build, e.g. of the
+//! commit before a change) the `baseline_*` benches run the same Runs with
+//! that binary in the same run, so before and after are compared under one
+//! machine load; without it they measure nothing.
+//!
 //! Each `jig run` is a whole command: process start, plan and store reads,
 //! the durable Run record before dispatch, the cgroup and bubblewrap
 //! envelope, the Run/1 exchange, cleanup and the final record.
@@ -135,13 +140,27 @@ fn fixture() -> &'static Fixture {
         // compiled-module caches.
         for name in ["bin", "wasm", "py"] {
             run(&fixture, name);
+            if let Some(baseline) = baseline() {
+                run_with(baseline, &fixture, name);
+            }
         }
         fixture
     })
 }
 
+/// The `jig` to compare with, from `JIG_BENCH_BASELINE`.
+fn baseline() -> Option<&'static Path> {
+    static CELL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    CELL.get_or_init(|| std::env::var_os("JIG_BENCH_BASELINE").map(PathBuf::from))
+        .as_deref()
+}
+
 fn jig(fixture: &Fixture, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_jig"))
+    jig_from(Path::new(env!("CARGO_BIN_EXE_jig")), fixture, args)
+}
+
+fn jig_from(binary: &Path, fixture: &Fixture, args: &[&str]) -> std::process::Output {
+    Command::new(binary)
         .current_dir(fixture.project.path())
         .env_remove("JIG_CONFIG")
         .env_remove("JIG_VERIFICATION")
@@ -155,8 +174,12 @@ fn jig(fixture: &Fixture, args: &[&str]) -> std::process::Output {
 }
 
 fn run(fixture: &Fixture, name: &str) {
+    run_with(Path::new(env!("CARGO_BIN_EXE_jig")), fixture, name)
+}
+
+fn run_with(binary: &Path, fixture: &Fixture, name: &str) {
     let target = format!("flow:flows/{name}");
-    let out = jig(fixture, &["run", &target, "--input", "\"bench\""]);
+    let out = jig_from(binary, fixture, &["run", &target, "--input", "\"bench\""]);
     assert!(out.status.success(), "{name}: {out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Hello, bench!"), "{name}: {stdout}");
@@ -187,6 +210,27 @@ fn jig_run_flow_py() {
     run(fixture(), "py");
 }
 
+#[divan::bench(sample_count = 40)]
+fn baseline_jig_run_flow_bin() {
+    if let Some(baseline) = baseline() {
+        run_with(baseline, fixture(), "bin");
+    }
+}
+
+#[divan::bench(sample_count = 40)]
+fn baseline_jig_run_flow_wasm() {
+    if let Some(baseline) = baseline() {
+        run_with(baseline, fixture(), "wasm");
+    }
+}
+
+#[divan::bench(sample_count = 20)]
+fn baseline_jig_run_flow_py() {
+    if let Some(baseline) = baseline() {
+        run_with(baseline, fixture(), "py");
+    }
+}
+
 /// `python3 -c "import jiggy.flow"` in the Python recipe's envelope, with
 /// the bundled SDK from this repository on PYTHONPATH, as the recipe has it.
 #[divan::bench(sample_count = 20)]
@@ -206,6 +250,7 @@ fn python_import_sdk_contained() {
         package: fixture.project.path().join("flows/py"),
         scratch: scratch.to_path_buf(),
         read_only: vec![sdk],
+        shown: Vec::new(),
         attachments: Vec::new(),
         limits: jig::sandbox::Limits::FLOW,
         network: false,

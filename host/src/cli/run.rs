@@ -181,7 +181,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             format!("{target_ref} has no admitted package"),
         )
     })?;
-    // One read and one digest pass (the Run reads it again, as verified).
+    // One read and one digest pass; the Run takes these verified bytes.
     let package = state
         .store()
         .load_package(&package_digest)
@@ -293,6 +293,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             work_root.clone(),
         )
         .with_support_writer(write_runtime_support)
+        .with_loaded(package.clone())
         .with_repository(crate::exec::Repository {
             root: root.clone(),
             secrets: config.secrets.clone(),

@@ -8,6 +8,7 @@ pub mod channels;
 mod ledger;
 pub mod peer;
 mod provider_ports;
+pub mod sdk;
 pub mod wasm;
 
 use std::collections::BTreeMap;
@@ -219,6 +220,10 @@ pub struct Executor {
     /// `flow.bin` or `flow.wasm` Run never pays for it.
     support_writer: Option<SupportWriter>,
     support_written: std::sync::Mutex<Option<Result<(), String>>>,
+    /// The root's package, already read and verified by the caller in this
+    /// process (`jig run` needs it before the Run is recorded): taken by the
+    /// first Run of that digest instead of a second read and digest pass.
+    loaded: std::sync::Mutex<Option<flow::package::Package>>,
     /// What credentialed Project Commands read: the project's repository
     /// and the operator's secret files (absent: they are unavailable).
     repository: Option<Repository>,
@@ -280,8 +285,16 @@ impl Executor {
             waiting: Arc::default(),
             support_writer: None,
             support_written: std::sync::Mutex::new(None),
+            loaded: std::sync::Mutex::new(None),
             repository: None,
         }
+    }
+
+    /// A package the caller has just read and verified from this store
+    /// ([`Store::load_package`]); the first Run of its digest uses it.
+    pub fn with_loaded(self, package: flow::package::Package) -> Executor {
+        *self.loaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(package);
+        self
     }
 
     /// Write the bundled SDKs with `writer` when a recipe first needs them.
@@ -496,12 +509,23 @@ impl Executor {
                 json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false }),
             ));
         }
-        // One read and one digest pass: the private tree below is written
-        // from these same verified bytes.
-        let package = self
-            .store
-            .load_package(&resolved.digest)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        // One read and one digest pass per command (the caller's, when it
+        // loaded the root's package): the package tree below is made from,
+        // or checked against, these same verified bytes.
+        let loaded = {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+            match loaded.as_ref() {
+                Some(p) if p.digest() == resolved.digest => loaded.take(),
+                _ => None,
+            }
+        };
+        let package = match loaded {
+            Some(package) => package,
+            None => self
+                .store
+                .load_package(&resolved.digest)
+                .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+        };
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
                 return Err(Failure::new(
@@ -525,7 +549,6 @@ impl Executor {
         };
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let dir = self.work_root.join(format!("{n}"));
-        let package_dir = dir.join("package");
         let scratch = dir.join("scratch");
         // A workspace preparation's retained layout, verified before any
         // byte is written: a missing or corrupt one fails closed.
@@ -536,34 +559,61 @@ impl Executor {
                     .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?,
             ),
         };
-        let prepared = (|| -> Result<(), Failure> {
+        // (where the package appears to the Run, where its shared tree is
+        // when that is elsewhere)
+        let prepared = (|| -> Result<(PathBuf, Option<PathBuf>), Failure> {
             let failed = |e: String| {
                 Failure::new("EXECUTION_FAILED", format!("cannot prepare the Run: {e}"))
             };
             std::fs::create_dir_all(&scratch).map_err(|e| failed(e.to_string()))?;
-            // An in-process flow.wasm runs from the verified bytes and sees
-            // no package tree; a process recipe gets its private copy.
-            if resolved.recipe.kind == RecipeKind::Wasm {
-                return Ok(());
+            let private = dir.join("package");
+            match resolved.recipe.kind {
+                // An in-process flow.wasm runs from the verified bytes and
+                // sees no package tree.
+                RecipeKind::Wasm => Ok((private, None)),
+                // Bun, Node and Deno find the bundled SDK by walking up from
+                // the package directory, so they get a private copy below
+                // the Run's support directory; a workspace preparation's
+                // recorded aliases are made in it after the regular bytes.
+                kind if layout.is_some()
+                    || matches!(kind, RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno) =>
+                {
+                    crate::state::Store::write_tree(package.files(), &private)
+                        .map_err(|e| failed(e.to_string()))?;
+                    if let Some(layout) = &layout {
+                        crate::plan::prepare::layout::materialize(&private, layout)
+                            .map_err(|e| failed(e.to_string()))?;
+                        crate::plan::prepare::layout::verify(&private, layout)
+                            .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?;
+                    }
+                    Ok((private, None))
+                }
+                // Native and Python share one read-only tree per digest,
+                // checked against the verified bytes on every use, and shown
+                // where the private copy would be.
+                _ => {
+                    let tree = self
+                        .store
+                        .package_tree(&package)
+                        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+                    if self.sandbox.shows_elsewhere() {
+                        Ok((private, Some(tree)))
+                    } else {
+                        Ok((tree, None))
+                    }
+                }
             }
-            crate::state::Store::write_tree(package.files(), &package_dir)
-                .map_err(|e| failed(e.to_string()))?;
-            // Regular bytes first, then exactly the recorded aliases.
-            if let Some(layout) = &layout {
-                crate::plan::prepare::layout::materialize(&package_dir, layout)
-                    .map_err(|e| failed(e.to_string()))?;
-                crate::plan::prepare::layout::verify(&package_dir, layout)
-                    .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?;
-            }
-            Ok(())
         })();
-        if let Err(failure) = prepared {
-            if let Some(layout) = &layout {
-                let _ = crate::plan::prepare::layout::unlink(&package_dir, layout);
+        let (package_dir, package_tree) = match prepared {
+            Ok(path) => path,
+            Err(e) => {
+                if let Some(layout) = &layout {
+                    let _ = crate::plan::prepare::layout::unlink(&dir.join("package"), layout);
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
             }
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(failure);
-        }
+        };
         let package = Arc::new(package);
         let services = Arc::new_cyclic(|me| InvocationServices {
             me: me.clone(),
@@ -588,7 +638,12 @@ impl Executor {
             }
         };
         let outcome = self
-            .launch(&services, &package_dir, &scratch, &invocation)
+            .launch(
+                &services,
+                (&package_dir, package_tree.as_deref()),
+                &scratch,
+                &invocation,
+            )
             .await;
         drop(reservation);
         // Aliases are unlinked without following their targets.
@@ -625,7 +680,7 @@ impl Executor {
     async fn launch(
         &self,
         services: &Arc<InvocationServices>,
-        package_dir: &std::path::Path,
+        (package_dir, package_tree): (&std::path::Path, Option<&std::path::Path>),
         scratch: &std::path::Path,
         invocation: &Invocation,
     ) -> Result<(PeerReport, Exit, Diagnostics), Failure> {
@@ -721,7 +776,12 @@ impl Executor {
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
-        if recipe.kind != RecipeKind::Native {
+        // Python imports its SDK from the shared compiled tree (below) of a
+        // lasting store; a throwaway store (`jig exec`) would compile it for
+        // one command, so there, like the JavaScript runtimes, it gets the
+        // sources in the Run's support directory.
+        let compiled_sdk = recipe.kind == RecipeKind::Python && self.store.is_durable();
+        if recipe.kind != RecipeKind::Native && !compiled_sdk {
             self.ensure_support()?;
         }
         let js_support = self.support.join(JS_SUPPORT);
@@ -779,10 +839,31 @@ impl Executor {
             };
         let mut env = vec![("LANG".to_string(), "C.UTF-8".to_string())];
         let mut read_only = Vec::new();
+        let mut shown: Vec<(PathBuf, PathBuf)> = package_tree
+            .map(|tree| (tree.to_path_buf(), package_dir.to_path_buf()))
+            .into_iter()
+            .collect();
         match recipe.kind {
             RecipeKind::Python => {
-                let python = self.support.join(PYTHON_SUPPORT);
-                let mut path = python.clone().into_os_string();
+                let python = if compiled_sdk {
+                    let compiled =
+                        sdk::python(&self.store.support_dir(), &program, crate::cli::PYTHON_SDK)
+                            .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
+                    if self.sandbox.shows_elsewhere() {
+                        // Shown where the per-Run support directory had it.
+                        let inside = self.support.join(PYTHON_SUPPORT);
+                        shown.push((compiled, inside.clone()));
+                        inside
+                    } else {
+                        read_only.push(compiled.clone());
+                        compiled
+                    }
+                } else {
+                    let python = self.support.join(PYTHON_SUPPORT);
+                    read_only.push(python.clone());
+                    python
+                };
+                let mut path = python.into_os_string();
                 if services.resolved.prepared {
                     // The reviewed wheels, after the bundled SDK.
                     path.push(":");
@@ -791,7 +872,6 @@ impl Executor {
                 env.push(("PYTHONPATH".into(), path.to_string_lossy().to_string()));
                 env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
                 env.push(("PYTHONUNBUFFERED".into(), "1".into()));
-                read_only.push(python);
             }
             RecipeKind::Bun | RecipeKind::Node => read_only.push(js_support.clone()),
             RecipeKind::Deno => {
@@ -813,6 +893,7 @@ impl Executor {
             package: package_dir.to_path_buf(),
             scratch: scratch.to_path_buf(),
             read_only,
+            shown,
             attachments: invocation
                 .attachments
                 .iter()

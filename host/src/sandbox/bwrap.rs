@@ -154,9 +154,18 @@ impl Bubblewrap {
         for root in program_roots(&launch.program, &launch.package) {
             push(&[&"--ro-bind", &root, &root]);
         }
-        push(&[&"--ro-bind", &launch.package, &launch.package]);
+        if !launch
+            .shown
+            .iter()
+            .any(|(_, inside)| *inside == launch.package)
+        {
+            push(&[&"--ro-bind", &launch.package, &launch.package]);
+        }
         for tree in &launch.read_only {
             push(&[&"--ro-bind", tree, tree]);
+        }
+        for (host, inside) in &launch.shown {
+            push(&[&"--ro-bind", host, inside]);
         }
         push(&[&"--bind", &launch.scratch, &launch.scratch]);
         let size = OUTPUT_TMPFS_BYTES.to_string();
@@ -297,6 +306,10 @@ impl Sandbox for Bubblewrap {
 
     fn bounded_output(&self, _path: &Path) -> std::io::Result<OwnedFd> {
         self.hold_output()
+    }
+
+    fn shows_elsewhere(&self) -> bool {
+        true
     }
 }
 
@@ -459,6 +472,7 @@ fn open_mounted_output(pid: u32, path: &Path, until: Instant) -> std::io::Result
         use std::os::unix::fs::MetadataExt;
         m.dev()
     });
+    let mut backoff = super::cgroup::Backoff::new();
     loop {
         if let Ok(fd) = open_directory(&inside) {
             if is_output_tmpfs(&fd, host_dev) {
@@ -471,7 +485,7 @@ fn open_mounted_output(pid: u32, path: &Path, until: Instant) -> std::io::Result
                 path.display()
             )));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        backoff.pause();
     }
 }
 
@@ -593,6 +607,7 @@ mod tests {
             package: "/p/pkg".into(),
             scratch: "/p/scratch".into(),
             read_only: vec!["/p/sdk".into()],
+            shown: Vec::new(),
             attachments: vec![("/a/in".into(), false), ("/a/out".into(), true)],
             limits: Limits::FLOW,
             network: false,
@@ -604,6 +619,39 @@ mod tests {
             .filter(|w| w[0] == flag)
             .map(|w| w[1].as_str())
             .collect()
+    }
+
+    /// A shared tree shown at the package's path is the package: the
+    /// package path itself is not bound, the tree is, read-only, there.
+    #[test]
+    fn a_tree_shown_at_the_package_replaces_its_bind() {
+        let b = Bubblewrap {
+            bwrap: "/usr/bin/bwrap".into(),
+            hierarchy: Hierarchy::V2 {
+                base: "/nonexistent".into(),
+            },
+            host: Arc::default(),
+            counter: AtomicU64::new(0),
+        };
+        let mut launch = launch();
+        launch.shown = vec![
+            ("/s/trees/abc".into(), "/p/pkg".into()),
+            ("/s/support/py".into(), "/p/python".into()),
+        ];
+        let args: Vec<String> = b
+            .arguments(&launch)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        let binds: Vec<(&str, &str)> = args
+            .windows(3)
+            .filter(|w| w[0] == "--ro-bind")
+            .map(|w| (w[1].as_str(), w[2].as_str()))
+            .collect();
+        assert!(binds.contains(&("/s/trees/abc", "/p/pkg")), "{binds:?}");
+        assert!(binds.contains(&("/s/support/py", "/p/python")), "{binds:?}");
+        assert!(!binds.contains(&("/p/pkg", "/p/pkg")), "{binds:?}");
+        assert!(b.shows_elsewhere());
     }
 
     #[test]

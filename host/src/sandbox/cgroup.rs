@@ -42,6 +42,33 @@ pub const ROOT_TASKS: u64 = 448;
 pub const ROOT_CPU_QUOTA_US: u64 = CPU_PERIOD_US * 5 / 2;
 /// How long cleanup waits for a killed group to become empty.
 pub const EMPTY_WAIT: Duration = Duration::from_secs(10);
+/// The first and the longest pause while cleanup polls a group that is
+/// emptying (or freezing): the last members of an envelope usually leave
+/// within microseconds of its leader, so a fixed millisecond pause was most
+/// of the time a Run spent in cleanup.
+pub const POLL_FIRST: Duration = Duration::from_micros(20);
+pub const POLL_LONGEST: Duration = Duration::from_millis(2);
+
+/// Pauses that start at [`POLL_FIRST`] and double up to [`POLL_LONGEST`].
+pub struct Backoff(Duration);
+
+impl Backoff {
+    pub fn new() -> Backoff {
+        Backoff(POLL_FIRST)
+    }
+
+    pub fn pause(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(POLL_LONGEST);
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff::new()
+    }
+}
+
 /// The prefix of every cgroup this host creates.
 pub const HOST_GROUP_PREFIX: &str = "jig-";
 /// cgroup v2 only: the suffix of the leaf a host moves itself into.
@@ -383,10 +410,11 @@ impl Group {
             let state = dir.join("freezer.state");
             if write_value(&state, "FROZEN").is_ok() {
                 let until = Instant::now() + Duration::from_millis(500);
+                let mut backoff = Backoff::new();
                 while Instant::now() < until {
                     match std::fs::read_to_string(&state) {
                         Ok(s) if s.trim() == "FROZEN" => break,
-                        Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+                        Ok(_) => backoff.pause(),
                         Err(_) => break,
                     }
                 }
@@ -401,6 +429,7 @@ impl Group {
     /// Kill what remains, wait until the group is empty, and remove it.
     pub fn remove(&self, wait: Duration) -> Result<(), String> {
         let until = Instant::now() + wait;
+        let mut backoff = Backoff::new();
         loop {
             if !self.populated() {
                 break;
@@ -413,7 +442,7 @@ impl Group {
                 ));
             }
             self.kill_all();
-            std::thread::sleep(Duration::from_millis(2));
+            backoff.pause();
         }
         let mut failures = Vec::new();
         for (_, dir) in &self.dirs {
@@ -481,13 +510,14 @@ fn enable_controllers(dir: &Path) -> Result<(), String> {
 }
 
 fn rmdir_retrying(dir: &Path, until: Instant) -> std::io::Result<()> {
+    let mut backoff = Backoff::new();
     loop {
         match std::fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             // A just-killed member may still be leaving.
             Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) && Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(2));
+                backoff.pause();
             }
             Err(e) => return Err(e),
         }

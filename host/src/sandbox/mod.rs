@@ -46,6 +46,12 @@ pub struct Launch {
     pub scratch: PathBuf,
     /// Further read-only trees the recipe needs (e.g. the bundled Python SDK).
     pub read_only: Vec<PathBuf>,
+    /// Read-only trees shown inside at another path than on the host:
+    /// (host path, path inside). A shared tree (the package's, the compiled
+    /// SDK) appears where a private copy would, so the envelope shows
+    /// nothing of where it is kept. One shown at `package` is the package.
+    /// Only an envelope that [`Sandbox::shows_elsewhere`] takes them.
+    pub shown: Vec<(PathBuf, PathBuf)>,
     /// Attachments: (path, writable). A read attachment is shown
     /// read-only at its host path; a writable one is a fresh, empty,
     /// [`OUTPUT_TMPFS_BYTES`]-bounded tmpfs at that path, handed back to
@@ -153,6 +159,10 @@ pub trait Sandbox: Send + Sync {
     /// directory descriptor of the same bounded filesystem a process recipe
     /// gets at `path`. The caller owns it; closing it releases everything.
     fn bounded_output(&self, path: &Path) -> std::io::Result<OwnedFd>;
+    /// Can a tree be shown inside at another path ([`Launch::shown`])?
+    fn shows_elsewhere(&self) -> bool {
+        false
+    }
 }
 
 /// Open a directory as the handoff descriptor.
@@ -223,6 +233,7 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
         package: dir.path().to_path_buf(),
         scratch,
         read_only: Vec::new(),
+        shown: Vec::new(),
         attachments: vec![(output, true)],
         limits: Limits::FLOW,
         network: false,
@@ -345,6 +356,11 @@ impl Sandbox for ProcessGroup {
     }
 
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained> {
+        if !launch.shown.is_empty() {
+            return Err(std::io::Error::other(
+                "the process-group launch cannot show a tree at another path",
+            ));
+        }
         let mut command = tokio::process::Command::new(&launch.program);
         command
             .args(&launch.args)

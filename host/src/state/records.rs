@@ -71,6 +71,43 @@ impl Runs {
         self.dir.join(format!("{id}.json"))
     }
 
+    /// The marker of a Run that is not settled yet: `<id>.pending`, beside
+    /// its record, so the record's own directory sync makes both durable.
+    fn pending_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}{PENDING_SUFFIX}"))
+    }
+
+    /// The ids of every Run that may still be pending: the markers, or,
+    /// in a directory written before there were markers, every record
+    /// (then the markers are made, once, and the index is marked whole).
+    fn pending_ids(&self) -> Result<Vec<String>, RunsError> {
+        let io = |e| RunsError::State(StateError::io("reading the Run records")(e));
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Ok(Vec::new());
+        };
+        let mut markers = Vec::new();
+        let mut records = Vec::new();
+        for entry in entries {
+            let name = entry.map_err(io)?.file_name().to_string_lossy().to_string();
+            if let Some(id) = name.strip_suffix(PENDING_SUFFIX) {
+                markers.push(id.to_string());
+            } else if let Some(id) = name.strip_suffix(".json") {
+                records.push(id.to_string());
+            }
+        }
+        if self.dir.join(PENDING_INDEX).exists() {
+            return Ok(markers);
+        }
+        for id in &records {
+            if self.load(id)?.status() == RunStatus::Pending && !markers.contains(id) {
+                std::fs::File::create(self.pending_path(id)).map_err(io)?;
+                markers.push(id.clone());
+            }
+        }
+        write_atomic(&self.dir.join(PENDING_INDEX), b"").map_err(RunsError::State)?;
+        Ok(markers)
+    }
+
     fn key_path(&self, key: &str) -> PathBuf {
         self.dir
             .join("keys")
@@ -119,6 +156,14 @@ impl Runs {
             id: id.clone(),
             value,
         };
+        // The marker first: the record's directory sync below makes it
+        // durable with the record, so a pending record always has one.
+        if !self.dir.join(PENDING_INDEX).exists() {
+            // Index every older pending record before this one counts on it.
+            self.pending_ids()?;
+        }
+        std::fs::File::create(self.pending_path(&id))
+            .map_err(|e| RunsError::State(StateError::io("recording the Run")(e)))?;
         self.store(&record)?;
         if let Some(key_path) = key_path {
             std::fs::create_dir_all(key_path.parent().unwrap())
@@ -143,7 +188,11 @@ impl Runs {
             .as_object_mut()
             .unwrap()
             .insert("settledAtUnixMs".into(), json!(now_unix_ms()));
-        self.store(record)
+        self.store(record)?;
+        // Settled durably; a marker that outlives a crash here is found
+        // settled by the next scan and removed then.
+        let _ = std::fs::remove_file(self.pending_path(&record.id));
+        Ok(())
     }
 
     /// Keep a pending Run's accepted execution terminal before its delivery,
@@ -215,8 +264,20 @@ impl Runs {
             .dir
             .parent()
             .map(|state| Checkpoints::new(state.join("checkpoints")));
-        for mut record in self.list()? {
+        // Only the Runs that may be pending are read, not the whole history.
+        for id in self.pending_ids()? {
+            let mut record = match self.load(&id) {
+                Ok(record) => record,
+                // A marker without its record: that Run was never recorded,
+                // so never dispatched.
+                Err(RunsError::NotFound(_)) => {
+                    let _ = std::fs::remove_file(self.pending_path(&id));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if record.status() != RunStatus::Pending {
+                let _ = std::fs::remove_file(self.pending_path(&id));
                 continue;
             }
             let pid = record.value.get("pid").and_then(Value::as_u64).unwrap_or(0);
@@ -263,6 +324,11 @@ impl Runs {
         .map_err(RunsError::State)
     }
 }
+
+/// The suffix of a not-yet-settled Run's marker.
+const PENDING_SUFFIX: &str = ".pending";
+/// Present once every pending record of the directory has its marker.
+const PENDING_INDEX: &str = ".pending-index";
 
 /// HOST-FACTS §3: recovery after coordinator loss has this long to reach
 /// a lost Run's packet; delivery then has [`crate::files::DELIVERY_BUDGET`].

@@ -47,6 +47,81 @@ impl Store {
         self.dir.join("packages").join(digest_hex(digest))
     }
 
+    /// Does this store outlive the command (a project's), or not (`jig exec`)?
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    /// Where the bundled runtime support (the compiled Python SDK) is kept
+    /// for this project's Runs, one read-only tree per jig build and runtime.
+    pub fn support_dir(&self) -> PathBuf {
+        self.dir.join(SUPPORT)
+    }
+
+    /// Where the shared read-only tree of `digest` lives.
+    pub fn tree_path(&self, digest: &str) -> PathBuf {
+        self.dir.join(TREES).join(digest_hex(digest))
+    }
+
+    /// The admitted `package` (already verified by its digest, as
+    /// [`Store::load_package`] returns it) as one read-only tree shared by
+    /// every Run of it, instead of a private copy per Run. Made once per
+    /// digest from these bytes: written into a private temporary directory,
+    /// its files made read-only, synced, compared with the bytes once more, and
+    /// renamed into place. Every later use compares the tree with the
+    /// verified bytes again (contents, modes, no extra entries); a tree that
+    /// differs fails closed (`PROJECT_STATE_INVALID`) and is never repaired
+    /// behind the caller's back.
+    pub fn package_tree(&self, package: &flow::package::Package) -> Result<PathBuf, StateError> {
+        let path = self.tree_path(package.digest());
+        match std::fs::symlink_metadata(&path) {
+            Ok(_) => {
+                check_tree(package.files(), &path).map_err(|what| changed_tree(&path, &what))?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StateError::io(format!("reading {}", path.display()))(e)),
+        }
+        let trees = self.dir.join(TREES);
+        super::create_private_dir(&trees)?;
+        let temp = tempfile::Builder::new()
+            .prefix(".jig-tree-")
+            .tempdir_in(&trees)
+            .map_err(StateError::io("materializing a package"))?;
+        let staged = temp.path().join("tree");
+        let made = Store::write_tree(package.files(), &staged)
+            .and_then(|()| {
+                seal_tree(&staged, self.durable).map_err(StateError::io("materializing a package"))
+            })
+            .and_then(|()| {
+                check_tree(package.files(), &staged).map_err(|what| changed_tree(&staged, &what))
+            });
+        if let Err(e) = made {
+            let _ = std::fs::remove_dir_all(&staged);
+            return Err(e);
+        }
+        match std::fs::rename(&staged, &path) {
+            Ok(()) => {
+                if self.durable {
+                    if let Ok(d) = std::fs::File::open(&trees) {
+                        let _ = d.sync_all();
+                    }
+                }
+            }
+            // Made meanwhile by another Run of this host: use that one,
+            // checked like any existing tree.
+            Err(_) if path.is_dir() => {
+                let _ = std::fs::remove_dir_all(&staged);
+                check_tree(package.files(), &path).map_err(|what| changed_tree(&path, &what))?;
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staged);
+                return Err(StateError::io(format!("publishing {}", path.display()))(e));
+            }
+        }
+        Ok(path)
+    }
+
     /// Retain a staged package's files under its Package/1 digest.
     pub fn put_package(&self, package: &flow::package::Package) -> Result<(), StateError> {
         let manifest_path = self.package_path(package.digest());
@@ -196,6 +271,125 @@ fn corrupt_blob(digest: &str, what: &str) -> StateError {
     }
 }
 
+/// The shared package trees, below the store directory.
+const TREES: &str = "trees";
+/// The bundled runtime support, below the store directory.
+const SUPPORT: &str = "support";
+
+/// The mode of every directory of a shared package tree: owner-private
+/// but writable by the owner, so the owner can still remove `.jig` (a
+/// read-only directory cannot be emptied by anyone but root). Nothing
+/// written there goes unnoticed: every use checks the whole tree.
+const TREE_DIR_MODE: u32 = 0o700;
+
+fn changed_tree(path: &Path, what: &str) -> StateError {
+    StateError::Invalid {
+        message: format!(
+            "the admitted package tree {} was changed after it was made ({what}); remove it to \
+             have it made again from the store",
+            path.display()
+        ),
+    }
+}
+
+/// The mode `write_tree` gives the file at `path` of a package.
+fn file_mode(path: &str) -> u32 {
+    // Entrypoints of the native recipe must be executable; nothing is writable.
+    if path.starts_with("flow.") {
+        0o555
+    } else {
+        0o444
+    }
+}
+
+/// Give every directory of a freshly written tree its mode (deepest
+/// first) and, for a durable store, sync every file and directory.
+fn seal_tree(dir: &Path, durable: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            seal_tree(&entry.path(), durable)?;
+        } else if durable {
+            std::fs::File::open(entry.path())?.sync_all()?;
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(TREE_DIR_MODE))?;
+    if durable {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Does the tree at `root` hold exactly `files` (bytes and modes), read
+/// through no link, with owner-private directories and nothing else? `Err`
+/// says the first difference.
+fn check_tree(files: &BTreeMap<String, Vec<u8>>, root: &Path) -> Result<(), String> {
+    use std::io::Read;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut seen = 0usize;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let meta =
+            std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !meta.is_dir() || meta.permissions().mode() & 0o7777 != TREE_DIR_MODE {
+            return Err(format!(
+                "{} is not an owner-private directory",
+                dir.display()
+            ));
+        }
+        for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let path = entry.path();
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if kind.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let name = path
+                .strip_prefix(root)
+                .ok()
+                .and_then(Path::to_str)
+                .ok_or_else(|| format!("{} is not a package path", path.display()))?;
+            let Some(expected) = files.get(name) else {
+                return Err(format!("{name} is not part of the package"));
+            };
+            if !kind.is_file() {
+                return Err(format!("{name} is not a regular file"));
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let meta = file.metadata().map_err(|e| format!("{name}: {e}"))?;
+            if meta.permissions().mode() & 0o7777 != file_mode(name) {
+                return Err(format!(
+                    "{name} has mode {:o}",
+                    meta.permissions().mode() & 0o7777
+                ));
+            }
+            if meta.len() != expected.len() as u64 {
+                return Err(format!("{name} has a different size"));
+            }
+            let mut bytes = Vec::with_capacity(expected.len());
+            file.read_to_end(&mut bytes)
+                .map_err(|e| format!("{name}: {e}"))?;
+            if bytes != *expected {
+                return Err(format!("{name} has different bytes"));
+            }
+            seen += 1;
+        }
+    }
+    if seen != files.len() {
+        return Err("a package file is missing".into());
+    }
+    Ok(())
+}
+
 fn corrupt(digest: &str, what: &str) -> StateError {
     StateError::Invalid {
         message: format!("admitted package {digest}: {what}"),
@@ -214,13 +408,7 @@ impl Store {
                     .map_err(StateError::io("materializing a package"))?;
             }
             std::fs::write(&target, content).map_err(StateError::io("materializing a package"))?;
-            // Entrypoints of the native recipe must be executable; nothing is writable.
-            let mode = if path.starts_with("flow.") {
-                0o555
-            } else {
-                0o444
-            };
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(file_mode(path)))
                 .map_err(StateError::io("materializing a package"))?;
         }
         Ok(())

@@ -143,3 +143,272 @@ fn a_run_over_an_unchanged_installation_leaves_the_verification_cache_unwritten(
         "nothing new was verified, so the cache is not rewritten"
     );
 }
+
+/// The shared read-only tree of the one admitted package in `dir`.
+fn package_trees(dir: &Path) -> Vec<PathBuf> {
+    let mut trees: Vec<PathBuf> = std::fs::read_dir(dir.join(".jig/store/trees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    trees.sort();
+    trees
+}
+
+/// A `flow.py` that reports, from inside its envelope, the inode and
+/// device of the file it runs from.
+const WHERE_AM_I_PY: &str = "import os, sys\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    st = os.stat(__file__)\n    return {\"outcome\": \"done\", \"output\": {\"inode\": st.st_ino, \"path\": __file__}}\n\nhandle(run)\n";
+
+#[test]
+fn two_runs_of_one_package_run_from_one_shared_read_only_tree() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = project(&[
+        ("flows/where/FLOW.md", FLOW_MD),
+        ("flows/where/flow.py", WHERE_AM_I_PY),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let where_am_i = || {
+        let run = run_with_cache(
+            dir.path(),
+            cache.path(),
+            &["run", "flow:flows/where", "--input", "null"],
+        );
+        assert_eq!(run.status, 0, "{run:?}");
+        run.json()["output"].clone()
+    };
+    let first = where_am_i();
+    let second = where_am_i();
+    let trees = package_trees(dir.path());
+    assert_eq!(trees.len(), 1, "one materialisation: {trees:?}");
+    let entry = trees[0].join("flow.py");
+    let host = std::fs::metadata(&entry).unwrap();
+    // Both Runs ran the very file of that one tree (a bind mount shows the
+    // host inode), not a copy of their own; inside it appears where a
+    // private copy would, so the envelope shows nothing of the store.
+    for output in [&first, &second] {
+        assert_eq!(output["inode"], serde_json::json!(host.ino()), "{output}");
+        let path = output["path"].as_str().unwrap();
+        assert!(path.ends_with("/package/flow.py"), "{output}");
+        assert!(!path.contains("/store/"), "{output}");
+    }
+    assert_eq!(host.mode() & 0o222, 0, "the entrypoint is read-only");
+    let tree = std::fs::metadata(&trees[0]).unwrap();
+    assert_eq!(tree.mode() & 0o7777, 0o700, "the tree is owner-private");
+    let store = std::fs::metadata(dir.path().join(".jig/store/trees")).unwrap();
+    assert_eq!(store.mode() & 0o077, 0, "the trees are owner-private");
+}
+
+#[test]
+fn a_tampered_package_tree_fails_closed_and_is_not_repaired() {
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let trees = package_trees(dir.path());
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let entry = trees[0].join("flow.bin");
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&entry, &bytes).unwrap();
+    // The mode is restored: only the bytes differ.
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let run = greet(dir.path(), cache.path());
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
+    assert!(!run.stderr.contains("greeting Ada"), "{run:?}");
+    // Never silently made again: the tampered bytes are still there, and
+    // the next Run fails the same way.
+    assert_eq!(std::fs::read(&entry).unwrap(), bytes);
+    let again = greet(dir.path(), cache.path());
+    assert_eq!(again.json()["code"], "PROJECT_STATE_INVALID", "{again:?}");
+    // An extra file in the tree is a change too.
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let tree = &package_trees(dir.path())[0];
+    std::fs::write(tree.join("extra.txt"), "x").unwrap();
+    let run = greet(dir.path(), cache.path());
+    assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
+}
+
+/// A `flow.py` that asks the import system, for every module of the
+/// bundled SDK, whether it would compile source (no usable bytecode) or
+/// read the compiled file.
+const COMPILES_PY: &str = "import importlib.util, sys\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    compiled = []\n    names = sorted(n for n in sys.modules if n == 'jiggy' or n.startswith('jiggy.'))\n    for name in names:\n        loader = importlib.util.find_spec(name).loader\n        real = loader.source_to_code\n        loader.source_to_code = lambda *a, _n=name, _r=real, **k: (compiled.append(_n), _r(*a, **k))[1]\n        loader.get_code(name)\n    return {\"outcome\": \"done\", \"output\": {\"modules\": names, \"compiled\": compiled, \"cached\": sys.modules['jiggy.flow'].__cached__}}\n\nhandle(run)\n";
+
+/// Every file and directory below `root` with its inode and mtime.
+fn listing(root: &Path) -> Vec<(PathBuf, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            found.push((entry.path(), meta.ino(), meta.mtime(), meta.mtime_nsec()));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn the_python_sdk_is_compiled_once_and_runs_from_its_bytecode() {
+    let dir = project(&[
+        ("flows/sdk/FLOW.md", FLOW_MD),
+        ("flows/sdk/flow.py", COMPILES_PY),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let run = || {
+        let run = run_with_cache(
+            dir.path(),
+            cache.path(),
+            &["run", "flow:flows/sdk", "--input", "null"],
+        );
+        assert_eq!(run.status, 0, "{run:?}");
+        run.json()["output"].clone()
+    };
+    let first = run();
+    let support = dir.path().join(".jig/store/support");
+    let after_first = listing(&support);
+    let trees: Vec<_> = after_first
+        .iter()
+        .filter(|(p, ..)| p.parent() == Some(support.as_path()) && p.is_dir())
+        .collect();
+    assert_eq!(
+        trees.len(),
+        1,
+        "one SDK tree for this build: {after_first:?}"
+    );
+    let second = run();
+    // The second Run neither writes the SDK tree nor adds bytecode to it.
+    assert_eq!(listing(&support), after_first);
+    // Every SDK module comes from its compiled file; none is compiled
+    // from source during a Run.
+    for output in [&first, &second] {
+        assert!(output["modules"].as_array().unwrap().len() >= 2, "{output}");
+        assert_eq!(output["compiled"], serde_json::json!([]), "{output}");
+        let cached = output["cached"].as_str().unwrap();
+        assert!(
+            cached.ends_with(".cpython-311.pyc") || cached.ends_with(".pyc"),
+            "{output}"
+        );
+        assert!(!cached.contains("/store/"), "{output}");
+    }
+    // Nothing wrote bytecode next to the package either.
+    let tree = &package_trees(dir.path())[0];
+    assert!(!tree.join("__pycache__").exists());
+}
+
+#[test]
+fn a_tampered_python_sdk_tree_fails_closed() {
+    let dir = project(&[
+        ("flows/sdk/FLOW.md", FLOW_MD),
+        ("flows/sdk/flow.py", COMPILES_PY),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let args = ["run", "flow:flows/sdk", "--input", "null"];
+    let first = run_with_cache(dir.path(), cache.path(), &args);
+    assert_eq!(first.status, 0, "{first:?}");
+    let support = dir.path().join(".jig/store/support");
+    let pyc = listing(&support)
+        .into_iter()
+        .map(|(p, ..)| p)
+        .find(|p| p.extension().is_some_and(|e| e == "pyc"))
+        .expect("a compiled SDK module");
+    std::fs::set_permissions(&pyc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut bytes = std::fs::read(&pyc).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&pyc, &bytes).unwrap();
+    std::fs::set_permissions(&pyc, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let run = run_with_cache(dir.path(), cache.path(), &args);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+    assert_eq!(
+        std::fs::read(&pyc).unwrap(),
+        bytes,
+        "never silently repaired"
+    );
+}
+
+#[test]
+fn a_run_reads_only_the_records_that_may_be_pending_not_the_history() {
+    let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let runs = dir.path().join(".jig/runs");
+    let settled: Vec<PathBuf> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(settled.len(), 2, "{settled:?}");
+    let markers: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pending"))
+        .collect();
+    assert!(markers.is_empty(), "settled Runs keep no pending marker");
+    // A settled record is never read again by a Run: even an unreadable
+    // one does not stop the next Run (`jig runs` still reports it).
+    std::fs::write(&settled[0], "not JSON").unwrap();
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let listed = run_with_cache(dir.path(), cache.path(), &["runs"]);
+    assert_eq!(listed.status, 1, "{listed:?}");
+    assert!(
+        listed.stderr.starts_with("PROJECT_STATE_INVALID: "),
+        "{listed:?}"
+    );
+}
+
+#[test]
+fn a_pending_run_left_by_a_jig_without_pending_markers_is_still_fenced() {
+    let project = crate::files::files_example();
+    let source = crate::files::source_folder();
+    let out = tempfile::tempdir().unwrap();
+    let killed = output(
+        jig(project.path())
+            .args(["run", "flow:flows/summarize", "--attach"])
+            .arg(format!("source={}", source.path().display()))
+            .args(["--input", r#"{"sleepSeconds":20}"#, "--timeout", "60s"])
+            .arg("--out")
+            .arg(out.path().join("packet"))
+            .env("JIG_TEST_ABORT_AFTER_DISPATCH", "1500")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(killed.status, -1, "ended by a signal: {killed:?}");
+    // As an older jig left it: the pending record, no marker, no index.
+    let runs = project.path().join(".jig/runs");
+    for entry in std::fs::read_dir(&runs).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".pending") || name == ".pending-index" {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let listed = run_jig(project.path(), &["runs"]);
+    assert_eq!(listed.status, 0, "{listed:?}");
+    let fields: Vec<&str> = listed.stdout.lines().next().unwrap().split('\t').collect();
+    assert_eq!(
+        &fields[1..],
+        ["lost", "flow:flows/summarize", "COORDINATOR_LOST"]
+    );
+    assert!(
+        runs.join(".pending-index").exists(),
+        "the index is whole now"
+    );
+}

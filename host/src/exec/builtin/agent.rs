@@ -215,6 +215,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
         package,
         scratch,
         read_only,
+        shown: Vec::new(),
         attachments: Vec::new(),
         limits: Limits::AGENT,
         network: true,

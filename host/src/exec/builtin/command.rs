@@ -269,6 +269,7 @@ async fn execute(
         package: dir.path().join("package"),
         scratch: work,
         read_only: grant.read_only,
+        shown: Vec::new(),
         attachments: Vec::new(),
         limits: Limits::COMMAND,
         network: grant.network,

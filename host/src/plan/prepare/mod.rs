@@ -864,6 +864,7 @@ fn installer_launch(
             .map(PathBuf::from)
             .filter(|p| p.exists())
             .collect(),
+        shown: Vec::new(),
         attachments: Vec::new(),
         limits: Limits::PREPARATION,
         network: true,

@@ -357,6 +357,7 @@ fn pip_launch(runtime: &Path, work: &Workspace, index: &str) -> Launch {
         attachments: Vec::new(),
         limits: Limits::PREPARATION,
         network: true,
+        shown: Vec::new(),
     }
 }
 

@@ -1,0 +1,251 @@
+//! The bundled Python SDK as one read-only directory per jig build and
+//! runtime, with its bytecode compiled once, instead of source written and
+//! compiled again by every Run.
+//!
+//! The directory is content-addressed: its name is the digest of the SDK's
+//! paths and bytes and of the runtime that compiled it. It is made once
+//! (staged privately, compiled with `compileall` into unchecked-hash
+//! bytecode so it is reproducible and never rewritten, its files made read-only,
+//! sealed with the digest of every file, renamed into place) and checked
+//! against that seal and the embedded sources on every use; a directory that
+//! differs fails closed and is never repaired behind the caller's back. A
+//! Run imports the SDK from its bytecode and writes none
+//! (`PYTHONDONTWRITEBYTECODE` stays set).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+/// What the seal and the directory name are computed under.
+const FORMAT: &str = "jig-python-sdk/1";
+/// The seal beside each directory: `<name>.seal`.
+const SEAL_SUFFIX: &str = ".seal";
+/// The fixed timestamp the bytecode is compiled under (it is not written
+/// into unchecked-hash bytecode; set so any other choice stays stable).
+const SOURCE_DATE_EPOCH: &str = "0";
+/// The mode of every directory of the SDK tree: owner-private, and
+/// writable by the owner so `.jig` stays removable (every use checks the
+/// whole tree against its seal).
+const DIR_MODE: u32 = 0o700;
+/// Where the SDK's import root is below the tree (`PYTHONPATH`).
+pub const IMPORT_ROOT: &str = "python";
+
+/// The Python SDK `files` (relative path, bytes) compiled by `runtime`, as a
+/// read-only tree below `root`; returns its import root (for `PYTHONPATH`).
+pub fn python(root: &Path, runtime: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, String> {
+    let name = tree_name(runtime, files);
+    let tree = root.join(&name);
+    let seal = root.join(format!("{name}{SEAL_SUFFIX}"));
+    if std::fs::symlink_metadata(&tree).is_ok() {
+        check(&tree, &seal, files).map_err(|what| changed(&tree, &what))?;
+        return Ok(tree.join(IMPORT_ROOT));
+    }
+    make(root, &tree, &seal, runtime, files)?;
+    Ok(tree.join(IMPORT_ROOT))
+}
+
+fn changed(tree: &Path, what: &str) -> String {
+    format!(
+        "the bundled Python SDK at {} was changed after it was made ({what}); remove it to have \
+         it made again",
+        tree.display()
+    )
+}
+
+/// The digest of the SDK's paths and bytes and the runtime's path.
+fn tree_name(runtime: &Path, files: &[(&str, &[u8])]) -> String {
+    let sources: serde_json::Map<String, serde_json::Value> = files
+        .iter()
+        .map(|(path, bytes)| (path.to_string(), json!(crate::state::sha256_digest(bytes))))
+        .collect();
+    let identity = json!({
+        "format": FORMAT,
+        "runtime": runtime.to_string_lossy(),
+        "files": sources,
+    });
+    let digest = crate::state::sha256_digest(&flow::json::canonical(&identity));
+    format!("python-{}", digest.trim_start_matches("sha256:"))
+}
+
+fn make(
+    root: &Path,
+    tree: &Path,
+    seal: &Path,
+    runtime: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let io = |e: std::io::Error| format!("cannot stage the bundled Python SDK: {e}");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(io)?;
+    let temp = tempfile::Builder::new()
+        .prefix(".jig-sdk-")
+        .tempdir_in(root)
+        .map_err(io)?;
+    let staged = temp.path().join("tree");
+    for (path, bytes) in files {
+        let target = staged.join(IMPORT_ROOT).join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(&target, bytes).map_err(io)?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444)).map_err(io)?;
+    }
+    // Compiled where the tree will be, so tracebacks name the final paths.
+    let out = Command::new(runtime)
+        .args(["-I", "-S", "-m", "compileall", "-q", "-d"])
+        .arg(tree.join(IMPORT_ROOT))
+        .args(["--invalidation-mode", "unchecked-hash"])
+        .arg(staged.join(IMPORT_ROOT))
+        .env_clear()
+        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot compile the bundled Python SDK: {e}"))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&staged);
+        return Err(format!(
+            "cannot compile the bundled Python SDK with {}: {}",
+            runtime.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let sealed = seal_tree(&staged).map_err(io).and_then(|digests| {
+        let compiled = digests.keys().filter(|p| p.ends_with(".pyc")).count();
+        if compiled < files.len() {
+            return Err(format!(
+                "compileall made {compiled} bytecode files for {} sources",
+                files.len()
+            ));
+        }
+        let value = json!({ "format": FORMAT, "files": digests });
+        crate::state::write_atomic(seal, &flow::json::canonical(&value)).map_err(|e| e.to_string())
+    });
+    if let Err(e) = sealed {
+        let _ = std::fs::remove_dir_all(&staged);
+        return Err(e);
+    }
+    match std::fs::rename(&staged, tree) {
+        Ok(()) => {
+            if let Ok(d) = std::fs::File::open(root) {
+                let _ = d.sync_all();
+            }
+        }
+        // Made meanwhile by another Run of this host: use that one.
+        Err(_) if tree.is_dir() => {
+            let _ = std::fs::remove_dir_all(&staged);
+            check(tree, seal, files).map_err(|what| changed(tree, &what))?;
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staged);
+            return Err(format!("cannot publish the bundled Python SDK: {e}"));
+        }
+    }
+    Ok(tree.to_path_buf())
+}
+
+/// Give every directory its mode (deepest first), make every file
+/// read-only, sync it, and
+/// return the digest of every file by relative path.
+fn seal_tree(root: &Path) -> std::io::Result<BTreeMap<String, String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut digests = BTreeMap::new();
+    let mut dirs = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let bytes = std::fs::read(&path)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))?;
+            std::fs::File::open(&path)?.sync_all()?;
+            let rel = path.strip_prefix(root).expect("below the root");
+            digests.insert(
+                rel.to_string_lossy().into_owned(),
+                crate::state::sha256_digest(&bytes),
+            );
+        }
+        dirs.push(dir);
+    }
+    for dir in dirs.iter().rev() {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))?;
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(digests)
+}
+
+/// Does `tree` hold exactly what its seal lists (bytes by digest, read-only
+/// files, owner-private directories, nothing else), with the sources the
+/// embedded ones? `Err`
+/// names the first difference.
+fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String> {
+    use std::io::Read;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let bytes = std::fs::read(seal).map_err(|e| format!("its seal: {e}"))?;
+    let value = flow::json::parse(&bytes).map_err(|_| "its seal is not JSON/1".to_string())?;
+    let sealed = value
+        .get("files")
+        .and_then(|f| f.as_object())
+        .filter(|_| value.get("format").and_then(|f| f.as_str()) == Some(FORMAT))
+        .ok_or("its seal has another shape")?;
+    for (path, bytes) in files {
+        let rel = format!("{IMPORT_ROOT}/{path}");
+        let digest = crate::state::sha256_digest(bytes);
+        if sealed.get(&rel).and_then(|d| d.as_str()) != Some(digest.as_str()) {
+            return Err(format!("{rel} is not this build's source"));
+        }
+    }
+    let mut seen = 0usize;
+    let mut stack = vec![tree.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
+        if !meta.is_dir() || meta.permissions().mode() & 0o7777 != DIR_MODE {
+            return Err(format!(
+                "{} is not an owner-private directory",
+                dir.display()
+            ));
+        }
+        for entry in std::fs::read_dir(&dir).map_err(|e| e.to_string())? {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let path = entry.path();
+            let kind = entry.file_type().map_err(|e| e.to_string())?;
+            if kind.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path
+                .strip_prefix(tree)
+                .map_err(|e| e.to_string())?
+                .to_string_lossy()
+                .into_owned();
+            let Some(expected) = sealed.get(&rel).and_then(|d| d.as_str()) else {
+                return Err(format!("{rel} is not part of it"));
+            };
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(|e| format!("{rel}: {e}"))?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)
+                .map_err(|e| format!("{rel}: {e}"))?;
+            if crate::state::sha256_digest(&bytes) != expected {
+                return Err(format!("{rel} has different bytes"));
+            }
+            seen += 1;
+        }
+    }
+    if seen != sealed.len() {
+        return Err("a file is missing".into());
+    }
+    Ok(())
+}
