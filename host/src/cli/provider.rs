@@ -134,6 +134,7 @@ fn load(path: &Path, kind: ProviderKind, settings: Value) -> Result<Arc<dyn Prov
         path: Some(path.to_owned()),
         settings,
         secrets: Default::default(),
+        grants: Default::default(),
     };
     let loaded = match kind {
         ProviderKind::Wasm => jig_provider_wasm::WasmProvider::load(&decl),

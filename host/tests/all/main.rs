@@ -20,6 +20,7 @@ mod greeting;
 mod npm_registry;
 mod overhead;
 mod provider_authoring;
+mod provider_grants;
 mod providers;
 mod python_sdk;
 mod records;
