@@ -21,6 +21,7 @@ mod npm_registry;
 mod overhead;
 mod provider_authoring;
 mod provider_grants;
+mod provider_scaffold;
 mod providers;
 mod python_sdk;
 mod records;
