@@ -63,6 +63,67 @@
         }
       );
 
+      # Packaging a capability provider written in Rust against the guest
+      # SDK as a wasm32-wasip2 component, so a NixOS configuration can name
+      # it as a store path (services.jig settings: [[providers]] path =
+      # "${provider}/lib/NAME.wasm"):
+      #
+      #   kv = jig.lib.buildJigProvider {
+      #     inherit pkgs;
+      #     pname = "kv-provider";
+      #     src = ./kv;                      # has Cargo.toml and Cargo.lock
+      #   };
+      #
+      # `rustPlatform` must have the wasm32-wasip2 standard library (nixpkgs'
+      # own rustc may not: pass one from a Rust toolchain overlay). The
+      # provider's `jig-provider-sdk = { path = ... }` dependency is pointed
+      # at this flake's providers/sdk, so a scaffold made by `jig provider
+      # new` builds unchanged. Every other argument goes to
+      # buildRustPackage.
+      lib.buildJigProvider =
+        {
+          pkgs,
+          src,
+          pname,
+          version ? "0.1.0",
+          rustPlatform ? pkgs.rustPlatform,
+          cargoLock ? {
+            lockFile = src + "/Cargo.lock";
+          },
+          ...
+        }@args:
+        rustPlatform.buildRustPackage (
+          removeAttrs args [
+            "pkgs"
+            "rustPlatform"
+          ]
+          // {
+            inherit
+              pname
+              version
+              src
+              cargoLock
+              ;
+            postPatch = ''
+              sed -i -E 's|^jig-provider-sdk = \{ path = "[^"]*" \}|jig-provider-sdk = { path = "${self}/providers/sdk" }|' Cargo.toml
+            ''
+            + (args.postPatch or "");
+            buildPhase = ''
+              runHook preBuild
+              cargo build --release --offline --lib --target wasm32-wasip2
+              runHook postBuild
+            '';
+            # A component runs only under a host; `jig provider call` is the test.
+            doCheck = false;
+            installPhase = ''
+              runHook preInstall
+              mkdir -p $out/lib
+              cp "''${CARGO_TARGET_DIR:-target}"/wasm32-wasip2/release/*.wasm $out/lib/
+              runHook postInstall
+            '';
+          }
+        );
+
       # The module builds jig from this repository with the system's own
       # nixpkgs (see services.jig.package), so it needs no overlay.
       nixosModules.default = import ./nixos-module;

@@ -101,6 +101,14 @@ impl ProviderSet {
         if let Some(p) = self.loaded.lock().unwrap().get(&decl.name) {
             return Ok(p.clone());
         }
+        if decl.kind != ProviderKind::Wasm && !decl.grants.is_empty() {
+            // A native library runs with the host's own rights; granting it
+            // something would promise a sandbox that is not there.
+            return Err(format!(
+                "provider {:?}: grants apply to wasm providers only",
+                decl.name
+            ));
+        }
         let provider = match decl.kind {
             ProviderKind::Wasm => jig_provider_wasm::WasmProvider::load(decl),
             ProviderKind::Native => jig_provider_native::NativeProvider::load(decl),
@@ -166,15 +174,24 @@ impl ProviderSet {
             }
         }
         match found.as_slice() {
-            [decl] => Ok(json!({
-                "name": decl.name,
-                "kind": kind_name(&decl.kind),
-                // The digest of the very bytes that were loaded and asked
-                // for their contracts.
-                "fileDigest": self.load(decl)?.artifact_digest().ok_or_else(|| {
-                    format!("provider {:?} has no artifact to pin", decl.name)
-                })?,
-            })),
+            [decl] => {
+                let mut pin = json!({
+                    "name": decl.name,
+                    "kind": kind_name(&decl.kind),
+                    // The digest of the very bytes that were loaded and asked
+                    // for their contracts.
+                    "fileDigest": self.load(decl)?.artifact_digest().ok_or_else(|| {
+                        format!("provider {:?} has no artifact to pin", decl.name)
+                    })?,
+                });
+                // The operator's grants are part of the reviewed identity;
+                // a provider granted nothing pins as it always did.
+                if let Some(digest) = decl.grants.digest() {
+                    pin["grants"] = json!(decl.grants.names());
+                    pin["grantsDigest"] = json!(digest);
+                }
+                Ok(pin)
+            }
             [] => Err(format!(
                 "no configured provider serves {id} {version} ({digest})"
             )),
@@ -182,6 +199,31 @@ impl ProviderSet {
                 "more than one configured provider serves {id} {version}; keep one"
             )),
         }
+    }
+
+    /// Are the grants of every configured provider these pins name still
+    /// the reviewed ones? `Err` names the first that changed: a Run must
+    /// not start (REVIEW_REQUIRED) until the change is reviewed.
+    pub fn verify_grants(&self, pins: &Value) -> Result<(), String> {
+        for pin in pins.as_object().into_iter().flat_map(|m| m.values()) {
+            if builtin_pin(pin).is_some() {
+                continue;
+            }
+            let name = pin.get("name").and_then(Value::as_str).unwrap_or_default();
+            let Some(decl) = self.decl(name) else {
+                continue; // resolve reports a provider no longer configured
+            };
+            if !Self::grants_match(decl, pin) {
+                return Err(format!(
+                    "the grants of provider {name:?} changed since review"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn grants_match(decl: &ProviderDecl, pin: &Value) -> bool {
+        pin.get("grantsDigest").and_then(Value::as_str) == decl.grants.digest().as_deref()
     }
 
     /// The provider a reviewed pin names, if it is still the same file and
@@ -197,6 +239,9 @@ impl ProviderSet {
             .ok_or_else(|| format!("provider {name:?} is no longer configured"))?;
         let pinned = pin.get("fileDigest").and_then(Value::as_str);
         let changed = || format!("provider {name:?} changed since review");
+        if !Self::grants_match(decl, pin) {
+            return Err(changed());
+        }
         let loaded = self.loaded.lock().unwrap().get(name).cloned();
         let provider = match loaded {
             Some(provider) => provider,

@@ -377,10 +377,27 @@ let
         "checks"
         "devShells"
         "formatter"
+        "lib"
         "nixosModules"
         "overlays"
         "packages"
       ];
+    "buildJigProvider builds the library for wasm32-wasip2 and installs the component" =
+      let
+        built = outputs.lib.buildJigProvider {
+          pkgs.rustPlatform.buildRustPackage = args: args;
+          src = /nonexistent/kv;
+          pname = "kv-provider";
+          meta.description = "kept";
+        };
+      in
+      built.pname == "kv-provider"
+      && built.cargoLock.lockFile == /nonexistent/kv/Cargo.lock
+      && builtins.match ".*cargo build --release --offline --lib --target wasm32-wasip2.*" built.buildPhase != null
+      && builtins.match ".*wasm32-wasip2/release/[*][.]wasm [$]out/lib/.*" built.installPhase != null
+      && built.doCheck == false
+      && built.meta.description == "kept"
+      && !(built ? pkgs);
     "flake has outputs for x86_64-linux and aarch64-linux" = all (
       o: attrNames outputs.${o} == stubs.systems || attrNames outputs.${o} == [ "aarch64-linux" "x86_64-linux" ]
     ) [ "apps" "checks" "devShells" "formatter" "packages" ];

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-/// The example and fixture crates every build produces.
-const GUESTS: [&str; 2] = ["kv-provider", "faulty-provider"];
+/// The example and fixture crates every component build produces (the
+/// native build leaves out `grants-probe`, a component-only fixture).
+const GUESTS: [&str; 3] = ["kv-provider", "faulty-provider", "grants-probe"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Profile {
@@ -36,11 +37,7 @@ pub fn guests_dir() -> PathBuf {
 /// The component of `package` (e.g. `kv-provider`), built for
 /// wasm32-wasip2.
 pub fn wasm(package: &str, profile: Profile) -> PathBuf {
-    build(
-        Some("wasm32-wasip2"),
-        profile,
-        &["kv-provider", "faulty-provider"],
-    );
+    build(Some("wasm32-wasip2"), profile, &GUESTS);
     guests_dir()
         .join("wasm32-wasip2")
         .join(profile.dir())

@@ -138,6 +138,14 @@ fn provider_findings(decl: &jig_provider_api::ProviderDecl) -> Vec<String> {
         }
         _ => out.push(format!("{at}: settings must be a table")),
     }
+    if !decl.grants.is_empty() {
+        if decl.kind != ProviderKind::Wasm {
+            out.push(format!("{at}: grants apply to wasm providers only"));
+        }
+        if let Err(e) = decl.grants.check() {
+            out.push(format!("{at}: {e}"));
+        }
+    }
     for name in decl.secrets.keys().filter(|n| n.is_empty()) {
         out.push(format!("{at}: secret name {name:?} is empty"));
     }

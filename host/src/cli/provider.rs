@@ -1,4 +1,5 @@
-//! Commands for provider authors: `jig provider inspect FILE` and `jig
+//! Commands for provider authors: `jig provider new NAME --lang LANG`
+//! (a scaffold, [`scaffold`]), `jig provider inspect FILE` and `jig
 //! provider call FILE ...`. Both load the file through the loader the host
 //! uses for `[[providers]]` (so the same checks, ceilings and deadline
 //! apply), with no settings but the ones given and no secrets.
@@ -19,6 +20,8 @@ use serde_json::{json, Value};
 
 use super::CliError;
 
+mod scaffold;
+
 /// Bytes read to tell a component from a library.
 const MAGIC_BYTES: usize = 8;
 /// `\0asm` followed by the component-model layer (version 0x0d, layer 1).
@@ -32,6 +35,18 @@ const NOT_A_PROVIDER: &str = "PROVIDER_LOAD_FAILED";
 
 #[derive(Subcommand, Debug)]
 pub enum ProviderAction {
+    /// Make a provider project: a contract to edit, its source, a test and the build command.
+    New {
+        /// The provider's name (lower-case letters, digits and '-').
+        name: String,
+        #[arg(long, value_enum)]
+        lang: scaffold::Lang,
+        /// Where to make it (default: ./NAME); must be missing or empty.
+        dir: Option<PathBuf>,
+        /// For --lang rust: the providers/sdk directory of a jig checkout.
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
     /// Kind, world or ABI version, served contracts and imports of a provider file.
     Inspect {
         file: PathBuf,
@@ -60,6 +75,12 @@ pub enum ProviderAction {
 
 pub fn main(action: ProviderAction, base: &Path) -> Result<u8, CliError> {
     match action {
+        ProviderAction::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        } => scaffold::new(&name, lang, dir.as_deref(), sdk.as_deref(), base),
         ProviderAction::Inspect { file, json } => inspect(&base.join(file), json),
         ProviderAction::Call {
             file,
@@ -134,6 +155,7 @@ fn load(path: &Path, kind: ProviderKind, settings: Value) -> Result<Arc<dyn Prov
         path: Some(path.to_owned()),
         settings,
         secrets: Default::default(),
+        grants: Default::default(),
     };
     let loaded = match kind {
         ProviderKind::Wasm => jig_provider_wasm::WasmProvider::load(&decl),

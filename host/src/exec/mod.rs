@@ -499,7 +499,8 @@ impl Executor {
         let verified = resolved
             .recipe
             .verify()
-            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent));
+            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent))
+            .and_then(|()| self.providers.verify_grants(&resolved.providers));
         if let Err(reason) = verified {
             return Err(Failure::new(
                 "REVIEW_REQUIRED",

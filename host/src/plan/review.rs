@@ -196,6 +196,12 @@ pub fn review_text(
                     line.push_str(&format!(" {field} {}", ascii_quote(value)));
                 }
             }
+            // The names of the operator's grants (never their values: a
+            // directory is a private path).
+            if let Some(grants) = provider.get("grants").and_then(Value::as_array) {
+                let names: Vec<&str> = grants.iter().filter_map(Value::as_str).collect();
+                line.push_str(&format!(" grants {}", names.join(",")));
+            }
             let _ = writeln!(out, "{line}");
         }
     }

@@ -21,6 +21,8 @@ mod greeting;
 mod npm_registry;
 mod overhead;
 mod provider_authoring;
+mod provider_grants;
+mod provider_scaffold;
 mod providers;
 mod python_dependencies;
 mod python_sdk;

@@ -39,6 +39,10 @@ pub struct ProviderDecl {
     /// Secret name → file whose contents the loader reads at load time.
     #[serde(default)]
     pub secrets: BTreeMap<String, PathBuf>,
+    /// What the operator grants a WASM provider beyond nothing; all off by
+    /// default ([`crate::grants`]).
+    #[serde(default)]
+    pub grants: crate::Grants,
 }
 
 /// Secret values read at load time. `Debug` shows names only.
@@ -168,6 +172,7 @@ mod tests {
                 .iter()
                 .map(|(n, p)| (n.to_string(), p.clone()))
                 .collect(),
+            grants: Default::default(),
         }
     }
 

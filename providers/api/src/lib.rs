@@ -15,6 +15,7 @@ mod config;
 mod contract;
 pub mod dispatch;
 mod error;
+pub mod grants;
 mod registry;
 
 pub use call::{CallContext, CallError, MAX_MESSAGE_CHARS, WIRE_CODES};
@@ -25,6 +26,7 @@ pub use config::{ProviderConfig, ProviderDecl, ProviderKind, Secrets, MAX_SECRET
 pub use contract::{ContractIdentity, ServedContract};
 pub use dispatch::ContractSet;
 pub use error::{LoadError, RegistryError};
+pub use grants::{CheckedGrants, Grants, Origin};
 pub use registry::Registry;
 
 /// A loaded provider serving one or more exact contracts.

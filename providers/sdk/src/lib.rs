@@ -1,7 +1,8 @@
 //! Guest-side helpers for writing a `jig` capability provider in Rust.
 //!
 //! A provider author implements [`Provider`] once and invokes
-//! [`export_provider!`]. Compiled for `wasm32-wasip2` the macro exports the
+//! [`export_provider!`]; [`typed_methods!`] maps method names to functions
+//! over serde types ([`typed`]). Compiled for `wasm32-wasip2` the macro exports the
 //! `jig:provider/provider` interface of `providers/wit/provider.wit` (a
 //! component); compiled natively as a `cdylib` it exports the
 //! `jig_provider_*` C ABI described in [`native`].
@@ -13,10 +14,12 @@
 
 use std::collections::BTreeMap;
 
+pub use serde;
 pub use serde_json::{self, Value};
 
 mod channels;
 pub mod native;
+pub mod typed;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 

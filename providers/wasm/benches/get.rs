@@ -32,6 +32,7 @@ fn decl(kind: ProviderKind, path: std::path::PathBuf) -> ProviderDecl {
         path: Some(path),
         settings: settings(),
         secrets: Default::default(),
+        grants: Default::default(),
     }
 }
 

@@ -12,24 +12,32 @@
 //! reaches the call's [`ChannelPorts`], whose blocking operations observe
 //! the deadline and cancellation themselves.
 //!
+//! An operator may grant a provider more in its declaration (`grants`,
+//! [`jig_provider_api::grants`]): outbound HTTP through wasmtime's
+//! `wasi:http`, linked only then and checked against an origin allowlist
+//! on every request; a private directory preopened at `/data`; and other
+//! memory, per-call time and concurrency limits.
+//!
 //! This crate must never grant a guest more than that, and never let a
 //! guest failure (trap, exhaustion, garbage output) escape as anything but a
 //! [`CallError`].
 //!
 //! [`InstancePre`]: wasmtime::component::InstancePre
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use jig_provider_api::dispatch::{self, Admitted, ContractSet};
+use jig_provider_api::grants::{self, DATA_DIR_GUEST};
 use jig_provider_api::{
-    CallContext, CallError, ChannelPorts, LoadError, PortDirection, Provider, ProviderDecl,
-    ProviderKind, ServedContract,
+    CallContext, CallError, ChannelPorts, CheckedGrants, LoadError, Origin, PortDirection,
+    Provider, ProviderDecl, ProviderKind, ServedContract,
 };
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -42,14 +50,16 @@ use bindings::exports::jig::provider::provider as wit;
 use bindings::jig::provider::channels as wit_channels;
 use bindings::{CapabilityProvider, CapabilityProviderPre};
 
-/// Ceiling on each linear memory of one call's instance.
-pub const MEMORY_CEILING_BYTES: usize = 64 << 20;
+/// Default ceiling on each linear memory of one call's instance
+/// (`grants.limits.memory` sets another, up to
+/// [`grants::MAX_MEMORY_BYTES`]).
+pub const MEMORY_CEILING_BYTES: usize = grants::DEFAULT_MEMORY_BYTES as usize;
 /// Ceiling on the elements of each table of one call's instance.
 pub const TABLE_CEILING_ELEMENTS: usize = 100_000;
 /// How many provider calls may hold an instance at the same time, across
 /// all WASM providers of this process. A call beyond it is refused with
 /// `RESOURCE_EXHAUSTED` rather than queued.
-pub const MAX_CONCURRENT_INSTANCES: u32 = 64;
+pub const MAX_CONCURRENT_INSTANCES: u32 = grants::MAX_CONCURRENCY;
 /// Period of the epoch ticker; deadlines are enforced to this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// Time a provider gets to answer `contracts` at load time.
@@ -63,6 +73,9 @@ pub struct WasmProvider {
     settings: String,
     secrets: Vec<wit::Secret>,
     artifact_digest: String,
+    grants: CheckedGrants,
+    /// Calls of this provider in flight, at most `grants.concurrency`.
+    in_flight: Slots,
 }
 
 impl WasmProvider {
@@ -81,11 +94,37 @@ impl WasmProvider {
             reason,
         };
         let engine = engine().map_err(|e| failed(e.clone()))?;
+        let grants = decl
+            .grants
+            .check()
+            .map_err(|reason| LoadError::ConfigInvalid {
+                provider: decl.name.clone(),
+                reason,
+            })?;
+        if let Some(dir) = &grants.directory {
+            private_directory(dir).map_err(|reason| LoadError::ConfigInvalid {
+                provider: decl.name.clone(),
+                reason: format!("grants.directory {}: {reason}", dir.display()),
+            })?;
+        }
         let bytes = std::fs::read(path).map_err(|e| failed(e.to_string()))?;
         let artifact_digest = jig_provider_api::artifact_digest(&bytes);
         let component = compile(engine, &bytes, &artifact_digest).map_err(failed)?;
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| failed(e.to_string()))?;
+        if grants.http.is_some() {
+            wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
+                .map_err(|e| failed(e.to_string()))?;
+        } else if let Some(import) = component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name)
+            .find(|name| name.starts_with("wasi:http/"))
+        {
+            return Err(failed(format!(
+                "it imports {import} but its declaration grants no outbound HTTP (grants.http)"
+            )));
+        }
         CapabilityProvider::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
             .map_err(|e| failed(e.to_string()))?;
         let pre = linker
@@ -95,7 +134,13 @@ impl WasmProvider {
             .map_err(|e| failed(format!("does not export jig:provider/provider@0.1.0: {e}")))?;
 
         let deadline = dispatch::now_unix_ms() + LOAD_DEADLINE.as_millis() as u64;
-        let mut store = new_store(engine, deadline, Arc::new(jig_provider_api::NoPorts));
+        let mut store = new_store(
+            engine,
+            deadline,
+            Arc::new(jig_provider_api::NoPorts),
+            &grants,
+        )
+        .map_err(|e| failed(e.to_string()))?;
         let descriptors = pre
             .instantiate(&mut store)
             .and_then(|instance| instance.jig_provider_provider().call_contracts(&mut store))
@@ -108,6 +153,8 @@ impl WasmProvider {
             contracts,
             pre,
             artifact_digest,
+            in_flight: Slots::new(grants.concurrency),
+            grants,
             settings: config.settings_text(),
             secrets: config
                 .secrets
@@ -140,14 +187,22 @@ impl WasmProvider {
                 },
             })
             .collect();
-        let mut store = new_store(engine, ctx.deadline_unix_ms, ports);
+        let deadline = call_deadline(
+            ctx.deadline_unix_ms,
+            dispatch::now_unix_ms(),
+            self.grants.call_timeout,
+        );
+        let _slot = self.in_flight.acquire(&self.name)?;
+        let mut store = new_store(engine, deadline, ports, &self.grants).map_err(|e| {
+            CallError::operational("EXECUTION_FAILED", format!("provider store: {e}"))
+        })?;
         let outcome = self.pre.instantiate(&mut store).and_then(|instance| {
             let call_ctx = wit::CallContext {
                 contract_id: ctx.contract.id.clone(),
                 contract_version: ctx.contract.version.clone(),
                 contract_digest: ctx.contract.digest.clone(),
                 operation_id: ctx.operation_id.clone(),
-                deadline_unix_ms: ctx.deadline_unix_ms,
+                deadline_unix_ms: deadline,
                 ports: granted,
             };
             let config = wit::ProviderConfig {
@@ -175,7 +230,7 @@ impl WasmProvider {
                     .transpose()?;
                 Err(admitted.operational(&e.code, e.message, details))
             }
-            Err(error) => Err(classify_failure(&error, store.data().ceiling.hit)),
+            Err(error) => Err(classify_failure(&error, &store.data().ceiling)),
         }
     }
 }
@@ -296,14 +351,17 @@ fn store_entry(
 }
 
 /// Maps a failed instantiation or call to the Run/1 code a caller sees.
-fn classify_failure(error: &wasmtime::Error, ceiling_hit: bool) -> CallError {
+fn classify_failure(error: &wasmtime::Error, ceiling: &Ceiling) -> CallError {
     if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return dispatch::deadline_exceeded();
     }
-    if ceiling_hit {
+    if ceiling.hit {
         return CallError::operational(
             "RESOURCE_EXHAUSTED",
-            format!("provider exceeded its memory ceiling of {MEMORY_CEILING_BYTES} bytes"),
+            format!(
+                "provider exceeded its memory ceiling of {} bytes",
+                ceiling.memory_bytes
+            ),
         );
     }
     if error
@@ -346,7 +404,7 @@ fn engine() -> Result<&'static Engine, &'static String> {
                 .total_core_instances(MAX_CONCURRENT_INSTANCES * 8)
                 .total_memories(MAX_CONCURRENT_INSTANCES * 2)
                 .total_tables(MAX_CONCURRENT_INSTANCES * 8)
-                .max_memory_size(MEMORY_CEILING_BYTES);
+                .max_memory_size(grants::MAX_MEMORY_BYTES as usize);
             let mut config = Config::new();
             config
                 .wasm_component_model(true)
@@ -366,11 +424,14 @@ fn engine() -> Result<&'static Engine, &'static String> {
         .as_ref()
 }
 
-/// Per-call guest state: an empty WASI context, the resource ceiling, and
-/// the call's channel ports.
+/// Per-call guest state: a WASI context with the granted directory only,
+/// the `wasi:http` state (reachable only when linked), the resource
+/// ceiling, and the call's channel ports.
 struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
+    http: WasiHttpCtx,
+    allowlist: Allowlist,
     ceiling: Ceiling,
     ports: Arc<dyn ChannelPorts>,
 }
@@ -425,11 +486,99 @@ impl WasiView for GuestState {
     }
 }
 
+impl WasiHttpView for GuestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.allowlist,
+        }
+    }
+}
+
+/// The `wasi:http` send hook: a request goes out only to an origin of the
+/// operator's allowlist, and waits no longer than the call's deadline.
+/// Redirects are the guest's to follow, so each hop comes through here.
+struct Allowlist {
+    origins: Arc<[Origin]>,
+    deadline_unix_ms: u64,
+}
+
+impl Allowlist {
+    fn allows(&self, uri: &http::Uri) -> bool {
+        let scheme = uri.scheme_str().unwrap_or_default();
+        let port = uri.port_u16().or(match scheme {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        });
+        match (uri.host(), port) {
+            (Some(host), Some(port)) => {
+                Origin::new(scheme, host, port).is_some_and(|o| self.origins.contains(&o))
+            }
+            _ => false,
+        }
+    }
+}
+
+type SendFuture = Box<
+    dyn std::future::Future<
+            Output = wasmtime_wasi_http::Result<(
+                http::Response<wasmtime_wasi_http::WasiBody>,
+                Box<dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            )>,
+        > + Send,
+>;
+
+impl WasiHttpHooks for Allowlist {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        _response_done: Box<
+            dyn std::future::Future<Output = wasmtime_wasi_http::Result<()>> + Send,
+        >,
+    ) -> SendFuture {
+        if !self.allows(request.uri()) {
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        let left = Duration::from_millis(
+            self.deadline_unix_ms
+                .saturating_sub(dispatch::now_unix_ms())
+                .max(1),
+        );
+        let bound = |asked: Option<Duration>| Some(asked.map_or(left, |a| a.min(left)));
+        let options = options.unwrap_or_default();
+        let options = wasmtime_wasi_http::RequestOptions {
+            connect_timeout: bound(options.connect_timeout),
+            first_byte_timeout: bound(options.first_byte_timeout),
+            between_bytes_timeout: bound(options.between_bytes_timeout),
+        };
+        Box::new(async move {
+            let (response, io) =
+                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            Ok((
+                response.map(http_body_util::BodyExt::boxed_unsync),
+                Box::new(io) as Box<dyn std::future::Future<Output = _> + Send>,
+            ))
+        })
+    }
+}
+
 /// Refuses growth past the ceilings and remembers that it did, so a trap
 /// that follows can be reported as exhaustion rather than a crash.
-#[derive(Default)]
 struct Ceiling {
+    memory_bytes: usize,
     hit: bool,
+}
+
+impl Default for Ceiling {
+    fn default() -> Ceiling {
+        Ceiling {
+            memory_bytes: MEMORY_CEILING_BYTES,
+            hit: false,
+        }
+    }
 }
 
 impl wasmtime::ResourceLimiter for Ceiling {
@@ -439,7 +588,7 @@ impl wasmtime::ResourceLimiter for Ceiling {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired <= MEMORY_CEILING_BYTES;
+        let allowed = desired <= self.memory_bytes;
         self.hit |= !allowed;
         Ok(allowed)
     }
@@ -456,30 +605,114 @@ impl wasmtime::ResourceLimiter for Ceiling {
     }
 }
 
-/// A store with nothing granted but `ports`, the ceilings, and an epoch
-/// deadline at `deadline_unix_ms` (rounded up to the next tick).
+/// A store with nothing granted but `ports`, `grants`, the ceilings, and
+/// an epoch deadline at `deadline_unix_ms` (rounded up to the next tick).
 fn new_store(
     engine: &Engine,
     deadline_unix_ms: u64,
     ports: Arc<dyn ChannelPorts>,
-) -> Store<GuestState> {
-    let wasi = WasiCtx::builder()
-        .allow_tcp(false)
+    grants: &CheckedGrants,
+) -> wasmtime::Result<Store<GuestState>> {
+    let mut wasi = WasiCtx::builder();
+    wasi.allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .build();
+        .allow_ip_name_lookup(false);
+    if let Some(dir) = &grants.directory {
+        wasi.preopened_dir(dir, DATA_DIR_GUEST, FsPerms::ReadWrite)?;
+    }
     let mut store = Store::new(
         engine,
         GuestState {
-            wasi,
+            wasi: wasi.build(),
             table: ResourceTable::new(),
-            ceiling: Ceiling::default(),
+            http: WasiHttpCtx::new(),
+            allowlist: Allowlist {
+                origins: grants.http.clone().unwrap_or_default().into(),
+                deadline_unix_ms,
+            },
+            ceiling: Ceiling {
+                memory_bytes: grants.memory_bytes as usize,
+                hit: false,
+            },
             ports,
         },
     );
     store.limiter(|state| &mut state.ceiling);
     store.set_epoch_deadline(epoch_ticks_until(deadline_unix_ms, dispatch::now_unix_ms()));
-    store
+    Ok(store)
+}
+
+/// The deadline of one call: the Run's, or sooner when the operator set a
+/// per-call timeout.
+fn call_deadline(run_deadline_unix_ms: u64, now_unix_ms: u64, timeout: Option<Duration>) -> u64 {
+    match timeout {
+        None => run_deadline_unix_ms,
+        Some(t) => run_deadline_unix_ms.min(now_unix_ms.saturating_add(t.as_millis() as u64)),
+    }
+}
+
+/// Makes the granted directory if it is missing (mode 0700) and refuses
+/// one that is not a directory owned by this user and private to it.
+fn private_directory(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot be created: {e}"))?;
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+    if !meta.is_dir() {
+        return Err("is not a directory".to_owned());
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err("is not owned by the user running jig".to_owned());
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err("is reachable by other users (make it mode 0700)".to_owned());
+    }
+    Ok(())
+}
+
+/// A counting semaphore on one provider's calls. A call past the limit is
+/// refused with `RESOURCE_EXHAUSTED` rather than queued, as the
+/// process-wide pool refuses one: the caller owns retry policy.
+struct Slots {
+    limit: u32,
+    taken: Mutex<u32>,
+}
+
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    fn new(limit: u32) -> Slots {
+        Slots {
+            limit,
+            taken: Mutex::new(0),
+        }
+    }
+
+    fn acquire(&self, provider: &str) -> Result<Slot<'_>, CallError> {
+        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        if *taken >= self.limit {
+            return Err(CallError::operational(
+                "RESOURCE_EXHAUSTED",
+                format!(
+                    "more than {} calls of provider {provider:?} in flight (grants.limits.concurrency)",
+                    self.limit
+                ),
+            ));
+        }
+        *taken += 1;
+        Ok(Slot(self))
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.taken.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+    }
 }
 
 /// Epoch ticks from `now` until `deadline`: at least one, rounded up, plus
@@ -504,6 +737,47 @@ mod tests {
         assert_eq!(epoch_ticks_until(1_000 + 5, 1_000), 2);
         assert_eq!(epoch_ticks_until(1_000 + 6, 1_000), 3);
         assert_eq!(epoch_ticks_until(0, 1_000), 2);
+    }
+
+    #[test]
+    fn a_providers_slots_allow_the_limit_and_refuse_one_past() {
+        let slots = Slots::new(2);
+        let first = slots.acquire("p").unwrap();
+        let _second = slots.acquire("p").unwrap();
+        let Err(refused) = slots.acquire("p") else {
+            panic!("a third call got a slot");
+        };
+        assert_eq!(refused.code(), Some("RESOURCE_EXHAUSTED"));
+        drop(first);
+        assert!(slots.acquire("p").is_ok());
+    }
+
+    #[test]
+    fn a_call_timeout_only_ever_brings_the_deadline_closer() {
+        let second = Some(Duration::from_secs(1));
+        assert_eq!(call_deadline(10_000, 1_000, None), 10_000);
+        assert_eq!(call_deadline(10_000, 1_000, second), 2_000);
+        assert_eq!(call_deadline(1_500, 1_000, second), 1_500);
+    }
+
+    #[test]
+    fn the_allowlist_matches_scheme_host_and_port_exactly() {
+        let allow = Allowlist {
+            origins: vec![
+                Origin::parse("http://127.0.0.1:8080").unwrap(),
+                Origin::parse("https://api.example.com").unwrap(),
+            ]
+            .into(),
+            deadline_unix_ms: 0,
+        };
+        let uri = |text: &str| text.parse::<http::Uri>().unwrap();
+        assert!(allow.allows(&uri("http://127.0.0.1:8080/x")));
+        assert!(allow.allows(&uri("https://API.example.com/v1?q")));
+        assert!(allow.allows(&uri("https://api.example.com:443/")));
+        assert!(!allow.allows(&uri("http://127.0.0.1:8081/x")));
+        assert!(!allow.allows(&uri("https://127.0.0.1:8080/x")));
+        assert!(!allow.allows(&uri("http://api.example.com/")));
+        assert!(!allow.allows(&uri("https://api.example.com.evil.test/")));
     }
 
     #[test]

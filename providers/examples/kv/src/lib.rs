@@ -5,12 +5,23 @@
 //!
 //! `get {"key": k}` answers the string stored under `k` in the operator's
 //! settings `{"entries": {...}}`, or the declared application error
-//! `not-found` with `{"key": k}`.
+//! `not-found` with `{"key": k}`. The method is typed (`typed_methods!`):
+//! the host has checked the input against the descriptor's schema before
+//! it reaches [`get`] as a [`Key`].
 
-use jig_provider_sdk::{serde_json::json, CallError, Channels, Config, Context, Provider, Value};
+use jig_provider_sdk::{typed_methods, CallError, Channels, Config, Context, Provider, Value};
+use serde::{Deserialize, Serialize};
 
 /// The kv provider; it keeps no state of its own.
 pub struct Kv;
+
+/// `#/$defs/Key` of the descriptor: the input of `get` and the data of
+/// its `not-found` error.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Key {
+    pub key: String,
+}
 
 impl Provider for Kv {
     fn contracts() -> Vec<&'static str> {
@@ -24,24 +35,21 @@ impl Provider for Kv {
         config: &Config,
         _: &Channels,
     ) -> Result<Value, CallError> {
-        match method {
-            "get" => get(&input, config),
-            other => Err(CallError::unknown_method(other)),
-        }
+        typed_methods!(method, input, {
+            "get" => |key: Key| get(key, config),
+        })
     }
 }
 
 /// The `get` method.
-pub fn get(input: &Value, config: &Config) -> Result<Value, CallError> {
-    let Some(key) = input.get("key").and_then(Value::as_str) else {
-        return Err(CallError::operational(
-            "INVALID_INPUT",
-            "input.key must be a string",
-        ));
-    };
-    match config.settings.get("entries").and_then(|e| e.get(key)) {
-        Some(Value::String(value)) => Ok(Value::String(value.clone())),
-        _ => Err(CallError::application("not-found", json!({ "key": key }))),
+pub fn get(input: Key, config: &Config) -> Result<String, CallError> {
+    match config
+        .settings
+        .get("entries")
+        .and_then(|e| e.get(&input.key))
+    {
+        Some(Value::String(value)) => Ok(value.clone()),
+        _ => Err(CallError::application_with("not-found", &input)),
     }
 }
 

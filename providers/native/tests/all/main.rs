@@ -33,6 +33,7 @@ pub fn decl(name: &str, path: &Path, settings: Value) -> ProviderDecl {
         path: Some(path.to_owned()),
         settings,
         secrets: Default::default(),
+        grants: Default::default(),
     }
 }
 

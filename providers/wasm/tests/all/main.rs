@@ -15,6 +15,7 @@ mod channel_calls;
 
 mod channels;
 mod faults;
+mod grants;
 mod kv;
 mod load;
 mod pool;
@@ -33,6 +34,7 @@ pub fn decl(name: &str, path: &Path, settings: Value) -> ProviderDecl {
         path: Some(path.to_owned()),
         settings,
         secrets: Default::default(),
+        grants: Default::default(),
     }
 }
 

@@ -1,0 +1,164 @@
+//! `jig provider new NAME --lang rust|python|js [DIR]`: a provider project
+//! to start from — a contract descriptor with one method to edit, the
+//! provider source serving it, a test (`test.sh`: build the component and
+//! call it through `jig provider call`), and a README with the build
+//! command and what the toolchain needs.
+//!
+//! The Rust scaffold depends on the guest SDK by path, into the jig
+//! checkout the author names with `--sdk` (the SDK is not published).
+
+use std::path::{Path, PathBuf};
+
+use super::super::CliError;
+
+/// The longest provider name (it becomes a crate, file and URI segment).
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// The language of a scaffold.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+const WIT: &str = include_str!("../../../../providers/wit/provider.wit");
+const CONTRACT: &str = include_str!("templates/contract.capability.json");
+
+/// (path in the scaffold, template) per language; `@NAME@` becomes the
+/// contract file's name; `test.sh` is made executable.
+fn files(lang: Lang) -> Vec<(&'static str, &'static str)> {
+    match lang {
+        Lang::Rust => vec![
+            ("Cargo.toml", include_str!("templates/rust/Cargo.toml")),
+            ("src/lib.rs", include_str!("templates/rust/lib.rs")),
+            ("README.md", include_str!("templates/rust/README.md")),
+            ("test.sh", include_str!("templates/rust/test.sh")),
+        ],
+        Lang::Python => vec![
+            ("app.py", include_str!("templates/python/app.py")),
+            ("README.md", include_str!("templates/python/README.md")),
+            ("test.sh", include_str!("templates/python/test.sh")),
+            ("wit/provider.wit", WIT),
+        ],
+        Lang::Js => vec![
+            ("provider.js", include_str!("templates/js/provider.js")),
+            ("README.md", include_str!("templates/js/README.md")),
+            ("test.sh", include_str!("templates/js/test.sh")),
+            ("wit/provider.wit", WIT),
+        ],
+    }
+}
+
+/// Is `name` a lower-case name usable as crate, file and URI segment?
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.len() <= MAX_NAME_CHARS
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+}
+
+pub fn new(
+    name: &str,
+    lang: Lang,
+    dir: Option<&Path>,
+    sdk: Option<&Path>,
+    base: &Path,
+) -> Result<u8, CliError> {
+    let invalid = |message: String| CliError::new("INVALID_REQUEST", message);
+    if !valid_name(name) {
+        return Err(invalid(format!(
+            "{name:?} is not a provider name (a lower-case letter, then letters, digits and '-'; at most {MAX_NAME_CHARS})"
+        )));
+    }
+    let dir = base.join(dir.map_or_else(|| PathBuf::from(name), Path::to_path_buf));
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(invalid(format!(
+            "{} exists and is not empty",
+            dir.display()
+        )));
+    }
+    let sdk = match (lang, sdk) {
+        (Lang::Rust, None) => {
+            return Err(invalid(
+                "--lang rust needs --sdk PATH: the providers/sdk directory of a jig checkout"
+                    .to_owned(),
+            ))
+        }
+        (Lang::Rust, Some(sdk)) => sdk_path(&base.join(sdk))?,
+        (_, _) => String::new(),
+    };
+    let crate_name = name.replace('-', "_");
+    let fill = |text: &str| {
+        text.replace("@NAME@", name)
+            .replace("@CRATE@", &crate_name)
+            .replace("@SDK@", &sdk)
+    };
+    let write = |path: &str, text: &str| -> Result<(), CliError> {
+        let path = dir.join(path);
+        let failed = |e: std::io::Error| {
+            CliError::new(
+                "INVALID_REQUEST",
+                format!("cannot write {}: {e}", path.display()),
+            )
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(failed)?;
+        }
+        std::fs::write(&path, fill(text)).map_err(failed)
+    };
+    write(&format!("{name}.capability.json"), CONTRACT)?;
+    for (path, text) in files(lang) {
+        write(path, text)?;
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join("test.sh");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| invalid(format!("cannot make {} executable: {e}", script.display())))?;
+    }
+    println!(
+        "created {} ({lang:?} provider {name:?}); build and test it with {}",
+        dir.display(),
+        dir.join("test.sh").display()
+    );
+    Ok(0)
+}
+
+/// The SDK directory as a TOML-safe absolute path, if it is the jig guest
+/// SDK.
+fn sdk_path(sdk: &Path) -> Result<String, CliError> {
+    let invalid =
+        |why: &str| CliError::new("INVALID_REQUEST", format!("--sdk {}: {why}", sdk.display()));
+    let manifest = std::fs::read_to_string(sdk.join("Cargo.toml"))
+        .map_err(|_| invalid("has no Cargo.toml"))?;
+    if !manifest.contains("name = \"jig-provider-sdk\"") {
+        return Err(invalid("is not the jig guest SDK (providers/sdk)"));
+    }
+    let absolute = sdk
+        .canonicalize()
+        .map_err(|e| invalid(&e.to_string()))?
+        .to_string_lossy()
+        .into_owned();
+    if absolute.contains(['"', '\\', '\n']) {
+        return Err(invalid("the path cannot be written into Cargo.toml"));
+    }
+    Ok(absolute)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_at_the_length_limit_and_past_it() {
+        assert!(valid_name("greet"));
+        assert!(valid_name("issue-tracker2"));
+        assert!(valid_name(&"a".repeat(MAX_NAME_CHARS)));
+        assert!(!valid_name(&"a".repeat(MAX_NAME_CHARS + 1)));
+        for bad in ["", "Greet", "2greet", "greet-", "gr eet", "gr_eet", "../x"] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}
