@@ -22,6 +22,7 @@ mod overhead;
 mod provider_authoring;
 mod providers;
 mod python_sdk;
+mod queue;
 mod records;
 mod rust_component;
 mod scenarios;
