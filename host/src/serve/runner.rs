@@ -319,7 +319,12 @@ impl Server {
         }
         let names = receive::parse(&request.receive)
             .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
-        let _one_at_a_time = project.submitting.lock().unwrap();
+        // With a database, its key lock serialises instead (a thread
+        // blocked here would hold a core the database call needs).
+        let _one_at_a_time = self
+            .queue
+            .is_none()
+            .then(|| project.submitting.lock().unwrap());
         let state = &project.state;
         let internal = |e: state::StateError| Refusal::new(500, e.code(), e.to_string());
         let Some(generation) = state.current().map_err(internal)? else {
