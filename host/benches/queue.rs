@@ -5,6 +5,12 @@
 //! target with 4 active slots, measured in the same run. Report Runs/s =
 //! BATCH / median and the ratios `workers_N / local_serve`.
 //!
+//! Run: `cargo bench --profile dev -p jig --bench queue`.
+//! Measured 2026-12-01 (debug jig, 2-core machine at load ~12, medians of
+//! 5 batches of 8): local serve 2.02 s (4.0 Runs/s); 1 worker 2.95 s
+//! (2.7 Runs/s, ratio 1.46); 2 workers 1.78 s (4.5 Runs/s, 0.88);
+//! 4 workers 1.27 s (6.3 Runs/s, 0.63).
+//!
 //! PostgreSQL is Debian's (`.ci/setup`), started here as `nobody` on a
 //! Unix socket in a temporary directory, fsync off.
 
@@ -87,21 +93,28 @@ fn fixture() -> &'static Fixture {
     FIXTURE.get_or_init(|| {
         use std::os::unix::fs::PermissionsExt;
         let outer = tempfile::tempdir().unwrap();
-        let project = outer.path().join("p");
-        for (path, content) in [
-            ("jig.ts", JIG_TS),
-            (
-                "flows/echo/FLOW.md",
-                "---\nname: echo\ndescription: Echoes its input.\n---\n",
-            ),
-            ("flows/echo/flow.py", ECHO_PY),
-        ] {
-            let target = project.join(path);
-            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-            std::fs::write(target, content).unwrap();
-        }
-        let status = jig(&project).args(["review", "--yes"]).status().unwrap();
-        assert!(status.success(), "review");
+        // One project copy per daemon (each holds its project exclusively),
+        // both named `p` and reviewed alike: the same target.
+        let reviewed = |side: &str| {
+            let project = outer.path().join(side).join("p");
+            for (path, content) in [
+                ("jig.ts", JIG_TS),
+                (
+                    "flows/echo/FLOW.md",
+                    "---\nname: echo\ndescription: Echoes its input.\n---\n",
+                ),
+                ("flows/echo/flow.py", ECHO_PY),
+            ] {
+                let target = project.join(path);
+                std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+                std::fs::write(target, content).unwrap();
+            }
+            let status = jig(&project).args(["review", "--yes"]).status().unwrap();
+            assert!(status.success(), "review");
+            project
+        };
+        let local_project = reviewed("local");
+        let project = reviewed("queued");
         let pg = tempfile::tempdir().unwrap();
         std::fs::set_permissions(pg.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         Command::new("chown")
@@ -134,8 +147,8 @@ fn fixture() -> &'static Fixture {
         assert!(out.status.success(), "pg_ctl start");
         let local = outer.path().join("local.sock");
         let queued = outer.path().join("queued.sock");
-        let serve = |socket: &Path, extra: &[&str]| {
-            jig(&project)
+        let serve = |project: &Path, socket: &Path, extra: &[&str]| {
+            jig(project)
                 .args(["-C", project.to_str().unwrap(), "serve", "--socket"])
                 .arg(socket)
                 .args(["--max-active-runs", "4"])
@@ -144,8 +157,8 @@ fn fixture() -> &'static Fixture {
                 .unwrap()
         };
         let daemons = vec![
-            serve(&local, &[]),
-            serve(&queued, &["--database", &url(pg.path())]),
+            serve(&local_project, &local, &[]),
+            serve(&project, &queued, &["--database", &url(pg.path())]),
         ];
         let fixture = Fixture {
             _outer: outer,
