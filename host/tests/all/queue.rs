@@ -199,7 +199,7 @@ impl Served {
     }
 }
 
-fn input(witness: &Path, n: usize, sleep: f64) -> Value {
+fn input(witness: &Path, n: usize, sleep: u64) -> Value {
     json!({"witness": witness, "n": n, "sleep": sleep})
 }
 
@@ -212,10 +212,11 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Runs a worker with pid `pid` holds dispatched now.
+/// The long (4 s) Runs a worker with pid `pid` holds dispatched now.
 fn running_under(pg: &Postgres, pid: Pid) -> Vec<String> {
     pg.sql(&format!(
-        "SELECT id FROM jig_runs WHERE status = 'running' AND owner LIKE '%-{pid}'"
+        "SELECT id FROM jig_runs WHERE status = 'running' AND owner LIKE '%-{pid}' \
+         AND input LIKE '%\"sleep\":4%'"
     ))
     .lines()
     .map(str::to_string)
@@ -245,7 +246,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
         .map(|n| worker(&root, &pg, logs.path(), n, "2"))
         .collect();
     // Every 10th Run sleeps long enough to be caught mid-Run.
-    let sleep = |n: usize| if n % 10 == 0 { 4.0 } else { 0.0 };
+    let sleep = |n: usize| if n.is_multiple_of(10) { 4 } else { 0 };
     let submitters: Vec<_> = (0..SUBMITTERS)
         .map(|s| {
             let served = served.clone();
@@ -267,6 +268,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
     wait_until("a worker mid-Run", Duration::from_secs(120), || {
         !running_under(&pg, workers[0].pid()).is_empty()
     });
+    let killed_held = running_under(&pg, workers[0].pid());
     workers[0].signal(Signal::SIGKILL);
     wait_until("a second worker mid-Run", Duration::from_secs(120), || {
         !running_under(&pg, workers[1].pid()).is_empty()
@@ -306,7 +308,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
             })
         },
     );
-    for id in &stopped_held {
+    for id in stopped_held.iter().chain(&killed_held) {
         let record = served.terminal(id);
         assert_eq!(record["code"], "COORDINATOR_LOST", "{record}");
     }
@@ -355,9 +357,14 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
             other => panic!("Run {n}: {other:?} {record}"),
         }
     }
-    assert!(
-        lost >= stopped_held.len() + 1,
-        "the killed and stopped workers' Runs are lost"
+    assert!(lost >= stopped_held.len() + killed_held.len());
+    eprintln!(
+        "chaos: {} Runs, {lost} lost ({} held by the killed worker, {} by the stopped one), \
+         {} Flow starts, {counted} refused terminal writes",
+        ids.len(),
+        killed_held.len(),
+        stopped_held.len(),
+        started.len()
     );
     drop(served);
 }
@@ -399,7 +406,7 @@ fn bad_input_is_refused_with_its_code() {
     let served = Served::start(&root, &pg, logs.path());
     let witness = logs.path().join("witness");
     std::fs::write(&witness, "").unwrap();
-    let first = served.submit("a", input(&witness, 1, 0.0));
+    let first = served.submit("a", input(&witness, 1, 0));
     pg.sql("UPDATE jig_blobs SET bytes = bytes || '\\x00'::bytea WHERE digest NOT IN (SELECT plan_digest FROM jig_generations)");
     let mut w = worker(&root, &pg, logs.path(), 0, "1");
     wait_until("the Run settled", Duration::from_secs(60), || {
@@ -433,7 +440,7 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
     let (status, terminal) = served.call(
         "POST",
         "/v1/projects/p/runs",
-        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 7, 0.0), "key": "x"})),
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 7, 0), "key": "x"})),
     );
     assert_eq!(status, 200, "{terminal}");
     assert_eq!(terminal["status"], "succeeded", "{terminal}");
@@ -443,13 +450,13 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
     let (_, again) = served.call(
         "POST",
         "/v1/projects/p/runs",
-        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 7, 0.0), "key": "x"})),
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 7, 0), "key": "x"})),
     );
     assert_eq!(again["runId"], id);
     let (status, conflict) = served.call(
         "POST",
         "/v1/projects/p/runs",
-        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 8, 0.0), "key": "x"})),
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 8, 0), "key": "x"})),
     );
     assert_eq!(status, 409, "{conflict}");
     assert_eq!(conflict["code"], "SUBMISSION_CONFLICT");
@@ -477,7 +484,7 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
         .collect();
     assert_eq!(kinds, ["queued", "running", "terminal"], "{lines:?}");
     // Cancellation through the database, honoured by the owning worker.
-    let long = served.submit("long", input(&witness, 9, 60.0));
+    let long = served.submit("long", input(&witness, 9, 60));
     wait_until("the long Run dispatched", Duration::from_secs(60), || {
         pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{long}'")) == "running"
     });
