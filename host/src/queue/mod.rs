@@ -644,3 +644,38 @@ async fn event_in(
     .map_err(QueueError::db("appending an event"))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_in_the_url_is_refused_and_one_from_a_file_is_used() {
+        let e = connect_config("postgresql://jig:secret@db/jig", None).unwrap_err();
+        assert_eq!(e.code, URL_INVALID);
+        assert!(!e.message.contains("secret"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let config = connect_config("postgresql://jig@db/jig", Some(&file)).unwrap();
+        assert_eq!(config.get_password(), Some(&b"s3cret"[..]));
+        let missing = connect_config("postgresql://jig@db/jig", Some(&dir.path().join("no")));
+        assert_eq!(missing.unwrap_err().code, URL_INVALID);
+        assert_eq!(
+            connect_config("not a url", None).unwrap_err().code,
+            URL_INVALID
+        );
+    }
+
+    #[test]
+    fn every_package_a_plan_can_execute_is_published() {
+        let plan = json!({
+            "lock": {"packages": {"flows/a": {"digest": "sha256:aa"}, "flows/b": {"digest": "sha256:bb"}}},
+            "execution": {"flows/a": {"prepared": {"digest": "sha256:cc"}}, "flows/b": {}},
+        });
+        assert_eq!(
+            blobs::plan_packages(&plan),
+            ["sha256:aa", "sha256:bb", "sha256:cc"]
+        );
+    }
+}

@@ -92,10 +92,21 @@ fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
     }
 }
 
-fn worker(root: &Path, pg: &Postgres, logs: &Path, n: usize, concurrency: &str) -> Process {
+/// Workers start in a directory of their own (with only a host
+/// configuration, containment off like the project's): they never read
+/// the project directory, only the bytes published in the database.
+fn worker(_root: &Path, pg: &Postgres, logs: &Path, n: usize, concurrency: &str) -> Process {
     let cache = logs.join(format!("cache-{n}"));
+    let home = logs.join(format!("worker-home-{n}"));
+    write_files(
+        &home,
+        &[(
+            ".test-config-home/jig/host.toml",
+            "[containment]\nmode = \"none\"\n",
+        )],
+    );
     spawn(
-        root,
+        &home,
         &[
             "worker",
             "--database",
