@@ -23,6 +23,13 @@ with open(i['witness'], 'a') as f:\n        f.write(str(i['n']) + '\\n')\n    \
 await asyncio.sleep(i['sleep'])\n    return {'outcome': 'done', 'output': i['n']}\n\
 handle(run)\n";
 
+/// Sends three items on `events`, then answers.
+const TICKER_PY: &str = "from jiggy.flow import handle\n\
+async def run(context):\n    events = context.channels['events']\n    \
+for i in range(3):\n        await events.send({'i': i})\n    \
+return {'outcome': 'done', 'output': 'sent'}\n\
+handle(run)\n";
+
 /// The lease the chaos workers hold (short, so a stop outlives it).
 const LEASE: &str = "2s";
 
@@ -40,6 +47,12 @@ fn queued_project() -> (tempfile::TempDir, PathBuf) {
                 "---\nname: witness\ndescription: Appends to a witness file.\n---\n",
             ),
             ("flows/witness/flow.py", WITNESS_PY),
+            (
+                "flows/ticker/FLOW.md",
+                "---\nname: ticker\ndescription: Sends three items.\n\
+                 channels:\n  events:\n    direction: send\n---\n",
+            ),
+            ("flows/ticker/flow.py", TICKER_PY),
             (
                 ".test-config-home/jig/host.toml",
                 "[containment]\nmode = \"none\"\n",
@@ -494,6 +507,33 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
         })
         .collect();
     assert_eq!(kinds, ["queued", "running", "terminal"], "{lines:?}");
+    // Received channel items travel through the database to the stream.
+    let (status, ticked) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/ticker", "receive": ["events"]})),
+    );
+    assert_eq!(status, 200, "{ticked}");
+    assert_eq!(ticked["status"], "succeeded", "{ticked}");
+    let out = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&served.socket)
+        .arg(format!(
+            "http://jig/v1/projects/p/runs/{}/events",
+            ticked["runId"].as_str().unwrap()
+        ))
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["status", "status", "begin", "data", "data", "data", "end", "terminal"],
+        "{lines:?}"
+    );
     // Cancellation through the database, honoured by the owning worker.
     let long = served.submit("long", input(&witness, 9, 60));
     wait_until("the long Run dispatched", Duration::from_secs(60), || {
