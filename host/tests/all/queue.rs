@@ -548,3 +548,84 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
     assert_eq!(record["status"], "failed", "{record}");
     assert_ne!(record["code"], "COORDINATOR_LOST", "{record}");
 }
+
+/// The claim rules through the library against the real database: a lease
+/// expired before dispatch requeues (the old claim's dispatch is refused),
+/// one expired after dispatch ends `COORDINATOR_LOST` and is never
+/// claimed again, the terminal is written once, late writes are refused.
+#[test]
+fn claims_are_fenced_by_epoch_and_lease() {
+    use jig::queue::{connect_config, Queue, Write};
+    let pg = Postgres::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = connect_config(&pg.url(), None).unwrap();
+        let queue = Queue::open(config.clone()).await.unwrap();
+        // Migrations are idempotent: a second start finds the schema current.
+        Queue::open(config).await.unwrap();
+        let submit = |n: i64| {
+            let queue = queue.clone();
+            async move {
+                let content = json!({"n": n});
+                queue
+                    .submit(
+                        "p",
+                        None,
+                        1,
+                        "flow:flows/x",
+                        &json!(n),
+                        &content,
+                        60_000,
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                    .0
+                    .id
+            }
+        };
+        let short = Duration::from_millis(300);
+        let a = submit(1).await;
+        let first = queue.claim("w1", short).await.unwrap().unwrap();
+        assert_eq!((first.id.as_str(), first.epoch), (a.as_str(), 1));
+        // Nothing else is queued while it is claimed.
+        assert!(queue.claim("w2", short).await.unwrap().is_none());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(queue.sweep().await.unwrap(), (1, 0));
+        assert_eq!(queue.dispatch(&first).await.unwrap(), Write::Refused);
+        let second = queue
+            .claim("w2", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((second.id.as_str(), second.epoch), (a.as_str(), 2));
+        assert_eq!(queue.dispatch(&second).await.unwrap(), Write::Accepted);
+        assert_eq!(queue.heartbeat(&first, short).await.unwrap(), None);
+        assert_eq!(queue.heartbeat(&second, short).await.unwrap(), Some(false));
+        let done = json!({"status": "succeeded", "output": 1});
+        assert_eq!(queue.settle(&first, &done).await.unwrap(), Write::Refused);
+        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Accepted);
+        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Refused);
+        // Expired after dispatch: lost, never claimed again.
+        let b = submit(2).await;
+        let held = queue.claim("w3", short).await.unwrap().unwrap();
+        assert_eq!(held.id, b);
+        assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(queue.sweep().await.unwrap(), (0, 1));
+        assert_eq!(queue.settle(&held, &done).await.unwrap(), Write::Refused);
+        assert_eq!(
+            queue.event(&held, &json!({"type": "data"})).await.unwrap(),
+            Write::Refused
+        );
+        assert!(queue.claim("w4", short).await.unwrap().is_none());
+        let lost = queue.load("p", &b).await.unwrap();
+        assert_eq!(lost.value["terminal"]["code"], "COORDINATOR_LOST");
+        // A queued Run cancelled through the database never reaches a worker.
+        let c = submit(3).await;
+        assert!(queue.request_cancel("p", &c).await.unwrap());
+        assert!(queue.claim("w5", short).await.unwrap().is_none());
+        let cancelled = queue.load("p", &c).await.unwrap();
+        assert_eq!(cancelled.value["terminal"]["code"], "CANCELLED");
+    });
+}
