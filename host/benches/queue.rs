@@ -6,10 +6,17 @@
 //! BATCH / median and the ratios `workers_N / local_serve`.
 //!
 //! Run: `cargo bench --profile dev -p jig --bench queue`.
-//! Measured 2026-12-01 (debug jig, 2-core machine at load ~12, medians of
-//! 5 batches of 8): local serve 2.02 s (4.0 Runs/s); 1 worker 2.95 s
-//! (2.7 Runs/s, ratio 1.46); 2 workers 1.78 s (4.5 Runs/s, 0.88);
-//! 4 workers 1.27 s (6.3 Runs/s, 0.63).
+//! Measured 2026-12-01 (debug jig, shared 2-core machine, medians of 5
+//! batches of 8), two runs:
+//! - load ~12: local serve 2.02 s (4.0 Runs/s); 1 worker 2.95 s (2.7
+//!   Runs/s, ratio 1.46); 2 workers 1.78 s (4.5, 0.88); 4 workers 1.27 s
+//!   (6.3, 0.63).
+//! - lighter load: local serve 0.88 s (9.1 Runs/s); 1 worker 1.79 s (4.5,
+//!   2.03); 2 workers 0.92 s (8.7, 1.05); 4 workers 0.71 s (11.3, 0.80).
+//!
+//! One worker runs one Run at a time, so 1 worker is slower than 4 local
+//! slots; the database round trips (claim, dispatch, events, settle, the
+//! server's follow) cost about one local slot's worth at 2 workers.
 //!
 //! PostgreSQL is Debian's (`.ci/setup`), started here as `nobody` on a
 //! Unix socket in a temporary directory, fsync off.
@@ -31,25 +38,35 @@ struct Fixture {
     pg: tempfile::TempDir,
     local: PathBuf,
     queued: PathBuf,
-    daemons: Vec<Child>,
+    daemons: Mutex<Vec<Child>>,
     workers: Mutex<Vec<Child>>,
 }
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        for child in self
-            .daemons
-            .iter_mut()
-            .chain(self.workers.lock().unwrap().iter_mut())
-        {
+        self.stop();
+    }
+}
+
+impl Fixture {
+    /// End the daemons, the workers and PostgreSQL (the fixture is a
+    /// static, never dropped after a full run: `main` calls this).
+    fn stop(&self) {
+        let mut daemons = self.daemons.lock().unwrap();
+        let mut workers = self.workers.lock().unwrap();
+        for child in daemons.iter_mut().chain(workers.iter_mut()) {
             let _ = child.kill();
             let _ = child.wait();
         }
+        daemons.clear();
+        workers.clear();
         let _ = as_nobody(&pg_bin("pg_ctl"), self.pg.path())
             .arg("-D")
             .arg(self.pg.path().join("data"))
             .args(["-m", "immediate", "stop"])
             .output();
+        let _ = std::fs::remove_dir_all(self.pg.path());
+        let _ = std::fs::remove_dir_all(self._outer.path());
     }
 }
 
@@ -166,7 +183,7 @@ fn fixture() -> &'static Fixture {
             pg,
             local,
             queued,
-            daemons,
+            daemons: Mutex::new(daemons),
             workers: Mutex::new(Vec::new()),
         };
         let started = Instant::now();
@@ -229,6 +246,7 @@ fn batch(socket: &Path) {
 fn main() {
     fixture();
     divan::main();
+    fixture().stop();
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]
