@@ -186,6 +186,27 @@ let
     };
   };
 
+  # Where the Run queue's PostgreSQL is (issue 21). High availability is
+  # the operator's choice: a replicated PostgreSQL (services.postgresql
+  # here, or a managed one) behind this one URL.
+  databaseModule = {
+    options = {
+      url = mkOption {
+        type = types.addCheck types.str jigLib.isDatabaseUrl // {
+          description = "postgresql:// URL without a password";
+        };
+        example = "postgresql:///jig?host=/run/postgresql&user=jig";
+        description = "The PostgreSQL URL (`[database] url`), without a password.";
+      };
+      passwordFile = mkOption {
+        type = types.nullOr credentialFile;
+        default = null;
+        example = "/var/keys/jig-database";
+        description = "The database password, handed over with LoadCredential (`[database] password-file` names the credential); null for peer or trust authentication.";
+      };
+    };
+  };
+
   projectModule =
     { name, config, ... }:
     {
@@ -275,6 +296,16 @@ let
     '';
 
   serverUnit = "jig.service";
+  workerUnit = i: "jig-worker-${toString i}.service";
+  workerNumbers = builtins.genList (i: i + 1) cfg.worker.count;
+  workerToml =
+    i:
+    checkedToml "jig-host-worker-${toString i}.toml" (
+      jigLib.hostToml cfg.settings
+      // {
+        database = jigLib.databaseTable (jigLib.credentialsDir (workerUnit i)) cfg.worker.database;
+      }
+    );
   admitUnit = name: "jig-admit-${name}.service";
 
   hostToml = checkedToml "jig-host.toml" (
@@ -418,6 +449,38 @@ let
     }
   ) servedProjects;
 
+  # `jig worker`s: each claims Runs from the database and executes them in
+  # its own envelope, from its own owner-private cache of admitted bytes.
+  workerServices = builtins.listToAttrs (
+    map (
+      i:
+      lib.nameValuePair "jig-worker-${toString i}" {
+        description = "jig worker ${toString i} (Runs queued in PostgreSQL)";
+        after = [
+          "network-online.target"
+          "postgresql.service"
+        ];
+        wants = [ "network-online.target" ];
+        wantedBy = [ "multi-user.target" ];
+        serviceConfig = hardening // {
+          Type = "exec";
+          ExecStart = "${cfg.package}/bin/jig worker --config ${workerToml i} --concurrency ${toString cfg.worker.concurrency} --cache /var/cache/jig-worker-${toString i}";
+          Environment = [ "HOME=${jigLib.stateDir}" ];
+          CacheDirectory = "jig-worker-${toString i}";
+          CacheDirectoryMode = "0700";
+          Delegate = "cpu memory pids";
+          KillMode = "control-group";
+          Restart = "on-failure";
+          LoadCredential =
+            if cfg.worker.database.passwordFile == null then
+              [ ]
+            else
+              [ "${jigLib.databaseCredential}:${cfg.worker.database.passwordFile}" ];
+        };
+      }
+    ) workerNumbers
+  );
+
   projectGroup =
     p:
     if p.group != null then
@@ -525,6 +588,34 @@ in
         example = "/var/keys/jig-token";
         description = "The bearer token TCP clients must present, handed over with LoadCredential (`[serve] token-file` names the credential).";
       };
+
+      database = mkOption {
+        type = types.nullOr (types.submodule databaseModule);
+        default = null;
+        description = "Enqueue Runs in this PostgreSQL for `services.jig.worker`s instead of executing them here (`[database]`).";
+      };
+    };
+
+    worker = {
+      count = mkOption {
+        type = types.addCheck types.int (n: n >= 0) // {
+          description = "non-negative integer";
+        };
+        default = 0;
+        description = "How many `jig worker` units (jig-worker-1 ... jig-worker-N) run on this machine.";
+      };
+
+      concurrency = mkOption {
+        type = positive;
+        default = 1;
+        description = "Runs each worker executes at once (`jig worker --concurrency`).";
+      };
+
+      database = mkOption {
+        type = types.nullOr (types.submodule databaseModule);
+        default = null;
+        description = "The PostgreSQL the workers claim Runs from; required when `count` is above 0.";
+      };
     };
 
     agent = mkOption {
@@ -573,6 +664,10 @@ in
 
   config = mkIf cfg.enable {
     assertions = [
+      {
+        assertion = cfg.worker.count == 0 || cfg.worker.database != null;
+        message = "services.jig.worker.database: workers need the database URL";
+      }
       {
         assertion = jigLib.duplicates providerNames == [ ];
         message = "services.jig.settings.providers: duplicate names ${toString (jigLib.duplicates providerNames)}";
@@ -713,6 +808,7 @@ in
         "user@".serviceConfig.Delegate = "cpu cpuset io memory pids";
       }
       (mkIf (server != null) (serverServices))
+      (mkIf (cfg.worker.count > 0) workerServices)
     ];
   };
 }

@@ -222,6 +222,28 @@ rec {
   # Credential IDs (LoadCredential=ID:PATH) and the path a unit sees them at.
   agentKeyCredential = "agent-key";
   tokenCredential = "serve-token";
+  databaseCredential = "database-password";
+
+  # A PostgreSQL URL for `[database] url`: no password in it (the password
+  # is a credential file), no whitespace.
+  isDatabaseUrl =
+    u:
+    builtins.match "postgres(ql)?://[^[:space:]]*" u != null
+    && builtins.match "postgres(ql)?://[^/@:]*:[^/@]*@.*" u == null;
+
+  # `[database]` for a unit reading its password from `credentials`.
+  databaseTable =
+    credentials: database:
+    dropNulls {
+      inherit (database) url;
+      password-file =
+        if database.passwordFile == null then
+          null
+        else if credentials == null then
+          database.passwordFile
+        else
+          "${credentials}/${databaseCredential}";
+    };
   secretCredential = name: "secret-${name}";
   credentialsDir = unit: "/run/credentials/${unit}";
 
@@ -282,6 +304,12 @@ rec {
             token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;
           };
         }
+        // (
+          if (server.database or null) == null then
+            { }
+          else
+            { database = databaseTable credentials server.database; }
+        )
         // (
           if projects == { } then
             { }
@@ -345,6 +373,12 @@ rec {
         [ ]
       else
         [ "${tokenCredential}:${server.tokenFile}" ]
+    )
+    ++ (
+      if server == null || (server.database or null) == null || server.database.passwordFile == null then
+        [ ]
+      else
+        [ "${databaseCredential}:${server.database.passwordFile}" ]
     );
 
   # Names that occur more than once in a list of strings.

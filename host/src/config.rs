@@ -112,6 +112,16 @@ pub struct Serve {
     pub shutdown_grace: Option<String>,
 }
 
+/// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and
+/// `jig worker`s claim them from (issue 21). The URL carries no password;
+/// the password is read from `password-file`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Database {
+    pub url: Option<String>,
+    pub password_file: Option<PathBuf>,
+}
+
 /// One `[[projects]]` entry: a LocalName and the project's absolute path.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -177,6 +187,9 @@ pub struct HostConfig {
     /// `[serve]`: how `jig serve` listens and bounds its Runs.
     #[serde(default)]
     pub serve: Serve,
+    /// `[database]`: Runs queued in PostgreSQL.
+    #[serde(default)]
+    pub database: Database,
     /// `[[projects]]`: the projects `jig serve` serves without `-C`.
     #[serde(default)]
     pub projects: Vec<ServedProject>,

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod files;
 pub mod plan;
 pub mod providers;
+pub mod queue;
 pub mod sandbox;
 pub mod serve;
 pub mod state;

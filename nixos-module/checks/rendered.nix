@@ -72,6 +72,10 @@ let
       shutdownGrace = "2m";
       tcp = "127.0.0.1:8480";
       tokenFile = "/var/keys/jig-token";
+      database = {
+        url = "postgresql:///jig?host=/run/postgresql&user=jig";
+        passwordFile = "/var/keys/jig-db";
+      };
     };
     projects = plain.projects // {
       greeter = {

@@ -118,9 +118,27 @@ let
       };
     };
     server = serverOff;
+    worker = {
+      count = 0;
+      concurrency = 1;
+      database = null;
+    };
     agent = null;
     secrets = { };
   };
+
+  # Two workers against one PostgreSQL with a password credential.
+  workerCfg = goodCfg // {
+    worker = {
+      count = 2;
+      concurrency = 3;
+      database = {
+        url = "postgresql:///jig?host=/run/postgresql&user=jig";
+        passwordFile = "/var/keys/jig-db";
+      };
+    };
+  };
+  workerServices = (builtins.elemAt (servicesOf workerCfg) 2).content;
 
   # A project as the submodule would complete it.
   userProject =
@@ -800,6 +818,58 @@ let
           }
         )
       );
+    "workers: one unit each, claiming with the configured concurrency" =
+      attrNames workerServices == [
+        "jig-worker-1"
+        "jig-worker-2"
+      ]
+      && contains "bin/jig worker --config .* --concurrency 3 --cache /var/cache/jig-worker-2" workerServices.jig-worker-2.serviceConfig.ExecStart;
+    "workers: the database password is a credential, the cache owner-private" =
+      workerServices.jig-worker-1.serviceConfig.LoadCredential == [ "database-password:/var/keys/jig-db" ]
+      && workerServices.jig-worker-1.serviceConfig.CacheDirectoryMode == "0700"
+      && workerServices.jig-worker-1.serviceConfig.User == "jig";
+    "workers without a database are refused" = elem "services.jig.worker.database: workers need the database URL" (
+      failedAssertions (
+        workerCfg
+        // {
+          worker = workerCfg.worker // {
+            database = null;
+          };
+        }
+      )
+    );
+    "no workers by default" = (builtins.elemAt (servicesOf goodCfg) 2).condition == false;
+    "a database URL with a password is refused" =
+      !jigLib.isDatabaseUrl "postgresql://jig:secret@db/jig"
+      && jigLib.isDatabaseUrl "postgresql://jig@db/jig"
+      && jigLib.isDatabaseUrl "postgres:///jig?host=/run/postgresql";
+    "server.database renders [database] with the credential path" =
+      (jigLib.serverTables {
+        credentials = "/run/credentials/jig.service";
+        agent = null;
+        secrets = { };
+        projects = { };
+        server = serverCfg.server // {
+          database = {
+            url = "postgresql:///jig";
+            passwordFile = "/var/keys/jig-db";
+          };
+        };
+      }).database == {
+        url = "postgresql:///jig";
+        password-file = "/run/credentials/jig.service/database-password";
+      };
+    "server.database's password reaches jig.service as a credential" =
+      elem "database-password:/var/keys/jig-db" (jigLib.loadCredentials {
+        agent = null;
+        secrets = { };
+        server = serverCfg.server // {
+          database = {
+            url = "postgresql:///jig";
+            passwordFile = "/var/keys/jig-db";
+          };
+        };
+      });
     "a served project without the server is refused" =
       failedAssertions (
         goodCfg

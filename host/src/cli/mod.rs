@@ -13,6 +13,7 @@ mod run;
 pub(crate) use run::admitted_package;
 mod serve;
 mod terminal;
+pub(crate) mod worker;
 
 pub use exit::{exit_code, CliError};
 
@@ -176,6 +177,8 @@ enum Command {
     },
     /// Serve admitted projects over HTTP on a Unix socket (see jig serve --help).
     Serve(serve::ServeArgs),
+    /// Claim and execute Runs queued in PostgreSQL (see jig worker --help).
+    Worker(worker::WorkerArgs),
     /// Print a shell completion script: jig completions bash|zsh|fish.
     Completions {
         #[arg(value_enum)]
@@ -349,6 +352,7 @@ pub fn main() -> u8 {
         }),
         Command::Runs { action } => runs(&base, action),
         Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
+        Command::Worker(args) => worker::worker(cli.config.as_deref(), args),
         Command::Exec {
             package,
             input,

@@ -28,6 +28,8 @@ pub struct ServeArgs {
     /// How long SIGTERM lets Runs finish before cancelling them (default 30s).
     #[arg(long, value_name = "DURATION")]
     shutdown_grace: Option<String>,
+    #[command(flatten)]
+    database: super::worker::DatabaseArgs,
 }
 
 /// With `-C DIR` the one project in DIR, named by its directory's basename
@@ -76,7 +78,9 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
     if max_active == 0 {
         return Err(usage("max-active-runs must be at least 1".into()));
     }
+    let database = args.database.resolve(&config.database)?;
     let options = Options {
+        database,
         projects,
         socket: args
             .socket

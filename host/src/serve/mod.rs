@@ -40,6 +40,8 @@ pub struct Options {
     pub limits: Limits,
     pub shutdown_grace: Duration,
     pub config: HostConfig,
+    /// `--database`: enqueue Runs in PostgreSQL for `jig worker`s.
+    pub database: Option<tokio_postgres::Config>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,11 +140,15 @@ pub fn serve(options: Options) -> Result<(), ServeError> {
 }
 
 async fn serve_async(options: Options) -> Result<(), ServeError> {
-    let server = Arc::new(runner::Server::open(
-        &options.projects,
-        options.config,
-        options.limits,
-    )?);
+    let mut server = runner::Server::open(&options.projects, options.config, options.limits)?;
+    if let Some(database) = options.database {
+        let queue = crate::queue::Queue::open(database)
+            .await
+            .map_err(|e| ServeError::new(e.code, e.message))?;
+        server = server.with_queue(queue);
+    }
+    let server = Arc::new(server);
+    server.start_listening();
     let (listener, bound) = match activated_listener() {
         Some(listener) => (listener, None),
         None => (bind_socket(&options.socket)?, Some(options.socket.clone())),

@@ -186,6 +186,9 @@ pub struct Server {
     finished: Mutex<VecDeque<String>>,
     settled: tokio::sync::Notify,
     metrics: Metrics,
+    /// `--database`: Runs are enqueued in PostgreSQL for `jig worker`s
+    /// instead of executed here (issue 21); bumped on every NOTIFY.
+    queue: Option<(crate::queue::Queue, watch::Sender<u64>)>,
 }
 
 impl Server {
@@ -240,7 +243,14 @@ impl Server {
             finished: Mutex::new(VecDeque::new()),
             settled: tokio::sync::Notify::new(),
             metrics: Metrics::new(),
+            queue: None,
         })
+    }
+
+    /// Enqueue in `queue` instead of executing (`jig serve --database`).
+    pub fn with_queue(mut self, queue: crate::queue::Queue) -> Server {
+        self.queue = Some((queue, watch::channel(0).0));
+        self
     }
 
     pub fn project_names(&self) -> Vec<String> {
@@ -309,7 +319,12 @@ impl Server {
         }
         let names = receive::parse(&request.receive)
             .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
-        let _one_at_a_time = project.submitting.lock().unwrap();
+        // With a database, its key lock serialises instead (a thread
+        // blocked here would hold a core the database call needs).
+        let _one_at_a_time = self
+            .queue
+            .is_none()
+            .then(|| project.submitting.lock().unwrap());
         let state = &project.state;
         let internal = |e: state::StateError| Refusal::new(500, e.code(), e.to_string());
         let Some(generation) = state.current().map_err(internal)? else {
@@ -365,6 +380,19 @@ impl Server {
             "generation": generation.number,
             "timeoutMs": timeout.as_millis() as u64,
         });
+        if self.queue.is_some() {
+            let (id, new) = self.enqueue(
+                project_name,
+                &project,
+                &generation,
+                &request,
+                &content,
+                timeout,
+            )?;
+            let record = self.record(project_name, &id)?;
+            let live = (record.terminal().is_none()).then(|| self.follow(&id));
+            return Ok((record, live.filter(|_| new)));
+        }
         let runs = state.runs();
         let record_error = |e: state::RunsError| {
             let status = if e.code() == "SUBMISSION_CONFLICT" {
@@ -584,6 +612,15 @@ impl Server {
     }
 
     pub fn record(&self, project: &str, id: &str) -> Result<RunRecord, Refusal> {
+        if let Some((queue, _)) = &self.queue {
+            self.project(project)?;
+            let run = in_runtime(queue.load(project, id))
+                .map_err(|e| Refusal::new(404, e.code, e.message))?;
+            return Ok(RunRecord {
+                id: run.id,
+                value: run.value,
+            });
+        }
         let project = self.project(project)?;
         project
             .state
@@ -593,6 +630,18 @@ impl Server {
     }
 
     pub fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Refusal> {
+        if let Some((queue, _)) = &self.queue {
+            self.project(project)?;
+            let runs = in_runtime(queue.list(project, limit.min(i64::MAX as usize) as i64))
+                .map_err(|e| Refusal::new(503, e.code, e.message))?;
+            return Ok(runs
+                .into_iter()
+                .map(|r| RunRecord {
+                    id: r.id,
+                    value: r.value,
+                })
+                .collect());
+        }
         let project = self.project(project)?;
         let mut runs = project
             .state
@@ -610,6 +659,11 @@ impl Server {
     /// Ask a Run to cancel. Returns whether it was still running here.
     pub fn cancel(&self, project: &str, id: &str) -> Result<(RunRecord, bool), Refusal> {
         let record = self.record(project, id)?;
+        if let Some((queue, _)) = &self.queue {
+            let unsettled = in_runtime(queue.request_cancel(project, id))
+                .map_err(|e| Refusal::new(503, e.code, e.message))?;
+            return Ok((record, unsettled));
+        }
         let live = self.live(id).filter(|l| !l.finished.load(Ordering::SeqCst));
         if let Some(live) = &live {
             live.cancel.send_replace(true);
@@ -656,4 +710,114 @@ struct Dispatch {
     names: Vec<String>,
     package: Package,
     plan: Value,
+}
+
+/// Run a database call from the synchronous request path (the daemon's
+/// runtime is multi-threaded).
+fn in_runtime<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
+
+/// `--database`: submission publishes the generation's bytes and records
+/// the Run in PostgreSQL; its log follows the database's events.
+impl Server {
+    fn enqueue(
+        &self,
+        project_name: &str,
+        project: &Project,
+        generation: &state::Generation,
+        request: &ServedRun,
+        content: &Value,
+        timeout: Duration,
+    ) -> Result<(String, bool), Refusal> {
+        let (queue, _) = self.queue.as_ref().expect("called with a queue");
+        let refusal = |e: crate::queue::QueueError| {
+            let status = if e.code == "SUBMISSION_CONFLICT" {
+                409
+            } else {
+                503
+            };
+            Refusal::new(status, e.code, e.message)
+        };
+        in_runtime(async {
+            queue
+                .publish(project_name, &project.state, generation)
+                .await
+                .map_err(refusal)?;
+            let (run, new) = queue
+                .submit(
+                    project_name,
+                    request.key.as_deref(),
+                    generation.number as i64,
+                    &request.target,
+                    &request.input,
+                    content,
+                    timeout.as_millis() as i64,
+                    &request.receive,
+                )
+                .await
+                .map_err(refusal)?;
+            Ok((run.id, new))
+        })
+    }
+
+    /// Wake followers on every NOTIFY (started once, on first use).
+    pub fn start_listening(self: &Arc<Self>) {
+        let Some((queue, bump)) = &self.queue else {
+            return;
+        };
+        let queue = queue.clone();
+        let bump = bump.clone();
+        tokio::spawn(async move {
+            loop {
+                match queue.listen().await {
+                    Ok(mut rx) => {
+                        while rx.recv().await.is_some() {
+                            bump.send_modify(|n| *n += 1);
+                        }
+                    }
+                    Err(_) => tokio::time::sleep(crate::queue::worker::RECONNECT_DELAY).await,
+                }
+            }
+        });
+    }
+
+    /// A log fed from the database's events of Run `id` until its terminal.
+    fn follow(&self, id: &str) -> Arc<Live> {
+        if let Some(live) = self.live(id) {
+            return live;
+        }
+        let (queue, bump) = self.queue.as_ref().expect("called with a queue");
+        let live = Live::new();
+        self.live
+            .lock()
+            .unwrap()
+            .insert(id.to_string(), live.clone());
+        let (queue, mut woken, id, log) = (
+            queue.clone(),
+            bump.subscribe(),
+            id.to_string(),
+            live.clone(),
+        );
+        tokio::spawn(async move {
+            let mut after = 0;
+            loop {
+                if let Ok(events) = queue.events_after(&id, after).await {
+                    for (seq, line) in events {
+                        after = seq;
+                        let terminal =
+                            flow::json::parse(&line).is_ok_and(|v| v["type"] == "terminal");
+                        log.push(line);
+                        if terminal {
+                            log.finished.store(true, Ordering::SeqCst);
+                            log.appended.send_modify(|_| {});
+                            return;
+                        }
+                    }
+                }
+                let _ = tokio::time::timeout(crate::queue::FALLBACK_POLL, woken.changed()).await;
+            }
+        });
+        live
+    }
 }

@@ -26,6 +26,7 @@ mod provider_scaffold;
 mod providers;
 mod python_dependencies;
 mod python_sdk;
+mod queue;
 mod records;
 mod rust_component;
 mod scenarios;

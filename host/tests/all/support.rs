@@ -246,3 +246,142 @@ pub fn acp_worker() -> PathBuf {
         installed
     })
 }
+
+/// Debian's PostgreSQL server binaries (`postgresql` package, .ci/setup).
+pub fn postgres_bin(name: &str) -> PathBuf {
+    let base = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<PathBuf> = std::fs::read_dir(base)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    versions.sort();
+    versions
+        .pop()
+        .unwrap_or_else(|| panic!("no PostgreSQL under {}; run .ci/setup", base.display()))
+        .join("bin")
+        .join(name)
+}
+
+/// The unprivileged account the test PostgreSQL runs as (it refuses root).
+const POSTGRES_UID: u32 = 65534;
+
+/// A throwaway PostgreSQL on a Unix socket in a temporary directory:
+/// initdb'd and started by the test as `nobody` (no TCP, fsync off),
+/// stopped with `pg_ctl stop -m immediate` on Drop.
+pub struct Postgres {
+    dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        nix::unistd::chown(
+            dir.path(),
+            Some(nix::unistd::Uid::from_raw(POSTGRES_UID)),
+            Some(nix::unistd::Gid::from_raw(POSTGRES_UID)),
+        )
+        .unwrap();
+        let pg = Postgres { dir };
+        let data = pg.data();
+        let out = pg
+            .as_postgres(&postgres_bin("initdb"))
+            .args(["-A", "trust", "-U", "jig", "-E", "UTF8", "--no-sync", "-D"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let conf = format!(
+            "listen_addresses = ''\nunix_socket_directories = '{}'\nfsync = off\n\
+             synchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n",
+            pg.dir.path().display()
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, conf.as_bytes()).unwrap();
+        pg.ctl("start");
+        pg
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn as_postgres(&self, program: &Path) -> Command {
+        let mut command = Command::new("setpriv");
+        command
+            .arg(format!("--reuid={POSTGRES_UID}"))
+            .arg(format!("--regid={POSTGRES_UID}"))
+            .arg("--clear-groups")
+            .arg(program)
+            .env("LC_ALL", "C")
+            .current_dir(self.dir.path());
+        command
+    }
+
+    fn ctl(&self, action: &str) {
+        let mut command = self.as_postgres(&postgres_bin("pg_ctl"));
+        command.args(["-w", "-t", "60", "-D"]).arg(self.data());
+        match action {
+            "start" => command
+                .args(["-l"])
+                .arg(self.dir.path().join("log"))
+                .arg("start"),
+            other => command.args(["-m", other, "stop"]),
+        };
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl {action}: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+        );
+    }
+
+    /// Stop (fast) and start again, on the same socket and data.
+    pub fn restart(&self) {
+        self.ctl("fast");
+        self.ctl("start");
+    }
+
+    /// The database URL (no password: local trust).
+    pub fn url(&self) -> String {
+        format!(
+            "postgresql:///postgres?host={}&user=jig",
+            self.dir.path().display()
+        )
+    }
+
+    /// Run SQL through psql; returns its unaligned, tuples-only output.
+    pub fn sql(&self, statement: &str) -> String {
+        let out = Command::new(postgres_bin("psql"))
+            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(self.dir.path())
+            .args(["-U", "jig", "-d", "postgres", "-c", statement])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self
+            .as_postgres(&postgres_bin("pg_ctl"))
+            .args(["-D"])
+            .arg(self.data())
+            .args(["-m", "immediate", "stop"])
+            .output();
+    }
+}

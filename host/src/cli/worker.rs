@@ -1,0 +1,106 @@
+//! `jig worker --database URL [--concurrency N]`: claim Runs queued in
+//! PostgreSQL and execute them here (see [`crate::queue::worker`]).
+
+use std::path::{Path, PathBuf};
+
+use super::{load_config, parse_timeout, CliError};
+use crate::queue::{self, worker};
+
+/// Shared by `jig worker` and `jig serve`: where the database is.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DatabaseArgs {
+    /// The PostgreSQL URL, without a password (default [database] url).
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// The file holding the database password (default [database] password-file).
+    #[arg(long, value_name = "PATH")]
+    pub database_password_file: Option<PathBuf>,
+}
+
+impl DatabaseArgs {
+    /// The connection settings, if a database is named by flag or table.
+    pub fn resolve(
+        &self,
+        table: &crate::config::Database,
+    ) -> Result<Option<tokio_postgres::Config>, CliError> {
+        let Some(url) = self.database.clone().or(table.url.clone()) else {
+            return Ok(None);
+        };
+        let password = self
+            .database_password_file
+            .clone()
+            .or(table.password_file.clone());
+        queue::connect_config(&url, password.as_deref())
+            .map(Some)
+            .map_err(|e| CliError::new(e.code, e.message))
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Runs executed at once (default 1).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    concurrency: usize,
+    /// The lease a claim holds between heartbeats (default 10s).
+    #[arg(long, value_name = "DURATION")]
+    lease: Option<String>,
+    /// The owner-private cache of admitted bytes (default
+    /// $XDG_CACHE_HOME/jig/worker, else ~/.cache/jig/worker).
+    #[arg(long, value_name = "DIR")]
+    cache: Option<PathBuf>,
+}
+
+pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
+    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let config = load_config(config)?;
+    let Some(database) = args.database.resolve(&config.database)? else {
+        return Err(usage(
+            "jig worker needs --database URL (or [database] url in the host configuration)".into(),
+        ));
+    };
+    if args.concurrency == 0 {
+        return Err(usage("--concurrency must be at least 1".into()));
+    }
+    let lease = match args.lease {
+        None => queue::DEFAULT_LEASE,
+        Some(text) => parse_timeout(&text).ok_or_else(|| {
+            usage(format!(
+                "lease {text:?} is not a positive duration like 10s"
+            ))
+        })?,
+    };
+    let cache = match args.cache {
+        Some(dir) => dir,
+        None => {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .ok_or_else(|| usage("no --cache and no HOME".into()))?;
+            base.join("jig").join("worker")
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+    runtime
+        .block_on(async {
+            let queue = queue::Queue::open(database).await?;
+            worker::run(
+                queue,
+                worker::Options {
+                    concurrency: args.concurrency,
+                    lease,
+                    cache,
+                    config,
+                },
+            )
+            .await
+        })
+        .map_err(|e| CliError::new(e.code, e.message))?;
+    Ok(0)
+}

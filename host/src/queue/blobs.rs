@@ -1,0 +1,234 @@
+//! Admitted bytes by digest: an admission's generation (its Plan, lock and
+//! every package the Plan names, source and prepared) is published as
+//! content-addressed blobs; a worker fetches them, checks every digest,
+//! and keeps them in its own owner-private cache, from which its Runs
+//! execute. The project directory is never read by a worker.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::{Queue, QueueError, BLOB_MISMATCH, UNAVAILABLE};
+use crate::state::{sha256_digest, Generation, ProjectState, Store};
+
+/// Every package digest a Plan can execute: each source package the lock
+/// names and each prepared package that runs in its place.
+pub fn plan_packages(plan: &Value) -> Vec<String> {
+    let mut digests = Vec::new();
+    if let Some(packages) = plan["lock"]["packages"].as_object() {
+        for entry in packages.values() {
+            if let Some(d) = entry["digest"].as_str() {
+                digests.push(d.to_string());
+            }
+        }
+    }
+    if let Some(execution) = plan["execution"].as_object() {
+        for entry in execution.values() {
+            if let Some(d) = entry["prepared"]["digest"].as_str() {
+                digests.push(d.to_string());
+            }
+        }
+    }
+    digests.sort();
+    digests.dedup();
+    digests
+}
+
+impl Queue {
+    async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
+        let digest = sha256_digest(bytes);
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO jig_blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+                &[&digest, &bytes],
+            )
+            .await
+            .map_err(|e| QueueError::new(UNAVAILABLE, format!("publishing a blob: {}", super::describe(&e))))?;
+        Ok(digest)
+    }
+
+    /// A blob's bytes, checked against the digest they are stored under.
+    pub async fn get_blob(&self, digest: &str) -> Result<Vec<u8>, QueueError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt("SELECT bytes FROM jig_blobs WHERE digest = $1", &[&digest])
+            .await
+            .map_err(|e| {
+                QueueError::new(
+                    UNAVAILABLE,
+                    format!("fetching a blob: {}", super::describe(&e)),
+                )
+            })?
+            .ok_or_else(|| {
+                QueueError::new(BLOB_MISMATCH, format!("blob {digest} is not published"))
+            })?;
+        let bytes: Vec<u8> = row.get(0);
+        if sha256_digest(&bytes) != digest {
+            return Err(QueueError::new(
+                BLOB_MISMATCH,
+                format!("blob {digest}: its bytes do not match its digest; nothing runs"),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Publish `generation` of `project` (idempotent).
+    pub async fn publish(
+        &self,
+        project: &str,
+        state: &ProjectState,
+        generation: &Generation,
+    ) -> Result<(), QueueError> {
+        let number = generation.number as i64;
+        let client = self.client().await?;
+        let known = client
+            .query_opt(
+                "SELECT 1 FROM jig_generations WHERE project = $1 AND generation = $2",
+                &[&project, &number],
+            )
+            .await
+            .map_err(|e| QueueError::new(UNAVAILABLE, e.to_string()))?;
+        drop(client);
+        if known.is_some() {
+            return Ok(());
+        }
+        let store = state.store();
+        let mut packages = BTreeMap::new();
+        for digest in plan_packages(&generation.plan) {
+            let files = store
+                .get_package(&digest)
+                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            let mut manifest = serde_json::Map::new();
+            for (path, bytes) in &files {
+                manifest.insert(path.clone(), json!(self.put_blob(bytes).await?));
+            }
+            let manifest = json!({"digest": digest, "files": manifest});
+            let manifest_digest = self.put_blob(&flow::json::canonical(&manifest)).await?;
+            packages.insert(digest, manifest_digest);
+        }
+        let plan_digest = self
+            .put_blob(&flow::json::canonical(&generation.plan))
+            .await?;
+        let lock_digest = match state.read_lock() {
+            Some(lock) => Some(self.put_blob(&lock).await?),
+            None => None,
+        };
+        let packages = serde_json::to_string(&packages).expect("strings serialise");
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO jig_generations (project, generation, plan_digest, lock_digest, packages)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                &[&project, &number, &plan_digest, &lock_digest, &packages],
+            )
+            .await
+            .map_err(|e| QueueError::new(UNAVAILABLE, format!("publishing a generation: {}", super::describe(&e))))?;
+        Ok(())
+    }
+}
+
+/// A worker's local cache of verified admitted bytes, by digest.
+pub struct Cache {
+    root: PathBuf,
+}
+
+impl Cache {
+    /// Open (creating, owner-private) the cache at `root`.
+    pub fn open(root: &Path) -> Result<Cache, QueueError> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let io = |e: std::io::Error| {
+            QueueError::new("INTERNAL", format!("worker cache {}: {e}", root.display()))
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root.join("plans"))
+            .map_err(io)?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+        Ok(Cache {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn store(&self) -> Store {
+        Store::new(self.root.join("store"))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The Plan of `generation` of `project`, with every package it names
+    /// fetched, verified and cached.
+    pub async fn generation(
+        &self,
+        queue: &Queue,
+        project: &str,
+        generation: i64,
+    ) -> Result<Value, QueueError> {
+        let client = queue.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT plan_digest, packages FROM jig_generations WHERE project = $1 AND generation = $2",
+                &[&project, &generation],
+            )
+            .await
+            .map_err(|e| QueueError::new(UNAVAILABLE, e.to_string()))?
+            .ok_or_else(|| {
+                QueueError::new(
+                    "ADMISSION_MISSING",
+                    format!("project {project} generation {generation} is not published"),
+                )
+            })?;
+        drop(client);
+        let plan_digest: String = row.get(0);
+        let packages: String = row.get(1);
+        let packages: BTreeMap<String, String> = serde_json::from_str(&packages)
+            .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("generation manifest: {e}")))?;
+        let plan_path = self
+            .root
+            .join("plans")
+            .join(crate::state::digest_hex(&plan_digest));
+        let plan_bytes = match std::fs::read(&plan_path) {
+            Ok(bytes) if sha256_digest(&bytes) == plan_digest => bytes,
+            _ => {
+                let bytes = queue.get_blob(&plan_digest).await?;
+                crate::state::write_atomic(&plan_path, &bytes)
+                    .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+                bytes
+            }
+        };
+        let plan = flow::json::parse(&plan_bytes)
+            .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("plan {plan_digest}: {e}")))?;
+        let store = self.store();
+        for (digest, manifest_digest) in &packages {
+            if store.load_package(digest).is_ok() {
+                continue;
+            }
+            let manifest = flow::json::parse(&queue.get_blob(manifest_digest).await?)
+                .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("manifest: {e}")))?;
+            let mut files = BTreeMap::new();
+            for (path, blob) in manifest["files"].as_object().into_iter().flatten() {
+                let blob = blob.as_str().unwrap_or_default();
+                files.insert(path.clone(), queue.get_blob(blob).await?);
+            }
+            let package = flow::package::Package::from_files(files)
+                .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("package {digest}: {e}")))?;
+            if package.digest() != digest {
+                return Err(QueueError::new(
+                    BLOB_MISMATCH,
+                    format!(
+                        "package {digest}: the fetched files digest to {}",
+                        package.digest()
+                    ),
+                ));
+            }
+            store
+                .put_package(&package)
+                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+        }
+        Ok(plan)
+    }
+}

@@ -1,0 +1,681 @@
+//! Runs queued in PostgreSQL (issue 21): the database is the one source of
+//! truth for which Runs exist, who owns each one and how it ended.
+//!
+//! `jig serve --database` records Runs here instead of executing them;
+//! `jig worker`s claim them with one short `FOR UPDATE SKIP LOCKED`
+//! transaction that increments the Run's fencing epoch and sets a lease
+//! from the database's clock. Every later write names the epoch and the
+//! state it expects, so a paused or partitioned worker's late writes
+//! match no row: they are refused and reported, never retried. Dispatch is
+//! recorded before Flow code starts; a lease that expires before dispatch
+//! returns the Run to the queue, one that expires after dispatch settles
+//! it `COORDINATOR_LOST` (seed 002 §11 item 11), never redispatched.
+//!
+//! Admitted bytes travel by digest ([`blobs`]): the generation a Run names
+//! is published as content-addressed blobs and a worker runs exactly those
+//! bytes from its own verified cache.
+
+pub mod blobs;
+mod schema;
+pub mod worker;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+pub use schema::SCHEMA_VERSION;
+
+/// How long a claim or heartbeat holds a Run unless extended.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+/// Heartbeats extend the lease this often (a third of it).
+pub const HEARTBEAT_DIVISOR: u32 = 3;
+/// The fallback poll when no NOTIFY arrives (wakeups are NOTIFY first).
+pub const FALLBACK_POLL: Duration = Duration::from_secs(2);
+/// Connections one process keeps open.
+pub const MAX_POOL_CONNECTIONS: usize = 16;
+/// The NOTIFY channel announcing queued Runs and status changes.
+pub const NOTIFY_CHANNEL: &str = "jig_runs";
+
+/// The terminal a Run gets when its lease expired after dispatch.
+pub fn coordinator_lost(run_id: &str) -> Value {
+    json!({
+        "status": "lost",
+        "code": "COORDINATOR_LOST",
+        "message": "the worker coordinating this Run stopped renewing its lease after dispatch; its work was fenced and is not replayed",
+        "runId": run_id,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct QueueError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl QueueError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> QueueError {
+        QueueError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn db(context: &str) -> impl FnOnce(tokio_postgres::Error) -> QueueError + '_ {
+        move |e| QueueError::new(UNAVAILABLE, format!("{context}: {}", describe(&e)))
+    }
+}
+
+/// A database error with the server's own message, when it sent one.
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{e}: {}", db.message()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// The database cannot be reached or answered with an error.
+pub const UNAVAILABLE: &str = "JIG_DATABASE_UNAVAILABLE";
+/// The URL is malformed or carries a password.
+pub const URL_INVALID: &str = "JIG_DATABASE_URL_INVALID";
+/// The database's schema is newer than this binary knows.
+pub const SCHEMA_NEWER: &str = "JIG_DATABASE_SCHEMA_NEWER";
+/// A fetched blob's bytes do not match the digest it is stored under.
+pub const BLOB_MISMATCH: &str = "JIG_BLOB_DIGEST_MISMATCH";
+
+/// Where the database is: a URL without a password, and the password
+/// (if any) read from a file.
+pub fn connect_config(
+    url: &str,
+    password_file: Option<&Path>,
+) -> Result<tokio_postgres::Config, QueueError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+        QueueError::new(URL_INVALID, format!("{url:?} is not a PostgreSQL URL: {e}"))
+    })?;
+    if config.get_password().is_some() {
+        return Err(QueueError::new(
+            URL_INVALID,
+            "the database URL carries a password; give it with --database-password-file (or [database] password-file) instead",
+        ));
+    }
+    if let Some(file) = password_file {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            QueueError::new(
+                URL_INVALID,
+                format!("cannot read the password file {}: {e}", file.display()),
+            )
+        })?;
+        config.password(text.trim_end_matches(['\n', '\r']));
+    }
+    config.connect_timeout(Duration::from_secs(5));
+    Ok(config)
+}
+
+/// A pool of connections to one jig database, schema checked.
+#[derive(Clone)]
+pub struct Queue {
+    pool: deadpool_postgres::Pool,
+    config: tokio_postgres::Config,
+}
+
+/// A Run a worker has claimed: what to execute and the epoch fencing it.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub id: String,
+    pub epoch: i64,
+    pub project: String,
+    pub generation: i64,
+    pub target: String,
+    pub input: Value,
+    pub timeout_ms: i64,
+    pub receive: Vec<String>,
+}
+
+/// What happened to a fenced write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    Accepted,
+    /// No row matched the epoch and state: this worker no longer owns it.
+    Refused,
+}
+
+/// A stored Run as `jig serve` shows it.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub id: String,
+    pub value: Value,
+}
+
+impl Queue {
+    /// Connect, apply this binary's migrations, and refuse a schema newer
+    /// than it knows.
+    pub async fn open(config: tokio_postgres::Config) -> Result<Queue, QueueError> {
+        let manager = deadpool_postgres::Manager::from_config(
+            config.clone(),
+            tokio_postgres::NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(MAX_POOL_CONNECTIONS)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| QueueError::new(UNAVAILABLE, e.to_string()))?;
+        let queue = Queue { pool, config };
+        let mut client = queue.client().await?;
+        schema::migrate(&mut client).await?;
+        Ok(queue)
+    }
+
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, QueueError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| QueueError::new(UNAVAILABLE, format!("no database connection: {e}")))
+    }
+
+    /// A dedicated connection that LISTENs on [`NOTIFY_CHANNEL`]; each
+    /// notification (or the connection's end) is sent on the returned
+    /// receiver. Callers fall back to polling when it closes.
+    pub async fn listen(&self) -> Result<tokio::sync::mpsc::Receiver<()>, QueueError> {
+        use futures_util::StreamExt;
+        let (client, mut connection) = self
+            .config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(QueueError::db("connecting to listen"))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(_) = message {
+                    let _ = tx.try_send(());
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}"))
+            .await
+            .map_err(QueueError::db("listening"))?;
+        // The client must live as long as the connection task reads.
+        tokio::spawn(async move {
+            let client = client;
+            loop {
+                tokio::time::sleep(FALLBACK_POLL * 5).await;
+                if client.simple_query("SELECT 1").await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    /// Record a new Run (or return the Run an identical request already
+    /// made under `key`; changed content under it is `SUBMISSION_CONFLICT`).
+    /// Returns the Run and whether it is new.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn submit(
+        &self,
+        project: &str,
+        key: Option<&str>,
+        generation: i64,
+        target: &str,
+        input: &Value,
+        content: &Value,
+        timeout_ms: i64,
+        receive: &[String],
+    ) -> Result<(StoredRun, bool), QueueError> {
+        let digest = crate::state::sha256_digest(&flow::json::canonical(content));
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(QueueError::db("submitting"))?;
+        if let Some(key) = key {
+            // Serialise submissions of one key: the first inserts, the
+            // others wait for it and then read its Run.
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))",
+                &[&project, &key],
+            )
+            .await
+            .map_err(QueueError::db("locking the key"))?;
+            let row = tx
+                .query_opt(
+                    "SELECT run_id, request_digest FROM jig_keys WHERE project = $1 AND key = $2",
+                    &[&project, &key],
+                )
+                .await
+                .map_err(QueueError::db("reading the key"))?;
+            if let Some(row) = row {
+                let (run_id, existing): (String, String) = (row.get(0), row.get(1));
+                tx.commit().await.map_err(QueueError::db("submitting"))?;
+                if existing != digest {
+                    return Err(QueueError::new(
+                        "SUBMISSION_CONFLICT",
+                        format!("key {key:?} was used for a different request (Run {run_id})"),
+                    ));
+                }
+                let run = self.load(project, &run_id).await?;
+                return Ok((run, false));
+            }
+        }
+        let receive = serde_json::to_string(receive).expect("strings serialise");
+        let input = flow::json::canonical(input);
+        let input_digest = crate::state::sha256_digest(&input);
+        let input = String::from_utf8(input).expect("JSON/1 is UTF-8");
+        let row = tx
+            .query_one(
+                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status)
+                 VALUES ('run-' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $9, $5, $6, $7, $8, 'queued')
+                 RETURNING id",
+                &[&project, &generation, &target, &input, &digest, &key, &timeout_ms, &receive, &input_digest],
+            )
+            .await
+            .map_err(QueueError::db("recording the Run"))?;
+        let id: String = row.get(0);
+        if let Some(key) = key {
+            tx.execute(
+                "INSERT INTO jig_keys (project, key, request_digest, run_id) VALUES ($1, $2, $3, $4)",
+                &[&project, &key, &digest, &id],
+            )
+            .await
+            .map_err(QueueError::db("recording the key"))?;
+        }
+        event_in(
+            &tx,
+            &id,
+            &json!({"type": "status", "status": "queued", "runId": id}),
+        )
+        .await?;
+        tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
+            .await
+            .map_err(QueueError::db("notifying"))?;
+        tx.commit().await.map_err(QueueError::db("submitting"))?;
+        let run = self.load(project, &id).await?;
+        Ok((run, true))
+    }
+
+    /// One Run of `project` as stored.
+    pub async fn load(&self, project: &str, id: &str) -> Result<StoredRun, QueueError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                &format!("{RUN_COLUMNS} WHERE project = $1 AND id = $2"),
+                &[&project, &id],
+            )
+            .await
+            .map_err(QueueError::db("reading a Run"))?
+            .ok_or_else(|| QueueError::new("RUN_NOT_FOUND", format!("no Run {id}")))?;
+        Ok(stored(&row))
+    }
+
+    /// The newest `limit` Runs of `project`.
+    pub async fn list(&self, project: &str, limit: i64) -> Result<Vec<StoredRun>, QueueError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!("{RUN_COLUMNS} WHERE project = $1 ORDER BY seq DESC LIMIT $2"),
+                &[&project, &limit],
+            )
+            .await
+            .map_err(QueueError::db("listing Runs"))?;
+        Ok(rows.iter().map(stored).collect())
+    }
+
+    /// Ask a Run to cancel; its owning worker honours it at its next
+    /// heartbeat. A queued Run is settled cancelled at once. Returns
+    /// whether it was still unsettled.
+    pub async fn request_cancel(&self, project: &str, id: &str) -> Result<bool, QueueError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(QueueError::db("cancelling"))?;
+        let terminal = json!({
+            "status": "failed",
+            "code": "CANCELLED",
+            "message": "the Run was cancelled before a worker claimed it",
+            "runId": id,
+        });
+        let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
+        let queued = tx
+            .execute(
+                "UPDATE jig_runs SET status = 'settled', terminal = $3, epoch = epoch + 1
+                 WHERE project = $1 AND id = $2 AND status = 'queued'",
+                &[&project, &id, &text],
+            )
+            .await
+            .map_err(QueueError::db("cancelling"))?;
+        if queued == 1 {
+            event_in(&tx, id, &json!({"type": "terminal", "result": terminal})).await?;
+        }
+        let owned = tx
+            .execute(
+                "UPDATE jig_runs SET cancel_requested = true
+                 WHERE project = $1 AND id = $2 AND status IN ('claimed', 'running')",
+                &[&project, &id],
+            )
+            .await
+            .map_err(QueueError::db("cancelling"))?;
+        tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
+            .await
+            .map_err(QueueError::db("notifying"))?;
+        tx.commit().await.map_err(QueueError::db("cancelling"))?;
+        Ok(queued + owned > 0)
+    }
+
+    /// Claim the oldest queued Run: one short transaction, epoch + 1, a
+    /// lease from the database's clock.
+    pub async fn claim(&self, worker: &str, lease: Duration) -> Result<Option<Claim>, QueueError> {
+        let client = self.client().await?;
+        let lease_ms = lease.as_millis() as i64;
+        let row = client
+            .query_opt(
+                "UPDATE jig_runs SET status = 'claimed', epoch = epoch + 1, owner = $1,
+                        lease_until = now() + make_interval(secs => $2::bigint / 1000.0)
+                 WHERE id = (SELECT id FROM jig_runs WHERE status = 'queued'
+                             ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
+                 RETURNING id, epoch, project, generation, target, input, timeout_ms, receive",
+                &[&worker, &lease_ms],
+            )
+            .await
+            .map_err(QueueError::db("claiming"))?;
+        let Some(row) = row else { return Ok(None) };
+        let input: String = row.get(5);
+        let receive: String = row.get(7);
+        Ok(Some(Claim {
+            id: row.get(0),
+            epoch: row.get(1),
+            project: row.get(2),
+            generation: row.get(3),
+            target: row.get(4),
+            input: serde_json::from_str(&input).unwrap_or(Value::Null),
+            timeout_ms: row.get(6),
+            receive: serde_json::from_str(&receive).unwrap_or_default(),
+        }))
+    }
+
+    /// Record dispatch, before Flow code starts. Refused once the lease
+    /// has expired or another claim holds the Run.
+    pub async fn dispatch(&self, claim: &Claim) -> Result<Write, QueueError> {
+        let client = self.client().await?;
+        let mut client = client;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(QueueError::db("dispatching"))?;
+        let n = tx
+            .execute(
+                "UPDATE jig_runs SET status = 'running', dispatched_at = now()
+                 WHERE id = $1 AND epoch = $2 AND status = 'claimed' AND lease_until > now()",
+                &[&claim.id, &claim.epoch],
+            )
+            .await
+            .map_err(QueueError::db("dispatching"))?;
+        if n == 1 {
+            event_in(
+                &tx,
+                &claim.id,
+                &json!({"type": "status", "status": "running", "runId": claim.id}),
+            )
+            .await?;
+            tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
+                .await
+                .map_err(QueueError::db("notifying"))?;
+        }
+        tx.commit().await.map_err(QueueError::db("dispatching"))?;
+        Ok(if n == 1 {
+            Write::Accepted
+        } else {
+            Write::Refused
+        })
+    }
+
+    /// Extend the lease. `Ok(None)`: refused (no longer ours);
+    /// `Ok(Some(cancel))`: extended, and whether cancellation was asked.
+    pub async fn heartbeat(
+        &self,
+        claim: &Claim,
+        lease: Duration,
+    ) -> Result<Option<bool>, QueueError> {
+        let client = self.client().await?;
+        let lease_ms = lease.as_millis() as i64;
+        let row = client
+            .query_opt(
+                "UPDATE jig_runs SET lease_until = now() + make_interval(secs => $3::bigint / 1000.0)
+                 WHERE id = $1 AND epoch = $2 AND status IN ('claimed', 'running') AND lease_until > now()
+                 RETURNING cancel_requested",
+                &[&claim.id, &claim.epoch, &lease_ms],
+            )
+            .await
+            .map_err(QueueError::db("renewing the lease"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Append a stream event (a received channel item) under the claim.
+    pub async fn event(&self, claim: &Claim, line: &Value) -> Result<Write, QueueError> {
+        let client = self.client().await?;
+        let text = String::from_utf8(flow::json::canonical(line)).expect("UTF-8");
+        let n = client
+            .execute(
+                "INSERT INTO jig_events (run_id, line)
+                 SELECT id, $3 FROM jig_runs WHERE id = $1 AND epoch = $2 AND status = 'running'",
+                &[&claim.id, &claim.epoch, &text],
+            )
+            .await
+            .map_err(QueueError::db("appending an event"))?;
+        let _ = client
+            .execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL])
+            .await;
+        Ok(if n == 1 {
+            Write::Accepted
+        } else {
+            Write::Refused
+        })
+    }
+
+    /// Write the one terminal: only while this claim still owns the Run
+    /// (dispatched, or refused before dispatch: nothing ran).
+    pub async fn settle(&self, claim: &Claim, terminal: &Value) -> Result<Write, QueueError> {
+        let mut client = self.client().await?;
+        let text = String::from_utf8(flow::json::canonical(terminal)).expect("UTF-8");
+        let tx = client
+            .transaction()
+            .await
+            .map_err(QueueError::db("settling"))?;
+        let n = tx
+            .execute(
+                "UPDATE jig_runs SET status = 'settled', terminal = $3, lease_until = NULL
+                 WHERE id = $1 AND epoch = $2 AND status IN ('claimed', 'running')",
+                &[&claim.id, &claim.epoch, &text],
+            )
+            .await
+            .map_err(QueueError::db("settling"))?;
+        if n == 1 {
+            event_in(
+                &tx,
+                &claim.id,
+                &json!({"type": "terminal", "result": terminal}),
+            )
+            .await?;
+            tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
+                .await
+                .map_err(QueueError::db("notifying"))?;
+        }
+        tx.commit().await.map_err(QueueError::db("settling"))?;
+        Ok(if n == 1 {
+            Write::Accepted
+        } else {
+            Write::Refused
+        })
+    }
+
+    /// Count a refused late write in the database (and the caller logs it).
+    pub async fn note_refused(&self, worker: &str, claim: &Claim, what: &str) {
+        if let Ok(client) = self.client().await {
+            let _ = client
+                .execute(
+                    "INSERT INTO jig_refused_writes (worker, run_id, epoch, what) VALUES ($1, $2, $3, $4)",
+                    &[&worker, &claim.id, &claim.epoch, &what],
+                )
+                .await;
+        }
+    }
+
+    /// Expired leases: undispatched Runs return to the queue; dispatched
+    /// ones are settled `COORDINATOR_LOST`. Returns (requeued, lost).
+    pub async fn sweep(&self) -> Result<(u64, u64), QueueError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+        let requeued = tx
+            .execute(
+                "UPDATE jig_runs SET status = 'queued', owner = NULL, lease_until = NULL
+                 WHERE status = 'claimed' AND lease_until < now()",
+                &[],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+        let lost = tx
+            .query(
+                "SELECT id FROM jig_runs WHERE status = 'running' AND lease_until < now() FOR UPDATE SKIP LOCKED",
+                &[],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+        for row in &lost {
+            let id: String = row.get(0);
+            let terminal = coordinator_lost(&id);
+            let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
+            tx.execute(
+                "UPDATE jig_runs SET status = 'settled', terminal = $2, lease_until = NULL WHERE id = $1",
+                &[&id, &text],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+            event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
+        }
+        if requeued + lost.len() as u64 > 0 {
+            tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
+                .await
+                .map_err(QueueError::db("notifying"))?;
+        }
+        tx.commit().await.map_err(QueueError::db("sweeping"))?;
+        Ok((requeued, lost.len() as u64))
+    }
+
+    /// Stream events of a Run after sequence `after`: (seq, line).
+    pub async fn events_after(
+        &self,
+        id: &str,
+        after: i64,
+    ) -> Result<Vec<(i64, Vec<u8>)>, QueueError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT seq, line FROM jig_events WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                &[&id, &after],
+            )
+            .await
+            .map_err(QueueError::db("reading events"))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let line: String = r.get(1);
+                let mut bytes = line.into_bytes();
+                bytes.push(b'\n');
+                (r.get(0), bytes)
+            })
+            .collect())
+    }
+}
+
+const RUN_COLUMNS: &str =
+    "SELECT id, project, generation, target, request_digest, key, status, terminal,
+        (extract(epoch FROM created) * 1000)::bigint, input_digest FROM jig_runs";
+
+fn stored(row: &tokio_postgres::Row) -> StoredRun {
+    let id: String = row.get(0);
+    let generation: i64 = row.get(2);
+    let target: String = row.get(3);
+    let digest: String = row.get(4);
+    let key: Option<String> = row.get(5);
+    let terminal: Option<String> = row.get(7);
+    let created: i64 = row.get(8);
+    let input_digest: String = row.get(9);
+    let mut value = json!({
+        "id": id,
+        "target": target,
+        "generation": generation,
+        "contentDigest": digest,
+        "inputDigest": input_digest,
+        "submittedAtUnixMs": created,
+    });
+    if let Some(key) = key {
+        value["key"] = json!(key);
+    }
+    if let Some(terminal) = terminal.and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
+        value["terminal"] = terminal;
+    }
+    StoredRun { id, value }
+}
+
+async fn event_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    line: &Value,
+) -> Result<(), QueueError> {
+    let text = String::from_utf8(flow::json::canonical(line)).expect("UTF-8");
+    tx.execute(
+        "INSERT INTO jig_events (run_id, line) VALUES ($1, $2)",
+        &[&id, &text],
+    )
+    .await
+    .map_err(QueueError::db("appending an event"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_in_the_url_is_refused_and_one_from_a_file_is_used() {
+        let e = connect_config("postgresql://jig:secret@db/jig", None).unwrap_err();
+        assert_eq!(e.code, URL_INVALID);
+        assert!(!e.message.contains("secret"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let config = connect_config("postgresql://jig@db/jig", Some(&file)).unwrap();
+        assert_eq!(config.get_password(), Some(&b"s3cret"[..]));
+        let missing = connect_config("postgresql://jig@db/jig", Some(&dir.path().join("no")));
+        assert_eq!(missing.unwrap_err().code, URL_INVALID);
+        assert_eq!(
+            connect_config("not a url", None).unwrap_err().code,
+            URL_INVALID
+        );
+    }
+
+    #[test]
+    fn every_package_a_plan_can_execute_is_published() {
+        let plan = json!({
+            "lock": {"packages": {"flows/a": {"digest": "sha256:aa"}, "flows/b": {"digest": "sha256:bb"}}},
+            "execution": {"flows/a": {"prepared": {"digest": "sha256:cc"}}, "flows/b": {}},
+        });
+        assert_eq!(
+            blobs::plan_packages(&plan),
+            ["sha256:aa", "sha256:bb", "sha256:cc"]
+        );
+    }
+}

@@ -1,0 +1,346 @@
+//! `jig worker`: claim Runs from the database and execute each inside this
+//! host's own envelope, from the verified cache of admitted bytes.
+//!
+//! Per Run: claim (epoch + 1, lease) → fetch and verify the generation →
+//! record dispatch → execute with heartbeats → write the terminal. Any
+//! write the database refuses (the lease expired and the Run was
+//! requeued or fenced `COORDINATOR_LOST`) is reported on stderr as one
+//! JSON line `{"event":"jig.worker.refused",...}` and counted in
+//! `jig_refused_writes`; it is never retried. A lost heartbeat cancels
+//! the local Run: another node now decides its end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::{watch, Semaphore};
+
+use super::blobs::Cache;
+use super::{Claim, Queue, QueueError, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
+use crate::cli::receive;
+use crate::config::HostConfig;
+use crate::exec::{Executor, Invocation, RootChannels, TargetRef};
+use crate::providers::ProviderSet;
+
+/// How long a worker waits before reconnecting after a database error.
+pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+
+pub struct Options {
+    pub concurrency: usize,
+    pub lease: Duration,
+    pub cache: std::path::PathBuf,
+    pub config: HostConfig,
+}
+
+struct Worker {
+    name: String,
+    queue: Queue,
+    cache: Cache,
+    lease: Duration,
+    config: Arc<HostConfig>,
+    providers: Arc<ProviderSet>,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+}
+
+/// The machine-readable line for a refused late write.
+fn report_refused(worker: &str, claim: &Claim, write: &str) {
+    eprintln!(
+        "{}",
+        json!({"event": "jig.worker.refused", "worker": worker, "runId": claim.id, "epoch": claim.epoch, "write": write})
+    );
+}
+
+/// Run until SIGTERM/SIGINT: at most `concurrency` Runs at once.
+pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
+    let sandbox =
+        crate::sandbox::select(&options.config).map_err(|e| QueueError::new("UNAVAILABLE", e))?;
+    let worker = Arc::new(Worker {
+        name: format!(
+            "{}-{}",
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "host".into()),
+            std::process::id()
+        ),
+        cache: Cache::open(&options.cache)?,
+        providers: Arc::new(ProviderSet::new(options.config.providers.clone())),
+        config: Arc::new(options.config),
+        sandbox,
+        queue,
+        lease: options.lease,
+    });
+    eprintln!(
+        "{}",
+        json!({"event": "jig.worker.started", "worker": worker.name, "concurrency": options.concurrency})
+    );
+    // Any worker sweeps expired leases; the statements are idempotent.
+    let sweeper = worker.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(sweeper.lease / HEARTBEAT_DIVISOR).await;
+            if let Err(e) = sweeper.queue.sweep().await {
+                eprintln!("jig worker: sweep: {e}");
+            }
+        }
+    });
+    let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
+    let mut wakeups: Option<tokio::sync::mpsc::Receiver<()>> = None;
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.expect("never closed"),
+            _ = &mut stop => break,
+        };
+        if wakeups.is_none() {
+            wakeups = worker.queue.listen().await.ok();
+        }
+        match worker.queue.claim(&worker.name, worker.lease).await {
+            Ok(Some(claim)) => {
+                let worker = worker.clone();
+                tokio::spawn(async move {
+                    worker.execute(claim).await;
+                    drop(permit);
+                });
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("jig worker: {e}");
+                wakeups = None;
+                tokio::time::sleep(RECONNECT_DELAY).await;
+                continue;
+            }
+        }
+        drop(permit);
+        let woken = async {
+            match wakeups.as_mut() {
+                Some(rx) => rx.recv().await.is_some(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            alive = woken => if !alive { wakeups = None },
+            _ = tokio::time::sleep(FALLBACK_POLL) => {}
+            _ = &mut stop => break,
+        }
+    }
+    // Stop claiming; let the Runs held here finish (they are ours).
+    let _ = slots.acquire_many(options.concurrency.max(1) as u32).await;
+    Ok(())
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("signal handler");
+    let mut int = signal(SignalKind::interrupt()).expect("signal handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+impl Worker {
+    async fn execute(self: Arc<Self>, claim: Claim) {
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        // Heartbeats from the claim on: extend, or learn we lost the Run.
+        let beat = {
+            let this = self.clone();
+            let claim = claim.clone();
+            let cancel_tx = cancel_tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(this.lease / HEARTBEAT_DIVISOR).await;
+                    match this.queue.heartbeat(&claim, this.lease).await {
+                        Ok(Some(cancel)) => {
+                            if cancel {
+                                cancel_tx.send_replace(true);
+                            }
+                        }
+                        Ok(None) => {
+                            report_refused(&this.name, &claim, "heartbeat");
+                            this.queue
+                                .note_refused(&this.name, &claim, "heartbeat")
+                                .await;
+                            cancel_tx.send_replace(true);
+                            return;
+                        }
+                        Err(e) => eprintln!("jig worker: Run {}: {e}", claim.id),
+                    }
+                }
+            })
+        };
+        let terminal = self.prepare_and_run(&claim, cancel_rx).await;
+        beat.abort();
+        let Some(mut terminal) = terminal else {
+            return;
+        };
+        terminal["runId"] = json!(claim.id);
+        self.write_terminal(&claim, &terminal).await;
+    }
+
+    /// Write the terminal; a database outage is waited out (the write is
+    /// fenced, so repeating it after a lost connection cannot settle twice),
+    /// a refusal is reported and dropped.
+    async fn write_terminal(&self, claim: &Claim, terminal: &Value) {
+        loop {
+            match self.queue.settle(claim, terminal).await {
+                Ok(Write::Accepted) => return,
+                Ok(Write::Refused) => {
+                    report_refused(&self.name, claim, "terminal");
+                    self.queue.note_refused(&self.name, claim, "terminal").await;
+                    return;
+                }
+                Err(e) => {
+                    eprintln!("jig worker: Run {}: {e}", claim.id);
+                    tokio::time::sleep(RECONNECT_DELAY).await;
+                }
+            }
+        }
+    }
+
+    /// Fetch, dispatch, execute. `None`: dispatch was refused, nothing ran
+    /// and nothing is ours to write.
+    async fn prepare_and_run(&self, claim: &Claim, cancel: watch::Receiver<bool>) -> Option<Value> {
+        let failed = |code: &str, message: String| {
+            json!({
+                "status": "failed",
+                "code": code,
+                "message": message,
+                "diagnostics": crate::exec::Diagnostics::default().to_value(),
+            })
+        };
+        let plan = match self
+            .cache
+            .generation(&self.queue, &claim.project, claim.generation)
+            .await
+        {
+            Ok(plan) => plan,
+            // Settled before dispatch: nothing ran.
+            Err(e) => return Some(failed(e.code, e.message)),
+        };
+        let Some(target) = TargetRef::parse(&claim.target) else {
+            return Some(failed("JIG_RUN_TARGET_INVALID", claim.target.clone()));
+        };
+        let package = crate::cli::admitted_package(&plan, &target)
+            .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
+        let Some(package) = package else {
+            return Some(failed(
+                "PROJECT_STATE_INVALID",
+                format!("{target} has no admitted package"),
+            ));
+        };
+        let work_root = self.cache.root().join("runs").join(&claim.id);
+        if let Err(e) = std::fs::create_dir_all(&work_root) {
+            return Some(failed("INTERNAL", e.to_string()));
+        }
+        let executor = Arc::new(
+            Executor::new(
+                self.cache.store(),
+                work_root.join("runs"),
+                plan,
+                self.providers.clone(),
+                self.sandbox.clone(),
+                work_root.clone(),
+            )
+            .with_support_writer(crate::cli::write_runtime_support)
+            .with_agent(self.config.agent.table()),
+        );
+        let mut channels = RootChannels::none();
+        let broker = channels.broker.clone();
+        let host = channels.host;
+        let mut receivers = Vec::new();
+        if !claim.receive.is_empty() {
+            match broker.host_receivers(host, &package, &claim.receive) {
+                Ok((writers, created)) => {
+                    channels.writers = writers;
+                    receivers = created;
+                }
+                Err(e) => return Some(failed(&e.code.to_string(), e.message)),
+            }
+        }
+        // The durable record of dispatch, before any Flow code starts.
+        match self.queue.dispatch(claim).await {
+            Ok(Write::Accepted) => {}
+            Ok(Write::Refused) => {
+                report_refused(&self.name, claim, "dispatch");
+                self.queue.note_refused(&self.name, claim, "dispatch").await;
+                let _ = crate::files::remove_tree(&work_root);
+                return None;
+            }
+            Err(e) => {
+                // Unknown whether it was recorded: never run it. The lease
+                // decides (requeued if dispatch was not recorded).
+                eprintln!("jig worker: Run {}: {e}", claim.id);
+                let _ = crate::files::remove_tree(&work_root);
+                return None;
+            }
+        }
+        let (lines_tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let forward = {
+            let queue = self.queue.clone();
+            let claim = claim.clone();
+            tokio::spawn(async move {
+                while let Some(line) = lines_rx.recv().await {
+                    let Ok(value) = flow::json::parse(&line) else {
+                        continue;
+                    };
+                    // The terminal is written with the settle, once.
+                    if value["type"] == "terminal" {
+                        continue;
+                    }
+                    let _ = queue.event(&claim, &value).await;
+                }
+            })
+        };
+        let stream = Arc::new(receive::Stream::start(Lines(lines_tx)));
+        let pump = tokio::spawn(receive::pump(
+            broker.clone(),
+            host,
+            receivers,
+            stream.clone(),
+        ));
+        let deadline_unix_ms = crate::state::now_unix_ms() + claim.timeout_ms.max(0) as u64;
+        let run = executor.run_root(
+            Invocation {
+                target,
+                input: claim.input.clone(),
+                deadline_unix_ms,
+                cancel,
+                attachments: Vec::new(),
+                run: None,
+            },
+            channels,
+        );
+        let result = run.await;
+        broker.fail_held_writers(host);
+        let _ = pump.await;
+        broker.finish(host, true);
+        let cleanup = crate::files::remove_tree(&work_root);
+        let terminal = crate::cli::terminal_value(&result);
+        let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
+        let line = terminal.clone();
+        let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
+        let _ = forward.await;
+        if let Err(e) = cleanup {
+            eprintln!(
+                "jig worker: JIG_CLEANUP_FAILED: Run {}: private files could not be removed: {e}",
+                claim.id
+            );
+        }
+        Some(terminal)
+    }
+}
+
+/// The `--receive` stream's lines, forwarded to the database's events.
+struct Lines(tokio::sync::mpsc::UnboundedSender<Vec<u8>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.send(buf.to_vec());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,631 @@
+//! Runs queued in PostgreSQL (issue 21), against a real PostgreSQL started
+//! by the test support: `jig serve --database` enqueues, `jig worker`s
+//! claim and execute; workers are SIGKILLed and SIGSTOPped past their
+//! lease, the database restarts, and bad input is refused with its code.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// Appends its `n` to the witness file as its first act, sleeps, answers.
+const WITNESS_PY: &str = "import asyncio\nfrom jiggy.flow import handle\n\
+async def run(context):\n    i = context.input\n    \
+with open(i['witness'], 'a') as f:\n        f.write(str(i['n']) + '\\n')\n    \
+await asyncio.sleep(i['sleep'])\n    return {'outcome': 'done', 'output': i['n']}\n\
+handle(run)\n";
+
+/// Sends three items on `events`, then answers.
+const TICKER_PY: &str = "from jiggy.flow import handle\n\
+async def run(context):\n    events = context.channels['events']\n    \
+for i in range(3):\n        await events.send({'i': i})\n    \
+return {'outcome': 'done', 'output': 'sent'}\n\
+handle(run)\n";
+
+/// The lease the chaos workers hold (short, so a stop outlives it).
+const LEASE: &str = "2s";
+
+/// A reviewed project `p` with `flows/witness`, run without containment
+/// so the Flow can append to the witness file the test reads.
+fn queued_project() -> (tempfile::TempDir, PathBuf) {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    write_files(
+        &root,
+        &[
+            ("jig.ts", JIG_TS),
+            (
+                "flows/witness/FLOW.md",
+                "---\nname: witness\ndescription: Appends to a witness file.\n---\n",
+            ),
+            ("flows/witness/flow.py", WITNESS_PY),
+            (
+                "flows/ticker/FLOW.md",
+                "---\nname: ticker\ndescription: Sends three items.\n\
+                 channels:\n  events:\n    direction: send\n---\n",
+            ),
+            ("flows/ticker/flow.py", TICKER_PY),
+            (
+                ".test-config-home/jig/host.toml",
+                "[containment]\nmode = \"none\"\n",
+            ),
+        ],
+    );
+    review(&root);
+    (outer, root)
+}
+
+struct Process {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Process {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.as_ref().unwrap().id() as i32)
+    }
+
+    fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).unwrap();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
+    let child = jig(root)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    Process {
+        child: Some(child),
+        log,
+    }
+}
+
+/// Workers start in a directory of their own (with only a host
+/// configuration, containment off like the project's): they never read
+/// the project directory, only the bytes published in the database.
+fn worker(_root: &Path, pg: &Postgres, logs: &Path, n: usize, concurrency: &str) -> Process {
+    let cache = logs.join(format!("cache-{n}"));
+    let home = logs.join(format!("worker-home-{n}"));
+    write_files(
+        &home,
+        &[(
+            ".test-config-home/jig/host.toml",
+            "[containment]\nmode = \"none\"\n",
+        )],
+    );
+    spawn(
+        &home,
+        &[
+            "worker",
+            "--database",
+            &pg.url(),
+            "--concurrency",
+            concurrency,
+            "--lease",
+            LEASE,
+            "--cache",
+            cache.to_str().unwrap(),
+        ],
+        logs.join(format!("worker-{n}.log")),
+    )
+}
+
+struct Served {
+    process: Process,
+    socket: PathBuf,
+}
+
+impl Served {
+    fn start(root: &Path, pg: &Postgres, logs: &Path) -> Served {
+        let socket = logs.join("jig.sock");
+        let process = spawn(
+            root,
+            &[
+                "-C",
+                root.to_str().unwrap(),
+                "serve",
+                "--socket",
+                socket.to_str().unwrap(),
+                "--database",
+                &pg.url(),
+            ],
+            logs.join("serve.log"),
+        );
+        let served = Served { process, socket };
+        let started = Instant::now();
+        while !(served.socket.exists() && served.call("GET", "/v1/health", None).0 == 200) {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "serve did not come up: {}",
+                served.process.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        served
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "--unix-socket"]).arg(&self.socket).args([
+            "-X",
+            method,
+            "-w",
+            "\n%{http_code}",
+        ]);
+        if body.is_some() {
+            curl.args([
+                "-H",
+                "content-type: application/json",
+                "--data-binary",
+                "@-",
+            ]);
+        }
+        let mut child = curl
+            .arg(format!("http://jig{path}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(body) = body {
+            stdin.write_all(body.to_string().as_bytes()).unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+        let value = serde_json::from_str(body.trim()).unwrap_or(Value::String(body.into()));
+        (status.trim().parse().unwrap_or(0), value)
+    }
+
+    /// Submit without waiting: the Run ID the daemon answered.
+    fn submit(&self, key: &str, input: Value) -> String {
+        let (status, body) = self.call(
+            "POST",
+            "/v1/projects/p/runs?wait=false",
+            Some(json!({"target": "flow:flows/witness", "input": input, "key": key})),
+        );
+        assert!(status == 202, "{status} {body}");
+        body["runId"].as_str().unwrap().to_string()
+    }
+
+    /// The Run's recorded terminal (null while it is unsettled).
+    fn terminal(&self, id: &str) -> Value {
+        let (status, body) = self.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+        assert_eq!(status, 200, "{body}");
+        body["terminal"].clone()
+    }
+}
+
+fn input(witness: &Path, n: usize, sleep: u64) -> Value {
+    json!({"witness": witness, "n": n, "sleep": sleep})
+}
+
+/// Wait (bounded) until `done` holds, polling the database.
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The long (4 s) Runs a worker with pid `pid` holds dispatched now.
+fn running_under(pg: &Postgres, pid: Pid) -> Vec<String> {
+    pg.sql(&format!(
+        "SELECT id FROM jig_runs WHERE status = 'running' AND owner LIKE '%-{pid}' \
+         AND input LIKE '%\"sleep\":4%'"
+    ))
+    .lines()
+    .map(str::to_string)
+    .filter(|l| !l.is_empty())
+    .collect()
+}
+
+fn refused_lines(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "jig.worker.refused")
+        .collect()
+}
+
+#[test]
+fn chaos_no_run_starts_twice_and_every_run_ends_once() {
+    const RUNS: usize = 200;
+    const REPEATS: usize = 50;
+    const SUBMITTERS: usize = 4;
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Arc::new(Served::start(&root, &pg, logs.path()));
+    let mut workers: Vec<Process> = (0..6)
+        .map(|n| worker(&root, &pg, logs.path(), n, "2"))
+        .collect();
+    // Every 10th Run sleeps long enough to be caught mid-Run.
+    let sleep = |n: usize| if n.is_multiple_of(10) { 4 } else { 0 };
+    let submitters: Vec<_> = (0..SUBMITTERS)
+        .map(|s| {
+            let served = served.clone();
+            let witness = witness.clone();
+            std::thread::spawn(move || {
+                let mut ids = BTreeMap::new();
+                for n in (s..RUNS).step_by(SUBMITTERS) {
+                    ids.insert(
+                        n,
+                        served.submit(&format!("k{n}"), input(&witness, n, sleep(n))),
+                    );
+                }
+                ids
+            })
+        })
+        .collect();
+    // Mid-test: catch workers 0 and 1 holding a dispatched Run; SIGKILL 0,
+    // SIGSTOP 1 past its lease.
+    wait_until("a worker mid-Run", Duration::from_secs(120), || {
+        !running_under(&pg, workers[0].pid()).is_empty()
+    });
+    let killed_held = running_under(&pg, workers[0].pid());
+    workers[0].signal(Signal::SIGKILL);
+    wait_until("a second worker mid-Run", Duration::from_secs(120), || {
+        !running_under(&pg, workers[1].pid()).is_empty()
+    });
+    let stopped_held = running_under(&pg, workers[1].pid());
+    workers[1].signal(Signal::SIGSTOP);
+    let mut ids: BTreeMap<usize, String> = BTreeMap::new();
+    for submitter in submitters {
+        ids.extend(submitter.join().unwrap());
+    }
+    assert_eq!(ids.len(), RUNS);
+    // Repeated keys from every submitter return the first Run.
+    for r in 0..REPEATS {
+        let n = (r * 7) % RUNS;
+        let again = served.submit(&format!("k{n}"), input(&witness, n, sleep(n)));
+        assert_eq!(again, ids[&n], "key k{n} returned another Run");
+    }
+    // The database restarts while Runs are in flight; then the stopped
+    // worker resumes long after its lease, and a replacement joins.
+    pg.restart();
+    std::thread::sleep(Duration::from_secs(6));
+    workers[1].signal(Signal::SIGCONT);
+    workers.push(worker(&root, &pg, logs.path(), 6, "2"));
+    wait_until("every Run settled", Duration::from_secs(600), || {
+        pg.sql("SELECT count(*) FROM jig_runs WHERE status <> 'settled'") == "0"
+    });
+    // The resumed worker's late writes for the Runs it held were refused.
+    wait_until(
+        "the resumed worker's refusals",
+        Duration::from_secs(60),
+        || {
+            let refused = refused_lines(&workers[1].log());
+            stopped_held.iter().all(|id| {
+                refused
+                    .iter()
+                    .any(|l| l["runId"] == id.as_str() && l["write"] == "terminal")
+            })
+        },
+    );
+    for id in stopped_held.iter().chain(&killed_held) {
+        let record = served.terminal(id);
+        assert_eq!(record["code"], "COORDINATOR_LOST", "{record}");
+    }
+    let counted: usize = pg
+        .sql("SELECT count(*) FROM jig_refused_writes WHERE what = 'terminal'")
+        .parse()
+        .unwrap();
+    assert!(counted >= stopped_held.len());
+    // Exactly one terminal per Run, in the table and in the stream.
+    assert_eq!(
+        pg.sql("SELECT count(*) FROM jig_runs WHERE status = 'settled' AND terminal IS NOT NULL"),
+        RUNS.to_string()
+    );
+    assert_eq!(
+        pg.sql(
+            "SELECT count(*) FROM (SELECT run_id FROM jig_events WHERE line LIKE '{\"result\":%' \
+             GROUP BY run_id HAVING count(*) <> 1) AS t"
+        ),
+        "0"
+    );
+    assert_eq!(
+        pg.sql("SELECT count(DISTINCT run_id) FROM jig_events WHERE line LIKE '{\"result\":%'"),
+        RUNS.to_string()
+    );
+    // No Run's Flow code started twice; every succeeded Run's started once.
+    let started: Vec<usize> = std::fs::read_to_string(&witness)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let unique: BTreeSet<usize> = started.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        started.len(),
+        "a Flow started twice: {started:?}"
+    );
+    let mut lost = 0;
+    for (n, id) in &ids {
+        let record = served.terminal(id);
+        match record["status"].as_str() {
+            Some("succeeded") => {
+                assert!(unique.contains(n), "Run {n} succeeded without starting");
+                assert_eq!(record["output"], json!(n));
+            }
+            Some("lost") => lost += 1,
+            other => panic!("Run {n}: {other:?} {record}"),
+        }
+    }
+    assert!(lost >= stopped_held.len() + killed_held.len());
+    eprintln!(
+        "chaos: {} Runs, {lost} lost ({} held by the killed worker, {} by the stopped one), \
+         {} Flow starts, {counted} refused terminal writes",
+        ids.len(),
+        killed_held.len(),
+        stopped_held.len(),
+        started.len()
+    );
+    drop(served);
+}
+
+#[test]
+fn bad_input_is_refused_with_its_code() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    // A wrong URL: nothing listens there.
+    let wrong = run_jig(
+        &root,
+        &[
+            "worker",
+            "--database",
+            "postgresql:///postgres?host=/nonexistent&user=jig",
+        ],
+    );
+    assert_ne!(wrong.status, 0, "{wrong:?}");
+    assert!(
+        wrong.stderr.contains("JIG_DATABASE_UNAVAILABLE"),
+        "{wrong:?}"
+    );
+    // A password in the URL is refused before connecting.
+    let password = run_jig(
+        &root,
+        &[
+            "worker",
+            "--database",
+            "postgresql://jig:secret@localhost/postgres",
+        ],
+    );
+    assert!(
+        password.stderr.contains("JIG_DATABASE_URL_INVALID"),
+        "{password:?}"
+    );
+    assert!(!password.stderr.contains("secret"), "{password:?}");
+    // A blob whose bytes do not match its digest: nothing runs.
+    let served = Served::start(&root, &pg, logs.path());
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let first = served.submit("a", input(&witness, 1, 0));
+    pg.sql("UPDATE jig_blobs SET bytes = bytes || '\\x00'::bytea WHERE digest NOT IN (SELECT plan_digest FROM jig_generations)");
+    let mut w = worker(&root, &pg, logs.path(), 0, "1");
+    wait_until("the Run settled", Duration::from_secs(60), || {
+        !served.terminal(&first).is_null()
+    });
+    let record = served.terminal(&first);
+    assert_eq!(record["code"], "JIG_BLOB_DIGEST_MISMATCH", "{record}");
+    assert_eq!(std::fs::read_to_string(&witness).unwrap(), "");
+    // A database whose schema is newer than this jig knows.
+    w.signal(Signal::SIGTERM);
+    let _ = w.child.take().unwrap().wait();
+    pg.sql("INSERT INTO jig_schema (version) VALUES (1000)");
+    let newer = run_jig(&root, &["worker", "--database", &pg.url()]);
+    assert_ne!(newer.status, 0, "{newer:?}");
+    assert!(
+        newer.stderr.contains("JIG_DATABASE_SCHEMA_NEWER"),
+        "{newer:?}"
+    );
+}
+
+#[test]
+fn a_queued_run_streams_and_answers_like_a_local_one() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Served::start(&root, &pg, logs.path());
+    let _w = worker(&root, &pg, logs.path(), 0, "1");
+    // Waiting submission: the terminal, as without --database.
+    let (status, terminal) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 7, 0), "key": "x"})),
+    );
+    assert_eq!(status, 200, "{terminal}");
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    assert_eq!(terminal["output"], 7);
+    let id = terminal["runId"].as_str().unwrap();
+    // The same key and content: the same Run; changed content: a conflict.
+    let (_, again) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 7, 0), "key": "x"})),
+    );
+    assert_eq!(again["runId"], id);
+    let (status, conflict) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 8, 0), "key": "x"})),
+    );
+    assert_eq!(status, 409, "{conflict}");
+    assert_eq!(conflict["code"], "SUBMISSION_CONFLICT");
+    // The event stream: queued, running, terminal.
+    let (status, _) = served.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(status, 200);
+    let out = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&served.socket)
+        .arg(format!("http://jig/v1/projects/p/runs/{id}/events"))
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            l["status"]
+                .as_str()
+                .unwrap_or(l["type"].as_str().unwrap())
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds, ["queued", "running", "terminal"], "{lines:?}");
+    // Received channel items travel through the database to the stream.
+    let (status, ticked) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/ticker", "receive": ["events"]})),
+    );
+    assert_eq!(status, 200, "{ticked}");
+    assert_eq!(ticked["status"], "succeeded", "{ticked}");
+    let out = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&served.socket)
+        .arg(format!(
+            "http://jig/v1/projects/p/runs/{}/events",
+            ticked["runId"].as_str().unwrap()
+        ))
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["status", "status", "begin", "data", "data", "data", "end", "terminal"],
+        "{lines:?}"
+    );
+    // Cancellation through the database, honoured by the owning worker.
+    let long = served.submit("long", input(&witness, 9, 60));
+    wait_until("the long Run dispatched", Duration::from_secs(60), || {
+        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{long}'")) == "running"
+    });
+    let (status, _) = served.call("POST", &format!("/v1/projects/p/runs/{long}/cancel"), None);
+    assert_eq!(status, 202);
+    wait_until("the cancelled Run settled", Duration::from_secs(30), || {
+        !served.terminal(&long).is_null()
+    });
+    let record = served.terminal(&long);
+    assert_eq!(record["status"], "failed", "{record}");
+    assert_ne!(record["code"], "COORDINATOR_LOST", "{record}");
+}
+
+/// The claim rules through the library against the real database: a lease
+/// expired before dispatch requeues (the old claim's dispatch is refused),
+/// one expired after dispatch ends `COORDINATOR_LOST` and is never
+/// claimed again, the terminal is written once, late writes are refused.
+#[test]
+fn claims_are_fenced_by_epoch_and_lease() {
+    use jig::queue::{connect_config, Queue, Write};
+    let pg = Postgres::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = connect_config(&pg.url(), None).unwrap();
+        let queue = Queue::open(config.clone()).await.unwrap();
+        // Migrations are idempotent: a second start finds the schema current.
+        Queue::open(config).await.unwrap();
+        let submit = |n: i64| {
+            let queue = queue.clone();
+            async move {
+                let content = json!({"n": n});
+                queue
+                    .submit(
+                        "p",
+                        None,
+                        1,
+                        "flow:flows/x",
+                        &json!(n),
+                        &content,
+                        60_000,
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                    .0
+                    .id
+            }
+        };
+        let short = Duration::from_millis(300);
+        let a = submit(1).await;
+        let first = queue.claim("w1", short).await.unwrap().unwrap();
+        assert_eq!((first.id.as_str(), first.epoch), (a.as_str(), 1));
+        // Nothing else is queued while it is claimed.
+        assert!(queue.claim("w2", short).await.unwrap().is_none());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(queue.sweep().await.unwrap(), (1, 0));
+        assert_eq!(queue.dispatch(&first).await.unwrap(), Write::Refused);
+        let second = queue
+            .claim("w2", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((second.id.as_str(), second.epoch), (a.as_str(), 2));
+        assert_eq!(queue.dispatch(&second).await.unwrap(), Write::Accepted);
+        assert_eq!(queue.heartbeat(&first, short).await.unwrap(), None);
+        assert_eq!(queue.heartbeat(&second, short).await.unwrap(), Some(false));
+        let done = json!({"status": "succeeded", "output": 1});
+        assert_eq!(queue.settle(&first, &done).await.unwrap(), Write::Refused);
+        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Accepted);
+        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Refused);
+        // Expired after dispatch: lost, never claimed again.
+        let b = submit(2).await;
+        let held = queue.claim("w3", short).await.unwrap().unwrap();
+        assert_eq!(held.id, b);
+        assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(queue.sweep().await.unwrap(), (0, 1));
+        assert_eq!(queue.settle(&held, &done).await.unwrap(), Write::Refused);
+        assert_eq!(
+            queue.event(&held, &json!({"type": "data"})).await.unwrap(),
+            Write::Refused
+        );
+        assert!(queue.claim("w4", short).await.unwrap().is_none());
+        let lost = queue.load("p", &b).await.unwrap();
+        assert_eq!(lost.value["terminal"]["code"], "COORDINATOR_LOST");
+        // A queued Run cancelled through the database never reaches a worker.
+        let c = submit(3).await;
+        assert!(queue.request_cancel("p", &c).await.unwrap());
+        assert!(queue.claim("w5", short).await.unwrap().is_none());
+        let cancelled = queue.load("p", &c).await.unwrap();
+        assert_eq!(cancelled.value["terminal"]["code"], "CANCELLED");
+    });
+}
