@@ -8,6 +8,7 @@ pub mod channels;
 mod ledger;
 pub mod peer;
 mod provider_ports;
+pub mod submit;
 pub mod wasm;
 
 use std::collections::BTreeMap;
