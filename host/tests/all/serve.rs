@@ -833,7 +833,7 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
     ];
     let local: Vec<Run> = cases.iter().map(|args| run_jig(&path, args)).collect();
     assert_eq!(local[0].status, 0, "{:?}", local[0]);
-    assert_eq!(local[2].stdout.lines().count(), 3, "{:?}", local[2]);
+    assert_eq!(local[2].stdout.lines().count(), 5, "{:?}", local[2]);
     assert_ne!(local[3].status, 0, "{:?}", local[3]);
     let daemon = Daemon::start(&path, &[]);
     let server = format!("unix:{}", daemon.socket.display());
@@ -871,7 +871,7 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
         &path,
         &["run", "flow:flows/echo", "--input", "2", "--key", "k1"],
     );
-    assert_eq!(other.status, 2, "{other:?}");
+    assert_eq!(other.status, 1, "{other:?}");
     assert!(
         other.stderr.starts_with("SUBMISSION_CONFLICT: "),
         "{other:?}"
