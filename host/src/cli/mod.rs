@@ -870,10 +870,7 @@ fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
 }
 
 fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8, CliError> {
-    let show = match &action {
-        Some(RunsAction::Show { id }) => Some(id.as_str()),
-        None => None,
-    };
+    let show = action.as_ref().map(|RunsAction::Show { id }| id.as_str());
     if let Some(served) = client::named(server.server.as_deref(), server.token_file.as_deref())? {
         let local = project_root(dir).ok().map(|root| serve::local_name(&root));
         return client::runs(&served, show, local);
