@@ -3,6 +3,7 @@
 //! arguments are fully parsed.
 
 mod author;
+mod client;
 mod config_check;
 mod doctor;
 mod exec;
@@ -10,7 +11,6 @@ mod exit;
 mod provider;
 pub mod receive;
 mod run;
-pub(crate) use run::admitted_package;
 mod serve;
 mod terminal;
 pub(crate) mod worker;
@@ -118,6 +118,8 @@ enum Command {
         /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
         #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
         verification: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Run one package directory directly, for local testing of your own
     /// code (admits nothing).
@@ -169,6 +171,8 @@ enum Command {
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Check a host configuration file without running anything.
     Config {
@@ -187,6 +191,17 @@ enum Command {
     /// Print the manual page (roff); the Nix package installs it as jig(1).
     #[command(hide = true)]
     Manpage,
+}
+
+/// Submit to / read from a `jig serve` daemon instead of the local project.
+#[derive(clap::Args, Debug, Default)]
+struct ServerArgs {
+    /// The daemon: unix:/path/to.sock or http://host:port (default $JIG_SERVER).
+    #[arg(long, value_name = "URL", global = true)]
+    server: Option<String>,
+    /// The bearer token file for an http:// server (default $JIG_SERVER_TOKEN_FILE).
+    #[arg(long, value_name = "PATH", global = true)]
+    token_file: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -336,6 +351,7 @@ pub fn main() -> u8 {
             select,
             out,
             receive,
+            server,
             ..
         } => run::run(run::RunArgs {
             dir: &base,
@@ -349,8 +365,10 @@ pub fn main() -> u8 {
             select: &select,
             out: out.as_deref(),
             receive: &receive,
+            server: server.server.as_deref(),
+            token_file: server.token_file.as_deref(),
         }),
-        Command::Runs { action } => runs(&base, action),
+        Command::Runs { action, server } => runs(&base, action, server),
         Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
         Command::Worker(args) => worker::worker(cli.config.as_deref(), args),
         Command::Exec {
@@ -520,7 +538,17 @@ fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u
             CliError::new(e.code, e.message.clone())
         }
     })?;
-    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let mut state = match ProjectState::acquire(&root) {
+        Ok(state) => state,
+        // A `jig serve` holds the project: admit beside it (its new Runs
+        // take the new generation; its in-flight Runs keep theirs).
+        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
+            Some(_) => ProjectState::beside_holder(&root).map_err(state_error)?,
+            None => return Err(state_error(e)),
+        },
+        Err(e) => return Err(state_error(e)),
+    };
+    state.hold_admission().map_err(state_error)?;
     let candidate =
         plan::stage(&root, declarations).map_err(|e| CliError::new(e.code(), e.to_string()))?;
     let providers = ProviderSet::new(config.providers.clone());
@@ -841,26 +869,7 @@ fn finish_output(terminal: &Value, json_output: bool, stream: Option<receive::St
 }
 
 pub(crate) fn terminal_value(result: &Result<Success, Failure>) -> Value {
-    match result {
-        Ok(success) => json!({
-            "status": "succeeded",
-            "outcome": success.outcome,
-            "output": success.output,
-            "diagnostics": success.diagnostics.to_value(),
-        }),
-        Err(failure) => {
-            let mut value = json!({
-                "status": "failed",
-                "code": failure.code,
-                "message": failure.message,
-                "diagnostics": failure.diagnostics.to_value(),
-            });
-            if let Some(details) = &failure.details {
-                value["details"] = details.clone();
-            }
-            value
-        }
-    }
+    crate::exec::submit::execution(result)
 }
 
 /// Print a terminal (JSON when redirected or asked for) and return the exit status.
@@ -885,70 +894,83 @@ fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
     exit::run_exit_code(status)
 }
 
-fn runs(dir: &Path, action: Option<RunsAction>) -> Result<u8, CliError> {
+fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8, CliError> {
+    let show = action.as_ref().map(|RunsAction::Show { id }| id.as_str());
+    if let Some(served) = client::named(server.server.as_deref(), server.token_file.as_deref())? {
+        let local = project_root(dir).ok().map(|root| serve::local_name(&root));
+        return client::runs(&served, show, local);
+    }
     let root = project_root(dir)?;
-    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let state = match ProjectState::acquire(&root) {
+        Ok(state) => state,
+        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
+            Some(served) => return client::runs(&served, show, None),
+            None => return Err(state_error(e)),
+        },
+        Err(e) => return Err(state_error(e)),
+    };
     let runs = state.runs();
     runs.fence_lost()
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    match action {
-        None if std::io::stdout().is_terminal() => {
+    match show {
+        None => {
             let listed = runs
                 .list()
                 .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-            let rows: Vec<terminal::RunRow> = listed
-                .iter()
-                .take(50)
-                .map(|record| {
-                    let at = |key: &str| record.value.get(key).and_then(Value::as_u64);
-                    let submitted = at("submittedAtUnixMs");
-                    terminal::RunRow {
-                        id: record.id.clone(),
-                        created_unix_ms: submitted,
-                        status: record.status().as_str().to_string(),
-                        target: record.value["target"].as_str().unwrap_or("").to_string(),
-                        duration_ms: submitted
-                            .zip(at("settledAtUnixMs"))
-                            .map(|(from, to)| to.saturating_sub(from)),
-                        code: record
-                            .value
-                            .pointer("/terminal/code")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                    }
-                })
-                .collect();
-            print!(
-                "{}",
-                terminal::runs_table(&rows, &terminal::Style::terminal())
-            );
+            print_runs(&listed, std::io::stdout().is_terminal());
         }
-        None => {
-            for record in runs
-                .list()
-                .map_err(|e| CliError::new(e.code(), e.to_string()))?
-                .iter()
-                .take(50)
-            {
-                let target = record.value["target"].as_str().unwrap_or("");
-                let status = record.status().as_str();
-                let code = record
-                    .value
-                    .pointer("/terminal/code")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                println!("{}\t{status}\t{target}\t{code}", record.id);
-            }
-        }
-        Some(RunsAction::Show { id }) => {
+        Some(id) => {
             let record = runs
-                .load(&id)
+                .load(id)
                 .map_err(|e| CliError::new(e.code(), e.to_string()))?;
             println!("{}", flow::json::canonical_string(&record.value));
         }
     }
     Ok(0)
+}
+
+/// The newest Runs: a table on a terminal, else one tab-separated line each.
+fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
+    if on_terminal {
+        let rows: Vec<terminal::RunRow> = listed
+            .iter()
+            .take(client::LISTED_RUNS)
+            .map(|record| {
+                let at = |key: &str| record.value.get(key).and_then(Value::as_u64);
+                let submitted = at("submittedAtUnixMs");
+                terminal::RunRow {
+                    id: record.id.clone(),
+                    created_unix_ms: submitted,
+                    status: record.status().as_str().to_string(),
+                    target: record.value["target"].as_str().unwrap_or("").to_string(),
+                    duration_ms: submitted
+                        .zip(at("settledAtUnixMs"))
+                        .map(|(from, to)| to.saturating_sub(from)),
+                    code: record
+                        .value
+                        .pointer("/terminal/code")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                }
+            })
+            .collect();
+        print!(
+            "{}",
+            terminal::runs_table(&rows, &terminal::Style::terminal())
+        );
+        return;
+    }
+    for record in listed.iter().take(client::LISTED_RUNS) {
+        let target = record.value["target"].as_str().unwrap_or("");
+        let status = record.status().as_str();
+        let code = record
+            .value
+            .pointer("/terminal/code")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        println!("{}\t{status}\t{target}\t{code}", record.id);
+    }
 }
 
 include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));

@@ -11,14 +11,14 @@ use flow::package::Access;
 use serde_json::json;
 
 use super::{
-    finish_output, load_config, parse_timeout, print_terminal, project_root, read_input, receive,
-    run_invocation, state_error, terminal_value, write_runtime_support, CliError, Receive,
-    DEFAULT_TIMEOUT,
+    client, finish_output, load_config, print_terminal, project_root, read_input, receive,
+    run_invocation, state_error, terminal_value, CliError, Receive,
 };
-use crate::exec::{AttachmentGrant, Executor, RootRun, TargetRef};
+use crate::exec::submit::{self, Recorded};
+use crate::exec::{AttachmentGrant, RootRun};
 use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
 use crate::providers::ProviderSet;
-use crate::state::{self, ProjectState, Submission};
+use crate::state::{self, ProjectState};
 
 /// Test-only: when set to a number of milliseconds, the coordinator aborts
 /// itself that long after dispatching the Run, leaving its record pending,
@@ -38,27 +38,17 @@ pub struct RunArgs<'a> {
     pub select: &'a [String],
     pub out: Option<&'a Path>,
     pub receive: &'a [String],
+    /// `--server` / `--token-file`: submit to a daemon.
+    pub server: Option<&'a str>,
+    pub token_file: Option<&'a Path>,
+}
+
+fn refused(r: submit::Refusal) -> CliError {
+    CliError::new(r.code, r.message)
 }
 
 fn files_error(e: FilesError) -> CliError {
     CliError::new(e.code, e.message)
-}
-
-/// The admitted package behind a target: (package path, digest, binding id).
-pub(crate) fn admitted_package(
-    plan: &Value,
-    target: &TargetRef,
-) -> Option<(String, String, Option<String>)> {
-    let lock = &plan["lock"];
-    let (path, binding) = match target {
-        TargetRef::Flow(path) => (path.clone(), None),
-        TargetRef::Binding(id) => (
-            lock["bindings"][id]["packagePath"].as_str()?.to_string(),
-            Some(id.clone()),
-        ),
-    };
-    let digest = lock["packages"][&path]["digest"].as_str()?.to_string();
-    Some((path, digest, binding))
 }
 
 /// Match the request against the declared attachments. Returns the name of
@@ -124,71 +114,38 @@ fn check_request(
 }
 
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
-    let target_ref = TargetRef::parse(args.target).ok_or_else(|| {
-        CliError::new(
-            "JIG_RUN_TARGET_INVALID",
-            format!("{:?} is not flow:<path> or binding:<id>", args.target),
-        )
-    })?;
-    let timeout = match args.timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(text) => parse_timeout(text).ok_or_else(|| {
-            CliError::new(
-                "JIG_RUN_TIMEOUT_INVALID",
-                format!("{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"),
-            )
-        })?,
-    };
-    if args.key.is_some_and(|k| k.is_empty() || k.len() > 128) {
-        return Err(CliError::new(
-            "INVALID_REQUEST",
-            "--key must be 1 to 128 bytes",
-        ));
-    }
+    let asked = submit::check(args.target, args.timeout, args.key).map_err(refused)?;
+    let target_ref = asked.target.clone();
+    let timeout = asked.timeout;
     let receive = receive::parse(args.receive)?;
     let request = Request::parse(args.attach, args.select).map_err(files_error)?;
     let input = read_input(args.input, args.dir)?;
+    if let Some(served) = client::named(args.server, args.token_file)? {
+        let local = project_root(args.dir)
+            .ok()
+            .map(|r| super::serve::local_name(&r));
+        return submit_to(&served, &args, &request, input, local);
+    }
     let root = project_root(args.dir)?;
     let config = load_config(args.config)?;
-    let state = ProjectState::acquire(&root).map_err(state_error)?;
+    let state = match ProjectState::acquire(&root) {
+        Ok(state) => state,
+        // A local daemon holds the project: submit to it.
+        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
+            Some(served) => return submit_to(&served, &args, &request, input, None),
+            None => return Err(state_error(e)),
+        },
+        Err(e) => return Err(state_error(e)),
+    };
     let runs = state.runs();
     runs.fence_lost()
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let Some(generation) = state.current().map_err(state_error)? else {
-        return Err(CliError::new(
-            "ADMISSION_MISSING",
-            "the project has no usable reviewed revision; complete jig review before running",
-        ));
-    };
-    if !Executor::is_target(&generation.plan, &target_ref) {
-        let targets = Executor::targets(&generation.plan);
-        return Err(CliError::new(
-            "JIG_RUN_TARGET_INVALID",
-            format!(
-                "{target_ref} is not an admitted target; admitted: {}",
-                if targets.is_empty() {
-                    "none".into()
-                } else {
-                    targets.join(", ")
-                }
-            ),
-        ));
-    }
-    let (package_path, package_digest, binding) = admitted_package(&generation.plan, &target_ref)
-        .ok_or_else(|| {
-        CliError::new(
-            "PROJECT_STATE_INVALID",
-            format!("{target_ref} has no admitted package"),
-        )
-    })?;
-    // One read and one digest pass; the Run takes these verified bytes.
-    let package = state
-        .store()
-        .load_package(&package_digest)
-        .map_err(state_error)?;
+    let resolved = submit::resolve(&state, &target_ref).map_err(refused)?;
+    let package = &resolved.package;
+    let generation = &resolved.generation;
     // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
     // owner, refused before anything is read or recorded.
-    let checkpointing = crate::plan::uses_run_checkpoint(&package);
+    let checkpointing = resolved.checkpointing;
     if checkpointing && args.out.is_none() {
         return Err(CliError::new(
             "JIG_RUN_FILES_INVALID",
@@ -201,7 +158,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         args.out.is_some(),
     )
     .map_err(files_error)?;
-    receive::check(&package, &receive)?;
+    receive::check(package, &receive)?;
     let captured = files::capture(&request, args.dir).map_err(files_error)?;
     let destination = args
         .out
@@ -215,34 +172,27 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             .out
             .and_then(|out| intended_destination(&args.dir.join(out))),
     };
-
-    let input_digest = state::sha256_digest(&flow::json::canonical(&input));
-    let input_identity = json!({"digest": input_digest, "attachments": captured.manifest()});
-    let content = json!({
-        "target": target_ref.to_string(),
-        "inputDigest": input_digest,
-        "attachments": input_identity["attachments"],
-        "output": output_intent.map(|p| p.to_string_lossy().to_string()),
-        "generation": generation.number,
-        "timeoutMs": timeout.as_millis() as u64,
-    });
-    if let Some(key) = args.key {
-        let existing = runs
-            .lookup(key, &content)
-            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-        if let Some(record) = existing {
-            return Ok(replay(&record, args.json, !receive.is_empty()));
-        }
-    }
-    let destination = destination.transpose().map_err(files_error)?;
+    let identity = submit::identity(
+        &asked,
+        generation,
+        &input,
+        captured.manifest(),
+        output_intent.as_deref(),
+    );
+    let input_identity = identity.input;
     // Everything that can refuse the Run does so before it is recorded.
-    let sandbox = crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?;
-    let mut record = match runs
-        .submit(args.key, content)
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?
-    {
-        Submission::Existing(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
-        Submission::New(record) => record,
+    let recorded = submit::record(&runs, args.key, identity.content, || {
+        let destination = destination
+            .transpose()
+            .map_err(|e| submit::Refusal::new(400, e.code, e.message))?;
+        let sandbox = crate::sandbox::select(&config)
+            .map_err(|e| submit::Refusal::new(503, "UNAVAILABLE", e))?;
+        Ok((destination, sandbox))
+    })
+    .map_err(refused)?;
+    let (mut record, (destination, sandbox)) = match recorded {
+        Recorded::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
+        Recorded::New(record, held) => (record, held),
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
@@ -253,22 +203,11 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Err(message) => {
             // Recorded but never dispatched: settle it as failed, not lost.
             let _ = files::remove_tree(&work_root);
-            let terminal = json!({
-                "status": "failed",
-                "code": "EXECUTION_FAILED",
-                "message": message,
-                "runId": record.id,
-                "diagnostics": crate::exec::Diagnostics::default().to_value(),
-            });
-            let _ = runs.settle(&mut record, terminal);
+            submit::settle_undispatched(&runs, &mut record, &message);
             return Err(CliError::new("INTERNAL", message));
         }
     };
-    let method = json!({
-        "target": target_ref.to_string(),
-        "package": {"path": package_path, "digest": package_digest},
-        "binding": binding,
-    });
+    let method = resolved.method(&target_ref);
     // What a checkpoint is bound to (HOST-FACTS §3): this Run, what ran
     // under which admitted configuration, and its input identity.
     let root_run = (checkpointing && destination.is_some()).then(|| {
@@ -283,22 +222,14 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             state.checkpoints(),
         ))
     });
-    let executor = Arc::new(
-        Executor::new(
-            state.store(),
-            work_root.join("runs"),
-            generation.plan.clone(),
-            Arc::new(ProviderSet::new(config.providers.clone())),
-            sandbox,
-            work_root.clone(),
-        )
-        .with_support_writer(write_runtime_support)
-        .with_loaded(package.clone())
-        .with_repository(crate::exec::Repository {
-            root: root.clone(),
-            secrets: config.secrets.clone(),
-        })
-        .with_agent(config.agent.table()),
+    let executor = submit::executor(
+        &state,
+        generation.plan.clone(),
+        &config,
+        Arc::new(ProviderSet::new(config.providers.clone())),
+        sandbox,
+        work_root.clone(),
+        Some(package.clone()),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
@@ -319,7 +250,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         grants,
         root_run.clone(),
         (!receive.is_empty()).then_some(Receive {
-            package: &package,
+            package,
             names: receive,
         }),
     )?;
@@ -339,8 +270,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     // Release the bounded filesystem whatever happened.
     drop(handoff.and_then(|h| h.take()));
     let cleanup = files::remove_tree(&work_root);
-    let mut terminal = terminal_value(&result);
-    terminal["runId"] = json!(record.id);
+    let mut terminal = submit::terminal(&result, &record.id);
     let mut delivery_failure = None;
     // The latest accepted checkpoint, once the Run is fenced (no save can
     // be in flight any more).
@@ -416,14 +346,40 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     Ok(status)
 }
 
+/// `jig run` through a daemon: direct Runs (file Runs need the tar
+/// routes, not served yet).
+fn submit_to(
+    served: &client::Served,
+    args: &RunArgs,
+    request: &Request,
+    input: Value,
+    local: Option<String>,
+) -> Result<u8, CliError> {
+    if !request.roots.is_empty() || args.out.is_some() {
+        return Err(CliError::new(
+            "JIG_RUN_FILES_INVALID",
+            "--attach and --out are not carried to a daemon yet; run the file Run without --server",
+        ));
+    }
+    client::run(
+        served,
+        client::Submitted {
+            target: args.target,
+            input,
+            key: args.key,
+            timeout: args.timeout,
+            receive: args.receive,
+            json: args.json,
+            local,
+        },
+    )
+}
+
 /// Print a Run already submitted under the same key; nothing executes.
 /// With `--receive` it is the NDJSON terminal line alone: channel items
 /// are not kept, so a replay has none to show.
 fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
-    let terminal = record
-        .terminal()
-        .cloned()
-        .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}));
+    let terminal = submit::shown_terminal(record);
     let status = if receiving {
         println!(
             "{}",

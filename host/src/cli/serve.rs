@@ -104,7 +104,7 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
 /// A directory's basename as a LocalName: lowercased, each run of bytes
 /// other than ASCII letters and digits becomes one `-`, cut to the
 /// LocalName limit; an empty result is `project`.
-fn local_name(root: &Path) -> String {
+pub(crate) fn local_name(root: &Path) -> String {
     let base = root
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())

@@ -9,6 +9,7 @@ mod ledger;
 pub mod peer;
 mod provider_ports;
 pub mod sdk;
+pub mod submit;
 pub mod wasm;
 
 use std::collections::BTreeMap;

@@ -222,7 +222,7 @@ impl Worker {
         let Some(target) = TargetRef::parse(&claim.target) else {
             return Some(failed("JIG_RUN_TARGET_INVALID", claim.target.clone()));
         };
-        let package = crate::cli::admitted_package(&plan, &target)
+        let package = crate::exec::submit::admitted_package(&plan, &target)
             .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
         let Some(package) = package else {
             return Some(failed(

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{MAX_BODY_BYTES, OPENAPI, ROUTES};
+pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES};
 pub use runner::{Limits, ServedRun};
 
 use crate::config::HostConfig;
@@ -168,6 +168,9 @@ async fn serve_async(options: Options) -> Result<(), ServeError> {
             Some((tcp, token))
         }
     };
+    if let Some(path) = &bound {
+        server.publish_socket(path);
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -207,6 +210,7 @@ async fn serve_async(options: Options) -> Result<(), ServeError> {
         let _ = tokio::time::timeout(Duration::from_secs(5), tcp).await;
     }
     if let Some(path) = bound {
+        server.withdraw_socket();
         let _ = std::fs::remove_file(path);
     }
     Ok(())

@@ -21,9 +21,11 @@ use tokio::sync::{watch, Semaphore};
 use super::ServeError;
 use crate::cli::receive;
 use crate::config::HostConfig;
-use crate::exec::{Executor, Invocation, RootChannels, TargetRef};
+pub use crate::exec::submit::Refusal;
+use crate::exec::submit::{self, Recorded};
+use crate::exec::{Invocation, RootChannels, TargetRef};
 use crate::providers::ProviderSet;
-use crate::state::{self, ProjectState, RunRecord, Submission};
+use crate::state::{self, ProjectState, RunRecord};
 
 /// Finished Runs whose event logs stay readable in memory (older ones
 /// answer their events with the recorded terminal alone).
@@ -34,24 +36,6 @@ pub const MAX_FINISHED_LOGS: usize = 256;
 pub struct Limits {
     pub max_active: usize,
     pub max_queued: usize,
-}
-
-/// A refusal with the CLI's code and the HTTP status that fits it.
-#[derive(Debug)]
-pub struct Refusal {
-    pub status: u16,
-    pub code: String,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>) -> Refusal {
-        Refusal {
-            status,
-            code: code.into(),
-            message: message.into(),
-        }
-    }
 }
 
 /// A parsed submission (`POST /v1/projects/{project}/runs`).
@@ -253,6 +237,25 @@ impl Server {
         self
     }
 
+    /// Name `socket` in each held project's protected state, so a plain
+    /// `jig run` there submits to this daemon instead of failing busy.
+    pub fn publish_socket(&self, socket: &std::path::Path) {
+        let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
+        for (name, project) in &self.projects {
+            let entry = json!({"socket": socket.to_string_lossy(), "project": name});
+            if let Err(e) = project.state.publish_served(&entry) {
+                eprintln!("jig serve: project {name}: the socket entry could not be written: {e}");
+            }
+        }
+    }
+
+    /// Remove what [`Server::publish_socket`] wrote.
+    pub fn withdraw_socket(&self) {
+        for project in self.projects.values() {
+            project.state.withdraw_served();
+        }
+    }
+
     pub fn project_names(&self) -> Vec<String> {
         self.projects.keys().cloned().collect()
     }
@@ -287,36 +290,11 @@ impl Server {
                 "the daemon is shutting down and accepts no new Runs",
             ));
         }
-        let target = TargetRef::parse(&request.target).ok_or_else(|| {
-            Refusal::new(
-                400,
-                "JIG_RUN_TARGET_INVALID",
-                format!("{:?} is not flow:<path> or binding:<id>", request.target),
-            )
-        })?;
-        let timeout = match &request.timeout {
-            None => crate::cli::DEFAULT_TIMEOUT,
-            Some(text) => crate::cli::parse_timeout(text).ok_or_else(|| {
-                Refusal::new(
-                    400,
-                    "JIG_RUN_TIMEOUT_INVALID",
-                    format!(
-                        "{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"
-                    ),
-                )
-            })?,
-        };
-        if request
-            .key
-            .as_deref()
-            .is_some_and(|k| k.is_empty() || k.len() > 128)
-        {
-            return Err(Refusal::new(
-                400,
-                "INVALID_REQUEST",
-                "key must be 1 to 128 bytes",
-            ));
-        }
+        let asked = submit::check(
+            &request.target,
+            request.timeout.as_deref(),
+            request.key.as_deref(),
+        )?;
         let names = receive::parse(&request.receive)
             .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
         // With a database, its key lock serialises instead (a thread
@@ -326,116 +304,66 @@ impl Server {
             .is_none()
             .then(|| project.submitting.lock().unwrap());
         let state = &project.state;
-        let internal = |e: state::StateError| Refusal::new(500, e.code(), e.to_string());
-        let Some(generation) = state.current().map_err(internal)? else {
-            return Err(Refusal::new(
-                409,
-                "ADMISSION_MISSING",
-                "the project has no usable reviewed revision; complete jig review before running",
-            ));
-        };
-        if !Executor::is_target(&generation.plan, &target) {
-            return Err(Refusal::new(
-                404,
-                "JIG_RUN_TARGET_INVALID",
-                format!("{target} is not an admitted target"),
-            ));
-        }
-        let (_, package_digest, _) = crate::cli::admitted_package(&generation.plan, &target)
-            .ok_or_else(|| {
-                Refusal::new(
-                    500,
-                    "PROJECT_STATE_INVALID",
-                    format!("{target} has no admitted package"),
-                )
-            })?;
-        let package = state
-            .store()
-            .get_package(&package_digest)
-            .map_err(internal)
-            .and_then(|files| {
-                Package::from_files(files)
-                    .map_err(|e| Refusal::new(500, "PROJECT_STATE_INVALID", e.to_string()))
-            })?;
-        if !package.metadata().attachments.is_empty() || crate::plan::uses_run_checkpoint(&package)
-        {
+        let resolved = submit::resolve(state, &asked.target)?;
+        let target = &asked.target;
+        if !resolved.package.metadata().attachments.is_empty() || resolved.checkpointing {
             return Err(Refusal::new(
                 400,
                 "JIG_RUN_FILES_INVALID",
                 format!("{target} is a file Run (attachments or checkpoints); this daemon serves direct Runs only"),
             ));
         }
-        receive::check(&package, &names)
+        receive::check(&resolved.package, &names)
             .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
         // The same content identity as `jig run` without attachments, so a
         // key means the same thing through either door.
         let captured = crate::files::capture(&crate::files::Request::default(), state.root())
             .map_err(|e| Refusal::new(500, e.code, e.message))?;
-        let input_digest = state::sha256_digest(&flow::json::canonical(&request.input));
-        let content = json!({
-            "target": target.to_string(),
-            "inputDigest": input_digest,
-            "attachments": captured.manifest(),
-            "output": null,
-            "generation": generation.number,
-            "timeoutMs": timeout.as_millis() as u64,
-        });
+        let identity = submit::identity(
+            &asked,
+            &resolved.generation,
+            &request.input,
+            captured.manifest(),
+            None,
+        );
         if self.queue.is_some() {
             let (id, new) = self.enqueue(
                 project_name,
                 &project,
-                &generation,
+                &resolved.generation,
                 &request,
-                &content,
-                timeout,
+                &identity.content,
+                asked.timeout,
             )?;
             let record = self.record(project_name, &id)?;
             let live = (record.terminal().is_none()).then(|| self.follow(&id));
             return Ok((record, live.filter(|_| new)));
         }
         let runs = state.runs();
-        let record_error = |e: state::RunsError| {
-            let status = if e.code() == "SUBMISSION_CONFLICT" {
-                409
-            } else {
-                500
-            };
-            Refusal::new(status, e.code(), e.to_string())
-        };
-        if let Some(key) = request.key.as_deref() {
-            if let Some(existing) = runs.lookup(key, &content).map_err(record_error)? {
-                return Ok((existing, None));
-            }
-        }
         // The bound: refused before anything is recorded.
-        let bound = self.limits.max_active + self.limits.max_queued;
-        if self
-            .held
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < bound).then_some(n + 1)
-            })
-            .is_err()
-        {
-            return Err(Refusal::new(
-                429,
-                "RESOURCE_EXHAUSTED",
-                format!(
-                    "{} Runs are active and {} queued, the most this daemon holds",
-                    self.limits.max_active, self.limits.max_queued
-                ),
-            ));
-        }
-        let record = match runs.submit(request.key.as_deref(), content) {
-            Ok(Submission::New(record)) => record,
-            Ok(Submission::Existing(record)) => {
-                self.release();
-                return Ok((record, None));
-            }
-            Err(e) => {
-                self.release();
-                return Err(record_error(e));
-            }
+        let reserve = || {
+            let bound = self.limits.max_active + self.limits.max_queued;
+            self.held
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < bound).then_some(n + 1)
+                })
+                .map(|_| Held(self.clone()))
+                .map_err(|_| {
+                    Refusal::new(
+                        429,
+                        "RESOURCE_EXHAUSTED",
+                        format!(
+                            "{} Runs are active and {} queued, the most this daemon holds",
+                            self.limits.max_active, self.limits.max_queued
+                        ),
+                    )
+                })
         };
+        let (record, held) =
+            match submit::record(&runs, asked.key.as_deref(), identity.content, reserve)? {
+                Recorded::Replay(record) => return Ok((record, None)),
+                Recorded::New(record, held) => (record, held),
+            };
         let live = Live::new();
         live.push_value(&json!({"type": "status", "status": "queued", "runId": record.id}));
         self.live
@@ -444,12 +372,12 @@ impl Server {
             .insert(record.id.clone(), live.clone());
         self.metrics.queued.inc();
         let method = Dispatch {
-            target,
+            target: asked.target,
             input: request.input,
-            timeout,
+            timeout: asked.timeout,
             names,
-            package,
-            plan: generation.plan,
+            package: resolved.package,
+            plan: resolved.generation.plan,
         };
         let this = self.clone();
         let started = Instant::now();
@@ -457,15 +385,10 @@ impl Server {
         let task_live = live.clone();
         let task_project = project.clone();
         tokio::spawn(async move {
-            this.execute(task_project, task_record, task_live, method, started)
+            this.execute(task_project, task_record, task_live, method, started, held)
                 .await
         });
         Ok((record, Some(live)))
-    }
-
-    fn release(&self) {
-        self.held.fetch_sub(1, Ordering::SeqCst);
-        self.settled.notify_waiters();
     }
 
     async fn execute(
@@ -475,6 +398,7 @@ impl Server {
         live: Arc<Live>,
         dispatch: Dispatch,
         started: Instant,
+        held: Held,
     ) {
         let permit = self.slots.clone().acquire_owned().await;
         self.metrics.queued.dec();
@@ -486,13 +410,8 @@ impl Server {
             .unwrap_or_else(|message| {
                 // Never dispatched: settled failed, and the log still ends
                 // with the terminal.
-                let terminal = json!({
-                    "status": "failed",
-                    "code": "EXECUTION_FAILED",
-                    "message": message,
-                    "runId": record.id,
-                    "diagnostics": crate::exec::Diagnostics::default().to_value(),
-                });
+                let terminal =
+                    submit::settle_undispatched(&project.state.runs(), &mut record, &message);
                 live.push_value(&json!({"type": "terminal", "result": terminal}));
                 terminal
             });
@@ -520,7 +439,7 @@ impl Server {
             }
         }
         drop(finished);
-        self.release();
+        drop(held);
     }
 
     /// Execute one recorded Run to its terminal, channel lines into its
@@ -535,21 +454,14 @@ impl Server {
         let state = &project.state;
         let sandbox = self.sandbox.clone();
         let work_root = state.run_dir(&record.id).map_err(|e| e.to_string())?;
-        let executor = Arc::new(
-            Executor::new(
-                state.store(),
-                work_root.join("runs"),
-                dispatch.plan,
-                self.providers.clone(),
-                sandbox,
-                work_root.clone(),
-            )
-            .with_support_writer(crate::cli::write_runtime_support)
-            .with_repository(crate::exec::Repository {
-                root: state.root().to_path_buf(),
-                secrets: self.config.secrets.clone(),
-            })
-            .with_agent(self.config.agent.table()),
+        let executor = submit::executor(
+            state,
+            dispatch.plan,
+            &self.config,
+            self.providers.clone(),
+            sandbox,
+            work_root.clone(),
+            None,
         );
         let mut channels = RootChannels::none();
         let broker = channels.broker.clone();
@@ -597,8 +509,7 @@ impl Server {
         let _ = pump.await;
         broker.finish(host, true);
         let cleanup = crate::files::remove_tree(&work_root);
-        let mut terminal = crate::cli::terminal_value(&result);
-        terminal["runId"] = json!(record.id);
+        let terminal = submit::terminal(&result, &record.id);
         let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
         let line = terminal.clone();
         let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
@@ -700,6 +611,16 @@ impl Server {
             live.cancel.send_replace(true);
         }
         let _ = tokio::time::timeout(super::CANCEL_FENCE_BUDGET, all_settled()).await;
+    }
+}
+
+/// A slot of the daemon's bound, held from recording to settling.
+struct Held(Arc<Server>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.held.fetch_sub(1, Ordering::SeqCst);
+        self.0.settled.notify_waiters();
     }
 }
 

@@ -23,6 +23,9 @@ use flow::json::Value;
 use nix::fcntl::{Flock, FlockArg};
 
 pub const STATE_DIR: &str = ".jig";
+/// The entry under `.jig/` where a `jig serve` holding the project names
+/// its socket, so a `jig run` in the project submits to it.
+pub const SERVED_ENTRY: &str = "served.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -66,7 +69,11 @@ impl StateError {
 pub struct ProjectState {
     root: PathBuf,
     dir: PathBuf,
-    _owner: Flock<File>,
+    /// The run-holder lock; `None` when admitting beside a daemon that
+    /// holds it ([`ProjectState::beside_holder`]).
+    _owner: Option<Flock<File>>,
+    /// The admission lock, while a review may advance the generation.
+    admission: Option<Flock<File>>,
 }
 
 /// The admitted generation: the exact authority that Runs execute.
@@ -82,39 +89,10 @@ impl ProjectState {
     /// Acquire the project at `root` (which must hold `jig.ts`), creating
     /// `.jig/` on first use. A second concurrent owner gets `PROJECT_BUSY`.
     pub fn acquire(root: &Path) -> Result<ProjectState, StateError> {
-        let dir = root.join(STATE_DIR);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
-                return Err(StateError::Unsafe {
-                    message: format!("{} is not a plain directory", dir.display()),
-                })
-            }
-            Ok(meta) => {
-                use std::os::unix::fs::MetadataExt;
-                if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
-                    return Err(StateError::Unsafe {
-                        message: format!(
-                            "{} must be owned by this user and writable by nobody else",
-                            dir.display()
-                        ),
-                    });
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                create_private_dir(&dir)?;
-            }
-            Err(e) => return Err(StateError::io(format!("inspecting {}", dir.display()))(e)),
-        }
-        let owner = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("owner.lock"))
-            .map_err(StateError::io("opening the project owner lock"))?;
-        let owner =
-            Flock::lock(owner, FlockArg::LockExclusiveNonblock).map_err(|_| StateError::Busy {
-                message: "another jig process owns this project; try again when it finishes".into(),
-            })?;
+        let dir = open_state_dir(root)?;
+        let owner = lock_file(&dir, "owner.lock", || StateError::Busy {
+            message: "another jig process owns this project; try again when it finishes".into(),
+        })?;
         for sub in ["store", "plans", "admission", "runs", "work", "checkpoints"] {
             let path = dir.join(sub);
             if !path.exists() {
@@ -124,8 +102,49 @@ impl ProjectState {
         Ok(ProjectState {
             root: root.to_path_buf(),
             dir,
-            _owner: owner,
+            _owner: Some(owner),
+            admission: None,
         })
+    }
+
+    /// Open the project for admission only, beside a `jig serve` that holds
+    /// it (the caller has checked that one does): under the admission lock,
+    /// not the run-holder lock. Store writes are content-addressed and
+    /// atomic and [`ProjectState::apply`] is one compare-and-set, so the
+    /// daemon's next Runs take the new generation and its in-flight Runs
+    /// keep theirs. Use only the admission methods (store, plans, current,
+    /// apply, the lock file); Runs and their scratch belong to the holder.
+    pub fn beside_holder(root: &Path) -> Result<ProjectState, StateError> {
+        let dir = open_state_dir(root)?;
+        for sub in ["store", "plans", "admission"] {
+            if !dir.join(sub).is_dir() {
+                return Err(StateError::Invalid {
+                    message: format!("{} has no {sub}/", dir.display()),
+                });
+            }
+        }
+        let mut state = ProjectState {
+            root: root.to_path_buf(),
+            dir,
+            _owner: None,
+            admission: None,
+        };
+        state.hold_admission()?;
+        Ok(state)
+    }
+
+    /// Take the admission lock (one review at a time advances the
+    /// generation), held until this value is dropped.
+    pub fn hold_admission(&mut self) -> Result<(), StateError> {
+        if self.admission.is_none() {
+            self.admission = Some(lock_file(&self.dir, "admission.lock", || {
+                StateError::Busy {
+                    message: "another review is admitting this project; try again when it finishes"
+                        .into(),
+                }
+            })?);
+        }
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -237,6 +256,16 @@ impl ProjectState {
         std::fs::read(self.root.join("jig.lock")).ok()
     }
 
+    /// Name the socket of the daemon now holding this project (owner-private).
+    pub fn publish_served(&self, entry: &Value) -> Result<(), StateError> {
+        write_atomic(&self.dir.join(SERVED_ENTRY), &flow::json::canonical(entry))
+    }
+
+    /// Remove the entry [`ProjectState::publish_served`] wrote.
+    pub fn withdraw_served(&self) {
+        let _ = std::fs::remove_file(self.dir.join(SERVED_ENTRY));
+    }
+
     /// A fresh private directory for one Run's scratch and materialized package.
     pub fn run_dir(&self, run_id: &str) -> Result<PathBuf, StateError> {
         let dir = self.dir.join("work").join(run_id);
@@ -244,6 +273,26 @@ impl ProjectState {
         set_private(&dir)?;
         Ok(dir)
     }
+}
+
+/// The entry a daemon holding the project at `root` published, read
+/// without owning the project. `None` when there is none, or when `.jig/`
+/// or the entry is not this user's and private (then it is not trusted).
+/// A stale entry (its daemon gone) is the caller's to detect by connecting.
+pub fn served_entry(root: &Path) -> Option<Value> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let dir = root.join(STATE_DIR);
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return None;
+    }
+    let path = dir.join(SERVED_ENTRY);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 || meta.len() > 64 * 1024 {
+        return None;
+    }
+    flow::json::parse(&std::fs::read(&path).ok()?).ok()
 }
 
 fn parse_state(bytes: &[u8], what: &str) -> Result<Value, StateError> {
@@ -263,6 +312,50 @@ pub fn hex(bytes: &[u8]) -> String {
 
 pub(crate) fn digest_hex(digest: &str) -> &str {
     digest.strip_prefix("sha256:").unwrap_or(digest)
+}
+
+/// `.jig/` under `root`: created private on first use, else checked to be
+/// a plain directory of this user that nobody else can write.
+fn open_state_dir(root: &Path) -> Result<PathBuf, StateError> {
+    let dir = root.join(STATE_DIR);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+            return Err(StateError::Unsafe {
+                message: format!("{} is not a plain directory", dir.display()),
+            })
+        }
+        Ok(meta) => {
+            use std::os::unix::fs::MetadataExt;
+            if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+                return Err(StateError::Unsafe {
+                    message: format!(
+                        "{} must be owned by this user and writable by nobody else",
+                        dir.display()
+                    ),
+                });
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            create_private_dir(&dir)?;
+        }
+        Err(e) => return Err(StateError::io(format!("inspecting {}", dir.display()))(e)),
+    }
+    Ok(dir)
+}
+
+/// An exclusive, non-blocking lock on `dir/name`; `busy` when it is held.
+fn lock_file(
+    dir: &Path,
+    name: &str,
+    busy: impl FnOnce() -> StateError,
+) -> Result<Flock<File>, StateError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(name))
+        .map_err(StateError::io(format!("opening the project {name}")))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| busy())
 }
 
 fn create_private_dir(path: &Path) -> Result<(), StateError> {

@@ -27,6 +27,13 @@ for i in range(3):\n        await events.send({'i': i})\n    \
 await asyncio.sleep(120)\n    return {'outcome': 'done', 'output': 'late'}\n\
 handle(run)\n";
 
+/// Sends two items on `events`, then answers.
+const TELL_PY: &str = "from jiggy.flow import handle\n\
+async def run(context):\n    events = context.channels['events']\n    \
+for i in range(2):\n        await events.send({'i': i})\n    \
+return {'outcome': 'done', 'output': 'told'}\n\
+handle(run)\n";
+
 fn flow_md(name: &str, extra: &str) -> String {
     format!("---\nname: {name}\ndescription: A served test Flow.\n{extra}---\n")
 }
@@ -47,6 +54,11 @@ fn served_project(root: &Path) {
                 &flow_md("ticker", "channels:\n  events:\n    direction: send\n"),
             ),
             ("flows/ticker/flow.py", TICKER_PY),
+            (
+                "flows/tell/FLOW.md",
+                &flow_md("tell", "channels:\n  events:\n    direction: send\n"),
+            ),
+            ("flows/tell/flow.py", TELL_PY),
         ],
     );
     review(root);
@@ -768,4 +780,255 @@ fn tcp_requires_the_bearer_token_from_the_file() {
     );
     assert_eq!(run.status, 2, "{run:?}");
     assert!(run.stderr.starts_with("JIG_USAGE: "), "{run:?}");
+}
+
+/// A terminal or record with what differs between two Runs of the same
+/// request (the Run id, times, pid, measured diagnostics) blanked.
+fn comparable(text: &str) -> Value {
+    fn blank(value: &mut Value) {
+        if let Value::Object(map) = value {
+            for (name, item) in map.iter_mut() {
+                match name.as_str() {
+                    "runId" | "id" | "pid" | "submittedAtUnixMs" | "settledAtUnixMs"
+                    | "diagnostics" => *item = Value::Null,
+                    _ => blank(item),
+                }
+            }
+        }
+    }
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| Value::String(l.to_string())))
+        .collect();
+    lines.iter_mut().for_each(blank);
+    Value::Array(lines)
+}
+
+/// `jig run`'s user-visible result: exit status, stdout (comparable),
+/// stderr.
+fn seen(run: &Run) -> (i32, Value, String) {
+    (run.status, comparable(&run.stdout), run.stderr.clone())
+}
+
+#[test]
+fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
+    let (_outer, path) = served();
+    let dir = path.to_str().unwrap();
+    let cases: &[&[&str]] = &[
+        &["run", "flow:flows/echo", "--input", "\"Ada\"", "--json"],
+        &["run", "flow:flows/echo", "--input", "{\"n\": [1, 2]}"],
+        &["run", "flow:flows/tell", "--receive", "events"],
+        &[
+            "run",
+            "flow:flows/sleep",
+            "--input",
+            "30",
+            "--timeout",
+            "1s",
+        ],
+        &["run", "flow:flows/none"],
+        &["run", "flows/echo"],
+        &["run", "flow:flows/echo", "--timeout", "soon"],
+        &["run", "flow:flows/echo", "--receive", "nope"],
+    ];
+    let local: Vec<Run> = cases.iter().map(|args| run_jig(&path, args)).collect();
+    assert_eq!(local[0].status, 0, "{:?}", local[0]);
+    assert_eq!(local[2].stdout.lines().count(), 5, "{:?}", local[2]);
+    assert_ne!(local[3].status, 0, "{:?}", local[3]);
+    let daemon = Daemon::start(&path, &[]);
+    let server = format!("unix:{}", daemon.socket.display());
+    for (args, local) in cases.iter().zip(&local) {
+        let named = run_jig(
+            &path,
+            &[&args[..1], &["--server", &server], &args[1..]].concat(),
+        );
+        assert_eq!(seen(&named), seen(local), "--server {args:?}: {named:?}");
+        let env = output(
+            jig(&path)
+                .env("JIG_SERVER", &server)
+                .args(*args)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(seen(&env), seen(local), "JIG_SERVER {args:?}: {env:?}");
+        // A plain `jig run` in the held project finds the daemon's socket.
+        let found = run_jig(&path, &[&["-C", dir][..], args].concat());
+        assert_eq!(seen(&found), seen(local), "found {args:?}: {found:?}");
+    }
+    // The Runs went to the daemon: it recorded them.
+    let successes = cases.len() - 4;
+    assert_eq!(daemon.runs().len(), successes * 3 + 4, "{}", daemon.log());
+    // The same key replays one Run through either door.
+    let keyed = ["run", "flow:flows/echo", "--input", "1", "--key", "k1"];
+    let first = run_jig(
+        &path,
+        &[&keyed[..1], &["--server", &server], &keyed[1..]].concat(),
+    );
+    let again = run_jig(&path, &keyed);
+    assert_eq!(first.status, 0, "{first:?}");
+    assert_eq!(first.stdout, again.stdout);
+    let other = run_jig(
+        &path,
+        &["run", "flow:flows/echo", "--input", "2", "--key", "k1"],
+    );
+    assert_eq!(other.status, 1, "{other:?}");
+    assert!(
+        other.stderr.starts_with("SUBMISSION_CONFLICT: "),
+        "{other:?}"
+    );
+    let id = first.json()["runId"].as_str().unwrap().to_string();
+    let listed = run_jig(&path, &["runs", "--server", &server]);
+    let shown = run_jig(&path, &["runs", "show", &id]);
+    let missing = run_jig(&path, &["runs", "show", "no-such-run"]);
+    assert_eq!(listed.status, 0, "{listed:?}");
+    assert_eq!(shown.status, 0, "{shown:?}");
+    drop(daemon);
+    // Killed: its socket entry is stale and ignored; the project is local
+    // again, and shows the same records byte for byte.
+    assert_eq!(run_jig(&path, &["runs"]).stdout, listed.stdout);
+    assert_eq!(run_jig(&path, &["runs", "show", &id]).stdout, shown.stdout);
+    let missing_local = run_jig(&path, &["runs", "show", "no-such-run"]);
+    assert_eq!(
+        (missing.status, &missing.stderr),
+        (missing_local.status, &missing_local.stderr)
+    );
+    let after = run_jig(&path, &["run", "flow:flows/echo", "--json"]);
+    assert_eq!(after.status, 0, "{after:?}");
+}
+
+#[test]
+fn a_daemon_names_its_socket_in_the_project_and_removes_it_on_exit() {
+    let (_outer, path, mut daemon) = start(&[]);
+    let entry_path = path.join(".jig/served.json");
+    let entry: Value = serde_json::from_slice(&std::fs::read(&entry_path).unwrap()).unwrap();
+    assert_eq!(entry["project"], "p");
+    assert_eq!(
+        entry["socket"].as_str().map(PathBuf::from),
+        Some(daemon.socket.clone())
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&entry_path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait().success(), "{}", daemon.log());
+    assert!(!entry_path.exists());
+}
+
+#[test]
+fn server_urls_and_tokens_are_checked_before_anything_is_sent() {
+    let (outer, path) = served();
+    let bad = |args: &[&str]| {
+        let run = run_jig(&path, args);
+        (
+            run.status,
+            run.stderr.split(':').next().unwrap_or("").to_string(),
+        )
+    };
+    let usage = (2, "JIG_USAGE".to_string());
+    assert_eq!(
+        bad(&["run", "flow:flows/echo", "--server", "ftp://x"]),
+        usage
+    );
+    assert_eq!(bad(&["runs", "--server", "unix:"]), usage);
+    // http:// needs a token file.
+    assert_eq!(
+        bad(&["run", "--server", "http://127.0.0.1:1", "flow:flows/echo"]),
+        usage
+    );
+    let token = outer.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let _daemon = Daemon::start(
+        &path,
+        &["--tcp", &address, "--token-file", token.to_str().unwrap()],
+    );
+    let url = format!("http://{address}");
+    let ran = run_jig(
+        &path,
+        &[
+            "run",
+            "--server",
+            &url,
+            "--token-file",
+            token.to_str().unwrap(),
+            "flow:flows/echo",
+            "--input",
+            "7",
+            "--json",
+        ],
+    );
+    assert_eq!(ran.status, 0, "{ran:?}");
+    assert_eq!(ran.json()["output"], 7);
+    let wrong = outer.path().join("wrong");
+    std::fs::write(&wrong, "nope\n").unwrap();
+    let refused = output(
+        jig(&path)
+            .env("JIG_SERVER", &url)
+            .env("JIG_SERVER_TOKEN_FILE", &wrong)
+            .args(["runs"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(refused.status, 2, "{refused:?}");
+    assert!(
+        refused.stderr.starts_with("UNAUTHENTICATED: "),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn review_advances_the_generation_while_the_daemon_serves() {
+    let (_outer, path, daemon) = start(&[]);
+    let (status, first) = daemon.submit(json!({"target": "flow:flows/echo", "input": "v1"}));
+    assert_eq!(status, 200, "{first}");
+    let (status, slow) = daemon.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/sleep", "input": 3})),
+    );
+    assert_eq!(status, 202, "{slow}");
+    let slow = slow["runId"].as_str().unwrap().to_string();
+    let changed = ECHO_PY.replace("'output': context.input", "'output': ['v2', context.input]");
+    std::fs::write(path.join("flows/echo/flow.py"), changed).unwrap();
+    let reviewed = run_jig(&path, &["review", "--yes"]);
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    assert!(
+        reviewed.stdout.ends_with("project is ready\n"),
+        "{reviewed:?}"
+    );
+    // New Runs take the new generation without a restart...
+    let (status, second) = daemon.submit(json!({"target": "flow:flows/echo", "input": "x"}));
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["output"], json!(["v2", "x"]), "{second}");
+    let record = |id: &str| {
+        daemon
+            .call("GET", &format!("/v1/projects/p/runs/{id}"), None)
+            .1
+    };
+    let first = record(first["runId"].as_str().unwrap());
+    let second = record(second["runId"].as_str().unwrap());
+    assert_eq!(
+        second["generation"].as_u64(),
+        first["generation"].as_u64().map(|g| g + 1),
+        "{first} {second}"
+    );
+    // ...and the Run in flight keeps the generation it started with.
+    let (_, events) = daemon.raw(
+        "GET",
+        &format!("/v1/projects/p/runs/{slow}/events"),
+        None,
+        &[],
+    );
+    assert!(events.contains("\"terminal\""), "{events}");
+    let slow = record(&slow);
+    assert_eq!(slow["terminal"]["status"], "succeeded", "{slow}");
+    assert_eq!(slow["generation"], first["generation"], "{slow}");
+    // A review with nothing changed converges beside the daemon too.
+    let again = run_jig(&path, &["review", "--yes"]);
+    assert_eq!(again.stdout, "unchanged\nproject is ready\n", "{again:?}");
 }

@@ -1,0 +1,400 @@
+//! `jig run`, `jig runs` and `jig runs show` against a `jig serve` daemon:
+//! named by `--server` / `JIG_SERVER` (`unix:/path/to.sock` or
+//! `http://host:port` with a bearer token from `--token-file` /
+//! `JIG_SERVER_TOKEN_FILE`), or found through the project's protected state
+//! while a local daemon holds it. Output and exit statuses are those of the
+//! local commands: the daemon returns the same terminals and records.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use axum::body::Bytes;
+use flow::json::Value;
+use http_body_util::BodyExt;
+use serde_json::json;
+
+use super::{exit, print_terminal, CliError};
+
+/// The environment variable naming the daemon when `--server` is absent.
+pub const SERVER_ENV: &str = "JIG_SERVER";
+/// The environment variable naming the token file when `--token-file` is absent.
+pub const TOKEN_FILE_ENV: &str = "JIG_SERVER_TOKEN_FILE";
+/// How many Runs `jig runs` lists (as locally).
+pub const LISTED_RUNS: usize = 50;
+
+/// Where the daemon listens.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    Unix(PathBuf),
+    Http { base: String, token: Vec<u8> },
+}
+
+/// A daemon and the project it serves that these commands address.
+pub struct Served {
+    pub endpoint: Endpoint,
+    /// `None`: the one project the daemon serves.
+    pub project: Option<String>,
+}
+
+fn usage(message: impl Into<String>) -> CliError {
+    CliError::new("JIG_USAGE", message)
+}
+
+fn unavailable(message: impl Into<String>) -> CliError {
+    CliError::new("UNAVAILABLE", message)
+}
+
+/// The daemon named by `--server` or `JIG_SERVER`, if any.
+pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<Served>, CliError> {
+    let text = match server {
+        Some(text) => text.to_string(),
+        None => match std::env::var(SERVER_ENV) {
+            Ok(text) if !text.is_empty() => text,
+            _ => return Ok(None),
+        },
+    };
+    let endpoint = if let Some(path) = text.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(usage("--server unix: needs a socket path"));
+        }
+        Endpoint::Unix(PathBuf::from(path))
+    } else if text.starts_with("http://") {
+        let file = token_file
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os(TOKEN_FILE_ENV).map(PathBuf::from))
+            .ok_or_else(|| {
+                usage(format!(
+                    "--server {text} needs a bearer token: give --token-file or {TOKEN_FILE_ENV}"
+                ))
+            })?;
+        let token =
+            crate::serve::read_token(&file).map_err(|e| CliError::new(e.code, e.message))?;
+        Endpoint::Http {
+            base: text.trim_end_matches('/').to_string(),
+            token: token.to_vec(),
+        }
+    } else {
+        return Err(usage(format!(
+            "--server {text:?} is not unix:/path/to.sock or http://host:port"
+        )));
+    };
+    Ok(Some(Served {
+        endpoint,
+        project: None,
+    }))
+}
+
+/// The daemon holding the project at `root`, when its entry names a socket
+/// that answers (a stale entry, with no listener, is ignored).
+pub fn holding(root: &Path) -> Option<Served> {
+    let entry = crate::state::served_entry(root)?;
+    let socket = PathBuf::from(entry["socket"].as_str()?);
+    std::os::unix::net::UnixStream::connect(&socket).ok()?;
+    Some(Served {
+        endpoint: Endpoint::Unix(socket),
+        project: entry["project"].as_str().map(str::to_string),
+    })
+}
+
+/// One response: its status and its body, read as it arrives.
+struct Response {
+    status: u16,
+    body: Body,
+}
+
+enum Body {
+    Unix(hyper::body::Incoming),
+    Http(reqwest::Response),
+}
+
+impl Response {
+    /// The next piece of the body; `None` at its end.
+    async fn chunk(&mut self) -> Result<Option<Bytes>, CliError> {
+        let lost = |e: String| unavailable(format!("the daemon's response broke off: {e}"));
+        match &mut self.body {
+            Body::Unix(body) => loop {
+                match body.frame().await {
+                    None => return Ok(None),
+                    Some(Err(e)) => return Err(lost(e.to_string())),
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Ok(Some(data));
+                        }
+                    }
+                }
+            },
+            Body::Http(response) => response.chunk().await.map_err(|e| lost(e.to_string())),
+        }
+    }
+
+    /// The whole body, parsed as JSON/1 (bounded as the daemon bounds it).
+    async fn json(mut self) -> Result<(u16, Value), CliError> {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = self.chunk().await? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > crate::serve::MAX_BODY_BYTES {
+                return Err(unavailable(
+                    "the daemon's response is larger than JSON/1 allows",
+                ));
+            }
+        }
+        let value = flow::json::parse(&bytes)
+            .map_err(|e| unavailable(format!("the daemon's response is not JSON/1: {e}")))?;
+        Ok((self.status, value))
+    }
+}
+
+/// A non-success response as the CLI error it carries.
+fn refusal(status: u16, value: &Value) -> CliError {
+    match (value["code"].as_str(), value["message"].as_str()) {
+        (Some(code), Some(message)) => CliError::new(code, message),
+        _ => unavailable(format!(
+            "the daemon answered HTTP {status} without an error body"
+        )),
+    }
+}
+
+impl Endpoint {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Response, CliError> {
+        match self {
+            Endpoint::Unix(socket) => {
+                let cannot = |e: String| {
+                    unavailable(format!(
+                        "cannot reach jig serve at {}: {e}",
+                        socket.display()
+                    ))
+                };
+                let stream = tokio::net::UnixStream::connect(socket)
+                    .await
+                    .map_err(|e| cannot(e.to_string()))?;
+                let (mut sender, connection) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                        .await
+                        .map_err(|e| cannot(e.to_string()))?;
+                tokio::spawn(connection);
+                let request = hyper::Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .header(hyper::header::HOST, "localhost")
+                    .header(hyper::header::CONTENT_TYPE, "application/json")
+                    .body(http_body_util::Full::new(Bytes::from(
+                        body.unwrap_or_default(),
+                    )))
+                    .map_err(|e| cannot(e.to_string()))?;
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| cannot(e.to_string()))?;
+                Ok(Response {
+                    status: response.status().as_u16(),
+                    body: Body::Unix(response.into_body()),
+                })
+            }
+            Endpoint::Http { base, token } => {
+                let cannot =
+                    |e: String| unavailable(format!("cannot reach jig serve at {base}: {e}"));
+                let method = reqwest::Method::from_bytes(method.as_bytes())
+                    .map_err(|e| cannot(e.to_string()))?;
+                let token = String::from_utf8_lossy(token);
+                let mut request = reqwest::Client::new()
+                    .request(method, format!("{base}{path}"))
+                    .bearer_auth(token)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json");
+                if let Some(body) = body {
+                    request = request.body(body);
+                }
+                let response = request.send().await.map_err(|e| cannot(e.to_string()))?;
+                Ok(Response {
+                    status: response.status().as_u16(),
+                    body: Body::Http(response),
+                })
+            }
+        }
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, CliError> {
+        let body = body.map(|b| flow::json::canonical(&b));
+        let (status, value) = self.send(method, path, body).await?.json().await?;
+        if !(200..300).contains(&status) {
+            return Err(refusal(status, &value));
+        }
+        Ok(value)
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("INTERNAL", e.to_string()))
+}
+
+/// A path segment, percent-encoded where it is not unreserved.
+fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+impl Served {
+    /// The project's path prefix: the named one, else the daemon's only one.
+    async fn project_path(&self, local: Option<&str>) -> Result<String, CliError> {
+        let name = match (&self.project, local) {
+            (Some(name), _) => name.clone(),
+            (None, local) => {
+                let health = self.endpoint.call("GET", "/v1/health", None).await?;
+                let served: Vec<&str> = health["projects"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                match (local, served.as_slice()) {
+                    (Some(local), _) if served.contains(&local) => local.to_string(),
+                    (_, [only]) => only.to_string(),
+                    _ => {
+                        return Err(CliError::new(
+                            "PROJECT_NOT_FOUND",
+                            format!(
+                                "the daemon serves {}; run from one of those projects",
+                                served.join(", ")
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        Ok(format!("/v1/projects/{}", segment(&name)))
+    }
+}
+
+/// What `jig run` sends.
+pub struct Submitted<'a> {
+    pub target: &'a str,
+    pub input: Value,
+    pub key: Option<&'a str>,
+    pub timeout: Option<&'a str>,
+    pub receive: &'a [String],
+    pub json: bool,
+    /// The local project's name, to pick it among the daemon's.
+    pub local: Option<String>,
+}
+
+/// Submit one Run and print it as `jig run` does; returns the exit status.
+pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
+    runtime()?.block_on(async {
+        let project = served.project_path(asked.local.as_deref()).await?;
+        let mut body = json!({"target": asked.target, "input": asked.input});
+        if let Some(key) = asked.key {
+            body["key"] = json!(key);
+        }
+        if let Some(timeout) = asked.timeout {
+            body["timeout"] = json!(timeout);
+        }
+        if asked.receive.is_empty() {
+            let terminal = served
+                .endpoint
+                .call("POST", &format!("{project}/runs"), Some(body))
+                .await?;
+            return Ok(shown(&terminal, print_terminal(&terminal, asked.json)));
+        }
+        body["receive"] = json!(asked.receive);
+        let accepted = served
+            .endpoint
+            .call("POST", &format!("{project}/runs?wait=false"), Some(body))
+            .await?;
+        let id = accepted["runId"].as_str().unwrap_or_default();
+        receive(served, &format!("{project}/runs/{}/events", segment(id))).await
+    })
+}
+
+/// A delivery that did not complete makes the Run's exit 2, as locally.
+fn shown(terminal: &Value, status: u8) -> u8 {
+    match terminal.pointer("/delivery/status").and_then(Value::as_str) {
+        Some("written") | None => status,
+        Some(_) => 2,
+    }
+}
+
+/// Copy a Run's channel lines and its terminal line to stdout (NDJSON, as
+/// `--receive` prints locally; the daemon's status lines are not shown).
+async fn receive(served: &Served, path: &str) -> Result<u8, CliError> {
+    let mut response = served.endpoint.send("GET", path, None).await?;
+    if !(200..300).contains(&response.status) {
+        let (status, value) = response.json().await?;
+        return Err(refusal(status, &value));
+    }
+    let mut stdout = std::io::stdout().lock();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut terminal = None;
+    while let Some(chunk) = response.chunk().await? {
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let Ok(event) = flow::json::parse(&line[..line.len() - 1]) else {
+                continue;
+            };
+            match event["type"].as_str() {
+                Some("status") => continue,
+                Some("terminal") => terminal = Some(event["result"].clone()),
+                _ => {}
+            }
+            if stdout
+                .write_all(&line)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                eprintln!("JIG_OUTPUT_FAILED: stdout stopped taking the Run's items");
+                return Ok(2);
+            }
+        }
+    }
+    let terminal = terminal
+        .ok_or_else(|| unavailable("the daemon's event stream ended before the terminal"))?;
+    Ok(exit::run_exit_code(
+        terminal["status"].as_str().unwrap_or("lost"),
+    ))
+}
+
+/// `jig runs` and `jig runs show ID` from the daemon.
+pub fn runs(served: &Served, show: Option<&str>, local: Option<String>) -> Result<u8, CliError> {
+    runtime()?.block_on(async {
+        let project = served.project_path(local.as_deref()).await?;
+        match show {
+            Some(id) => {
+                let record = served
+                    .endpoint
+                    .call("GET", &format!("{project}/runs/{}", segment(id)), None)
+                    .await?;
+                println!("{}", flow::json::canonical_string(&record));
+            }
+            None => {
+                let listed = served
+                    .endpoint
+                    .call("GET", &format!("{project}/runs?limit={LISTED_RUNS}"), None)
+                    .await?;
+                let records: Vec<crate::state::RunRecord> = listed["runs"]
+                    .as_array()
+                    .map(|runs| {
+                        runs.iter()
+                            .map(|value| crate::state::RunRecord {
+                                id: value["id"].as_str().unwrap_or_default().to_string(),
+                                value: value.clone(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                super::print_runs(&records, std::io::stdout().is_terminal());
+            }
+        }
+        Ok(0)
+    })
+}

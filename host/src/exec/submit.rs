@@ -1,0 +1,383 @@
+//! The one Run path `jig run` and `jig serve` share: check what was asked,
+//! resolve the target in the admitted generation, form the content
+//! identity a key is bound to, record the Run durably before dispatch
+//! (replaying a key already used with the same content), build the
+//! executor, and form or settle the terminal.
+//!
+//! What each door does around it (the CLI's attachments, `--out` and
+//! terminal; the daemon's queue, event log and HTTP) stays with the door;
+//! everything that decides whether and what a Run is lives here, so the two
+//! cannot drift. A future worker calls the same functions.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::Package;
+use serde_json::json;
+
+use super::{Diagnostics, Executor, Failure, Repository, Success, TargetRef};
+use crate::config::HostConfig;
+use crate::providers::ProviderSet;
+use crate::state::{self, Generation, ProjectState, RunRecord, Runs, Submission};
+
+/// The longest idempotency key, in bytes.
+pub const MAX_KEY_BYTES: usize = 128;
+
+/// A refusal with the CLI's code, and the HTTP status that fits it for a
+/// client of the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    fn state(e: state::StateError) -> Refusal {
+        Refusal::new(500, e.code(), e.to_string())
+    }
+
+    fn runs(e: state::RunsError) -> Refusal {
+        let status = if e.code() == "SUBMISSION_CONFLICT" {
+            409
+        } else {
+            500
+        };
+        Refusal::new(status, e.code(), e.to_string())
+    }
+}
+
+/// What was asked, checked before any file or state is read.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub target: TargetRef,
+    pub timeout: Duration,
+    pub key: Option<String>,
+}
+
+/// Check a submission's target, timeout and key.
+pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<Asked, Refusal> {
+    let target_ref = TargetRef::parse(target).ok_or_else(|| {
+        Refusal::new(
+            400,
+            "JIG_RUN_TARGET_INVALID",
+            format!("{target:?} is not flow:<path> or binding:<id>"),
+        )
+    })?;
+    let timeout = match timeout {
+        None => crate::cli::DEFAULT_TIMEOUT,
+        Some(text) => crate::cli::parse_timeout(text).ok_or_else(|| {
+            Refusal::new(
+                400,
+                "JIG_RUN_TIMEOUT_INVALID",
+                format!("{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"),
+            )
+        })?,
+    };
+    if key.is_some_and(|k| k.is_empty() || k.len() > MAX_KEY_BYTES) {
+        return Err(Refusal::new(
+            400,
+            "INVALID_REQUEST",
+            format!("--key must be 1 to {MAX_KEY_BYTES} bytes"),
+        ));
+    }
+    Ok(Asked {
+        target: target_ref,
+        timeout,
+        key: key.map(str::to_string),
+    })
+}
+
+/// A target resolved in the admitted generation a new Run would take.
+pub struct Resolved {
+    pub generation: Generation,
+    pub package_path: String,
+    pub package_digest: String,
+    pub binding: Option<String>,
+    /// Read and verified once (the Run reads it again, as verified).
+    pub package: Package,
+    /// Seed 002 §4: it keeps Run Checkpoints (delivered with `--out`).
+    pub checkpointing: bool,
+}
+
+impl Resolved {
+    /// What ran: the target, the exact package and the Binding.
+    pub fn method(&self, target: &TargetRef) -> Value {
+        json!({
+            "target": target.to_string(),
+            "package": {"path": self.package_path, "digest": self.package_digest},
+            "binding": self.binding,
+        })
+    }
+}
+
+/// Resolve `target` in the project's current admitted generation.
+pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Refusal> {
+    let Some(generation) = state.current().map_err(Refusal::state)? else {
+        return Err(Refusal::new(
+            409,
+            "ADMISSION_MISSING",
+            "the project has no usable reviewed revision; complete jig review before running",
+        ));
+    };
+    if !Executor::is_target(&generation.plan, target) {
+        let targets = Executor::targets(&generation.plan);
+        return Err(Refusal::new(
+            404,
+            "JIG_RUN_TARGET_INVALID",
+            format!(
+                "{target} is not an admitted target; admitted: {}",
+                if targets.is_empty() {
+                    "none".into()
+                } else {
+                    targets.join(", ")
+                }
+            ),
+        ));
+    }
+    let (package_path, package_digest, binding) = admitted_package(&generation.plan, target)
+        .ok_or_else(|| {
+            Refusal::new(
+                500,
+                "PROJECT_STATE_INVALID",
+                format!("{target} has no admitted package"),
+            )
+        })?;
+    let package = state
+        .store()
+        .load_package(&package_digest)
+        .map_err(Refusal::state)?;
+    let checkpointing = crate::plan::uses_run_checkpoint(&package);
+    Ok(Resolved {
+        generation,
+        package_path,
+        package_digest,
+        binding,
+        package,
+        checkpointing,
+    })
+}
+
+/// The admitted package behind a target: (package path, digest, binding id).
+pub fn admitted_package(
+    plan: &Value,
+    target: &TargetRef,
+) -> Option<(String, String, Option<String>)> {
+    let lock = &plan["lock"];
+    let (path, binding) = match target {
+        TargetRef::Flow(path) => (path.clone(), None),
+        TargetRef::Binding(id) => (
+            lock["bindings"][id]["packagePath"].as_str()?.to_string(),
+            Some(id.clone()),
+        ),
+    };
+    let digest = lock["packages"][&path]["digest"].as_str()?.to_string();
+    Some((path, digest, binding))
+}
+
+/// What a key is bound to, and the Run's input identity.
+pub struct Identity {
+    /// Recorded with the Run; a key replays only identical content.
+    pub content: Value,
+    /// The input digest and the attachment manifest (HOST-FACTS §3).
+    pub input: Value,
+}
+
+/// The content identity of a Run: what, with which input and attachments,
+/// delivered where, under which generation and deadline.
+pub fn identity(
+    asked: &Asked,
+    generation: &Generation,
+    input: &Value,
+    attachments: Value,
+    output: Option<&Path>,
+) -> Identity {
+    let input_digest = state::sha256_digest(&flow::json::canonical(input));
+    let input_identity = json!({"digest": input_digest, "attachments": attachments});
+    let content = json!({
+        "target": asked.target.to_string(),
+        "inputDigest": input_digest,
+        "attachments": input_identity["attachments"],
+        "output": output.map(|p| p.to_string_lossy().to_string()),
+        "generation": generation.number,
+        "timeoutMs": asked.timeout.as_millis() as u64,
+    });
+    Identity {
+        content,
+        input: input_identity,
+    }
+}
+
+/// A recorded submission: a Run to dispatch (with what `reserve` held for
+/// it), or one already submitted under the same key (nothing executes).
+pub enum Recorded<H> {
+    New(RunRecord, H),
+    Replay(RunRecord),
+}
+
+/// The key already used with this content, if any (`SUBMISSION_CONFLICT`
+/// when it was used with other content).
+pub fn replayed(
+    runs: &Runs,
+    key: Option<&str>,
+    content: &Value,
+) -> Result<Option<RunRecord>, Refusal> {
+    match key {
+        None => Ok(None),
+        Some(key) => runs.lookup(key, content).map_err(Refusal::runs),
+    }
+}
+
+/// Record the Run durably before anything dispatches it. `reserve` runs
+/// once the key is known to be new and may refuse (a daemon's bounds);
+/// what it returns is dropped if the Run turns out not to be new.
+pub fn record<H>(
+    runs: &Runs,
+    key: Option<&str>,
+    content: Value,
+    reserve: impl FnOnce() -> Result<H, Refusal>,
+) -> Result<Recorded<H>, Refusal> {
+    if let Some(record) = replayed(runs, key, &content)? {
+        return Ok(Recorded::Replay(record));
+    }
+    let held = reserve()?;
+    match runs.submit(key, content).map_err(Refusal::runs)? {
+        Submission::New(record) => Ok(Recorded::New(record, held)),
+        Submission::Existing(record) => Ok(Recorded::Replay(record)),
+    }
+}
+
+/// Settle a Run that was recorded but never dispatched as failed (not
+/// lost), and return its terminal.
+pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Value {
+    let terminal = json!({
+        "status": "failed",
+        "code": "EXECUTION_FAILED",
+        "message": message,
+        "runId": record.id,
+        "diagnostics": Diagnostics::default().to_value(),
+    });
+    let _ = runs.settle(record, terminal.clone());
+    terminal
+}
+
+/// The executor one Run of `generation` uses, with its private tree under
+/// `work_root`.
+pub fn executor(
+    state: &ProjectState,
+    plan: Value,
+    config: &HostConfig,
+    providers: Arc<ProviderSet>,
+    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    work_root: PathBuf,
+    loaded: Option<flow::package::Package>,
+) -> Arc<Executor> {
+    let executor = Executor::new(
+        state.store(),
+        work_root.join("runs"),
+        plan,
+        providers,
+        sandbox,
+        work_root,
+    )
+    .with_support_writer(crate::cli::write_runtime_support)
+    .with_repository(Repository {
+        root: state.root().to_path_buf(),
+        secrets: config.secrets.clone(),
+    })
+    .with_agent(config.agent.table());
+    // The package the caller just read and verified: the root Run does
+    // not read and hash it a second time.
+    Arc::new(match loaded {
+        Some(package) => executor.with_loaded(package),
+        None => executor,
+    })
+}
+
+/// The terminal of an executed Run, as recorded and shown.
+pub fn terminal(result: &Result<Success, Failure>, run_id: &str) -> Value {
+    let mut terminal = execution(result);
+    terminal["runId"] = json!(run_id);
+    terminal
+}
+
+/// The execution's own terminal (no Run id, no delivery).
+pub fn execution(result: &Result<Success, Failure>) -> Value {
+    match result {
+        Ok(success) => json!({
+            "status": "succeeded",
+            "outcome": success.outcome,
+            "output": success.output,
+            "diagnostics": success.diagnostics.to_value(),
+        }),
+        Err(failure) => {
+            let mut value = json!({
+                "status": "failed",
+                "code": failure.code,
+                "message": failure.message,
+                "diagnostics": failure.diagnostics.to_value(),
+            });
+            if let Some(details) = &failure.details {
+                value["details"] = details.clone();
+            }
+            value
+        }
+    }
+}
+
+/// What a replayed or stored Run shows: its terminal, or pending.
+pub fn shown_terminal(record: &RunRecord) -> Value {
+    record
+        .terminal()
+        .cloned()
+        .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_of_the_longest_length_is_taken_and_one_byte_more_is_refused() {
+        let at = "k".repeat(MAX_KEY_BYTES);
+        let past = "k".repeat(MAX_KEY_BYTES + 1);
+        assert!(check("flow:flows/a", None, Some(&at)).is_ok());
+        for key in [past.as_str(), ""] {
+            let refusal = check("flow:flows/a", None, Some(key)).unwrap_err();
+            assert_eq!(
+                (refusal.status, refusal.code.as_str()),
+                (400, "INVALID_REQUEST")
+            );
+        }
+    }
+
+    #[test]
+    fn targets_and_timeouts_are_checked_with_the_cli_codes() {
+        let code = |target: &str, timeout: Option<&str>| {
+            check(target, timeout, None).map(|_| ()).map_err(|r| r.code)
+        };
+        assert_eq!(code("flow:flows/a", Some("90s")), Ok(()));
+        assert_eq!(code("binding:b", None), Ok(()));
+        assert_eq!(
+            code("flows/a", None),
+            Err("JIG_RUN_TARGET_INVALID".to_string())
+        );
+        assert_eq!(
+            code("flow:flows/a", Some("soon")),
+            Err("JIG_RUN_TIMEOUT_INVALID".to_string())
+        );
+        let asked = check("flow:flows/a", Some("2s"), Some("k")).unwrap();
+        assert_eq!(asked.timeout, Duration::from_secs(2));
+        assert_eq!(asked.key.as_deref(), Some("k"));
+    }
+}
