@@ -802,3 +802,26 @@ fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
     assert_eq!(served.terminal(&next)["status"], "succeeded");
     assert_eq!(std::fs::read_to_string(&witness).unwrap(), "1\n2\n");
 }
+
+/// SIGTERM within the grace: the dispatched Run finishes as it would have,
+/// and the worker exits 0 after writing its terminal.
+#[test]
+fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Served::start(&root, &pg, logs.path());
+    let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "2m"]);
+    let run = served.submit("short", input(&witness, 1, 3));
+    wait_until("the Run dispatched", Duration::from_secs(60), || {
+        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{run}'")) == "running"
+    });
+    first.signal(Signal::SIGTERM);
+    let status = first.exited(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}: {}", first.log());
+    let terminal = served.terminal(&run);
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    assert_eq!(terminal["output"], 1, "{terminal}");
+}
