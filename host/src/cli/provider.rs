@@ -29,6 +29,8 @@ const MAGIC_BYTES: usize = 8;
 const COMPONENT_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
 /// `\0asm` followed by the core module version 1: a module, not a component.
 const CORE_MODULE_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+/// The interfaces a component imports for outbound HTTP.
+const WASI_HTTP: &str = "wasi:http/";
 const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
 
 /// The code of a file that is no provider this host can load.
@@ -188,10 +190,17 @@ fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
             format!("cannot read {}: {e}", path.display()),
         )
     })?;
+    let mut grants = Grants::default();
     let mut report = match kind {
         ProviderKind::Wasm => {
             let shape = jig_provider_wasm::component_shape(&bytes)
                 .map_err(|e| CliError::new(NOT_A_PROVIDER, e))?;
+            // A component importing wasi:http loads only with an http grant.
+            // Inspecting makes no call, so one allowing no origin shows what
+            // it serves and asks for while letting it reach nothing.
+            if shape.imports.iter().any(|i| i.starts_with(WASI_HTTP)) {
+                grants.http = Some(jig_provider_api::grants::HttpGrant { allow: Vec::new() });
+            }
             json!({
                 "kind": "wasm",
                 "world": jig_provider_wasm::WORLD,
@@ -207,7 +216,7 @@ fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
             "imports": Value::Null,
         }),
     };
-    let provider = load(path, kind, Value::Null, Grants::default())?;
+    let provider = load(path, kind, Value::Null, grants)?;
     let contracts: Vec<Value> = provider
         .contracts()
         .iter()

@@ -583,3 +583,27 @@ fn call_refuses_grants_the_host_configuration_would_refuse() {
         "{run:?}"
     );
 }
+
+#[test]
+fn inspect_shows_a_component_that_asks_for_http_without_granting_it_an_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = probe_component();
+    let run = run_jig(
+        dir.path(),
+        &["provider", "inspect", file.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let report = run.json();
+    assert_eq!(
+        report["contracts"][0]["id"],
+        "https://example.org/contracts/grants-probe"
+    );
+    let imports = report["imports"].as_array().unwrap();
+    assert!(
+        imports.iter().any(|i| i
+            .as_str()
+            .unwrap()
+            .starts_with("wasi:http/outgoing-handler@")),
+        "{imports:?}"
+    );
+}
