@@ -29,8 +29,13 @@ pub const MAX_RECEIVE: usize = 16;
 pub const MAX_OUTPUT_BYTES: usize = 20 * 1024 * 1024;
 /// Lines queued for stdout before the readers wait.
 pub const MAX_PENDING_WRITES: usize = 256;
-/// The longest one write to stdout may take before the Run is cancelled.
+/// The longest stdout may take no bytes while output waits before the Run
+/// is cancelled. A slow reader that keeps taking bytes is not stuck.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One write to stdout: a line is written in pieces of at most this many
+/// bytes (a pipe's usual capacity), and each piece taken counts as progress.
+const WRITE_CHUNK: usize = 64 * 1024;
 
 /// The `--receive` values: LocalNames, each once, at most [`MAX_RECEIVE`].
 /// A bad value is a usage error.
@@ -94,8 +99,10 @@ impl OutputFault {
 struct Shared {
     /// Bytes of channel lines accepted so far.
     accepted: AtomicUsize,
-    /// When the write in progress started (ms since the epoch), or 0.
+    /// When the piece being written started (ms since the epoch), or 0.
     busy_since: AtomicU64,
+    /// Pieces written so far: what a waiting sender sees as progress.
+    progress: AtomicU64,
     failed: AtomicBool,
 }
 
@@ -114,19 +121,23 @@ impl Stream {
         let shared = Arc::new(Shared {
             accepted: AtomicUsize::new(0),
             busy_since: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
             failed: AtomicBool::new(false),
         });
         let state = shared.clone();
         let writer = std::thread::spawn(move || {
             while let Some(line) = rx.blocking_recv() {
-                state
-                    .busy_since
-                    .store(now_unix_ms().max(1), Ordering::SeqCst);
-                let written = out.write_all(&line).and_then(|()| out.flush());
-                state.busy_since.store(0, Ordering::SeqCst);
-                if written.is_err() {
-                    state.failed.store(true, Ordering::SeqCst);
-                    return;
+                for piece in line.chunks(WRITE_CHUNK) {
+                    state
+                        .busy_since
+                        .store(now_unix_ms().max(1), Ordering::SeqCst);
+                    let written = out.write_all(piece).and_then(|()| out.flush());
+                    state.busy_since.store(0, Ordering::SeqCst);
+                    state.progress.fetch_add(1, Ordering::SeqCst);
+                    if written.is_err() {
+                        state.failed.store(true, Ordering::SeqCst);
+                        return;
+                    }
                 }
             }
         });
@@ -182,8 +193,8 @@ impl Stream {
     }
 
     /// Queue one channel line, waiting while [`MAX_PENDING_WRITES`] lines
-    /// are queued; a queue that does not move within [`WRITE_TIMEOUT`] is a
-    /// stuck pipe.
+    /// are queued; a wait of [`WRITE_TIMEOUT`] in which stdout took nothing
+    /// is a stuck pipe.
     pub async fn line(&self, value: &Value) -> Result<(), OutputFault> {
         if let Some(fault) = self.check() {
             return Err(fault);
@@ -195,9 +206,16 @@ impl Stream {
             return Err(self.set_fault(OutputFault::Limit));
         }
         let tx = self.tx.as_ref().expect("open until finish");
-        match tokio::time::timeout(WRITE_TIMEOUT, tx.send(line)).await {
-            Ok(Ok(())) => Ok(()),
-            _ => Err(self.set_fault(OutputFault::Stuck)),
+        let send = tx.send(line);
+        tokio::pin!(send);
+        loop {
+            let seen = self.shared.progress.load(Ordering::SeqCst);
+            match tokio::time::timeout(WRITE_TIMEOUT, &mut send).await {
+                Ok(Ok(())) => return Ok(()),
+                // The writer still takes bytes: keep waiting.
+                Err(_) if self.shared.progress.load(Ordering::SeqCst) != seen => {}
+                _ => return Err(self.set_fault(OutputFault::Stuck)),
+            }
         }
     }
 
@@ -369,5 +387,38 @@ mod tests {
         assert_eq!(stream.line(&json!("late")).await, Err(OutputFault::Stuck));
         assert!(started.elapsed() >= WRITE_TIMEOUT);
         assert_eq!(stream.check(), Some(OutputFault::Stuck));
+    }
+
+    /// A reader that takes one whole piece every 300 ms (small lines at
+    /// once): slow, never stuck.
+    struct Slow(Arc<AtomicUsize>);
+    impl Write for Slow {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if bytes.len() == WRITE_CHUNK {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            self.0.fetch_add(bytes.len(), Ordering::SeqCst);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_reader_that_keeps_taking_bytes_is_not_stuck() {
+        let taken = Arc::new(AtomicUsize::new(0));
+        let stream = Stream::start(Slow(taken.clone()));
+        // Eight pieces of one line: 2.4 s in one line, well past the
+        // timeout, with progress every 300 ms.
+        let big = json!("a".repeat(8 * WRITE_CHUNK - 3));
+        stream.line(&big).await.unwrap();
+        // Queued behind it; the sender waits on a writer that keeps moving.
+        for i in 0..=MAX_PENDING_WRITES {
+            stream.line(&json!(i)).await.unwrap();
+        }
+        assert_eq!(stream.check(), None);
+        assert_eq!(stream.finish(&json!(null)), None);
+        assert!(taken.load(Ordering::SeqCst) > 8 * WRITE_CHUNK);
     }
 }
