@@ -1175,7 +1175,9 @@ fn a_file_run_through_the_daemon_delivers_the_packet_a_local_run_delivers() {
     let again = run_jig(&path, &refs(&served_args));
     assert_eq!(again.status, 1, "{again:?}");
     assert!(again.stderr.starts_with("JIG_OUTPUT_EXISTS: "), "{again:?}");
-    assert_eq!(daemon.runs().len(), 2, "{}", daemon.log());
+    // The local Run, the served file Run and the direct one: the refused
+    // submission recorded nothing.
+    assert_eq!(daemon.runs().len(), 3, "{}", daemon.log());
 }
 
 /// A tar of (path bytes, entry type, content) entries, names kept as given.
