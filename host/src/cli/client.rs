@@ -367,6 +367,9 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
         if let Some(timeout) = asked.timeout {
             body["timeout"] = json!(timeout);
         }
+        if files.destination.is_none() {
+            body["out"] = json!(false);
+        }
         let tar = archive::write_submission(&flow::json::canonical(&body), files.captured)
             .map_err(|e| CliError::new("INTERNAL", format!("cannot write the tar: {e}")))?;
         let (status, mut terminal) = served

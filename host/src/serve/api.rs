@@ -189,7 +189,7 @@ fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
         return Err(invalid("the body must be a JSON object".into()));
     };
     for name in object.keys() {
-        if !["target", "input", "key", "timeout", "receive"].contains(&name.as_str()) {
+        if !["target", "input", "key", "timeout", "receive", "out"].contains(&name.as_str()) {
             return Err(invalid(format!("unknown member {name:?}")));
         }
     }
@@ -220,6 +220,11 @@ fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
         timeout: text("timeout")?,
         receive,
         files: None,
+        out: match object.get("out") {
+            None => true,
+            Some(Value::Bool(out)) => *out,
+            Some(_) => return Err(invalid("out must be a boolean".into())),
+        },
     })
 }
 

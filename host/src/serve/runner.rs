@@ -48,6 +48,9 @@ pub struct ServedRun {
     /// A file Run (submitted as a tar): its captured attachments. Its
     /// packet is published in the daemon's packet store.
     pub files: Option<crate::files::Captured>,
+    /// A file Run's packet is wanted (`jig run --out`; default true). Without
+    /// it a writable attachment is refused and nothing is published.
+    pub out: bool,
 }
 
 /// Where a daemon keeps the packets of its file Runs, one per Run id
@@ -73,6 +76,7 @@ pub fn packet_store(state: &ProjectState) -> std::io::Result<PathBuf> {
 struct FileRun {
     captured: crate::files::Captured,
     writable: Option<String>,
+    out: bool,
     method: Value,
     input: Value,
 }
@@ -344,12 +348,12 @@ impl Server {
             )));
         }
         let writable = match &request.files {
-            None if !declared.is_empty() => {
-                return Err(files_invalid(format!(
-                    "{target} is a file Run (it declares attachments); submit it as an application/x-tar body"
-                )))
+            // A JSON body is `jig run` without `--attach` or `--out`: a
+            // target that declares attachments is refused as it is there.
+            None => {
+                crate::cli::run::check_request(declared, &crate::files::Request::default(), false)
+                    .map_err(|e| Refusal::new(400, e.code, e.message))?
             }
-            None => None,
             Some(_) if self.queue.is_some() => {
                 return Err(files_invalid(
                     "file Runs are not served through a queue yet".to_string(),
@@ -365,7 +369,7 @@ impl Server {
                         .map(|n| (n.clone(), (PathBuf::new(), Vec::new())))
                         .collect(),
                 };
-                crate::cli::run::check_request(declared, &asked_roots, true)
+                crate::cli::run::check_request(declared, &asked_roots, request.out)
                     .map_err(|e| Refusal::new(400, e.code, e.message))?
             }
         };
@@ -386,11 +390,13 @@ impl Server {
             request
                 .files
                 .as_ref()
+                .filter(|_| request.out)
                 .map(|_| std::path::Path::new(PACKET_INTENT)),
         );
         let file_run = request.files.is_some().then(|| FileRun {
             captured,
             writable,
+            out: request.out,
             method: resolved.method(&asked.target),
             input: identity.input.clone(),
         });
@@ -603,7 +609,7 @@ impl Server {
         drop(handoff.and_then(|h| h.take()));
         let cleanup = crate::files::remove_tree(&work_root);
         let mut terminal = submit::terminal(&result, &record.id);
-        if let Some(files) = &dispatch.files {
+        if let Some(files) = dispatch.files.as_ref().filter(|f| f.out) {
             deliver(state, &record.id, files, &result, delivered, &mut terminal);
         }
         let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");

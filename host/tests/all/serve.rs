@@ -853,6 +853,44 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
     assert_eq!(local[0].status, 0, "{:?}", local[0]);
     assert_eq!(local[2].stdout.lines().count(), 5, "{:?}", local[2]);
     assert_ne!(local[3].status, 0, "{:?}", local[3]);
+    // A file Run, and file Runs refused, through each door: the same
+    // output but for the destination each door names (its own --out).
+    let source = source_folder(path.parent().unwrap());
+    let attach = format!("source={}", source.display());
+    let writable = format!("deliverables={}", source.display());
+    let file_cases: &[&[&str]] = &[
+        &["run", "flow:flows/copy", "--attach", &attach, "--out"],
+        &["run", "flow:flows/copy", "--attach", &attach],
+        &["run", "flow:flows/copy"],
+        &["run", "flow:flows/copy", "--attach", &writable, "--out"],
+    ];
+    let outs = path.parent().unwrap().join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    let mut n = 0;
+    let mut with_out = |args: &[&str]| -> Vec<String> {
+        n += 1;
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        if args.last().map(String::as_str) == Some("--out") {
+            args.push(outs.join(format!("o{n}")).to_str().unwrap().to_string());
+        }
+        args
+    };
+    let file_seen = |run: &Run| {
+        let mut terminal = comparable(&run.stdout);
+        if let Some(delivery) = terminal.pointer_mut("/0/delivery") {
+            assert!(delivery["destination"]
+                .as_str()
+                .unwrap()
+                .contains("/outs/o"));
+            delivery["destination"] = Value::Null;
+        }
+        (run.status, terminal, run.stderr.clone())
+    };
+    let file_local: Vec<Run> = file_cases
+        .iter()
+        .map(|args| run_jig(&path, &refs(&with_out(args))))
+        .collect();
+    assert_eq!(file_local[0].status, 0, "{:?}", file_local[0]);
     let daemon = Daemon::start(&path, &[]);
     let server = format!("unix:{}", daemon.socket.display());
     for (args, local) in cases.iter().zip(&local) {
@@ -874,9 +912,44 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
         assert_eq!(seen(&found), seen(local), "found {args:?}: {found:?}");
     }
     // The Runs went to the daemon: it recorded them.
-    let successes = cases.len() - 4;
-    assert_eq!(daemon.runs().len(), successes * 3 + 4, "{}", daemon.log());
+    for (args, local) in file_cases.iter().zip(&file_local) {
+        let mut named = with_out(args);
+        named.splice(1..1, ["--server".to_string(), server.clone()]);
+        let named = run_jig(&path, &refs(&named));
+        assert_eq!(
+            file_seen(&named),
+            file_seen(local),
+            "--server {args:?}: {named:?}"
+        );
+        let env = output(
+            jig(&path)
+                .env("JIG_SERVER", &server)
+                .args(with_out(args))
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(
+            file_seen(&env),
+            file_seen(local),
+            "JIG_SERVER {args:?}: {env:?}"
+        );
+    }
+    let packets: Vec<_> = std::fs::read_dir(&outs)
+        .unwrap()
+        .map(|e| tree(&e.unwrap().path().join("files")))
+        .collect();
+    assert_eq!(packets.len(), 3, "one packet a door");
+    assert_eq!(packets[0]["b.txt"], b"eeb");
+    assert!(packets.iter().all(|p| *p == packets[0]));
     // The same key replays one Run through either door.
+    // Recorded: the one file Run of each door; its refusals, nowhere.
+    let successes = cases.len() - 4;
+    assert_eq!(
+        daemon.runs().len(),
+        successes * 3 + 4 + 3,
+        "{}",
+        daemon.log()
+    );
     let keyed = ["run", "flow:flows/echo", "--input", "1", "--key", "k1"];
     let first = run_jig(
         &path,
