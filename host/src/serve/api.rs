@@ -453,9 +453,12 @@ async fn packet(
     State(server): State<Arc<Server>>,
     UrlPath((project, id)): UrlPath<(String, String)>,
 ) -> Response {
-    let packet = match server.packet(&project, &id) {
-        Ok(packet) => packet,
-        Err(refusal) => return refusal.into_response(),
+    // Reading and framing the packet is file work: off the async workers.
+    let read = tokio::task::spawn_blocking(move || server.packet(&project, &id)).await;
+    let packet = match read {
+        Ok(Ok(packet)) => packet,
+        Ok(Err(refusal)) => return refusal.into_response(),
+        Err(e) => return error(500, "INTERNAL", &format!("the packet read failed: {e}")),
     };
     ([(header::CONTENT_TYPE, TAR_TYPE)], packet).into_response()
 }

@@ -35,9 +35,10 @@ return {'outcome': 'done', 'output': 'told'}\n\
 handle(run)\n";
 
 /// Copies every file of `source` into `deliverables`, reversed, and
-/// answers with their sorted paths.
+/// answers with their sorted paths; fails when its input is `"fail"`.
 const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
-async def run(context):\n    src = context.attachments['source']['path']\n    \
+async def run(context):\n    if context.input == 'fail':\n        raise RuntimeError('asked to fail')\n    \
+src = context.attachments['source']['path']\n    \
 out = context.attachments['deliverables']['path']\n    seen = []\n    \
 for top, dirs, files in os.walk(src):\n        for name in files:\n            \
 rel = os.path.relpath(os.path.join(top, name), src)\n            \
@@ -863,6 +864,16 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
         &["run", "flow:flows/copy", "--attach", &attach],
         &["run", "flow:flows/copy"],
         &["run", "flow:flows/copy", "--attach", &writable, "--out"],
+        // A failed file Run publishes the bare record.
+        &[
+            "run",
+            "flow:flows/copy",
+            "--input",
+            "\"fail\"",
+            "--attach",
+            &attach,
+            "--out",
+        ],
     ];
     let outs = path.parent().unwrap().join("outs");
     std::fs::create_dir(&outs).unwrap();
@@ -891,6 +902,13 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
         .map(|args| run_jig(&path, &refs(&with_out(args))))
         .collect();
     assert_eq!(file_local[0].status, 0, "{:?}", file_local[0]);
+    assert_eq!(file_local[4].status, 1, "{:?}", file_local[4]);
+    assert_eq!(
+        file_local[4].json()["delivery"]["source"],
+        "none",
+        "{:?}",
+        file_local[4]
+    );
     let daemon = Daemon::start(&path, &[]);
     let server = format!("unix:{}", daemon.socket.display());
     for (args, local) in cases.iter().zip(&local) {
@@ -934,11 +952,11 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
             "JIG_SERVER {args:?}: {env:?}"
         );
     }
-    let packets: Vec<_> = std::fs::read_dir(&outs)
+    let (packets, bare): (Vec<_>, Vec<_>) = std::fs::read_dir(&outs)
         .unwrap()
         .map(|e| tree(&e.unwrap().path().join("files")))
-        .collect();
-    assert_eq!(packets.len(), 3, "one packet a door");
+        .partition(|files| !files.is_empty());
+    assert_eq!((packets.len(), bare.len()), (3, 3), "one of each a door");
     assert_eq!(packets[0]["b.txt"], b"eeb");
     assert!(packets.iter().all(|p| *p == packets[0]));
     // The same key replays one Run through either door.
@@ -946,7 +964,7 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
     let successes = cases.len() - 4;
     assert_eq!(
         daemon.runs().len(),
-        successes * 3 + 4 + 3,
+        successes * 3 + 4 + 6,
         "{}",
         daemon.log()
     );
