@@ -46,7 +46,9 @@ enum Item {
 }
 
 /// Every entry of `bytes`, refusing anything but regular files and
-/// directories, and any malformed path, with `error`'s code.
+/// directories, and names that are not UTF-8, with `error`'s code. The
+/// caller checks each path below its prefix (`attachments/NAME/`,
+/// `files/`) as capture and delivery check a relative path.
 fn items(
     bytes: &[u8],
     error: fn(String) -> FilesError,
@@ -66,7 +68,6 @@ fn items(
             .to_string();
         let kind = entry.header().entry_type();
         let trimmed = path.strip_suffix('/').unwrap_or(&path).to_string();
-        check_relative(&trimmed).map_err(|m| error(format!("tar entry {}: {m}", quote(&path))))?;
         if items.len() >= MAX_ENTRIES + MAX_ATTACHMENTS + 2 {
             return Err(error(format!(
                 "the tar has more than {MAX_ENTRIES} entries"
@@ -150,6 +151,7 @@ pub fn read_submission(bytes: &[u8]) -> Result<(Vec<u8>, Captured), FilesError> 
             }
             continue;
         };
+        check_relative(inner).map_err(|m| invalid(format!("tar entry {}: {m}", quote(&path))))?;
         entries += 1;
         if entries > MAX_ENTRIES {
             return Err(invalid(format!(
@@ -284,9 +286,14 @@ pub fn read_packet(bytes: &[u8]) -> Result<(Vec<OutputFile>, Value), FilesError>
                 }
             }
             Item::Dir(path) if path == PACKET_FILES_DIR => {}
-            Item::Dir(path) if path.starts_with("files/") => {}
+            Item::Dir(path) if path.starts_with("files/") => {
+                check_relative(&path["files/".len()..])
+                    .map_err(|m| invalid(format!("packet entry {}: {m}", quote(&path))))?;
+            }
             Item::File(path, content) if path.starts_with("files/") => {
                 let inner = path["files/".len()..].to_string();
+                check_relative(&inner)
+                    .map_err(|m| invalid(format!("packet entry {}: {m}", quote(&path))))?;
                 if files.iter().any(|f| f.path == inner) {
                     return Err(invalid(format!("the packet holds {} twice", quote(&path))));
                 }
@@ -412,6 +419,39 @@ mod tests {
                 .len()
                 <= MAX_SUBMISSION_BYTES
         );
+    }
+
+    #[test]
+    fn the_largest_submission_and_packet_fit_their_body_bounds() {
+        // Every file at the longest path, every byte used.
+        let long = |i: usize| format!("{i:03}{}", "p".repeat(crate::files::MAX_PATH_BYTES - 3));
+        let each = MAX_CONTENT_BYTES as usize / MAX_FILES;
+        let names: Vec<String> = (0..MAX_FILES).map(long).collect();
+        let files: Vec<(&str, &str, usize)> =
+            names.iter().map(|n| ("docs", n.as_str(), each)).collect();
+        let sent = captured(&files);
+        let request = vec![b' '; flow::json::MAX_DOCUMENT_BYTES];
+        let tar = write_submission(&request, &sent).unwrap();
+        assert!(tar.len() <= MAX_SUBMISSION_BYTES, "{}", tar.len());
+        assert!(read_submission(&tar).is_ok());
+        // One byte or one component past the path limits is refused.
+        let past = "p".repeat(crate::files::MAX_PATH_BYTES + 1);
+        let deep = vec!["d"; crate::files::MAX_COMPONENTS + 1].join("/");
+        for path in [past.as_str(), deep.as_str()] {
+            let tar = write_submission(b"{}", &captured(&[("docs", path, 1)])).unwrap();
+            let err = read_submission(&tar).unwrap_err();
+            assert_eq!(err.code, "JIG_RUN_FILES_INVALID");
+        }
+        let deep_at = vec!["d"; crate::files::MAX_COMPONENTS].join("/");
+        let tar = write_submission(b"{}", &captured(&[("docs", &deep_at, 1)])).unwrap();
+        assert!(read_submission(&tar).is_ok());
+        let each = MAX_OUTPUT_BYTES as usize / MAX_OUTPUT_FILES;
+        let files: Vec<(&str, &str, usize)> =
+            names.iter().map(|n| ("o", n.as_str(), each)).collect();
+        let output = captured(&files).roots["o"].files.clone();
+        let tar = write_packet(&output, b"{}").unwrap();
+        assert!(tar.len() <= MAX_PACKET_BYTES, "{}", tar.len());
+        assert!(read_packet(&tar).is_ok());
     }
 
     #[test]
