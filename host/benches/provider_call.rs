@@ -9,6 +9,14 @@
 //! the same way first. A missing toolchain is reported and the bench exits
 //! non-zero rather than comparing fewer languages. Read the result as the
 //! ratio of each language to the Rust row.
+//!
+//! Overrides (the names the scaffolds' `test.sh` use): `COMPONENTIZE_PY`
+//! and `JCO`, the toolchain binaries; `JIG_BENCH_GUESTS`, where the Python
+//! and JavaScript components are looked for and built (default
+//! `target/guests`). Pointing both at something missing checks the
+//! refusal without deleting a build:
+//! `JIG_BENCH_GUESTS=$(mktemp -d) COMPONENTIZE_PY=/missing cargo bench
+//! --profile dev -p jig --bench provider_call` exits 1 naming python-kv.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,7 +71,10 @@ fn component(language: &str) -> PathBuf {
                 "python" => ("python-kv", "app.py"),
                 _ => ("js-kv", "provider.js"),
             };
-            let dir = guests().join(example);
+            let dir = std::env::var_os("JIG_BENCH_GUESTS")
+                .map(PathBuf::from)
+                .unwrap_or_else(guests)
+                .join(example);
             let out = dir.join("provider.wasm");
             if out.is_file() {
                 return out;
@@ -78,15 +89,21 @@ fn component(language: &str) -> PathBuf {
             );
             copy(root.join("providers/wit/provider.wit"), "provider.wit");
             let mut tool = if language == "python" {
-                let mut c = Command::new("componentize-py");
+                let tool =
+                    std::env::var_os("COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
+                let mut c = Command::new(tool);
                 c.args(["-d", "provider.wit", "-w", "capability-provider"])
                     .args(["componentize", "app", "-o", "provider.wasm"]);
                 c
             } else {
-                let jco = std::env::var_os("JIG_JCO_DIR")
+                let jco = std::env::var_os("JCO")
                     .map(PathBuf::from)
-                    .unwrap_or_else(|| "/opt/jig-jco".into())
-                    .join("node_modules/.bin/jco");
+                    .unwrap_or_else(|| {
+                        std::env::var_os("JIG_JCO_DIR")
+                            .map(PathBuf::from)
+                            .unwrap_or_else(|| "/opt/jig-jco".into())
+                            .join("node_modules/.bin/jco")
+                    });
                 let mut c = Command::new(jco);
                 c.args(["componentize", "provider.js", "--wit", "provider.wit"])
                     .args(["--world-name", "capability-provider", "--disable", "all"])

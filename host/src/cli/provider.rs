@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use jig_provider_api::{
-    dispatch, CallContext, CallError, ContractIdentity, Provider, ProviderDecl, ProviderKind,
+    dispatch, CallContext, CallError, ContractIdentity, Grants, Provider, ProviderDecl,
+    ProviderKind,
 };
 use serde_json::{json, Value};
 
@@ -28,10 +29,15 @@ const MAGIC_BYTES: usize = 8;
 const COMPONENT_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
 /// `\0asm` followed by the core module version 1: a module, not a component.
 const CORE_MODULE_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+/// The interfaces a component imports for outbound HTTP.
+const WASI_HTTP: &str = "wasi:http/";
 const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
 
 /// The code of a file that is no provider this host can load.
 const NOT_A_PROVIDER: &str = "PROVIDER_LOAD_FAILED";
+/// The code of grants the loader would refuse in a `[[providers]]` entry
+/// (`LoadError::ConfigInvalid`).
+const GRANTS_INVALID: &str = "PROVIDER_CONFIG_INVALID";
 
 #[derive(Subcommand, Debug)]
 pub enum ProviderAction {
@@ -67,6 +73,10 @@ pub enum ProviderAction {
         /// The provider's settings object, as the host configuration would give it.
         #[arg(long, value_name = "JSON")]
         settings: Option<String>,
+        /// The provider's grants (http, directory, limits), as the `grants`
+        /// table of its `[[providers]]` entry would give them, in JSON.
+        #[arg(long, value_name = "JSON")]
+        grants: Option<String>,
         /// The call's deadline (default 30s, at most 24h).
         #[arg(long, value_name = "DURATION")]
         timeout: Option<String>,
@@ -88,6 +98,7 @@ pub fn main(action: ProviderAction, base: &Path) -> Result<u8, CliError> {
             method,
             input,
             settings,
+            grants,
             timeout,
         } => {
             let timeout = match timeout {
@@ -106,6 +117,7 @@ pub fn main(action: ProviderAction, base: &Path) -> Result<u8, CliError> {
                 method: &method,
                 input,
                 settings: settings.as_deref(),
+                grants: grants.as_deref(),
                 timeout,
             })
         }
@@ -143,8 +155,14 @@ fn kind_of(path: &Path) -> Result<ProviderKind, CliError> {
     }
 }
 
-/// Loads `path` as the host would load a `[[providers]]` entry naming it.
-fn load(path: &Path, kind: ProviderKind, settings: Value) -> Result<Arc<dyn Provider>, CliError> {
+/// Loads `path` as the host would load a `[[providers]]` entry naming it
+/// with these settings and grants.
+fn load(
+    path: &Path,
+    kind: ProviderKind,
+    settings: Value,
+    grants: Grants,
+) -> Result<Arc<dyn Provider>, CliError> {
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -155,7 +173,7 @@ fn load(path: &Path, kind: ProviderKind, settings: Value) -> Result<Arc<dyn Prov
         path: Some(path.to_owned()),
         settings,
         secrets: Default::default(),
-        grants: Default::default(),
+        grants,
     };
     let loaded = match kind {
         ProviderKind::Wasm => jig_provider_wasm::WasmProvider::load(&decl),
@@ -172,10 +190,17 @@ fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
             format!("cannot read {}: {e}", path.display()),
         )
     })?;
+    let mut grants = Grants::default();
     let mut report = match kind {
         ProviderKind::Wasm => {
             let shape = jig_provider_wasm::component_shape(&bytes)
                 .map_err(|e| CliError::new(NOT_A_PROVIDER, e))?;
+            // A component importing wasi:http loads only with an http grant.
+            // Inspecting makes no call, so one allowing no origin shows what
+            // it serves and asks for while letting it reach nothing.
+            if shape.imports.iter().any(|i| i.starts_with(WASI_HTTP)) {
+                grants.http = Some(jig_provider_api::grants::HttpGrant { allow: Vec::new() });
+            }
             json!({
                 "kind": "wasm",
                 "world": jig_provider_wasm::WORLD,
@@ -191,7 +216,7 @@ fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
             "imports": Value::Null,
         }),
     };
-    let provider = load(path, kind, Value::Null)?;
+    let provider = load(path, kind, Value::Null, grants)?;
     let contracts: Vec<Value> = provider
         .contracts()
         .iter()
@@ -266,7 +291,26 @@ struct CallArgs<'a> {
     method: &'a str,
     input: Value,
     settings: Option<&'a str>,
+    grants: Option<&'a str>,
     timeout: Duration,
+}
+
+/// `--grants JSON`: the `grants` table of a `[[providers]]` entry, read with
+/// the same rules (unknown keys refused); the loader then checks its values
+/// as it checks a configured provider's.
+fn parse_grants(text: Option<&str>, kind: ProviderKind) -> Result<Grants, CliError> {
+    let Some(text) = text else {
+        return Ok(Grants::default());
+    };
+    let invalid = |reason: String| CliError::new(GRANTS_INVALID, format!("--grants: {reason}"));
+    let value = dispatch::json(text.as_bytes()).map_err(|e| invalid(format!("not JSON/1: {e}")))?;
+    let grants: Grants = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+    if kind != ProviderKind::Wasm && !grants.is_empty() {
+        // As the host refuses it: a native library runs with the host's own
+        // rights, so a grant would promise a sandbox that is not there.
+        return Err(invalid("grants apply to wasm providers only".to_owned()));
+    }
+    Ok(grants)
 }
 
 /// One call. The value is printed as JSON on stdout (exit 0); a declared
@@ -286,7 +330,8 @@ fn call(args: CallArgs<'_>) -> Result<u8, CliError> {
         })?,
     };
     let kind = kind_of(args.file)?;
-    let provider = load(args.file, kind, settings)?;
+    let grants = parse_grants(args.grants, kind)?;
+    let provider = load(args.file, kind, settings, grants)?;
     // The digest is the served descriptor's; an unserved ID@VERSION is
     // left to the loader's own check, which answers UNAVAILABLE.
     let digest = provider

@@ -46,6 +46,10 @@ pub struct WorkerArgs {
     /// The lease a claim holds between heartbeats (default 10s).
     #[arg(long, value_name = "DURATION")]
     lease: Option<String>,
+    /// After SIGTERM, how long dispatched Runs may finish before they are
+    /// cancelled (default 30s, like `jig serve`).
+    #[arg(long, value_name = "DURATION")]
+    shutdown_grace: Option<String>,
     /// The owner-private cache of admitted bytes (default
     /// $XDG_CACHE_HOME/jig/worker, else ~/.cache/jig/worker).
     #[arg(long, value_name = "DIR")]
@@ -68,6 +72,14 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
         Some(text) => parse_timeout(&text).ok_or_else(|| {
             usage(format!(
                 "lease {text:?} is not a positive duration like 10s"
+            ))
+        })?,
+    };
+    let shutdown_grace = match args.shutdown_grace {
+        None => crate::serve::DEFAULT_SHUTDOWN_GRACE,
+        Some(text) => parse_timeout(&text).ok_or_else(|| {
+            usage(format!(
+                "shutdown grace {text:?} is not a positive duration like 30s or 2m"
             ))
         })?,
     };
@@ -97,6 +109,7 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
                     lease,
                     cache,
                     config,
+                    shutdown_grace,
                 },
             )
             .await

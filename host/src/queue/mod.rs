@@ -120,7 +120,35 @@ pub fn connect_config(
 pub struct Queue {
     pool: deadpool_postgres::Pool,
     config: tokio_postgres::Config,
+    bounds: Option<Bounds>,
 }
+
+/// The daemon's bounds applied to the Runs of one project in the database
+/// (`jig serve --database`). A Run is queued until a worker dispatches it
+/// and active from dispatch until its terminal.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// `max-queued-runs`: Runs recorded and not yet dispatched.
+    pub max_queued: i64,
+    /// `max-active-runs`: with `max_queued`, the most unsettled Runs.
+    pub max_active: i64,
+}
+
+/// Queued and active (dispatched, unsettled) Runs of some projects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub queued: i64,
+    pub active: i64,
+}
+
+/// The advisory lock serialising one project's bounded submissions.
+const BOUND_LOCK_SQL: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('jig-bound/' || $1, 0))";
+
+/// Counts by state; `claimed` is not yet dispatched, so it is queued.
+const COUNTS_SQL: &str = "SELECT count(*) FILTER (WHERE status IN ('queued', 'claimed')),
+        count(*) FILTER (WHERE status = 'running')
+     FROM jig_runs WHERE project = ANY($1) AND status <> 'settled'";
 
 /// A Run a worker has claimed: what to execute and the epoch fencing it.
 #[derive(Debug, Clone)]
@@ -131,8 +159,17 @@ pub struct Claim {
     pub generation: i64,
     pub target: String,
     pub input: Value,
-    pub timeout_ms: i64,
+    /// The Run's absolute deadline (recorded at submission) on this
+    /// host's clock: now plus what the database says is left of it.
+    pub deadline_unix_ms: u64,
     pub receive: Vec<String>,
+}
+
+impl Claim {
+    /// Whether the deadline recorded at submission has passed.
+    pub fn expired(&self) -> bool {
+        crate::state::now_unix_ms() >= self.deadline_unix_ms
+    }
 }
 
 /// What happened to a fenced write.
@@ -168,10 +205,33 @@ impl Queue {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| QueueError::new(UNAVAILABLE, e.to_string()))?;
-        let queue = Queue { pool, config };
+        let queue = Queue {
+            pool,
+            config,
+            bounds: None,
+        };
         let mut client = queue.client().await?;
         schema::migrate(&mut client).await?;
         Ok(queue)
+    }
+
+    /// Refuse submissions past `bounds` (`RESOURCE_EXHAUSTED`).
+    pub fn with_bounds(mut self, bounds: Bounds) -> Queue {
+        self.bounds = Some(bounds);
+        self
+    }
+
+    /// Queued and active Runs of `projects` now.
+    pub async fn counts(&self, projects: &[String]) -> Result<Counts, QueueError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(COUNTS_SQL, &[&projects])
+            .await
+            .map_err(QueueError::db("counting Runs"))?;
+        Ok(Counts {
+            queued: row.get(0),
+            active: row.get(1),
+        })
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, QueueError> {
@@ -267,14 +327,38 @@ impl Queue {
                 return Ok((run, false));
             }
         }
+        if let Some(bounds) = self.bounds {
+            // Counted in the transaction that inserts, under the project's
+            // lock, so concurrent submissions cannot both pass the bound.
+            tx.execute(BOUND_LOCK_SQL, &[&project])
+                .await
+                .map_err(QueueError::db("locking the bound"))?;
+            let row = tx
+                .query_one(COUNTS_SQL, &[&vec![project.to_string()]])
+                .await
+                .map_err(QueueError::db("counting Runs"))?;
+            let (queued, active): (i64, i64) = (row.get(0), row.get(1));
+            if queued >= bounds.max_queued
+                || queued + active >= bounds.max_queued + bounds.max_active
+            {
+                return Err(QueueError::new(
+                    "RESOURCE_EXHAUSTED",
+                    format!(
+                        "{queued} Runs are queued and {active} active in the database, the most this daemon accepts ({} queued, {} active)",
+                        bounds.max_queued, bounds.max_active
+                    ),
+                ));
+            }
+        }
         let receive = serde_json::to_string(receive).expect("strings serialise");
         let input = flow::json::canonical(input);
         let input_digest = crate::state::sha256_digest(&input);
         let input = String::from_utf8(input).expect("JSON/1 is UTF-8");
         let row = tx
             .query_one(
-                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status)
-                 VALUES ('run-' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $9, $5, $6, $7, $8, 'queued')
+                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status, deadline)
+                 VALUES ('run-' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $9, $5, $6, $7, $8, 'queued',
+                         now() + make_interval(secs => $7::bigint / 1000.0))
                  RETURNING id",
                 &[&project, &generation, &target, &input, &digest, &key, &timeout_ms, &receive, &input_digest],
             )
@@ -383,7 +467,8 @@ impl Queue {
                         lease_until = now() + make_interval(secs => $2::bigint / 1000.0)
                  WHERE id = (SELECT id FROM jig_runs WHERE status = 'queued'
                              ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
-                 RETURNING id, epoch, project, generation, target, input, timeout_ms, receive",
+                 RETURNING id, epoch, project, generation, target, input,
+                     greatest(0, extract(epoch FROM deadline - now()) * 1000)::bigint, receive",
                 &[&worker, &lease_ms],
             )
             .await
@@ -398,9 +483,31 @@ impl Queue {
             generation: row.get(3),
             target: row.get(4),
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
-            timeout_ms: row.get(6),
+            deadline_unix_ms: crate::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
             receive: serde_json::from_str(&receive).unwrap_or_default(),
         }))
+    }
+
+    /// Give an undispatched claim back to the queue (a stopping worker):
+    /// nothing ran, so another worker may claim it.
+    pub async fn release(&self, claim: &Claim) -> Result<Write, QueueError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE jig_runs SET status = 'queued', owner = NULL, lease_until = NULL
+                 WHERE id = $1 AND epoch = $2 AND status = 'claimed'",
+                &[&claim.id, &claim.epoch],
+            )
+            .await
+            .map_err(QueueError::db("releasing"))?;
+        let _ = client
+            .execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL])
+            .await;
+        Ok(if n == 1 {
+            Write::Accepted
+        } else {
+            Write::Refused
+        })
     }
 
     /// Record dispatch, before Flow code starts. Refused once the lease

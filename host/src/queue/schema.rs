@@ -71,6 +71,11 @@ const MIGRATIONS: &[&str] = &[
         what text NOT NULL,
         at timestamptz NOT NULL DEFAULT now()
      );",
+    // 2: each Run's absolute deadline, recorded at submission (its
+    // timeout counts from then, not from a worker's claim).
+    "ALTER TABLE jig_runs ADD COLUMN deadline timestamptz;
+     UPDATE jig_runs SET deadline = created + make_interval(secs => timeout_ms / 1000.0);
+     ALTER TABLE jig_runs ALTER COLUMN deadline SET NOT NULL;",
 ];
 
 /// The schema version this binary writes and understands.

@@ -8,7 +8,15 @@
 //! JSON line `{"event":"jig.worker.refused",...}` and counted in
 //! `jig_refused_writes`; it is never retried. A lost heartbeat cancels
 //! the local Run: another node now decides its end.
+//!
+//! A Run whose deadline (recorded at submission) has passed when it is
+//! claimed is settled `DEADLINE_EXCEEDED` before dispatch: nothing runs.
+//!
+//! On SIGTERM/SIGINT a worker stops claiming, gives back claims it has not
+//! dispatched, lets its dispatched Runs finish within the shutdown grace,
+//! then cancels them and writes their terminals (fenced) before it exits.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +38,8 @@ pub struct Options {
     pub lease: Duration,
     pub cache: std::path::PathBuf,
     pub config: HostConfig,
+    /// After a stop signal, how long dispatched Runs may still finish.
+    pub shutdown_grace: Duration,
 }
 
 struct Worker {
@@ -40,6 +50,10 @@ struct Worker {
     config: Arc<HostConfig>,
     providers: Arc<ProviderSet>,
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    /// A stop signal arrived: claim nothing, dispatch nothing new.
+    stopping: AtomicBool,
+    /// The shutdown grace is over: cancel every Run held here.
+    cancel_all: watch::Sender<bool>,
 }
 
 /// The machine-readable line for a refused late write.
@@ -68,6 +82,8 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
         sandbox,
         queue,
         lease: options.lease,
+        stopping: AtomicBool::new(false),
+        cancel_all: watch::channel(false).0,
     });
     eprintln!(
         "{}",
@@ -89,8 +105,9 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
     tokio::pin!(stop);
     loop {
         let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit.expect("never closed"),
+            biased;
             _ = &mut stop => break,
+            permit = slots.clone().acquire_owned() => permit.expect("never closed"),
         };
         if wakeups.is_none() {
             wakeups = worker.queue.listen().await.ok();
@@ -120,13 +137,35 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
             }
         };
         tokio::select! {
+            biased;
+            _ = &mut stop => break,
             alive = woken => if !alive { wakeups = None },
             _ = tokio::time::sleep(FALLBACK_POLL) => {}
-            _ = &mut stop => break,
         }
     }
-    // Stop claiming; let the Runs held here finish (they are ours).
-    let _ = slots.acquire_many(options.concurrency.max(1) as u32).await;
+    // Stop claiming; let the Runs held here finish (they are ours) within
+    // the grace, then cancel them; each still writes its own terminal.
+    worker.stopping.store(true, Ordering::SeqCst);
+    let all = options.concurrency.max(1) as u32;
+    eprintln!(
+        "{}",
+        json!({"event": "jig.worker.stopping", "worker": worker.name, "held": all as usize - slots.available_permits(), "graceMs": options.shutdown_grace.as_millis() as u64})
+    );
+    if tokio::time::timeout(options.shutdown_grace, slots.acquire_many(all))
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "{}",
+            json!({"event": "jig.worker.cancelling", "worker": worker.name, "held": all as usize - slots.available_permits()})
+        );
+        worker.cancel_all.send_replace(true);
+        let _ = slots.acquire_many(all).await;
+    }
+    eprintln!(
+        "{}",
+        json!({"event": "jig.worker.stopped", "worker": worker.name})
+    );
     Ok(())
 }
 
@@ -143,6 +182,16 @@ async fn stop_signal() {
 impl Worker {
     async fn execute(self: Arc<Self>, claim: Claim) {
         let (cancel_tx, cancel_rx) = watch::channel(false);
+        // The end of the shutdown grace cancels this Run too.
+        let shutdown = {
+            let mut all = self.cancel_all.subscribe();
+            let cancel_tx = cancel_tx.clone();
+            tokio::spawn(async move {
+                if all.wait_for(|cancel| *cancel).await.is_ok() {
+                    cancel_tx.send_replace(true);
+                }
+            })
+        };
         // Heartbeats from the claim on: extend, or learn we lost the Run.
         let beat = {
             let this = self.clone();
@@ -172,6 +221,7 @@ impl Worker {
         };
         let terminal = self.prepare_and_run(&claim, cancel_rx).await;
         beat.abort();
+        shutdown.abort();
         let Some(mut terminal) = terminal else {
             return;
         };
@@ -210,6 +260,16 @@ impl Worker {
                 "diagnostics": crate::exec::Diagnostics::default().to_value(),
             })
         };
+        // The timeout counts from submission: past it, nothing runs.
+        let deadline_passed = || {
+            failed(
+                "DEADLINE_EXCEEDED",
+                "the Run's deadline passed before a worker could dispatch it".into(),
+            )
+        };
+        if claim.expired() {
+            return Some(deadline_passed());
+        }
         let plan = match self
             .cache
             .generation(&self.queue, &claim.project, claim.generation)
@@ -259,6 +319,18 @@ impl Worker {
                 Err(e) => return Some(failed(&e.code.to_string(), e.message)),
             }
         }
+        if claim.expired() {
+            return Some(deadline_passed());
+        }
+        if self.stopping.load(Ordering::SeqCst) {
+            // Not dispatched: give it back for another worker.
+            if let Ok(Write::Refused) = self.queue.release(claim).await {
+                report_refused(&self.name, claim, "release");
+                self.queue.note_refused(&self.name, claim, "release").await;
+            }
+            let _ = crate::files::remove_tree(&work_root);
+            return None;
+        }
         // The durable record of dispatch, before any Flow code starts.
         match self.queue.dispatch(claim).await {
             Ok(Write::Accepted) => {}
@@ -300,7 +372,7 @@ impl Worker {
             receivers,
             stream.clone(),
         ));
-        let deadline_unix_ms = crate::state::now_unix_ms() + claim.timeout_ms.max(0) as u64;
+        let deadline_unix_ms = claim.deadline_unix_ms;
         let run = executor.run_root(
             Invocation {
                 target,

@@ -266,7 +266,12 @@ impl Server {
     }
 
     /// Enqueue in `queue` instead of executing (`jig serve --database`).
+    /// The daemon's bounds count the served project's Runs in the database.
     pub fn with_queue(mut self, queue: crate::queue::Queue) -> Server {
+        let queue = queue.with_bounds(crate::queue::Bounds {
+            max_queued: self.limits.max_queued as i64,
+            max_active: self.limits.max_active as i64,
+        });
         self.queue = Some((queue, watch::channel(0).0));
         self
     }
@@ -714,6 +719,17 @@ impl Server {
     }
 
     pub fn metrics_text(&self) -> String {
+        if let Some((queue, _)) = &self.queue {
+            // With a database, queued and active Runs are the database's.
+            let projects = self.project_names();
+            match in_runtime(queue.counts(&projects)) {
+                Ok(counts) => {
+                    self.metrics.queued.set(counts.queued);
+                    self.metrics.active.set(counts.active);
+                }
+                Err(e) => eprintln!("jig serve: metrics: {e}"),
+            }
+        }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.metrics.registry);
         out
@@ -832,10 +848,10 @@ impl Server {
     ) -> Result<(String, bool), Refusal> {
         let (queue, _) = self.queue.as_ref().expect("called with a queue");
         let refusal = |e: crate::queue::QueueError| {
-            let status = if e.code == "SUBMISSION_CONFLICT" {
-                409
-            } else {
-                503
+            let status = match e.code {
+                "SUBMISSION_CONFLICT" => 409,
+                "RESOURCE_EXHAUSTED" => 429,
+                _ => 503,
             };
             Refusal::new(status, e.code, e.message)
         };

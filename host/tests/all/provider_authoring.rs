@@ -433,3 +433,177 @@ fn a_javascript_provider_built_with_jco_serves_a_flow() {
     check_provider_commands(&component);
     check_flow_calls(&component);
 }
+
+const PROBE: &str = "https://example.org/contracts/grants-probe@1.0.0";
+/// wasi:http linked, no origin allowed.
+const NO_ORIGIN: &str = r#"{"http": {"allow": []}}"#;
+
+fn probe_component() -> PathBuf {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    CELL.get_or_init(|| {
+        support::cargo_build(&["-p", "grants-probe", "--target", "wasm32-wasip2"])
+            .join("wasm32-wasip2/debug/grants_probe.wasm")
+    })
+    .clone()
+}
+
+fn probe(dir: &Path, method: &str, input: &str, grants: Option<&str>) -> support::Run {
+    let file = probe_component();
+    let mut args = vec![
+        "provider",
+        "call",
+        file.to_str().unwrap(),
+        "--contract",
+        PROBE,
+        "--method",
+        method,
+        "--input",
+        input,
+    ];
+    if let Some(grants) = grants {
+        args.extend_from_slice(&["--grants", grants]);
+    }
+    run_jig(dir, &args)
+}
+
+/// Answers one HTTP request on 127.0.0.1 with `hello`.
+fn serve_one(listener: std::net::TcpListener) -> std::thread::JoinHandle<()> {
+    use std::io::{BufRead, Write};
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = std::io::BufReader::new(stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap() > 0 && line != "\r\n" {
+            line.clear();
+        }
+        let mut stream = reader.into_inner();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+            .unwrap();
+    })
+}
+
+#[test]
+fn call_with_grants_reaches_an_allowed_origin_only_and_keeps_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let url = serde_json::json!({ "url": format!("{origin}/greeting") }).to_string();
+
+    // Without a grant a component importing wasi:http does not load.
+    let ungranted = probe(dir.path(), "fetch", &url, None);
+    assert_eq!(ungranted.status, 1, "{ungranted:?}");
+    assert!(
+        ungranted.stderr.starts_with("PROVIDER_LOAD_FAILED: ")
+            && ungranted.stderr.contains("grants.http"),
+        "{ungranted:?}"
+    );
+
+    // Another origin on the allowlist: the guest is refused, nothing is sent.
+    listener.set_nonblocking(true).unwrap();
+    let elsewhere = r#"{"http": {"allow": ["http://127.0.0.1:1"]}}"#;
+    let denied = probe(dir.path(), "fetch", &url, Some(elsewhere));
+    assert_eq!(denied.status, 1, "{denied:?}");
+    assert_eq!(
+        denied.stdout,
+        "{\"error\":{\"data\":{\"code\":\"HttpRequestDenied\"},\"name\":\"http-error\"}}\n",
+        "{denied:?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the denied request reached the server"
+    );
+
+    // The server's origin allowed: the request arrives and its answer comes back.
+    listener.set_nonblocking(false).unwrap();
+    let server = serve_one(listener);
+    let allowed = format!(r#"{{"http": {{"allow": ["{origin}"]}}}}"#);
+    let fetched = probe(dir.path(), "fetch", &url, Some(&allowed));
+    assert_eq!(fetched.status, 0, "{fetched:?}");
+    assert_eq!(fetched.stdout, "{\"body\":\"hello\",\"status\":200}\n");
+    server.join().unwrap();
+
+    // A granted directory outlives the call (the probe imports wasi:http,
+    // so it always needs an http grant, here one allowing nothing).
+    let state = dir.path().join("state");
+    let granted = serde_json::json!({ "http": {"allow": []}, "directory": state }).to_string();
+    let note = r#"{"name": "note", "text": "kept"}"#;
+    let wrote = probe(dir.path(), "write", note, Some(&granted));
+    assert_eq!(wrote.status, 0, "{wrote:?}");
+    let read = probe(dir.path(), "read", r#"{"name": "note"}"#, Some(&granted));
+    assert_eq!(read.stdout, "{\"text\":\"kept\"}\n", "{read:?}");
+    assert_eq!(std::fs::read_to_string(state.join("note")).unwrap(), "kept");
+    // Without the directory grant there is no /data.
+    let none = probe(dir.path(), "read", r#"{"name": "note"}"#, Some(NO_ORIGIN));
+    assert_eq!(none.status, 2, "{none:?}");
+    assert!(none.stderr.starts_with("UNAVAILABLE: "), "{none:?}");
+}
+
+#[test]
+fn call_refuses_grants_the_host_configuration_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = r#"{"name": "note"}"#;
+    for grants in [
+        r#"{"network": true}"#,
+        r#"{"directory": "state"}"#,
+        r#"{"http": {"allow": ["http://127.0.0.1:8080/path"]}}"#,
+        r#"{"limits": {"concurrency": 65}}"#,
+        r#"{"limits": {"memory": "64 megs"}}"#,
+        "not json",
+    ] {
+        let run = probe(dir.path(), "read", read, Some(grants));
+        assert_eq!(run.status, 1, "{grants}: {run:?}");
+        assert!(
+            run.stderr.starts_with("PROVIDER_CONFIG_INVALID: "),
+            "{grants}: {run:?}"
+        );
+    }
+    // At the limit it loads (and has no /data to read).
+    let at_limit = probe(
+        dir.path(),
+        "read",
+        read,
+        Some(r#"{"http": {"allow": []}, "limits": {"concurrency": 64}}"#),
+    );
+    assert_eq!(at_limit.status, 2, "{at_limit:?}");
+    assert!(at_limit.stderr.starts_with("UNAVAILABLE: "), "{at_limit:?}");
+    // A native library runs with the host's rights: no grants for it.
+    let native = support::kv_provider_library();
+    let run = call(
+        dir.path(),
+        &native,
+        "get",
+        r#"{"key": "Ada"}"#,
+        &["--grants", r#"{"limits": {"concurrency": 2}}"#],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stderr.starts_with("PROVIDER_CONFIG_INVALID: ")
+            && run.stderr.contains("wasm providers only"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn inspect_shows_a_component_that_asks_for_http_without_granting_it_an_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = probe_component();
+    let run = run_jig(
+        dir.path(),
+        &["provider", "inspect", file.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let report = run.json();
+    assert_eq!(
+        report["contracts"][0]["id"],
+        "https://example.org/contracts/grants-probe"
+    );
+    let imports = report["imports"].as_array().unwrap();
+    assert!(
+        imports.iter().any(|i| i
+            .as_str()
+            .unwrap()
+            .starts_with("wasi:http/outgoing-handler@")),
+        "{imports:?}"
+    );
+}

@@ -1,6 +1,9 @@
 //! `jig provider new NAME --lang rust|python|js`: each scaffold builds and
 //! passes its own test (`test.sh`: build the component, then one call
-//! through `jig provider call`), run as an author would run it.
+//! through `jig provider call`), run as an author would run it, and the
+//! component it built then serves a Flow through `jig review` and `jig run`
+//! (the author's guide, steps 4 to 6). Each language builds once: the same
+//! test checks its script and its Flow.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,23 +90,28 @@ fn serves_a_flow(scaffold: &Path, component: &Path) {
         "[[providers]]\nname = \"greet\"\nkind = \"wasm\"\npath = \"{}\"\nsettings = {{}}\n",
         component.display()
     );
-    let project = support::project(&[
-        ("flows/hello/FLOW.md", HELLO_MD),
-        ("flows/hello/flow.py", HELLO_PY),
-        ("flows/hello/contracts/greet.capability.json", &contract),
-        (".test-config-home/jig/host.toml", &config),
-    ]);
-    let review = support::review(project.path());
+    // A new project, as the guide makes it.
+    let home = tempfile::tempdir().unwrap();
+    let made = run_jig(home.path(), &["init", "--bare", "shop"]);
+    assert_eq!(made.status, 0, "{made:?}");
+    let project = home.path().join("shop");
+    support::write_files(
+        &project,
+        &[
+            ("flows/hello/FLOW.md", HELLO_MD),
+            ("flows/hello/flow.py", HELLO_PY),
+            ("flows/hello/contracts/greet.capability.json", &contract),
+            (".test-config-home/jig/host.toml", &config),
+        ],
+    );
+    let review = support::review(&project);
     assert!(
         review
             .stdout
             .contains("\"flows/hello#greeter\" served by \"greet\" (wasm)"),
         "{review:?}"
     );
-    let run = run_jig(
-        project.path(),
-        &["run", "flow:flows/hello", "--input", "\"Ada\""],
-    );
+    let run = run_jig(&project, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
     assert_eq!(run.status, 0, "{run:?}");
     assert_eq!(run.json()["output"], "Hello, Ada!");
 }
@@ -114,6 +122,8 @@ fn the_python_scaffold_builds_and_passes_its_test() {
     let root = scaffold(dir.path(), "python", &[]);
     assert!(root.join("wit/provider.wit").is_file());
     run_test_script(&root, &[]);
+    // The guide's last steps, with the component test.sh built.
+    serves_a_flow(&root, &root.join("greet.wasm"));
 }
 
 #[test]
@@ -125,6 +135,8 @@ fn the_javascript_scaffold_builds_and_passes_its_test() {
         .unwrap_or_else(|| "/opt/jig-jco".into())
         .join("node_modules/.bin/jco");
     run_test_script(&root, &[("JCO", jco.as_os_str())]);
+    // The guide's last steps, with the component test.sh built.
+    serves_a_flow(&root, &root.join("greet.wasm"));
 }
 
 #[test]

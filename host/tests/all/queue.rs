@@ -80,6 +80,23 @@ impl Process {
     fn signal(&self, signal: Signal) {
         kill(self.pid(), signal).unwrap();
     }
+
+    /// Wait (bounded) for the process to exit on its own.
+    fn exited(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "the process did not exit: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 impl Drop for Process {
@@ -109,6 +126,11 @@ fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
 /// configuration, containment off like the project's): they never read
 /// the project directory, only the bytes published in the database.
 fn worker(_root: &Path, pg: &Postgres, logs: &Path, n: usize, concurrency: &str) -> Process {
+    worker_with(pg, logs, n, concurrency, &[])
+}
+
+/// [`worker`] with more arguments.
+fn worker_with(pg: &Postgres, logs: &Path, n: usize, concurrency: &str, extra: &[&str]) -> Process {
     let cache = logs.join(format!("cache-{n}"));
     let home = logs.join(format!("worker-home-{n}"));
     write_files(
@@ -118,21 +140,20 @@ fn worker(_root: &Path, pg: &Postgres, logs: &Path, n: usize, concurrency: &str)
             "[containment]\nmode = \"none\"\n",
         )],
     );
-    spawn(
-        &home,
-        &[
-            "worker",
-            "--database",
-            &pg.url(),
-            "--concurrency",
-            concurrency,
-            "--lease",
-            LEASE,
-            "--cache",
-            cache.to_str().unwrap(),
-        ],
-        logs.join(format!("worker-{n}.log")),
-    )
+    let url = pg.url();
+    let mut args = vec![
+        "worker",
+        "--database",
+        &url,
+        "--concurrency",
+        concurrency,
+        "--lease",
+        LEASE,
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    spawn(&home, &args, logs.join(format!("worker-{n}.log")))
 }
 
 struct Served {
@@ -142,20 +163,24 @@ struct Served {
 
 impl Served {
     fn start(root: &Path, pg: &Postgres, logs: &Path) -> Served {
+        Served::start_with(root, pg, logs, &[])
+    }
+
+    /// [`Served::start`] with more `jig serve` arguments.
+    fn start_with(root: &Path, pg: &Postgres, logs: &Path, extra: &[&str]) -> Served {
         let socket = logs.join("jig.sock");
-        let process = spawn(
-            root,
-            &[
-                "-C",
-                root.to_str().unwrap(),
-                "serve",
-                "--socket",
-                socket.to_str().unwrap(),
-                "--database",
-                &pg.url(),
-            ],
-            logs.join("serve.log"),
-        );
+        let url = pg.url();
+        let mut args = vec![
+            "-C",
+            root.to_str().unwrap(),
+            "serve",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--database",
+            &url,
+        ];
+        args.extend_from_slice(extra);
+        let process = spawn(root, &args, logs.join("serve.log"));
         let served = Served { process, socket };
         let started = Instant::now();
         while !(served.socket.exists() && served.call("GET", "/v1/health", None).0 == 200) {
@@ -265,7 +290,14 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
     let logs = tempfile::tempdir().unwrap();
     let witness = logs.path().join("witness");
     std::fs::write(&witness, "").unwrap();
-    let served = Arc::new(Served::start(&root, &pg, logs.path()));
+    // Every Run may be queued at once: the bound is not what this tests.
+    let bound = RUNS.to_string();
+    let served = Arc::new(Served::start_with(
+        &root,
+        &pg,
+        logs.path(),
+        &["--max-queued-runs", &bound],
+    ));
     let mut workers: Vec<Process> = (0..6)
         .map(|n| worker(&root, &pg, logs.path(), n, "2"))
         .collect();
@@ -628,4 +660,168 @@ fn claims_are_fenced_by_epoch_and_lease() {
         let cancelled = queue.load("p", &c).await.unwrap();
         assert_eq!(cancelled.value["terminal"]["code"], "CANCELLED");
     });
+}
+
+/// The value of metric `name` in serve's /metrics text.
+fn metric(served: &Served, name: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&served.socket)
+        .arg("http://jig/metrics")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .to_string()
+}
+
+/// The daemon's bounds count the project's Runs in the database: past
+/// `--max-queued-runs` a submission is 429 `RESOURCE_EXHAUSTED` and nothing
+/// is recorded; a repeated key still returns its Run; /metrics shows the
+/// database's queued and active Runs.
+#[test]
+fn a_database_queue_past_its_bound_refuses_before_recording() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Served::start_with(&root, &pg, logs.path(), &["--max-queued-runs", "1"]);
+    let first = served.submit("a", input(&witness, 1, 0));
+    assert_eq!(metric(&served, "jig_queued_runs"), "1");
+    assert_eq!(metric(&served, "jig_active_runs"), "0");
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 2, 0), "key": "b"})),
+    );
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["code"], "RESOURCE_EXHAUSTED", "{body}");
+    assert_eq!(pg.sql("SELECT count(*) FROM jig_runs"), "1");
+    assert_eq!(pg.sql("SELECT count(*) FROM jig_keys WHERE key = 'b'"), "0");
+    // The first key repeated: the same Run, not a new one.
+    assert_eq!(served.submit("a", input(&witness, 1, 0)), first);
+    // A worker drains the queue; the bound has room again.
+    let _w = worker(&root, &pg, logs.path(), 0, "1");
+    wait_until("the first Run settled", Duration::from_secs(60), || {
+        !served.terminal(&first).is_null()
+    });
+    assert_eq!(metric(&served, "jig_queued_runs"), "0");
+    let second = served.submit("b", input(&witness, 2, 0));
+    assert_ne!(second, first);
+}
+
+/// A Run's timeout counts from submission: a worker that claims it past
+/// its deadline settles it `DEADLINE_EXCEEDED` without dispatching it.
+#[test]
+fn a_run_claimed_past_its_deadline_never_starts() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Served::start(&root, &pg, logs.path());
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1s"})),
+    );
+    assert_eq!(status, 202, "{body}");
+    let late = body["runId"].as_str().unwrap().to_string();
+    wait_until("the deadline passed", Duration::from_secs(30), || {
+        pg.sql(&format!(
+            "SELECT deadline < now() FROM jig_runs WHERE id = '{late}'"
+        )) == "t"
+    });
+    let _w = worker(&root, &pg, logs.path(), 0, "1");
+    // One with time left, submitted after: the worker does run Flows.
+    let timely = served.submit("timely", input(&witness, 2, 0));
+    wait_until("both Runs settled", Duration::from_secs(60), || {
+        !served.terminal(&late).is_null() && !served.terminal(&timely).is_null()
+    });
+    let terminal = served.terminal(&late);
+    assert_eq!(terminal["status"], "failed", "{terminal}");
+    assert_eq!(terminal["code"], "DEADLINE_EXCEEDED", "{terminal}");
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT dispatched_at IS NULL FROM jig_runs WHERE id = '{late}'"
+        )),
+        "t"
+    );
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT count(*) FROM jig_events WHERE run_id = '{late}' AND line LIKE '%\"running\"%'"
+        )),
+        "0"
+    );
+    assert_eq!(served.terminal(&timely)["status"], "succeeded");
+    assert_eq!(std::fs::read_to_string(&witness).unwrap(), "2\n");
+}
+
+/// SIGTERM: the worker stops claiming, its dispatched Run is cancelled at
+/// the end of the grace and settled once by it, it exits 0, and a queued
+/// Run stays queued for another worker.
+#[test]
+fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Served::start(&root, &pg, logs.path());
+    let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "1s"]);
+    let long = served.submit("long", input(&witness, 1, 60));
+    wait_until("the long Run dispatched", Duration::from_secs(60), || {
+        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{long}'")) == "running"
+    });
+    let next = served.submit("next", input(&witness, 2, 0));
+    first.signal(Signal::SIGTERM);
+    let status = first.exited(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}: {}", first.log());
+    let terminal = served.terminal(&long);
+    assert_eq!(terminal["status"], "failed", "{terminal}");
+    assert_eq!(terminal["code"], "CANCELLED", "{terminal}");
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT count(*) FROM jig_events WHERE run_id = '{long}' AND line LIKE '{{\"result\"%'"
+        )),
+        "1"
+    );
+    assert!(refused_lines(&first.log()).is_empty(), "{}", first.log());
+    assert_eq!(
+        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{next}'")),
+        "queued"
+    );
+    // Another worker takes it.
+    let _second = worker(&root, &pg, logs.path(), 1, "1");
+    wait_until("the queued Run settled", Duration::from_secs(60), || {
+        !served.terminal(&next).is_null()
+    });
+    assert_eq!(served.terminal(&next)["status"], "succeeded");
+    assert_eq!(std::fs::read_to_string(&witness).unwrap(), "1\n2\n");
+}
+
+/// SIGTERM within the grace: the dispatched Run finishes as it would have,
+/// and the worker exits 0 after writing its terminal.
+#[test]
+fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let served = Served::start(&root, &pg, logs.path());
+    let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "2m"]);
+    let run = served.submit("short", input(&witness, 1, 3));
+    wait_until("the Run dispatched", Duration::from_secs(60), || {
+        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{run}'")) == "running"
+    });
+    first.signal(Signal::SIGTERM);
+    let status = first.exited(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}: {}", first.log());
+    let terminal = served.terminal(&run);
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    assert_eq!(terminal["output"], 1, "{terminal}");
 }
