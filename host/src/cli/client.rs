@@ -127,6 +127,20 @@ impl Response {
         }
     }
 
+    /// The whole body, at most `limit` bytes.
+    async fn bytes(mut self, limit: usize) -> Result<Vec<u8>, CliError> {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = self.chunk().await? {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() > limit {
+                return Err(unavailable(format!(
+                    "the daemon's response is larger than {limit} bytes"
+                )));
+            }
+        }
+        Ok(bytes)
+    }
+
     /// The whole body, parsed as JSON/1 (bounded as the daemon bounds it).
     async fn json(mut self) -> Result<(u16, Value), CliError> {
         let mut bytes = Vec::new();
@@ -161,6 +175,17 @@ impl Endpoint {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Response, CliError> {
+        self.send_typed(method, path, body, "application/json")
+            .await
+    }
+
+    async fn send_typed(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<Response, CliError> {
         match self {
             Endpoint::Unix(socket) => {
                 let cannot = |e: String| {
@@ -181,7 +206,7 @@ impl Endpoint {
                     .method(method)
                     .uri(path)
                     .header(hyper::header::HOST, "localhost")
-                    .header(hyper::header::CONTENT_TYPE, "application/json")
+                    .header(hyper::header::CONTENT_TYPE, content_type)
                     .body(http_body_util::Full::new(Bytes::from(
                         body.unwrap_or_default(),
                     )))
@@ -204,7 +229,7 @@ impl Endpoint {
                 let mut request = reqwest::Client::new()
                     .request(method, format!("{base}{path}"))
                     .bearer_auth(token)
-                    .header(reqwest::header::CONTENT_TYPE, "application/json");
+                    .header(reqwest::header::CONTENT_TYPE, content_type);
                 if let Some(body) = body {
                     request = request.body(body);
                 }
@@ -313,6 +338,101 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
             .await?;
         let id = accepted["runId"].as_str().unwrap_or_default();
         receive(served, &format!("{project}/runs/{}/events", segment(id))).await
+    })
+}
+
+/// A file Run for the daemon: the attachments captured here (by the same
+/// capture as a local Run) and the checked `--out` destination, if any.
+pub struct FileRun<'a> {
+    pub captured: &'a crate::files::Captured,
+    pub destination: Option<crate::files::Destination>,
+}
+
+/// Submit a file Run as a tar, wait for its terminal, download its packet
+/// and publish it at `--out` as a local Run would; returns the exit status.
+pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8, CliError> {
+    use crate::files::archive;
+    if !asked.receive.is_empty() {
+        return Err(CliError::new(
+            "JIG_RUN_FILES_INVALID",
+            "--receive is not carried with a file Run to a daemon yet; run it without --server",
+        ));
+    }
+    runtime()?.block_on(async {
+        let project = served.project_path(asked.local.as_deref()).await?;
+        let mut body = json!({"target": asked.target, "input": asked.input});
+        if let Some(key) = asked.key {
+            body["key"] = json!(key);
+        }
+        if let Some(timeout) = asked.timeout {
+            body["timeout"] = json!(timeout);
+        }
+        if files.destination.is_none() {
+            body["out"] = json!(false);
+        }
+        let tar = archive::write_submission(&flow::json::canonical(&body), files.captured)
+            .map_err(|e| CliError::new("INTERNAL", format!("cannot write the tar: {e}")))?;
+        let (status, mut terminal) = served
+            .endpoint
+            .send_typed(
+                "POST",
+                &format!("{project}/runs"),
+                Some(tar),
+                crate::serve::TAR_TYPE,
+            )
+            .await?
+            .json()
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(refusal(status, &terminal));
+        }
+        let mut failure = None;
+        if let Some(destination) = &files.destination {
+            let shown = destination.absolute.to_string_lossy().to_string();
+            let written =
+                terminal.pointer("/delivery/status").and_then(Value::as_str) == Some("written");
+            let published = if written {
+                let id = terminal["runId"].as_str().unwrap_or_default();
+                let response = served
+                    .endpoint
+                    .send(
+                        "GET",
+                        &format!("{project}/runs/{}/packet", segment(id)),
+                        None,
+                    )
+                    .await?;
+                if !(200..300).contains(&response.status) {
+                    let (status, value) = response.json().await?;
+                    return Err(refusal(status, &value));
+                }
+                let bytes = response.bytes(archive::MAX_PACKET_BYTES).await?;
+                archive::read_packet(&bytes).and_then(|(output, record)| {
+                    crate::files::publish(destination, &output, &record)
+                })
+            } else {
+                Err(crate::files::FilesError::delivery(
+                    "the daemon did not deliver the packet",
+                ))
+            };
+            // What a local Run shows: the delivery to this `--out`.
+            if let Some(delivery) = terminal.get_mut("delivery") {
+                delivery["destination"] = json!(shown);
+                if let Err(e) = published {
+                    delivery["status"] = json!("failed");
+                    delivery["code"] = json!(e.code);
+                    if let Some(source) = delivery.as_object_mut() {
+                        source.remove("source");
+                    }
+                    failure = Some(e);
+                }
+            }
+        }
+        let status = shown(&terminal, print_terminal(&terminal, asked.json));
+        if let Some(e) = failure {
+            eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code);
+            return Ok(2);
+        }
+        Ok(status)
     })
 }
 

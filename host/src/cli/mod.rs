@@ -10,7 +10,7 @@ mod exec;
 mod exit;
 mod provider;
 pub mod receive;
-mod run;
+pub(crate) mod run;
 mod serve;
 mod terminal;
 pub(crate) mod worker;

@@ -53,7 +53,7 @@ fn files_error(e: FilesError) -> CliError {
 
 /// Match the request against the declared attachments. Returns the name of
 /// the writable attachment, if one is declared.
-fn check_request(
+pub(crate) fn check_request(
     declared: &BTreeMap<String, Access>,
     request: &Request,
     out: bool,
@@ -346,8 +346,8 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     Ok(status)
 }
 
-/// `jig run` through a daemon: direct Runs (file Runs need the tar
-/// routes, not served yet).
+/// `jig run` through a daemon: a direct Run as JSON, a file Run
+/// (`--attach`, `--out`) as a tar with its packet downloaded to `--out`.
 fn submit_to(
     served: &client::Served,
     args: &RunArgs,
@@ -355,22 +355,32 @@ fn submit_to(
     input: Value,
     local: Option<String>,
 ) -> Result<u8, CliError> {
-    if !request.roots.is_empty() || args.out.is_some() {
-        return Err(CliError::new(
-            "JIG_RUN_FILES_INVALID",
-            "--attach and --out are not carried to a daemon yet; run the file Run without --server",
-        ));
+    let submitted = client::Submitted {
+        target: args.target,
+        input,
+        key: args.key,
+        timeout: args.timeout,
+        receive: args.receive,
+        json: args.json,
+        local,
+    };
+    if request.roots.is_empty() && args.out.is_none() {
+        return client::run(served, submitted);
     }
-    client::run(
+    // The same capture and `--out` checks as a local file Run, here,
+    // before anything is sent.
+    let captured = files::capture(request, args.dir).map_err(files_error)?;
+    let destination = args
+        .out
+        .map(|out| files::prepare_destination(&args.dir.join(out), &captured.real_roots()))
+        .transpose()
+        .map_err(files_error)?;
+    client::run_files(
         served,
-        client::Submitted {
-            target: args.target,
-            input,
-            key: args.key,
-            timeout: args.timeout,
-            receive: args.receive,
-            json: args.json,
-            local,
+        submitted,
+        client::FileRun {
+            captured: &captured,
+            destination,
         },
     )
 }
@@ -407,7 +417,7 @@ fn intended_destination(out: &Path) -> Option<PathBuf> {
 
 /// Seal the captured roots read-only and create the empty writable
 /// attachment, under the Run's private directory.
-fn prepare_attachments(
+pub(crate) fn prepare_attachments(
     captured: &Captured,
     writable: Option<&str>,
     work_root: &Path,

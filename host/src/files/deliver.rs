@@ -303,6 +303,29 @@ pub fn prepare_destination(out: &Path, input_roots: &[PathBuf]) -> Result<Destin
     })
 }
 
+/// A destination in Jig's own protected state (a daemon's packet store):
+/// `leaf` must be absent beneath `parent`, which Jig created. The operator
+/// checks of [`prepare_destination`] (protected places, input overlap) do
+/// not apply: no operator names this path.
+pub fn private_destination(parent: &Path, leaf: &str) -> Result<Destination, FilesError> {
+    check_relative(leaf)
+        .map_err(|m| FilesError::output_invalid(format!("packet name {}: {m}", quote(leaf))))?;
+    let parent_fd = nix::fcntl::open(
+        parent,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| FilesError::delivery(format!("cannot open the packet store: {e}")))?;
+    let absolute = fd_path(&parent_fd)
+        .map_err(FilesError::delivery)?
+        .join(leaf);
+    Ok(Destination {
+        parent: parent_fd,
+        leaf: leaf.to_string(),
+        absolute,
+    })
+}
+
 /// Publish `files/` and `result.json` as the destination, atomically and
 /// without replacing anything. On any failure nothing is left behind.
 pub fn publish(

@@ -6,13 +6,14 @@
 //! publishes the packet with one no-replace rename. Nothing here starts or
 //! talks to Flow code.
 
+pub mod archive;
 mod capture;
 mod deliver;
 
 pub use capture::{capture, open_root, Captured, CapturedFile, CapturedRoot};
 pub use deliver::{
-    packet_record, prepare_destination, publish, read_handoff, read_output, read_output_fd,
-    remove_tree, seal, Destination, Handoff, OutputFile,
+    packet_record, prepare_destination, private_destination, publish, read_handoff, read_output,
+    read_output_fd, remove_tree, seal, Destination, Handoff, OutputFile,
 };
 
 use std::collections::BTreeMap;

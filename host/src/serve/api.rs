@@ -42,6 +42,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/projects/{project}/runs/{id}"),
     ("POST", "/v1/projects/{project}/runs/{id}/cancel"),
     ("GET", "/v1/projects/{project}/runs/{id}/events"),
+    ("GET", "/v1/projects/{project}/runs/{id}/packet"),
 ];
 
 fn handler(method: &str, path: &str) -> MethodRouter<Arc<Server>> {
@@ -54,6 +55,7 @@ fn handler(method: &str, path: &str) -> MethodRouter<Arc<Server>> {
         ("GET", "/v1/projects/{project}/runs/{id}") => get(show),
         ("POST", "/v1/projects/{project}/runs/{id}/cancel") => post(cancel),
         ("GET", "/v1/projects/{project}/runs/{id}/events") => get(events),
+        ("GET", "/v1/projects/{project}/runs/{id}/packet") => get(packet),
         _ => unreachable!("every listed route has a handler"),
     }
 }
@@ -187,7 +189,7 @@ fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
         return Err(invalid("the body must be a JSON object".into()));
     };
     for name in object.keys() {
-        if !["target", "input", "key", "timeout", "receive"].contains(&name.as_str()) {
+        if !["target", "input", "key", "timeout", "receive", "out"].contains(&name.as_str()) {
             return Err(invalid(format!("unknown member {name:?}")));
         }
     }
@@ -217,6 +219,12 @@ fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
         key: text("key")?,
         timeout: text("timeout")?,
         receive,
+        files: None,
+        out: match object.get("out") {
+            None => true,
+            Some(Value::Bool(out)) => *out,
+            Some(_) => return Err(invalid("out must be a boolean".into())),
+        },
     })
 }
 
@@ -226,23 +234,55 @@ struct SubmitQuery {
     wait: Option<bool>,
 }
 
+/// A file Run's body: a tar of `request.json` (the JSON submission) and
+/// `attachments/NAME/...`, held to the capture limits with their codes.
+async fn parse_file_submission(body: Body) -> Result<ServedRun, Refusal> {
+    use crate::files::archive::{read_submission, MAX_SUBMISSION_BYTES};
+    let bytes = axum::body::to_bytes(body, MAX_SUBMISSION_BYTES)
+        .await
+        .map_err(|_| {
+            Refusal::new(
+                413,
+                "JIG_RUN_FILES_INVALID",
+                format!(
+                    "the tar is larger than the file Run limit of {MAX_SUBMISSION_BYTES} bytes"
+                ),
+            )
+        })?;
+    let (request, captured) =
+        read_submission(&bytes).map_err(|e| Refusal::new(400, e.code, e.message))?;
+    let mut request = parse_submission(&request)?;
+    request.files = Some(captured);
+    Ok(request)
+}
+
+/// The content type of a file Run submission.
+pub const TAR_TYPE: &str = "application/x-tar";
+
 async fn submit(
     State(server): State<Arc<Server>>,
     UrlPath(project): UrlPath<String>,
     Query(query): Query<SubmitQuery>,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
-            return error(
+    let is_tar = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(TAR_TYPE));
+    let parsed = if is_tar {
+        parse_file_submission(body).await
+    } else {
+        match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+            Ok(bytes) => parse_submission(&bytes),
+            Err(_) => Err(Refusal::new(
                 413,
                 "INVALID_REQUEST",
-                &format!("the body is larger than the JSON/1 limit of {MAX_BODY_BYTES} bytes"),
-            )
+                format!("the body is larger than the JSON/1 limit of {MAX_BODY_BYTES} bytes"),
+            )),
         }
     };
-    let request = match parse_submission(&bytes) {
+    let request = match parsed {
         Ok(request) => request,
         Err(refusal) => return refusal.into_response(),
     };
@@ -405,6 +445,22 @@ async fn events(
         Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)),
     )
         .into_response()
+}
+
+/// A file Run's published packet as a tar (`result.json`, `files/...`);
+/// 404 `PACKET_NOT_FOUND` until it is delivered, or for a direct Run.
+async fn packet(
+    State(server): State<Arc<Server>>,
+    UrlPath((project, id)): UrlPath<(String, String)>,
+) -> Response {
+    // Reading and framing the packet is file work: off the async workers.
+    let read = tokio::task::spawn_blocking(move || server.packet(&project, &id)).await;
+    let packet = match read {
+        Ok(Ok(packet)) => packet,
+        Ok(Err(refusal)) => return refusal.into_response(),
+        Err(e) => return error(500, "INTERNAL", &format!("the packet read failed: {e}")),
+    };
+    ([(header::CONTENT_TYPE, TAR_TYPE)], packet).into_response()
 }
 
 #[cfg(test)]

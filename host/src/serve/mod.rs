@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES};
+pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES, TAR_TYPE};
 pub use runner::{Limits, ServedRun};
 
 use crate::config::HostConfig;

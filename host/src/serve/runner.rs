@@ -45,6 +45,40 @@ pub struct ServedRun {
     pub key: Option<String>,
     pub timeout: Option<String>,
     pub receive: Vec<String>,
+    /// A file Run (submitted as a tar): its captured attachments. Its
+    /// packet is published in the daemon's packet store.
+    pub files: Option<crate::files::Captured>,
+    /// A file Run's packet is wanted (`jig run --out`; default true). Without
+    /// it a writable attachment is refused and nothing is published.
+    pub out: bool,
+}
+
+/// Where a daemon keeps the packets of its file Runs, one per Run id
+/// (`GET .../runs/{id}/packet` reads them).
+pub const PACKET_STORE: &str = "packets";
+
+/// The output intent a served file Run records: the daemon's packet store
+/// (the same for every submission, so a key replays identical content).
+const PACKET_INTENT: &str = "jig-serve:packet";
+
+/// The daemon's packet store of a project, created private on first use.
+pub fn packet_store(state: &ProjectState) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = state.root().join(state::STATE_DIR).join(PACKET_STORE);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    Ok(dir)
+}
+
+/// What a file Run carries from submission to delivery.
+struct FileRun {
+    captured: crate::files::Captured,
+    writable: Option<String>,
+    out: bool,
+    method: Value,
+    input: Value,
 }
 
 /// One project the daemon holds open for as long as it serves.
@@ -311,26 +345,66 @@ impl Server {
         let state = &project.state;
         let resolved = submit::resolve(state, &asked.target)?;
         let target = &asked.target;
-        if !resolved.package.metadata().attachments.is_empty() || resolved.checkpointing {
-            return Err(Refusal::new(
-                400,
-                "JIG_RUN_FILES_INVALID",
-                format!("{target} is a file Run (attachments or checkpoints); this daemon serves direct Runs only"),
-            ));
+        let files_invalid = |m: String| Refusal::new(400, "JIG_RUN_FILES_INVALID", m);
+        let declared = &resolved.package.metadata().attachments;
+        if resolved.checkpointing {
+            return Err(files_invalid(format!(
+                "{target} keeps Run Checkpoints; this daemon does not serve checkpointing Runs yet"
+            )));
         }
+        let writable = match &request.files {
+            // A JSON body is `jig run` without `--attach` or `--out`: a
+            // target that declares attachments is refused as it is there.
+            None => {
+                crate::cli::run::check_request(declared, &crate::files::Request::default(), false)
+                    .map_err(|e| Refusal::new(400, e.code, e.message))?
+            }
+            Some(_) if self.queue.is_some() => {
+                return Err(files_invalid(
+                    "file Runs are not served through a queue yet".to_string(),
+                ))
+            }
+            // The same matching as `jig run --attach … --out DIR`: the
+            // packet store is always the destination.
+            Some(captured) => {
+                let asked_roots = crate::files::Request {
+                    roots: captured
+                        .roots
+                        .keys()
+                        .map(|n| (n.clone(), (PathBuf::new(), Vec::new())))
+                        .collect(),
+                };
+                crate::cli::run::check_request(declared, &asked_roots, request.out)
+                    .map_err(|e| Refusal::new(400, e.code, e.message))?
+            }
+        };
         receive::check(&resolved.package, &names)
             .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
-        // The same content identity as `jig run` without attachments, so a
-        // key means the same thing through either door.
-        let captured = crate::files::capture(&crate::files::Request::default(), state.root())
-            .map_err(|e| Refusal::new(500, e.code, e.message))?;
+        // The same content identity as `jig run` (a direct Run captures
+        // nothing), so a key means the same thing through either door.
+        let captured = match &request.files {
+            Some(captured) => captured.clone(),
+            None => crate::files::capture(&crate::files::Request::default(), state.root())
+                .map_err(|e| Refusal::new(500, e.code, e.message))?,
+        };
         let identity = submit::identity(
             &asked,
             &resolved.generation,
             &request.input,
             captured.manifest(),
-            None,
+            request
+                .files
+                .as_ref()
+                .filter(|_| request.out)
+                .map(|_| std::path::Path::new(PACKET_INTENT)),
         );
+        let file_run = request.files.is_some().then(|| FileRun {
+            captured,
+            writable,
+            out: request.out,
+            method: resolved.method(&asked.target),
+            input: identity.input.clone(),
+        });
         if self.queue.is_some() {
             let (id, new) = self.enqueue(
                 project_name,
@@ -383,6 +457,7 @@ impl Server {
             names,
             package: resolved.package,
             plan: resolved.generation.plan,
+            files: file_run,
         };
         let this = self.clone();
         let started = Instant::now();
@@ -459,6 +534,24 @@ impl Server {
         let state = &project.state;
         let sandbox = self.sandbox.clone();
         let work_root = state.run_dir(&record.id).map_err(|e| e.to_string())?;
+        let grants = match &dispatch.files {
+            None => Vec::new(),
+            Some(files) => {
+                let sealed = crate::cli::run::prepare_attachments(
+                    &files.captured,
+                    files.writable.as_deref(),
+                    &work_root,
+                );
+                match sealed {
+                    Ok(grants) => grants,
+                    Err(e) => {
+                        let _ = crate::files::remove_tree(&work_root);
+                        return Err(format!("cannot seal the attachments: {e}"));
+                    }
+                }
+            }
+        };
+        let handoff = grants.iter().find_map(|g| g.output.clone());
         let executor = submit::executor(
             state,
             dispatch.plan,
@@ -494,7 +587,7 @@ impl Server {
                 input: dispatch.input,
                 deadline_unix_ms,
                 cancel,
-                attachments: Vec::new(),
+                attachments: grants,
                 run: None,
             },
             channels,
@@ -513,8 +606,17 @@ impl Server {
         broker.fail_held_writers(host);
         let _ = pump.await;
         broker.finish(host, true);
+        // The Run is fenced: its writable attachment can no longer change.
+        let delivered = match (&handoff, &result) {
+            (Some(handoff), Ok(_)) => Some(crate::files::read_handoff(handoff)),
+            _ => None,
+        };
+        drop(handoff.and_then(|h| h.take()));
         let cleanup = crate::files::remove_tree(&work_root);
-        let terminal = submit::terminal(&result, &record.id);
+        let mut terminal = submit::terminal(&result, &record.id);
+        if let Some(files) = dispatch.files.as_ref().filter(|f| f.out) {
+            deliver(state, &record.id, files, &result, delivered, &mut terminal);
+        }
         let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
         let line = terminal.clone();
         let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
@@ -566,6 +668,35 @@ impl Server {
             .map_err(|e| Refusal::new(500, e.code(), e.to_string()))?;
         runs.truncate(limit);
         Ok(runs)
+    }
+
+    /// A file Run's published packet, as a tar.
+    pub fn packet(&self, project_name: &str, id: &str) -> Result<Vec<u8>, Refusal> {
+        let record = self.record(project_name, id)?;
+        let project = self.project(project_name)?;
+        let missing = || {
+            Refusal::new(
+                404,
+                "PACKET_NOT_FOUND",
+                format!("Run {} has no delivered packet", record.id),
+            )
+        };
+        let store = project
+            .state
+            .root()
+            .join(state::STATE_DIR)
+            .join(PACKET_STORE);
+        let dir = store.join(&record.id);
+        if record.terminal().is_none() || !dir.is_dir() {
+            return Err(missing());
+        }
+        let internal = |m: String| Refusal::new(500, "JIG_DELIVERY_FAILED", m);
+        let files = crate::files::read_output(&dir.join(crate::files::archive::PACKET_FILES_DIR))
+            .map_err(|e| internal(e.message))?;
+        let record_bytes = std::fs::read(dir.join(crate::files::archive::RECORD_ENTRY))
+            .map_err(|e| internal(format!("the packet record cannot be read: {e}")))?;
+        crate::files::archive::write_packet(&files, &record_bytes)
+            .map_err(|e| internal(format!("the packet cannot be written: {e}")))
     }
 
     pub fn live(&self, id: &str) -> Option<Arc<Live>> {
@@ -647,6 +778,54 @@ struct Dispatch {
     names: Vec<String>,
     package: Package,
     plan: Value,
+    files: Option<FileRun>,
+}
+
+/// Publish a served file Run's packet in the packet store, as `jig run
+/// --out` publishes it (seed 002 §8 without checkpoints: a success
+/// delivers its final files, anything else the bare record), and note the
+/// delivery, method and input identity in its terminal (HOST-FACTS §4.1).
+fn deliver(
+    state: &ProjectState,
+    run_id: &str,
+    files: &FileRun,
+    result: &Result<crate::exec::Success, crate::exec::Failure>,
+    delivered: Option<Result<Vec<crate::files::OutputFile>, crate::files::FilesError>>,
+    terminal: &mut Value,
+) {
+    terminal["method"] = files.method.clone();
+    terminal["input"] = files.input.clone();
+    terminal["checkpoint"] = Value::Null;
+    let execution = submit::execution(result);
+    let published = packet_store(state)
+        .map_err(|e| {
+            crate::files::FilesError::delivery(format!("cannot create the packet store: {e}"))
+        })
+        .and_then(|store| crate::files::private_destination(&store, run_id))
+        .and_then(|destination| {
+            let (output, source) = match delivered {
+                Some(Ok(output)) => (output, "final"),
+                Some(Err(e)) => return Err(e),
+                None => (Vec::new(), "none"),
+            };
+            let packet = crate::files::packet_record(
+                run_id,
+                &files.method,
+                &execution,
+                &files.input,
+                source,
+                &output,
+                &Value::Null,
+            );
+            crate::files::publish(&destination, &output, &packet)
+                .map(|()| (destination.absolute.to_string_lossy().to_string(), source))
+        });
+    terminal["delivery"] = match published {
+        Ok((shown, source)) => {
+            json!({"status": "written", "destination": shown, "source": source})
+        }
+        Err(e) => json!({"status": "failed", "destination": PACKET_STORE, "code": e.code}),
+    };
 }
 
 /// Run a database call from the synchronous request path (the daemon's

@@ -34,6 +34,22 @@ for i in range(2):\n        await events.send({'i': i})\n    \
 return {'outcome': 'done', 'output': 'told'}\n\
 handle(run)\n";
 
+/// Copies every file of `source` into `deliverables`, reversed, and
+/// answers with their sorted paths; fails when its input is `"fail"`.
+const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
+async def run(context):\n    if context.input == 'fail':\n        raise RuntimeError('asked to fail')\n    \
+src = context.attachments['source']['path']\n    \
+out = context.attachments['deliverables']['path']\n    seen = []\n    \
+for top, dirs, files in os.walk(src):\n        for name in files:\n            \
+rel = os.path.relpath(os.path.join(top, name), src)\n            \
+os.makedirs(os.path.join(out, os.path.dirname(rel)), exist_ok=True)\n            \
+with open(os.path.join(top, name), 'rb') as f:\n                data = f.read()\n            \
+with open(os.path.join(out, rel), 'wb') as f:\n                f.write(data[::-1])\n            \
+seen.append(rel)\n    return {'outcome': 'done', 'output': sorted(seen)}\n\
+handle(run)\n";
+
+const COPY_ATTACHMENTS: &str = "attachments:\n  source: read\n  deliverables: read-write\n";
+
 fn flow_md(name: &str, extra: &str) -> String {
     format!("---\nname: {name}\ndescription: A served test Flow.\n{extra}---\n")
 }
@@ -59,6 +75,8 @@ fn served_project(root: &Path) {
                 &flow_md("tell", "channels:\n  events:\n    direction: send\n"),
             ),
             ("flows/tell/flow.py", TELL_PY),
+            ("flows/copy/FLOW.md", &flow_md("copy", COPY_ATTACHMENTS)),
+            ("flows/copy/flow.py", COPY_PY),
         ],
     );
     review(root);
@@ -127,13 +145,14 @@ impl Daemon {
         for h in headers {
             curl.args(["-H", h]);
         }
+        let typed = headers
+            .iter()
+            .any(|h| h.to_ascii_lowercase().starts_with("content-type:"));
         if body.is_some() {
-            curl.args([
-                "-H",
-                "content-type: application/json",
-                "--data-binary",
-                "@-",
-            ]);
+            if !typed {
+                curl.args(["-H", "content-type: application/json"]);
+            }
+            curl.args(["--data-binary", "@-"]);
         }
         let mut child = curl
             .arg(format!("http://jig{path}"))
@@ -835,6 +854,61 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
     assert_eq!(local[0].status, 0, "{:?}", local[0]);
     assert_eq!(local[2].stdout.lines().count(), 5, "{:?}", local[2]);
     assert_ne!(local[3].status, 0, "{:?}", local[3]);
+    // A file Run, and file Runs refused, through each door: the same
+    // output but for the destination each door names (its own --out).
+    let source = source_folder(path.parent().unwrap());
+    let attach = format!("source={}", source.display());
+    let writable = format!("deliverables={}", source.display());
+    let file_cases: &[&[&str]] = &[
+        &["run", "flow:flows/copy", "--attach", &attach, "--out"],
+        &["run", "flow:flows/copy", "--attach", &attach],
+        &["run", "flow:flows/copy"],
+        &["run", "flow:flows/copy", "--attach", &writable, "--out"],
+        // A failed file Run publishes the bare record.
+        &[
+            "run",
+            "flow:flows/copy",
+            "--input",
+            "\"fail\"",
+            "--attach",
+            &attach,
+            "--out",
+        ],
+    ];
+    let outs = path.parent().unwrap().join("outs");
+    std::fs::create_dir(&outs).unwrap();
+    let mut n = 0;
+    let mut with_out = |args: &[&str]| -> Vec<String> {
+        n += 1;
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        if args.last().map(String::as_str) == Some("--out") {
+            args.push(outs.join(format!("o{n}")).to_str().unwrap().to_string());
+        }
+        args
+    };
+    let file_seen = |run: &Run| {
+        let mut terminal = comparable(&run.stdout);
+        if let Some(delivery) = terminal.pointer_mut("/0/delivery") {
+            assert!(delivery["destination"]
+                .as_str()
+                .unwrap()
+                .contains("/outs/o"));
+            delivery["destination"] = Value::Null;
+        }
+        (run.status, terminal, run.stderr.clone())
+    };
+    let file_local: Vec<Run> = file_cases
+        .iter()
+        .map(|args| run_jig(&path, &refs(&with_out(args))))
+        .collect();
+    assert_eq!(file_local[0].status, 0, "{:?}", file_local[0]);
+    assert_eq!(file_local[4].status, 1, "{:?}", file_local[4]);
+    assert_eq!(
+        file_local[4].json()["delivery"]["source"],
+        "none",
+        "{:?}",
+        file_local[4]
+    );
     let daemon = Daemon::start(&path, &[]);
     let server = format!("unix:{}", daemon.socket.display());
     for (args, local) in cases.iter().zip(&local) {
@@ -856,9 +930,44 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
         assert_eq!(seen(&found), seen(local), "found {args:?}: {found:?}");
     }
     // The Runs went to the daemon: it recorded them.
-    let successes = cases.len() - 4;
-    assert_eq!(daemon.runs().len(), successes * 3 + 4, "{}", daemon.log());
+    for (args, local) in file_cases.iter().zip(&file_local) {
+        let mut named = with_out(args);
+        named.splice(1..1, ["--server".to_string(), server.clone()]);
+        let named = run_jig(&path, &refs(&named));
+        assert_eq!(
+            file_seen(&named),
+            file_seen(local),
+            "--server {args:?}: {named:?}"
+        );
+        let env = output(
+            jig(&path)
+                .env("JIG_SERVER", &server)
+                .args(with_out(args))
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(
+            file_seen(&env),
+            file_seen(local),
+            "JIG_SERVER {args:?}: {env:?}"
+        );
+    }
+    let (packets, bare): (Vec<_>, Vec<_>) = std::fs::read_dir(&outs)
+        .unwrap()
+        .map(|e| tree(&e.unwrap().path().join("files")))
+        .partition(|files| !files.is_empty());
+    assert_eq!((packets.len(), bare.len()), (3, 3), "one of each a door");
+    assert_eq!(packets[0]["b.txt"], b"eeb");
+    assert!(packets.iter().all(|p| *p == packets[0]));
     // The same key replays one Run through either door.
+    // Recorded: the one file Run of each door; its refusals, nowhere.
+    let successes = cases.len() - 4;
+    assert_eq!(
+        daemon.runs().len(),
+        successes * 3 + 4 + 6,
+        "{}",
+        daemon.log()
+    );
     let keyed = ["run", "flow:flows/echo", "--input", "1", "--key", "k1"];
     let first = run_jig(
         &path,
@@ -1031,4 +1140,292 @@ fn review_advances_the_generation_while_the_daemon_serves() {
     // A review with nothing changed converges beside the daemon too.
     let again = run_jig(&path, &["review", "--yes"]);
     assert_eq!(again.stdout, "unchanged\nproject is ready\n", "{again:?}");
+}
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// A folder a file Run reads: nested text, binary and empty files.
+fn source_folder(root: &Path) -> PathBuf {
+    let source = root.join("source");
+    write_files(&source, &[("notes/a.txt", "one\ntwo\n"), ("b.txt", "bee")]);
+    std::fs::write(source.join("blob.bin"), [0u8, 159, 146, 150]).unwrap();
+    std::fs::write(source.join("empty"), b"").unwrap();
+    source
+}
+
+/// Every file under `dir`, by relative path.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            } else {
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                files.insert(rel, std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// A packet's `result.json` with what differs between two Runs blanked.
+fn packet_record(packet: &Path) -> Value {
+    let text = std::fs::read_to_string(packet.join("result.json")).unwrap();
+    comparable(&text)
+}
+
+#[test]
+fn a_file_run_through_the_daemon_delivers_the_packet_a_local_run_delivers() {
+    let (outer, path) = served();
+    let source = source_folder(outer.path());
+    let attach = format!("source={}", source.display());
+    let args = |out: &Path| -> Vec<String> {
+        ["run", "flow:flows/copy", "--attach", &attach, "--out"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([out.to_str().unwrap().to_string()])
+            .collect()
+    };
+    let local_out = outer.path().join("local-packet");
+    let local = run_jig(&path, &refs(&args(&local_out)));
+    assert_eq!(local.status, 0, "{local:?}");
+    assert_eq!(
+        local.json()["output"],
+        json!(["b.txt", "blob.bin", "empty", "notes/a.txt"])
+    );
+    let daemon = Daemon::start(&path, &[]);
+    let server = format!("unix:{}", daemon.socket.display());
+    let served_out = outer.path().join("served-packet");
+    let mut served_args = args(&served_out);
+    served_args.splice(1..1, ["--server".to_string(), server.clone()]);
+    let named = run_jig(&path, &refs(&served_args));
+    assert_eq!(named.status, 0, "{named:?} {}", daemon.log());
+    // The same stdout but for the Run id and the destination it names.
+    let shown = |run: &Run, out: &Path| {
+        let mut terminal = run.json();
+        assert_eq!(
+            terminal["delivery"]["destination"],
+            json!(out.to_str().unwrap()),
+            "{run:?}"
+        );
+        terminal["delivery"]["destination"] = Value::Null;
+        comparable(&terminal.to_string())
+    };
+    assert_eq!(shown(&named, &served_out), shown(&local, &local_out));
+    // The packets hold the same bytes: the Flow's files and the record.
+    let delivered = tree(&served_out.join("files"));
+    assert_eq!(delivered, tree(&local_out.join("files")));
+    assert_eq!(delivered["b.txt"], b"eeb");
+    assert_eq!(delivered["blob.bin"], [150u8, 146, 159, 0]);
+    assert_eq!(packet_record(&served_out), packet_record(&local_out));
+    // The daemon serves the packet it published until asked again.
+    let id = named.json()["runId"].as_str().unwrap().to_string();
+    let mut curl = daemon.curl();
+    let fetched = curl
+        .arg(format!("http://jig/v1/projects/p/runs/{id}/packet"))
+        .output()
+        .unwrap();
+    let mut archive = tar::Archive::new(&fetched.stdout[..]);
+    let mut names: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert!(names.contains(&"result.json".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"files/notes/a.txt".to_string()),
+        "{names:?}"
+    );
+    // A direct Run has no packet; an unknown Run is not found.
+    let (status, direct) = daemon.submit(json!({"target": "flow:flows/echo"}));
+    assert_eq!(status, 200, "{direct}");
+    let direct_id = direct["runId"].as_str().unwrap();
+    let (status, body) = daemon.call(
+        "GET",
+        &format!("/v1/projects/p/runs/{direct_id}/packet"),
+        None,
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("PACKET_NOT_FOUND"))
+    );
+    let (status, _) = daemon.call("GET", "/v1/projects/p/runs/nope/packet", None);
+    assert_eq!(status, 404);
+    // An existing --out is refused before anything is sent, as locally.
+    let again = run_jig(&path, &refs(&served_args));
+    assert_eq!(again.status, 1, "{again:?}");
+    assert!(again.stderr.starts_with("JIG_OUTPUT_EXISTS: "), "{again:?}");
+    // The local Run, the served file Run and the direct one: the refused
+    // submission recorded nothing.
+    assert_eq!(daemon.runs().len(), 3, "{}", daemon.log());
+}
+
+/// A tar of (path bytes, entry type, content) entries, names kept as given.
+fn raw_tar(entries: &[(&[u8], tar::EntryType, &[u8])]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, kind, content) in entries {
+        let mut header = tar::Header::new_old();
+        header.as_old_mut().name[..path.len()].copy_from_slice(path);
+        header.set_entry_type(*kind);
+        header.set_size(content.len() as u64);
+        header.set_mode(0o600);
+        if *kind == tar::EntryType::Symlink {
+            header.set_link_name("/etc/passwd").unwrap();
+        }
+        header.set_cksum();
+        builder.append(&header, *content).unwrap();
+    }
+    builder.into_inner().unwrap()
+}
+
+#[test]
+fn oversized_and_traversing_tars_are_refused_with_the_local_codes_and_record_nothing() {
+    let (outer, path, daemon) = start(&[]);
+    let request = br#"{"target":"flow:flows/copy"}"#;
+    let regular = tar::EntryType::Regular;
+    let post_tar = |body: &[u8]| {
+        let (status, text) = daemon.raw(
+            "POST",
+            "/v1/projects/p/runs",
+            Some(body),
+            &["content-type: application/x-tar"],
+        );
+        let value: Value = serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("{text}"));
+        (status, value["code"].as_str().unwrap_or("").to_string())
+    };
+    let big = vec![b'x'; 8 * 1024 * 1024 + 1];
+    let huge = vec![b'x'; 26 * 1024 * 1024];
+    let cases: Vec<(Vec<u8>, u16)> = vec![
+        // Past the capture byte limit, inside the body bound.
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"attachments/source/big", regular, &big),
+            ]),
+            400,
+        ),
+        // Past the body bound altogether.
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"attachments/source/a", regular, &huge),
+            ]),
+            413,
+        ),
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"attachments/source/../../x", regular, b"x"),
+            ]),
+            400,
+        ),
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"/etc/x", regular, b"x"),
+            ]),
+            400,
+        ),
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"attachments/source/l", tar::EntryType::Symlink, b""),
+            ]),
+            400,
+        ),
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"attachments/source/d", tar::EntryType::Char, b""),
+            ]),
+            400,
+        ),
+        // The target's attachments are matched as for --attach.
+        (
+            raw_tar(&[
+                (b"request.json", regular, request),
+                (b"attachments/deliverables/a", regular, b"x"),
+            ]),
+            400,
+        ),
+        (raw_tar(&[(b"request.json", regular, request)]), 400),
+    ];
+    for (i, (body, status)) in cases.iter().enumerate() {
+        assert_eq!(
+            post_tar(body),
+            (*status, "JIG_RUN_FILES_INVALID".to_string()),
+            "case {i}"
+        );
+    }
+    // A file Run submitted as JSON is refused too.
+    let (status, body) = daemon.submit(json!({"target": "flow:flows/copy"}));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("JIG_RUN_FILES_INVALID"))
+    );
+    // The local refusals of the same shapes carry the same code, locally
+    // and through the client.
+    let source = outer.path().join("big");
+    std::fs::create_dir(&source).unwrap();
+    std::fs::write(source.join("big"), &big).unwrap();
+    let linked = outer.path().join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", linked.join("l")).unwrap();
+    let server = format!("unix:{}", daemon.socket.display());
+    for folder in [&source, &linked] {
+        let attach = format!("source={}", folder.display());
+        let out = outer.path().join("never");
+        let args = [
+            "run",
+            "flow:flows/copy",
+            "--attach",
+            &attach,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let through = run_jig(
+            &path,
+            &[&args[..1], &["--server", &server], &args[1..]].concat(),
+        );
+        assert_eq!(through.status, 1, "{through:?}");
+        assert!(
+            through.stderr.starts_with("JIG_RUN_FILES_INVALID: "),
+            "{through:?}"
+        );
+        assert!(!out.exists());
+    }
+    // Nothing was recorded for any refusal.
+    assert!(daemon.runs().is_empty(), "{:?}", daemon.runs());
+    drop(daemon);
+    for folder in [&source, &linked] {
+        let attach = format!("source={}", folder.display());
+        let out = outer.path().join("never");
+        let local = run_jig(
+            &path,
+            &[
+                "run",
+                "flow:flows/copy",
+                "--attach",
+                &attach,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(local.status, 1, "{local:?}");
+        assert!(
+            local.stderr.starts_with("JIG_RUN_FILES_INVALID: "),
+            "{local:?}"
+        );
+    }
 }
