@@ -309,6 +309,27 @@ impl Manifest {
 }
 
 impl Session<'_> {
+    /// Count `prepared` against the review's aggregate of prepared content;
+    /// past it, `code` at `at`.
+    fn take_prepared_bytes(
+        &mut self,
+        prepared: &Package,
+        code: &str,
+        at: &str,
+    ) -> Result<(), Refusal> {
+        let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
+        if !fits_aggregate(self.prepared_bytes, bytes) {
+            return Err(refusal(
+                code,
+                at,
+                None,
+                "one review prepares at most 256 MiB of content",
+            ));
+        }
+        self.prepared_bytes += bytes;
+        Ok(())
+    }
+
     /// Prepare or reuse one package: `None` when it needs no preparation.
     fn package(
         &mut self,
@@ -380,16 +401,7 @@ impl Session<'_> {
             .clone()
             .ok_or_else(|| refusal(codes::PREPARATION_FAILED, &at, None, "no Bun on this host"))?;
         let (prepared, layout) = self.install(path, package, &inputs, &runtime, &at)?;
-        let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
-        if !fits_aggregate(self.prepared_bytes, bytes) {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                &at,
-                None,
-                "one review prepares at most 256 MiB of content",
-            ));
-        }
-        self.prepared_bytes += bytes;
+        self.take_prepared_bytes(&prepared, codes::LIMIT_EXCEEDED, &at)?;
         let mut evidence = evidence(prepared.digest(), lock_kind);
         if !layout.is_empty() {
             // Retained beside the prepared package; its digest is part of

@@ -26,9 +26,9 @@ use flow::package::Package;
 use serde_json::json;
 
 use super::{
-    capture_tree, fits_aggregate, refusal, Refusal, Session, Workspace, MAX_LOCK_BYTES,
-    MAX_MANIFEST_BYTES, MAX_PREPARATIONS, MAX_PREPARED_BYTES, MAX_PREPARED_FILES, MAX_SOURCE_BYTES,
-    MAX_SOURCE_FILES, NETWORK_FILES,
+    capture_tree, refusal, Refusal, Session, Workspace, MAX_LOCK_BYTES, MAX_MANIFEST_BYTES,
+    MAX_PREPARATIONS, MAX_PREPARED_BYTES, MAX_PREPARED_FILES, MAX_SOURCE_BYTES, MAX_SOURCE_FILES,
+    NETWORK_FILES,
 };
 use crate::plan::Recipe;
 use crate::sandbox::{Launch, Limits};
@@ -208,16 +208,7 @@ impl Session<'_> {
             )
         })?;
         let prepared = self.pip_install(package, &locked, &runtime, &index, &at)?;
-        let bytes: u64 = prepared.files().values().map(|c| c.len() as u64).sum();
-        if !fits_aggregate(self.prepared_bytes, bytes) {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                &at,
-                None,
-                "one review prepares at most 256 MiB of content",
-            ));
-        }
-        self.prepared_bytes += bytes;
+        self.take_prepared_bytes(&prepared, codes::LIMIT_EXCEEDED, &at)?;
         let evidence = json!({
             "digest": prepared.digest(),
             "source": package.digest(),
