@@ -287,9 +287,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
     const SUBMITTERS: usize = 4;
     let pg = Postgres::start();
     let (_outer, root) = queued_project();
-    let logs = tempfile::tempdir().unwrap();
-    let witness = logs.path().join("witness");
-    std::fs::write(&witness, "").unwrap();
+    let (logs, witness) = logs_and_witness();
     // Every Run may be queued at once: the bound is not what this tests.
     let bound = RUNS.to_string();
     let served = Arc::new(Served::start_with(
@@ -487,9 +485,7 @@ fn bad_input_is_refused_with_its_code() {
 fn a_queued_run_streams_and_answers_like_a_local_one() {
     let pg = Postgres::start();
     let (_outer, root) = queued_project();
-    let logs = tempfile::tempdir().unwrap();
-    let witness = logs.path().join("witness");
-    std::fs::write(&witness, "").unwrap();
+    let (logs, witness) = logs_and_witness();
     let served = Served::start(&root, &pg, logs.path());
     let _w = worker(&root, &pg, logs.path(), 0, "1");
     // Waiting submission: the terminal, as without --database.
@@ -569,7 +565,7 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
     // Cancellation through the database, honoured by the owning worker.
     let long = served.submit("long", input(&witness, 9, 60));
     wait_until("the long Run dispatched", Duration::from_secs(60), || {
-        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{long}'")) == "running"
+        run_status(&pg, &long) == "running"
     });
     let (status, _) = served.call("POST", &format!("/v1/projects/p/runs/{long}/cancel"), None);
     assert_eq!(status, 202);
@@ -685,9 +681,7 @@ fn metric(served: &Served, name: &str) -> String {
 fn a_database_queue_past_its_bound_refuses_before_recording() {
     let pg = Postgres::start();
     let (_outer, root) = queued_project();
-    let logs = tempfile::tempdir().unwrap();
-    let witness = logs.path().join("witness");
-    std::fs::write(&witness, "").unwrap();
+    let (logs, witness) = logs_and_witness();
     let served = Served::start_with(&root, &pg, logs.path(), &["--max-queued-runs", "1"]);
     let first = served.submit("a", input(&witness, 1, 0));
     assert_eq!(metric(&served, "jig_queued_runs"), "1");
@@ -719,9 +713,7 @@ fn a_database_queue_past_its_bound_refuses_before_recording() {
 fn a_run_claimed_past_its_deadline_never_starts() {
     let pg = Postgres::start();
     let (_outer, root) = queued_project();
-    let logs = tempfile::tempdir().unwrap();
-    let witness = logs.path().join("witness");
-    std::fs::write(&witness, "").unwrap();
+    let (logs, witness) = logs_and_witness();
     let served = Served::start(&root, &pg, logs.path());
     let (status, body) = served.call(
         "POST",
@@ -767,14 +759,12 @@ fn a_run_claimed_past_its_deadline_never_starts() {
 fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
     let pg = Postgres::start();
     let (_outer, root) = queued_project();
-    let logs = tempfile::tempdir().unwrap();
-    let witness = logs.path().join("witness");
-    std::fs::write(&witness, "").unwrap();
+    let (logs, witness) = logs_and_witness();
     let served = Served::start(&root, &pg, logs.path());
     let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "1s"]);
     let long = served.submit("long", input(&witness, 1, 60));
     wait_until("the long Run dispatched", Duration::from_secs(60), || {
-        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{long}'")) == "running"
+        run_status(&pg, &long) == "running"
     });
     let next = served.submit("next", input(&witness, 2, 0));
     first.signal(Signal::SIGTERM);
@@ -790,10 +780,7 @@ fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
         "1"
     );
     assert!(refused_lines(&first.log()).is_empty(), "{}", first.log());
-    assert_eq!(
-        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{next}'")),
-        "queued"
-    );
+    assert_eq!(run_status(&pg, &next), "queued");
     // Another worker takes it.
     let _second = worker(&root, &pg, logs.path(), 1, "1");
     wait_until("the queued Run settled", Duration::from_secs(60), || {
@@ -809,14 +796,12 @@ fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
 fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
     let pg = Postgres::start();
     let (_outer, root) = queued_project();
-    let logs = tempfile::tempdir().unwrap();
-    let witness = logs.path().join("witness");
-    std::fs::write(&witness, "").unwrap();
+    let (logs, witness) = logs_and_witness();
     let served = Served::start(&root, &pg, logs.path());
     let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "2m"]);
     let run = served.submit("short", input(&witness, 1, 3));
     wait_until("the Run dispatched", Duration::from_secs(60), || {
-        pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{run}'")) == "running"
+        run_status(&pg, &run) == "running"
     });
     first.signal(Signal::SIGTERM);
     let status = first.exited(Duration::from_secs(60));
@@ -824,4 +809,18 @@ fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
     let terminal = served.terminal(&run);
     assert_eq!(terminal["status"], "succeeded", "{terminal}");
     assert_eq!(terminal["output"], 1, "{terminal}");
+}
+
+/// A directory for the daemon's and workers' logs, and the empty witness
+/// file in it that each Flow appends to.
+fn logs_and_witness() -> (tempfile::TempDir, PathBuf) {
+    let logs = tempfile::tempdir().unwrap();
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    (logs, witness)
+}
+
+/// A Run's status column.
+fn run_status(pg: &Postgres, id: &str) -> String {
+    pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{id}'"))
 }
