@@ -313,17 +313,25 @@ pub struct Submitted<'a> {
     pub local: Option<String>,
 }
 
+impl Submitted<'_> {
+    /// The JSON submission the daemon takes (`POST …/runs`).
+    fn body(&self) -> Value {
+        let mut body = json!({"target": self.target, "input": self.input});
+        if let Some(key) = self.key {
+            body["key"] = json!(key);
+        }
+        if let Some(timeout) = self.timeout {
+            body["timeout"] = json!(timeout);
+        }
+        body
+    }
+}
+
 /// Submit one Run and print it as `jig run` does; returns the exit status.
 pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
     runtime()?.block_on(async {
         let project = served.project_path(asked.local.as_deref()).await?;
-        let mut body = json!({"target": asked.target, "input": asked.input});
-        if let Some(key) = asked.key {
-            body["key"] = json!(key);
-        }
-        if let Some(timeout) = asked.timeout {
-            body["timeout"] = json!(timeout);
-        }
+        let mut body = asked.body();
         if asked.receive.is_empty() {
             let terminal = served
                 .endpoint
@@ -360,13 +368,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
     }
     runtime()?.block_on(async {
         let project = served.project_path(asked.local.as_deref()).await?;
-        let mut body = json!({"target": asked.target, "input": asked.input});
-        if let Some(key) = asked.key {
-            body["key"] = json!(key);
-        }
-        if let Some(timeout) = asked.timeout {
-            body["timeout"] = json!(timeout);
-        }
+        let mut body = asked.body();
         if files.destination.is_none() {
             body["out"] = json!(false);
         }
