@@ -379,9 +379,7 @@ impl Queue {
             &json!({"type": "status", "status": "queued", "runId": id}),
         )
         .await?;
-        tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
-            .await
-            .map_err(QueueError::db("notifying"))?;
+        notify_in(&tx).await?;
         tx.commit().await.map_err(QueueError::db("submitting"))?;
         let run = self.load(project, &id).await?;
         Ok((run, true))
@@ -449,9 +447,7 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("cancelling"))?;
-        tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
-            .await
-            .map_err(QueueError::db("notifying"))?;
+        notify_in(&tx).await?;
         tx.commit().await.map_err(QueueError::db("cancelling"))?;
         Ok(queued + owned > 0)
     }
@@ -527,23 +523,14 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("dispatching"))?;
-        if n == 1 {
-            event_in(
-                &tx,
-                &claim.id,
-                &json!({"type": "status", "status": "running", "runId": claim.id}),
-            )
-            .await?;
-            tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
-                .await
-                .map_err(QueueError::db("notifying"))?;
-        }
-        tx.commit().await.map_err(QueueError::db("dispatching"))?;
-        Ok(if n == 1 {
-            Write::Accepted
-        } else {
-            Write::Refused
-        })
+        conclude(
+            tx,
+            n,
+            &claim.id,
+            &json!({"type": "status", "status": "running", "runId": claim.id}),
+            "dispatching",
+        )
+        .await
     }
 
     /// Extend the lease. `Ok(None)`: refused (no longer ours);
@@ -606,23 +593,14 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("settling"))?;
-        if n == 1 {
-            event_in(
-                &tx,
-                &claim.id,
-                &json!({"type": "terminal", "result": terminal}),
-            )
-            .await?;
-            tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
-                .await
-                .map_err(QueueError::db("notifying"))?;
-        }
-        tx.commit().await.map_err(QueueError::db("settling"))?;
-        Ok(if n == 1 {
-            Write::Accepted
-        } else {
-            Write::Refused
-        })
+        conclude(
+            tx,
+            n,
+            &claim.id,
+            &json!({"type": "terminal", "result": terminal}),
+            "settling",
+        )
+        .await
     }
 
     /// Count a refused late write in the database (and the caller logs it).
@@ -673,9 +651,7 @@ impl Queue {
             event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
         }
         if requeued + lost.len() as u64 > 0 {
-            tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
-                .await
-                .map_err(QueueError::db("notifying"))?;
+            notify_in(&tx).await?;
         }
         tx.commit().await.map_err(QueueError::db("sweeping"))?;
         Ok((requeued, lost.len() as u64))
@@ -750,6 +726,37 @@ async fn event_in(
     .await
     .map_err(QueueError::db("appending an event"))?;
     Ok(())
+}
+
+/// Wake the workers and servers listening on [`NOTIFY_CHANNEL`] when `tx`
+/// commits.
+async fn notify_in(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), QueueError> {
+    tx.execute(&format!("NOTIFY {NOTIFY_CHANNEL}"), &[])
+        .await
+        .map_err(QueueError::db("notifying"))?;
+    Ok(())
+}
+
+/// Commit a write conditional on the claim's epoch and state: `n` rows it
+/// changed. Accepted (one row), its `line` joins the Run's events and the
+/// listeners are woken; refused otherwise.
+async fn conclude(
+    tx: deadpool_postgres::Transaction<'_>,
+    n: u64,
+    id: &str,
+    line: &Value,
+    what: &'static str,
+) -> Result<Write, QueueError> {
+    if n == 1 {
+        event_in(&tx, id, line).await?;
+        notify_in(&tx).await?;
+    }
+    tx.commit().await.map_err(QueueError::db(what))?;
+    Ok(if n == 1 {
+        Write::Accepted
+    } else {
+        Write::Refused
+    })
 }
 
 #[cfg(test)]

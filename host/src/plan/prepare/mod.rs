@@ -224,6 +224,44 @@ pub fn prepare(
 }
 
 /// Does `bytes` more prepared content stay within one review's aggregate?
+/// A package's source before installation: at most [`MAX_SOURCE_FILES`]
+/// files and [`MAX_SOURCE_BYTES`]; past it, `code` at `at`.
+fn check_source_size(
+    files: &BTreeMap<String, Vec<u8>>,
+    code: &str,
+    at: &str,
+) -> Result<(), Refusal> {
+    let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
+    if files.len() > MAX_SOURCE_FILES || bytes > MAX_SOURCE_BYTES {
+        return Err(refusal(
+            code,
+            at,
+            None,
+            "the package has more than 4096 files or 16 MiB before installation",
+        ));
+    }
+    Ok(())
+}
+
+/// A prepared package: at most [`MAX_PREPARED_FILES`] files and
+/// [`MAX_PREPARED_BYTES`]; past it, `code` at `at`.
+fn check_prepared_size(
+    files: &BTreeMap<String, Vec<u8>>,
+    code: &str,
+    at: &str,
+) -> Result<(), Refusal> {
+    let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
+    if files.len() > MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
+        return Err(refusal(
+            code,
+            at,
+            None,
+            "the prepared package has more than 4096 files or 32 MiB after installation",
+        ));
+    }
+    Ok(())
+}
+
 fn fits_aggregate(used: u64, bytes: u64) -> bool {
     used.saturating_add(bytes) <= MAX_PREPARED_TOTAL_BYTES
 }
@@ -309,6 +347,21 @@ impl Manifest {
 }
 
 impl Session<'_> {
+    /// Count one actual preparation against the review's
+    /// [`MAX_PREPARATIONS`]; past it, `code` at `at`.
+    fn take_preparation(&mut self, code: &str, at: &str) -> Result<(), Refusal> {
+        if self.prepared_count >= MAX_PREPARATIONS {
+            return Err(refusal(
+                code,
+                at,
+                None,
+                "one review prepares at most 16 packages",
+            ));
+        }
+        self.prepared_count += 1;
+        Ok(())
+    }
+
     /// Count `prepared` against the review's aggregate of prepared content;
     /// past it, `code` at `at`.
     fn take_prepared_bytes(
@@ -387,15 +440,7 @@ impl Session<'_> {
                  rerun jig review --allow-resolution-network to let Bun resolve one",
             ));
         }
-        if self.prepared_count >= MAX_PREPARATIONS {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                &at,
-                None,
-                "one review prepares at most 16 packages",
-            ));
-        }
-        self.prepared_count += 1;
+        self.take_preparation(codes::LIMIT_EXCEEDED, &at)?;
         let runtime = recipe
             .runtime
             .clone()
@@ -550,15 +595,7 @@ impl Session<'_> {
             // The generated lock lives only in the retained execution package.
             files.insert(LOCK.into(), lock_bytes);
         }
-        let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-        if files.len() > MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                at,
-                None,
-                "the prepared package has more than 4096 files or 32 MiB after installation",
-            ));
-        }
+        check_prepared_size(&files, codes::LIMIT_EXCEEDED, at)?;
         // Files and aliases share the record and content bounds; any other
         // fault of the installer's links fails closed.
         let layout = Layout::new(aliases, &files).map_err(|why| {
@@ -701,15 +738,7 @@ fn standalone_inputs(
         }
     }
     check_manifest_sources(manifest, at)?;
-    let source_bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-    if files.len() > MAX_SOURCE_FILES || source_bytes > MAX_SOURCE_BYTES {
-        return Err(refusal(
-            codes::LIMIT_EXCEEDED,
-            at,
-            None,
-            "the package has more than 4096 files or 16 MiB before installation",
-        ));
-    }
+    check_source_size(files, codes::LIMIT_EXCEEDED, at)?;
     if files.contains_key(BINARY_LOCK) {
         return Err(refusal(
                 codes::LOCK_INVALID,

@@ -26,9 +26,8 @@ use flow::package::Package;
 use serde_json::json;
 
 use super::{
-    capture_tree, refusal, Refusal, Session, Workspace, MAX_LOCK_BYTES, MAX_MANIFEST_BYTES,
-    MAX_PREPARATIONS, MAX_PREPARED_BYTES, MAX_PREPARED_FILES, MAX_SOURCE_BYTES, MAX_SOURCE_FILES,
-    NETWORK_FILES,
+    capture_tree, check_prepared_size, check_source_size, refusal, Refusal, Session, Workspace,
+    MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, MAX_PREPARED_FILES, NETWORK_FILES,
 };
 use crate::plan::Recipe;
 use crate::sandbox::{Launch, Limits};
@@ -177,28 +176,12 @@ impl Session<'_> {
                 "site-packages/ is where the prepared wheels go; the package must not author it",
             ));
         }
-        let source_bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-        if files.len() > MAX_SOURCE_FILES || source_bytes > MAX_SOURCE_BYTES {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                &at,
-                None,
-                "the package has more than 4096 files or 16 MiB before installation",
-            ));
-        }
+        check_source_size(files, codes::LIMIT_EXCEEDED, &at)?;
         let recipe_digest = self.python_recipe_digest(recipe, &index);
         if let Some(previous) = self.reuse(path, package.digest(), &recipe_digest, &at)? {
             return Ok(Some((previous, None)));
         }
-        if self.prepared_count >= MAX_PREPARATIONS {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                &at,
-                None,
-                "one review prepares at most 16 packages",
-            ));
-        }
-        self.prepared_count += 1;
+        self.take_preparation(codes::LIMIT_EXCEEDED, &at)?;
         let runtime = recipe.runtime.clone().ok_or_else(|| {
             refusal(
                 codes::PREPARATION_FAILED,
@@ -266,15 +249,7 @@ impl Session<'_> {
         for (name, content) in package.files() {
             files.insert(name.clone(), content.clone());
         }
-        let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-        if files.len() > MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
-            return Err(refusal(
-                codes::LIMIT_EXCEEDED,
-                at,
-                None,
-                "the prepared package has more than 4096 files or 32 MiB after installation",
-            ));
-        }
+        check_prepared_size(&files, codes::LIMIT_EXCEEDED, at)?;
         Package::from_files(files)
             .map_err(|_| failed("the installed tree is not a valid Package/1 tree"))
     }
