@@ -887,7 +887,17 @@ impl Executor {
             }
             RecipeKind::Native | RecipeKind::Wasm => {}
         }
+        let view = if self.sandbox.shows_elsewhere() {
+            Some(runtime_view(
+                services,
+                &program,
+                package_tree.unwrap_or(package_dir),
+            )?)
+        } else {
+            None
+        };
         let launch = Launch {
+            view,
             program,
             args,
             env,
@@ -949,6 +959,43 @@ impl Executor {
         }
         Ok((report, exit, diagnostics))
     }
+}
+
+/// The proved runtime closure a process recipe is shown instead of the
+/// host's `/usr` (seed 002 §9); unprovable fails closed, before launch.
+fn runtime_view(
+    services: &InvocationServices,
+    program: &std::path::Path,
+    tree: &std::path::Path,
+) -> Result<Arc<crate::sandbox::closure::View>, Failure> {
+    use crate::sandbox::closure::{self, Stdlib};
+    let recipe = &services.resolved.recipe;
+    let proved = match (recipe.kind, &recipe.runtime_digest) {
+        (RecipeKind::Native, _) => match services.package.files().get(&recipe.entrypoint) {
+            Some(bytes) => {
+                closure::native(bytes, &services.resolved.digest, &recipe.entrypoint, tree)
+            }
+            None => Err(format!("the package has no {}", recipe.entrypoint)),
+        },
+        (kind, Some(digest)) => {
+            let stdlib = match kind {
+                RecipeKind::Python => Stdlib::Python,
+                _ => Stdlib::None,
+            };
+            closure::runtime(program, digest, stdlib)
+        }
+        (_, None) => Err("the recipe has no verified runtime".into()),
+    };
+    proved.map_err(|reason| {
+        Failure::new(
+            "UNAVAILABLE",
+            format!(
+                "the runtime files of {} cannot be proved ({reason}); a process recipe needs an ELF executable whose loader and shared libraries are all installed: install them, or configure another runtime in [runtimes] and run jig review",
+                program.display()
+            ),
+        )
+        .with_details(json!({ "reason": "RUNTIME_VIEW_UNPROVABLE", "flowStarted": false }))
+    })
 }
 
 /// Put each retained writable attachment into its grant's handoff.
