@@ -47,7 +47,9 @@ pub const CACHE_SUBDIR: &str = "runtime-view";
 pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 /// The Nix store: a file in it brings its whole store path.
 const NIX_STORE: &str = "/nix/store";
-const FORMAT: &str = "jig-runtime-view/1";
+/// The kept form, part of every key: change it whenever what a closure
+/// includes changes, so views proved by an older jig are not used.
+const FORMAT: &str = "jig-runtime-view/2";
 const LD_CACHE_MAGIC: &[u8] = b"glibc-ld.so.cache1.1";
 /// Libraries glibc itself opens by name, not through `DT_NEEDED`: the
 /// unwinder for thread exit and cancellation (`pthread_exit` aborts
@@ -218,7 +220,10 @@ static PROVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 pub fn runtime(executable: &Path, digest: &str, stdlib: Stdlib) -> Result<Arc<View>, String> {
     let real = std::fs::canonicalize(executable)
         .map_err(|e| format!("{} cannot be resolved: {e}", executable.display()))?;
-    let key = format!("runtime\0{}\0{digest}\0{stdlib:?}", real.display());
+    let key = format!(
+        "{FORMAT}\0runtime\0{}\0{digest}\0{stdlib:?}",
+        real.display()
+    );
     kept(&key, || {
         let mut resolver = Resolver::new(None)?;
         resolver.object(executable, &[])?;
@@ -233,7 +238,7 @@ pub fn runtime(executable: &Path, digest: &str, stdlib: Stdlib) -> Result<Arc<Vi
 /// package with `digest`) as `entry` of the package tree at `tree`, whose
 /// own files are already shown and are therefore not part of the view.
 pub fn native(bytes: &[u8], digest: &str, entry: &str, tree: &Path) -> Result<Arc<View>, String> {
-    let key = format!("native\0{digest}\0{entry}\0{}", tree.display());
+    let key = format!("{FORMAT}\0native\0{digest}\0{entry}\0{}", tree.display());
     kept(&key, || {
         let mut resolver = Resolver::new(Some(tree.to_path_buf()))?;
         let named = tree.join(entry);
