@@ -574,11 +574,14 @@ impl Executor {
                 // sees no package tree.
                 RecipeKind::Wasm => Ok((private, None)),
                 // Bun, Node and Deno find the bundled SDK by walking up from
-                // the package directory, so they get a private copy below
-                // the Run's support directory; a workspace preparation's
-                // recorded aliases are made in it after the regular bytes.
+                // the package directory: shown where a private copy below
+                // the Run's support directory would be, they share the tree;
+                // an envelope that cannot show it there gets the copy. A
+                // workspace preparation's recorded aliases are made in a
+                // private copy after the regular bytes.
                 kind if layout.is_some()
-                    || matches!(kind, RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno) =>
+                    || (matches!(kind, RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno)
+                        && !self.sandbox.shows_elsewhere()) =>
                 {
                     crate::state::Store::write_tree(package.files(), &private)
                         .map_err(|e| failed(e.to_string()))?;
@@ -590,9 +593,10 @@ impl Executor {
                     }
                     Ok((private, None))
                 }
-                // Native and Python share one read-only tree per digest,
-                // checked against the verified bytes on every use, and shown
-                // where the private copy would be.
+                // Native, Python and (shown elsewhere) the JavaScript
+                // runtimes share one read-only tree per digest, checked
+                // against the verified bytes on every use, and shown where
+                // the private copy would be.
                 _ => {
                     let tree = self
                         .store
