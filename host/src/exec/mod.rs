@@ -990,6 +990,20 @@ fn runtime_view(
         }
         (_, None) => Err("the recipe has no verified runtime".into()),
     };
+    // The ELF files the package carries beside a runtime (extension
+    // modules of prepared wheels, Node addons) bring their libraries too.
+    let proved = proved.and_then(|view| {
+        if recipe.kind == RecipeKind::Native {
+            return Ok(view);
+        }
+        let files = services.package.files();
+        Ok(
+            match closure::package(files, &services.resolved.digest, tree, program)? {
+                Some(carried) => Arc::new(view.with(&carried)),
+                None => view,
+            },
+        )
+    });
     proved.map_err(|reason| {
         Failure::new(
             "UNAVAILABLE",

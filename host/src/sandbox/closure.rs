@@ -249,6 +249,63 @@ pub fn native(bytes: &[u8], digest: &str, entry: &str, tree: &Path) -> Result<Ar
     })
 }
 
+/// The closure of the ELF files a package carries beside its entrypoint
+/// (a prepared wheel's extension modules, a Node addon): `files` of the
+/// package with `digest`, whose tree is at `tree`, for the runtime
+/// executable `runtime`. Files for another machine cannot be loaded by the runtime
+/// and bring nothing; `None` when the package carries no ELF file.
+pub fn package(
+    files: &BTreeMap<String, Vec<u8>>,
+    digest: &str,
+    tree: &Path,
+    runtime: &Path,
+) -> Result<Option<Arc<View>>, String> {
+    let objects: Vec<(&String, &Vec<u8>)> = files
+        .iter()
+        .filter(|(_, bytes)| bytes.starts_with(b"\x7fELF"))
+        .collect();
+    if objects.is_empty() {
+        return Ok(None);
+    }
+    let machine = machine_of(runtime)?;
+    let key = format!("{FORMAT}\0package\0{digest}\0{machine}\0{}", tree.display());
+    kept(&key, || {
+        let mut resolver = Resolver::new(Some(tree.to_path_buf()))?;
+        resolver.machine = Some(machine);
+        for (path, bytes) in objects {
+            let Ok(elf) = Elf::parse(bytes) else {
+                continue;
+            };
+            if elf.machine != machine {
+                continue;
+            }
+            let named = tree.join(path);
+            resolver
+                .walk(&named, &named, elf, &[])
+                .map_err(|e| format!("{path}: {e}"))?;
+        }
+        resolver.finish()
+    })
+    .map(Some)
+}
+
+/// The ELF machine of the installed executable at `path` (its header
+/// alone is read).
+pub fn machine_of(path: &Path) -> Result<u16, String> {
+    use std::io::Read;
+    let mut head = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !head.starts_with(b"\x7fELF\x02\x01") {
+        return Err(format!(
+            "{} is not a 64-bit little-endian ELF file",
+            path.display()
+        ));
+    }
+    Ok(u16::from_le_bytes([head[18], head[19]]))
+}
+
 /// The view for `key`: kept (in memory or on disk) while it is current,
 /// else proved by `prove` and kept.
 fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<View>, String> {

@@ -1016,3 +1016,52 @@ fn an_unprovable_runtime_fails_closed() {
     );
     assert_eq!(json["details"]["flowStarted"], false, "{json}");
 }
+
+const CARRIED_PY: &str = r#"
+import ctypes, os
+from jiggy.flow import handle
+
+async def run(ctx):
+    ctypes.CDLL(os.path.join(os.path.dirname(__file__), "carried.so"))
+    return {"outcome": "done", "output": "loaded"}
+
+handle(run)
+"#;
+
+/// An installed shared object (at most 2 MiB) that needs libstdc++, which
+/// Python itself does not: a stand-in for a prepared wheel's extension.
+fn a_library_needing_libstdcxx() -> Option<PathBuf> {
+    let dir = format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH);
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".so."))
+        .collect();
+    candidates.sort();
+    candidates.into_iter().find(|p| {
+        let small = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() < 2 << 20);
+        small
+            && std::fs::read(p).is_ok_and(|b| {
+                b.starts_with(b"\x7fELF") && b.windows(15).any(|w| w == b"libstdc++.so.6\0")
+            })
+    })
+}
+
+/// ELF files a package carries bring their own libraries into the view.
+#[test]
+fn a_carried_extension_brings_its_libraries() {
+    let Some(library) = a_library_needing_libstdcxx() else {
+        eprintln!("\n*** SKIPPED: no installed library needs libstdc++ ***\n");
+        return;
+    };
+    let dir = project(&[
+        ("flows/carried/FLOW.md", FLOW_MD),
+        ("flows/carried/flow.py", CARRIED_PY),
+    ]);
+    std::fs::copy(&library, dir.path().join("flows/carried/carried.so")).unwrap();
+    review(dir.path());
+    let run = run_jig(dir.path(), &["run", "flow:flows/carried", "--input", "{}"]);
+    assert_eq!(run.status, 0, "{} carried: {run:?}", library.display());
+    assert_eq!(run.json()["output"], "loaded", "{run:?}");
+}
