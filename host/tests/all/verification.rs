@@ -45,7 +45,13 @@ fn fixture() -> Fixture {
     std::fs::write(&runtime, python_copy("a")).unwrap();
     let lib = project.path().join("runtime/lib");
     std::fs::create_dir_all(&lib).unwrap();
-    let stdlib = python.parent().unwrap().parent().unwrap().join("lib").join(name);
+    let stdlib = python
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lib")
+        .join(name);
     std::os::unix::fs::symlink(stdlib, lib.join(name)).unwrap();
     std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
     write_files(
