@@ -672,6 +672,37 @@ mod tests {
         assert!(b.shows_elsewhere());
     }
 
+    /// With a runtime view, the host's /usr and its top-level links are
+    /// not shown: only the view's files, directories and links.
+    #[test]
+    fn a_runtime_view_replaces_usr() {
+        let b = Bubblewrap {
+            bwrap: "/usr/bin/bwrap".into(),
+            hierarchy: Hierarchy::V2 {
+                base: "/nonexistent".into(),
+            },
+            host: Arc::default(),
+            counter: AtomicU64::new(0),
+        };
+        let mut launch = launch();
+        let mut view = super::super::closure::View::default();
+        view.files.insert("/usr/bin/python3.11".into());
+        view.dirs.insert("/usr/lib/python3.11".into());
+        view.links
+            .insert("/usr/bin/python3".into(), "python3.11".into());
+        launch.view = Some(Arc::new(view));
+        let args: Vec<String> = b
+            .arguments(&launch)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        let ro = after(&args, "--ro-bind");
+        assert!(!ro.contains(&"/usr"), "{args:?}");
+        assert!(ro.contains(&"/usr/bin/python3.11") && ro.contains(&"/usr/lib/python3.11"));
+        assert_eq!(after(&args, "--symlink")[4..], ["python3.11"], "{args:?}");
+        assert!(!args.iter().any(|a| a == "/lib64"), "{args:?}");
+    }
+
     #[test]
     fn arguments_grant_exactly_the_launch() {
         let b = Bubblewrap {

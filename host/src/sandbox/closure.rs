@@ -942,6 +942,30 @@ mod tests {
         assert!(!view.current());
     }
 
+    /// On NixOS a file in the store brings its whole store path, once;
+    /// what a shown package tree holds brings nothing.
+    #[test]
+    fn a_store_file_brings_its_store_path_and_a_package_file_nothing() {
+        let mut resolver = Resolver::new(Some("/p/tree".into())).unwrap();
+        resolver.show(Path::new("/nix/store/abc-glibc-2.40/lib/libc.so.6"), false);
+        resolver.show(Path::new("/nix/store/abc-glibc-2.40/lib/libm.so.6"), false);
+        resolver.show(
+            Path::new("/nix/store/def-python3-3.12/lib/python3.12"),
+            true,
+        );
+        resolver.show(Path::new("/p/tree/lib/own.so"), false);
+        let view = resolver.finish().unwrap();
+        let dirs: Vec<&Path> = view.dirs.iter().map(PathBuf::as_path).collect();
+        assert_eq!(
+            dirs,
+            [
+                Path::new("/nix/store/abc-glibc-2.40"),
+                Path::new("/nix/store/def-python3-3.12")
+            ]
+        );
+        assert!(view.files.is_empty(), "{view:?}");
+    }
+
     #[test]
     fn the_object_bound_is_enforced() {
         let mut resolver = Resolver::new(None).unwrap();
