@@ -909,6 +909,7 @@ fn installer_launch(
         attachments: Vec::new(),
         limits: Limits::PREPARATION,
         network: true,
+        view: None,
     }
 }
 
