@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{Queue, QueueError, BLOB_MISMATCH, UNAVAILABLE};
+use crate::files::{Captured, CapturedFile, CapturedRoot};
 use crate::state::{sha256_digest, Generation, ProjectState, Store};
 
 /// Every package digest a Plan can execute: each source package the lock
@@ -36,7 +37,7 @@ pub fn plan_packages(plan: &Value) -> Vec<String> {
 }
 
 impl Queue {
-    async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
+    pub(crate) async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
         let digest = sha256_digest(bytes);
         let client = self.client().await?;
         client
@@ -126,6 +127,80 @@ impl Queue {
             .await
             .map_err(|e| QueueError::new(UNAVAILABLE, format!("publishing a generation: {}", super::describe(&e))))?;
         Ok(())
+    }
+}
+
+/// A file Run as it travels from `jig serve` to a worker: every captured
+/// attachment file as a blob by digest, the writable attachment's name,
+/// whether a packet is wanted, and what the terminal names (method and
+/// input identity, HOST-FACTS §4.1).
+#[derive(Debug, Clone)]
+pub struct FileRun {
+    pub captured: Captured,
+    pub writable: Option<String>,
+    pub out: bool,
+    pub method: Value,
+    pub input: Value,
+}
+
+impl Queue {
+    /// Publish a file Run's attachments and its description; returns the
+    /// description's digest (recorded with the Run).
+    pub async fn publish_files(&self, run: &FileRun) -> Result<String, QueueError> {
+        let mut roots = serde_json::Map::new();
+        for (name, root) in &run.captured.roots {
+            let mut files = Vec::new();
+            for file in &root.files {
+                let blob = self.put_blob(&file.bytes).await?;
+                files.push(json!({"path": file.path, "blob": blob}));
+            }
+            roots.insert(name.clone(), Value::Array(files));
+        }
+        let description = json!({
+            "roots": roots,
+            "writable": run.writable,
+            "out": run.out,
+            "method": run.method,
+            "input": run.input,
+        });
+        self.put_blob(&flow::json::canonical(&description)).await
+    }
+
+    /// A file Run's description and attachments, every blob checked
+    /// against its digest after fetching.
+    pub async fn fetch_files(&self, digest: &str) -> Result<FileRun, QueueError> {
+        let invalid = |m: String| QueueError::new(BLOB_MISMATCH, m);
+        let description = flow::json::parse(&self.get_blob(digest).await?)
+            .map_err(|e| invalid(format!("file Run {digest}: {e}")))?;
+        let mut captured = Captured::default();
+        for (name, files) in description["roots"].as_object().into_iter().flatten() {
+            let mut root = CapturedRoot {
+                real: PathBuf::new(),
+                files: Vec::new(),
+            };
+            for file in files.as_array().into_iter().flatten() {
+                let (Some(path), Some(blob)) = (file["path"].as_str(), file["blob"].as_str())
+                else {
+                    return Err(invalid(format!("file Run {digest}: a malformed entry")));
+                };
+                crate::files::check_relative(path)
+                    .map_err(|m| invalid(format!("file Run {digest}: {m}")))?;
+                let bytes = self.get_blob(blob).await?;
+                root.files.push(CapturedFile {
+                    path: path.to_string(),
+                    sha256: crate::files::sha256_hex(&bytes),
+                    bytes,
+                });
+            }
+            captured.roots.insert(name.clone(), root);
+        }
+        Ok(FileRun {
+            captured,
+            writable: description["writable"].as_str().map(str::to_string),
+            out: description["out"].as_bool().unwrap_or(false),
+            method: description["method"].clone(),
+            input: description["input"].clone(),
+        })
     }
 }
 

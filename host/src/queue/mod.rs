@@ -163,6 +163,9 @@ pub struct Claim {
     /// host's clock: now plus what the database says is left of it.
     pub deadline_unix_ms: u64,
     pub receive: Vec<String>,
+    /// A file Run: the digest of the blob describing its attachments
+    /// ([`blobs::FileRun`]).
+    pub files: Option<String>,
 }
 
 impl Claim {
@@ -291,6 +294,7 @@ impl Queue {
         content: &Value,
         timeout_ms: i64,
         receive: &[String],
+        files: Option<&str>,
     ) -> Result<(StoredRun, bool), QueueError> {
         let digest = crate::state::sha256_digest(&flow::json::canonical(content));
         let mut client = self.client().await?;
@@ -356,11 +360,11 @@ impl Queue {
         let input = String::from_utf8(input).expect("JSON/1 is UTF-8");
         let row = tx
             .query_one(
-                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status, deadline)
+                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status, deadline, files)
                  VALUES ('run-' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $9, $5, $6, $7, $8, 'queued',
-                         now() + make_interval(secs => $7::bigint / 1000.0))
+                         now() + make_interval(secs => $7::bigint / 1000.0), $10)
                  RETURNING id",
-                &[&project, &generation, &target, &input, &digest, &key, &timeout_ms, &receive, &input_digest],
+                &[&project, &generation, &target, &input, &digest, &key, &timeout_ms, &receive, &input_digest, &files],
             )
             .await
             .map_err(QueueError::db("recording the Run"))?;
@@ -464,7 +468,7 @@ impl Queue {
                  WHERE id = (SELECT id FROM jig_runs WHERE status = 'queued'
                              ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
                  RETURNING id, epoch, project, generation, target, input,
-                     greatest(0, extract(epoch FROM deadline - now()) * 1000)::bigint, receive",
+                     greatest(0, extract(epoch FROM deadline - now()) * 1000)::bigint, receive, files",
                 &[&worker, &lease_ms],
             )
             .await
@@ -481,6 +485,7 @@ impl Queue {
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
             deadline_unix_ms: crate::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
             receive: serde_json::from_str(&receive).unwrap_or_default(),
+            files: row.get(8),
         }))
     }
 
@@ -577,8 +582,15 @@ impl Queue {
     }
 
     /// Write the one terminal: only while this claim still owns the Run
-    /// (dispatched, or refused before dispatch: nothing ran).
-    pub async fn settle(&self, claim: &Claim, terminal: &Value) -> Result<Write, QueueError> {
+    /// (dispatched, or refused before dispatch: nothing ran). A file Run's
+    /// `packet` (the digest of its published packet blob) is written with
+    /// it, under the same epoch.
+    pub async fn settle(
+        &self,
+        claim: &Claim,
+        terminal: &Value,
+        packet: Option<&str>,
+    ) -> Result<Write, QueueError> {
         let mut client = self.client().await?;
         let text = String::from_utf8(flow::json::canonical(terminal)).expect("UTF-8");
         let tx = client
@@ -587,9 +599,9 @@ impl Queue {
             .map_err(QueueError::db("settling"))?;
         let n = tx
             .execute(
-                "UPDATE jig_runs SET status = 'settled', terminal = $3, lease_until = NULL
+                "UPDATE jig_runs SET status = 'settled', terminal = $3, packet = $4, lease_until = NULL
                  WHERE id = $1 AND epoch = $2 AND status IN ('claimed', 'running')",
-                &[&claim.id, &claim.epoch, &text],
+                &[&claim.id, &claim.epoch, &text, &packet],
             )
             .await
             .map_err(QueueError::db("settling"))?;
@@ -655,6 +667,19 @@ impl Queue {
         }
         tx.commit().await.map_err(QueueError::db("sweeping"))?;
         Ok((requeued, lost.len() as u64))
+    }
+
+    /// The digest of a settled file Run's packet blob, if it has one.
+    pub async fn packet(&self, project: &str, id: &str) -> Result<Option<String>, QueueError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT packet FROM jig_runs WHERE project = $1 AND id = $2 AND status = 'settled'",
+                &[&project, &id],
+            )
+            .await
+            .map_err(QueueError::db("reading a packet"))?;
+        Ok(row.and_then(|r| r.get(0)))
     }
 
     /// Stream events of a Run after sequence `after`: (seq, line).

@@ -222,19 +222,20 @@ impl Worker {
         let terminal = self.prepare_and_run(&claim, cancel_rx).await;
         beat.abort();
         shutdown.abort();
-        let Some(mut terminal) = terminal else {
+        let Some((mut terminal, packet)) = terminal else {
             return;
         };
         terminal["runId"] = json!(claim.id);
-        self.write_terminal(&claim, &terminal).await;
+        self.write_terminal(&claim, &terminal, packet.as_deref())
+            .await;
     }
 
     /// Write the terminal; a database outage is waited out (the write is
     /// fenced, so repeating it after a lost connection cannot settle twice),
     /// a refusal is reported and dropped.
-    async fn write_terminal(&self, claim: &Claim, terminal: &Value) {
+    async fn write_terminal(&self, claim: &Claim, terminal: &Value, packet: Option<&str>) {
         loop {
-            match self.queue.settle(claim, terminal).await {
+            match self.queue.settle(claim, terminal, packet).await {
                 Ok(Write::Accepted) => return,
                 Ok(Write::Refused) => {
                     report_refused(&self.name, claim, "terminal");
@@ -249,9 +250,14 @@ impl Worker {
         }
     }
 
-    /// Fetch, dispatch, execute. `None`: dispatch was refused, nothing ran
-    /// and nothing is ours to write.
-    async fn prepare_and_run(&self, claim: &Claim, cancel: watch::Receiver<bool>) -> Option<Value> {
+    /// Fetch, dispatch, execute: the terminal and a file Run's packet blob.
+    /// `None`: dispatch was refused, nothing ran and nothing is ours to
+    /// write.
+    async fn prepare_and_run(
+        &self,
+        claim: &Claim,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<(Value, Option<String>)> {
         let failed = |code: &str, message: String| {
             json!({
                 "status": "failed",
@@ -268,7 +274,7 @@ impl Worker {
             )
         };
         if claim.expired() {
-            return Some(deadline_passed());
+            return Some((deadline_passed(), None));
         }
         let plan = match self
             .cache
@@ -277,23 +283,52 @@ impl Worker {
         {
             Ok(plan) => plan,
             // Settled before dispatch: nothing ran.
-            Err(e) => return Some(failed(e.code, e.message)),
+            Err(e) => return Some((failed(e.code, e.message), None)),
         };
         let Some(target) = TargetRef::parse(&claim.target) else {
-            return Some(failed("JIG_RUN_TARGET_INVALID", claim.target.clone()));
+            return Some((failed("JIG_RUN_TARGET_INVALID", claim.target.clone()), None));
         };
         let package = crate::exec::submit::admitted_package(&plan, &target)
             .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
         let Some(package) = package else {
-            return Some(failed(
-                "PROJECT_STATE_INVALID",
-                format!("{target} has no admitted package"),
+            return Some((
+                failed(
+                    "PROJECT_STATE_INVALID",
+                    format!("{target} has no admitted package"),
+                ),
+                None,
             ));
+        };
+        // A file Run's attachments, each checked against its digest.
+        let files = match &claim.files {
+            None => None,
+            Some(digest) => match self.queue.fetch_files(digest).await {
+                Ok(files) => Some(files),
+                Err(e) => return Some((failed(e.code, e.message), None)),
+            },
         };
         let work_root = self.cache.root().join("runs").join(&claim.id);
         if let Err(e) = std::fs::create_dir_all(&work_root) {
-            return Some(failed("INTERNAL", e.to_string()));
+            return Some((failed("INTERNAL", e.to_string()), None));
         }
+        let grants = match &files {
+            None => Vec::new(),
+            Some(files) => match crate::cli::run::prepare_attachments(
+                &files.captured,
+                files.writable.as_deref(),
+                &work_root,
+            ) {
+                Ok(grants) => grants,
+                Err(e) => {
+                    let _ = crate::files::remove_tree(&work_root);
+                    return Some((
+                        failed("INTERNAL", format!("cannot seal the attachments: {e}")),
+                        None,
+                    ));
+                }
+            },
+        };
+        let handoff = grants.iter().find_map(|g| g.output.clone());
         let executor = Arc::new(
             Executor::new(
                 self.cache.store(),
@@ -316,11 +351,11 @@ impl Worker {
                     channels.writers = writers;
                     receivers = created;
                 }
-                Err(e) => return Some(failed(&e.code.to_string(), e.message)),
+                Err(e) => return Some((failed(&e.code.to_string(), e.message), None)),
             }
         }
         if claim.expired() {
-            return Some(deadline_passed());
+            return Some((deadline_passed(), None));
         }
         if self.stopping.load(Ordering::SeqCst) {
             // Not dispatched: give it back for another worker.
@@ -379,7 +414,7 @@ impl Worker {
                 input: claim.input.clone(),
                 deadline_unix_ms,
                 cancel,
-                attachments: Vec::new(),
+                attachments: grants,
                 run: None,
             },
             channels,
@@ -388,8 +423,20 @@ impl Worker {
         broker.fail_held_writers(host);
         let _ = pump.await;
         broker.finish(host, true);
+        // The Run is fenced: its writable attachment can no longer change.
+        let delivered = match (&handoff, &result) {
+            (Some(handoff), Ok(_)) => Some(crate::files::read_handoff(handoff)),
+            _ => None,
+        };
+        drop(handoff.and_then(|h| h.take()));
         let cleanup = crate::files::remove_tree(&work_root);
-        let terminal = crate::cli::terminal_value(&result);
+        let mut terminal = crate::cli::terminal_value(&result);
+        let mut packet = None;
+        if let Some(files) = files.as_ref().filter(|f| f.out) {
+            packet = self
+                .deliver(claim, files, &result, delivered, &mut terminal)
+                .await;
+        }
         let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
         let line = terminal.clone();
         let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
@@ -400,7 +447,58 @@ impl Worker {
                 claim.id
             );
         }
-        Some(terminal)
+        Some((terminal, packet))
+    }
+
+    /// Publish a file Run's packet as a blob, as `jig serve` publishes it
+    /// locally (a success delivers its final files, anything else the bare
+    /// record), and note the delivery, method and input identity in its
+    /// terminal. Returns the packet blob's digest; it is recorded with the
+    /// terminal under the claim's epoch, so a fenced worker's packet is
+    /// never delivered.
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        files: &super::blobs::FileRun,
+        result: &Result<crate::exec::Success, crate::exec::Failure>,
+        delivered: Option<Result<Vec<crate::files::OutputFile>, crate::files::FilesError>>,
+        terminal: &mut Value,
+    ) -> Option<String> {
+        terminal["method"] = files.method.clone();
+        terminal["input"] = files.input.clone();
+        terminal["checkpoint"] = Value::Null;
+        let failed = |code: &str| json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": code});
+        let (mut output, source) = match delivered {
+            Some(Ok(output)) => (output, "final"),
+            Some(Err(e)) => {
+                terminal["delivery"] = failed(e.code);
+                return None;
+            }
+            None => (Vec::new(), "none"),
+        };
+        output.sort_by(|a, b| a.path.cmp(&b.path));
+        let record = crate::files::packet_record(
+            &claim.id,
+            &files.method,
+            &crate::exec::submit::execution(result),
+            &files.input,
+            source,
+            &output,
+            &Value::Null,
+        );
+        let mut record = flow::json::canonical(&record);
+        record.push(b'\n');
+        let published = match crate::files::archive::write_packet(&output, &record) {
+            Ok(tar) => self.queue.put_blob(&tar).await.ok(),
+            Err(_) => None,
+        };
+        terminal["delivery"] = match &published {
+            Some(_) => {
+                json!({"status": "written", "destination": crate::serve::PACKET_STORE, "source": source})
+            }
+            None => failed("JIG_DELIVERY_FAILED"),
+        };
+        published
     }
 }
 

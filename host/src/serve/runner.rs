@@ -359,11 +359,6 @@ impl Server {
                 crate::cli::run::check_request(declared, &crate::files::Request::default(), false)
                     .map_err(|e| Refusal::new(400, e.code, e.message))?
             }
-            Some(_) if self.queue.is_some() => {
-                return Err(files_invalid(
-                    "file Runs are not served through a queue yet".to_string(),
-                ))
-            }
             // The same matching as `jig run --attach … --out DIR`: the
             // packet store is always the destination.
             Some(captured) => {
@@ -406,6 +401,13 @@ impl Server {
             input: identity.input.clone(),
         });
         if self.queue.is_some() {
+            let files = file_run.map(|f| crate::queue::blobs::FileRun {
+                captured: f.captured,
+                writable: f.writable,
+                out: f.out,
+                method: f.method,
+                input: f.input,
+            });
             let (id, new) = self.enqueue(
                 project_name,
                 &project,
@@ -413,6 +415,7 @@ impl Server {
                 &request,
                 &identity.content,
                 asked.timeout,
+                files.as_ref(),
             )?;
             let record = self.record(project_name, &id)?;
             let live = (record.terminal().is_none()).then(|| self.follow(&id));
@@ -681,6 +684,15 @@ impl Server {
                 format!("Run {} has no delivered packet", record.id),
             )
         };
+        if let Some((queue, _)) = &self.queue {
+            // Whichever worker published it: the blob its terminal names,
+            // checked against its digest.
+            let unavailable = |e: crate::queue::QueueError| Refusal::new(503, e.code, e.message);
+            let digest = in_runtime(queue.packet(project_name, &record.id))
+                .map_err(unavailable)?
+                .ok_or_else(missing)?;
+            return in_runtime(queue.get_blob(&digest)).map_err(unavailable);
+        }
         let store = project
             .state
             .root()
@@ -845,6 +857,7 @@ impl Server {
         request: &ServedRun,
         content: &Value,
         timeout: Duration,
+        files: Option<&crate::queue::blobs::FileRun>,
     ) -> Result<(String, bool), Refusal> {
         let (queue, _) = self.queue.as_ref().expect("called with a queue");
         let refusal = |e: crate::queue::QueueError| {
@@ -860,6 +873,11 @@ impl Server {
                 .publish(project_name, &project.state, generation)
                 .await
                 .map_err(refusal)?;
+            // A file Run's attachments travel as blobs by digest.
+            let files = match files {
+                Some(files) => Some(queue.publish_files(files).await.map_err(refusal)?),
+                None => None,
+            };
             let (run, new) = queue
                 .submit(
                     project_name,
@@ -870,6 +888,7 @@ impl Server {
                     content,
                     timeout.as_millis() as i64,
                     &request.receive,
+                    files.as_deref(),
                 )
                 .await
                 .map_err(refusal)?;

@@ -30,6 +30,20 @@ for i in range(3):\n        await events.send({'i': i})\n    \
 return {'outcome': 'done', 'output': 'sent'}\n\
 handle(run)\n";
 
+/// Copies every file of `source` into `deliverables`, reversed, and
+/// answers with their sorted paths.
+const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
+async def run(context):\n    \
+src = context.attachments['source']['path']\n    \
+out = context.attachments['deliverables']['path']\n    seen = []\n    \
+for top, dirs, files in os.walk(src):\n        for name in files:\n            \
+rel = os.path.relpath(os.path.join(top, name), src)\n            \
+os.makedirs(os.path.join(out, os.path.dirname(rel)), exist_ok=True)\n            \
+with open(os.path.join(top, name), 'rb') as f:\n                data = f.read()\n            \
+with open(os.path.join(out, rel), 'wb') as f:\n                f.write(data[::-1])\n            \
+seen.append(rel)\n    return {'outcome': 'done', 'output': sorted(seen)}\n\
+handle(run)\n";
+
 /// The lease the chaos workers hold (short, so a stop outlives it).
 const LEASE: &str = "2s";
 
@@ -53,6 +67,12 @@ fn queued_project() -> (tempfile::TempDir, PathBuf) {
                  channels:\n  events:\n    direction: send\n---\n",
             ),
             ("flows/ticker/flow.py", TICKER_PY),
+            (
+                "flows/copy/FLOW.md",
+                "---\nname: copy\ndescription: Copies its attachment reversed.\n\
+                 attachments:\n  source: read\n  deliverables: read-write\n---\n",
+            ),
+            ("flows/copy/flow.py", COPY_PY),
             (
                 ".test-config-home/jig/host.toml",
                 "[containment]\nmode = \"none\"\n",
@@ -605,6 +625,7 @@ fn claims_are_fenced_by_epoch_and_lease() {
                         &content,
                         60_000,
                         &[],
+                        None,
                     )
                     .await
                     .unwrap()
@@ -631,9 +652,18 @@ fn claims_are_fenced_by_epoch_and_lease() {
         assert_eq!(queue.heartbeat(&first, short).await.unwrap(), None);
         assert_eq!(queue.heartbeat(&second, short).await.unwrap(), Some(false));
         let done = json!({"status": "succeeded", "output": 1});
-        assert_eq!(queue.settle(&first, &done).await.unwrap(), Write::Refused);
-        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Accepted);
-        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Refused);
+        assert_eq!(
+            queue.settle(&first, &done, None).await.unwrap(),
+            Write::Refused
+        );
+        assert_eq!(
+            queue.settle(&second, &done, None).await.unwrap(),
+            Write::Accepted
+        );
+        assert_eq!(
+            queue.settle(&second, &done, None).await.unwrap(),
+            Write::Refused
+        );
         // Expired after dispatch: lost, never claimed again.
         let b = submit(2).await;
         let held = queue.claim("w3", short).await.unwrap().unwrap();
@@ -641,7 +671,10 @@ fn claims_are_fenced_by_epoch_and_lease() {
         assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert_eq!(queue.sweep().await.unwrap(), (0, 1));
-        assert_eq!(queue.settle(&held, &done).await.unwrap(), Write::Refused);
+        assert_eq!(
+            queue.settle(&held, &done, None).await.unwrap(),
+            Write::Refused
+        );
         assert_eq!(
             queue.event(&held, &json!({"type": "data"})).await.unwrap(),
             Write::Refused
@@ -823,4 +856,142 @@ fn logs_and_witness() -> (tempfile::TempDir, PathBuf) {
 /// A Run's status column.
 fn run_status(pg: &Postgres, id: &str) -> String {
     pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{id}'"))
+}
+
+/// Every file under `dir`, by relative path.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            } else {
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                files.insert(rel, std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// `jig run --server` of `flows/copy` with `source` attached, its packet
+/// delivered to `out`.
+fn copy_through(root: &Path, socket: &Path, source: &Path, out: &Path) -> Run {
+    let server = format!("unix:{}", socket.display());
+    let attach = format!("source={}", source.display());
+    run_jig(
+        root,
+        &[
+            "run",
+            "--server",
+            &server,
+            "flow:flows/copy",
+            "--attach",
+            &attach,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+}
+
+/// A file Run through `jig serve --database` and a worker: the
+/// attachments travel as blobs by digest, the worker publishes the packet
+/// as a blob with its terminal, and serve delivers exactly those bytes.
+/// An attachment blob whose bytes do not match its digest is refused
+/// before dispatch.
+#[test]
+fn a_file_run_through_the_database_delivers_its_packet_through_serve() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let (logs, _witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    // Tampered: submitted while no worker runs, its attachment's blob
+    // then corrupted in the database.
+    let tampered = logs.path().join("tampered");
+    write_files(&tampered, &[("t.txt", "tampered bytes")]);
+    let refused = std::thread::spawn({
+        let (root, socket, out) = (
+            root.clone(),
+            served.socket.clone(),
+            logs.path().join("out-t"),
+        );
+        let tampered = tampered.clone();
+        move || copy_through(&root, &socket, &tampered, &out)
+    });
+    wait_until("the file Run is queued", Duration::from_secs(60), || {
+        pg.sql("SELECT count(*) FROM jig_runs WHERE files IS NOT NULL") == "1"
+    });
+    let tampered_id = pg.sql("SELECT id FROM jig_runs WHERE files IS NOT NULL");
+    assert_eq!(
+        pg.sql("WITH u AS (UPDATE jig_blobs SET bytes = bytes || '\\x00'::bytea \
+                WHERE digest = 'sha256:' || encode(sha256('tampered bytes'::bytea), 'hex') RETURNING 1) \
+                SELECT count(*) FROM u"),
+        "1"
+    );
+    let _w = worker(&root, &pg, logs.path(), 0, "1");
+    let refused = refused.join().unwrap();
+    assert_ne!(refused.status, 0, "{refused:?}");
+    let terminal = served.terminal(&tampered_id);
+    assert_eq!(terminal["code"], "JIG_BLOB_DIGEST_MISMATCH", "{terminal}");
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT dispatched_at IS NULL FROM jig_runs WHERE id = '{tampered_id}'"
+        )),
+        "t"
+    );
+    // A good one: the Flow's files come back through serve.
+    let source = logs.path().join("source");
+    write_files(&source, &[("notes/a.txt", "one\ntwo\n"), ("b.txt", "bee")]);
+    std::fs::write(source.join("blob.bin"), [0u8, 159, 146, 150]).unwrap();
+    let out = logs.path().join("out");
+    let run = copy_through(&root, &served.socket, &source, &out);
+    assert_eq!(run.status, 0, "{run:?} {}", served.process.log());
+    let terminal = run.json();
+    assert_eq!(
+        terminal["output"],
+        json!(["b.txt", "blob.bin", "notes/a.txt"]),
+        "{terminal}"
+    );
+    assert_eq!(terminal["delivery"]["source"], "final", "{terminal}");
+    let delivered = tree(&out.join("files"));
+    assert_eq!(delivered["b.txt"], b"eeb");
+    assert_eq!(delivered["blob.bin"], [150u8, 146, 159, 0]);
+    assert_eq!(delivered["notes/a.txt"], b"\nowt\neno");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(record["runId"], terminal["runId"]);
+    assert_eq!(record["delivery"]["source"], "final");
+    // The packet serve delivers is byte for byte the blob the worker
+    // published with the terminal.
+    let id = terminal["runId"].as_str().unwrap();
+    let fetched = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&served.socket)
+        .arg(format!("http://jig/v1/projects/p/runs/{id}/packet"))
+        .output()
+        .unwrap();
+    let published = pg.sql(&format!(
+        "SELECT encode(bytes, 'hex') FROM jig_blobs WHERE digest = (SELECT packet FROM jig_runs WHERE id = '{id}')"
+    ));
+    let hex: String = fetched.stdout.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(!published.is_empty());
+    assert_eq!(hex, published);
+    // The Run without a packet (refused before dispatch) has none.
+    let (status, body) = served.call(
+        "GET",
+        &format!("/v1/projects/p/runs/{tampered_id}/packet"),
+        None,
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("PACKET_NOT_FOUND")),
+        "{body}"
+    );
 }
