@@ -34,6 +34,12 @@ pub const HEARTBEAT_DIVISOR: u32 = 3;
 pub const FALLBACK_POLL: Duration = Duration::from_secs(2);
 /// Connections one process keeps open.
 pub const MAX_POOL_CONNECTIONS: usize = 16;
+/// How often `jig serve --database` sweeps (workers sweep every third of
+/// their lease).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// The most Runs one sweep settles per kind (expired queued Runs, lost
+/// dispatched ones); the rest wait for the next sweep.
+pub const SWEEP_BATCH: i64 = 64;
 /// The NOTIFY channel announcing queued Runs and status changes.
 pub const NOTIFY_CHANNEL: &str = "jig_runs";
 
@@ -149,6 +155,18 @@ const BOUND_LOCK_SQL: &str =
 const COUNTS_SQL: &str = "SELECT count(*) FILTER (WHERE status IN ('queued', 'claimed')),
         count(*) FILTER (WHERE status = 'running')
      FROM jig_runs WHERE project = ANY($1) AND status <> 'settled'";
+
+/// The terminal of a Run whose deadline (recorded at submission) passed
+/// before any worker dispatched it: nothing ran.
+pub fn deadline_passed(run_id: &str) -> Value {
+    json!({
+        "status": "failed",
+        "code": "DEADLINE_EXCEEDED",
+        "message": "the Run's deadline passed before a worker could dispatch it",
+        "diagnostics": crate::exec::Diagnostics::default().to_value(),
+        "runId": run_id,
+    })
+}
 
 /// A Run a worker has claimed: what to execute and the epoch fencing it.
 #[derive(Debug, Clone)]
@@ -627,9 +645,12 @@ impl Queue {
         }
     }
 
-    /// Expired leases: undispatched Runs return to the queue; dispatched
-    /// ones are settled `COORDINATOR_LOST`. Returns (requeued, lost).
-    pub async fn sweep(&self) -> Result<(u64, u64), QueueError> {
+    /// One bounded sweep, in one transaction: queued Runs whose deadline
+    /// passed are settled `DEADLINE_EXCEEDED` without waiting for a claim;
+    /// expired leases return undispatched Runs to the queue and settle
+    /// dispatched ones `COORDINATOR_LOST`. Rows another sweep (or a claim)
+    /// holds are skipped. Returns (expired, requeued, lost).
+    pub async fn sweep(&self) -> Result<(u64, u64, u64), QueueError> {
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -643,10 +664,31 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
+        let expired = tx
+            .query(
+                "SELECT id FROM jig_runs WHERE status = 'queued' AND deadline <= now()
+                 ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+                &[&SWEEP_BATCH],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+        for row in &expired {
+            let id: String = row.get(0);
+            let terminal = deadline_passed(&id);
+            let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
+            tx.execute(
+                "UPDATE jig_runs SET status = 'settled', terminal = $2, epoch = epoch + 1 WHERE id = $1",
+                &[&id, &text],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+            event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
+        }
         let lost = tx
             .query(
-                "SELECT id FROM jig_runs WHERE status = 'running' AND lease_until < now() FOR UPDATE SKIP LOCKED",
-                &[],
+                "SELECT id FROM jig_runs WHERE status = 'running' AND lease_until < now()
+                 LIMIT $1 FOR UPDATE SKIP LOCKED",
+                &[&SWEEP_BATCH],
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
@@ -662,11 +704,12 @@ impl Queue {
             .map_err(QueueError::db("sweeping"))?;
             event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
         }
-        if requeued + lost.len() as u64 > 0 {
+        let (expired, lost) = (expired.len() as u64, lost.len() as u64);
+        if expired + requeued + lost > 0 {
             notify_in(&tx).await?;
         }
         tx.commit().await.map_err(QueueError::db("sweeping"))?;
-        Ok((requeued, lost.len() as u64))
+        Ok((expired, requeued, lost))
     }
 
     /// The digest of a settled file Run's packet blob, if it has one.

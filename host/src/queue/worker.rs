@@ -267,12 +267,7 @@ impl Worker {
             })
         };
         // The timeout counts from submission: past it, nothing runs.
-        let deadline_passed = || {
-            failed(
-                "DEADLINE_EXCEEDED",
-                "the Run's deadline passed before a worker could dispatch it".into(),
-            )
-        };
+        let deadline_passed = || super::deadline_passed(&claim.id);
         if claim.expired() {
             return Some((deadline_passed(), None));
         }
@@ -282,6 +277,9 @@ impl Worker {
             .await
         {
             Ok(plan) => plan,
+            // The database is away: write nothing; the lease expires and
+            // the Run returns to the queue (nothing ran).
+            Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
             // Settled before dispatch: nothing ran.
             Err(e) => return Some((failed(e.code, e.message), None)),
         };
@@ -304,6 +302,7 @@ impl Worker {
             None => None,
             Some(digest) => match self.queue.fetch_files(digest).await {
                 Ok(files) => Some(files),
+                Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
                 Err(e) => return Some((failed(e.code, e.message), None)),
             },
         };
@@ -450,7 +449,18 @@ impl Worker {
         Some((terminal, packet))
     }
 
-    /// Publish a file Run's packet as a blob, as `jig serve` publishes it
+    /// Give up an undispatched claim the database could not serve: it is
+    /// not settled (the outage is not the Run's failure); its lease
+    /// expires and the Run returns to the queue for any worker.
+    fn abandon(&self, claim: &Claim, e: &QueueError) -> Option<(Value, Option<String>)> {
+        eprintln!(
+            "jig worker: Run {}: not dispatched, left to its lease: {e}",
+            claim.id
+        );
+        None
+    }
+
+        /// Publish a file Run's packet as a blob, as `jig serve` publishes it
     /// locally (a success delivers its final files, anything else the bare
     /// record), and note the delivery, method and input identity in its
     /// terminal. Returns the packet blob's digest; it is recorded with the

@@ -896,11 +896,22 @@ impl Server {
         })
     }
 
-    /// Wake followers on every NOTIFY (started once, on first use).
+    /// Wake followers on every NOTIFY (started once, on first use), and
+    /// sweep the database periodically: queued Runs past their deadline
+    /// and expired leases are settled without waiting for a worker.
     pub fn start_listening(self: &Arc<Self>) {
         let Some((queue, bump)) = &self.queue else {
             return;
         };
+        let sweeper = queue.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::queue::SWEEP_INTERVAL).await;
+                if let Err(e) = sweeper.sweep().await {
+                    eprintln!("jig serve: sweep: {e}");
+                }
+            }
+        });
         let queue = queue.clone();
         let bump = bump.clone();
         tokio::spawn(async move {

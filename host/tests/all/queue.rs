@@ -640,7 +640,7 @@ fn claims_are_fenced_by_epoch_and_lease() {
         // Nothing else is queued while it is claimed.
         assert!(queue.claim("w2", short).await.unwrap().is_none());
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert_eq!(queue.sweep().await.unwrap(), (1, 0));
+        assert_eq!(queue.sweep().await.unwrap(), (0, 1, 0));
         assert_eq!(queue.dispatch(&first).await.unwrap(), Write::Refused);
         let second = queue
             .claim("w2", Duration::from_secs(30))
@@ -670,7 +670,7 @@ fn claims_are_fenced_by_epoch_and_lease() {
         assert_eq!(held.id, b);
         assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert_eq!(queue.sweep().await.unwrap(), (0, 1));
+        assert_eq!(queue.sweep().await.unwrap(), (0, 0, 1));
         assert_eq!(
             queue.settle(&held, &done, None).await.unwrap(),
             Write::Refused
@@ -689,6 +689,94 @@ fn claims_are_fenced_by_epoch_and_lease() {
         let cancelled = queue.load("p", &c).await.unwrap();
         assert_eq!(cancelled.value["terminal"]["code"], "CANCELLED");
     });
+}
+
+/// Queued Runs whose deadline passed are settled `DEADLINE_EXCEEDED` by a
+/// sweep, without any claim: at most [`jig::queue::SWEEP_BATCH`] per
+/// sweep, the one past it by the next; a Run with time left stays queued.
+#[test]
+fn a_sweep_settles_expired_queued_runs_in_bounded_batches() {
+    use jig::queue::{connect_config, Queue, SWEEP_BATCH};
+    let pg = Postgres::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+            .await
+            .unwrap();
+        let submit = |n: i64, timeout_ms: i64| {
+            let queue = queue.clone();
+            async move {
+                let (content, input) = (json!({"n": n}), json!(n));
+                let target = "flow:flows/x";
+                let run = queue.submit(
+                    "p",
+                    None,
+                    1,
+                    target,
+                    &input,
+                    &content,
+                    timeout_ms,
+                    &[],
+                    None,
+                );
+                run.await.unwrap().0.id
+            }
+        };
+        let timely = submit(0, 60_000).await;
+        let mut expired = Vec::new();
+        for n in 1..=SWEEP_BATCH + 1 {
+            expired.push(submit(n, 0).await);
+        }
+        assert_eq!(queue.sweep().await.unwrap(), (SWEEP_BATCH as u64, 0, 0));
+        assert_eq!(queue.sweep().await.unwrap(), (1, 0, 0));
+        assert_eq!(queue.sweep().await.unwrap(), (0, 0, 0));
+        for id in &expired {
+            let run = queue.load("p", id).await.unwrap();
+            assert_eq!(
+                run.value["terminal"]["code"], "DEADLINE_EXCEEDED",
+                "{}",
+                run.value
+            );
+        }
+        assert!(queue.load("p", &timely).await.unwrap().value["terminal"].is_null());
+        let claim = queue
+            .claim("w", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(claim.id, timely);
+    });
+    assert_eq!(
+        pg.sql("SELECT count(*) FROM jig_runs WHERE dispatched_at IS NOT NULL"),
+        "0"
+    );
+}
+
+/// `jig serve --database` sweeps too: a queued Run past its deadline is
+/// settled with no worker running, and its stream ends with the terminal.
+#[test]
+fn serve_settles_a_queued_run_past_its_deadline_without_a_worker() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let (logs, witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1s"})),
+    );
+    assert_eq!(status, 202, "{body}");
+    let id = body["runId"].as_str().unwrap().to_string();
+    wait_until("the sweep settled it", Duration::from_secs(30), || {
+        !served.terminal(&id).is_null()
+    });
+    let terminal = served.terminal(&id);
+    assert_eq!(terminal["code"], "DEADLINE_EXCEEDED", "{terminal}");
+    assert_eq!(run_status(&pg, &id), "settled");
+    let (status, events) = served.call("GET", &format!("/v1/projects/p/runs/{id}/events"), None);
+    assert_eq!(status, 200);
+    assert!(events.to_string().contains("DEADLINE_EXCEEDED"), "{events}");
+    assert_eq!(std::fs::read_to_string(&witness).unwrap(), "");
 }
 
 /// The value of metric `name` in serve's /metrics text.
