@@ -460,7 +460,7 @@ impl Worker {
         None
     }
 
-        /// Publish a file Run's packet as a blob, as `jig serve` publishes it
+    /// Publish a file Run's packet as a blob, as `jig serve` publishes it
     /// locally (a success delivers its final files, anything else the bare
     /// record), and note the delivery, method and input identity in its
     /// terminal. Returns the packet blob's digest; it is recorded with the
