@@ -141,6 +141,9 @@ pub struct FileRun {
     pub out: bool,
     pub method: Value,
     pub input: Value,
+    /// A target keeping Run Checkpoints: the admitted configuration its
+    /// checkpoint identity names (`{generation, plan}`); null otherwise.
+    pub configuration: Value,
 }
 
 impl Queue {
@@ -162,6 +165,7 @@ impl Queue {
             "out": run.out,
             "method": run.method,
             "input": run.input,
+            "configuration": run.configuration,
         });
         self.put_blob(&flow::json::canonical(&description)).await
     }
@@ -200,7 +204,56 @@ impl Queue {
             out: description["out"].as_bool().unwrap_or(false),
             method: description["method"].clone(),
             input: description["input"].clone(),
+            configuration: description["configuration"].clone(),
         })
+    }
+}
+
+impl Queue {
+    /// Keep a Run's latest accepted checkpoint aggregate, replacing the
+    /// previous one, only while `claim` owns the dispatched Run (its lease
+    /// live): a fenced worker's save is refused.
+    pub async fn save_checkpoint(
+        &self,
+        claim: &super::Claim,
+        sequence: i64,
+        aggregate: &Value,
+    ) -> Result<super::Write, QueueError> {
+        let text = String::from_utf8(flow::json::canonical(aggregate)).expect("UTF-8");
+        let mut client = self.client().await?;
+        let db = |e: tokio_postgres::Error| {
+            QueueError::new(
+                UNAVAILABLE,
+                format!("saving a checkpoint: {}", super::describe(&e)),
+            )
+        };
+        let tx = client.transaction().await.map_err(db)?;
+        let owned = tx
+            .query_opt(
+                "SELECT 1 FROM jig_runs WHERE id = $1 AND epoch = $2 AND status = 'running'
+                 AND lease_until > now() FOR UPDATE",
+                &[&claim.id, &claim.epoch],
+            )
+            .await
+            .map_err(db)?;
+        if owned.is_none() {
+            return Ok(super::Write::Refused);
+        }
+        let sequence = sequence as i32;
+        tx.execute(
+            "DELETE FROM jig_checkpoints WHERE run_id = $1",
+            &[&claim.id],
+        )
+        .await
+        .map_err(db)?;
+        tx.execute(
+            "INSERT INTO jig_checkpoints (run_id, sequence, packet) VALUES ($1, $2, $3)",
+            &[&claim.id, &sequence, &text],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(super::Write::Accepted)
     }
 }
 

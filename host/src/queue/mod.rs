@@ -623,6 +623,16 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("settling"))?;
+        if n == 1 {
+            // Settled: the aggregate is delivered (or never will be) and
+            // is not kept past its Run.
+            tx.execute(
+                "DELETE FROM jig_checkpoints WHERE run_id = $1",
+                &[&claim.id],
+            )
+            .await
+            .map_err(QueueError::db("settling"))?;
+        }
         conclude(
             tx,
             n,
@@ -686,22 +696,37 @@ impl Queue {
         }
         let lost = tx
             .query(
-                "SELECT id FROM jig_runs WHERE status = 'running' AND lease_until < now()
-                 LIMIT $1 FOR UPDATE SKIP LOCKED",
+                "SELECT id, files, (SELECT c.packet FROM jig_checkpoints c WHERE c.run_id = r.id
+                                    ORDER BY c.sequence DESC LIMIT 1)
+                 FROM jig_runs r WHERE status = 'running' AND lease_until < now()
+                 LIMIT $1 FOR UPDATE OF r SKIP LOCKED",
                 &[&SWEEP_BATCH],
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
         for row in &lost {
             let id: String = row.get(0);
-            let terminal = coordinator_lost(&id);
+            let (files, checkpoint): (Option<String>, Option<String>) = (row.get(1), row.get(2));
+            let mut terminal = coordinator_lost(&id);
+            // A lost file Run: this node delivers its last checkpoint (or
+            // the bare record); nothing is replayed.
+            let packet = match files {
+                Some(files) => {
+                    self.recover_packet(&id, &files, checkpoint, &mut terminal)
+                        .await
+                }
+                None => None,
+            };
             let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
             tx.execute(
-                "UPDATE jig_runs SET status = 'settled', terminal = $2, lease_until = NULL WHERE id = $1",
-                &[&id, &text],
+                "UPDATE jig_runs SET status = 'settled', terminal = $2, packet = $3, lease_until = NULL WHERE id = $1",
+                &[&id, &text, &packet],
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
+            tx.execute("DELETE FROM jig_checkpoints WHERE run_id = $1", &[&id])
+                .await
+                .map_err(QueueError::db("sweeping"))?;
             event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
         }
         let (expired, lost) = (expired.len() as u64, lost.len() as u64);
@@ -710,6 +735,44 @@ impl Queue {
         }
         tx.commit().await.map_err(QueueError::db("sweeping"))?;
         Ok((expired, requeued, lost))
+    }
+
+    /// The packet of a file Run lost after dispatch: its last accepted
+    /// checkpoint's files (or none), published as a blob; the terminal
+    /// notes the delivery. `None` when it cannot be published.
+    async fn recover_packet(
+        &self,
+        id: &str,
+        files: &str,
+        checkpoint: Option<String>,
+        terminal: &mut Value,
+    ) -> Option<String> {
+        let files = match self.fetch_files(files).await {
+            Ok(files) if files.out => files,
+            _ => return None,
+        };
+        let checkpoint = checkpoint
+            .and_then(|text| flow::json::parse(text.as_bytes()).ok())
+            .and_then(|value| crate::state::Aggregate::from_value(&value));
+        let (output, source) = match &checkpoint {
+            Some(c) => (c.output_files(), "checkpoint"),
+            None => (Vec::new(), "none"),
+        };
+        let mut execution = terminal.clone();
+        if let Some(map) = execution.as_object_mut() {
+            map.remove("runId");
+        }
+        worker::publish_packet(
+            self,
+            id,
+            &files,
+            &execution,
+            output,
+            source,
+            checkpoint.as_ref(),
+            terminal,
+        )
+        .await
     }
 
     /// The digest of a settled file Run's packet blob, if it has one.

@@ -328,6 +328,38 @@ impl Worker {
             },
         };
         let handoff = grants.iter().find_map(|g| g.output.clone());
+        // A target keeping Run Checkpoints: each accepted save is kept in
+        // the database under this claim before its receipt, so any node
+        // can deliver it if this worker is lost.
+        let root_run = files
+            .as_ref()
+            .filter(|f| f.out && !f.configuration.is_null())
+            .map(|f| {
+                let queue = self.queue.clone();
+                let fenced = claim.clone();
+                let handle = tokio::runtime::Handle::current();
+                let mirror: crate::state::Mirror = Arc::new(move |_, aggregate| {
+                    let sequence = aggregate.save.sequence as i64;
+                    let value = aggregate.to_value();
+                    match handle.block_on(queue.save_checkpoint(&fenced, sequence, &value)) {
+                        Ok(Write::Accepted) => Ok(()),
+                        Ok(Write::Refused) => Err("this worker no longer owns the Run".to_string()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                });
+                let dir = work_root.join("checkpoints");
+                let _ = std::fs::create_dir_all(&dir);
+                Arc::new(crate::exec::RootRun::new(
+                    claim.id.clone(),
+                    json!({
+                        "runId": claim.id,
+                        "method": f.method,
+                        "configuration": f.configuration,
+                        "input": f.input,
+                    }),
+                    crate::state::Checkpoints::new(dir).with_mirror(mirror),
+                ))
+            });
         let executor = Arc::new(
             Executor::new(
                 self.cache.store(),
@@ -414,7 +446,7 @@ impl Worker {
                 deadline_unix_ms,
                 cancel,
                 attachments: grants,
-                run: None,
+                run: root_run.clone(),
             },
             channels,
         );
@@ -428,12 +460,20 @@ impl Worker {
             _ => None,
         };
         drop(handoff.and_then(|h| h.take()));
+        // The latest accepted checkpoint, once the Run is fenced.
+        let checkpoint = match root_run {
+            Some(root_run) => tokio::task::spawn_blocking(move || root_run.latest())
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
         let cleanup = crate::files::remove_tree(&work_root);
         let mut terminal = crate::cli::terminal_value(&result);
         let mut packet = None;
         if let Some(files) = files.as_ref().filter(|f| f.out) {
             packet = self
-                .deliver(claim, files, &result, delivered, &mut terminal)
+                .deliver(claim, files, &result, delivered, checkpoint, &mut terminal)
                 .await;
         }
         let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
@@ -472,44 +512,81 @@ impl Worker {
         files: &super::blobs::FileRun,
         result: &Result<crate::exec::Success, crate::exec::Failure>,
         delivered: Option<Result<Vec<crate::files::OutputFile>, crate::files::FilesError>>,
+        checkpoint: Option<crate::state::Aggregate>,
         terminal: &mut Value,
     ) -> Option<String> {
-        terminal["method"] = files.method.clone();
-        terminal["input"] = files.input.clone();
-        terminal["checkpoint"] = Value::Null;
-        let failed = |code: &str| json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": code});
-        let (mut output, source) = match delivered {
-            Some(Ok(output)) => (output, "final"),
-            Some(Err(e)) => {
-                terminal["delivery"] = failed(e.code);
+        // Seed 002 §8: a success delivers its final files; anything else
+        // the latest accepted checkpoint, or the bare record.
+        let (output, source) = match (delivered, &checkpoint) {
+            (Some(Ok(output)), _) => (output, "final"),
+            (Some(Err(e)), _) => {
+                terminal["method"] = files.method.clone();
+                terminal["input"] = files.input.clone();
+                terminal["checkpoint"] = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
+                terminal["delivery"] = json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": e.code});
                 return None;
             }
-            None => (Vec::new(), "none"),
+            (None, Some(checkpoint)) => (checkpoint.output_files(), "checkpoint"),
+            (None, None) => (Vec::new(), "none"),
         };
-        output.sort_by(|a, b| a.path.cmp(&b.path));
-        let record = crate::files::packet_record(
+        let execution = crate::exec::submit::execution(result);
+        publish_packet(
+            &self.queue,
             &claim.id,
-            &files.method,
-            &crate::exec::submit::execution(result),
-            &files.input,
+            files,
+            &execution,
+            output,
             source,
-            &output,
-            &Value::Null,
-        );
-        let mut record = flow::json::canonical(&record);
-        record.push(b'\n');
-        let published = match crate::files::archive::write_packet(&output, &record) {
-            Ok(tar) => self.queue.put_blob(&tar).await.ok(),
-            Err(_) => None,
-        };
-        terminal["delivery"] = match &published {
-            Some(_) => {
-                json!({"status": "written", "destination": crate::serve::PACKET_STORE, "source": source})
-            }
-            None => failed("JIG_DELIVERY_FAILED"),
-        };
-        published
+            checkpoint.as_ref(),
+            terminal,
+        )
+        .await
     }
+}
+
+/// Publish a file Run's packet as a blob and note the delivery, method,
+/// input identity and checkpoint in its terminal (HOST-FACTS §4.1).
+/// Returns the packet blob's digest, recorded with the terminal.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn publish_packet(
+    queue: &Queue,
+    run_id: &str,
+    files: &super::blobs::FileRun,
+    execution: &Value,
+    mut output: Vec<crate::files::OutputFile>,
+    source: &str,
+    checkpoint: Option<&crate::state::Aggregate>,
+    terminal: &mut Value,
+) -> Option<String> {
+    let checkpoint = checkpoint.map_or(Value::Null, |c| c.record());
+    terminal["method"] = files.method.clone();
+    terminal["input"] = files.input.clone();
+    terminal["checkpoint"] = checkpoint.clone();
+    output.sort_by(|a, b| a.path.cmp(&b.path));
+    let record = crate::files::packet_record(
+        run_id,
+        &files.method,
+        execution,
+        &files.input,
+        source,
+        &output,
+        &checkpoint,
+    );
+    let mut record = flow::json::canonical(&record);
+    record.push(b'\n');
+    let published = match crate::files::archive::write_packet(&output, &record) {
+        Ok(tar) => queue.put_blob(&tar).await.ok(),
+        Err(_) => None,
+    };
+    terminal["delivery"] = match &published {
+        Some(_) => {
+            json!({"status": "written", "destination": crate::serve::PACKET_STORE, "source": source})
+        }
+        None => {
+            json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": "JIG_DELIVERY_FAILED"})
+        }
+    };
+    published
 }
 
 /// The `--receive` stream's lines, forwarded to the database's events.

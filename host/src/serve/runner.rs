@@ -366,10 +366,14 @@ impl Server {
         let target = &asked.target;
         let files_invalid = |m: String| Refusal::new(400, "JIG_RUN_FILES_INVALID", m);
         let declared = &resolved.package.metadata().attachments;
-        if resolved.checkpointing {
-            return Err(files_invalid(format!(
-                "{target} keeps Run Checkpoints; this daemon does not serve checkpointing Runs yet"
-            )));
+        // Seed 002 §4: checkpoints are delivered with the packet; with a
+        // database any node can deliver a lost Run's last checkpoint.
+        let packet_wanted = request.files.is_some() && request.out;
+        if resolved.checkpointing && (self.queue.is_none() || !packet_wanted) {
+            return Err(files_invalid(match self.queue {
+                None => format!("{target} keeps Run Checkpoints; this daemon serves checkpointing Runs only with --database"),
+                Some(_) => format!("{target} keeps Run Checkpoints, which are delivered with the packet; submit it as a file Run with --out"),
+            }));
         }
         let writable = match &request.files {
             // A JSON body is `jig run` without `--attach` or `--out`: a
@@ -420,12 +424,19 @@ impl Server {
             input: identity.input.clone(),
         });
         if self.queue.is_some() {
+            let configuration = match resolved.checkpointing {
+                true => {
+                    json!({"generation": resolved.generation.number, "plan": resolved.generation.plan_digest})
+                }
+                false => Value::Null,
+            };
             let files = file_run.map(|f| crate::queue::blobs::FileRun {
                 captured: f.captured,
                 writable: f.writable,
                 out: f.out,
                 method: f.method,
                 input: f.input,
+                configuration,
             });
             return Ok(Started::Queued(Enqueue {
                 project_name: project_name.to_string(),

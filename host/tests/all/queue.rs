@@ -669,7 +669,15 @@ fn claims_are_fenced_by_epoch_and_lease() {
         let held = queue.claim("w3", short).await.unwrap().unwrap();
         assert_eq!(held.id, b);
         assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
+        // A checkpoint is kept while the claim holds the Run, refused after.
+        let aggregate = json!({"sequence": 1});
+        let save = |claim| {
+            let (queue, aggregate) = (queue.clone(), aggregate.clone());
+            async move { queue.save_checkpoint(&claim, 1, &aggregate).await.unwrap() }
+        };
+        assert_eq!(save(held.clone()).await, Write::Accepted);
         tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(save(held.clone()).await, Write::Refused);
         assert_eq!(queue.sweep().await.unwrap(), (0, 0, 1));
         assert_eq!(
             queue.settle(&held, &done, None).await.unwrap(),
@@ -1081,5 +1089,97 @@ fn a_file_run_through_the_database_delivers_its_packet_through_serve() {
         (status, body["code"].as_str()),
         (404, Some("PACKET_NOT_FOUND")),
         "{body}"
+    );
+}
+
+/// A checkpointing file Run through the database: worker A keeps each
+/// accepted save in the database under its claim and is SIGKILLed after
+/// the first; worker B's sweep fences the Run `COORDINATOR_LOST` (never
+/// replayed) and delivers A's checkpoint, which the submitting client
+/// downloads through serve.
+#[test]
+fn a_lost_checkpoint_run_is_delivered_by_another_worker_from_the_database() {
+    let pg = Postgres::start();
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    copy_dir(&workspace().join("examples/checkpoint"), &root);
+    write_files(
+        &root,
+        &[(
+            ".test-config-home/jig/host.toml",
+            "[containment]\nmode = \"none\"\n",
+        )],
+    );
+    review(&root);
+    let (logs, _witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    // Without --out a checkpointing target is refused, as locally.
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/chapters", "input": {"chapters": ["intro"]}})),
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("JIG_RUN_FILES_INVALID")),
+        "{body}"
+    );
+    let mut a = worker(&root, &pg, logs.path(), 0, "1");
+    let out = logs.path().join("recovered");
+    let server = format!("unix:{}", served.socket.display());
+    let input = json!({"chapters": ["intro", "method"], "waitAfter": 1}).to_string();
+    let client = jig(&root)
+        .args([
+            "run",
+            "--server",
+            &server,
+            "flow:flows/chapters",
+            "--input",
+            &input,
+        ])
+        .args(["--out", out.to_str().unwrap(), "--timeout", "5m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the first save is in the database",
+        Duration::from_secs(60),
+        || pg.sql("SELECT count(*) FROM jig_checkpoints WHERE sequence = 1") == "1",
+    );
+    let id = pg.sql("SELECT run_id FROM jig_checkpoints");
+    a.signal(Signal::SIGKILL);
+    let _ = a.exited(Duration::from_secs(10));
+    let _b = worker(&root, &pg, logs.path(), 1, "1");
+    let finished = client.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&finished.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&finished.stderr).to_string();
+    let terminal: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    assert_eq!(terminal["code"], "COORDINATOR_LOST", "{stdout} {stderr}");
+    assert_eq!(terminal["runId"], id.as_str());
+    assert_eq!(terminal["delivery"]["source"], "checkpoint", "{terminal}");
+    assert_eq!(terminal["checkpoint"]["sequence"], 1, "{terminal}");
+    // The packet holds the first chapter exactly as saved, nothing else
+    // (no draft, no second chapter).
+    let delivered = tree(&out.join("files"));
+    assert_eq!(
+        delivered.keys().collect::<Vec<_>>(),
+        ["chapters/01-intro.md"],
+        "{delivered:?}"
+    );
+    assert_eq!(
+        delivered["chapters/01-intro.md"],
+        b"# 1. intro\n\nThis chapter is finished.\n"
+    );
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(record["execution"]["status"], "lost", "{record}");
+    assert_eq!(record["delivery"]["source"], "checkpoint");
+    assert_eq!(record["checkpoint"], terminal["checkpoint"]);
+    // Dispatched once, by A; the aggregate is not kept past its Run.
+    assert_eq!(pg.sql("SELECT count(*) FROM jig_checkpoints"), "0");
+    assert_eq!(
+        pg.sql(&format!("SELECT epoch FROM jig_runs WHERE id = '{id}'")),
+        "1"
     );
 }
