@@ -30,6 +30,9 @@ use crate::config::HostConfig;
 use crate::exec::{Executor, Invocation, RootChannels, TargetRef};
 use crate::providers::ProviderSet;
 
+/// Generations whose published provider sets a worker keeps loaded.
+pub const MAX_PUBLISHED_SETS: usize = 16;
+
 /// How long a worker waits before reconnecting after a database error.
 pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
@@ -49,6 +52,9 @@ struct Worker {
     lease: Duration,
     config: Arc<HostConfig>,
     providers: Arc<ProviderSet>,
+    /// Provider sets with the files published by a generation, by
+    /// (project, generation).
+    published: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<ProviderSet>>>,
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
     /// A stop signal arrived: claim nothing, dispatch nothing new.
     stopping: AtomicBool,
@@ -78,6 +84,7 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
         ),
         cache: Cache::open(&options.cache)?,
         providers: Arc::new(ProviderSet::new(options.config.providers.clone())),
+        published: Default::default(),
         config: Arc::new(options.config),
         sandbox,
         queue,
@@ -271,12 +278,12 @@ impl Worker {
         if claim.expired() {
             return Some((deadline_passed(), None));
         }
-        let plan = match self
+        let (plan, published) = match self
             .cache
             .generation(&self.queue, &claim.project, claim.generation)
             .await
         {
-            Ok(plan) => plan,
+            Ok(fetched) => fetched,
             // The database is away: write nothing; the lease expires and
             // the Run returns to the queue (nothing ran).
             Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
@@ -365,7 +372,7 @@ impl Worker {
                 self.cache.store(),
                 work_root.join("runs"),
                 plan,
-                self.providers.clone(),
+                self.providers_for(claim, published),
                 self.sandbox.clone(),
                 work_root.clone(),
             )
@@ -487,6 +494,37 @@ impl Worker {
             );
         }
         Some((terminal, packet))
+    }
+
+    /// The providers a Run of `claim`'s generation may call: this worker's
+    /// own configured ones, and for every other name the provider files
+    /// published with the generation (kept per generation, so each is
+    /// loaded once).
+    fn providers_for(
+        &self,
+        claim: &Claim,
+        published: Vec<jig_provider_api::ProviderDecl>,
+    ) -> Arc<ProviderSet> {
+        if published.is_empty() {
+            return self.providers.clone();
+        }
+        let key = (claim.project.clone(), claim.generation);
+        let mut sets = self.published.lock().unwrap();
+        if let Some(set) = sets.get(&key) {
+            return set.clone();
+        }
+        let mut decls = self.config.providers.clone();
+        for decl in published {
+            if !decls.iter().any(|d| d.name == decl.name) {
+                decls.push(decl);
+            }
+        }
+        let set = Arc::new(ProviderSet::new(decls));
+        if sets.len() >= MAX_PUBLISHED_SETS {
+            sets.clear();
+        }
+        sets.insert(key, set.clone());
+        set
     }
 
     /// Give up an undispatched claim the database could not serve: it is

@@ -942,7 +942,12 @@ impl Server {
         };
         {
             queue
-                .publish(project_name, &project.state, &generation)
+                .publish(
+                    project_name,
+                    &project.state,
+                    &generation,
+                    &self.config.providers,
+                )
                 .await
                 .map_err(refusal)?;
             // A file Run's attachments travel as blobs by digest.

@@ -1183,3 +1183,78 @@ fn a_lost_checkpoint_run_is_delivered_by_another_worker_from_the_database() {
         "1"
     );
 }
+
+/// A provider pinned by the generation travels as a blob: serve publishes
+/// the reviewed component by its file digest, and a worker with no
+/// provider configured fetches it, checks it, and the Run calls it.
+#[test]
+fn a_worker_without_the_provider_configured_runs_a_run_that_uses_it() {
+    let pg = Postgres::start();
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    let contract = std::fs::read_to_string(
+        workspace().join("providers/examples/contracts/kv.capability.json"),
+    )
+    .unwrap();
+    let component = kv_provider_component();
+    let config = format!(
+        "[containment]\nmode = \"none\"\n[[providers]]\nname = \"kv\"\nkind = \"wasm\"\npath = \"{}\"\n\
+         settings = {{ entries = {{ Ada = \"Lovelace\" }} }}\n",
+        component.display()
+    );
+    write_files(
+        &root,
+        &[
+            ("jig.ts", JIG_TS),
+            ("flows/lookup/FLOW.md", crate::providers::FLOW_MD),
+            ("flows/lookup/flow.py", crate::providers::FLOW_PY),
+            ("flows/lookup/contracts/kv.capability.json", &contract),
+            (".test-config-home/jig/host.toml", &config),
+        ],
+    );
+    review(&root);
+    let (logs, _witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    // The worker's own configuration names no provider.
+    let w = worker(&root, &pg, logs.path(), 0, "1");
+    let (status, terminal) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/lookup", "input": "Ada"})),
+    );
+    assert_eq!(status, 200, "{terminal} {}", w.log());
+    assert_eq!(terminal["status"], "succeeded", "{terminal} {}", w.log());
+    assert_eq!(
+        terminal["output"],
+        json!({"value": "Lovelace"}),
+        "{terminal}"
+    );
+    let digest = format!("sha256:{}", sha256_file(&component));
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT count(*) FROM jig_blobs WHERE digest = '{digest}'"
+        )),
+        "1"
+    );
+    // The worker cached the component by its digest.
+    let cached = logs
+        .path()
+        .join("cache-0/providers")
+        .join(&digest["sha256:".len()..]);
+    assert_eq!(sha256_file(&cached), digest["sha256:".len()..]);
+    let config_home = logs
+        .path()
+        .join("worker-home-0/.test-config-home/jig/host.toml");
+    assert!(!std::fs::read_to_string(config_home)
+        .unwrap()
+        .contains("providers"));
+}
+
+fn sha256_file(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
