@@ -438,7 +438,7 @@ impl Server {
                 input: f.input,
                 configuration,
             });
-            return Ok(Started::Queued(Enqueue {
+            return Ok(Started::Queued(Box::new(Enqueue {
                 project_name: project_name.to_string(),
                 project: project.clone(),
                 generation: resolved.generation,
@@ -446,7 +446,7 @@ impl Server {
                 content: identity.content,
                 timeout: asked.timeout,
                 files,
-            }));
+            })));
         }
         let runs = state.runs();
         // The bound: refused before anything is recorded.
@@ -903,7 +903,7 @@ enum Started {
     /// Recorded here (new and started, or a replay).
     Local(RunRecord, Option<Arc<Live>>),
     /// Checked; to be recorded in the database.
-    Queued(Enqueue),
+    Queued(Box<Enqueue>),
 }
 
 /// A checked submission for the database.
@@ -920,7 +920,7 @@ struct Enqueue {
 /// `--database`: submission publishes the generation's bytes and records
 /// the Run in PostgreSQL; its log follows the database's events.
 impl Server {
-    async fn enqueue(&self, enqueue: Enqueue) -> Result<(String, bool), Refusal> {
+    async fn enqueue(&self, enqueue: Box<Enqueue>) -> Result<(String, bool), Refusal> {
         let Enqueue {
             project_name,
             project,
@@ -929,7 +929,7 @@ impl Server {
             content,
             timeout,
             files,
-        } = enqueue;
+        } = *enqueue;
         let project_name = project_name.as_str();
         let (queue, _) = self.queue.as_ref().expect("called with a queue");
         let refusal = |e: crate::queue::QueueError| {
