@@ -12,8 +12,12 @@
 //! it `COORDINATOR_LOST` (seed 002 §11 item 11), never redispatched.
 //!
 //! Admitted bytes travel by digest ([`blobs`]): the generation a Run names
-//! is published as content-addressed blobs and a worker runs exactly those
-//! bytes from its own verified cache.
+//! (with the provider files its pins name) is published as
+//! content-addressed blobs and a worker runs exactly those bytes from its
+//! own verified cache. A file Run's attachments travel the same way; its
+//! packet is a blob written with the terminal, and each Run Checkpoint
+//! save is kept under the claim, so any node's [`Queue::sweep`] that
+//! fences a lost Run delivers its last checkpoint.
 
 pub mod blobs;
 mod schema;
