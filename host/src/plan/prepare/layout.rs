@@ -672,7 +672,9 @@ mod tests {
             "node_modules/.jig-workspace/app/lib/index.js",
         ]);
         assert_eq!(
-            Layout::new(vec![], &tree).unwrap().with_member("app", &tree),
+            Layout::new(vec![], &tree)
+                .unwrap()
+                .with_member("app", &tree),
             Err("a workspace library's path collides with the Flow's files")
         );
     }
