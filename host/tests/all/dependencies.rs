@@ -716,11 +716,53 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
     assert_eq!(run_hello(&app)["inner"], "edited");
 }
 
+#[test]
+fn a_moved_workspace_member_is_a_changed_target() {
+    let registry = registry();
+    let dir = workspace(registry);
+    review(&dir.path().join("app"));
+    // The same Flow, libraries and lock bytes, one level deeper in the
+    // workspace: only the member path differs.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::rename(dir.path().join("app"), dir.path().join("sub/app")).unwrap();
+    let root = std::fs::read_to_string(dir.path().join("package.json")).unwrap();
+    std::fs::write(
+        dir.path().join("package.json"),
+        root.replace("\"app/flows/*\"", "\"sub/app/flows/*\""),
+    )
+    .unwrap();
+    registry.lock_in(&registry.url, dir.path());
+    let app = dir.path().join("sub/app");
+    let moved = review(&app);
+    assert!(moved.stdout.contains("~ \"flow:flows/hello\""), "{moved:?}");
+    let layout =
+        std::fs::read_to_string(retained_layout_with(&app, "sub/app/flows/hello")).unwrap();
+    assert!(
+        layout.ends_with("\"member\":\"sub/app/flows/hello\"}"),
+        "{layout}"
+    );
+    // Run from the new member path, the Flow's `../../../libs/wlib2` import
+    // no longer resolves, exactly as in the moved workspace itself.
+    let run = run_jig(&app, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+}
+
 /// The retained layout of the `workspace` fixture: the installer's aliases
 /// to the two selected libraries at the workspace root's node_modules, and
 /// the Flow's member path; the Flow's own and the unselected member's
 /// links are omitted.
 const WORKSPACE_LAYOUT: &str = "{\"aliases\":[{\"path\":\"node_modules/.jig-workspace/node_modules/wlib\",\"target\":\"../libs/wlib\"},{\"path\":\"node_modules/.jig-workspace/node_modules/wlib2\",\"target\":\"../libs/wlib2\"}],\"member\":\"app/flows/hello\"}";
+
+/// The retained layout whose member path is `member`.
+fn retained_layout_with(app: &Path, member: &str) -> std::path::PathBuf {
+    let tail = format!("\"member\":\"{member}\"}}");
+    std::fs::read_dir(app.join(".jig/store/blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read(p).unwrap().ends_with(tail.as_bytes()))
+        .expect("the layout is retained in the store")
+}
 
 fn retained_layout(app: &Path) -> std::path::PathBuf {
     std::fs::read_dir(app.join(".jig/store/blobs"))
