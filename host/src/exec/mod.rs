@@ -554,12 +554,22 @@ impl Executor {
         let scratch = dir.join("scratch");
         // A workspace preparation's retained layout, verified before any
         // byte is written: a missing or corrupt one fails closed.
-        let layout = match &resolved.layout {
+        let retained = match &resolved.layout {
             None => None,
             Some(digest) => Some(
                 crate::plan::prepare::retained_layout(&self.store, Some(digest), package.files())
                     .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?,
             ),
+        };
+        // A workspace Flow runs from its retained member path: the Run's
+        // tree has the workspace's shape, and `layout` is its links.
+        let entrypoint = match &retained {
+            Some(retained) => retained.run_path(&resolved.recipe.entrypoint),
+            None => resolved.recipe.entrypoint.clone(),
+        };
+        let (run_files, layout) = match retained.map(|r| r.run_tree(package.files())) {
+            Some((files, layout)) => (Some(files), Some(layout)),
+            None => (None, None),
         };
         // (where the package appears to the Run, where its shared tree is
         // when that is elsewhere)
@@ -583,7 +593,8 @@ impl Executor {
                     || (matches!(kind, RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno)
                         && !self.sandbox.shows_elsewhere()) =>
                 {
-                    crate::state::Store::write_tree(package.files(), &private)
+                    let files = run_files.as_ref().unwrap_or(package.files());
+                    crate::state::Store::write_tree(files, &private)
                         .map_err(|e| failed(e.to_string()))?;
                     if let Some(layout) = &layout {
                         crate::plan::prepare::layout::materialize(&private, layout)
@@ -620,6 +631,8 @@ impl Executor {
                 return Err(e);
             }
         };
+        // Written: the copy is not held for the Run's length.
+        drop(run_files);
         let package = Arc::new(package);
         let services = Arc::new_cyclic(|me| InvocationServices {
             me: me.clone(),
@@ -646,7 +659,7 @@ impl Executor {
         let outcome = self
             .launch(
                 &services,
-                (&package_dir, package_tree.as_deref()),
+                (&package_dir, package_tree.as_deref(), &entrypoint),
                 &scratch,
                 &invocation,
             )
@@ -686,7 +699,7 @@ impl Executor {
     async fn launch(
         &self,
         services: &Arc<InvocationServices>,
-        (package_dir, package_tree): (&std::path::Path, Option<&std::path::Path>),
+        (package_dir, package_tree, entrypoint): (&std::path::Path, Option<&std::path::Path>, &str),
         scratch: &std::path::Path,
         invocation: &Invocation,
     ) -> Result<(PeerReport, Exit, Diagnostics), Failure> {
@@ -727,7 +740,7 @@ impl Executor {
             deadline_unix_ms: invocation.deadline_unix_ms,
             channels: services.grants.clone(),
         };
-        let entry = package_dir.join(&recipe.entrypoint);
+        let entry = package_dir.join(entrypoint);
         if recipe.kind == RecipeKind::Wasm {
             params.scratch = "/scratch".into();
             // The bytes verified when the package was loaded, not a re-read.
