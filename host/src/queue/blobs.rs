@@ -38,6 +38,21 @@ pub fn plan_packages(plan: &Value) -> Vec<String> {
     digests
 }
 
+/// The workspace layout digest of each prepared package a Plan can
+/// execute: private layout JSON retained beside the prepared package
+/// (seed 002 §4), which a Run of that package needs as much as its files.
+pub fn plan_layouts(plan: &Value) -> Vec<String> {
+    let mut digests: Vec<String> = plan["execution"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(|entry| entry["prepared"]["layout"].as_str().map(str::to_string))
+        .collect();
+    digests.sort();
+    digests.dedup();
+    digests
+}
+
 impl Queue {
     pub(crate) async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
         let digest = sha256_digest(bytes);
@@ -113,6 +128,12 @@ impl Queue {
             let manifest = json!({"digest": digest, "files": manifest});
             let manifest_digest = self.put_blob(&flow::json::canonical(&manifest)).await?;
             packages.insert(digest, manifest_digest);
+        }
+        for digest in plan_layouts(&generation.plan) {
+            let bytes = store
+                .get_blob(&digest)
+                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            self.put_blob(&bytes).await?;
         }
         let plan_digest = self
             .put_blob(&flow::json::canonical(&generation.plan))
@@ -404,6 +425,17 @@ impl Cache {
             }
             store
                 .put_package(&package)
+                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+        }
+        for digest in plan_layouts(&plan) {
+            if store.get_blob(&digest).is_ok() {
+                continue;
+            }
+            // `get_blob` checked the bytes against the digest; the store
+            // keeps them under the digest they hash to.
+            let bytes = queue.get_blob(&digest).await?;
+            store
+                .put_blob(&bytes)
                 .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
         }
         let providers = self.providers(queue, providers.as_deref()).await?;

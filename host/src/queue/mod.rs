@@ -917,14 +917,27 @@ mod tests {
     }
 
     #[test]
-    fn every_package_a_plan_can_execute_is_published() {
+    fn every_package_and_layout_a_plan_can_execute_is_published() {
         let plan = json!({
             "lock": {"packages": {"flows/a": {"digest": "sha256:aa"}, "flows/b": {"digest": "sha256:bb"}}},
-            "execution": {"flows/a": {"prepared": {"digest": "sha256:cc"}}, "flows/b": {}},
+            "execution": {
+                "flows/a": {"prepared": {"digest": "sha256:cc"}},
+                "flows/b": {},
+                "flows/c": {"prepared": {"digest": "sha256:dd", "layout": "sha256:ee"}},
+                "flows/d": {"prepared": {"digest": "sha256:ff", "layout": "sha256:ee"}},
+            },
         });
         assert_eq!(
             blobs::plan_packages(&plan),
-            ["sha256:aa", "sha256:bb", "sha256:cc"]
+            [
+                "sha256:aa",
+                "sha256:bb",
+                "sha256:cc",
+                "sha256:dd",
+                "sha256:ff"
+            ]
         );
+        // A workspace preparation's layout travels with its package, once.
+        assert_eq!(blobs::plan_layouts(&plan), ["sha256:ee"]);
     }
 }
