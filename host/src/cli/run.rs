@@ -229,7 +229,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Arc::new(ProviderSet::new(config.providers.clone())),
         sandbox,
         work_root.clone(),
-        Some(package.clone()),
+        Some(Arc::clone(package)),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()

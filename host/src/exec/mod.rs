@@ -224,7 +224,7 @@ pub struct Executor {
     /// The root's package, already read and verified by the caller in this
     /// process (`jig run` needs it before the Run is recorded): taken by the
     /// first Run of that digest instead of a second read and digest pass.
-    loaded: std::sync::Mutex<Option<flow::package::Package>>,
+    loaded: std::sync::Mutex<Option<Arc<flow::package::Package>>>,
     /// What credentialed Project Commands read: the project's repository
     /// and the operator's secret files (absent: they are unavailable).
     repository: Option<Repository>,
@@ -293,7 +293,7 @@ impl Executor {
 
     /// A package the caller has just read and verified from this store
     /// ([`Store::load_package`]); the first Run of its digest uses it.
-    pub fn with_loaded(self, package: flow::package::Package) -> Executor {
+    pub fn with_loaded(self, package: Arc<flow::package::Package>) -> Executor {
         *self.loaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(package);
         self
     }
@@ -523,10 +523,11 @@ impl Executor {
         };
         let package = match loaded {
             Some(package) => package,
-            None => self
-                .store
-                .load_package(&resolved.digest)
-                .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+            None => Arc::new(
+                self.store
+                    .load_package(&resolved.digest)
+                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+            ),
         };
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
@@ -616,7 +617,6 @@ impl Executor {
                 return Err(e);
             }
         };
-        let package = Arc::new(package);
         let services = Arc::new_cyclic(|me| InvocationServices {
             me: me.clone(),
             executor: self.clone(),

@@ -559,7 +559,9 @@ impl Server {
             self.providers.clone(),
             sandbox,
             work_root.clone(),
-            None,
+            // Verified at submission; used only if its digest is the one
+            // the root Run resolves.
+            Some(dispatch.package.clone()),
         );
         let mut channels = RootChannels::none();
         let broker = channels.broker.clone();
@@ -776,7 +778,7 @@ struct Dispatch {
     input: Value,
     timeout: Duration,
     names: Vec<String>,
-    package: Package,
+    package: Arc<Package>,
     plan: Value,
     files: Option<FileRun>,
 }
