@@ -726,13 +726,14 @@ impl Executor {
         let entry = package_dir.join(&recipe.entrypoint);
         if recipe.kind == RecipeKind::Wasm {
             params.scratch = "/scratch".into();
-            // The bytes verified when the package was loaded, not a re-read.
-            let bytes = services
-                .package
-                .files()
-                .get(&recipe.entrypoint)
-                .cloned()
-                .ok_or_else(|| Failure::new("EXECUTION_FAILED", "the package has no flow.wasm"))?;
+            // The bytes verified when the package was loaded, not a re-read
+            // (nor a copy).
+            if !services.package.files().contains_key(&recipe.entrypoint) {
+                return Err(Failure::new(
+                    "EXECUTION_FAILED",
+                    "the package has no flow.wasm",
+                ));
+            }
             let mut preopens = vec![wasm::Preopen {
                 host: scratch.to_path_buf(),
                 guest: "/scratch".into(),
@@ -765,7 +766,11 @@ impl Executor {
                     writable: grant.writable,
                 });
             }
-            let launch = wasm::WasmLaunch { bytes, preopens };
+            let launch = wasm::WasmLaunch {
+                package: services.package.clone(),
+                entrypoint: recipe.entrypoint.clone(),
+                preopens,
+            };
             let (host_in, guest_in) = tokio::io::duplex(64 * 1024);
             let (guest_out, host_out) = tokio::io::duplex(64 * 1024);
             let (guest_err, host_err) = tokio::io::duplex(64 * 1024);
