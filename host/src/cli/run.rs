@@ -423,6 +423,9 @@ pub(crate) fn prepare_attachments(
     work_root: &Path,
 ) -> std::io::Result<Vec<AttachmentGrant>> {
     use std::os::unix::fs::DirBuilderExt;
+    if captured.roots.is_empty() && writable.is_none() {
+        return Ok(Vec::new());
+    }
     let dir = work_root.join("attachments");
     std::fs::create_dir_all(&dir)?;
     let mut grants: Vec<AttachmentGrant> = files::seal(captured, &dir)?
