@@ -105,6 +105,14 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
         mkdir -p $out/share/jig/python
         cp -r host/python/jiggy $out/share/jig/python/
       fi
+      # The Rust Run SDK's sources, for `jig init --lang rust` (it looks for
+      # <exe>/../share/jig/sdk-rust): sdk-rust and flow, which inherit
+      # workspace fields, under a workspace manifest naming only those two.
+      cp -r sdk-rust flow $out/share/jig/
+      awk '/^members = \[/ { print "members = [\"flow\", \"sdk-rust\"]"; skip = 1; next }
+        skip && /^\]/ { skip = 0; next }
+        skip || /^(default-members|exclude) =/ { next }
+        { print }' Cargo.toml > $out/share/jig/Cargo.toml
       # The manual page (clap_mangen) and shell completions (clap_complete),
       # generated at build time by the binary just built.
       $out/bin/jig manpage > jig.1

@@ -3,6 +3,10 @@
 # `server`: `services.jig.server` with the review example declared as a
 # served project (admitted at boot), an Agent endpoint served inside the VM
 # by fake-agent.py, and a Run submitted over the socket with curl.
+# `queued`: PostgreSQL from services.postgresql, `jig serve` enqueueing into
+# it (services.jig.server.database) and two `jig worker`s
+# (services.jig.worker) executing; a Run submitted over the socket succeeds
+# on a worker.
 #
 #   nix build .#checks.x86_64-linux.module
 { pkgs }:
@@ -86,6 +90,51 @@ pkgs.testers.runNixOSTest {
         };
       };
 
+      environment.systemPackages = [ pkgs.curl ];
+      virtualisation.memorySize = 2048;
+      virtualisation.cores = 2;
+    };
+
+  nodes.queued =
+    { ... }:
+    let
+      # Peer authentication over the local socket: the units run as `jig`.
+      database.url = "postgresql:///jig?host=/run/postgresql&user=jig";
+    in
+    {
+      imports = [ ./default.nix ];
+
+      services.postgresql = {
+        enable = true;
+        ensureDatabases = [ "jig" ];
+        ensureUsers = [
+          {
+            name = "jig";
+            ensureDBOwnership = true;
+          }
+        ];
+      };
+
+      services.jig = {
+        enable = true;
+        settings.runtimes = {
+          bun = null;
+          deno = null;
+        };
+        server = {
+          enable = true;
+          inherit database;
+        };
+        worker = {
+          count = 2;
+          concurrency = 1;
+          inherit database;
+        };
+        projects.triage.source = ../examples/triage;
+      };
+
+      systemd.services.jig.after = [ "postgresql.service" ];
+      systemd.services.jig.requires = [ "postgresql.service" ];
       environment.systemPackages = [ pkgs.curl ];
       virtualisation.memorySize = 2048;
       virtualisation.cores = 2;
@@ -210,5 +259,39 @@ pkgs.testers.runNixOSTest {
               f"--data {shlex.quote(body)} http://jig/v1/projects/review/runs"
           ))
           assert again["status"] == "succeeded", again
+
+      # ---- the queue: serve enqueues, workers execute -------------------
+      queued.wait_for_unit("postgresql.service")
+      queued.wait_for_unit("jig-admit-triage.service")
+      queued.wait_for_unit("jig-worker-1.service")
+      queued.wait_for_unit("jig-worker-2.service")
+      queued.wait_for_unit("jig.socket")
+
+      with subtest("a Run submitted to serve --database succeeds on a worker"):
+          body = json.dumps({
+              "target": "flow:flows/code",
+              "input": "The app crashes when I log in",
+              "timeout": "120s",
+          })
+          out = queued.succeed(
+              "curl -sS --max-time 180 --unix-socket /run/jig/jig.sock "
+              "-H 'content-type: application/json' "
+              f"--data {shlex.quote(body)} http://jig/v1/projects/triage/runs"
+          )
+          terminal = json.loads(out)
+          assert terminal["status"] == "succeeded", out
+          assert terminal["output"]["label"] == "bug", out
+          owner = queued.succeed(
+              "runuser -u postgres -- psql -d jig -A -t -c "
+              + shlex.quote(f"SELECT owner FROM jig_runs WHERE id = '{terminal['runId']}'")
+          ).strip()
+          assert owner, "the Run was claimed by a worker"
+          queued.succeed("journalctl -u 'jig-worker-*' --no-pager | grep -q jig.worker.started")
+
+      with subtest("the Run is listed from the database"):
+          runs = json.loads(queued.succeed(
+              "curl -sS --unix-socket /run/jig/jig.sock http://jig/v1/projects/triage/runs"
+          ))
+          assert terminal["runId"] in [r["id"] for r in runs["runs"]], runs
     '';
 }

@@ -122,6 +122,7 @@ fn worker_launch() -> Launch {
         attachments: Vec::new(),
         limits: Limits::AGENT,
         network: true,
+        view: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn launch(program: &str, args: &[&str]) -> Launch {
         attachments: Vec::new(),
         limits: jig::sandbox::Limits::FLOW,
         network: false,
+        view: None,
     }
 }
 

@@ -13,6 +13,9 @@
 //!   (6.3, 0.63).
 //! - lighter load: local serve 0.88 s (9.1 Runs/s); 1 worker 1.79 s (4.5,
 //!   2.03); 2 workers 0.92 s (8.7, 1.05); 4 workers 0.71 s (11.3, 0.80).
+//! - load ~5.7, after file Runs, checkpoints and provider blobs: local
+//!   serve 1.078 s (7.4 Runs/s); 1 worker 1.531 s (5.2, 1.42); 2 workers
+//!   1.100 s (7.3, 1.02); 4 workers 0.698 s (11.5, 0.65).
 //!
 //! One worker runs one Run at a time, so 1 worker is slower than 4 local
 //! slots; the database round trips (claim, dispatch, events, settle, the

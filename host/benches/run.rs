@@ -28,7 +28,7 @@ use jig::sandbox::{Launch, Sandbox};
 
 fn main() {
     // Build and review everything before timing anything.
-    fixture();
+    report_binds(fixture());
     divan::main();
 }
 
@@ -231,6 +231,58 @@ fn baseline_jig_run_flow_py() {
     }
 }
 
+/// The Python recipe's runtime view (kept after the first proof).
+fn python_view() -> std::sync::Arc<jig::sandbox::closure::View> {
+    let python = Path::new("/usr/bin/python3");
+    jig::sandbox::closure::runtime(python, "bench", jig::sandbox::closure::Stdlib::Python)
+        .expect("the closure of /usr/bin/python3")
+}
+
+/// How many mounts and links bubblewrap is asked for: the envelope's
+/// cost in binds, with the host's /usr and with the runtime view.
+fn report_binds(fixture: &Fixture) {
+    let Ok(bwrap) = jig::sandbox::contained(&HostConfig::default()) else {
+        return;
+    };
+    let scratch = fixture.scratch.path();
+    let mut launch = Launch {
+        program: PathBuf::from("/usr/bin/python3"),
+        args: Vec::new(),
+        env: Vec::new(),
+        cwd: scratch.to_path_buf(),
+        package: fixture.project.path().join("flows/py"),
+        scratch: scratch.to_path_buf(),
+        read_only: Vec::new(),
+        shown: Vec::new(),
+        attachments: Vec::new(),
+        limits: jig::sandbox::Limits::FLOW,
+        network: false,
+        view: None,
+    };
+    let count = |launch: &Launch| {
+        let binds = [
+            "--ro-bind",
+            "--ro-bind-try",
+            "--bind",
+            "--dev-bind",
+            "--symlink",
+            "--tmpfs",
+            "--proc",
+        ];
+        bwrap
+            .arguments(launch)
+            .iter()
+            .filter(|a| binds.iter().any(|b| a.as_os_str() == *b))
+            .count()
+    };
+    let host = count(&launch);
+    launch.view = Some(python_view());
+    let view = count(&launch);
+    eprintln!(
+        "bubblewrap mount operations for flow.py: with /usr {host}, with the runtime view {view}"
+    );
+}
+
 /// `python3 -c "import jiggy.flow"` in the Python recipe's envelope, with
 /// the bundled SDK from this repository on PYTHONPATH, as the recipe has it.
 #[divan::bench(sample_count = 20)]
@@ -254,6 +306,8 @@ fn python_import_sdk_contained() {
         attachments: Vec::new(),
         limits: jig::sandbox::Limits::FLOW,
         network: false,
+        // The same proved closure the Python recipe is shown.
+        view: Some(python_view()),
     };
     fixture.runtime.block_on(async {
         let mut contained = fixture.contained.spawn(&launch).expect("spawns");

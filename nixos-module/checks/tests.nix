@@ -483,6 +483,32 @@ let
       && server.systemd.services.fake-agent.wantedBy == [ "multi-user.target" ]
       && contains "--unix-socket /run/jig/jig.sock" script
       && contains "http://jig/v1/projects/review/runs" script;
+    "the VM test's queued node runs PostgreSQL, serve --database and two workers, and submits a Run" =
+      let
+        test = outputs.checks.x86_64-linux.module;
+        queued = test.nodes.queued { };
+        jig = queued.services.jig;
+        script = test.testScript {
+          nodes = {
+            machine.services.jig = {
+              package.version = "0";
+              settings.containment.bwrap = "/b";
+              settings.runtimes.python = "/p";
+            };
+          };
+        };
+      in
+      queued.imports == [ (root + "/nixos-module/default.nix") ]
+      && queued.services.postgresql.enable
+      && queued.services.postgresql.ensureDatabases == [ "jig" ]
+      && jig.server.enable
+      && jigLib.isDatabaseUrl jig.server.database.url
+      && jig.worker.count == 2
+      && jig.worker.database == jig.server.database
+      && jig.projects.triage.source == root + "/examples/triage"
+      && pathExists (root + "/examples/triage/flows/code/flow.py")
+      && contains "jig-worker-2.service" script
+      && contains "http://jig/v1/projects/triage/runs" script;
     "nixosModules.default is a NixOS module function" =
       isFunction outputs.nixosModules.default
       && functionArgs outputs.nixosModules.default == {

@@ -76,6 +76,81 @@ async def run(context: RunContext) -> RunResult:
 handle(run)
 "#;
 
+/// `--lang rust`: the README says to build the Flow first.
+const RUST_README_MD: &str = r#"# Jig project
+
+This is a [Jig](https://jig.md) project. `jig.ts` declares which Flow packages
+(under `flows/`) and Bindings (under `bindings/`) belong to it. Editing them
+proposes a change; nothing runs until you review and approve it.
+
+The greeting Flow is written in Rust: `src/hello/` is its crate, built against
+the Rust Run SDK (`flow-sdk`) for `wasm32-wasip1`. Build it into
+`flows/hello/flow.wasm` first (it needs `rustup target add wasm32-wasip1`), and
+again after each edit:
+
+```sh
+./build.sh
+```
+
+Review and approve the project:
+
+```sh
+jig review
+```
+
+Then run the greeting Flow:
+
+```sh
+jig run flow:flows/hello --input '"Ada"'
+```
+"#;
+
+/// The greeting crate, outside the Flow package: the package holds only
+/// the built `flow.wasm`. `@SDK@` is the SDK's absolute path.
+const HELLO_CARGO_TOML: &str = r#"[package]
+name = "hello"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+# The Rust Run SDK (not published), from the copy named when this was made.
+flow-sdk = { path = "@SDK@" }
+serde_json = "1"
+
+# Not part of any enclosing workspace.
+[workspace]
+"#;
+
+const HELLO_MAIN_RS: &str = r#"//! The greeting Flow: greets the name given as input.
+//! `../../build.sh` builds it into flows/hello/flow.wasm.
+
+use flow_sdk::{handle, HandlerError, RunContext, RunResult};
+use serde_json::json;
+
+async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
+    let name = ctx.input().as_str().unwrap_or("world");
+    // On wasm32-wasip1 stdout carries the protocol: log with eprintln!.
+    eprintln!("greeting {name}");
+    Ok(RunResult::done(json!({ "message": format!("Hello, {name}!") })))
+}
+
+fn main() {
+    handle(run)
+}
+"#;
+
+/// Builds the greeting crate and puts the component where the Flow is.
+const BUILD_SH: &str = r#"#!/bin/sh
+# Builds the greeting Flow (src/hello) for wasm32-wasip1 and copies it to
+# flows/hello/flow.wasm. Run it before jig review, and after each edit.
+set -eu
+cd "$(dirname "$0")"
+cargo build --quiet --release --manifest-path src/hello/Cargo.toml --target wasm32-wasip1
+cp "${CARGO_TARGET_DIR:-src/hello/target}/wasm32-wasip1/release/hello.wasm" flows/hello/flow.wasm
+echo "built flows/hello/flow.wasm"
+"#;
+
 /// What `jig init` creates beside the skeleton.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Template<'a> {
@@ -86,12 +161,18 @@ pub enum Template<'a> {
     TypeScript { sdk_revision: &'a str },
     /// `--lang python`: `flows/hello/flow.py` on the bundled `jiggy.flow`.
     Python,
+    /// `--lang rust`: the greeting crate in `src/hello` against the Rust SDK
+    /// at `sdk` (an absolute path, written into its Cargo.toml) and
+    /// `build.sh`, which builds `flows/hello/flow.wasm`.
+    Rust { sdk: &'a str },
 }
 
 /// One entry of the skeleton, in creation order.
 enum Entry {
     Dir(&'static str),
     File(&'static str, String),
+    /// An executable file.
+    Script(&'static str, String),
 }
 
 fn skeleton(template: Template) -> Vec<Entry> {
@@ -104,8 +185,12 @@ fn skeleton(template: Template) -> Vec<Entry> {
     if template == Template::Bare {
         return entries;
     }
+    let readme = match template {
+        Template::Rust { .. } => RUST_README_MD,
+        _ => README_MD,
+    };
     entries.extend([
-        Entry::File("README.md", README_MD.into()),
+        Entry::File("README.md", readme.into()),
         Entry::Dir("flows/hello"),
         Entry::File("flows/hello/FLOW.md", HELLO_FLOW_MD.into()),
     ]);
@@ -116,6 +201,18 @@ fn skeleton(template: Template) -> Vec<Entry> {
             Entry::File("flows/hello/flow.ts", HELLO_FLOW_TS.into()),
         ]),
         Template::Python => entries.push(Entry::File("flows/hello/flow.py", HELLO_FLOW_PY.into())),
+        Template::Rust { sdk } => entries.extend([
+            Entry::Dir("src"),
+            Entry::Dir("src/hello"),
+            Entry::Dir("src/hello/src"),
+            Entry::File(
+                "src/hello/Cargo.toml",
+                HELLO_CARGO_TOML.replace("@SDK@", sdk),
+            ),
+            Entry::File("src/hello/src/main.rs", HELLO_MAIN_RS.into()),
+            Entry::File("src/hello/.gitignore", "/target/\n".into()),
+            Entry::Script("build.sh", BUILD_SH.into()),
+        ]),
     }
     entries
 }
@@ -194,18 +291,22 @@ fn populate(
     before_entry: &mut dyn FnMut(&Path) -> io::Result<()>,
 ) -> io::Result<()> {
     for entry in skeleton(template) {
+        let script = matches!(entry, Entry::Script(..));
         match entry {
             Entry::Dir(rel) => {
                 let path = staging.join(rel);
                 before_entry(&path)?;
                 fs::create_dir(&path)?;
             }
-            Entry::File(rel, text) => {
+            Entry::File(rel, text) | Entry::Script(rel, text) => {
+                use std::os::unix::fs::OpenOptionsExt;
                 let path = staging.join(rel);
                 before_entry(&path)?;
+                let mode = if script { 0o777 } else { 0o666 };
                 let mut file = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
+                    .mode(mode)
                     .open(&path)?;
                 file.write_all(text.as_bytes())?;
                 file.sync_all()?;

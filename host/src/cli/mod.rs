@@ -65,9 +65,14 @@ enum Command {
     Init {
         #[arg(long, conflicts_with = "lang")]
         bare: bool,
-        /// The greeting's language: flow.ts with its package.json (default) or flow.py.
+        /// The greeting's language: flow.ts with its package.json (default), flow.py,
+        /// or a Rust crate that build.sh compiles to flow.wasm.
         #[arg(long, value_enum)]
         lang: Option<InitLang>,
+        /// For --lang rust: the Rust SDK (sdk-rust) to build against; default: the
+        /// one installed with this jig.
+        #[arg(long, requires = "lang")]
+        sdk: Option<PathBuf>,
         directory: PathBuf,
     },
     /// Capture the project, show what would change, and admit it.
@@ -325,7 +330,8 @@ pub fn main() -> u8 {
             bare,
             lang,
             directory,
-        } => init(&base.join(directory), bare, lang),
+            sdk,
+        } => init(&base.join(directory), bare, lang, sdk.map(|p| base.join(p))),
         Command::Review {
             project,
             yes,
@@ -469,19 +475,43 @@ fn manpage() -> Result<u8, CliError> {
 enum InitLang {
     Typescript,
     Python,
+    Rust,
 }
 
-fn init(destination: &Path, bare: bool, lang: Option<InitLang>) -> Result<u8, CliError> {
+/// Where an installed jig keeps the Rust SDK's sources, from its executable.
+const INSTALLED_RUST_SDK: &str = "../share/jig/sdk-rust";
+
+fn init(
+    destination: &Path,
+    bare: bool,
+    lang: Option<InitLang>,
+    sdk: Option<PathBuf>,
+) -> Result<u8, CliError> {
+    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let rust_sdk = match lang {
+        Some(InitLang::Rust) => Some(rust_sdk(sdk)?),
+        _ if sdk.is_some() => return Err(usage("--sdk is for --lang rust".into())),
+        _ => None,
+    };
     let template = match (bare, lang) {
         (true, _) => jig_project::Template::Bare,
         (false, None | Some(InitLang::Typescript)) => jig_project::Template::TypeScript {
             sdk_revision: plan::prepare::BUNDLED_SDK_VERSION,
         },
         (false, Some(InitLang::Python)) => jig_project::Template::Python,
+        (false, Some(InitLang::Rust)) => jig_project::Template::Rust {
+            sdk: rust_sdk.as_deref().unwrap_or_default(),
+        },
     };
     jig_project::init(destination, template).map_err(|e| CliError::new(e.code(), e.to_string()))?;
     if bare {
         println!("created {}", destination.display());
+    } else if rust_sdk.is_some() {
+        println!(
+            "created {}\nnext: cd {} && ./build.sh && jig review && jig run flow:flows/hello --input '\"Ada\"'",
+            destination.display(),
+            destination.display()
+        );
     } else {
         println!(
             "created {}\nnext: cd {} && jig review && jig run flow:flows/hello --input '\"Ada\"'",
@@ -490,6 +520,52 @@ fn init(destination: &Path, bare: bool, lang: Option<InitLang>) -> Result<u8, Cl
         );
     }
     Ok(0)
+}
+
+/// The Rust SDK a `--lang rust` greeting builds against, as an absolute
+/// path safe inside Cargo.toml: `--sdk`, else the copy installed beside
+/// this jig ([`INSTALLED_RUST_SDK`]).
+fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
+    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let dir = match sdk {
+        Some(dir) => dir,
+        None => {
+            let installed = std::env::current_exe()
+                .ok()
+                .and_then(|exe| Some(exe.parent()?.join(INSTALLED_RUST_SDK)))
+                .filter(|dir| is_rust_sdk(dir));
+            installed.ok_or_else(|| {
+                usage(
+                    "--lang rust needs the Rust SDK, and none is installed with this jig; \
+                     pass --sdk PATH (the sdk-rust directory of a jig checkout)"
+                        .into(),
+                )
+            })?
+        }
+    };
+    if !is_rust_sdk(&dir) {
+        return Err(usage(format!(
+            "--sdk {}: is not the Rust SDK (the sdk-rust directory of a jig checkout)",
+            dir.display()
+        )));
+    }
+    let absolute = dir
+        .canonicalize()
+        .map_err(|e| usage(format!("--sdk {}: {e}", dir.display())))?
+        .to_string_lossy()
+        .into_owned();
+    if absolute.contains(['"', '\\', '\n']) {
+        return Err(usage(format!(
+            "--sdk {absolute}: the path cannot be written into Cargo.toml"
+        )));
+    }
+    Ok(absolute)
+}
+
+/// Is `dir` the Rust SDK's crate (`flow-sdk`)?
+fn is_rust_sdk(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|manifest| manifest.contains("name = \"flow-sdk\""))
 }
 
 pub(crate) fn project_root(dir: &Path) -> Result<PathBuf, CliError> {

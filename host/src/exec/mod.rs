@@ -555,12 +555,22 @@ impl Executor {
         let scratch = dir.join("scratch");
         // A workspace preparation's retained layout, verified before any
         // byte is written: a missing or corrupt one fails closed.
-        let layout = match &resolved.layout {
+        let retained = match &resolved.layout {
             None => None,
             Some(digest) => Some(
                 crate::plan::prepare::retained_layout(&self.store, Some(digest), package.files())
                     .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?,
             ),
+        };
+        // A workspace Flow runs from its retained member path: the Run's
+        // tree has the workspace's shape, and `layout` is its links.
+        let entrypoint = match &retained {
+            Some(retained) => retained.run_path(&resolved.recipe.entrypoint),
+            None => resolved.recipe.entrypoint.clone(),
+        };
+        let (run_files, layout) = match retained.map(|r| r.run_tree(package.files())) {
+            Some((files, layout)) => (Some(files), Some(layout)),
+            None => (None, None),
         };
         // (where the package appears to the Run, where its shared tree is
         // when that is elsewhere)
@@ -575,13 +585,17 @@ impl Executor {
                 // sees no package tree.
                 RecipeKind::Wasm => Ok((private, None)),
                 // Bun, Node and Deno find the bundled SDK by walking up from
-                // the package directory, so they get a private copy below
-                // the Run's support directory; a workspace preparation's
-                // recorded aliases are made in it after the regular bytes.
+                // the package directory: shown where a private copy below
+                // the Run's support directory would be, they share the tree;
+                // an envelope that cannot show it there gets the copy. A
+                // workspace preparation's recorded aliases are made in a
+                // private copy after the regular bytes.
                 kind if layout.is_some()
-                    || matches!(kind, RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno) =>
+                    || (matches!(kind, RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno)
+                        && !self.sandbox.shows_elsewhere()) =>
                 {
-                    crate::state::Store::write_tree(package.files(), &private)
+                    let files = run_files.as_ref().unwrap_or(package.files());
+                    crate::state::Store::write_tree(files, &private)
                         .map_err(|e| failed(e.to_string()))?;
                     if let Some(layout) = &layout {
                         crate::plan::prepare::layout::materialize(&private, layout)
@@ -591,9 +605,10 @@ impl Executor {
                     }
                     Ok((private, None))
                 }
-                // Native and Python share one read-only tree per digest,
-                // checked against the verified bytes on every use, and shown
-                // where the private copy would be.
+                // Native, Python and (shown elsewhere) the JavaScript
+                // runtimes share one read-only tree per digest, checked
+                // against the verified bytes on every use, and shown where
+                // the private copy would be.
                 _ => {
                     let tree = self
                         .store
@@ -617,6 +632,8 @@ impl Executor {
                 return Err(e);
             }
         };
+        // Written: the copy is not held for the Run's length.
+        drop(run_files);
         let services = Arc::new_cyclic(|me| InvocationServices {
             me: me.clone(),
             executor: self.clone(),
@@ -642,7 +659,7 @@ impl Executor {
         let outcome = self
             .launch(
                 &services,
-                (&package_dir, package_tree.as_deref()),
+                (&package_dir, package_tree.as_deref(), &entrypoint),
                 &scratch,
                 &invocation,
             )
@@ -682,7 +699,7 @@ impl Executor {
     async fn launch(
         &self,
         services: &Arc<InvocationServices>,
-        (package_dir, package_tree): (&std::path::Path, Option<&std::path::Path>),
+        (package_dir, package_tree, entrypoint): (&std::path::Path, Option<&std::path::Path>, &str),
         scratch: &std::path::Path,
         invocation: &Invocation,
     ) -> Result<(PeerReport, Exit, Diagnostics), Failure> {
@@ -723,7 +740,7 @@ impl Executor {
             deadline_unix_ms: invocation.deadline_unix_ms,
             channels: services.grants.clone(),
         };
-        let entry = package_dir.join(&recipe.entrypoint);
+        let entry = package_dir.join(entrypoint);
         if recipe.kind == RecipeKind::Wasm {
             params.scratch = "/scratch".into();
             // The bytes verified when the package was loaded, not a re-read
@@ -892,7 +909,17 @@ impl Executor {
             }
             RecipeKind::Native | RecipeKind::Wasm => {}
         }
+        let view = if self.sandbox.shows_elsewhere() {
+            Some(runtime_view(
+                services,
+                &program,
+                package_tree.unwrap_or(package_dir),
+            )?)
+        } else {
+            None
+        };
         let launch = Launch {
+            view,
             program,
             args,
             env,
@@ -954,6 +981,57 @@ impl Executor {
         }
         Ok((report, exit, diagnostics))
     }
+}
+
+/// The proved runtime closure a process recipe is shown instead of the
+/// host's `/usr` (seed 002 §9); unprovable fails closed, before launch.
+fn runtime_view(
+    services: &InvocationServices,
+    program: &std::path::Path,
+    tree: &std::path::Path,
+) -> Result<Arc<crate::sandbox::closure::View>, Failure> {
+    use crate::sandbox::closure::{self, Stdlib};
+    let recipe = &services.resolved.recipe;
+    let proved = match (recipe.kind, &recipe.runtime_digest) {
+        (RecipeKind::Native, _) => match services.package.files().get(&recipe.entrypoint) {
+            Some(bytes) => {
+                closure::native(bytes, &services.resolved.digest, &recipe.entrypoint, tree)
+            }
+            None => Err(format!("the package has no {}", recipe.entrypoint)),
+        },
+        (kind, Some(digest)) => {
+            let stdlib = match kind {
+                RecipeKind::Python => Stdlib::Python,
+                _ => Stdlib::None,
+            };
+            closure::runtime(program, digest, stdlib)
+        }
+        (_, None) => Err("the recipe has no verified runtime".into()),
+    };
+    // The ELF files the package carries beside a runtime (extension
+    // modules of prepared wheels, Node addons) bring their libraries too.
+    let proved = proved.and_then(|view| {
+        if recipe.kind == RecipeKind::Native {
+            return Ok(view);
+        }
+        let files = services.package.files();
+        Ok(
+            match closure::package(files, &services.resolved.digest, tree, program)? {
+                Some(carried) => Arc::new(view.with(&carried)),
+                None => view,
+            },
+        )
+    });
+    proved.map_err(|reason| {
+        Failure::new(
+            "UNAVAILABLE",
+            format!(
+                "the runtime files of {} cannot be proved ({reason}); a process recipe needs an ELF executable whose loader and shared libraries are all installed: install them, or configure another runtime in [runtimes] and run jig review",
+                program.display()
+            ),
+        )
+        .with_details(json!({ "reason": "RUNTIME_VIEW_UNPROVABLE", "flowStarted": false }))
+    })
 }
 
 /// Put each retained writable attachment into its grant's handoff.

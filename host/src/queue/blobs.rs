@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{Queue, QueueError, BLOB_MISMATCH, UNAVAILABLE};
+use jig_provider_api::ProviderDecl;
+
+use crate::files::{Captured, CapturedFile, CapturedRoot};
 use crate::state::{sha256_digest, Generation, ProjectState, Store};
 
 /// Every package digest a Plan can execute: each source package the lock
@@ -36,7 +39,7 @@ pub fn plan_packages(plan: &Value) -> Vec<String> {
 }
 
 impl Queue {
-    async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
+    pub(crate) async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
         let digest = sha256_digest(bytes);
         let client = self.client().await?;
         client
@@ -74,12 +77,15 @@ impl Queue {
         Ok(bytes)
     }
 
-    /// Publish `generation` of `project` (idempotent).
+    /// Publish `generation` of `project` (idempotent), with the provider
+    /// files its pins name, as `providers` (this host's configuration)
+    /// has them.
     pub async fn publish(
         &self,
         project: &str,
         state: &ProjectState,
         generation: &Generation,
+        providers: &[ProviderDecl],
     ) -> Result<(), QueueError> {
         let number = generation.number as i64;
         let client = self.client().await?;
@@ -116,16 +122,185 @@ impl Queue {
             None => None,
         };
         let packages = serde_json::to_string(&packages).expect("strings serialise");
+        let mut published = serde_json::Map::new();
+        for (name, pin) in plan_provider_pins(&generation.plan) {
+            let Some(decl) = providers.iter().find(|d| d.name == name) else {
+                continue;
+            };
+            let Some(bytes) = decl.path.as_ref().and_then(|p| std::fs::read(p).ok()) else {
+                continue;
+            };
+            // Only the reviewed bytes travel; a changed file is left to
+            // the worker's own check (it fails as locally).
+            if sha256_digest(&bytes) != pin {
+                continue;
+            }
+            let blob = self.put_blob(&bytes).await?;
+            published.insert(
+                name,
+                json!({"kind": decl.kind, "settings": decl.settings, "grants": decl.grants, "blob": blob}),
+            );
+        }
+        let published = serde_json::to_string(&published).expect("JSON serialises");
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO jig_generations (project, generation, plan_digest, lock_digest, packages)
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                &[&project, &number, &plan_digest, &lock_digest, &packages],
+                "INSERT INTO jig_generations (project, generation, plan_digest, lock_digest, packages, providers)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                &[&project, &number, &plan_digest, &lock_digest, &packages, &published],
             )
             .await
             .map_err(|e| QueueError::new(UNAVAILABLE, format!("publishing a generation: {}", super::describe(&e))))?;
         Ok(())
+    }
+}
+
+/// The provider pins of a Plan that name a file: (provider name, file
+/// digest), each name once.
+pub fn plan_provider_pins(plan: &Value) -> BTreeMap<String, String> {
+    let mut pins = BTreeMap::new();
+    for entry in plan["execution"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
+        for pin in entry["providers"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+        {
+            if let (Some(name), Some(digest)) = (pin["name"].as_str(), pin["fileDigest"].as_str()) {
+                pins.insert(name.to_string(), digest.to_string());
+            }
+        }
+    }
+    pins
+}
+
+/// A file Run as it travels from `jig serve` to a worker: every captured
+/// attachment file as a blob by digest, the writable attachment's name,
+/// whether a packet is wanted, and what the terminal names (method and
+/// input identity, HOST-FACTS §4.1).
+#[derive(Debug, Clone)]
+pub struct FileRun {
+    pub captured: Captured,
+    pub writable: Option<String>,
+    pub out: bool,
+    pub method: Value,
+    pub input: Value,
+    /// A target keeping Run Checkpoints: the admitted configuration its
+    /// checkpoint identity names (`{generation, plan}`); null otherwise.
+    pub configuration: Value,
+}
+
+impl Queue {
+    /// Publish a file Run's attachments and its description; returns the
+    /// description's digest (recorded with the Run).
+    pub async fn publish_files(&self, run: &FileRun) -> Result<String, QueueError> {
+        let mut roots = serde_json::Map::new();
+        for (name, root) in &run.captured.roots {
+            let mut files = Vec::new();
+            for file in &root.files {
+                let blob = self.put_blob(&file.bytes).await?;
+                files.push(json!({"path": file.path, "blob": blob}));
+            }
+            roots.insert(name.clone(), Value::Array(files));
+        }
+        let description = json!({
+            "roots": roots,
+            "writable": run.writable,
+            "out": run.out,
+            "method": run.method,
+            "input": run.input,
+            "configuration": run.configuration,
+        });
+        self.put_blob(&flow::json::canonical(&description)).await
+    }
+
+    /// A file Run's description and attachments, every blob checked
+    /// against its digest after fetching.
+    pub async fn fetch_files(&self, digest: &str) -> Result<FileRun, QueueError> {
+        let invalid = |m: String| QueueError::new(BLOB_MISMATCH, m);
+        let description = flow::json::parse(&self.get_blob(digest).await?)
+            .map_err(|e| invalid(format!("file Run {digest}: {e}")))?;
+        let mut captured = Captured::default();
+        for (name, files) in description["roots"].as_object().into_iter().flatten() {
+            let mut root = CapturedRoot {
+                real: PathBuf::new(),
+                files: Vec::new(),
+            };
+            for file in files.as_array().into_iter().flatten() {
+                let (Some(path), Some(blob)) = (file["path"].as_str(), file["blob"].as_str())
+                else {
+                    return Err(invalid(format!("file Run {digest}: a malformed entry")));
+                };
+                crate::files::check_relative(path)
+                    .map_err(|m| invalid(format!("file Run {digest}: {m}")))?;
+                let bytes = self.get_blob(blob).await?;
+                root.files.push(CapturedFile {
+                    path: path.to_string(),
+                    sha256: crate::files::sha256_hex(&bytes),
+                    bytes,
+                });
+            }
+            captured.roots.insert(name.clone(), root);
+        }
+        Ok(FileRun {
+            captured,
+            writable: description["writable"].as_str().map(str::to_string),
+            out: description["out"].as_bool().unwrap_or(false),
+            method: description["method"].clone(),
+            input: description["input"].clone(),
+            configuration: description["configuration"].clone(),
+        })
+    }
+}
+
+impl Queue {
+    /// Keep a Run's latest accepted checkpoint aggregate, replacing the
+    /// previous one, only while `claim` owns the dispatched Run (its lease
+    /// live): a fenced worker's save is refused.
+    pub async fn save_checkpoint(
+        &self,
+        claim: &super::Claim,
+        sequence: i64,
+        aggregate: &Value,
+    ) -> Result<super::Write, QueueError> {
+        let text = String::from_utf8(flow::json::canonical(aggregate)).expect("UTF-8");
+        let mut client = self.client().await?;
+        let db = |e: tokio_postgres::Error| {
+            QueueError::new(
+                UNAVAILABLE,
+                format!("saving a checkpoint: {}", super::describe(&e)),
+            )
+        };
+        let tx = client.transaction().await.map_err(db)?;
+        let owned = tx
+            .query_opt(
+                "SELECT 1 FROM jig_runs WHERE id = $1 AND epoch = $2 AND status = 'running'
+                 AND lease_until > now() FOR UPDATE",
+                &[&claim.id, &claim.epoch],
+            )
+            .await
+            .map_err(db)?;
+        if owned.is_none() {
+            return Ok(super::Write::Refused);
+        }
+        let sequence = sequence as i32;
+        tx.execute(
+            "DELETE FROM jig_checkpoints WHERE run_id = $1",
+            &[&claim.id],
+        )
+        .await
+        .map_err(db)?;
+        tx.execute(
+            "INSERT INTO jig_checkpoints (run_id, sequence, packet) VALUES ($1, $2, $3)",
+            &[&claim.id, &sequence, &text],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(super::Write::Accepted)
     }
 }
 
@@ -161,17 +336,18 @@ impl Cache {
     }
 
     /// The Plan of `generation` of `project`, with every package it names
-    /// fetched, verified and cached.
+    /// fetched, verified and cached, and the providers published with it
+    /// (each file fetched by digest, checked, cached here).
     pub async fn generation(
         &self,
         queue: &Queue,
         project: &str,
         generation: i64,
-    ) -> Result<Value, QueueError> {
+    ) -> Result<(Value, Vec<ProviderDecl>), QueueError> {
         let client = queue.client().await?;
         let row = client
             .query_opt(
-                "SELECT plan_digest, packages FROM jig_generations WHERE project = $1 AND generation = $2",
+                "SELECT plan_digest, packages, providers FROM jig_generations WHERE project = $1 AND generation = $2",
                 &[&project, &generation],
             )
             .await
@@ -185,6 +361,7 @@ impl Cache {
         drop(client);
         let plan_digest: String = row.get(0);
         let packages: String = row.get(1);
+        let providers: Option<String> = row.get(2);
         let packages: BTreeMap<String, String> = serde_json::from_str(&packages)
             .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("generation manifest: {e}")))?;
         let plan_path = self
@@ -229,6 +406,47 @@ impl Cache {
                 .put_package(&package)
                 .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
         }
-        Ok(plan)
+        let providers = self.providers(queue, providers.as_deref()).await?;
+        Ok((plan, providers))
+    }
+
+    /// The published providers as declarations naming cached files.
+    async fn providers(
+        &self,
+        queue: &Queue,
+        published: Option<&str>,
+    ) -> Result<Vec<ProviderDecl>, QueueError> {
+        let invalid = |m: String| QueueError::new(BLOB_MISMATCH, m);
+        let Some(published) = published else {
+            return Ok(Vec::new());
+        };
+        let published: serde_json::Map<String, Value> = serde_json::from_str(published)
+            .map_err(|e| invalid(format!("published providers: {e}")))?;
+        let dir = self.root.join("providers");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| QueueError::new("INTERNAL", format!("worker cache: {e}")))?;
+        let mut decls = Vec::new();
+        for (name, entry) in published {
+            let blob = entry["blob"].as_str().unwrap_or_default().to_string();
+            let path = dir.join(crate::state::digest_hex(&blob));
+            let cached = std::fs::read(&path).is_ok_and(|b| sha256_digest(&b) == blob);
+            if !cached {
+                let bytes = queue.get_blob(&blob).await?;
+                crate::state::write_atomic(&path, &bytes)
+                    .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            }
+            let decl = json!({
+                "name": name,
+                "kind": entry["kind"],
+                "path": path,
+                "settings": entry["settings"],
+                "grants": entry["grants"],
+            });
+            decls.push(
+                serde_json::from_value(decl)
+                    .map_err(|e| invalid(format!("published provider {name:?}: {e}")))?,
+            );
+        }
+        Ok(decls)
     }
 }

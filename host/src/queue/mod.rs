@@ -12,8 +12,12 @@
 //! it `COORDINATOR_LOST` (seed 002 §11 item 11), never redispatched.
 //!
 //! Admitted bytes travel by digest ([`blobs`]): the generation a Run names
-//! is published as content-addressed blobs and a worker runs exactly those
-//! bytes from its own verified cache.
+//! (with the provider files its pins name) is published as
+//! content-addressed blobs and a worker runs exactly those bytes from its
+//! own verified cache. A file Run's attachments travel the same way; its
+//! packet is a blob written with the terminal, and each Run Checkpoint
+//! save is kept under the claim, so any node's [`Queue::sweep`] that
+//! fences a lost Run delivers its last checkpoint.
 
 pub mod blobs;
 mod schema;
@@ -34,6 +38,12 @@ pub const HEARTBEAT_DIVISOR: u32 = 3;
 pub const FALLBACK_POLL: Duration = Duration::from_secs(2);
 /// Connections one process keeps open.
 pub const MAX_POOL_CONNECTIONS: usize = 16;
+/// How often `jig serve --database` sweeps (workers sweep every third of
+/// their lease).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// The most Runs one sweep settles per kind (expired queued Runs, lost
+/// dispatched ones); the rest wait for the next sweep.
+pub const SWEEP_BATCH: i64 = 64;
 /// The NOTIFY channel announcing queued Runs and status changes.
 pub const NOTIFY_CHANNEL: &str = "jig_runs";
 
@@ -150,6 +160,18 @@ const COUNTS_SQL: &str = "SELECT count(*) FILTER (WHERE status IN ('queued', 'cl
         count(*) FILTER (WHERE status = 'running')
      FROM jig_runs WHERE project = ANY($1) AND status <> 'settled'";
 
+/// The terminal of a Run whose deadline (recorded at submission) passed
+/// before any worker dispatched it: nothing ran.
+pub fn deadline_passed(run_id: &str) -> Value {
+    json!({
+        "status": "failed",
+        "code": "DEADLINE_EXCEEDED",
+        "message": "the Run's deadline passed before a worker could dispatch it",
+        "diagnostics": crate::exec::Diagnostics::default().to_value(),
+        "runId": run_id,
+    })
+}
+
 /// A Run a worker has claimed: what to execute and the epoch fencing it.
 #[derive(Debug, Clone)]
 pub struct Claim {
@@ -163,6 +185,9 @@ pub struct Claim {
     /// host's clock: now plus what the database says is left of it.
     pub deadline_unix_ms: u64,
     pub receive: Vec<String>,
+    /// A file Run: the digest of the blob describing its attachments
+    /// ([`blobs::FileRun`]).
+    pub files: Option<String>,
 }
 
 impl Claim {
@@ -291,6 +316,7 @@ impl Queue {
         content: &Value,
         timeout_ms: i64,
         receive: &[String],
+        files: Option<&str>,
     ) -> Result<(StoredRun, bool), QueueError> {
         let digest = crate::state::sha256_digest(&flow::json::canonical(content));
         let mut client = self.client().await?;
@@ -356,11 +382,11 @@ impl Queue {
         let input = String::from_utf8(input).expect("JSON/1 is UTF-8");
         let row = tx
             .query_one(
-                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status, deadline)
+                "INSERT INTO jig_runs (id, project, generation, target, input, input_digest, request_digest, key, timeout_ms, receive, status, deadline, files)
                  VALUES ('run-' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, $4, $9, $5, $6, $7, $8, 'queued',
-                         now() + make_interval(secs => $7::bigint / 1000.0))
+                         now() + make_interval(secs => $7::bigint / 1000.0), $10)
                  RETURNING id",
-                &[&project, &generation, &target, &input, &digest, &key, &timeout_ms, &receive, &input_digest],
+                &[&project, &generation, &target, &input, &digest, &key, &timeout_ms, &receive, &input_digest, &files],
             )
             .await
             .map_err(QueueError::db("recording the Run"))?;
@@ -464,7 +490,7 @@ impl Queue {
                  WHERE id = (SELECT id FROM jig_runs WHERE status = 'queued'
                              ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
                  RETURNING id, epoch, project, generation, target, input,
-                     greatest(0, extract(epoch FROM deadline - now()) * 1000)::bigint, receive",
+                     greatest(0, extract(epoch FROM deadline - now()) * 1000)::bigint, receive, files",
                 &[&worker, &lease_ms],
             )
             .await
@@ -481,6 +507,7 @@ impl Queue {
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
             deadline_unix_ms: crate::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
             receive: serde_json::from_str(&receive).unwrap_or_default(),
+            files: row.get(8),
         }))
     }
 
@@ -577,8 +604,15 @@ impl Queue {
     }
 
     /// Write the one terminal: only while this claim still owns the Run
-    /// (dispatched, or refused before dispatch: nothing ran).
-    pub async fn settle(&self, claim: &Claim, terminal: &Value) -> Result<Write, QueueError> {
+    /// (dispatched, or refused before dispatch: nothing ran). A file Run's
+    /// `packet` (the digest of its published packet blob) is written with
+    /// it, under the same epoch.
+    pub async fn settle(
+        &self,
+        claim: &Claim,
+        terminal: &Value,
+        packet: Option<&str>,
+    ) -> Result<Write, QueueError> {
         let mut client = self.client().await?;
         let text = String::from_utf8(flow::json::canonical(terminal)).expect("UTF-8");
         let tx = client
@@ -587,12 +621,22 @@ impl Queue {
             .map_err(QueueError::db("settling"))?;
         let n = tx
             .execute(
-                "UPDATE jig_runs SET status = 'settled', terminal = $3, lease_until = NULL
+                "UPDATE jig_runs SET status = 'settled', terminal = $3, packet = $4, lease_until = NULL
                  WHERE id = $1 AND epoch = $2 AND status IN ('claimed', 'running')",
-                &[&claim.id, &claim.epoch, &text],
+                &[&claim.id, &claim.epoch, &text, &packet],
             )
             .await
             .map_err(QueueError::db("settling"))?;
+        if n == 1 {
+            // Settled: the aggregate is delivered (or never will be) and
+            // is not kept past its Run.
+            tx.execute(
+                "DELETE FROM jig_checkpoints WHERE run_id = $1",
+                &[&claim.id],
+            )
+            .await
+            .map_err(QueueError::db("settling"))?;
+        }
         conclude(
             tx,
             n,
@@ -615,9 +659,12 @@ impl Queue {
         }
     }
 
-    /// Expired leases: undispatched Runs return to the queue; dispatched
-    /// ones are settled `COORDINATOR_LOST`. Returns (requeued, lost).
-    pub async fn sweep(&self) -> Result<(u64, u64), QueueError> {
+    /// One bounded sweep, in one transaction: queued Runs whose deadline
+    /// passed are settled `DEADLINE_EXCEEDED` without waiting for a claim;
+    /// expired leases return undispatched Runs to the queue and settle
+    /// dispatched ones `COORDINATOR_LOST`. Rows another sweep (or a claim)
+    /// holds are skipped. Returns (expired, requeued, lost).
+    pub async fn sweep(&self) -> Result<(u64, u64, u64), QueueError> {
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -631,30 +678,118 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
-        let lost = tx
+        let expired = tx
             .query(
-                "SELECT id FROM jig_runs WHERE status = 'running' AND lease_until < now() FOR UPDATE SKIP LOCKED",
-                &[],
+                "SELECT id FROM jig_runs WHERE status = 'queued' AND deadline <= now()
+                 ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
+                &[&SWEEP_BATCH],
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
-        for row in &lost {
+        for row in &expired {
             let id: String = row.get(0);
-            let terminal = coordinator_lost(&id);
+            let terminal = deadline_passed(&id);
             let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
             tx.execute(
-                "UPDATE jig_runs SET status = 'settled', terminal = $2, lease_until = NULL WHERE id = $1",
+                "UPDATE jig_runs SET status = 'settled', terminal = $2, epoch = epoch + 1 WHERE id = $1",
                 &[&id, &text],
             )
             .await
             .map_err(QueueError::db("sweeping"))?;
             event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
         }
-        if requeued + lost.len() as u64 > 0 {
+        let lost = tx
+            .query(
+                "SELECT id, files, (SELECT c.packet FROM jig_checkpoints c WHERE c.run_id = r.id
+                                    ORDER BY c.sequence DESC LIMIT 1)
+                 FROM jig_runs r WHERE status = 'running' AND lease_until < now()
+                 LIMIT $1 FOR UPDATE OF r SKIP LOCKED",
+                &[&SWEEP_BATCH],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+        for row in &lost {
+            let id: String = row.get(0);
+            let (files, checkpoint): (Option<String>, Option<String>) = (row.get(1), row.get(2));
+            let mut terminal = coordinator_lost(&id);
+            // A lost file Run: this node delivers its last checkpoint (or
+            // the bare record); nothing is replayed.
+            let packet = match files {
+                Some(files) => {
+                    self.recover_packet(&id, &files, checkpoint, &mut terminal)
+                        .await
+                }
+                None => None,
+            };
+            let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
+            tx.execute(
+                "UPDATE jig_runs SET status = 'settled', terminal = $2, packet = $3, lease_until = NULL WHERE id = $1",
+                &[&id, &text, &packet],
+            )
+            .await
+            .map_err(QueueError::db("sweeping"))?;
+            tx.execute("DELETE FROM jig_checkpoints WHERE run_id = $1", &[&id])
+                .await
+                .map_err(QueueError::db("sweeping"))?;
+            event_in(&tx, &id, &json!({"type": "terminal", "result": terminal})).await?;
+        }
+        let (expired, lost) = (expired.len() as u64, lost.len() as u64);
+        if expired + requeued + lost > 0 {
             notify_in(&tx).await?;
         }
         tx.commit().await.map_err(QueueError::db("sweeping"))?;
-        Ok((requeued, lost.len() as u64))
+        Ok((expired, requeued, lost))
+    }
+
+    /// The packet of a file Run lost after dispatch: its last accepted
+    /// checkpoint's files (or none), published as a blob; the terminal
+    /// notes the delivery. `None` when it cannot be published.
+    async fn recover_packet(
+        &self,
+        id: &str,
+        files: &str,
+        checkpoint: Option<String>,
+        terminal: &mut Value,
+    ) -> Option<String> {
+        let files = match self.fetch_files(files).await {
+            Ok(files) if files.out => files,
+            _ => return None,
+        };
+        let checkpoint = checkpoint
+            .and_then(|text| flow::json::parse(text.as_bytes()).ok())
+            .and_then(|value| crate::state::Aggregate::from_value(&value));
+        let (output, source) = match &checkpoint {
+            Some(c) => (c.output_files(), "checkpoint"),
+            None => (Vec::new(), "none"),
+        };
+        let mut execution = terminal.clone();
+        if let Some(map) = execution.as_object_mut() {
+            map.remove("runId");
+        }
+        worker::publish_packet(
+            self,
+            id,
+            &files,
+            &execution,
+            output,
+            source,
+            checkpoint.as_ref(),
+            terminal,
+        )
+        .await
+    }
+
+    /// The digest of a settled file Run's packet blob, if it has one.
+    pub async fn packet(&self, project: &str, id: &str) -> Result<Option<String>, QueueError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT packet FROM jig_runs WHERE project = $1 AND id = $2 AND status = 'settled'",
+                &[&project, &id],
+            )
+            .await
+            .map_err(QueueError::db("reading a packet"))?;
+        Ok(row.and_then(|r| r.get(0)))
     }
 
     /// Stream events of a Run after sequence `after`: (seq, line).

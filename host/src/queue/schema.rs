@@ -76,6 +76,16 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE jig_runs ADD COLUMN deadline timestamptz;
      UPDATE jig_runs SET deadline = created + make_interval(secs => timeout_ms / 1000.0);
      ALTER TABLE jig_runs ALTER COLUMN deadline SET NOT NULL;",
+    // 3: file Runs. `files` is the digest of the blob describing a file
+    // Run's attachments (each file a blob by digest); `packet` is the
+    // digest of the blob holding its delivered packet, written with the
+    // terminal under the claim's epoch. A generation's `providers` are
+    // the provider files its pins name (each a blob by file digest) with
+    // the operator's settings and grants, never its secrets.
+    "ALTER TABLE jig_runs ADD COLUMN files text;
+     ALTER TABLE jig_runs ADD COLUMN packet text;
+     ALTER TABLE jig_runs ADD CONSTRAINT jig_runs_packet_settled CHECK (packet IS NULL OR status = 'settled');
+     ALTER TABLE jig_generations ADD COLUMN providers text;",
 ];
 
 /// The schema version this binary writes and understands.

@@ -30,6 +30,9 @@ use crate::config::HostConfig;
 use crate::exec::{Executor, Invocation, RootChannels, TargetRef};
 use crate::providers::ProviderSet;
 
+/// Generations whose published provider sets a worker keeps loaded.
+pub const MAX_PUBLISHED_SETS: usize = 16;
+
 /// How long a worker waits before reconnecting after a database error.
 pub const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
@@ -49,6 +52,9 @@ struct Worker {
     lease: Duration,
     config: Arc<HostConfig>,
     providers: Arc<ProviderSet>,
+    /// Provider sets with the files published by a generation, by
+    /// (project, generation).
+    published: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<ProviderSet>>>,
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
     /// A stop signal arrived: claim nothing, dispatch nothing new.
     stopping: AtomicBool,
@@ -78,6 +84,7 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
         ),
         cache: Cache::open(&options.cache)?,
         providers: Arc::new(ProviderSet::new(options.config.providers.clone())),
+        published: Default::default(),
         config: Arc::new(options.config),
         sandbox,
         queue,
@@ -222,19 +229,20 @@ impl Worker {
         let terminal = self.prepare_and_run(&claim, cancel_rx).await;
         beat.abort();
         shutdown.abort();
-        let Some(mut terminal) = terminal else {
+        let Some((mut terminal, packet)) = terminal else {
             return;
         };
         terminal["runId"] = json!(claim.id);
-        self.write_terminal(&claim, &terminal).await;
+        self.write_terminal(&claim, &terminal, packet.as_deref())
+            .await;
     }
 
     /// Write the terminal; a database outage is waited out (the write is
     /// fenced, so repeating it after a lost connection cannot settle twice),
     /// a refusal is reported and dropped.
-    async fn write_terminal(&self, claim: &Claim, terminal: &Value) {
+    async fn write_terminal(&self, claim: &Claim, terminal: &Value, packet: Option<&str>) {
         loop {
-            match self.queue.settle(claim, terminal).await {
+            match self.queue.settle(claim, terminal, packet).await {
                 Ok(Write::Accepted) => return,
                 Ok(Write::Refused) => {
                     report_refused(&self.name, claim, "terminal");
@@ -249,9 +257,14 @@ impl Worker {
         }
     }
 
-    /// Fetch, dispatch, execute. `None`: dispatch was refused, nothing ran
-    /// and nothing is ours to write.
-    async fn prepare_and_run(&self, claim: &Claim, cancel: watch::Receiver<bool>) -> Option<Value> {
+    /// Fetch, dispatch, execute: the terminal and a file Run's packet blob.
+    /// `None`: dispatch was refused, nothing ran and nothing is ours to
+    /// write.
+    async fn prepare_and_run(
+        &self,
+        claim: &Claim,
+        cancel: watch::Receiver<bool>,
+    ) -> Option<(Value, Option<String>)> {
         let failed = |code: &str, message: String| {
             json!({
                 "status": "failed",
@@ -261,45 +274,105 @@ impl Worker {
             })
         };
         // The timeout counts from submission: past it, nothing runs.
-        let deadline_passed = || {
-            failed(
-                "DEADLINE_EXCEEDED",
-                "the Run's deadline passed before a worker could dispatch it".into(),
-            )
-        };
+        let deadline_passed = || super::deadline_passed(&claim.id);
         if claim.expired() {
-            return Some(deadline_passed());
+            return Some((deadline_passed(), None));
         }
-        let plan = match self
+        let (plan, published) = match self
             .cache
             .generation(&self.queue, &claim.project, claim.generation)
             .await
         {
-            Ok(plan) => plan,
+            Ok(fetched) => fetched,
+            // The database is away: write nothing; the lease expires and
+            // the Run returns to the queue (nothing ran).
+            Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
             // Settled before dispatch: nothing ran.
-            Err(e) => return Some(failed(e.code, e.message)),
+            Err(e) => return Some((failed(e.code, e.message), None)),
         };
         let Some(target) = TargetRef::parse(&claim.target) else {
-            return Some(failed("JIG_RUN_TARGET_INVALID", claim.target.clone()));
+            return Some((failed("JIG_RUN_TARGET_INVALID", claim.target.clone()), None));
         };
         let package = crate::exec::submit::admitted_package(&plan, &target)
             .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
         let Some(package) = package else {
-            return Some(failed(
-                "PROJECT_STATE_INVALID",
-                format!("{target} has no admitted package"),
+            return Some((
+                failed(
+                    "PROJECT_STATE_INVALID",
+                    format!("{target} has no admitted package"),
+                ),
+                None,
             ));
+        };
+        // A file Run's attachments, each checked against its digest.
+        let files = match &claim.files {
+            None => None,
+            Some(digest) => match self.queue.fetch_files(digest).await {
+                Ok(files) => Some(files),
+                Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
+                Err(e) => return Some((failed(e.code, e.message), None)),
+            },
         };
         let work_root = self.cache.root().join("runs").join(&claim.id);
         if let Err(e) = std::fs::create_dir_all(&work_root) {
-            return Some(failed("INTERNAL", e.to_string()));
+            return Some((failed("INTERNAL", e.to_string()), None));
         }
+        let grants = match &files {
+            None => Vec::new(),
+            Some(files) => match crate::cli::run::prepare_attachments(
+                &files.captured,
+                files.writable.as_deref(),
+                &work_root,
+            ) {
+                Ok(grants) => grants,
+                Err(e) => {
+                    let _ = crate::files::remove_tree(&work_root);
+                    return Some((
+                        failed("INTERNAL", format!("cannot seal the attachments: {e}")),
+                        None,
+                    ));
+                }
+            },
+        };
+        let handoff = grants.iter().find_map(|g| g.output.clone());
+        // A target keeping Run Checkpoints: each accepted save is kept in
+        // the database under this claim before its receipt, so any node
+        // can deliver it if this worker is lost.
+        let root_run = files
+            .as_ref()
+            .filter(|f| f.out && !f.configuration.is_null())
+            .map(|f| {
+                let queue = self.queue.clone();
+                let fenced = claim.clone();
+                let handle = tokio::runtime::Handle::current();
+                let mirror: crate::state::Mirror = Arc::new(move |_, aggregate| {
+                    let sequence = aggregate.save.sequence as i64;
+                    let value = aggregate.to_value();
+                    match handle.block_on(queue.save_checkpoint(&fenced, sequence, &value)) {
+                        Ok(Write::Accepted) => Ok(()),
+                        Ok(Write::Refused) => Err("this worker no longer owns the Run".to_string()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                });
+                let dir = work_root.join("checkpoints");
+                let _ = std::fs::create_dir_all(&dir);
+                Arc::new(crate::exec::RootRun::new(
+                    claim.id.clone(),
+                    json!({
+                        "runId": claim.id,
+                        "method": f.method,
+                        "configuration": f.configuration,
+                        "input": f.input,
+                    }),
+                    crate::state::Checkpoints::new(dir).with_mirror(mirror),
+                ))
+            });
         let executor = Arc::new(
             Executor::new(
                 self.cache.store(),
                 work_root.join("runs"),
                 plan,
-                self.providers.clone(),
+                self.providers_for(claim, published),
                 self.sandbox.clone(),
                 work_root.clone(),
             )
@@ -316,11 +389,11 @@ impl Worker {
                     channels.writers = writers;
                     receivers = created;
                 }
-                Err(e) => return Some(failed(&e.code.to_string(), e.message)),
+                Err(e) => return Some((failed(&e.code.to_string(), e.message), None)),
             }
         }
         if claim.expired() {
-            return Some(deadline_passed());
+            return Some((deadline_passed(), None));
         }
         if self.stopping.load(Ordering::SeqCst) {
             // Not dispatched: give it back for another worker.
@@ -379,8 +452,8 @@ impl Worker {
                 input: claim.input.clone(),
                 deadline_unix_ms,
                 cancel,
-                attachments: Vec::new(),
-                run: None,
+                attachments: grants,
+                run: root_run.clone(),
             },
             channels,
         );
@@ -388,8 +461,28 @@ impl Worker {
         broker.fail_held_writers(host);
         let _ = pump.await;
         broker.finish(host, true);
+        // The Run is fenced: its writable attachment can no longer change.
+        let delivered = match (&handoff, &result) {
+            (Some(handoff), Ok(_)) => Some(crate::files::read_handoff(handoff)),
+            _ => None,
+        };
+        drop(handoff.and_then(|h| h.take()));
+        // The latest accepted checkpoint, once the Run is fenced.
+        let checkpoint = match root_run {
+            Some(root_run) => tokio::task::spawn_blocking(move || root_run.latest())
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
         let cleanup = crate::files::remove_tree(&work_root);
-        let terminal = crate::cli::terminal_value(&result);
+        let mut terminal = crate::cli::terminal_value(&result);
+        let mut packet = None;
+        if let Some(files) = files.as_ref().filter(|f| f.out) {
+            packet = self
+                .deliver(claim, files, &result, delivered, checkpoint, &mut terminal)
+                .await;
+        }
         let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
         let line = terminal.clone();
         let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
@@ -400,8 +493,138 @@ impl Worker {
                 claim.id
             );
         }
-        Some(terminal)
+        Some((terminal, packet))
     }
+
+    /// The providers a Run of `claim`'s generation may call: this worker's
+    /// own configured ones, and for every other name the provider files
+    /// published with the generation (kept per generation, so each is
+    /// loaded once).
+    fn providers_for(
+        &self,
+        claim: &Claim,
+        published: Vec<jig_provider_api::ProviderDecl>,
+    ) -> Arc<ProviderSet> {
+        if published.is_empty() {
+            return self.providers.clone();
+        }
+        let key = (claim.project.clone(), claim.generation);
+        let mut sets = self.published.lock().unwrap();
+        if let Some(set) = sets.get(&key) {
+            return set.clone();
+        }
+        let mut decls = self.config.providers.clone();
+        for decl in published {
+            if !decls.iter().any(|d| d.name == decl.name) {
+                decls.push(decl);
+            }
+        }
+        let set = Arc::new(ProviderSet::new(decls));
+        if sets.len() >= MAX_PUBLISHED_SETS {
+            sets.clear();
+        }
+        sets.insert(key, set.clone());
+        set
+    }
+
+    /// Give up an undispatched claim the database could not serve: it is
+    /// not settled (the outage is not the Run's failure); its lease
+    /// expires and the Run returns to the queue for any worker.
+    fn abandon(&self, claim: &Claim, e: &QueueError) -> Option<(Value, Option<String>)> {
+        eprintln!(
+            "jig worker: Run {}: not dispatched, left to its lease: {e}",
+            claim.id
+        );
+        None
+    }
+
+    /// Publish a file Run's packet as a blob, as `jig serve` publishes it
+    /// locally (a success delivers its final files, anything else the bare
+    /// record), and note the delivery, method and input identity in its
+    /// terminal. Returns the packet blob's digest; it is recorded with the
+    /// terminal under the claim's epoch, so a fenced worker's packet is
+    /// never delivered.
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        files: &super::blobs::FileRun,
+        result: &Result<crate::exec::Success, crate::exec::Failure>,
+        delivered: Option<Result<Vec<crate::files::OutputFile>, crate::files::FilesError>>,
+        checkpoint: Option<crate::state::Aggregate>,
+        terminal: &mut Value,
+    ) -> Option<String> {
+        // Seed 002 §8: a success delivers its final files; anything else
+        // the latest accepted checkpoint, or the bare record.
+        let (output, source) = match (delivered, &checkpoint) {
+            (Some(Ok(output)), _) => (output, "final"),
+            (Some(Err(e)), _) => {
+                terminal["method"] = files.method.clone();
+                terminal["input"] = files.input.clone();
+                terminal["checkpoint"] = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
+                terminal["delivery"] = json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": e.code});
+                return None;
+            }
+            (None, Some(checkpoint)) => (checkpoint.output_files(), "checkpoint"),
+            (None, None) => (Vec::new(), "none"),
+        };
+        let execution = crate::exec::submit::execution(result);
+        publish_packet(
+            &self.queue,
+            &claim.id,
+            files,
+            &execution,
+            output,
+            source,
+            checkpoint.as_ref(),
+            terminal,
+        )
+        .await
+    }
+}
+
+/// Publish a file Run's packet as a blob and note the delivery, method,
+/// input identity and checkpoint in its terminal (HOST-FACTS §4.1).
+/// Returns the packet blob's digest, recorded with the terminal.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn publish_packet(
+    queue: &Queue,
+    run_id: &str,
+    files: &super::blobs::FileRun,
+    execution: &Value,
+    mut output: Vec<crate::files::OutputFile>,
+    source: &str,
+    checkpoint: Option<&crate::state::Aggregate>,
+    terminal: &mut Value,
+) -> Option<String> {
+    let checkpoint = checkpoint.map_or(Value::Null, |c| c.record());
+    terminal["method"] = files.method.clone();
+    terminal["input"] = files.input.clone();
+    terminal["checkpoint"] = checkpoint.clone();
+    output.sort_by(|a, b| a.path.cmp(&b.path));
+    let record = crate::files::packet_record(
+        run_id,
+        &files.method,
+        execution,
+        &files.input,
+        source,
+        &output,
+        &checkpoint,
+    );
+    let mut record = flow::json::canonical(&record);
+    record.push(b'\n');
+    let published = match crate::files::archive::write_packet(&output, &record) {
+        Ok(tar) => queue.put_blob(&tar).await.ok(),
+        Err(_) => None,
+    };
+    terminal["delivery"] = match &published {
+        Some(_) => {
+            json!({"status": "written", "destination": crate::serve::PACKET_STORE, "source": source})
+        }
+        None => {
+            json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": "JIG_DELIVERY_FAILED"})
+        }
+    };
+    published
 }
 
 /// The `--receive` stream's lines, forwarded to the database's events.

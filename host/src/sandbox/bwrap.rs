@@ -32,9 +32,11 @@ pub const SANDBOX_GID: u32 = 65534;
 /// The host name package code sees.
 pub const SANDBOX_HOSTNAME: &str = "flow";
 
-/// Read-only runtime trees every process recipe may need: the system's
-/// programs and libraries. `/etc` is never shown whole; only the dynamic
-/// linker cache.
+/// Read-only runtime trees the host's own effects (the Agent worker,
+/// Project Commands, dependency preparation) see: the system's programs and
+/// libraries. A process recipe sees only its runtime's closure instead
+/// ([`Launch::view`]). `/etc` is never shown whole; only the dynamic linker
+/// cache.
 const RUNTIME_TREES: [&str; 1] = ["/usr"];
 /// Top-level names that are usually links into `/usr` (merged-/usr systems)
 /// or real library directories on older layouts.
@@ -137,22 +139,37 @@ impl Bubblewrap {
             push(&[&"--symlink", &target, &link]);
         }
         push(&[&"--tmpfs", &"/tmp"]);
-        for tree in RUNTIME_TREES {
-            push(&[&"--ro-bind", &tree, &tree]);
-        }
-        for top in RUNTIME_TOP {
-            let path = Path::new(top);
-            match std::fs::read_link(path) {
-                Ok(target) => push(&[&"--symlink", &target, &top]),
-                Err(_) if path.is_dir() => push(&[&"--ro-bind", &top, &top]),
-                Err(_) => {}
+        match &launch.view {
+            // A process recipe: exactly its runtime's proved closure.
+            Some(view) => {
+                for path in view.dirs.iter().chain(view.files.iter()) {
+                    push(&[&"--ro-bind", path, path]);
+                }
+                // After the binds: a link never sits below a bound tree.
+                for (link, target) in &view.links {
+                    push(&[&"--symlink", target, link]);
+                }
+            }
+            // The host's own effects (Agent worker, commands, preparation).
+            None => {
+                for tree in RUNTIME_TREES {
+                    push(&[&"--ro-bind", &tree, &tree]);
+                }
+                for top in RUNTIME_TOP {
+                    let path = Path::new(top);
+                    match std::fs::read_link(path) {
+                        Ok(target) => push(&[&"--symlink", &target, &top]),
+                        Err(_) if path.is_dir() => push(&[&"--ro-bind", &top, &top]),
+                        Err(_) => {}
+                    }
+                }
+                for root in program_roots(&launch.program, &launch.package) {
+                    push(&[&"--ro-bind", &root, &root]);
+                }
             }
         }
         for file in RUNTIME_FILES {
             push(&[&"--ro-bind-try", &file, &file]);
-        }
-        for root in program_roots(&launch.program, &launch.package) {
-            push(&[&"--ro-bind", &root, &root]);
         }
         if !launch
             .shown
@@ -611,6 +628,7 @@ mod tests {
             attachments: vec![("/a/in".into(), false), ("/a/out".into(), true)],
             limits: Limits::FLOW,
             network: false,
+            view: None,
         }
     }
 
@@ -652,6 +670,37 @@ mod tests {
         assert!(binds.contains(&("/s/support/py", "/p/python")), "{binds:?}");
         assert!(!binds.contains(&("/p/pkg", "/p/pkg")), "{binds:?}");
         assert!(b.shows_elsewhere());
+    }
+
+    /// With a runtime view, the host's /usr and its top-level links are
+    /// not shown: only the view's files, directories and links.
+    #[test]
+    fn a_runtime_view_replaces_usr() {
+        let b = Bubblewrap {
+            bwrap: "/usr/bin/bwrap".into(),
+            hierarchy: Hierarchy::V2 {
+                base: "/nonexistent".into(),
+            },
+            host: Arc::default(),
+            counter: AtomicU64::new(0),
+        };
+        let mut launch = launch();
+        let mut view = super::super::closure::View::default();
+        view.files.insert("/usr/bin/python3.11".into());
+        view.dirs.insert("/usr/lib/python3.11".into());
+        view.links
+            .insert("/usr/bin/python3".into(), "python3.11".into());
+        launch.view = Some(Arc::new(view));
+        let args: Vec<String> = b
+            .arguments(&launch)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        let ro = after(&args, "--ro-bind");
+        assert!(!ro.contains(&"/usr"), "{args:?}");
+        assert!(ro.contains(&"/usr/bin/python3.11") && ro.contains(&"/usr/lib/python3.11"));
+        assert_eq!(after(&args, "--symlink")[4..], ["python3.11"], "{args:?}");
+        assert!(!args.iter().any(|a| a == "/lib64"), "{args:?}");
     }
 
     #[test]

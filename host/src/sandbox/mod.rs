@@ -12,6 +12,7 @@
 pub mod budget;
 pub mod bwrap;
 pub mod cgroup;
+pub mod closure;
 
 pub use budget::{Budget, Exhausted, Reservation};
 pub use bwrap::Bubblewrap;
@@ -63,6 +64,10 @@ pub struct Launch {
     /// Share the host's network namespace. Only the Agent worker and a
     /// credentialed command may; package code never does.
     pub network: bool,
+    /// The runtime files shown: a process recipe's proved closure
+    /// ([`closure`]); `None` (only the host's own builtin effects and
+    /// preparation) shows the host's `/usr`.
+    pub view: Option<std::sync::Arc<closure::View>>,
 }
 
 /// A started process and everything it may have started: the envelope
@@ -237,6 +242,7 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
         attachments: vec![(output, true)],
         limits: Limits::FLOW,
         network: false,
+        view: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -175,7 +175,7 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        server.metrics_text(),
+        server.metrics_text().await,
     )
         .into_response()
 }
@@ -286,7 +286,7 @@ async fn submit(
         Ok(request) => request,
         Err(refusal) => return refusal.into_response(),
     };
-    let (record, live) = match server.submit(&project, request) {
+    let (record, live) = match server.submit(&project, request).await {
         Ok(submitted) => submitted,
         Err(refusal) => return refusal.into_response(),
     };
@@ -306,7 +306,7 @@ async fn submit(
     if let Some(live) = live.or_else(|| server.live(&record.id)) {
         wait_finished(&live).await;
     }
-    match server.record(&project, &record.id) {
+    match server.record(&project, &record.id).await {
         Ok(record) => json_response(
             200,
             &record
@@ -341,7 +341,7 @@ async fn list(
     Query(query): Query<ListQuery>,
 ) -> Response {
     let limit = query.limit.unwrap_or(DEFAULT_LIST).min(MAX_LIST);
-    match server.list(&project, limit) {
+    match server.list(&project, limit).await {
         Ok(records) => json_response(
             200,
             &json!({"runs": records.into_iter().map(|r| r.value).collect::<Vec<_>>()}),
@@ -354,7 +354,7 @@ async fn show(
     State(server): State<Arc<Server>>,
     UrlPath((project, id)): UrlPath<(String, String)>,
 ) -> Response {
-    match server.record(&project, &id) {
+    match server.record(&project, &id).await {
         Ok(record) => json_response(200, &record.value),
         Err(refusal) => refusal.into_response(),
     }
@@ -364,7 +364,7 @@ async fn cancel(
     State(server): State<Arc<Server>>,
     UrlPath((project, id)): UrlPath<(String, String)>,
 ) -> Response {
-    match server.cancel(&project, &id) {
+    match server.cancel(&project, &id).await {
         Ok((record, true)) => {
             json_response(202, &json!({"runId": record.id, "status": "cancelling"}))
         }
@@ -381,7 +381,7 @@ async fn events(
     UrlPath((project, id)): UrlPath<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let record = match server.record(&project, &id) {
+    let record = match server.record(&project, &id).await {
         Ok(record) => record,
         Err(refusal) => return refusal.into_response(),
     };
@@ -453,12 +453,9 @@ async fn packet(
     State(server): State<Arc<Server>>,
     UrlPath((project, id)): UrlPath<(String, String)>,
 ) -> Response {
-    // Reading and framing the packet is file work: off the async workers.
-    let read = tokio::task::spawn_blocking(move || server.packet(&project, &id)).await;
-    let packet = match read {
-        Ok(Ok(packet)) => packet,
-        Ok(Err(refusal)) => return refusal.into_response(),
-        Err(e) => return error(500, "INTERNAL", &format!("the packet read failed: {e}")),
+    let packet = match server.packet(&project, &id).await {
+        Ok(packet) => packet,
+        Err(refusal) => return refusal.into_response(),
     };
     ([(header::CONTENT_TYPE, TAR_TYPE)], packet).into_response()
 }

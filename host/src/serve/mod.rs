@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES, TAR_TYPE};
-pub use runner::{Limits, ServedRun};
+pub use runner::{Limits, ServedRun, PACKET_STORE};
 
 use crate::config::HostConfig;
 

@@ -315,12 +315,31 @@ impl Server {
 
     /// Submit a Run. Everything that can refuse it does so before it is
     /// recorded; a key already used with identical content returns that Run.
-    /// Returns the record and, for a new Run, its event log.
-    pub fn submit(
+    /// Returns the record and, for a new Run, its event log. With a
+    /// database, the checks run here and the recording awaits the async
+    /// client (no thread blocks on the database).
+    pub async fn submit(
         self: &Arc<Self>,
         project_name: &str,
         request: ServedRun,
     ) -> Result<(RunRecord, Option<Arc<Live>>), Refusal> {
+        let enqueue = match self.check_and_start(project_name, request)? {
+            Started::Local(record, live) => return Ok((record, live)),
+            Started::Queued(enqueue) => enqueue,
+        };
+        let (id, new) = self.enqueue(enqueue).await?;
+        let record = self.record(project_name, &id).await?;
+        let live = (record.terminal().is_none()).then(|| self.follow(&id));
+        Ok((record, live.filter(|_| new)))
+    }
+
+    /// [`Server::submit`]'s synchronous part: every check, then either the
+    /// local Run started or what to record in the database.
+    fn check_and_start(
+        self: &Arc<Self>,
+        project_name: &str,
+        request: ServedRun,
+    ) -> Result<Started, Refusal> {
         let project = self.project(project_name)?.clone();
         if !self.accepting() {
             return Err(Refusal::new(
@@ -347,10 +366,14 @@ impl Server {
         let target = &asked.target;
         let files_invalid = |m: String| Refusal::new(400, "JIG_RUN_FILES_INVALID", m);
         let declared = &resolved.package.metadata().attachments;
-        if resolved.checkpointing {
-            return Err(files_invalid(format!(
-                "{target} keeps Run Checkpoints; this daemon does not serve checkpointing Runs yet"
-            )));
+        // Seed 002 §4: checkpoints are delivered with the packet; with a
+        // database any node can deliver a lost Run's last checkpoint.
+        let packet_wanted = request.files.is_some() && request.out;
+        if resolved.checkpointing && (self.queue.is_none() || !packet_wanted) {
+            return Err(files_invalid(match self.queue {
+                None => format!("{target} keeps Run Checkpoints; this daemon serves checkpointing Runs only with --database"),
+                Some(_) => format!("{target} keeps Run Checkpoints, which are delivered with the packet; submit it as a file Run with --out"),
+            }));
         }
         let writable = match &request.files {
             // A JSON body is `jig run` without `--attach` or `--out`: a
@@ -358,11 +381,6 @@ impl Server {
             None => {
                 crate::cli::run::check_request(declared, &crate::files::Request::default(), false)
                     .map_err(|e| Refusal::new(400, e.code, e.message))?
-            }
-            Some(_) if self.queue.is_some() => {
-                return Err(files_invalid(
-                    "file Runs are not served through a queue yet".to_string(),
-                ))
             }
             // The same matching as `jig run --attach … --out DIR`: the
             // packet store is always the destination.
@@ -406,17 +424,29 @@ impl Server {
             input: identity.input.clone(),
         });
         if self.queue.is_some() {
-            let (id, new) = self.enqueue(
-                project_name,
-                &project,
-                &resolved.generation,
-                &request,
-                &identity.content,
-                asked.timeout,
-            )?;
-            let record = self.record(project_name, &id)?;
-            let live = (record.terminal().is_none()).then(|| self.follow(&id));
-            return Ok((record, live.filter(|_| new)));
+            let configuration = match resolved.checkpointing {
+                true => {
+                    json!({"generation": resolved.generation.number, "plan": resolved.generation.plan_digest})
+                }
+                false => Value::Null,
+            };
+            let files = file_run.map(|f| crate::queue::blobs::FileRun {
+                captured: f.captured,
+                writable: f.writable,
+                out: f.out,
+                method: f.method,
+                input: f.input,
+                configuration,
+            });
+            return Ok(Started::Queued(Box::new(Enqueue {
+                project_name: project_name.to_string(),
+                project: project.clone(),
+                generation: resolved.generation,
+                request,
+                content: identity.content,
+                timeout: asked.timeout,
+                files,
+            })));
         }
         let runs = state.runs();
         // The bound: refused before anything is recorded.
@@ -440,7 +470,7 @@ impl Server {
         };
         let (record, held) =
             match submit::record(&runs, asked.key.as_deref(), identity.content, reserve)? {
-                Recorded::Replay(record) => return Ok((record, None)),
+                Recorded::Replay(record) => return Ok(Started::Local(record, None)),
                 Recorded::New(record, held) => (record, held),
             };
         let live = Live::new();
@@ -468,7 +498,7 @@ impl Server {
             this.execute(task_project, task_record, task_live, method, started, held)
                 .await
         });
-        Ok((record, Some(live)))
+        Ok(Started::Local(record, Some(live)))
     }
 
     async fn execute(
@@ -631,10 +661,12 @@ impl Server {
         Ok(terminal)
     }
 
-    pub fn record(&self, project: &str, id: &str) -> Result<RunRecord, Refusal> {
+    pub async fn record(&self, project: &str, id: &str) -> Result<RunRecord, Refusal> {
         if let Some((queue, _)) = &self.queue {
             self.project(project)?;
-            let run = in_runtime(queue.load(project, id))
+            let run = queue
+                .load(project, id)
+                .await
                 .map_err(|e| Refusal::new(404, e.code, e.message))?;
             return Ok(RunRecord {
                 id: run.id,
@@ -649,10 +681,12 @@ impl Server {
             .map_err(|e| Refusal::new(404, e.code(), e.to_string()))
     }
 
-    pub fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Refusal> {
+    pub async fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Refusal> {
         if let Some((queue, _)) = &self.queue {
             self.project(project)?;
-            let runs = in_runtime(queue.list(project, limit.min(i64::MAX as usize) as i64))
+            let runs = queue
+                .list(project, limit.min(i64::MAX as usize) as i64)
+                .await
                 .map_err(|e| Refusal::new(503, e.code, e.message))?;
             return Ok(runs
                 .into_iter()
@@ -672,9 +706,43 @@ impl Server {
         Ok(runs)
     }
 
-    /// A file Run's published packet, as a tar.
-    pub fn packet(&self, project_name: &str, id: &str) -> Result<Vec<u8>, Refusal> {
-        let record = self.record(project_name, id)?;
+    /// A file Run's published packet, as a tar: with a database, the blob
+    /// its worker published (checked against its digest); else read from
+    /// the packet store off the async workers.
+    pub async fn packet(
+        self: &Arc<Self>,
+        project_name: &str,
+        id: &str,
+    ) -> Result<Vec<u8>, Refusal> {
+        let record = self.record(project_name, id).await?;
+        if let Some((queue, _)) = &self.queue {
+            let missing = Refusal::new(
+                404,
+                "PACKET_NOT_FOUND",
+                format!("Run {} has no delivered packet", record.id),
+            );
+            let unavailable = |e: crate::queue::QueueError| Refusal::new(503, e.code, e.message);
+            let digest = queue
+                .packet(project_name, &record.id)
+                .await
+                .map_err(unavailable)?
+                .ok_or(missing)?;
+            return queue.get_blob(&digest).await.map_err(unavailable);
+        }
+        let this = self.clone();
+        let project_name = project_name.to_string();
+        tokio::task::spawn_blocking(move || this.local_packet(&project_name, record))
+            .await
+            .unwrap_or_else(|e| {
+                Err(Refusal::new(
+                    500,
+                    "INTERNAL",
+                    format!("the packet read failed: {e}"),
+                ))
+            })
+    }
+
+    fn local_packet(&self, project_name: &str, record: RunRecord) -> Result<Vec<u8>, Refusal> {
         let project = self.project(project_name)?;
         let missing = || {
             Refusal::new(
@@ -706,10 +774,12 @@ impl Server {
     }
 
     /// Ask a Run to cancel. Returns whether it was still running here.
-    pub fn cancel(&self, project: &str, id: &str) -> Result<(RunRecord, bool), Refusal> {
-        let record = self.record(project, id)?;
+    pub async fn cancel(&self, project: &str, id: &str) -> Result<(RunRecord, bool), Refusal> {
+        let record = self.record(project, id).await?;
         if let Some((queue, _)) = &self.queue {
-            let unsettled = in_runtime(queue.request_cancel(project, id))
+            let unsettled = queue
+                .request_cancel(project, id)
+                .await
                 .map_err(|e| Refusal::new(503, e.code, e.message))?;
             return Ok((record, unsettled));
         }
@@ -720,11 +790,11 @@ impl Server {
         Ok((record, live.is_some()))
     }
 
-    pub fn metrics_text(&self) -> String {
+    pub async fn metrics_text(&self) -> String {
         if let Some((queue, _)) = &self.queue {
             // With a database, queued and active Runs are the database's.
             let projects = self.project_names();
-            match in_runtime(queue.counts(&projects)) {
+            match queue.counts(&projects).await {
                 Ok(counts) => {
                     self.metrics.queued.set(counts.queued);
                     self.metrics.active.set(counts.active);
@@ -830,24 +900,39 @@ fn deliver(
     };
 }
 
-/// Run a database call from the synchronous request path (the daemon's
-/// runtime is multi-threaded).
-fn in_runtime<T>(future: impl std::future::Future<Output = T>) -> T {
-    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+/// What [`Server::check_and_start`] decided.
+enum Started {
+    /// Recorded here (new and started, or a replay).
+    Local(RunRecord, Option<Arc<Live>>),
+    /// Checked; to be recorded in the database.
+    Queued(Box<Enqueue>),
+}
+
+/// A checked submission for the database.
+struct Enqueue {
+    project_name: String,
+    project: Arc<Project>,
+    generation: state::Generation,
+    request: ServedRun,
+    content: Value,
+    timeout: Duration,
+    files: Option<crate::queue::blobs::FileRun>,
 }
 
 /// `--database`: submission publishes the generation's bytes and records
 /// the Run in PostgreSQL; its log follows the database's events.
 impl Server {
-    fn enqueue(
-        &self,
-        project_name: &str,
-        project: &Project,
-        generation: &state::Generation,
-        request: &ServedRun,
-        content: &Value,
-        timeout: Duration,
-    ) -> Result<(String, bool), Refusal> {
+    async fn enqueue(&self, enqueue: Box<Enqueue>) -> Result<(String, bool), Refusal> {
+        let Enqueue {
+            project_name,
+            project,
+            generation,
+            request,
+            content,
+            timeout,
+            files,
+        } = *enqueue;
+        let project_name = project_name.as_str();
         let (queue, _) = self.queue.as_ref().expect("called with a queue");
         let refusal = |e: crate::queue::QueueError| {
             let status = match e.code {
@@ -857,11 +942,21 @@ impl Server {
             };
             Refusal::new(status, e.code, e.message)
         };
-        in_runtime(async {
+        {
             queue
-                .publish(project_name, &project.state, generation)
+                .publish(
+                    project_name,
+                    &project.state,
+                    &generation,
+                    &self.config.providers,
+                )
                 .await
                 .map_err(refusal)?;
+            // A file Run's attachments travel as blobs by digest.
+            let files = match &files {
+                Some(files) => Some(queue.publish_files(files).await.map_err(refusal)?),
+                None => None,
+            };
             let (run, new) = queue
                 .submit(
                     project_name,
@@ -869,21 +964,33 @@ impl Server {
                     generation.number as i64,
                     &request.target,
                     &request.input,
-                    content,
+                    &content,
                     timeout.as_millis() as i64,
                     &request.receive,
+                    files.as_deref(),
                 )
                 .await
                 .map_err(refusal)?;
             Ok((run.id, new))
-        })
+        }
     }
 
-    /// Wake followers on every NOTIFY (started once, on first use).
+    /// Wake followers on every NOTIFY (started once, on first use), and
+    /// sweep the database periodically: queued Runs past their deadline
+    /// and expired leases are settled without waiting for a worker.
     pub fn start_listening(self: &Arc<Self>) {
         let Some((queue, bump)) = &self.queue else {
             return;
         };
+        let sweeper = queue.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::queue::SWEEP_INTERVAL).await;
+                if let Err(e) = sweeper.sweep().await {
+                    eprintln!("jig serve: sweep: {e}");
+                }
+            }
+        });
         let queue = queue.clone();
         let bump = bump.clone();
         tokio::spawn(async move {

@@ -85,15 +85,36 @@ impl Aggregate {
     }
 }
 
+/// Where else an accepted aggregate must be durable before its receipt
+/// (a `jig worker` stores it in the database, fenced by its claim); an
+/// error refuses the save.
+pub type Mirror = std::sync::Arc<dyn Fn(&str, &Aggregate) -> Result<(), String> + Send + Sync>;
+
 /// `.jig/checkpoints/`: one file per root Run with an accepted save.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Checkpoints {
     dir: PathBuf,
+    mirror: Option<Mirror>,
+}
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoints")
+            .field("dir", &self.dir)
+            .field("mirrored", &self.mirror.is_some())
+            .finish()
+    }
 }
 
 impl Checkpoints {
     pub(crate) fn new(dir: PathBuf) -> Checkpoints {
-        Checkpoints { dir }
+        Checkpoints { dir, mirror: None }
+    }
+
+    /// Also keep each accepted aggregate through `mirror`.
+    pub(crate) fn with_mirror(mut self, mirror: Mirror) -> Checkpoints {
+        self.mirror = Some(mirror);
+        self
     }
 
     fn path(&self, run_id: &str) -> PathBuf {
@@ -102,6 +123,9 @@ impl Checkpoints {
 
     /// Replace the Run's aggregate, atomically and durably.
     pub fn save(&self, run_id: &str, aggregate: &Aggregate) -> Result<(), StateError> {
+        if let Some(mirror) = &self.mirror {
+            mirror(run_id, aggregate).map_err(|message| StateError::Invalid { message })?;
+        }
         write_atomic(
             &self.path(run_id),
             &flow::json::canonical(&aggregate.to_value()),

@@ -11,7 +11,7 @@ mod checkpoints;
 mod records;
 mod store;
 
-pub use checkpoints::{Aggregate, Checkpoints};
+pub use checkpoints::{Aggregate, Checkpoints, Mirror};
 pub use records::{now_unix_ms, RunRecord, RunStatus, Runs, RunsError, Submission};
 pub use store::Store;
 

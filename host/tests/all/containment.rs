@@ -861,3 +861,207 @@ fn nix_is_root() -> bool {
         .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
         .unwrap_or(false)
 }
+
+/// A Flow sees only its runtime's closure (seed 002 §9): no /usr tool
+/// but its own runtime, no /usr/share, in both recipes.
+#[test]
+fn a_flow_sees_only_its_runtimes_closure() {
+    let dir = hostile_project();
+    let absent = [
+        "/usr/bin/env",
+        "/usr/bin/bwrap",
+        "/usr/bin/sh",
+        "/bin/sh",
+        "/usr/share",
+        "/usr/share/dict",
+        "/usr/include",
+        "/usr/local",
+    ];
+    for target in TARGETS {
+        let w = attack(
+            dir.path(),
+            target,
+            json!({"attack": "reads", "paths": absent}),
+            &[],
+        );
+        let out = succeeded(&w);
+        for path in absent {
+            assert_eq!(out[path]["ok"], false, "{target} sees {path}: {out}");
+        }
+    }
+    // What the Python Flow sees of /usr/bin is its runtime alone.
+    let w = attack(
+        dir.path(),
+        TARGETS[0],
+        json!({"attack": "reads", "paths": ["/usr/bin"]}),
+        &[],
+    );
+    let out = succeeded(&w);
+    let listed = out["/usr/bin"]["text"].as_str().unwrap_or("").to_string();
+    for name in listed.split_whitespace() {
+        assert!(name.starts_with("python3"), "/usr/bin shows {name}: {out}");
+    }
+}
+
+const STDLIB_PY: &str = r#"
+import importlib.util
+from jiggy.flow import handle
+
+async def run(ctx):
+    import hashlib, json, ssl, zlib, decimal, ctypes
+    found = {"json": json.dumps({"a": [1]}), "sha": hashlib.sha256(b"x").hexdigest()[:8]}
+    found["ssl"] = ssl.OPENSSL_VERSION.split()[0]
+    found["zlib"] = len(zlib.compress(b"jig" * 10))
+    found["decimal"] = str(decimal.Decimal("1.1") + decimal.Decimal("2.2"))
+    if importlib.util.find_spec("sqlite3") is not None:
+        import sqlite3
+        db = sqlite3.connect(":memory:")
+        found["sqlite"] = db.execute("select 6 * 7").fetchone()[0]
+    return {"outcome": "done", "output": found}
+
+handle(run)
+"#;
+
+/// The standard library's C extensions load in the narrow view: their
+/// libraries (libssl, libz, libffi, libsqlite3, ...) are in the closure.
+#[test]
+fn stdlib_modules_with_c_extensions_still_import() {
+    let dir = project(&[
+        ("flows/stdlib/FLOW.md", FLOW_MD),
+        ("flows/stdlib/flow.py", STDLIB_PY),
+    ]);
+    review(dir.path());
+    let run = run_jig(dir.path(), &["run", "flow:flows/stdlib", "--input", "{}"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let out = &run.json()["output"];
+    assert_eq!(out["json"], "{\"a\": [1]}", "{out}");
+    assert_eq!(out["sha"], "2d711642", "{out}");
+    assert_eq!(out["ssl"], "OpenSSL", "{out}");
+    assert_eq!(out["decimal"], "3.3", "{out}");
+    if out.get("sqlite").is_some() {
+        assert_eq!(out["sqlite"], 42, "{out}");
+    }
+}
+
+/// The closure is proved once per runtime and kept: a second Run reads
+/// the kept file and writes nothing; a corrupt one is proved again and
+/// rewritten, and the Run still succeeds.
+#[test]
+fn the_runtime_closure_is_kept_and_reused() {
+    let dir = hostile_project();
+    let cache = tempfile::tempdir().unwrap();
+    let views = cache
+        .path()
+        .join("jig/installation-verification")
+        .join(jig::sandbox::closure::CACHE_SUBDIR);
+    let input = json!({"attack": "noop"}).to_string();
+    let run = || {
+        let out = jig(dir.path())
+            .args(["run", TARGETS[0], "--input", &input])
+            .env("XDG_CACHE_HOME", cache.path())
+            .output()
+            .unwrap();
+        let run = output(out);
+        assert_eq!(run.status, 0, "{run:?}");
+    };
+    let kept = || -> Vec<(PathBuf, (u64, i64, i64))> {
+        use std::os::unix::fs::MetadataExt;
+        let mut files: Vec<_> = std::fs::read_dir(&views)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let m = e.metadata().unwrap();
+                (e.path(), (m.ino(), m.mtime(), m.mtime_nsec()))
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    run();
+    let first = kept();
+    assert_eq!(first.len(), 1, "one kept view for python: {first:?}");
+    run();
+    assert_eq!(kept(), first, "the second Run rewrote the kept view");
+    std::fs::write(&first[0].0, b"{not json").unwrap();
+    run();
+    let text = std::fs::read_to_string(&first[0].0).unwrap();
+    let value: Value = serde_json::from_str(&text).expect("rewritten valid");
+    assert!(value["files"].as_array().is_some_and(|f| !f.is_empty()));
+}
+
+/// A runtime whose closure cannot be proved (a `#!` wrapper script) fails
+/// closed with a fixed code and reason, and the Flow never starts.
+#[test]
+fn an_unprovable_runtime_fails_closed() {
+    let dir = hostile_project();
+    let wrapper = dir.path().join("home/python3");
+    std::fs::write(&wrapper, "#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n").unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut config = format!("[runtimes]\npython = \"{}\"\n", wrapper.display());
+    if let Some(parent) = test_cgroup_parent() {
+        config.push_str(&format!("[containment]\ncgroup-parent = {parent:?}\n"));
+    }
+    host_toml(dir.path(), &config);
+    review(dir.path());
+    let w = attack(dir.path(), TARGETS[0], json!({"attack": "noop"}), &[]);
+    assert_eq!(failed(&w), "UNAVAILABLE", "{:?}", w.run);
+    let json = w.run.json();
+    assert_eq!(
+        json["details"]["reason"], "RUNTIME_VIEW_UNPROVABLE",
+        "{json}"
+    );
+    assert_eq!(json["details"]["flowStarted"], false, "{json}");
+}
+
+const CARRIED_PY: &str = r#"
+import ctypes, os
+from jiggy.flow import handle
+
+async def run(ctx):
+    ctypes.CDLL(os.path.join(os.path.dirname(__file__), "carried.so"))
+    return {"outcome": "done", "output": "loaded"}
+
+handle(run)
+"#;
+
+/// An installed shared object (at most 2 MiB) that needs libstdc++, which
+/// Python itself does not: a stand-in for a prepared wheel's extension.
+fn a_library_needing_libstdcxx() -> Option<PathBuf> {
+    let dir = format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH);
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".so."))
+        .collect();
+    candidates.sort();
+    candidates.into_iter().find(|p| {
+        let small = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() < 2 << 20);
+        small
+            && std::fs::read(p).is_ok_and(|b| {
+                b.starts_with(b"\x7fELF") && b.windows(15).any(|w| w == b"libstdc++.so.6\0")
+            })
+    })
+}
+
+/// ELF files a package carries bring their own libraries into the view.
+#[test]
+fn a_carried_extension_brings_its_libraries() {
+    let Some(library) = a_library_needing_libstdcxx() else {
+        eprintln!("\n*** SKIPPED: no installed library needs libstdc++ ***\n");
+        return;
+    };
+    let dir = project(&[
+        ("flows/carried/FLOW.md", FLOW_MD),
+        ("flows/carried/flow.py", CARRIED_PY),
+    ]);
+    std::fs::copy(&library, dir.path().join("flows/carried/carried.so")).unwrap();
+    review(dir.path());
+    let run = run_jig(dir.path(), &["run", "flow:flows/carried", "--input", "{}"]);
+    assert_eq!(run.status, 0, "{} carried: {run:?}", library.display());
+    assert_eq!(run.json()["output"], "loaded", "{run:?}");
+}

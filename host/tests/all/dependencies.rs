@@ -107,6 +107,27 @@ fn a_locked_dependency_is_prepared_at_review_and_a_run_loads_it_without_network(
 }
 
 #[test]
+fn a_flow_outside_a_workspace_still_runs_from_its_package_root() {
+    let registry = registry();
+    let dir = locked(registry, GREET_1);
+    write_files(
+        dir.path(),
+        &[
+            (
+                "flows/hello/flow.ts",
+                "import { handle } from \"@jigging/flow\";\nimport { existsSync } from \"node:fs\";\nimport { greet } from \"greet-lib\";\nimport { sibling } from \"./lib.ts\";\n\nawait handle(async (run) => ({ outcome: \"done\", output: { message: greet(String(run.input)), sibling, root: existsSync(`${import.meta.dir}/FLOW.md`) && existsSync(`${import.meta.dir}/node_modules/greet-lib`), scratch: process.cwd() === run.scratch } }));\n",
+            ),
+            ("flows/hello/lib.ts", "export const sibling = \"beside the Flow\";\n"),
+        ],
+    );
+    review(dir.path());
+    assert_eq!(
+        run_hello(dir.path()),
+        serde_json::json!({ "message": "Hello, Ada!", "sibling": "beside the Flow", "root": true, "scratch": true })
+    );
+}
+
+#[test]
 fn an_npm_alias_to_the_configured_registry_is_accepted() {
     let registry = registry();
     let manifest = "{\"dependencies\":{\"greet-lib\":\"npm:greet-lib@^2.0.0\"}}";
@@ -646,7 +667,11 @@ fn workspace(registry: &Registry) -> tempfile::TempDir {
             ),
             (
                 "app/flows/hello/flow.ts",
-                "import { handle } from \"@jigging/flow\";\nimport { existsSync, lstatSync, realpathSync } from \"node:fs\";\nimport { version } from \"greet-lib\";\nimport wlib from \"wlib\";\n\nconst linked = `${import.meta.dir}/node_modules/wlib`;\nawait handle(async () => ({ outcome: \"done\", output: { top: version, inner: wlib.inner, same: wlib.peer().back() === wlib, file: wlib.peer().back().file === wlib.file, count: (wlib.bump(), wlib.peer().back().bump()), link: lstatSync(linked).isSymbolicLink(), real: realpathSync(linked).slice(import.meta.dir.length), notes: existsSync(`${linked}/notes.txt`), unused: existsSync(`${import.meta.dir}/node_modules/unused`) } }));\n",
+                "import { handle } from \"@jigging/flow\";\nimport { existsSync, lstatSync, readFileSync, realpathSync } from \"node:fs\";\nimport { resolve } from \"node:path\";\nimport { version } from \"greet-lib\";\nimport wlib from \"wlib\";\nimport wlib2 from \"../../../libs/wlib2/index.js\";\nimport { sibling } from \"./lib.ts\";\n\nconst root = resolve(import.meta.dir, \"../../..\");\nconst linked = `${root}/node_modules/wlib`;\nawait handle(async (run) => ({ outcome: \"done\", output: { top: version, inner: wlib.inner, same: wlib.peer().back() === wlib, file: wlib.peer().back().file === wlib.file, count: (wlib.bump(), wlib.peer().back().bump()), link: lstatSync(linked).isSymbolicLink(), real: realpathSync(linked).slice(root.length), notes: existsSync(`${root}/libs/wlib/notes.txt`), unused: existsSync(`${root}/node_modules/unused`), member: import.meta.dir.slice(root.length), relative: wlib2 === wlib.peer(), sibling, url: readFileSync(new URL(\"./FLOW.md\", import.meta.url), \"utf8\") === readFileSync(`${import.meta.dir}/FLOW.md`, \"utf8\"), scratch: process.cwd() === run.scratch && !process.cwd().startsWith(root) } }));\n",
+            ),
+            (
+                "app/flows/hello/lib.ts",
+                "export const sibling = \"beside the Flow\";\n",
             ),
         ],
     );
@@ -665,8 +690,12 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
         run_hello(&app),
         serde_json::json!({
             "top": "2.0.0", "inner": "1.0.0", "same": true, "file": true, "count": 2,
-            "link": true, "real": "/node_modules/.jig-workspace/libs/wlib",
-            "notes": false, "unused": false,
+            "link": true, "real": "/libs/wlib", "notes": false, "unused": false,
+            // From its retained member path: relative imports (a sibling,
+            // a selected member's file) and import.meta resolve as in the
+            // workspace, one module per file, and the cwd is scratch.
+            "member": "/app/flows/hello", "relative": true, "sibling": "beside the Flow",
+            "url": true, "scratch": true,
         })
     );
     // Unchanged inputs reuse the preparation; a library edit is a change.
@@ -687,10 +716,53 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
     assert_eq!(run_hello(&app)["inner"], "edited");
 }
 
+#[test]
+fn a_moved_workspace_member_is_a_changed_target() {
+    let registry = registry();
+    let dir = workspace(registry);
+    review(&dir.path().join("app"));
+    // The same Flow, libraries and lock bytes, one level deeper in the
+    // workspace: only the member path differs.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::rename(dir.path().join("app"), dir.path().join("sub/app")).unwrap();
+    let root = std::fs::read_to_string(dir.path().join("package.json")).unwrap();
+    std::fs::write(
+        dir.path().join("package.json"),
+        root.replace("\"app/flows/*\"", "\"sub/app/flows/*\""),
+    )
+    .unwrap();
+    registry.lock_in(&registry.url, dir.path());
+    let app = dir.path().join("sub/app");
+    let moved = review(&app);
+    assert!(moved.stdout.contains("~ \"flow:flows/hello\""), "{moved:?}");
+    let layout =
+        std::fs::read_to_string(retained_layout_with(&app, "sub/app/flows/hello")).unwrap();
+    assert!(
+        layout.ends_with("\"member\":\"sub/app/flows/hello\"}"),
+        "{layout}"
+    );
+    // Run from the new member path, the Flow's `../../../libs/wlib2` import
+    // no longer resolves, exactly as in the moved workspace itself.
+    let run = run_jig(&app, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+}
+
 /// The retained layout of the `workspace` fixture: the installer's aliases
-/// to the two selected libraries; the Flow's own and the unselected
-/// member's links are omitted.
-const WORKSPACE_LAYOUT: &str = "{\"aliases\":[{\"path\":\"node_modules/wlib\",\"target\":\".jig-workspace/libs/wlib\"},{\"path\":\"node_modules/wlib2\",\"target\":\".jig-workspace/libs/wlib2\"}]}";
+/// to the two selected libraries at the workspace root's node_modules, and
+/// the Flow's member path; the Flow's own and the unselected member's
+/// links are omitted.
+const WORKSPACE_LAYOUT: &str = "{\"aliases\":[{\"path\":\"node_modules/.jig-workspace/node_modules/wlib\",\"target\":\"../libs/wlib\"},{\"path\":\"node_modules/.jig-workspace/node_modules/wlib2\",\"target\":\"../libs/wlib2\"}],\"member\":\"app/flows/hello\"}";
+
+/// The retained layout whose member path is `member`.
+fn retained_layout_with(app: &Path, member: &str) -> std::path::PathBuf {
+    let tail = format!("\"member\":\"{member}\"}}");
+    std::fs::read_dir(app.join(".jig/store/blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read(p).unwrap().ends_with(tail.as_bytes()))
+        .expect("the layout is retained in the store")
+}
 
 fn retained_layout(app: &Path) -> std::path::PathBuf {
     std::fs::read_dir(app.join(".jig/store/blobs"))
@@ -714,15 +786,11 @@ fn workspace_aliases_are_retained_layout_and_a_corrupt_layout_fails_closed() {
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
         .find(|m| m.contains("node_modules/.jig-workspace/libs/wlib/index.js"))
         .expect("the prepared package is retained");
-    assert!(!plan.contains("\"node_modules/wlib/"), "{plan}");
+    assert!(!plan.contains("node_modules/wlib/"), "{plan}");
     assert_eq!(run_hello(&app)["count"], 2);
     // The layout changed behind jig's back (to an alias through an alias): the Run
     // and the reuse at review both fail closed; nothing is fetched again.
-    std::fs::write(
-        &layout,
-        WORKSPACE_LAYOUT.replace(".jig-workspace/libs/wlib2", "wlib"),
-    )
-    .unwrap();
+    std::fs::write(&layout, WORKSPACE_LAYOUT.replace("../libs/wlib2", "wlib")).unwrap();
     let run = run_jig(&app, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
     assert_ne!(run.status, 0, "{run:?}");
     assert!(

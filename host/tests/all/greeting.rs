@@ -98,10 +98,86 @@ fn the_python_greeting_reviews_and_runs() {
 }
 
 #[test]
+fn the_rust_greeting_builds_with_its_script_then_reviews_and_runs() {
+    let sdk = workspace().join("sdk-rust");
+    let (_dir, demo) = init_with(&["--lang", "rust", "--sdk", sdk.to_str().unwrap()]);
+    // The crate lies outside the Flow package, against the named SDK.
+    let manifest = std::fs::read_to_string(demo.join("src/hello/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!(
+            "flow-sdk = {{ path = \"{}\" }}",
+            sdk.canonicalize().unwrap().display()
+        )),
+        "{manifest}"
+    );
+    assert!(demo.join("src/hello/src/main.rs").is_file());
+    assert!(!demo.join("flows/hello/flow.wasm").exists());
+    assert!(!demo.join("flows/hello/package.json").exists());
+    // Offline, in the shared guest target directory, as an author would.
+    let target = workspace().join("target/guests");
+    let built = std::process::Command::new(demo.join("build.sh"))
+        .env("CARGO_NET_OFFLINE", "true")
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("build.sh runs");
+    let built = output(built);
+    assert_eq!(built.status, 0, "{built:?}");
+    assert!(demo.join("flows/hello/flow.wasm").is_file());
+    review(&demo);
+    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!({"message": "Hello, Ada!"})
+    );
+}
+
+#[test]
+fn the_rust_greeting_says_to_build_first_and_needs_an_sdk() {
+    let dir = tempfile::tempdir().unwrap();
+    let sdk = workspace().join("sdk-rust");
+    let made = run_jig(
+        dir.path(),
+        &[
+            "init",
+            "--lang",
+            "rust",
+            "--sdk",
+            sdk.to_str().unwrap(),
+            "demo",
+        ],
+    );
+    assert_eq!(made.status, 0, "{made:?}");
+    assert!(
+        made.stdout.contains("next: cd ") && made.stdout.contains(" && ./build.sh && jig review"),
+        "{made:?}"
+    );
+    // This test build has no SDK installed beside it (../share/jig/sdk-rust).
+    let none = run_jig(dir.path(), &["init", "--lang", "rust", "other"]);
+    assert_eq!(none.status, 2, "{none:?}");
+    assert!(
+        none.stderr.starts_with("JIG_USAGE: ") && none.stderr.contains("--sdk PATH"),
+        "{none:?}"
+    );
+    assert!(!dir.path().join("other").exists());
+    // A directory that is not the Rust SDK, and --sdk without --lang rust.
+    for args in [
+        &["init", "--lang", "rust", "--sdk", ".", "other"][..],
+        &["init", "--lang", "python", "--sdk", ".", "other"][..],
+        &["init", "--sdk", ".", "other"][..],
+    ] {
+        let run = run_jig(dir.path(), args);
+        assert_eq!(run.status, 2, "{args:?}: {run:?}");
+        assert!(!dir.path().join("other").exists(), "{args:?}");
+    }
+}
+
+#[test]
 fn init_options_outside_the_surface_are_usage_errors_and_create_nothing() {
     for args in [
         &["init", "--lang", "cobol", "demo"][..],
         &["init", "--bare", "--lang", "python", "demo"][..],
+        &["init", "--bare", "--lang", "rust", "demo"][..],
         &["init", "--lang"][..],
         &["init"][..],
     ] {

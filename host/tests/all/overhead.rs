@@ -429,3 +429,64 @@ fn a_pending_run_left_by_a_jig_without_pending_markers_is_still_fenced() {
         "the index is whole now"
     );
 }
+
+/// A `flow.ts` that reports, from inside its envelope under Bun, the
+/// inode of the file it runs from.
+const WHERE_AM_I_TS: &str = "import { handle } from \"@jigging/flow\";\nimport { statSync } from \"node:fs\";\nimport { fileURLToPath } from \"node:url\";\n\nawait handle(async () => {\n  const path = fileURLToPath(import.meta.url);\n  return { outcome: \"done\", output: { inode: statSync(path).ino, path } };\n});\n";
+
+/// Bun Runs share the one read-only tree of their package too, and a
+/// tampered tree stops the next Run before the Flow starts.
+#[test]
+fn two_bun_runs_share_one_tree_and_a_tampered_one_fails_closed() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(bun) = ["/usr/bin/bun", "/usr/local/bin/bun"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        panic!("bun is not installed (npm install -g bun); CI installs it");
+    };
+    let dir = project(&[
+        ("flows/where/FLOW.md", FLOW_MD),
+        ("flows/where/flow.ts", WHERE_AM_I_TS),
+        (
+            ".test-config-home/jig/host.toml",
+            &format!("[runtimes]\nbun = \"{bun}\"\ndeno = \"/nonexistent/deno\"\n"),
+        ),
+    ]);
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let where_am_i = || {
+        run_with_cache(
+            dir.path(),
+            cache.path(),
+            &["run", "flow:flows/where", "--input", "null"],
+        )
+    };
+    let outputs: Vec<serde_json::Value> = (0..2)
+        .map(|_| {
+            let run = where_am_i();
+            assert_eq!(run.status, 0, "{run:?}");
+            run.json()["output"].clone()
+        })
+        .collect();
+    let trees = package_trees(dir.path());
+    assert_eq!(trees.len(), 1, "one materialisation: {trees:?}");
+    let entry = trees[0].join("flow.ts");
+    let host = std::fs::metadata(&entry).unwrap();
+    for output in &outputs {
+        assert_eq!(output["inode"], serde_json::json!(host.ino()), "{output}");
+        let path = output["path"].as_str().unwrap();
+        assert!(path.ends_with("/package/flow.ts"), "{output}");
+        assert!(!path.contains("/store/"), "{output}");
+    }
+    let mut bytes = std::fs::read(&entry).unwrap();
+    bytes.extend_from_slice(b"\n// tampered\n");
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&entry, &bytes).unwrap();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let run = where_am_i();
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
+}

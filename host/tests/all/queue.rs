@@ -30,6 +30,20 @@ for i in range(3):\n        await events.send({'i': i})\n    \
 return {'outcome': 'done', 'output': 'sent'}\n\
 handle(run)\n";
 
+/// Copies every file of `source` into `deliverables`, reversed, and
+/// answers with their sorted paths.
+const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
+async def run(context):\n    \
+src = context.attachments['source']['path']\n    \
+out = context.attachments['deliverables']['path']\n    seen = []\n    \
+for top, dirs, files in os.walk(src):\n        for name in files:\n            \
+rel = os.path.relpath(os.path.join(top, name), src)\n            \
+os.makedirs(os.path.join(out, os.path.dirname(rel)), exist_ok=True)\n            \
+with open(os.path.join(top, name), 'rb') as f:\n                data = f.read()\n            \
+with open(os.path.join(out, rel), 'wb') as f:\n                f.write(data[::-1])\n            \
+seen.append(rel)\n    return {'outcome': 'done', 'output': sorted(seen)}\n\
+handle(run)\n";
+
 /// The lease the chaos workers hold (short, so a stop outlives it).
 const LEASE: &str = "2s";
 
@@ -53,6 +67,12 @@ fn queued_project() -> (tempfile::TempDir, PathBuf) {
                  channels:\n  events:\n    direction: send\n---\n",
             ),
             ("flows/ticker/flow.py", TICKER_PY),
+            (
+                "flows/copy/FLOW.md",
+                "---\nname: copy\ndescription: Copies its attachment reversed.\n\
+                 attachments:\n  source: read\n  deliverables: read-write\n---\n",
+            ),
+            ("flows/copy/flow.py", COPY_PY),
             (
                 ".test-config-home/jig/host.toml",
                 "[containment]\nmode = \"none\"\n",
@@ -605,6 +625,7 @@ fn claims_are_fenced_by_epoch_and_lease() {
                         &content,
                         60_000,
                         &[],
+                        None,
                     )
                     .await
                     .unwrap()
@@ -619,7 +640,7 @@ fn claims_are_fenced_by_epoch_and_lease() {
         // Nothing else is queued while it is claimed.
         assert!(queue.claim("w2", short).await.unwrap().is_none());
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert_eq!(queue.sweep().await.unwrap(), (1, 0));
+        assert_eq!(queue.sweep().await.unwrap(), (0, 1, 0));
         assert_eq!(queue.dispatch(&first).await.unwrap(), Write::Refused);
         let second = queue
             .claim("w2", Duration::from_secs(30))
@@ -631,17 +652,37 @@ fn claims_are_fenced_by_epoch_and_lease() {
         assert_eq!(queue.heartbeat(&first, short).await.unwrap(), None);
         assert_eq!(queue.heartbeat(&second, short).await.unwrap(), Some(false));
         let done = json!({"status": "succeeded", "output": 1});
-        assert_eq!(queue.settle(&first, &done).await.unwrap(), Write::Refused);
-        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Accepted);
-        assert_eq!(queue.settle(&second, &done).await.unwrap(), Write::Refused);
+        assert_eq!(
+            queue.settle(&first, &done, None).await.unwrap(),
+            Write::Refused
+        );
+        assert_eq!(
+            queue.settle(&second, &done, None).await.unwrap(),
+            Write::Accepted
+        );
+        assert_eq!(
+            queue.settle(&second, &done, None).await.unwrap(),
+            Write::Refused
+        );
         // Expired after dispatch: lost, never claimed again.
         let b = submit(2).await;
         let held = queue.claim("w3", short).await.unwrap().unwrap();
         assert_eq!(held.id, b);
         assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
+        // A checkpoint is kept while the claim holds the Run, refused after.
+        let aggregate = json!({"sequence": 1});
+        let save = |claim| {
+            let (queue, aggregate) = (queue.clone(), aggregate.clone());
+            async move { queue.save_checkpoint(&claim, 1, &aggregate).await.unwrap() }
+        };
+        assert_eq!(save(held.clone()).await, Write::Accepted);
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert_eq!(queue.sweep().await.unwrap(), (0, 1));
-        assert_eq!(queue.settle(&held, &done).await.unwrap(), Write::Refused);
+        assert_eq!(save(held.clone()).await, Write::Refused);
+        assert_eq!(queue.sweep().await.unwrap(), (0, 0, 1));
+        assert_eq!(
+            queue.settle(&held, &done, None).await.unwrap(),
+            Write::Refused
+        );
         assert_eq!(
             queue.event(&held, &json!({"type": "data"})).await.unwrap(),
             Write::Refused
@@ -656,6 +697,94 @@ fn claims_are_fenced_by_epoch_and_lease() {
         let cancelled = queue.load("p", &c).await.unwrap();
         assert_eq!(cancelled.value["terminal"]["code"], "CANCELLED");
     });
+}
+
+/// Queued Runs whose deadline passed are settled `DEADLINE_EXCEEDED` by a
+/// sweep, without any claim: at most [`jig::queue::SWEEP_BATCH`] per
+/// sweep, the one past it by the next; a Run with time left stays queued.
+#[test]
+fn a_sweep_settles_expired_queued_runs_in_bounded_batches() {
+    use jig::queue::{connect_config, Queue, SWEEP_BATCH};
+    let pg = Postgres::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+            .await
+            .unwrap();
+        let submit = |n: i64, timeout_ms: i64| {
+            let queue = queue.clone();
+            async move {
+                let (content, input) = (json!({"n": n}), json!(n));
+                let target = "flow:flows/x";
+                let run = queue.submit(
+                    "p",
+                    None,
+                    1,
+                    target,
+                    &input,
+                    &content,
+                    timeout_ms,
+                    &[],
+                    None,
+                );
+                run.await.unwrap().0.id
+            }
+        };
+        let timely = submit(0, 60_000).await;
+        let mut expired = Vec::new();
+        for n in 1..=SWEEP_BATCH + 1 {
+            expired.push(submit(n, 0).await);
+        }
+        assert_eq!(queue.sweep().await.unwrap(), (SWEEP_BATCH as u64, 0, 0));
+        assert_eq!(queue.sweep().await.unwrap(), (1, 0, 0));
+        assert_eq!(queue.sweep().await.unwrap(), (0, 0, 0));
+        for id in &expired {
+            let run = queue.load("p", id).await.unwrap();
+            assert_eq!(
+                run.value["terminal"]["code"], "DEADLINE_EXCEEDED",
+                "{}",
+                run.value
+            );
+        }
+        assert!(queue.load("p", &timely).await.unwrap().value["terminal"].is_null());
+        let claim = queue
+            .claim("w", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(claim.id, timely);
+    });
+    assert_eq!(
+        pg.sql("SELECT count(*) FROM jig_runs WHERE dispatched_at IS NOT NULL"),
+        "0"
+    );
+}
+
+/// `jig serve --database` sweeps too: a queued Run past its deadline is
+/// settled with no worker running, and its stream ends with the terminal.
+#[test]
+fn serve_settles_a_queued_run_past_its_deadline_without_a_worker() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let (logs, witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1s"})),
+    );
+    assert_eq!(status, 202, "{body}");
+    let id = body["runId"].as_str().unwrap().to_string();
+    wait_until("the sweep settled it", Duration::from_secs(30), || {
+        !served.terminal(&id).is_null()
+    });
+    let terminal = served.terminal(&id);
+    assert_eq!(terminal["code"], "DEADLINE_EXCEEDED", "{terminal}");
+    assert_eq!(run_status(&pg, &id), "settled");
+    let (status, events) = served.call("GET", &format!("/v1/projects/p/runs/{id}/events"), None);
+    assert_eq!(status, 200);
+    assert!(events.to_string().contains("DEADLINE_EXCEEDED"), "{events}");
+    assert_eq!(std::fs::read_to_string(&witness).unwrap(), "");
 }
 
 /// The value of metric `name` in serve's /metrics text.
@@ -823,4 +952,309 @@ fn logs_and_witness() -> (tempfile::TempDir, PathBuf) {
 /// A Run's status column.
 fn run_status(pg: &Postgres, id: &str) -> String {
     pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{id}'"))
+}
+
+/// Every file under `dir`, by relative path.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            } else {
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                files.insert(rel, std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// `jig run --server` of `flows/copy` with `source` attached, its packet
+/// delivered to `out`.
+fn copy_through(root: &Path, socket: &Path, source: &Path, out: &Path) -> Run {
+    let server = format!("unix:{}", socket.display());
+    let attach = format!("source={}", source.display());
+    run_jig(
+        root,
+        &[
+            "run",
+            "--server",
+            &server,
+            "flow:flows/copy",
+            "--attach",
+            &attach,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+}
+
+/// A file Run through `jig serve --database` and a worker: the
+/// attachments travel as blobs by digest, the worker publishes the packet
+/// as a blob with its terminal, and serve delivers exactly those bytes.
+/// An attachment blob whose bytes do not match its digest is refused
+/// before dispatch.
+#[test]
+fn a_file_run_through_the_database_delivers_its_packet_through_serve() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let (logs, _witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    // Tampered: submitted while no worker runs, its attachment's blob
+    // then corrupted in the database.
+    let tampered = logs.path().join("tampered");
+    write_files(&tampered, &[("t.txt", "tampered bytes")]);
+    let refused = std::thread::spawn({
+        let (root, socket, out) = (
+            root.clone(),
+            served.socket.clone(),
+            logs.path().join("out-t"),
+        );
+        let tampered = tampered.clone();
+        move || copy_through(&root, &socket, &tampered, &out)
+    });
+    wait_until("the file Run is queued", Duration::from_secs(60), || {
+        pg.sql("SELECT count(*) FROM jig_runs WHERE files IS NOT NULL") == "1"
+    });
+    let tampered_id = pg.sql("SELECT id FROM jig_runs WHERE files IS NOT NULL");
+    assert_eq!(
+        pg.sql("WITH u AS (UPDATE jig_blobs SET bytes = bytes || '\\x00'::bytea \
+                WHERE digest = 'sha256:' || encode(sha256('tampered bytes'::bytea), 'hex') RETURNING 1) \
+                SELECT count(*) FROM u"),
+        "1"
+    );
+    let _w = worker(&root, &pg, logs.path(), 0, "1");
+    let refused = refused.join().unwrap();
+    assert_ne!(refused.status, 0, "{refused:?}");
+    let terminal = served.terminal(&tampered_id);
+    assert_eq!(terminal["code"], "JIG_BLOB_DIGEST_MISMATCH", "{terminal}");
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT dispatched_at IS NULL FROM jig_runs WHERE id = '{tampered_id}'"
+        )),
+        "t"
+    );
+    // A good one: the Flow's files come back through serve.
+    let source = logs.path().join("source");
+    write_files(&source, &[("notes/a.txt", "one\ntwo\n"), ("b.txt", "bee")]);
+    std::fs::write(source.join("blob.bin"), [0u8, 159, 146, 150]).unwrap();
+    let out = logs.path().join("out");
+    let run = copy_through(&root, &served.socket, &source, &out);
+    assert_eq!(run.status, 0, "{run:?} {}", served.process.log());
+    let terminal = run.json();
+    assert_eq!(
+        terminal["output"],
+        json!(["b.txt", "blob.bin", "notes/a.txt"]),
+        "{terminal}"
+    );
+    assert_eq!(terminal["delivery"]["source"], "final", "{terminal}");
+    let delivered = tree(&out.join("files"));
+    assert_eq!(delivered["b.txt"], b"eeb");
+    assert_eq!(delivered["blob.bin"], [150u8, 146, 159, 0]);
+    assert_eq!(delivered["notes/a.txt"], b"\nowt\neno");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(record["runId"], terminal["runId"]);
+    assert_eq!(record["delivery"]["source"], "final");
+    // The packet serve delivers is byte for byte the blob the worker
+    // published with the terminal.
+    let id = terminal["runId"].as_str().unwrap();
+    let fetched = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&served.socket)
+        .arg(format!("http://jig/v1/projects/p/runs/{id}/packet"))
+        .output()
+        .unwrap();
+    let published = pg.sql(&format!(
+        "SELECT encode(bytes, 'hex') FROM jig_blobs WHERE digest = (SELECT packet FROM jig_runs WHERE id = '{id}')"
+    ));
+    let hex: String = fetched.stdout.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(!published.is_empty());
+    assert_eq!(hex, published);
+    // The Run without a packet (refused before dispatch) has none.
+    let (status, body) = served.call(
+        "GET",
+        &format!("/v1/projects/p/runs/{tampered_id}/packet"),
+        None,
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("PACKET_NOT_FOUND")),
+        "{body}"
+    );
+}
+
+/// A checkpointing file Run through the database: worker A keeps each
+/// accepted save in the database under its claim and is SIGKILLed after
+/// the first; worker B's sweep fences the Run `COORDINATOR_LOST` (never
+/// replayed) and delivers A's checkpoint, which the submitting client
+/// downloads through serve.
+#[test]
+fn a_lost_checkpoint_run_is_delivered_by_another_worker_from_the_database() {
+    let pg = Postgres::start();
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    copy_dir(&workspace().join("examples/checkpoint"), &root);
+    write_files(
+        &root,
+        &[(
+            ".test-config-home/jig/host.toml",
+            "[containment]\nmode = \"none\"\n",
+        )],
+    );
+    review(&root);
+    let (logs, _witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    // Without --out a checkpointing target is refused, as locally.
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/chapters", "input": {"chapters": ["intro"]}})),
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("JIG_RUN_FILES_INVALID")),
+        "{body}"
+    );
+    let mut a = worker(&root, &pg, logs.path(), 0, "1");
+    let out = logs.path().join("recovered");
+    let server = format!("unix:{}", served.socket.display());
+    let input = json!({"chapters": ["intro", "method"], "waitAfter": 1}).to_string();
+    let client = jig(&root)
+        .args([
+            "run",
+            "--server",
+            &server,
+            "flow:flows/chapters",
+            "--input",
+            &input,
+        ])
+        .args(["--out", out.to_str().unwrap(), "--timeout", "5m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the first save is in the database",
+        Duration::from_secs(60),
+        || pg.sql("SELECT count(*) FROM jig_checkpoints WHERE sequence = 1") == "1",
+    );
+    let id = pg.sql("SELECT run_id FROM jig_checkpoints");
+    a.signal(Signal::SIGKILL);
+    let _ = a.exited(Duration::from_secs(10));
+    let _b = worker(&root, &pg, logs.path(), 1, "1");
+    let finished = client.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&finished.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&finished.stderr).to_string();
+    let terminal: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    assert_eq!(terminal["code"], "COORDINATOR_LOST", "{stdout} {stderr}");
+    assert_eq!(terminal["runId"], id.as_str());
+    assert_eq!(terminal["delivery"]["source"], "checkpoint", "{terminal}");
+    assert_eq!(terminal["checkpoint"]["sequence"], 1, "{terminal}");
+    // The packet holds the first chapter exactly as saved, nothing else
+    // (no draft, no second chapter).
+    let delivered = tree(&out.join("files"));
+    assert_eq!(
+        delivered.keys().collect::<Vec<_>>(),
+        ["chapters/01-intro.md"],
+        "{delivered:?}"
+    );
+    assert_eq!(
+        delivered["chapters/01-intro.md"],
+        b"# 1. intro\n\nThis chapter is finished.\n"
+    );
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(record["execution"]["status"], "lost", "{record}");
+    assert_eq!(record["delivery"]["source"], "checkpoint");
+    assert_eq!(record["checkpoint"], terminal["checkpoint"]);
+    // Dispatched once, by A; the aggregate is not kept past its Run.
+    assert_eq!(pg.sql("SELECT count(*) FROM jig_checkpoints"), "0");
+    assert_eq!(
+        pg.sql(&format!("SELECT epoch FROM jig_runs WHERE id = '{id}'")),
+        "1"
+    );
+}
+
+/// A provider pinned by the generation travels as a blob: serve publishes
+/// the reviewed component by its file digest, and a worker with no
+/// provider configured fetches it, checks it, and the Run calls it.
+#[test]
+fn a_worker_without_the_provider_configured_runs_a_run_that_uses_it() {
+    let pg = Postgres::start();
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    let contract = std::fs::read_to_string(
+        workspace().join("providers/examples/contracts/kv.capability.json"),
+    )
+    .unwrap();
+    let component = kv_provider_component();
+    let config = format!(
+        "[containment]\nmode = \"none\"\n[[providers]]\nname = \"kv\"\nkind = \"wasm\"\npath = \"{}\"\n\
+         settings = {{ entries = {{ Ada = \"Lovelace\" }} }}\n",
+        component.display()
+    );
+    write_files(
+        &root,
+        &[
+            ("jig.ts", JIG_TS),
+            ("flows/lookup/FLOW.md", crate::providers::FLOW_MD),
+            ("flows/lookup/flow.py", crate::providers::FLOW_PY),
+            ("flows/lookup/contracts/kv.capability.json", &contract),
+            (".test-config-home/jig/host.toml", &config),
+        ],
+    );
+    review(&root);
+    let (logs, _witness) = logs_and_witness();
+    let served = Served::start(&root, &pg, logs.path());
+    // The worker's own configuration names no provider.
+    let w = worker(&root, &pg, logs.path(), 0, "1");
+    let (status, terminal) = served.call(
+        "POST",
+        "/v1/projects/p/runs",
+        Some(json!({"target": "flow:flows/lookup", "input": "Ada"})),
+    );
+    assert_eq!(status, 200, "{terminal} {}", w.log());
+    assert_eq!(terminal["status"], "succeeded", "{terminal} {}", w.log());
+    assert_eq!(
+        terminal["output"],
+        json!({"value": "Lovelace"}),
+        "{terminal}"
+    );
+    let digest = format!("sha256:{}", sha256_file(&component));
+    assert_eq!(
+        pg.sql(&format!(
+            "SELECT count(*) FROM jig_blobs WHERE digest = '{digest}'"
+        )),
+        "1"
+    );
+    // The worker cached the component by its digest.
+    let cached = logs
+        .path()
+        .join("cache-0/providers")
+        .join(&digest["sha256:".len()..]);
+    assert_eq!(sha256_file(&cached), digest["sha256:".len()..]);
+    let config_home = logs
+        .path()
+        .join("worker-home-0/.test-config-home/jig/host.toml");
+    assert!(!std::fs::read_to_string(config_home)
+        .unwrap()
+        .contains("providers"));
+}
+
+fn sha256_file(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
 }

@@ -8,15 +8,27 @@ use std::path::PathBuf;
 
 use crate::support::*;
 
-/// A project whose `flow.py` runs under a runtime the test owns: a
-/// wrapper script around the system Python, configured in host.toml.
+/// A project whose `flow.py` runs under a runtime the test owns: a copy
+/// of the system Python's ELF executable (a `#!` wrapper has no provable
+/// runtime view) beside a link to its standard library, configured in
+/// host.toml.
 struct Fixture {
     project: tempfile::TempDir,
     runtime: PathBuf,
     cache_home: tempfile::TempDir,
 }
 
-const WRAPPER: &str = "#!/bin/sh\n# runtime wrapper, revision a\nexec /usr/bin/python3 \"$@\"\n";
+/// The system Python with a trailing revision marker: the loader ignores
+/// bytes past the executable's segments, so each revision runs alike.
+fn python_copy(revision: &str) -> Vec<u8> {
+    let mut bytes = std::fs::read(system_python()).unwrap();
+    bytes.extend_from_slice(format!("\n# runtime copy, revision {revision}\n").as_bytes());
+    bytes
+}
+
+fn system_python() -> PathBuf {
+    std::fs::canonicalize("/usr/bin/python3").expect("python3 is installed")
+}
 
 fn fixture() -> Fixture {
     let project = project(&[
@@ -26,9 +38,21 @@ fn fixture() -> Fixture {
             "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": \"hi\"}\n\nhandle(run)\n",
         ),
     ]);
-    let runtime = project.path().join("runtime/bin/python3");
+    let python = system_python();
+    let name = python.file_name().unwrap();
+    let runtime = project.path().join("runtime/bin").join(name);
     std::fs::create_dir_all(runtime.parent().unwrap()).unwrap();
-    std::fs::write(&runtime, WRAPPER).unwrap();
+    std::fs::write(&runtime, python_copy("a")).unwrap();
+    let lib = project.path().join("runtime/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let stdlib = python
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lib")
+        .join(name);
+    std::os::unix::fs::symlink(stdlib, lib.join(name)).unwrap();
     std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
     write_files(
         project.path(),
@@ -74,8 +98,8 @@ impl Fixture {
             .unwrap()
             .modified()
             .unwrap();
-        let edited = WRAPPER.replace("revision a", "revision b");
-        assert_eq!(edited.len(), WRAPPER.len());
+        let edited = python_copy("b");
+        assert_eq!(edited.len(), python_copy("a").len());
         std::fs::write(&self.runtime, edited).unwrap();
         let file = std::fs::File::options()
             .write(true)

@@ -219,6 +219,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
         attachments: Vec::new(),
         limits: Limits::AGENT,
         network: true,
+        view: None,
     };
     let mut contained = executor.sandbox.spawn(&launch).map_err(|e| {
         CallError::operational("UNAVAILABLE", format!("cannot start the Agent worker: {e}"))

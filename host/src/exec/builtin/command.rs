@@ -273,6 +273,7 @@ async fn execute(
         attachments: Vec::new(),
         limits: Limits::COMMAND,
         network: grant.network,
+        view: None,
     };
     let mut contained = services
         .executor

@@ -9,6 +9,14 @@
 //! shares a path with a file. Its canonical JSON's digest is part of the
 //! prepared identity, so a changed layout is a changed target in review.
 //!
+//! The layout also records the Flow's workspace member path: the prepared
+//! Package/1 stays rooted at the Flow (its metadata, contracts and Skills
+//! stay relative to it), but a Run sees the workspace's shape
+//! ([`Layout::run_tree`]): the Flow at its member path, each library at its
+//! workspace path, the hoisted installs at the workspace root, so the
+//! entrypoint's relative imports and `import.meta.dir` resolve as in the
+//! workspace.
+//!
 //! A Run's tree gets the regular files first, then exactly these links
 //! ([`materialize`]); [`verify`] checks that the tree holds exactly them;
 //! [`unlink`] removes them without following their targets.
@@ -30,9 +38,9 @@ pub const MAX_CONTENT_BYTES: u64 = 32 * MIB;
 /// The layout JSON alone.
 pub const MAX_LAYOUT_BYTES: usize = MIB as usize;
 
-/// Where selected workspace members live in the prepared tree, at their
-/// workspace-relative paths (Bun's resolver looks up the hoisted
-/// `node_modules` from there).
+/// The workspace root in the prepared tree: selected members live below
+/// it at their workspace-relative paths, the hoisted installs in its
+/// `node_modules`. A Run shows it as the root of its tree.
 pub const MEMBERS_DIR: &str = "node_modules/.jig-workspace";
 
 /// One alias: a link at `path` whose text is `target`, both relative.
@@ -46,6 +54,8 @@ pub struct Alias {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
     aliases: Vec<Alias>,
+    /// The Flow's workspace-relative member path (`packages/greeter`).
+    member: Option<String>,
 }
 
 impl Layout {
@@ -56,47 +66,105 @@ impl Layout {
     ) -> Result<Layout, &'static str> {
         let mut aliases = aliases;
         aliases.sort();
-        let paths: BTreeSet<&str> = aliases.iter().map(|a| a.path.as_str()).collect();
-        if paths.len() != aliases.len() {
-            return Err("two workspace aliases share one path");
-        }
-        let dirs = directories(files);
-        for alias in &aliases {
-            if !is_plain(&alias.path) {
-                return Err("a workspace alias has an unsafe path");
-            }
-            if files.contains_key(&alias.path) || dirs.contains(alias.path.as_str()) {
-                return Err("a workspace alias collides with a prepared file");
-            }
-            if prefixes(&alias.path).any(|p| paths.contains(p)) {
-                return Err("a workspace alias lies below another alias");
-            }
-            let Some(resolved) = resolve(&alias.path, &alias.target) else {
-                return Err("a workspace alias points outside the prepared tree");
-            };
-            if paths.contains(resolved.as_str()) || prefixes(&resolved).any(|p| paths.contains(p)) {
-                return Err("a workspace alias points through another alias");
-            }
-            if !dirs.contains(resolved.as_str()) {
-                return Err("a workspace alias points to no prepared member");
-            }
-            if alias.target != link_text(&alias.path, &resolved) {
-                return Err("a workspace alias is not in its normalised form");
-            }
-        }
-        let layout = Layout { aliases };
-        let content: u64 = files.values().map(|c| c.len() as u64).sum();
-        check_bounds(
-            files.len(),
-            layout.aliases.len(),
-            content,
-            layout.to_json().len(),
-        )?;
+        check_links(&aliases, &files.keys().map(String::as_str).collect())?;
+        let layout = Layout {
+            aliases,
+            member: None,
+        };
+        layout.check_bounds(files)?;
         Ok(layout)
     }
 
+    /// The same layout for a Flow at workspace `member` path, checked: in
+    /// the Run's tree no path may collide and every alias stays valid.
+    pub fn with_member(
+        self,
+        member: &str,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Layout, &'static str> {
+        if !is_plain(member) || member.split('/').any(|s| s == "node_modules") {
+            return Err("the Flow's workspace member path is unsafe");
+        }
+        let layout = Layout {
+            member: Some(member.to_string()),
+            ..self
+        };
+        let paths: Vec<String> = files.keys().map(|p| layout.run_path(p)).collect();
+        let set: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+        if set.len() != files.len() {
+            return Err("a workspace library's path collides with the Flow's files");
+        }
+        check_links(&layout.run_aliases(), &set)?;
+        layout.check_bounds(files)?;
+        Ok(layout)
+    }
+
+    /// The Flow's workspace member path, if it has one.
+    pub fn member(&self) -> Option<&str> {
+        self.member.as_deref()
+    }
+
+    /// Where the prepared file at `path` appears in a Run's tree: below
+    /// the Flow's member path, or at its workspace path for the members
+    /// directory; unchanged without a member path.
+    pub fn run_path(&self, path: &str) -> String {
+        let Some(member) = &self.member else {
+            return path.to_string();
+        };
+        match path
+            .strip_prefix(MEMBERS_DIR)
+            .and_then(|rest| rest.strip_prefix('/'))
+        {
+            Some(rest) => rest.to_string(),
+            None => format!("{member}/{path}"),
+        }
+    }
+
+    /// The aliases as they are made in a Run's tree.
+    fn run_aliases(&self) -> Vec<Alias> {
+        let mut aliases: Vec<Alias> = self
+            .aliases
+            .iter()
+            .map(|a| {
+                let path = self.run_path(&a.path);
+                let target = resolve(&a.path, &a.target).expect("a checked alias resolves");
+                let target = link_text(&path, &self.run_path(&target));
+                Alias { path, target }
+            })
+            .collect();
+        aliases.sort();
+        aliases
+    }
+
+    /// A Run's tree of the prepared `files`: each file at its
+    /// [`Layout::run_path`], and the layout of the links made there.
+    pub fn run_tree(
+        &self,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> (BTreeMap<String, Vec<u8>>, Layout) {
+        let tree = files
+            .iter()
+            .map(|(path, content)| (self.run_path(path), content.clone()))
+            .collect();
+        let layout = Layout {
+            aliases: self.run_aliases(),
+            member: None,
+        };
+        (tree, layout)
+    }
+
+    fn check_bounds(&self, files: &BTreeMap<String, Vec<u8>>) -> Result<(), &'static str> {
+        let content: u64 = files.values().map(|c| c.len() as u64).sum();
+        check_bounds(
+            files.len(),
+            self.aliases.len(),
+            content,
+            self.to_json().len(),
+        )
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.aliases.is_empty()
+        self.aliases.is_empty() && self.member.is_none()
     }
 
     pub fn aliases(&self) -> &[Alias] {
@@ -110,7 +178,11 @@ impl Layout {
             .iter()
             .map(|a| json!({ "path": a.path, "target": a.target }))
             .collect();
-        flow::json::canonical(&json!({ "aliases": aliases }))
+        let mut value = json!({ "aliases": aliases });
+        if let Some(member) = &self.member {
+            value["member"] = json!(member);
+        }
+        flow::json::canonical(&value)
     }
 
     /// The digest the prepared evidence pins.
@@ -130,7 +202,12 @@ impl Layout {
         let value: Value = serde_json::from_slice(bytes).map_err(|_| "the layout is not JSON")?;
         let shape = "the layout has an unknown shape";
         let object = value.as_object().ok_or(shape)?;
-        if object.len() != 1 {
+        let member = match object.get("member") {
+            None => None,
+            Some(Value::String(member)) => Some(member.as_str()),
+            Some(_) => return Err(shape),
+        };
+        if object.len() != 1 + usize::from(member.is_some()) {
             return Err(shape);
         }
         let mut aliases = Vec::new();
@@ -146,12 +223,50 @@ impl Layout {
                 target: text("target").ok_or(shape)?,
             });
         }
-        let layout = Layout::new(aliases, files)?;
+        let mut layout = Layout::new(aliases, files)?;
+        if let Some(member) = member {
+            layout = layout.with_member(member, files)?;
+        }
         if layout.to_json() != bytes {
             return Err("the layout is not in its canonical form");
         }
         Ok(layout)
     }
+}
+
+/// Check `aliases` (sorted) against the file `paths` of one tree: plain,
+/// unique, onto no file, below no other alias, and each naming a directory
+/// of files in its normalised form, not through another alias.
+fn check_links(aliases: &[Alias], files: &BTreeSet<&str>) -> Result<(), &'static str> {
+    let paths: BTreeSet<&str> = aliases.iter().map(|a| a.path.as_str()).collect();
+    if paths.len() != aliases.len() {
+        return Err("two workspace aliases share one path");
+    }
+    let dirs: BTreeSet<&str> = files.iter().flat_map(|p| prefixes(p)).collect();
+    for alias in aliases {
+        if !is_plain(&alias.path) {
+            return Err("a workspace alias has an unsafe path");
+        }
+        if files.contains(alias.path.as_str()) || dirs.contains(alias.path.as_str()) {
+            return Err("a workspace alias collides with a prepared file");
+        }
+        if prefixes(&alias.path).any(|p| paths.contains(p)) {
+            return Err("a workspace alias lies below another alias");
+        }
+        let Some(resolved) = resolve(&alias.path, &alias.target) else {
+            return Err("a workspace alias points outside the prepared tree");
+        };
+        if paths.contains(resolved.as_str()) || prefixes(&resolved).any(|p| paths.contains(p)) {
+            return Err("a workspace alias points through another alias");
+        }
+        if !dirs.contains(resolved.as_str()) {
+            return Err("a workspace alias points to no prepared member");
+        }
+        if alias.target != link_text(&alias.path, &resolved) {
+            return Err("a workspace alias is not in its normalised form");
+        }
+    }
+    Ok(())
 }
 
 /// The three bounds of seed 002 §4 on one preparation.
@@ -264,11 +379,6 @@ fn prefixes(path: &str) -> impl Iterator<Item = &str> {
     path.match_indices('/').map(move |(i, _)| &path[..i])
 }
 
-/// Every directory of the file tree.
-fn directories(files: &BTreeMap<String, Vec<u8>>) -> BTreeSet<&str> {
-    files.keys().flat_map(|p| prefixes(p)).collect()
-}
-
 /// The tree path a link at `path` with text `target` names, if inside.
 fn resolve(path: &str, target: &str) -> Option<String> {
     if target.is_empty() || target.starts_with('/') || target.contains(['\\', '\0']) {
@@ -346,6 +456,7 @@ mod tests {
         let aliases = vec![alias("node_modules/a", ".jig-workspace/libs/a")];
         let json = Layout {
             aliases: aliases.clone(),
+            member: None,
         }
         .to_json()
         .len() as u64;
@@ -371,6 +482,7 @@ mod tests {
         let size = |aliases: &[Alias]| {
             Layout {
                 aliases: aliases.to_vec(),
+                member: None,
             }
             .to_json()
             .len()
@@ -498,6 +610,73 @@ mod tests {
         assert!(std::fs::symlink_metadata(&a).is_err());
         // The targets are untouched.
         assert!(dir.path().join(LIB).exists());
+    }
+
+    #[test]
+    fn a_run_sees_the_flow_at_its_member_path_in_the_workspace_shape() {
+        let tree = files(&[
+            "FLOW.md",
+            "flow.ts",
+            "node_modules/own/index.js",
+            "node_modules/.jig-workspace/node_modules/hoisted/index.js",
+            LIB,
+        ]);
+        let layout = Layout::new(
+            vec![alias(
+                "node_modules/.jig-workspace/node_modules/a",
+                "../libs/a",
+            )],
+            &tree,
+        )
+        .unwrap()
+        .with_member("packages/greeter", &tree)
+        .unwrap();
+        assert_eq!(layout.member(), Some("packages/greeter"));
+        assert_eq!(layout.run_path("flow.ts"), "packages/greeter/flow.ts");
+        let (run, links) = layout.run_tree(&tree);
+        assert_eq!(
+            run.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "libs/a/index.js",
+                "node_modules/hoisted/index.js",
+                "packages/greeter/FLOW.md",
+                "packages/greeter/flow.ts",
+                "packages/greeter/node_modules/own/index.js",
+            ]
+        );
+        assert_eq!(links.aliases(), [alias("node_modules/a", "../libs/a")]);
+        // The member path is retained: it round-trips and is identity.
+        let bytes = layout.to_json();
+        assert!(bytes.ends_with(b"\"member\":\"packages/greeter\"}"));
+        assert_eq!(Layout::from_json(&bytes, &tree), Ok(layout.clone()));
+        let moved = Layout::new(layout.aliases.clone(), &tree)
+            .unwrap()
+            .with_member("apps/greeter", &tree)
+            .unwrap();
+        assert_ne!(moved.digest(), layout.digest());
+        // Without a member path a Run's tree is the prepared tree.
+        let plain = Layout::new(layout.aliases.clone(), &tree).unwrap();
+        assert_eq!(plain.run_path("flow.ts"), "flow.ts");
+        for unsafe_member in ["", "../x", "a//b", "node_modules/x"] {
+            assert!(plain.clone().with_member(unsafe_member, &tree).is_err());
+        }
+    }
+
+    #[test]
+    fn a_library_colliding_with_the_flow_in_the_run_tree_fails_closed() {
+        // The library `app/lib` lies inside the Flow member `app`, whose
+        // own file `lib/index.js` then shares its Run path.
+        let tree = files(&[
+            "FLOW.md",
+            "lib/index.js",
+            "node_modules/.jig-workspace/app/lib/index.js",
+        ]);
+        assert_eq!(
+            Layout::new(vec![], &tree)
+                .unwrap()
+                .with_member("app", &tree),
+            Err("a workspace library's path collides with the Flow's files")
+        );
     }
 
     #[test]

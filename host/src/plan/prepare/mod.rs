@@ -60,7 +60,7 @@ pub const BUNDLED_SDK: &str = "@jigging/flow";
 pub const BUNDLED_SDK_VERSION: &str = "1.0.0";
 /// Bumped whenever the installer arguments or capture rules change, so an
 /// admitted preparation made another way is not reused.
-const PREPARATION_RECIPE: &str = "jig-bun-preparation/2";
+const PREPARATION_RECIPE: &str = "jig-bun-preparation/3";
 
 pub const MANIFEST: &str = "package.json";
 pub const LOCK: &str = "bun.lock";
@@ -598,16 +598,23 @@ impl Session<'_> {
         check_prepared_size(&files, codes::LIMIT_EXCEEDED, at)?;
         // Files and aliases share the record and content bounds; any other
         // fault of the installer's links fails closed.
-        let layout = Layout::new(aliases, &files).map_err(|why| {
-            let code = if why.starts_with("the prepared package has more")
-                || why.starts_with("the workspace layout is larger")
-            {
-                codes::LIMIT_EXCEEDED
-            } else {
-                codes::PREPARATION_FAILED
-            };
-            refusal(code, at, None, why)
-        })?;
+        // The Flow's member path is part of the layout, so a moved member
+        // is a changed target.
+        let layout = Layout::new(aliases, &files)
+            .and_then(|layout| match inputs.member.as_str() {
+                "" => Ok(layout),
+                member => layout.with_member(member, &files),
+            })
+            .map_err(|why| {
+                let code = if why.starts_with("the prepared package has more")
+                    || why.starts_with("the workspace layout is larger")
+                {
+                    codes::LIMIT_EXCEEDED
+                } else {
+                    codes::PREPARATION_FAILED
+                };
+                refusal(code, at, None, why)
+            })?;
         let package = Package::from_files(files)
             .map_err(|_| failed("the installed tree is not a valid Package/1 tree"))?;
         Ok((package, layout))
@@ -909,6 +916,7 @@ fn installer_launch(
         attachments: Vec::new(),
         limits: Limits::PREPARATION,
         network: true,
+        view: None,
     }
 }
 

@@ -296,6 +296,7 @@ fn pip_launch(runtime: &Path, work: &Workspace, index: &str) -> Launch {
     args.push("--requirement".into());
     args.push(REQUIREMENTS.into());
     Launch {
+        view: None,
         program: runtime.to_path_buf(),
         args,
         env: vec![

@@ -4,14 +4,16 @@
 //! selected libraries' sources are captured without following links; Bun
 //! installs the Flow member with `--filter`, frozen, hoisted, scripts off.
 //!
-//! The prepared Package/1 stays rooted at the Flow: the installed registry
-//! packages become regular files under the Flow's `node_modules`; each
-//! selected library (its selected files plus its own nested installs) is
-//! kept once at its workspace-relative path below `node_modules/.jig-workspace`,
-//! and Bun's aliases to those member roots are retained as layout metadata
-//! (see [`super::layout`]), so a library imported through two paths is one
-//! module and cycles resolve through it. Unselected member links are
-//! omitted; any other link, and any path collision, fails closed.
+//! The prepared Package/1 stays rooted at the Flow, with the workspace's
+//! shape below `node_modules/.jig-workspace`: the hoisted registry packages
+//! in its `node_modules`, each selected library (its selected files plus its
+//! own nested installs) once at its workspace-relative path, and Bun's
+//! aliases to those member roots retained as layout metadata with the
+//! Flow's member path (see [`super::layout`]). A Run shows that shape with
+//! the Flow at its member path, so a library imported through two paths is
+//! one module, cycles resolve through it, and the Flow's relative imports
+//! resolve as in the workspace. Unselected member links are omitted; any
+//! other link, and any path collision, fails closed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -208,6 +210,7 @@ pub(super) fn inputs(
     }
     let digest = sha256_digest(&flow::json::canonical(&json!({
         "flow": package.digest(),
+        "member": member_path,
         "root": sha256_digest(&root_bytes),
         "lock": lock_bytes.as_deref().map(sha256_digest),
         "members": members
@@ -561,11 +564,12 @@ fn read_source(
 /// Prepared files by path.
 type Files = BTreeMap<String, Vec<u8>>;
 
-/// The installed workspace tree below the Flow: registry packages as
-/// regular files under its `node_modules`, each selected library's files
-/// and nested installs at its workspace-relative path below
-/// [`layout::MEMBERS_DIR`], and the installer's aliases to those member
-/// roots as layout records (never as files).
+/// The installed workspace tree below the Flow, in the workspace's shape
+/// below [`layout::MEMBERS_DIR`]: the hoisted registry packages as regular
+/// files under its `node_modules`, each selected library's files and nested
+/// installs at its workspace-relative path, and the installer's aliases to
+/// those member roots as layout records (never as files). The Flow member's
+/// own nested installs are its `node_modules`.
 pub(super) fn flatten(
     staged_root: &Path,
     inputs: &Inputs,
@@ -606,7 +610,8 @@ pub(super) fn flatten(
         }
     }
     for (name, path) in installed {
-        let target = format!("node_modules/{name}");
+        // The hoisted installs stay at the workspace root's node_modules.
+        let target = format!("{}/node_modules/{name}", layout::MEMBERS_DIR);
         let meta =
             std::fs::symlink_metadata(&path).map_err(|_| "cannot read the installed tree")?;
         if meta.is_dir() {
