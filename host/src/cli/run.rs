@@ -229,7 +229,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Arc::new(ProviderSet::new(config.providers.clone())),
         sandbox,
         work_root.clone(),
-        Some(package.clone()),
+        Some(Arc::clone(package)),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
@@ -423,6 +423,9 @@ pub(crate) fn prepare_attachments(
     work_root: &Path,
 ) -> std::io::Result<Vec<AttachmentGrant>> {
     use std::os::unix::fs::DirBuilderExt;
+    if captured.roots.is_empty() && writable.is_none() {
+        return Ok(Vec::new());
+    }
     let dir = work_root.join("attachments");
     std::fs::create_dir_all(&dir)?;
     let mut grants: Vec<AttachmentGrant> = files::seal(captured, &dir)?

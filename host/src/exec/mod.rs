@@ -224,7 +224,7 @@ pub struct Executor {
     /// The root's package, already read and verified by the caller in this
     /// process (`jig run` needs it before the Run is recorded): taken by the
     /// first Run of that digest instead of a second read and digest pass.
-    loaded: std::sync::Mutex<Option<flow::package::Package>>,
+    loaded: std::sync::Mutex<Option<Arc<flow::package::Package>>>,
     /// What credentialed Project Commands read: the project's repository
     /// and the operator's secret files (absent: they are unavailable).
     repository: Option<Repository>,
@@ -293,7 +293,7 @@ impl Executor {
 
     /// A package the caller has just read and verified from this store
     /// ([`Store::load_package`]); the first Run of its digest uses it.
-    pub fn with_loaded(self, package: flow::package::Package) -> Executor {
+    pub fn with_loaded(self, package: Arc<flow::package::Package>) -> Executor {
         *self.loaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(package);
         self
     }
@@ -523,10 +523,11 @@ impl Executor {
         };
         let package = match loaded {
             Some(package) => package,
-            None => self
-                .store
-                .load_package(&resolved.digest)
-                .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+            None => Arc::new(
+                self.store
+                    .load_package(&resolved.digest)
+                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+            ),
         };
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
@@ -633,7 +634,6 @@ impl Executor {
         };
         // Written: the copy is not held for the Run's length.
         drop(run_files);
-        let package = Arc::new(package);
         let services = Arc::new_cyclic(|me| InvocationServices {
             me: me.clone(),
             executor: self.clone(),
@@ -743,13 +743,14 @@ impl Executor {
         let entry = package_dir.join(entrypoint);
         if recipe.kind == RecipeKind::Wasm {
             params.scratch = "/scratch".into();
-            // The bytes verified when the package was loaded, not a re-read.
-            let bytes = services
-                .package
-                .files()
-                .get(&recipe.entrypoint)
-                .cloned()
-                .ok_or_else(|| Failure::new("EXECUTION_FAILED", "the package has no flow.wasm"))?;
+            // The bytes verified when the package was loaded, not a re-read
+            // (nor a copy).
+            if !services.package.files().contains_key(&recipe.entrypoint) {
+                return Err(Failure::new(
+                    "EXECUTION_FAILED",
+                    "the package has no flow.wasm",
+                ));
+            }
             let mut preopens = vec![wasm::Preopen {
                 host: scratch.to_path_buf(),
                 guest: "/scratch".into(),
@@ -782,7 +783,11 @@ impl Executor {
                     writable: grant.writable,
                 });
             }
-            let launch = wasm::WasmLaunch { bytes, preopens };
+            let launch = wasm::WasmLaunch {
+                package: services.package.clone(),
+                entrypoint: recipe.entrypoint.clone(),
+                preopens,
+            };
             let (host_in, guest_in) = tokio::io::duplex(64 * 1024);
             let (guest_out, host_out) = tokio::io::duplex(64 * 1024);
             let (guest_err, host_err) = tokio::io::duplex(64 * 1024);

@@ -104,8 +104,8 @@ pub struct Resolved {
     pub package_path: String,
     pub package_digest: String,
     pub binding: Option<String>,
-    /// Read and verified once (the Run reads it again, as verified).
-    pub package: Package,
+    /// Read and verified once; shared with the root Run, not copied.
+    pub package: Arc<Package>,
     /// Seed 002 §4: it keeps Run Checkpoints (delivered with `--out`).
     pub checkpointing: bool,
 }
@@ -153,10 +153,12 @@ pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Ref
                 format!("{target} has no admitted package"),
             )
         })?;
-    let package = state
-        .store()
-        .load_package(&package_digest)
-        .map_err(Refusal::state)?;
+    let package = Arc::new(
+        state
+            .store()
+            .load_package(&package_digest)
+            .map_err(Refusal::state)?,
+    );
     let checkpointing = crate::plan::uses_run_checkpoint(&package);
     Ok(Resolved {
         generation,
@@ -280,7 +282,7 @@ pub fn executor(
     providers: Arc<ProviderSet>,
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
     work_root: PathBuf,
-    loaded: Option<flow::package::Package>,
+    loaded: Option<Arc<flow::package::Package>>,
 ) -> Arc<Executor> {
     let executor = Executor::new(
         state.store(),

@@ -6,8 +6,8 @@
 //! yields. Dropping the returned task stops the guest at its next epoch
 //! tick, which is how cancellation and the hard deadline take effect.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -31,32 +31,22 @@ pub struct Preopen {
 }
 
 pub struct WasmLaunch {
-    pub bytes: Vec<u8>,
+    /// The verified package; its Package/1 digest names the compiled code.
+    pub package: Arc<flow::package::Package>,
+    pub entrypoint: String,
     pub preopens: Vec<Preopen>,
 }
 
-/// The process-wide engine: one epoch ticker, compiled code shared. This
-/// is the engine of a command that only asks whether guests can run
-/// (`jig doctor`): it touches no cache. A command that runs guests builds
-/// it through [`run`], with the compiled-module cache.
+/// The process-wide engine: one epoch ticker, compiled code shared. It
+/// touches no cache itself: [`run`] looks compiled code up by the
+/// package digest (see [`CompiledCache`]).
 pub fn engine() -> Result<&'static Engine, String> {
-    shared_engine(false)
-}
-
-fn shared_engine(cached: bool) -> Result<&'static Engine, String> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
             let mut config = Config::new();
             config.epoch_interruption(true);
             config.wasm_component_model(true);
-            // Compiled code is reused across Runs from wasmtime's cache,
-            // keyed by the module's bytes, the compiler, its flags and this
-            // engine's configuration. Without a private cache directory
-            // every Run compiles, as before.
-            if let Some(cache) = cached.then(module_cache).flatten() {
-                config.cache(Some(cache));
-            }
             let engine = Engine::new(&config).map_err(|e| e.to_string())?;
             let ticker = engine.weak();
             std::thread::Builder::new()
@@ -77,26 +67,91 @@ fn shared_engine(cached: bool) -> Result<&'static Engine, String> {
 
 /// The compiled-module cache below the user's jig cache directory.
 pub const MODULE_CACHE_DIR: &str = "wasm-modules";
+/// Below it, one directory per engine compatibility (wasmtime version,
+/// compiler, its flags, this engine's configuration, the CPU features).
+const MODULES: &str = "compiled";
 
-/// wasmtime's cache in `<jig cache>/wasm-modules`: deserialised compiled
-/// code is trusted, so only a directory of this user's that nobody else can
-/// write (the route [`crate::verify::cache_dir`] checks) is used, and only
-/// when it is a real private directory itself.
-fn module_cache() -> Option<wasmtime::Cache> {
+/// Compiled `flow.wasm` code, one uncompressed file per package digest,
+/// in `<jig cache>/wasm-modules/compiled/<engine>/<digest>`: a Run of a
+/// package compiled before maps that file (one `mmap`, no decompression,
+/// no copy) instead of compiling. wasmtime's own cache hashed the module
+/// bytes again, decompressed a copy and rewrote a statistics file on
+/// every Run. Mapped code is trusted, so only a directory of this user's
+/// that nobody else can write (the route [`crate::verify::cache_dir`]
+/// checks) is used, each level a real owner-private directory; a file is
+/// written whole, synced and renamed into place, never changed after.
+struct CompiledCache {
+    dir: PathBuf,
+}
+
+impl CompiledCache {
+    fn open(engine: &Engine) -> Option<CompiledCache> {
+        use std::hash::{Hash, Hasher};
+        let jig = crate::verify::cache_dir(true)?.parent()?.to_path_buf();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let mut dir = jig.join(MODULE_CACHE_DIR);
+        private_dir(&dir)?;
+        for level in [MODULES.to_string(), format!("{:016x}", hasher.finish())] {
+            dir.push(level);
+            private_dir(&dir)?;
+        }
+        Some(CompiledCache { dir })
+    }
+
+    fn path(&self, digest: &str) -> PathBuf {
+        self.dir
+            .join(digest.strip_prefix("sha256:").unwrap_or(digest))
+    }
+
+    /// Keep `compiled` for the next Run; failing to is not the Run's error.
+    fn keep(&self, digest: &str, compiled: &[u8]) {
+        use std::io::Write;
+        let Ok(mut temp) = tempfile::Builder::new()
+            .prefix(".jig-module-")
+            .tempfile_in(&self.dir)
+        else {
+            return;
+        };
+        if temp.write_all(compiled).is_ok() && temp.as_file().sync_all().is_ok() {
+            let _ = temp.persist(self.path(digest));
+        }
+    }
+}
+
+/// `dir` as an owner-private directory of this user (made so if absent).
+fn private_dir(dir: &Path) -> Option<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let jig = crate::verify::cache_dir(true)?.parent()?.to_path_buf();
-    let dir = jig.join(MODULE_CACHE_DIR);
-    if std::fs::symlink_metadata(&dir).is_err() {
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::DirBuilder::new().mode(0o700).create(dir).ok()?;
     }
-    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    let meta = std::fs::symlink_metadata(dir).ok()?;
     let uid = nix::unistd::geteuid().as_raw();
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return None;
+    (meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0).then_some(())
+}
+
+/// The guest's compiled code: mapped from the cache when this package was
+/// compiled by a compatible engine before, else compiled (and kept).
+fn load<T>(
+    engine: &Engine,
+    digest: &str,
+    bytes: &[u8],
+    compile: impl Fn(&Engine, &[u8]) -> wasmtime::Result<T>,
+    map: impl Fn(&Engine, &Path) -> wasmtime::Result<T>,
+    serialize: impl Fn(&T) -> wasmtime::Result<Vec<u8>>,
+) -> wasmtime::Result<T> {
+    let Some(cache) = CompiledCache::open(engine) else {
+        return compile(engine, bytes);
+    };
+    let path = cache.path(digest);
+    if let Ok(compiled) = map(engine, &path) {
+        return Ok(compiled);
     }
-    let mut config = wasmtime::CacheConfig::new();
-    config.with_directory(dir);
-    wasmtime::Cache::new(config).ok()
+    let compiled = compile(engine, bytes)?;
+    if let Ok(serialized) = serialize(&compiled) {
+        cache.keep(digest, &serialized);
+    }
+    Ok(compiled)
 }
 
 struct P1Host {
@@ -167,12 +222,16 @@ where
     W: AsyncWrite + Send + Sync + 'static,
     E: AsyncWrite + Send + Sync + 'static,
 {
-    let engine = shared_engine(true)?;
+    let engine = engine()?;
     let builder = wasi_builder(stdin, stdout, stderr, &launch.preopens)?;
-    let outcome = if is_component(&launch.bytes) {
-        run_component(engine, builder, &launch.bytes).await
+    let Some(bytes) = launch.package.files().get(&launch.entrypoint) else {
+        return Err(format!("the package has no {}", launch.entrypoint));
+    };
+    let digest = launch.package.digest();
+    let outcome = if is_component(bytes) {
+        run_component(engine, builder, digest, bytes).await
     } else {
-        run_module(engine, builder, &launch.bytes).await
+        run_module(engine, builder, digest, bytes).await
     };
     match outcome {
         Ok(()) => Ok(0),
@@ -186,9 +245,21 @@ where
 async fn run_module(
     engine: &Engine,
     mut builder: WasiCtxBuilder,
+    digest: &str,
     bytes: &[u8],
 ) -> wasmtime::Result<()> {
-    let module = Module::new(engine, bytes)?;
+    let module = load(
+        engine,
+        digest,
+        bytes,
+        |e, b| Module::new(e, b),
+        // SAFETY: the file is one this user's jig wrote whole from
+        // `Module::serialize` into an owner-private directory and never
+        // changes (see `CompiledCache`); wasmtime checks it was made by a
+        // compatible engine.
+        |e, p| unsafe { Module::deserialize_file(e, p) },
+        Module::serialize,
+    )?;
     let mut linker: Linker<P1Host> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |h| &mut h.wasi)?;
     let mut store = Store::new(
@@ -210,9 +281,18 @@ async fn run_module(
 async fn run_component(
     engine: &Engine,
     mut builder: WasiCtxBuilder,
+    digest: &str,
     bytes: &[u8],
 ) -> wasmtime::Result<()> {
-    let component = Component::new(engine, bytes)?;
+    let component = load(
+        engine,
+        digest,
+        bytes,
+        |e, b| Component::new(e, b),
+        // SAFETY: as for a module in `run_module`.
+        |e, p| unsafe { Component::deserialize_file(e, p) },
+        Component::serialize,
+    )?;
     let mut linker: ComponentLinker<P2Host> = ComponentLinker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     let host = P2Host {

@@ -253,7 +253,7 @@ impl Sandbox for Bubblewrap {
         };
         let group = fence.group.as_ref().expect("set above");
         let procs: Vec<std::fs::File> = group
-            .procs_files()
+            .entry_files()
             .iter()
             .map(|p| std::fs::OpenOptions::new().write(true).open(p))
             .collect::<std::io::Result<_>>()?;

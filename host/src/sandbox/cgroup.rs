@@ -358,6 +358,20 @@ impl Group {
             .collect()
     }
 
+    /// The files a process that was just forked (so has one thread) writes
+    /// `0` into, before exec, to enter this group itself (one per
+    /// hierarchy). On cgroup v1 that is `tasks`: moving the writing thread
+    /// moves the whole single-threaded process, and the kernel moves the
+    /// writer itself without taking the threadgroup write lock that a
+    /// `cgroup.procs` write takes, which waits for an RCU grace period
+    /// (8 to 14 ms per Run on the 2-core CI machine, the largest part of a
+    /// `flow.bin` Run). cgroup v2 has no `tasks` file (`cgroup.threads` is
+    /// for threaded groups only), so it stays `cgroup.procs`.
+    pub fn entry_files(&self) -> Vec<PathBuf> {
+        let file = if self.v2 { "cgroup.procs" } else { "tasks" };
+        self.dirs.iter().map(|(_, d)| d.join(file)).collect()
+    }
+
     /// Every process currently in the group, across hierarchies.
     pub fn pids(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = self.dirs.iter().flat_map(|(_, d)| read_pids(d)).collect();
@@ -645,6 +659,63 @@ mod tests {
         for dir in run.dirs().chain(host.dirs()) {
             assert!(!dir.exists(), "{} remains", dir.display());
         }
+    }
+
+    /// A just-forked child that writes `0` into [`Group::entry_files`]
+    /// before exec is, with everything it starts, a member of the group in
+    /// every hierarchy (v1: its own `tasks` line, and the process's
+    /// `cgroup.procs` line).
+    #[test]
+    fn a_forked_child_enters_through_the_entry_files() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let hierarchy = match Hierarchy::detect(None) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("skipped: no usable cgroup hierarchy: {e}");
+                return;
+            }
+        };
+        let name = format!("{HOST_GROUP_PREFIX}entry-{}", std::process::id());
+        let host = hierarchy.create_host_group(&name).expect("host group");
+        let run = host.child("run-0", Limits::FLOW).expect("run group");
+        let files: Vec<std::fs::File> = run
+            .entry_files()
+            .iter()
+            .map(|p| std::fs::OpenOptions::new().write(true).open(p).unwrap())
+            .collect();
+        let fds: Vec<i32> = files.iter().map(AsRawFd::as_raw_fd).collect();
+        let mut command = std::process::Command::new("/bin/sh");
+        command
+            .args(["-c", "sleep 60 & read go"])
+            .stdin(std::process::Stdio::piped());
+        // SAFETY: only write(2) on descriptors the parent keeps open.
+        unsafe {
+            command.pre_exec(move || {
+                for fd in &fds {
+                    if nix::libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().unwrap();
+        drop(files);
+        let until = Instant::now() + Duration::from_secs(5);
+        while run.pids().len() < 2 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pids = run.pids();
+        assert!(pids.contains(&(child.id() as i32)), "{pids:?}");
+        assert_eq!(pids.len(), 2, "the shell and what it started: {pids:?}");
+        for dir in run.dirs() {
+            assert!(!read_pids(dir).is_empty(), "{} is empty", dir.display());
+        }
+        run.kill_all();
+        let _ = child.wait();
+        run.remove(EMPTY_WAIT).expect("run group removed");
+        host.remove(EMPTY_WAIT).expect("host group removed");
     }
 
     /// The cgroup v2 path on a real unified hierarchy, whatever this host

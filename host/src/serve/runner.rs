@@ -589,7 +589,9 @@ impl Server {
             self.providers.clone(),
             sandbox,
             work_root.clone(),
-            None,
+            // Verified at submission; used only if its digest is the one
+            // the root Run resolves.
+            Some(dispatch.package.clone()),
         );
         let mut channels = RootChannels::none();
         let broker = channels.broker.clone();
@@ -846,7 +848,7 @@ struct Dispatch {
     input: Value,
     timeout: Duration,
     names: Vec<String>,
-    package: Package,
+    package: Arc<Package>,
     plan: Value,
     files: Option<FileRun>,
 }

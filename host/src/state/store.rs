@@ -68,15 +68,15 @@ impl Store {
     /// every Run of it, instead of a private copy per Run. Made once per
     /// digest from these bytes: written into a private temporary directory,
     /// its files made read-only, synced, compared with the bytes once more, and
-    /// renamed into place. Every later use compares the tree with the
-    /// verified bytes again (contents, modes, no extra entries); a tree that
-    /// differs fails closed (`PROJECT_STATE_INVALID`) and is never repaired
-    /// behind the caller's back.
+    /// renamed into place. Every later use checks the tree against its seal
+    /// (see [`Store::check_shared_tree`]); a tree that differs from the
+    /// verified bytes fails closed (`PROJECT_STATE_INVALID`) and is never
+    /// repaired behind the caller's back.
     pub fn package_tree(&self, package: &flow::package::Package) -> Result<PathBuf, StateError> {
         let path = self.tree_path(package.digest());
         match std::fs::symlink_metadata(&path) {
             Ok(_) => {
-                check_tree(package.files(), &path).map_err(|what| changed_tree(&path, &what))?;
+                self.check_shared_tree(package.digest(), package.files(), &path)?;
                 return Ok(path);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -107,12 +107,15 @@ impl Store {
                         let _ = d.sync_all();
                     }
                 }
+                // Sealed where it now lives (the rename changed the root's
+                // own stamp).
+                self.check_shared_tree(package.digest(), package.files(), &path)?;
             }
             // Made meanwhile by another Run of this host: use that one,
             // checked like any existing tree.
             Err(_) if path.is_dir() => {
                 let _ = std::fs::remove_dir_all(&staged);
-                check_tree(package.files(), &path).map_err(|what| changed_tree(&path, &what))?;
+                self.check_shared_tree(package.digest(), package.files(), &path)?;
             }
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&staged);
@@ -120,6 +123,50 @@ impl Store {
             }
         }
         Ok(path)
+    }
+
+    /// Is the shared tree at `path` still exactly `files`? When its seal
+    /// (what `lstat` said of every directory and file of it just after its
+    /// bytes were last compared) still matches, without reading a byte;
+    /// otherwise by comparing every byte, mode and entry with `files`, and
+    /// sealing it again when that passes and nothing moved meanwhile.
+    ///
+    /// What the seal trusts: the kernel stamps a new ctime (which no
+    /// unprivileged call can set back) on every change of a file's bytes,
+    /// mode, owner, links or name, and a directory's mtime and ctime on
+    /// every entry made or removed in it; the inode and device show a
+    /// replaced file. So an edit in place with its mtime restored, an
+    /// added or removed file, a chmod undone, are all a different stamp,
+    /// and then the bytes decide. The files are read-only and their
+    /// directories and `.jig` owner-private, so only this user (or root)
+    /// can make such an edit at all; someone who can also rewrite the seal
+    /// can equally rewrite the admission itself.
+    fn check_shared_tree(
+        &self,
+        digest: &str,
+        files: &BTreeMap<String, Vec<u8>>,
+        path: &Path,
+    ) -> Result<(), StateError> {
+        let seal = self.seal_path(digest);
+        if self.durable && read_seal(&seal).is_some_and(|s| seal_holds(&s, files, path)) {
+            return Ok(());
+        }
+        let changed = |what: String| changed_tree(path, &what);
+        let before = stamp_tree(path).map_err(changed)?;
+        check_tree(files, path).map_err(changed)?;
+        let after = stamp_tree(path).map_err(changed)?;
+        if self.durable && before == after {
+            // Without a seal the next use compares the bytes again.
+            let _ = super::create_private_dir(&self.dir.join(SEALS))
+                .and_then(|()| write_atomic(&seal, &seal_bytes(digest, &after)));
+        }
+        Ok(())
+    }
+
+    fn seal_path(&self, digest: &str) -> PathBuf {
+        self.dir
+            .join(SEALS)
+            .join(format!("{}.json", digest_hex(digest)))
     }
 
     /// Retain a staged package's files under its Package/1 digest.
@@ -273,6 +320,8 @@ fn corrupt_blob(digest: &str, what: &str) -> StateError {
 
 /// The shared package trees, below the store directory.
 const TREES: &str = "trees";
+/// The seals of the shared package trees, below the store directory.
+const SEALS: &str = "tree-seals";
 /// The bundled runtime support, below the store directory.
 const SUPPORT: &str = "support";
 
@@ -390,6 +439,122 @@ fn check_tree(files: &BTreeMap<String, Vec<u8>>, root: &Path) -> Result<(), Stri
     Ok(())
 }
 
+/// What `lstat` says of one entry of a shared tree, as its seal records
+/// it: device, inode, mode, links, owner, size, mtime and ctime (seconds,
+/// nanoseconds).
+type Stamp = [i64; 10];
+
+fn stamp(meta: &std::fs::Metadata) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    [
+        meta.dev() as i64,
+        meta.ino() as i64,
+        i64::from(meta.mode()),
+        meta.nlink() as i64,
+        i64::from(meta.uid()),
+        meta.size() as i64,
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    ]
+}
+
+/// The stamp of every directory (with a trailing `/`; the root is `/`) and
+/// file below `root`, read through no link.
+fn stamp_tree(root: &Path) -> Result<BTreeMap<String, Stamp>, String> {
+    let mut stamps = BTreeMap::new();
+    let mut dirs = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, name)) = dirs.pop() {
+        let meta =
+            std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        stamps.insert(format!("{name}/"), stamp(&meta));
+        for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let file = entry.file_name();
+            let file = file
+                .to_str()
+                .ok_or_else(|| format!("{} is not a package path", entry.path().display()))?;
+            let rel = if name.is_empty() {
+                file.to_string()
+            } else {
+                format!("{name}/{file}")
+            };
+            let meta =
+                std::fs::symlink_metadata(entry.path()).map_err(|e| format!("{rel}: {e}"))?;
+            if meta.is_dir() {
+                dirs.push((entry.path(), rel));
+            } else {
+                stamps.insert(rel, stamp(&meta));
+            }
+        }
+    }
+    Ok(stamps)
+}
+
+fn seal_bytes(digest: &str, stamps: &BTreeMap<String, Stamp>) -> Vec<u8> {
+    // serde_json, not the JSON/1 canonical form: stamps are integers
+    // beyond 2^53 (devices, nanoseconds) that must round-trip exactly.
+    serde_json::to_vec(&serde_json::json!({ "digest": digest, "stamps": stamps }))
+        .unwrap_or_default()
+}
+
+/// The stamps of a seal: an owner-private regular file of this user, read
+/// through no link, that names `digest`-shaped content; `None` otherwise.
+fn read_seal(path: &Path) -> Option<BTreeMap<String, Stamp>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    let owner = nix::unistd::geteuid().as_raw();
+    if !meta.is_file() || meta.uid() != owner || meta.mode() & 0o077 != 0 {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let stamps = value.get("stamps")?.as_object()?;
+    let digest = value.get("digest")?.as_str()?;
+    if path.file_stem()?.to_str()? != digest_hex(digest) {
+        return None;
+    }
+    stamps
+        .iter()
+        .map(|(name, stamp)| Some((name.clone(), serde_json::from_value(stamp.clone()).ok()?)))
+        .collect()
+}
+
+/// Does the tree at `root` still carry exactly the sealed stamps, and do
+/// they describe `files` (every path and size, nothing else)?
+fn seal_holds(
+    stamps: &BTreeMap<String, Stamp>,
+    files: &BTreeMap<String, Vec<u8>>,
+    root: &Path,
+) -> bool {
+    let sealed_files = stamps.iter().filter(|(name, _)| !name.ends_with('/'));
+    if sealed_files.clone().count() != files.len() {
+        return false;
+    }
+    let described = sealed_files.into_iter().all(|(name, stamp)| {
+        files
+            .get(name)
+            .is_some_and(|bytes| stamp[5] == bytes.len() as i64)
+    });
+    described
+        && stamps.iter().all(|(name, sealed)| {
+            let path = match name.strip_suffix('/') {
+                Some("") => root.to_path_buf(),
+                Some(dir) => root.join(dir),
+                None => root.join(name),
+            };
+            std::fs::symlink_metadata(path).is_ok_and(|meta| stamp(&meta) == *sealed)
+        })
+}
+
 fn corrupt(digest: &str, what: &str) -> StateError {
     StateError::Invalid {
         message: format!("admitted package {digest}: {what}"),
@@ -412,5 +577,132 @@ impl Store {
                 .map_err(StateError::io("materializing a package"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Bytes this thread has read so far (`rchar` of /proc/thread-self/io).
+    fn read_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    const ENTRY_BYTES: usize = 4 << 20;
+
+    fn fixture() -> (tempfile::TempDir, Store, flow::package::Package) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let files = BTreeMap::from([
+            (
+                "FLOW.md".to_string(),
+                b"---\nname: big\ndescription: A large entrypoint.\n---\n".to_vec(),
+            ),
+            ("flow.bin".to_string(), vec![7u8; ENTRY_BYTES]),
+        ]);
+        let package = flow::package::Package::from_files(files).unwrap();
+        let store = Store::new(dir.path().join("store"));
+        (dir, store, package)
+    }
+
+    /// Set `path`'s mtime back to `like`'s, as `touch -r` would.
+    fn restore_mtime(path: &Path, like: &std::fs::Metadata) {
+        use std::os::unix::fs::MetadataExt;
+        let spec = nix::sys::time::TimeSpec::new(like.mtime(), like.mtime_nsec());
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            path,
+            &spec,
+            &spec,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn an_unchanged_sealed_tree_is_used_without_reading_its_bytes() {
+        let (_dir, store, package) = fixture();
+        let tree = store.package_tree(&package).unwrap();
+        let seal = store.seal_path(package.digest());
+        let mode = std::fs::metadata(&seal).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the seal is owner-private");
+        let before = read_by_this_thread();
+        assert_eq!(store.package_tree(&package).unwrap(), tree);
+        let read = read_by_this_thread() - before;
+        assert!(read < ENTRY_BYTES as u64 / 4, "read {read} bytes");
+        // Without its seal, the same use compares every byte.
+        std::fs::remove_file(&seal).unwrap();
+        let before = read_by_this_thread();
+        store.package_tree(&package).unwrap();
+        assert!(read_by_this_thread() - before >= ENTRY_BYTES as u64);
+        assert!(seal.exists(), "sealed again");
+    }
+
+    #[test]
+    fn an_edit_in_place_with_its_mtime_restored_fails_closed() {
+        let (_dir, store, package) = fixture();
+        let tree = store.package_tree(&package).unwrap();
+        let entry = tree.join("flow.bin");
+        let original = std::fs::metadata(&entry).unwrap();
+        let mut bytes = std::fs::read(&entry).unwrap();
+        bytes[ENTRY_BYTES / 2] ^= 0xff;
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(&entry, &bytes).unwrap();
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o555)).unwrap();
+        restore_mtime(&entry, &original);
+        for _ in 0..2 {
+            let err = store.package_tree(&package).unwrap_err();
+            assert_eq!(err.code(), "PROJECT_STATE_INVALID", "{err}");
+        }
+        assert_eq!(std::fs::read(&entry).unwrap(), bytes, "never repaired");
+    }
+
+    #[test]
+    fn a_changed_stamp_over_the_same_bytes_is_compared_and_sealed_again() {
+        let (_dir, store, package) = fixture();
+        let tree = store.package_tree(&package).unwrap();
+        let entry = tree.join("flow.bin");
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let before = read_by_this_thread();
+        store.package_tree(&package).unwrap();
+        assert!(
+            read_by_this_thread() - before >= ENTRY_BYTES as u64,
+            "compared"
+        );
+        let before = read_by_this_thread();
+        store.package_tree(&package).unwrap();
+        assert!(
+            read_by_this_thread() - before < ENTRY_BYTES as u64 / 4,
+            "sealed"
+        );
+    }
+
+    #[test]
+    fn an_extra_file_or_a_corrupt_seal_is_not_trusted() {
+        let (_dir, store, package) = fixture();
+        let tree = store.package_tree(&package).unwrap();
+        let seal = store.seal_path(package.digest());
+        // A seal that is not one: the bytes are compared, then it is made again.
+        std::fs::write(&seal, b"{\"stamps\": 1}").unwrap();
+        let before = read_by_this_thread();
+        store.package_tree(&package).unwrap();
+        assert!(read_by_this_thread() - before >= ENTRY_BYTES as u64);
+        // A seal another user could have written is not read.
+        std::fs::set_permissions(&seal, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_seal(&seal).is_none());
+        std::fs::set_permissions(&seal, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read_seal(&seal).is_some());
+        // An added entry changes the directory's stamp, and the package.
+        std::fs::write(tree.join("extra.txt"), "x").unwrap();
+        let err = store.package_tree(&package).unwrap_err();
+        assert_eq!(err.code(), "PROJECT_STATE_INVALID", "{err}");
     }
 }

@@ -58,7 +58,7 @@ fn assert_greeted(run: &Run) {
 /// The compiled modules below the cache home, with their modification times.
 fn cached_modules(cache: &Path) -> Vec<(PathBuf, std::time::SystemTime)> {
     let mut found = Vec::new();
-    let mut stack = vec![cache.join("jig/wasm-modules/modules")];
+    let mut stack = vec![cache.join("jig/wasm-modules")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
@@ -114,6 +114,23 @@ fn a_flow_wasm_run_reuses_its_compiled_module_from_the_private_cache() {
     // or rewritten.
     assert_greeted(&greet(dir.path(), cache.path()));
     assert_eq!(cached_modules(cache.path()), first);
+}
+
+#[test]
+fn a_corrupt_compiled_module_is_compiled_again_not_mapped() {
+    let (dir, cache) = fixture("flow.wasm", &greet_wasm(), 0o700);
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let cached = cached_modules(cache.path());
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let path = &cached[0].0;
+    assert!(
+        path.starts_with(cache.path().join("jig/wasm-modules/compiled")),
+        "{path:?}"
+    );
+    std::fs::write(path, b"\x7fELF not compiled code").unwrap();
+    assert_greeted(&greet(dir.path(), cache.path()));
+    let again = std::fs::read(path).unwrap();
+    assert!(again.len() > 1024, "replaced by the compiled module");
 }
 
 #[test]
