@@ -21,13 +21,29 @@ export default defineJig({
 /// The generated `.gitignore`: local admission state is never project source.
 pub const GITIGNORE: &str = ".jig/\n";
 
-const README_MD: &str = r#"# Jig project
+/// The generated README's opening: what a Jig project is.
+const README_INTRO: &str = r#"# Jig project
 
 This is a [Jig](https://jig.md) project. `jig.ts` declares which Flow packages
 (under `flows/`) and Bindings (under `bindings/`) belong to it. Editing them
 proposes a change; nothing runs until you review and approve it.
 
-Review and approve the project:
+"#;
+
+/// `--lang rust`: the README says to build the Flow first.
+const RUST_BUILD_NOTE: &str = r#"The greeting Flow is written in Rust: `src/hello/` is its crate, built against
+the Rust Run SDK (`flow-sdk`) for `wasm32-wasip1`. Build it into
+`flows/hello/flow.wasm` first (it needs `rustup target add wasm32-wasip1`), and
+again after each edit:
+
+```sh
+./build.sh
+```
+
+"#;
+
+/// The generated README's end: review, then run the greeting.
+const README_STEPS: &str = r#"Review and approve the project:
 
 ```sh
 jig review
@@ -74,35 +90,6 @@ async def run(context: RunContext) -> RunResult:
     return {"outcome": "done", "output": {"message": f"Hello, {name}!"}}
 
 handle(run)
-"#;
-
-/// `--lang rust`: the README says to build the Flow first.
-const RUST_README_MD: &str = r#"# Jig project
-
-This is a [Jig](https://jig.md) project. `jig.ts` declares which Flow packages
-(under `flows/`) and Bindings (under `bindings/`) belong to it. Editing them
-proposes a change; nothing runs until you review and approve it.
-
-The greeting Flow is written in Rust: `src/hello/` is its crate, built against
-the Rust Run SDK (`flow-sdk`) for `wasm32-wasip1`. Build it into
-`flows/hello/flow.wasm` first (it needs `rustup target add wasm32-wasip1`), and
-again after each edit:
-
-```sh
-./build.sh
-```
-
-Review and approve the project:
-
-```sh
-jig review
-```
-
-Then run the greeting Flow:
-
-```sh
-jig run flow:flows/hello --input '"Ada"'
-```
 "#;
 
 /// The greeting crate, outside the Flow package: the package holds only
@@ -185,12 +172,13 @@ fn skeleton(template: Template) -> Vec<Entry> {
     if template == Template::Bare {
         return entries;
     }
-    let readme = match template {
-        Template::Rust { .. } => RUST_README_MD,
-        _ => README_MD,
+    let build_note = match template {
+        Template::Rust { .. } => RUST_BUILD_NOTE,
+        _ => "",
     };
+    let readme = format!("{README_INTRO}{build_note}{README_STEPS}");
     entries.extend([
-        Entry::File("README.md", readme.into()),
+        Entry::File("README.md", readme),
         Entry::Dir("flows/hello"),
         Entry::File("flows/hello/FLOW.md", HELLO_FLOW_MD.into()),
     ]);

@@ -615,6 +615,19 @@ impl Fence for CgroupFence {
 mod tests {
     use super::*;
 
+    /// A Bubblewrap with `bwrap` whose cgroups are never made (a v2 base
+    /// that does not exist): for the arguments it builds.
+    fn unplaced(bwrap: PathBuf) -> Bubblewrap {
+        Bubblewrap {
+            bwrap,
+            hierarchy: Hierarchy::V2 {
+                base: "/nonexistent".into(),
+            },
+            host: Arc::default(),
+            counter: AtomicU64::new(0),
+        }
+    }
+
     fn launch() -> Launch {
         Launch {
             program: "/usr/bin/python3".into(),
@@ -643,14 +656,7 @@ mod tests {
     /// package path itself is not bound, the tree is, read-only, there.
     #[test]
     fn a_tree_shown_at_the_package_replaces_its_bind() {
-        let b = Bubblewrap {
-            bwrap: "/usr/bin/bwrap".into(),
-            hierarchy: Hierarchy::V2 {
-                base: "/nonexistent".into(),
-            },
-            host: Arc::default(),
-            counter: AtomicU64::new(0),
-        };
+        let b = unplaced(PathBuf::from("/usr/bin/bwrap"));
         let mut launch = launch();
         launch.shown = vec![
             ("/s/trees/abc".into(), "/p/pkg".into()),
@@ -676,14 +682,7 @@ mod tests {
     /// not shown: only the view's files, directories and links.
     #[test]
     fn a_runtime_view_replaces_usr() {
-        let b = Bubblewrap {
-            bwrap: "/usr/bin/bwrap".into(),
-            hierarchy: Hierarchy::V2 {
-                base: "/nonexistent".into(),
-            },
-            host: Arc::default(),
-            counter: AtomicU64::new(0),
-        };
+        let b = unplaced(PathBuf::from("/usr/bin/bwrap"));
         let mut launch = launch();
         let mut view = super::super::closure::View::default();
         view.files.insert("/usr/bin/python3.11".into());
@@ -705,14 +704,7 @@ mod tests {
 
     #[test]
     fn arguments_grant_exactly_the_launch() {
-        let b = Bubblewrap {
-            bwrap: "/usr/bin/bwrap".into(),
-            hierarchy: Hierarchy::V2 {
-                base: "/nonexistent".into(),
-            },
-            host: Arc::default(),
-            counter: AtomicU64::new(0),
-        };
+        let b = unplaced(PathBuf::from("/usr/bin/bwrap"));
         let args: Vec<String> = b
             .arguments(&launch())
             .into_iter()
@@ -769,14 +761,7 @@ mod tests {
                 return;
             }
         };
-        let b = Bubblewrap {
-            bwrap,
-            hierarchy: Hierarchy::V2 {
-                base: "/nonexistent".into(),
-            },
-            host: Arc::default(),
-            counter: AtomicU64::new(0),
-        };
+        let b = unplaced(bwrap);
         let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
         let fd = b.hold_output().expect("a held output");
         let dir = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));

@@ -260,6 +260,18 @@ impl Served {
         body["runId"].as_str().unwrap().to_string()
     }
 
+    /// Submit without waiting a Run whose timeout is one second: the Run
+    /// ID the daemon answered.
+    fn submit_expiring(&self, input: Value) -> String {
+        let (status, body) = self.call(
+            "POST",
+            "/v1/projects/p/runs?wait=false",
+            Some(json!({"target": "flow:flows/witness", "input": input, "timeout": "1s"})),
+        );
+        assert_eq!(status, 202, "{body}");
+        body["runId"].as_str().unwrap().to_string()
+    }
+
     /// The Run's recorded terminal (null while it is unsettled).
     fn terminal(&self, id: &str) -> Value {
         let (status, body) = self.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
@@ -768,13 +780,7 @@ fn serve_settles_a_queued_run_past_its_deadline_without_a_worker() {
     let (_outer, root) = queued_project();
     let (logs, witness) = logs_and_witness();
     let served = Served::start(&root, &pg, logs.path());
-    let (status, body) = served.call(
-        "POST",
-        "/v1/projects/p/runs?wait=false",
-        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1s"})),
-    );
-    assert_eq!(status, 202, "{body}");
-    let id = body["runId"].as_str().unwrap().to_string();
+    let id = served.submit_expiring(input(&witness, 1, 0));
     wait_until("the sweep settled it", Duration::from_secs(30), || {
         !served.terminal(&id).is_null()
     });
@@ -844,13 +850,7 @@ fn a_run_claimed_past_its_deadline_never_starts() {
     let (_outer, root) = queued_project();
     let (logs, witness) = logs_and_witness();
     let served = Served::start(&root, &pg, logs.path());
-    let (status, body) = served.call(
-        "POST",
-        "/v1/projects/p/runs?wait=false",
-        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1s"})),
-    );
-    assert_eq!(status, 202, "{body}");
-    let late = body["runId"].as_str().unwrap().to_string();
+    let late = served.submit_expiring(input(&witness, 1, 0));
     wait_until("the deadline passed", Duration::from_secs(30), || {
         pg.sql(&format!(
             "SELECT deadline < now() FROM jig_runs WHERE id = '{late}'"
@@ -952,29 +952,6 @@ fn logs_and_witness() -> (tempfile::TempDir, PathBuf) {
 /// A Run's status column.
 fn run_status(pg: &Postgres, id: &str) -> String {
     pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{id}'"))
-}
-
-/// Every file under `dir`, by relative path.
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(at) = pending.pop() {
-        for entry in std::fs::read_dir(&at).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                pending.push(entry.path());
-            } else {
-                let rel = entry
-                    .path()
-                    .strip_prefix(dir)
-                    .unwrap()
-                    .to_string_lossy()
-                    .to_string();
-                files.insert(rel, std::fs::read(entry.path()).unwrap());
-            }
-        }
-    }
-    files
 }
 
 /// `jig run --server` of `flows/copy` with `source` attached, its packet

@@ -385,3 +385,26 @@ impl Drop for Postgres {
             .output();
     }
 }
+
+/// Every file under `dir`, by relative path.
+pub fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(entry.path());
+            } else {
+                let rel = entry
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                files.insert(rel, std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    files
+}
