@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::{Queue, QueueError, BLOB_MISMATCH, UNAVAILABLE};
+use super::{Queue, QueueError, BLOB_MISMATCH};
 use jig_provider_api::ProviderDecl;
 
 use crate::files::{Captured, CapturedFile, CapturedRoot};
@@ -63,7 +63,7 @@ impl Queue {
                 &[&digest, &bytes],
             )
             .await
-            .map_err(|e| QueueError::new(UNAVAILABLE, format!("publishing a blob: {}", super::describe(&e))))?;
+            .map_err(QueueError::db("publishing a blob"))?;
         Ok(digest)
     }
 
@@ -73,12 +73,7 @@ impl Queue {
         let row = client
             .query_opt("SELECT bytes FROM jig_blobs WHERE digest = $1", &[&digest])
             .await
-            .map_err(|e| {
-                QueueError::new(
-                    UNAVAILABLE,
-                    format!("fetching a blob: {}", super::describe(&e)),
-                )
-            })?
+            .map_err(QueueError::db("fetching a blob"))?
             .ok_or_else(|| {
                 QueueError::new(BLOB_MISMATCH, format!("blob {digest} is not published"))
             })?;
@@ -110,7 +105,7 @@ impl Queue {
                 &[&project, &number],
             )
             .await
-            .map_err(|e| QueueError::new(UNAVAILABLE, e.to_string()))?;
+            .map_err(QueueError::db("reading the published generations"))?;
         drop(client);
         if known.is_some() {
             return Ok(());
@@ -171,7 +166,7 @@ impl Queue {
                 &[&project, &number, &plan_digest, &lock_digest, &packages, &published],
             )
             .await
-            .map_err(|e| QueueError::new(UNAVAILABLE, format!("publishing a generation: {}", super::describe(&e))))?;
+            .map_err(QueueError::db("publishing a generation"))?;
         Ok(())
     }
 }
@@ -289,13 +284,10 @@ impl Queue {
     ) -> Result<super::Write, QueueError> {
         let text = String::from_utf8(flow::json::canonical(aggregate)).expect("UTF-8");
         let mut client = self.client().await?;
-        let db = |e: tokio_postgres::Error| {
-            QueueError::new(
-                UNAVAILABLE,
-                format!("saving a checkpoint: {}", super::describe(&e)),
-            )
-        };
-        let tx = client.transaction().await.map_err(db)?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(QueueError::db("saving a checkpoint"))?;
         let owned = tx
             .query_opt(
                 "SELECT 1 FROM jig_runs WHERE id = $1 AND epoch = $2 AND status = 'running'
@@ -303,7 +295,7 @@ impl Queue {
                 &[&claim.id, &claim.epoch],
             )
             .await
-            .map_err(db)?;
+            .map_err(QueueError::db("saving a checkpoint"))?;
         if owned.is_none() {
             return Ok(super::Write::Refused);
         }
@@ -313,14 +305,16 @@ impl Queue {
             &[&claim.id],
         )
         .await
-        .map_err(db)?;
+        .map_err(QueueError::db("saving a checkpoint"))?;
         tx.execute(
             "INSERT INTO jig_checkpoints (run_id, sequence, packet) VALUES ($1, $2, $3)",
             &[&claim.id, &sequence, &text],
         )
         .await
-        .map_err(db)?;
-        tx.commit().await.map_err(db)?;
+        .map_err(QueueError::db("saving a checkpoint"))?;
+        tx.commit()
+            .await
+            .map_err(QueueError::db("saving a checkpoint"))?;
         Ok(super::Write::Accepted)
     }
 }
@@ -372,7 +366,7 @@ impl Cache {
                 &[&project, &generation],
             )
             .await
-            .map_err(|e| QueueError::new(UNAVAILABLE, e.to_string()))?
+            .map_err(QueueError::db("reading a published generation"))?
             .ok_or_else(|| {
                 QueueError::new(
                     "ADMISSION_MISSING",

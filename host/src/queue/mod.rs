@@ -205,6 +205,18 @@ pub enum Write {
     Refused,
 }
 
+impl Write {
+    /// A conditional write that changed `rows` rows: accepted when it
+    /// changed the one Run row.
+    fn of(rows: u64) -> Write {
+        if rows == 1 {
+            Write::Accepted
+        } else {
+            Write::Refused
+        }
+    }
+}
+
 /// A stored Run as `jig serve` shows it.
 #[derive(Debug, Clone)]
 pub struct StoredRun {
@@ -523,14 +535,12 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("releasing"))?;
+        // The write stands whether or not the wakeup reaches anyone: the
+        // listeners' bounded fallback poll finds it.
         let _ = client
             .execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL])
             .await;
-        Ok(if n == 1 {
-            Write::Accepted
-        } else {
-            Write::Refused
-        })
+        Ok(Write::of(n))
     }
 
     /// Record dispatch, before Flow code starts. Refused once the lease
@@ -593,14 +603,12 @@ impl Queue {
             )
             .await
             .map_err(QueueError::db("appending an event"))?;
+        // The write stands whether or not the wakeup reaches anyone: the
+        // listeners' bounded fallback poll finds it.
         let _ = client
             .execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL])
             .await;
-        Ok(if n == 1 {
-            Write::Accepted
-        } else {
-            Write::Refused
-        })
+        Ok(Write::of(n))
     }
 
     /// Write the one terminal: only while this claim still owns the Run
@@ -887,11 +895,7 @@ async fn conclude(
         notify_in(&tx).await?;
     }
     tx.commit().await.map_err(QueueError::db(what))?;
-    Ok(if n == 1 {
-        Write::Accepted
-    } else {
-        Write::Refused
-    })
+    Ok(Write::of(n))
 }
 
 #[cfg(test)]

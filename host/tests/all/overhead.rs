@@ -20,11 +20,25 @@ fn fixture(
 ) -> (tempfile::TempDir, tempfile::TempDir) {
     let dir = project(&[("flows/greet/FLOW.md", FLOW_MD)]);
     std::fs::copy(artifact, dir.path().join("flows/greet").join(entry)).unwrap();
+    let cache = reviewed_with_cache(dir.path(), cache_mode);
+    (dir, cache)
+}
+
+/// A cache home with `cache_mode`, and the project at `dir` reviewed and
+/// approved with it.
+fn reviewed_with_cache(dir: &Path, cache_mode: u32) -> tempfile::TempDir {
     let cache = tempfile::tempdir().unwrap();
     std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(cache_mode)).unwrap();
-    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    let review = run_with_cache(dir, cache.path(), &["review", "--yes"]);
     assert_eq!(review.status, 0, "{review:?}");
-    (dir, cache)
+    cache
+}
+
+/// The output of a Run of `target` with a null input, which succeeds.
+fn output_of(dir: &Path, cache: &Path, target: &str) -> serde_json::Value {
+    let run = run_with_cache(dir, cache, &["run", target, "--input", "null"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    run.json()["output"].clone()
 }
 
 fn run_with_cache(dir: &Path, cache: &Path, args: &[&str]) -> Run {
@@ -185,19 +199,8 @@ fn two_runs_of_one_package_run_from_one_shared_read_only_tree() {
         ("flows/where/FLOW.md", FLOW_MD),
         ("flows/where/flow.py", WHERE_AM_I_PY),
     ]);
-    let cache = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
-    assert_eq!(review.status, 0, "{review:?}");
-    let where_am_i = || {
-        let run = run_with_cache(
-            dir.path(),
-            cache.path(),
-            &["run", "flow:flows/where", "--input", "null"],
-        );
-        assert_eq!(run.status, 0, "{run:?}");
-        run.json()["output"].clone()
-    };
+    let cache = reviewed_with_cache(dir.path(), 0o700);
+    let where_am_i = || output_of(dir.path(), cache.path(), "flow:flows/where");
     let first = where_am_i();
     let second = where_am_i();
     let trees = package_trees(dir.path());
@@ -281,19 +284,8 @@ fn the_python_sdk_is_compiled_once_and_runs_from_its_bytecode() {
         ("flows/sdk/FLOW.md", FLOW_MD),
         ("flows/sdk/flow.py", COMPILES_PY),
     ]);
-    let cache = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
-    assert_eq!(review.status, 0, "{review:?}");
-    let run = || {
-        let run = run_with_cache(
-            dir.path(),
-            cache.path(),
-            &["run", "flow:flows/sdk", "--input", "null"],
-        );
-        assert_eq!(run.status, 0, "{run:?}");
-        run.json()["output"].clone()
-    };
+    let cache = reviewed_with_cache(dir.path(), 0o700);
+    let run = || output_of(dir.path(), cache.path(), "flow:flows/sdk");
     let first = run();
     let support = dir.path().join(".jig/store/support");
     let after_first = listing(&support);
@@ -332,10 +324,7 @@ fn a_tampered_python_sdk_tree_fails_closed() {
         ("flows/sdk/FLOW.md", FLOW_MD),
         ("flows/sdk/flow.py", COMPILES_PY),
     ]);
-    let cache = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
-    assert_eq!(review.status, 0, "{review:?}");
+    let cache = reviewed_with_cache(dir.path(), 0o700);
     let args = ["run", "flow:flows/sdk", "--input", "null"];
     let first = run_with_cache(dir.path(), cache.path(), &args);
     assert_eq!(first.status, 0, "{first:?}");
@@ -453,10 +442,7 @@ fn two_bun_runs_share_one_tree_and_a_tampered_one_fails_closed() {
             &format!("[runtimes]\nbun = \"{bun}\"\ndeno = \"/nonexistent/deno\"\n"),
         ),
     ]);
-    let cache = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
-    assert_eq!(review.status, 0, "{review:?}");
+    let cache = reviewed_with_cache(dir.path(), 0o700);
     let where_am_i = || {
         run_with_cache(
             dir.path(),

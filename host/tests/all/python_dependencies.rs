@@ -188,6 +188,11 @@ fn fixture() -> Fixture {
 }
 
 impl Fixture {
+    /// [`project_with`] `files`, naming this fixture's index.
+    fn project(&self, files: &[(&str, &str)]) -> tempfile::TempDir {
+        project_with(files, &self.index.url(), self.index.port)
+    }
+
     fn requirements(&self, version: &str) -> String {
         format!(
             "# locked by hand\ngreet-lib=={version} \\\n    --hash=sha256:{}\n",
@@ -256,11 +261,7 @@ fn assert_refused(run: &Run, status: i32, code: &str, file: &str) {
 fn a_hash_pinned_requirement_is_prepared_at_review_and_a_run_imports_it_without_network() {
     let f = fixture();
     let requirements = f.requirements("1.0.0");
-    let dir = project_with(
-        &[("requirements.txt", &requirements)],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[("requirements.txt", &requirements)]);
     let source = run_jig(dir.path(), &["package", "digest", "flows/hello"]);
     assert_eq!(source.status, 0, "{source:?}");
     review(dir.path());
@@ -285,7 +286,7 @@ fn a_hash_pinned_requirement_is_prepared_at_review_and_a_run_imports_it_without_
 fn a_pylock_toml_is_prepared_the_same_way() {
     let f = fixture();
     let pylock = f.pylock("2.0.0");
-    let dir = project_with(&[("pylock.toml", &pylock)], &f.index.url(), f.index.port);
+    let dir = f.project(&[("pylock.toml", &pylock)]);
     review(dir.path());
     assert_eq!(run_hello(dir.path())["message"], "Hi there, Ada!");
 }
@@ -294,11 +295,7 @@ fn a_pylock_toml_is_prepared_the_same_way() {
 fn reuse_of_an_admitted_preparation_installs_nothing() {
     let f = fixture();
     let requirements = f.requirements("1.0.0");
-    let dir = project_with(
-        &[("requirements.txt", &requirements)],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[("requirements.txt", &requirements)]);
     review(dir.path());
     let fetched = f.index.requests();
     let again = review(dir.path());
@@ -320,11 +317,7 @@ fn reuse_of_an_admitted_preparation_installs_nothing() {
 fn a_changed_lock_changes_the_target_in_review() {
     let f = fixture();
     let requirements = f.requirements("1.0.0");
-    let dir = project_with(
-        &[("requirements.txt", &requirements)],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[("requirements.txt", &requirements)]);
     review(dir.path());
     assert_eq!(run_hello(dir.path())["version"], "1.0.0");
     write_files(
@@ -344,11 +337,7 @@ fn a_changed_lock_changes_the_target_in_review() {
 fn an_sdist_only_dependency_is_never_built() {
     let f = fixture();
     let requirements = format!("sdist-lib==1.0.0 --hash=sha256:{}\n", f.sdist);
-    let dir = project_with(
-        &[("requirements.txt", &requirements)],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[("requirements.txt", &requirements)]);
     let refused = run_jig(dir.path(), &["review", "--yes"]);
     assert_refused(
         &refused,
@@ -565,11 +554,7 @@ fn the_lock_and_manifest_size_limits() {
     let f = fixture();
     let requirements = f.requirements("1.0.0");
     let at_limit = padded(&requirements, MAX_LOCK_BYTES);
-    let dir = project_with(
-        &[("requirements.txt", &at_limit)],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[("requirements.txt", &at_limit)]);
     review(dir.path());
     assert_eq!(run_hello(dir.path())["version"], "1.0.0");
     let past = padded(&requirements, MAX_LOCK_BYTES + 1);
@@ -585,14 +570,10 @@ fn the_lock_and_manifest_size_limits() {
     let pyproject =
         "[project]\nname = \"hello\"\nversion = \"0.1.0\"\ndependencies = [\"greet-lib\"]\n";
     let at_limit = padded(pyproject, MAX_MANIFEST_BYTES);
-    let dir = project_with(
-        &[
-            ("pyproject.toml", &at_limit),
-            ("requirements.txt", &requirements),
-        ],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[
+        ("pyproject.toml", &at_limit),
+        ("requirements.txt", &requirements),
+    ]);
     review(dir.path());
     let past = padded(pyproject, MAX_MANIFEST_BYTES + 1);
     let dir = project_with(
@@ -616,11 +597,7 @@ fn the_lock_and_manifest_size_limits() {
 fn corrupt_or_missing_prepared_wheels_fail_closed_and_are_never_fetched_again() {
     let f = fixture();
     let requirements = f.requirements("1.0.0");
-    let dir = project_with(
-        &[("requirements.txt", &requirements)],
-        &f.index.url(),
-        f.index.port,
-    );
+    let dir = f.project(&[("requirements.txt", &requirements)]);
     review(dir.path());
     let fetched = f.index.requests();
     // The retained copy of the installed greet_lib, changed behind jig's back.

@@ -317,9 +317,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
     const RUNS: usize = 200;
     const REPEATS: usize = 50;
     const SUBMITTERS: usize = 4;
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     // Every Run may be queued at once: the bound is not what this tests.
     let bound = RUNS.to_string();
     let served = Arc::new(Served::start_with(
@@ -515,9 +513,7 @@ fn bad_input_is_refused_with_its_code() {
 
 #[test]
 fn a_queued_run_streams_and_answers_like_a_local_one() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
     let _w = worker(&root, &pg, logs.path(), 0, "1");
     // Waiting submission: the terminal, as without --database.
@@ -776,9 +772,7 @@ fn a_sweep_settles_expired_queued_runs_in_bounded_batches() {
 /// settled with no worker running, and its stream ends with the terminal.
 #[test]
 fn serve_settles_a_queued_run_past_its_deadline_without_a_worker() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
     let id = served.submit_expiring(input(&witness, 1, 0));
     wait_until("the sweep settled it", Duration::from_secs(30), || {
@@ -814,9 +808,7 @@ fn metric(served: &Served, name: &str) -> String {
 /// database's queued and active Runs.
 #[test]
 fn a_database_queue_past_its_bound_refuses_before_recording() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start_with(&root, &pg, logs.path(), &["--max-queued-runs", "1"]);
     let first = served.submit("a", input(&witness, 1, 0));
     assert_eq!(metric(&served, "jig_queued_runs"), "1");
@@ -846,9 +838,7 @@ fn a_database_queue_past_its_bound_refuses_before_recording() {
 /// its deadline settles it `DEADLINE_EXCEEDED` without dispatching it.
 #[test]
 fn a_run_claimed_past_its_deadline_never_starts() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
     let late = served.submit_expiring(input(&witness, 1, 0));
     wait_until("the deadline passed", Duration::from_secs(30), || {
@@ -886,9 +876,7 @@ fn a_run_claimed_past_its_deadline_never_starts() {
 /// Run stays queued for another worker.
 #[test]
 fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
     let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "1s"]);
     let long = served.submit("long", input(&witness, 1, 60));
@@ -923,9 +911,7 @@ fn a_stopped_worker_settles_its_run_and_leaves_the_queue() {
 /// and the worker exits 0 after writing its terminal.
 #[test]
 fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, witness) = logs_and_witness();
+    let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
     let mut first = worker_with(&pg, logs.path(), 0, "1", &["--shutdown-grace", "2m"]);
     let run = served.submit("short", input(&witness, 1, 3));
@@ -938,6 +924,22 @@ fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
     let terminal = served.terminal(&run);
     assert_eq!(terminal["status"], "succeeded", "{terminal}");
     assert_eq!(terminal["output"], 1, "{terminal}");
+}
+
+/// A running PostgreSQL, the admitted queued project (its temporary
+/// parent, then its root), and the logs directory with its witness file.
+/// Bound in this order, the database is dropped last.
+fn queue_fixture() -> (
+    Postgres,
+    tempfile::TempDir,
+    PathBuf,
+    tempfile::TempDir,
+    PathBuf,
+) {
+    let pg = Postgres::start();
+    let (outer, root) = queued_project();
+    let (logs, witness) = logs_and_witness();
+    (pg, outer, root, logs, witness)
 }
 
 /// A directory for the daemon's and workers' logs, and the empty witness
@@ -981,9 +983,7 @@ fn copy_through(root: &Path, socket: &Path, source: &Path, out: &Path) -> Run {
 /// before dispatch.
 #[test]
 fn a_file_run_through_the_database_delivers_its_packet_through_serve() {
-    let pg = Postgres::start();
-    let (_outer, root) = queued_project();
-    let (logs, _witness) = logs_and_witness();
+    let (pg, _outer, root, logs, _witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
     // Tampered: submitted while no worker runs, its attachment's blob
     // then corrupted in the database.

@@ -223,7 +223,6 @@ pub fn prepare(
     Ok(made)
 }
 
-/// Does `bytes` more prepared content stay within one review's aggregate?
 /// A package's source before installation: at most [`MAX_SOURCE_FILES`]
 /// files and [`MAX_SOURCE_BYTES`]; past it, `code` at `at`.
 fn check_source_size(
@@ -231,16 +230,13 @@ fn check_source_size(
     code: &str,
     at: &str,
 ) -> Result<(), Refusal> {
-    let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-    if files.len() > MAX_SOURCE_FILES || bytes > MAX_SOURCE_BYTES {
-        return Err(refusal(
-            code,
-            at,
-            None,
-            "the package has more than 4096 files or 16 MiB before installation",
-        ));
-    }
-    Ok(())
+    check_size(
+        files,
+        (MAX_SOURCE_FILES, MAX_SOURCE_BYTES),
+        code,
+        at,
+        "the package has more than 4096 files or 16 MiB before installation",
+    )
 }
 
 /// A prepared package: at most [`MAX_PREPARED_FILES`] files and
@@ -250,14 +246,27 @@ fn check_prepared_size(
     code: &str,
     at: &str,
 ) -> Result<(), Refusal> {
+    check_size(
+        files,
+        (MAX_PREPARED_FILES, MAX_PREPARED_BYTES),
+        code,
+        at,
+        "the prepared package has more than 4096 files or 32 MiB after installation",
+    )
+}
+
+/// At most `max_files` files and `max_bytes` of content; past either,
+/// `code` at `at` with `message`.
+fn check_size(
+    files: &BTreeMap<String, Vec<u8>>,
+    (max_files, max_bytes): (usize, u64),
+    code: &str,
+    at: &str,
+    message: &str,
+) -> Result<(), Refusal> {
     let bytes: u64 = files.values().map(|c| c.len() as u64).sum();
-    if files.len() > MAX_PREPARED_FILES || bytes > MAX_PREPARED_BYTES {
-        return Err(refusal(
-            code,
-            at,
-            None,
-            "the prepared package has more than 4096 files or 32 MiB after installation",
-        ));
+    if files.len() > max_files || bytes > max_bytes {
+        return Err(refusal(code, at, None, message));
     }
     Ok(())
 }
