@@ -928,6 +928,26 @@ mod tests {
         assert!(prove(&a, Stdlib::None).unwrap_err().contains("loop"));
     }
 
+    /// A chain of exactly [`MAX_LINK_HOPS`] links resolves; one more link is
+    /// taken for a loop.
+    #[test]
+    fn the_link_hop_bound_is_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let exe = base.join("env");
+        std::fs::copy("/usr/bin/env", &exe).unwrap();
+        let mut last = exe.clone();
+        for n in 1..=MAX_LINK_HOPS + 1 {
+            let link = base.join(format!("l{n}"));
+            std::os::unix::fs::symlink(&last, &link).unwrap();
+            last = link;
+        }
+        let at_bound = base.join(format!("l{MAX_LINK_HOPS}"));
+        assert_eq!(Resolver::new(None).unwrap().name(&at_bound).unwrap(), exe);
+        let past = Resolver::new(None).unwrap().name(&last).unwrap_err();
+        assert!(past.contains("loop"), "{past}");
+    }
+
     /// A view is current only while what it was proved from is unchanged.
     #[test]
     fn a_changed_file_makes_a_view_stale() {
@@ -968,17 +988,22 @@ mod tests {
 
     #[test]
     fn the_object_bound_is_enforced() {
-        let mut resolver = Resolver::new(None).unwrap();
-        for n in 0..MAX_OBJECTS {
-            resolver.walked.insert(PathBuf::from(format!("/x/{n}")));
-        }
         let env = Path::new("/usr/bin/env");
-        let err = resolver.object(env, &[]).unwrap_err();
+        // How many objects env's own closure has (env, libc, the loader…).
+        let mut alone = Resolver::new(None).unwrap();
+        alone.object(env, &[]).unwrap();
+        let own = alone.walked.len();
+        // Others walked first, so the closure ends exactly at the bound,
+        // then one past it.
+        let filled = |others: usize| {
+            let mut resolver = Resolver::new(None).unwrap();
+            for n in 0..others {
+                resolver.walked.insert(PathBuf::from(format!("/x/{n}")));
+            }
+            resolver.object(env, &[])
+        };
+        filled(MAX_OBJECTS - own).unwrap();
+        let err = filled(MAX_OBJECTS - own + 1).unwrap_err();
         assert!(err.contains(&MAX_OBJECTS.to_string()), "{err}");
-        let mut resolver = Resolver::new(None).unwrap();
-        for n in 0..MAX_OBJECTS - 8 {
-            resolver.walked.insert(PathBuf::from(format!("/x/{n}")));
-        }
-        resolver.object(env, &[]).unwrap();
     }
 }
