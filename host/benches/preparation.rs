@@ -20,9 +20,12 @@
 //! second run (load ~9): 23.9 ms, 542.5 ms and 625.3 ms, so ~83 ms (~3.5x);
 //! the review medians move by hundreds of ms with the machine's load.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+
+mod support;
+use support::review;
 
 fn main() {
     fixture();
@@ -150,49 +153,20 @@ fn fixture() -> &'static Fixture {
     })
 }
 
-const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\nexport default defineJig({ flows: discover(\"./flows\"), bindings: discover(\"./bindings\") });\n";
 const FLOW_TS: &str = "import { handle } from \"@jigging/flow\";\nimport { greet } from \"greet-lib\";\nawait handle(async (run) => ({ outcome: \"done\", output: greet(String(run.input)) }));\n";
 
 /// A fresh project; `with_dependency` adds package.json and bun.lock.
 fn project(with_dependency: bool) -> tempfile::TempDir {
     let f = fixture();
-    let dir = tempfile::tempdir().unwrap();
-    let flow = dir.path().join("flows/hello");
-    std::fs::create_dir_all(&flow).unwrap();
-    std::fs::write(dir.path().join("jig.ts"), JIG_TS).unwrap();
-    std::fs::write(
-        flow.join("FLOW.md"),
-        "---\nname: hello\ndescription: Greets.\n---\n",
-    )
-    .unwrap();
-    std::fs::write(flow.join("flow.ts"), FLOW_TS).unwrap();
+    let mut files = vec![("flow.ts", FLOW_TS)];
     if with_dependency {
-        std::fs::write(flow.join("package.json"), &f.manifest).unwrap();
-        std::fs::write(flow.join("bun.lock"), &f.lock).unwrap();
+        files.push(("package.json", &f.manifest));
+        files.push(("bun.lock", &f.lock));
     }
-    let config = dir.path().join("config/jig");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        format!("[dependencies]\nnpm-registry = \"{}\"\n", f.registry),
+    support::project(
+        &files,
+        &format!("[dependencies]\nnpm-registry = \"{}\"\n", f.registry),
     )
-    .unwrap();
-    dir
-}
-
-fn review(dir: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_jig"))
-        .args(["review", "--yes"])
-        .current_dir(dir)
-        .env_remove("JIG_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "review failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[divan::bench(sample_count = 10)]

@@ -16,9 +16,12 @@
 //! prepared Package/1 digest and the store writes are the rest).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+
+mod support;
+use support::review;
 
 fn main() {
     fixture();
@@ -119,48 +122,19 @@ with zipfile.ZipFile(path, "w") as wheel:
     })
 }
 
-const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\nexport default defineJig({ flows: discover(\"./flows\"), bindings: discover(\"./bindings\") });\n";
 const FLOW_PY: &str = "import greet_lib\nfrom jiggy.flow import handle\n\nasync def run(context):\n    return {\"outcome\": \"done\", \"output\": greet_lib.greet(context.input)}\n\nhandle(run)\n";
 
 /// A fresh project; `with_dependency` adds the requirements.txt.
 fn project(with_dependency: bool) -> tempfile::TempDir {
     let f = fixture();
-    let dir = tempfile::tempdir().unwrap();
-    let flow = dir.path().join("flows/hello");
-    std::fs::create_dir_all(&flow).unwrap();
-    std::fs::write(dir.path().join("jig.ts"), JIG_TS).unwrap();
-    std::fs::write(
-        flow.join("FLOW.md"),
-        "---\nname: hello\ndescription: Greets.\n---\n",
-    )
-    .unwrap();
-    std::fs::write(flow.join("flow.py"), FLOW_PY).unwrap();
+    let mut files = vec![("flow.py", FLOW_PY)];
     if with_dependency {
-        std::fs::write(flow.join("requirements.txt"), &f.requirements).unwrap();
+        files.push(("requirements.txt", &f.requirements));
     }
-    let config = dir.path().join("config/jig");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        format!("[dependencies]\npython-index = \"{}\"\n", f.index),
+    support::project(
+        &files,
+        &format!("[dependencies]\npython-index = \"{}\"\n", f.index),
     )
-    .unwrap();
-    dir
-}
-
-fn review(dir: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_jig"))
-        .args(["review", "--yes"])
-        .current_dir(dir)
-        .env_remove("JIG_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "review failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[divan::bench(sample_count = 10)]
