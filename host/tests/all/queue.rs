@@ -30,20 +30,6 @@ for i in range(3):\n        await events.send({'i': i})\n    \
 return {'outcome': 'done', 'output': 'sent'}\n\
 handle(run)\n";
 
-/// Copies every file of `source` into `deliverables`, reversed, and
-/// answers with their sorted paths.
-const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
-async def run(context):\n    \
-src = context.attachments['source']['path']\n    \
-out = context.attachments['deliverables']['path']\n    seen = []\n    \
-for top, dirs, files in os.walk(src):\n        for name in files:\n            \
-rel = os.path.relpath(os.path.join(top, name), src)\n            \
-os.makedirs(os.path.join(out, os.path.dirname(rel)), exist_ok=True)\n            \
-with open(os.path.join(top, name), 'rb') as f:\n                data = f.read()\n            \
-with open(os.path.join(out, rel), 'wb') as f:\n                f.write(data[::-1])\n            \
-seen.append(rel)\n    return {'outcome': 'done', 'output': sorted(seen)}\n\
-handle(run)\n";
-
 /// The lease the chaos workers hold (short, so a stop outlives it).
 const LEASE: &str = "2s";
 
@@ -72,7 +58,7 @@ fn queued_project() -> (tempfile::TempDir, PathBuf) {
                 "---\nname: copy\ndescription: Copies its attachment reversed.\n\
                  attachments:\n  source: read\n  deliverables: read-write\n---\n",
             ),
-            ("flows/copy/flow.py", COPY_PY),
+            ("flows/copy/flow.py", crate::serve::COPY_PY),
             (
                 ".test-config-home/jig/host.toml",
                 "[containment]\nmode = \"none\"\n",

@@ -35,8 +35,9 @@ return {'outcome': 'done', 'output': 'told'}\n\
 handle(run)\n";
 
 /// Copies every file of `source` into `deliverables`, reversed, and
-/// answers with their sorted paths; fails when its input is `"fail"`.
-const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
+/// answers with their sorted paths; fails when its input is `"fail"`
+/// (the queue tests run it through the database too).
+pub(crate) const COPY_PY: &str = "import os\nfrom jiggy.flow import handle\n\
 async def run(context):\n    if context.input == 'fail':\n        raise RuntimeError('asked to fail')\n    \
 src = context.attachments['source']['path']\n    \
 out = context.attachments['deliverables']['path']\n    seen = []\n    \
