@@ -14,6 +14,11 @@
 //! that binary in the same run, so before and after are compared under one
 //! machine load; without it they measure nothing.
 //!
+//! `jig_process_start` (`jig --version`) and `greet_contained` (the same
+//! `flow.bin` in its envelope through `jig::sandbox`, no CLI) are the part
+//! of `jig_run_flow_bin` the host's own work cannot remove: their sum over
+//! `bwrap_floor` is the lowest ratio a `jig run` can reach here.
+//!
 //! Each `jig run` is a whole command: process start, plan and store reads,
 //! the durable Run record before dispatch, the cgroup and bubblewrap
 //! envelope, the Run/1 exchange, cleanup and the final record.
@@ -229,6 +234,73 @@ fn baseline_jig_run_flow_py() {
     if let Some(baseline) = baseline() {
         run_with(baseline, fixture(), "py");
     }
+}
+
+/// What any `jig run` pays before its own work: `jig` starting and
+/// exiting (`jig --version`), with the environment the Runs have.
+#[divan::bench(sample_count = 40)]
+fn jig_process_start() {
+    let out = jig(fixture(), &["--version"]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// The `flow.bin` Run's envelope and component without the host around
+/// them: the same `greet` started through `jig::sandbox` (its cgroup, and
+/// bubblewrap with the arguments a Run gets, shown its proved closure),
+/// one Run/1 exchange, exit and cleanup. With [`jig_process_start`] it is
+/// the part of `jig_run_flow_bin` no work of the host's can remove.
+#[divan::bench(sample_count = 40)]
+fn greet_contained() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let fixture = fixture();
+    let package = fixture.project.path().join("flows/bin");
+    let program = package.join("flow.bin");
+    let scratch = fixture.scratch.path();
+    let view = {
+        let bytes = std::fs::read(&program).unwrap();
+        jig::sandbox::closure::native(&bytes, "bench", "flow.bin", &package)
+            .expect("the closure of greet")
+    };
+    let launch = Launch {
+        program,
+        args: Vec::new(),
+        env: vec![("LANG".into(), "C.UTF-8".into())],
+        cwd: scratch.to_path_buf(),
+        package,
+        scratch: scratch.to_path_buf(),
+        read_only: Vec::new(),
+        shown: Vec::new(),
+        attachments: Vec::new(),
+        limits: jig::sandbox::Limits::FLOW,
+        network: false,
+        view: Some(view),
+    };
+    let frame = serde_json::json!({
+        "jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": {
+            "protocol": "run/1", "input": "bench", "settings": {}, "attachments": {},
+            "channels": {}, "scratch": scratch,
+            "deadlineUnixMs": 4_102_444_800_000u64,
+        }
+    });
+    fixture.runtime.block_on(async {
+        let mut contained = fixture.contained.spawn(&launch).expect("spawns");
+        let mut stdin = contained.child.stdin.take().unwrap();
+        let stdout = contained.child.stdout.take().unwrap();
+        stdin
+            .write_all(format!("{frame}\n").as_bytes())
+            .await
+            .unwrap();
+        let mut response = String::new();
+        tokio::io::BufReader::new(stdout)
+            .read_line(&mut response)
+            .await
+            .unwrap();
+        drop(stdin);
+        assert!(response.contains("Hello, bench!"), "{response}");
+        let status = contained.child.wait().await.expect("waits");
+        assert!(status.success());
+        contained.cleanup().expect("cleans up");
+    });
 }
 
 /// The Python recipe's runtime view (kept after the first proof).

@@ -244,9 +244,7 @@ impl Verifier {
         let before = std::fs::metadata(&real)?;
         let observed = Observed::of(&before);
         if self.cache.is_some() {
-            if state.entries.is_none() {
-                state.entries = Some(self.read_cache());
-            }
+            self.load(&mut state);
             let stored = state.entries.as_ref().and_then(|e| e.get(&key)).cloned();
             if let Some((seen, digest)) = stored {
                 let usable = match self.policy {
@@ -283,11 +281,11 @@ impl Verifier {
         if !state.learned {
             return;
         }
-        let (read_entries, read_probes) = read_cache(dir).unwrap_or_default();
-        let mut entries = state.entries.take().unwrap_or(read_entries);
+        self.load(&mut state);
+        let mut entries = state.entries.take().unwrap_or_default();
         // Answers are kept only for tools this command verified (or that
         // the cache still holds), so a replaced tool's answers go with it.
-        let mut probes = state.probes.take().unwrap_or(read_probes);
+        let mut probes = state.probes.take().unwrap_or_default();
         probes.extend(std::mem::take(&mut state.fresh_probes));
         let fresh = std::mem::take(&mut state.fresh);
         // The entries just verified go last, so a full cache drops entries
@@ -320,11 +318,18 @@ impl Verifier {
         let _ = write_cache(dir, &flow::json::canonical(&value));
     }
 
-    fn read_cache(&self) -> BTreeMap<String, (Observed, String)> {
-        let Some(dir) = &self.cache else {
-            return BTreeMap::new();
+    /// Read the cache file once per command, for its entries and its
+    /// probes alike.
+    fn load(&self, state: &mut State) {
+        if state.entries.is_some() && state.probes.is_some() {
+            return;
+        }
+        let (entries, probes) = match &self.cache {
+            Some(dir) => read_cache(dir).unwrap_or_default(),
+            None => Default::default(),
         };
-        read_cache(dir).map(|(e, _)| e).unwrap_or_default()
+        state.entries.get_or_insert(entries);
+        state.probes.get_or_insert(probes);
     }
 
     /// The answer of an installed tool to `question` (its `--version`, say):
@@ -346,12 +351,7 @@ impl Verifier {
                 return Ok(answer.clone());
             }
             if self.cache.is_some() {
-                if state.probes.is_none() {
-                    state.probes = Some(match &self.cache {
-                        Some(dir) => read_cache(dir).map(|(_, p)| p).unwrap_or_default(),
-                        None => BTreeMap::new(),
-                    });
-                }
+                self.load(&mut state);
                 if let Some(answer) = state.probes.as_ref().and_then(|p| p.get(&key)).cloned() {
                     state.fresh_probes.insert(key, answer.clone());
                     return Ok(answer);

@@ -137,6 +137,16 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         },
         Err(e) => return Err(state_error(e)),
     };
+    // The envelope is probed (containment tools verified, cgroups found,
+    // stale ones swept) while the package is read and verified below; the
+    // Run is still refused before it is recorded if there is none.
+    let envelope = {
+        let config = crate::config::HostConfig {
+            containment: config.containment.clone(),
+            ..Default::default()
+        };
+        std::thread::spawn(move || crate::sandbox::select(&config))
+    };
     let runs = state.runs();
     runs.fence_lost()
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
@@ -185,7 +195,9 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         let destination = destination
             .transpose()
             .map_err(|e| submit::Refusal::new(400, e.code, e.message))?;
-        let sandbox = crate::sandbox::select(&config)
+        let sandbox = envelope
+            .join()
+            .unwrap_or_else(|_| Err("probing the envelope failed".into()))
             .map_err(|e| submit::Refusal::new(503, "UNAVAILABLE", e))?;
         Ok((destination, sandbox))
     })

@@ -415,6 +415,11 @@ impl Group {
             signal_all(&self.pids(), SIGKILL);
             return;
         }
+        // No member left to fork while the kill is delivered: nothing to
+        // freeze.
+        if self.pids().is_empty() {
+            return;
+        }
         let freezer = self
             .dirs
             .iter()
