@@ -39,6 +39,9 @@ fn main() {
 
 struct Fixture {
     project: tempfile::TempDir,
+    /// The `flow.bin` Flow alone, in a project that already settled
+    /// [`HISTORY`] Runs.
+    history: tempfile::TempDir,
     cache_home: tempfile::TempDir,
     scratch: tempfile::TempDir,
     contained: Box<dyn Sandbox>,
@@ -122,6 +125,13 @@ fn fixture() -> &'static Fixture {
                 None => std::fs::write(dir.join(entry), FLOW_PY).unwrap(),
             }
         }
+        let history = tempfile::tempdir().unwrap();
+        std::fs::write(history.path().join("jig.ts"), JIG_TS).unwrap();
+        let bin = history.path().join("flows/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for file in ["FLOW.md", "flow.bin"] {
+            std::fs::copy(root.join("flows/bin").join(file), bin.join(file)).unwrap();
+        }
         let cache_home = tempfile::tempdir().unwrap();
         std::fs::set_permissions(cache_home.path(), std::fs::Permissions::from_mode(0o700))
             .unwrap();
@@ -130,6 +140,7 @@ fn fixture() -> &'static Fixture {
             .expect("this machine supports the contained envelope");
         let fixture = Fixture {
             project,
+            history,
             cache_home,
             scratch,
             contained: Box::new(contained),
@@ -141,6 +152,27 @@ fn fixture() -> &'static Fixture {
         };
         let review = jig(&fixture, &["review", "--yes"]);
         assert!(review.status.success(), "{review:?}");
+        let review = jig_at(
+            jig_binary(),
+            fixture.history.path(),
+            &fixture,
+            &["review", "--yes"],
+        );
+        assert!(review.status.success(), "{review:?}");
+        // The history: one settled record of this project, kept under
+        // HISTORY names.
+        run_at(jig_binary(), fixture.history.path(), &fixture, "bin");
+        let runs = fixture.history.path().join(".jig/runs");
+        let settled = std::fs::read_dir(&runs)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "json"))
+            .expect("a settled record");
+        let bytes = std::fs::read(settled).unwrap();
+        for n in 0..HISTORY {
+            std::fs::write(runs.join(format!("run-1-{n:09}.json")), &bytes).unwrap();
+        }
         // Warm what a user's second Run finds: the verification and
         // compiled-module caches.
         for name in ["bin", "wasm", "py"] {
@@ -148,6 +180,10 @@ fn fixture() -> &'static Fixture {
             if let Some(baseline) = baseline() {
                 run_with(baseline, &fixture, name);
             }
+        }
+        run_at(jig_binary(), fixture.history.path(), &fixture, "bin");
+        if let Some(baseline) = baseline() {
+            run_at(baseline, fixture.history.path(), &fixture, "bin");
         }
         fixture
     })
@@ -160,13 +196,24 @@ fn baseline() -> Option<&'static Path> {
         .as_deref()
 }
 
+/// How many settled Runs the history project holds.
+const HISTORY: usize = 10_000;
+
+fn jig_binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_jig"))
+}
+
 fn jig(fixture: &Fixture, args: &[&str]) -> std::process::Output {
-    jig_from(Path::new(env!("CARGO_BIN_EXE_jig")), fixture, args)
+    jig_from(jig_binary(), fixture, args)
 }
 
 fn jig_from(binary: &Path, fixture: &Fixture, args: &[&str]) -> std::process::Output {
+    jig_at(binary, fixture.project.path(), fixture, args)
+}
+
+fn jig_at(binary: &Path, project: &Path, fixture: &Fixture, args: &[&str]) -> std::process::Output {
     Command::new(binary)
-        .current_dir(fixture.project.path())
+        .current_dir(project)
         .env_remove("JIG_CONFIG")
         .env_remove("JIG_VERIFICATION")
         .env("XDG_CONFIG_HOME", fixture.project.path().join(".config"))
@@ -183,8 +230,17 @@ fn run(fixture: &Fixture, name: &str) {
 }
 
 fn run_with(binary: &Path, fixture: &Fixture, name: &str) {
+    run_at(binary, fixture.project.path(), fixture, name)
+}
+
+fn run_at(binary: &Path, project: &Path, fixture: &Fixture, name: &str) {
     let target = format!("flow:flows/{name}");
-    let out = jig_from(binary, fixture, &["run", &target, "--input", "\"bench\""]);
+    let out = jig_at(
+        binary,
+        project,
+        fixture,
+        &["run", &target, "--input", "\"bench\""],
+    );
     assert!(out.status.success(), "{name}: {out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Hello, bench!"), "{name}: {stdout}");
@@ -203,6 +259,22 @@ fn bwrap_floor() {
 #[divan::bench(sample_count = 40)]
 fn jig_run_flow_bin() {
     run(fixture(), "bin");
+}
+
+/// The same Run in a project that settled [`HISTORY`] Runs before: a Run
+/// costs what it costs in a fresh project (compare `jig_run_flow_bin`).
+#[divan::bench(sample_count = 40)]
+fn jig_run_flow_bin_after_history() {
+    let fixture = fixture();
+    run_at(jig_binary(), fixture.history.path(), fixture, "bin");
+}
+
+#[divan::bench(sample_count = 40)]
+fn baseline_jig_run_flow_bin_after_history() {
+    let fixture = fixture();
+    if let Some(baseline) = baseline() {
+        run_at(baseline, fixture.history.path(), fixture, "bin");
+    }
 }
 
 #[divan::bench(sample_count = 40)]

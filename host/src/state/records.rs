@@ -71,41 +71,83 @@ impl Runs {
         self.dir.join(format!("{id}.json"))
     }
 
-    /// The marker of a Run that is not settled yet: `<id>.pending`, beside
-    /// its record, so the record's own directory sync makes both durable.
+    /// Where a Run's record is kept until it is settled:
+    /// `pending/<id>.json`. Only this directory is read to find the Runs
+    /// a lost coordinator left, so a command's cost does not grow with the
+    /// project's history.
     fn pending_path(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}{PENDING_SUFFIX}"))
+        self.dir.join(PENDING_DIR).join(format!("{id}.json"))
     }
 
-    /// The ids of every Run that may still be pending: the markers, or,
-    /// in a directory written before there were markers, every record
-    /// (then the markers are made, once, and the index is marked whole).
-    fn pending_ids(&self) -> Result<Vec<String>, RunsError> {
+    /// The pending directory, made once. A `runs/` written before it
+    /// existed (pending records beside the settled ones, with or without
+    /// `.pending` markers) is moved over first, crash-safe: the pending
+    /// records are copied into a fresh directory that is renamed into
+    /// place, and only then are the old copies and markers removed (a copy
+    /// left behind by a crash is the same pending record, or is superseded
+    /// once that Run is settled).
+    fn pending_dir(&self) -> Result<PathBuf, RunsError> {
+        let dir = self.dir.join(PENDING_DIR);
+        if dir.is_dir() {
+            return Ok(dir);
+        }
         let io = |e| RunsError::State(StateError::io("reading the Run records")(e));
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Ok(Vec::new());
-        };
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
         let mut markers = Vec::new();
         let mut records = Vec::new();
-        for entry in entries {
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for entry in entries {
+                let name = entry.map_err(io)?.file_name().to_string_lossy().to_string();
+                if let Some(id) = name.strip_suffix(LEGACY_MARKER_SUFFIX) {
+                    markers.push(id.to_string());
+                } else if let Some(id) = name.strip_suffix(".json") {
+                    records.push(id.to_string());
+                }
+            }
+        }
+        let indexed = self.dir.join(LEGACY_INDEX).exists();
+        let candidates = if indexed { &markers } else { &records };
+        let staging = self.dir.join(PENDING_STAGING);
+        crate::files::remove_tree(&staging).map_err(io)?;
+        super::create_private_dir(&staging)?;
+        let mut moved = Vec::new();
+        for id in candidates {
+            let Ok(record) = self.load_settled_or_legacy(id) else {
+                continue;
+            };
+            if record.status() == RunStatus::Pending {
+                write_atomic(
+                    &staging.join(format!("{id}.json")),
+                    &flow::json::canonical(&record.value),
+                )?;
+                moved.push(id.clone());
+            }
+        }
+        std::fs::rename(&staging, &dir).map_err(io)?;
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        for id in &moved {
+            let _ = std::fs::remove_file(self.path(id));
+        }
+        for id in &markers {
+            let _ = std::fs::remove_file(self.dir.join(format!("{id}{LEGACY_MARKER_SUFFIX}")));
+        }
+        let _ = std::fs::remove_file(self.dir.join(LEGACY_INDEX));
+        Ok(dir)
+    }
+
+    /// The ids of every Run that may still be pending.
+    fn pending_ids(&self) -> Result<Vec<String>, RunsError> {
+        let io = |e| RunsError::State(StateError::io("reading the Run records")(e));
+        let mut ids = Vec::new();
+        for entry in std::fs::read_dir(self.pending_dir()?).map_err(io)? {
             let name = entry.map_err(io)?.file_name().to_string_lossy().to_string();
-            if let Some(id) = name.strip_suffix(PENDING_SUFFIX) {
-                markers.push(id.to_string());
-            } else if let Some(id) = name.strip_suffix(".json") {
-                records.push(id.to_string());
+            if let Some(id) = name.strip_suffix(".json") {
+                ids.push(id.to_string());
             }
         }
-        if self.dir.join(PENDING_INDEX).exists() {
-            return Ok(markers);
-        }
-        for id in &records {
-            if self.load(id)?.status() == RunStatus::Pending && !markers.contains(id) {
-                std::fs::File::create(self.pending_path(id)).map_err(io)?;
-                markers.push(id.clone());
-            }
-        }
-        write_atomic(&self.dir.join(PENDING_INDEX), b"").map_err(RunsError::State)?;
-        Ok(markers)
+        Ok(ids)
     }
 
     fn key_path(&self, key: &str) -> PathBuf {
@@ -156,14 +198,6 @@ impl Runs {
             id: id.clone(),
             value,
         };
-        // The marker first: the record's directory sync below makes it
-        // durable with the record, so a pending record always has one.
-        if !self.dir.join(PENDING_INDEX).exists() {
-            // Index every older pending record before this one counts on it.
-            self.pending_ids()?;
-        }
-        std::fs::File::create(self.pending_path(&id))
-            .map_err(|e| RunsError::State(StateError::io("recording the Run")(e)))?;
         self.store(&record)?;
         if let Some(key_path) = key_path {
             std::fs::create_dir_all(key_path.parent().unwrap())
@@ -188,11 +222,7 @@ impl Runs {
             .as_object_mut()
             .unwrap()
             .insert("settledAtUnixMs".into(), json!(now_unix_ms()));
-        self.store(record)?;
-        // Settled durably; a marker that outlives a crash here is found
-        // settled by the next scan and removed then.
-        let _ = std::fs::remove_file(self.pending_path(&record.id));
-        Ok(())
+        self.store(record)
     }
 
     /// Keep a pending Run's accepted execution terminal before its delivery,
@@ -210,34 +240,44 @@ impl Runs {
         self.store(record)
     }
 
+    /// The record of Run `id`: its settled record, else its pending one
+    /// (a settled record wins over a pending copy a crash left behind).
     pub fn load(&self, id: &str) -> Result<RunRecord, RunsError> {
         if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
             return Err(RunsError::NotFound(id.to_string()));
         }
-        let bytes =
-            std::fs::read(self.path(id)).map_err(|_| RunsError::NotFound(id.to_string()))?;
-        let value = flow::json::parse(&bytes).map_err(|_| {
-            RunsError::State(StateError::Invalid {
-                message: format!("run record {id} is corrupt"),
-            })
-        })?;
-        Ok(RunRecord {
-            id: id.to_string(),
-            value,
-        })
+        match self.load_settled_or_legacy(id) {
+            Ok(record) if record.status() != RunStatus::Pending => Ok(record),
+            found => match read_record(id, &self.pending_path(id)) {
+                Err(RunsError::NotFound(_)) => found,
+                pending => pending,
+            },
+        }
+    }
+
+    /// `<id>.json` beside the settled records: a settled Run, or a pending
+    /// one an older jig kept there.
+    fn load_settled_or_legacy(&self, id: &str) -> Result<RunRecord, RunsError> {
+        read_record(id, &self.path(id))
     }
 
     /// Every record, newest first.
     pub fn list(&self) -> Result<Vec<RunRecord>, RunsError> {
-        let mut records = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(&self.dir) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().to_string();
-                if let Some(id) = name.strip_suffix(".json") {
-                    records.push(self.load(id)?);
+        let mut ids = std::collections::BTreeSet::new();
+        for dir in [self.dir.clone(), self.dir.join(PENDING_DIR)] {
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for entry in entries.flatten() {
+                    let name = entry.file_name().to_string_lossy().to_string();
+                    if let Some(id) = name.strip_suffix(".json") {
+                        ids.insert(id.to_string());
+                    }
                 }
             }
         }
+        let mut records = ids
+            .iter()
+            .map(|id| self.load(id))
+            .collect::<Result<Vec<_>, _>>()?;
         records.sort_by_key(|r| {
             std::cmp::Reverse(
                 r.value
@@ -268,8 +308,7 @@ impl Runs {
         for id in self.pending_ids()? {
             let mut record = match self.load(&id) {
                 Ok(record) => record,
-                // A marker without its record: that Run was never recorded,
-                // so never dispatched.
+                // Gone since it was listed: nothing is left to fence.
                 Err(RunsError::NotFound(_)) => {
                     let _ = std::fs::remove_file(self.pending_path(&id));
                     continue;
@@ -316,19 +355,44 @@ impl Runs {
         Ok(fenced)
     }
 
+    /// Write a record durably where its status keeps it: a pending one in
+    /// the pending directory, a settled one beside the others, after which
+    /// its pending copy goes (one that outlives a crash here is superseded
+    /// by the settled record and removed by the next scan).
     fn store(&self, record: &RunRecord) -> Result<(), RunsError> {
-        write_atomic(
-            &self.path(&record.id),
-            &flow::json::canonical(&record.value),
-        )
-        .map_err(RunsError::State)
+        let bytes = flow::json::canonical(&record.value);
+        if record.status() == RunStatus::Pending {
+            let pending = self.pending_dir()?;
+            return write_atomic(&pending.join(format!("{}.json", record.id)), &bytes)
+                .map_err(RunsError::State);
+        }
+        write_atomic(&self.path(&record.id), &bytes).map_err(RunsError::State)?;
+        let _ = std::fs::remove_file(self.pending_path(&record.id));
+        Ok(())
     }
 }
 
-/// The suffix of a not-yet-settled Run's marker.
-const PENDING_SUFFIX: &str = ".pending";
-/// Present once every pending record of the directory has its marker.
-const PENDING_INDEX: &str = ".pending-index";
+/// The records of the Runs not settled yet, below `runs/`.
+const PENDING_DIR: &str = "pending";
+/// Where [`PENDING_DIR`] is built before it is renamed into place.
+const PENDING_STAGING: &str = ".pending-staging";
+/// The marker an older jig kept beside a pending record (`<id>.pending`).
+const LEGACY_MARKER_SUFFIX: &str = ".pending";
+/// Present once an older jig had marked every pending record.
+const LEGACY_INDEX: &str = ".pending-index";
+
+fn read_record(id: &str, path: &std::path::Path) -> Result<RunRecord, RunsError> {
+    let bytes = std::fs::read(path).map_err(|_| RunsError::NotFound(id.to_string()))?;
+    let value = flow::json::parse(&bytes).map_err(|_| {
+        RunsError::State(StateError::Invalid {
+            message: format!("run record {id} is corrupt"),
+        })
+    })?;
+    Ok(RunRecord {
+        id: id.to_string(),
+        value,
+    })
+}
 
 /// HOST-FACTS §3: recovery after coordinator loss has this long to reach
 /// a lost Run's packet; delivery then has [`crate::files::DELIVERY_BUDGET`].
@@ -466,6 +530,119 @@ mod tests {
 
     fn lost() -> Value {
         json!({"status": "lost", "code": "COORDINATOR_LOST", "message": "gone"})
+    }
+
+    /// A project's `runs/` with the Runs API over it.
+    fn fresh_runs() -> (tempfile::TempDir, Runs) {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = Runs::new(dir.path().join("runs"));
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        (dir, runs)
+    }
+
+    /// A record as a coordinator that is gone (another pid) left it.
+    fn record(id: &str, terminal: Option<Value>) -> Vec<u8> {
+        let mut value =
+            json!({"id": id, "pid": 0, "submittedAtUnixMs": 1, "target": "flow:flows/p"});
+        if let Some(terminal) = terminal {
+            value["terminal"] = terminal;
+        }
+        flow::json::canonical(&value)
+    }
+
+    fn names(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_pending_record_lives_apart_until_it_is_settled() {
+        let (dir, runs) = fresh_runs();
+        let Submission::New(mut record) = runs.submit(None, json!({"target": "t"})).unwrap() else {
+            panic!("a new Run");
+        };
+        let id = record.id.clone();
+        let json = format!("{id}.json");
+        assert_eq!(names(&dir.path().join("runs/pending")), [json.clone()]);
+        assert!(!dir.path().join("runs").join(&json).exists());
+        assert_eq!(runs.load(&id).unwrap().status(), RunStatus::Pending);
+        assert_eq!(runs.pending_ids().unwrap(), [id.clone()]);
+        runs.note_execution(&mut record, json!({"status": "succeeded"}))
+            .unwrap();
+        assert_eq!(names(&dir.path().join("runs/pending")), [json.clone()]);
+        runs.settle(&mut record, json!({"status": "succeeded"}))
+            .unwrap();
+        assert!(names(&dir.path().join("runs/pending")).is_empty());
+        assert_eq!(names(&dir.path().join("runs")), ["pending".into(), json]);
+        assert_eq!(runs.load(&id).unwrap().status(), RunStatus::Succeeded);
+        assert!(runs.pending_ids().unwrap().is_empty());
+        assert_eq!(runs.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_settled_record_wins_over_the_pending_copy_a_crash_left() {
+        let (dir, runs) = fresh_runs();
+        let settled = record("run-a", Some(json!({"status": "failed"})));
+        std::fs::create_dir_all(dir.path().join("runs/pending")).unwrap();
+        std::fs::write(
+            dir.path().join("runs/pending/run-a.json"),
+            record("run-a", None),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("runs/run-a.json"), &settled).unwrap();
+        assert_eq!(runs.load("run-a").unwrap().status(), RunStatus::Failed);
+        assert_eq!(runs.list().unwrap().len(), 1);
+        assert_eq!(runs.fence_lost().unwrap(), 0);
+        assert!(names(&dir.path().join("runs/pending")).is_empty());
+        assert_eq!(
+            std::fs::read(dir.path().join("runs/run-a.json")).unwrap(),
+            settled
+        );
+    }
+
+    #[test]
+    fn runs_an_older_jig_left_pending_are_moved_over_once_and_fenced() {
+        // Without markers (the oldest layout): every record may be pending.
+        let (dir, runs) = fresh_runs();
+        let settled = record("run-s", Some(json!({"status": "succeeded"})));
+        std::fs::write(dir.path().join("runs/run-p.json"), record("run-p", None)).unwrap();
+        std::fs::write(dir.path().join("runs/run-s.json"), &settled).unwrap();
+        assert_eq!(runs.fence_lost().unwrap(), 1);
+        assert_eq!(runs.load("run-p").unwrap().status(), RunStatus::Lost);
+        assert_eq!(
+            std::fs::read(dir.path().join("runs/run-s.json")).unwrap(),
+            settled
+        );
+        assert_eq!(
+            names(&dir.path().join("runs")),
+            ["pending", "run-p.json", "run-s.json"]
+        );
+        assert!(names(&dir.path().join("runs/pending")).is_empty());
+        // Once moved, the settled history is not read again: a corrupt
+        // settled record does not stop the next scan.
+        std::fs::write(dir.path().join("runs/run-s.json"), "not JSON").unwrap();
+        assert_eq!(runs.fence_lost().unwrap(), 0);
+
+        // With markers and their index: the marked records are the pending ones.
+        let (dir, runs) = fresh_runs();
+        std::fs::write(dir.path().join("runs/run-m.json"), record("run-m", None)).unwrap();
+        std::fs::write(dir.path().join("runs/run-m.pending"), "").unwrap();
+        std::fs::write(dir.path().join("runs/.pending-index"), "").unwrap();
+        std::fs::write(dir.path().join("runs/run-s.json"), &settled).unwrap();
+        // A staging directory a crash left is started afresh.
+        std::fs::create_dir_all(dir.path().join("runs/.pending-staging/junk")).unwrap();
+        assert_eq!(runs.fence_lost().unwrap(), 1);
+        assert_eq!(runs.load("run-m").unwrap().status(), RunStatus::Lost);
+        assert_eq!(
+            names(&dir.path().join("runs")),
+            ["pending", "run-m.json", "run-s.json"]
+        );
+        assert!(names(&dir.path().join("runs/pending")).is_empty());
     }
 
     #[test]

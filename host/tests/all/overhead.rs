@@ -363,12 +363,13 @@ fn a_run_reads_only_the_records_that_may_be_pending_not_the_history() {
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     assert_eq!(settled.len(), 2, "{settled:?}");
-    let markers: Vec<_> = std::fs::read_dir(&runs)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".pending"))
-        .collect();
-    assert!(markers.is_empty(), "settled Runs keep no pending marker");
+    // A Run is found pending by its own directory, which settled Runs
+    // leave: a command lists that, never the history.
+    assert_eq!(
+        std::fs::read_dir(runs.join("pending")).unwrap().count(),
+        0,
+        "settled Runs leave nothing pending"
+    );
     // A settled record is never read again by a Run: even an unreadable
     // one does not stop the next Run (`jig runs` still reports it).
     std::fs::write(&settled[0], "not JSON").unwrap();
@@ -382,7 +383,7 @@ fn a_run_reads_only_the_records_that_may_be_pending_not_the_history() {
 }
 
 #[test]
-fn a_pending_run_left_by_a_jig_without_pending_markers_is_still_fenced() {
+fn a_pending_run_left_by_an_older_jig_beside_the_settled_ones_is_still_fenced() {
     let project = crate::files::files_example();
     let source = crate::files::source_folder();
     let out = tempfile::tempdir().unwrap();
@@ -398,14 +399,14 @@ fn a_pending_run_left_by_a_jig_without_pending_markers_is_still_fenced() {
             .unwrap(),
     );
     assert_eq!(killed.status, -1, "ended by a signal: {killed:?}");
-    // As an older jig left it: the pending record, no marker, no index.
+    // As an older jig left it: the pending record beside the settled
+    // ones, no marker, no index, no pending directory.
     let runs = project.path().join(".jig/runs");
-    for entry in std::fs::read_dir(&runs).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".pending") || name == ".pending-index" {
-            std::fs::remove_file(entry.path()).unwrap();
-        }
+    let pending = runs.join("pending");
+    for entry in std::fs::read_dir(&pending).unwrap().flatten() {
+        std::fs::rename(entry.path(), runs.join(entry.file_name())).unwrap();
     }
+    std::fs::remove_dir(&pending).unwrap();
     let listed = run_jig(project.path(), &["runs"]);
     assert_eq!(listed.status, 0, "{listed:?}");
     let fields: Vec<&str> = listed.stdout.lines().next().unwrap().split('\t').collect();
@@ -413,9 +414,10 @@ fn a_pending_run_left_by_a_jig_without_pending_markers_is_still_fenced() {
         &fields[1..],
         ["lost", "flow:flows/summarize", "COORDINATOR_LOST"]
     );
-    assert!(
-        runs.join(".pending-index").exists(),
-        "the index is whole now"
+    assert_eq!(
+        std::fs::read_dir(&pending).unwrap().count(),
+        0,
+        "moved over and settled"
     );
 }
 
