@@ -568,13 +568,19 @@ mod tests {
         };
         let id = record.id.clone();
         let json = format!("{id}.json");
-        assert_eq!(names(&dir.path().join("runs/pending")), [json.clone()]);
+        assert_eq!(
+            names(&dir.path().join("runs/pending")),
+            std::slice::from_ref(&json)
+        );
         assert!(!dir.path().join("runs").join(&json).exists());
         assert_eq!(runs.load(&id).unwrap().status(), RunStatus::Pending);
-        assert_eq!(runs.pending_ids().unwrap(), [id.clone()]);
+        assert_eq!(runs.pending_ids().unwrap(), std::slice::from_ref(&id));
         runs.note_execution(&mut record, json!({"status": "succeeded"}))
             .unwrap();
-        assert_eq!(names(&dir.path().join("runs/pending")), [json.clone()]);
+        assert_eq!(
+            names(&dir.path().join("runs/pending")),
+            std::slice::from_ref(&json)
+        );
         runs.settle(&mut record, json!({"status": "succeeded"}))
             .unwrap();
         assert!(names(&dir.path().join("runs/pending")).is_empty());
