@@ -284,9 +284,11 @@ pub fn executor(
     work_root: PathBuf,
     loaded: Option<Arc<flow::package::Package>>,
 ) -> Arc<Executor> {
+    // Each invocation's directory (`<n>/`, its scratch inside) sits in the
+    // Run's own directory beside its attachments and support files.
     let executor = Executor::new(
         state.store(),
-        work_root.join("runs"),
+        work_root.clone(),
         plan,
         providers,
         sandbox,

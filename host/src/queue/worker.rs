@@ -370,7 +370,7 @@ impl Worker {
         let executor = Arc::new(
             Executor::new(
                 self.cache.store(),
-                work_root.join("runs"),
+                work_root.clone(),
                 plan,
                 self.providers_for(claim, published),
                 self.sandbox.clone(),
