@@ -715,6 +715,13 @@ fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u
     state
         .apply(&plan_digest, current.as_ref().map(|g| g.number))
         .map_err(state_error)?;
+    // The trees of packages the new generation no longer runs go with the
+    // one they served (best effort: a tree left behind is only disk).
+    if let Some(admitted) = state.current().ok().flatten() {
+        state
+            .store()
+            .prune_trees(&crate::plan::package_digests(&admitted.plan));
+    }
     println!("project is ready");
     Ok(0)
 }

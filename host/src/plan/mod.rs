@@ -182,6 +182,22 @@ fn accepts_settings(package: &Package, settings: &Value) -> bool {
     }
 }
 
+/// Every package digest a Plan can run: each locked package's, and each
+/// prepared package's (source plus its reviewed dependencies).
+pub fn package_digests(plan: &Value) -> std::collections::BTreeSet<&str> {
+    let locked = plan["lock"]["packages"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, entry)| entry["digest"].as_str());
+    let prepared = plan["execution"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, entry)| entry["prepared"]["digest"].as_str());
+    locked.chain(prepared).collect()
+}
+
 /// Link the candidate and choose recipes and providers: the complete Plan.
 pub fn plan(
     candidate: &Candidate,

@@ -63,6 +63,29 @@ impl Store {
         self.dir.join(TREES).join(digest_hex(digest))
     }
 
+    /// Remove the shared package trees, their seals and any half-made tree
+    /// a crash left, except those of the digests in `keep`: called once a
+    /// generation is admitted, by the command that holds the project, so
+    /// no Run is using a tree. A tree is only a copy of a retained package:
+    /// one needed again is made again from it. Returns how many went.
+    pub fn prune_trees(&self, keep: &std::collections::BTreeSet<&str>) -> usize {
+        let Ok(entries) = std::fs::read_dir(self.dir.join(TREES)) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if keep.contains(format!("sha256:{name}").as_str()) {
+                continue;
+            }
+            if crate::files::remove_tree(&entry.path()).is_ok() {
+                let _ = std::fs::remove_file(self.dir.join(SEALS).join(format!("{name}.json")));
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The admitted `package` (already verified by its digest, as
     /// [`Store::load_package`] returns it) as one read-only tree shared by
     /// every Run of it, instead of a private copy per Run. Made once per

@@ -224,6 +224,51 @@ fn two_runs_of_one_package_run_from_one_shared_read_only_tree() {
 }
 
 #[test]
+fn a_new_generation_keeps_only_the_trees_it_runs() {
+    let dir = project(&[
+        ("flows/where/FLOW.md", FLOW_MD),
+        ("flows/where/flow.py", WHERE_AM_I_PY),
+        ("flows/stay/FLOW.md", FLOW_MD),
+        ("flows/stay/flow.py", WHERE_AM_I_PY),
+    ]);
+    let cache = reviewed_with_cache(dir.path(), 0o700);
+    let where_before = output_of(dir.path(), cache.path(), "flow:flows/where");
+    output_of(dir.path(), cache.path(), "flow:flows/stay");
+    // Both Flows have the same bytes, so one package digest: one tree.
+    let trees = package_trees(dir.path());
+    assert_eq!(trees.len(), 1, "{trees:?}");
+    let seals = || {
+        std::fs::read_dir(dir.path().join(".jig/store/tree-seals"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(seals(), 1);
+    // A crash's half-made tree is cleared with the old ones.
+    std::fs::create_dir_all(dir.path().join(".jig/store/trees/.jig-tree-left/tree")).unwrap();
+    std::fs::write(
+        dir.path().join("flows/where/flow.py"),
+        format!("{WHERE_AM_I_PY}# changed\n"),
+    )
+    .unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    // The unchanged Flow's tree stays; nothing else was left.
+    assert_eq!(package_trees(dir.path()), trees);
+    assert!(!dir.path().join(".jig/store/trees/.jig-tree-left").exists());
+    let where_after = output_of(dir.path(), cache.path(), "flow:flows/where");
+    assert_ne!(where_after["inode"], where_before["inode"]);
+    assert_eq!(package_trees(dir.path()).len(), 2);
+    assert_eq!(seals(), 2);
+    // Admitting the first revision again drops the changed one's tree.
+    std::fs::write(dir.path().join("flows/where/flow.py"), WHERE_AM_I_PY).unwrap();
+    let review = run_with_cache(dir.path(), cache.path(), &["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    assert_eq!(package_trees(dir.path()), trees);
+    assert_eq!(seals(), 1);
+    output_of(dir.path(), cache.path(), "flow:flows/where");
+}
+
+#[test]
 fn a_tampered_package_tree_fails_closed_and_is_not_repaired() {
     let (dir, cache) = fixture("flow.bin", &greet_native(), 0o700);
     assert_greeted(&greet(dir.path(), cache.path()));
