@@ -70,6 +70,10 @@ pub const MODULE_CACHE_DIR: &str = "wasm-modules";
 /// Below it, one directory per engine compatibility (wasmtime version,
 /// compiler, its flags, this engine's configuration, the CPU features).
 const MODULES: &str = "compiled";
+/// At most this many compiled modules are kept per engine: keeping one
+/// more removes the oldest kept, so the cache does not grow with every
+/// revision of every `flow.wasm` this user ever ran.
+pub const MAX_COMPILED_MODULES: usize = 64;
 
 /// Compiled `flow.wasm` code, one uncompressed file per package digest,
 /// in `<jig cache>/wasm-modules/compiled/<engine>/<digest>`: a Run of a
@@ -114,7 +118,30 @@ impl CompiledCache {
             return;
         };
         if temp.write_all(compiled).is_ok() && temp.as_file().sync_all().is_ok() {
-            let _ = temp.persist(self.path(digest));
+            let kept = self.path(digest);
+            if temp.persist(&kept).is_ok() {
+                self.bound(&kept);
+            }
+        }
+    }
+
+    /// Remove the oldest modules past [`MAX_COMPILED_MODULES`], never
+    /// `kept` (the one just written). A Run that has one mapped keeps its
+    /// pages; a removed module is compiled again when it is next run.
+    fn bound(&self, kept: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut modules: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .filter(|(_, path)| path != kept)
+            .collect();
+        let excess = (modules.len() + 1).saturating_sub(MAX_COMPILED_MODULES);
+        modules.sort();
+        for (_, path) in modules.into_iter().take(excess) {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -317,4 +344,45 @@ async fn run_component(
 /// A component's preamble carries layer 1; a core module's carries layer 0.
 fn is_component(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[6..8] == [1, 0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache holding `n` modules, the oldest first.
+    fn cache_with(n: usize) -> (tempfile::TempDir, CompiledCache) {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CompiledCache {
+            dir: dir.path().to_path_buf(),
+        };
+        let start = std::time::SystemTime::now() - Duration::from_secs(10_000);
+        for i in 0..n {
+            let path = cache.path(&format!("sha256:{i:064}"));
+            std::fs::write(&path, b"code").unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(start + Duration::from_secs(i as u64))
+                .unwrap();
+        }
+        (dir, cache)
+    }
+
+    fn count(dir: &Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn the_compiled_module_cache_keeps_at_most_its_bound() {
+        // Up to the bound, keeping one more removes nothing.
+        let (dir, cache) = cache_with(MAX_COMPILED_MODULES - 1);
+        cache.keep("sha256:new", b"code");
+        assert_eq!(count(dir.path()), MAX_COMPILED_MODULES);
+        // One past it: the oldest goes, the one just kept stays.
+        let (dir, cache) = cache_with(MAX_COMPILED_MODULES);
+        cache.keep("sha256:new", b"code");
+        assert_eq!(count(dir.path()), MAX_COMPILED_MODULES);
+        assert!(!cache.path(&format!("sha256:{:064}", 0)).exists());
+        assert!(cache.path(&format!("sha256:{:064}", 1)).exists());
+        assert!(cache.path("sha256:new").exists());
+    }
 }
