@@ -512,6 +512,26 @@ pub fn installed(name: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Bound a cache directory to its `max` newest entries: remove the oldest
+/// (by modification time) past it, never `kept` (the one just written)
+/// nor a temporary (dot) file. A removed entry is only work to redo.
+pub fn keep_newest(dir: &Path, max: usize, kept: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut others: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .filter(|(_, path)| path != kept)
+        .collect();
+    let excess = (others.len() + 1).saturating_sub(max);
+    others.sort();
+    for (_, path) in others.into_iter().take(excess) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 static CURRENT: OnceLock<Verifier> = OnceLock::new();
 
 /// Fix this command's verifier; the policy is captured once, before the
@@ -532,6 +552,33 @@ pub fn current() -> &'static Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keep_newest_removes_the_oldest_past_the_bound_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = std::time::SystemTime::now() - std::time::Duration::from_secs(1000);
+        let write = |name: &str, age: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"x").unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(start + std::time::Duration::from_secs(age))
+                .unwrap();
+            path
+        };
+        write("a", 0);
+        write("b", 1);
+        write(".temp", 0);
+        let kept = write("c", 2);
+        // At the bound (three entries, the one kept included): nothing goes.
+        keep_newest(dir.path(), 3, &kept);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+        // One past it: the oldest goes; the temporary is not counted.
+        keep_newest(dir.path(), 2, &kept);
+        assert!(!dir.path().join("a").exists());
+        assert!(dir.path().join("b").exists());
+        assert!(dir.path().join(".temp").exists());
+        assert!(kept.exists());
+    }
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

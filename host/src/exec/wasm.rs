@@ -120,28 +120,10 @@ impl CompiledCache {
         if temp.write_all(compiled).is_ok() && temp.as_file().sync_all().is_ok() {
             let kept = self.path(digest);
             if temp.persist(&kept).is_ok() {
-                self.bound(&kept);
+                // A Run that has a removed module mapped keeps its pages; it
+                // is compiled again when it is next run.
+                crate::verify::keep_newest(&self.dir, MAX_COMPILED_MODULES, &kept);
             }
-        }
-    }
-
-    /// Remove the oldest modules past [`MAX_COMPILED_MODULES`], never
-    /// `kept` (the one just written). A Run that has one mapped keeps its
-    /// pages; a removed module is compiled again when it is next run.
-    fn bound(&self, kept: &Path) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        let mut modules: Vec<(std::time::SystemTime, PathBuf)> = entries
-            .flatten()
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-            .filter(|(_, path)| path != kept)
-            .collect();
-        let excess = (modules.len() + 1).saturating_sub(MAX_COMPILED_MODULES);
-        modules.sort();
-        for (_, path) in modules.into_iter().take(excess) {
-            let _ = std::fs::remove_file(path);
         }
     }
 }

@@ -43,6 +43,9 @@ pub const MAX_LINK_HOPS: usize = 40;
 pub const MAX_OBJECT_BYTES: u64 = 512 * 1024 * 1024;
 /// Below the installation-verification cache directory.
 pub const CACHE_SUBDIR: &str = "runtime-view";
+/// At most this many proved views are kept on disk; keeping one more
+/// removes the oldest (each `flow.bin` revision has a view of its own).
+pub const MAX_KEPT_VIEWS: usize = 256;
 /// The dynamic linker's cache of library locations.
 pub const LD_SO_CACHE: &str = "/etc/ld.so.cache";
 /// The Nix store: a file in it brings its whole store path.
@@ -332,7 +335,11 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
             tracing::debug!(key, mounts = view.mounts(), "runtime view proved");
             if let Some(file) = &file {
                 // Best effort: without it the next command proves again.
-                let _ = write_kept(file, &view);
+                if write_kept(file, &view).is_ok() {
+                    if let Some(dir) = file.parent() {
+                        crate::verify::keep_newest(dir, MAX_KEPT_VIEWS, file);
+                    }
+                }
             }
             Arc::new(view)
         }
