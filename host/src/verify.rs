@@ -220,6 +220,11 @@ impl Verifier {
         self.policy
     }
 
+    /// Does this command write the cache (`doctor` reads it, never writes)?
+    pub fn writes(&self) -> bool {
+        self.writes
+    }
+
     /// How many files this command hashed so far.
     pub fn hashed(&self) -> usize {
         self.lock().hashed

@@ -46,11 +46,14 @@ pub fn doctor(config: &HostConfig) -> u8 {
             ok = false;
         }
     };
+    // A runtime is runnable only when its minimal view can be proved, as
+    // a Run proves it before the Flow starts (seed 002 §9).
     let runtime = |name: &str| {
-        config
+        let path = config
             .runtime(name)
-            .map(|p| p.display().to_string())
-            .ok_or_else(|| format!("no {name} configured or installed"))
+            .ok_or_else(|| format!("no {name} configured or installed"))?;
+        runtime_view(name, &path)?;
+        Ok(path.display().to_string())
     };
     line("flow.py", runtime("python3"));
     line(
@@ -113,6 +116,29 @@ pub fn doctor(config: &HostConfig) -> u8 {
     } else {
         1
     }
+}
+
+/// Prove the runtime view of the runtime `name` at `path` the way a Run
+/// does (reusing a kept proof, keeping none).
+fn runtime_view(name: &str, path: &Path) -> Result<(), String> {
+    use crate::sandbox::closure::{self, Stdlib};
+    let digest = crate::verify::current()
+        .digest(path)
+        .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+    let stdlib = if name == "python3" {
+        Stdlib::Python
+    } else {
+        Stdlib::None
+    };
+    closure::runtime(path, &digest, stdlib)
+        .map(drop)
+        .map_err(|why| {
+            format!(
+                "{}: its runtime view cannot be proved ({why}); a Run of it fails \
+             UNAVAILABLE (RUNTIME_VIEW_UNPROVABLE)",
+                path.display()
+            )
+        })
 }
 
 /// The Agent Run endpoint: the non-secret identity review pins, where the

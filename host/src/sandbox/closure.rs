@@ -333,8 +333,9 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
             let view = prove()?;
             PROVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(key, mounts = view.mounts(), "runtime view proved");
-            if let Some(file) = &file {
-                // Best effort: without it the next command proves again.
+            // Best effort: without it the next command proves again. A
+            // command that only inspects (`doctor`) keeps nothing.
+            if let Some(file) = file.as_ref().filter(|_| crate::verify::current().writes()) {
                 if write_kept(file, &view).is_ok() {
                     if let Some(dir) = file.parent() {
                         crate::verify::keep_newest(dir, MAX_KEPT_VIEWS, file);
@@ -354,17 +355,23 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
 /// Where the view for `key` is kept: below the installation-verification
 /// cache (its safe route), never under `strict`.
 fn cache_file(key: &str) -> Option<PathBuf> {
-    if crate::verify::current().policy() == crate::verify::Policy::Strict {
+    let verifier = crate::verify::current();
+    if verifier.policy() == crate::verify::Policy::Strict {
         return None;
     }
-    cache_file_in(&crate::verify::cache_dir(true)?, key)
+    cache_file_in(
+        &crate::verify::cache_dir(verifier.writes())?,
+        key,
+        verifier.writes(),
+    )
 }
 
-fn cache_file_in(base: &Path, key: &str) -> Option<PathBuf> {
+fn cache_file_in(base: &Path, key: &str, create: bool) -> Option<PathBuf> {
     use sha2::Digest;
     let dir = base.join(CACHE_SUBDIR);
     let meta = match std::fs::symlink_metadata(&dir) {
         Ok(meta) => meta,
+        Err(_) if !create => return None,
         Err(_) => {
             std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
             std::fs::symlink_metadata(&dir).ok()?

@@ -1015,6 +1015,17 @@ fn an_unprovable_runtime_fails_closed() {
         "{json}"
     );
     assert_eq!(json["details"]["flowStarted"], false, "{json}");
+    // Doctor says what run does.
+    let doctor = run_jig(dir.path(), &["doctor"]);
+    assert_eq!(doctor.status, 1, "{doctor:?}");
+    let line = doctor
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("flow.py"))
+        .unwrap_or_default();
+    assert!(line.contains("unavailable: "), "{doctor:?}");
+    assert!(line.contains("RUNTIME_VIEW_UNPROVABLE"), "{doctor:?}");
+    assert!(line.contains("#! script"), "{doctor:?}");
 }
 
 const CARRIED_PY: &str = r#"

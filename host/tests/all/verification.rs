@@ -241,6 +241,9 @@ fn doctor_reads_the_cache_but_never_writes_it() {
     );
     let _ = f.jig(&["doctor"]);
     assert_eq!(std::fs::read(f.cache_file()).unwrap(), before);
+    // Doctor proves each runtime's view as a Run would, and keeps none.
+    let views = f.cache_file().parent().unwrap().join("runtime-view");
+    assert!(!views.exists(), "no runtime view kept");
 }
 
 #[test]
