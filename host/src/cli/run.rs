@@ -191,7 +191,9 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     );
     let input_identity = identity.input;
     // Everything that can refuse the Run does so before it is recorded.
-    let recorded = submit::record(&runs, args.key, identity.content, || {
+    // The record becomes durable while the Run is prepared below; nothing
+    // of it starts before (the executor waits on `commit`).
+    let (recorded, commit) = submit::record_committing(&runs, args.key, identity.content, || {
         let destination = destination
             .transpose()
             .map_err(|e| submit::Refusal::new(400, e.code, e.message))?;
@@ -206,6 +208,16 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Recorded::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Recorded::New(record, held) => (record, held),
     };
+    // A Run whose record could not be written was never recorded: its
+    // private work goes and nothing is settled (stale work a crash leaves
+    // before the record is durable is removed by the next fence).
+    let unrecorded = |work_root: &Path| {
+        let committed = commit.as_ref().map_or(Ok(()), |c| c.wait());
+        committed.map_err(|(code, message)| {
+            let _ = files::remove_tree(work_root);
+            CliError::new(code, format!("the Run could not be recorded: {message}"))
+        })
+    };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
     let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
         .map_err(|e| format!("cannot seal the attachments: {e}"));
@@ -213,6 +225,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let grants = match grants {
         Ok(grants) => grants,
         Err(message) => {
+            unrecorded(&work_root)?;
             // Recorded but never dispatched: settle it as failed, not lost.
             let _ = files::remove_tree(&work_root);
             submit::settle_undispatched(&runs, &mut record, &message);
@@ -234,14 +247,17 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             state.checkpoints(),
         ))
     });
-    let executor = submit::executor(
-        &state,
-        generation.plan.clone(),
-        &config,
-        Arc::new(ProviderSet::new(config.providers.clone())),
-        sandbox,
-        work_root.clone(),
-        Some(Arc::clone(package)),
+    let executor = Arc::new(
+        submit::executor(
+            &state,
+            generation.plan.clone(),
+            &config,
+            Arc::new(ProviderSet::new(config.providers.clone())),
+            sandbox,
+            work_root.clone(),
+            Some(Arc::clone(package)),
+        )
+        .with_commit(commit.clone()),
     );
     if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
@@ -265,7 +281,9 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             package,
             names: receive,
         }),
-    )?;
+    );
+    unrecorded(&work_root)?;
+    let ran = ran?;
     let (result, interrupted) = (ran.result, ran.interrupted);
     if root_run.is_some() {
         // Seed 002 §8: a known terminal is never downgraded by a later

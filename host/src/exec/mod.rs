@@ -228,6 +228,9 @@ pub struct Executor {
     /// What credentialed Project Commands read: the project's repository
     /// and the operator's secret files (absent: they are unavailable).
     repository: Option<Repository>,
+    /// The root's record, still being made durable while the Run is
+    /// prepared: nothing starts before it is (see [`Executor::dispatchable`]).
+    commit: Option<Arc<submit::Commit>>,
 }
 
 /// The project's repository root and the operator's secret map.
@@ -287,6 +290,7 @@ impl Executor {
             support_writer: None,
             support_written: std::sync::Mutex::new(None),
             loaded: std::sync::Mutex::new(None),
+            commit: None,
             repository: None,
         }
     }
@@ -348,6 +352,25 @@ impl Executor {
     pub fn with_repository(mut self, repository: Repository) -> Executor {
         self.repository = Some(repository);
         self
+    }
+
+    /// Start nothing before `commit` made the root's record durable.
+    pub fn with_commit(mut self, commit: Option<Arc<submit::Commit>>) -> Executor {
+        self.commit = commit;
+        self
+    }
+
+    /// The last step before package code starts: the Run's record must be
+    /// durable (seed 002 §8), else nothing starts. Waits at most for the
+    /// record's two syncs, once; later dispatches find it done.
+    fn dispatchable(&self) -> Result<(), Failure> {
+        let Some(commit) = &self.commit else {
+            return Ok(());
+        };
+        commit.wait().map_err(|(code, message)| {
+            Failure::new(code, format!("the Run could not be recorded: {message}"))
+                .with_details(json!({ "flowStarted": false }))
+        })
     }
 
     /// The same, with the host configuration's `[agent]` table.
@@ -791,6 +814,7 @@ impl Executor {
             let (host_in, guest_in) = tokio::io::duplex(64 * 1024);
             let (guest_out, host_out) = tokio::io::duplex(64 * 1024);
             let (guest_err, host_err) = tokio::io::duplex(64 * 1024);
+            self.dispatchable()?;
             let guest = tokio::spawn(wasm::run(launch, guest_in, guest_out, guest_err));
             let stderr = tokio::spawn(collect_stderr(host_err));
             let services: Arc<dyn Services> = services.clone();
@@ -936,6 +960,7 @@ impl Executor {
             limits: crate::sandbox::Limits::FLOW,
             network: false,
         };
+        self.dispatchable()?;
         let mut contained = self.sandbox.spawn(&launch).map_err(|e| {
             Failure::new(
                 "EXECUTION_FAILED",

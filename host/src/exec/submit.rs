@@ -259,6 +259,65 @@ pub fn record<H>(
     }
 }
 
+/// As [`record`], but the new Run's record is made durable on a thread of
+/// its own while the caller prepares the Run (its directory, attachments,
+/// envelope), and the caller gets the [`Commit`] that gates dispatch:
+/// nothing of the Run starts before [`Commit::wait`] succeeds, and a Run
+/// whose record failed was never recorded, so it is never settled.
+pub fn record_committing<H>(
+    runs: &Runs,
+    key: Option<&str>,
+    content: Value,
+    reserve: impl FnOnce() -> Result<H, Refusal>,
+) -> Result<(Recorded<H>, Option<Arc<Commit>>), Refusal> {
+    if let Some(record) = replayed(runs, key, &content)? {
+        return Ok((Recorded::Replay(record), None));
+    }
+    let held = reserve()?;
+    match runs.prepare(key, content).map_err(Refusal::runs)? {
+        Submission::New(record) => {
+            let (writer, committed) = (runs.clone(), record.clone());
+            let handle = std::thread::spawn(move || {
+                writer
+                    .commit(&committed)
+                    .map_err(|e| (e.code().to_string(), e.to_string()))
+            });
+            let commit = Commit {
+                handle: std::sync::Mutex::new(Some(handle)),
+                done: std::sync::OnceLock::new(),
+            };
+            Ok((Recorded::New(record, held), Some(Arc::new(commit))))
+        }
+        Submission::Existing(record) => Ok((Recorded::Replay(record), None)),
+    }
+}
+
+/// Whether a Run's record became durable, or why not: (code, message).
+type Committed = Result<(), (String, String)>;
+
+/// A Run's record being made durable (see [`record_committing`]).
+pub struct Commit {
+    handle: std::sync::Mutex<Option<std::thread::JoinHandle<Committed>>>,
+    done: std::sync::OnceLock<Committed>,
+}
+
+impl Commit {
+    /// Wait until the record is durable (at most its two syncs), or say
+    /// why it could not be written: (code, message). Answers the same
+    /// every time.
+    pub fn wait(&self) -> Committed {
+        self.done
+            .get_or_init(|| {
+                let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+                match handle.map(std::thread::JoinHandle::join) {
+                    Some(Ok(result)) => result,
+                    _ => Err(("INTERNAL".into(), "recording the Run did not finish".into())),
+                }
+            })
+            .clone()
+    }
+}
+
 /// Settle a Run that was recorded but never dispatched as failed (not
 /// lost), and return its terminal.
 pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Value {
@@ -283,7 +342,7 @@ pub fn executor(
     sandbox: Arc<dyn crate::sandbox::Sandbox>,
     work_root: PathBuf,
     loaded: Option<Arc<flow::package::Package>>,
-) -> Arc<Executor> {
+) -> Executor {
     // Each invocation's directory (`<n>/`, its scratch inside) sits in the
     // Run's own directory beside its attachments and support files.
     let executor = Executor::new(
@@ -302,10 +361,10 @@ pub fn executor(
     .with_agent(config.agent.table());
     // The package the caller just read and verified: the root Run does
     // not read and hash it a second time.
-    Arc::new(match loaded {
+    match loaded {
         Some(package) => executor.with_loaded(package),
         None => executor,
-    })
+    }
 }
 
 /// The terminal of an executed Run, as recorded and shown.

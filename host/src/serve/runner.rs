@@ -582,7 +582,7 @@ impl Server {
             }
         };
         let handoff = grants.iter().find_map(|g| g.output.clone());
-        let executor = submit::executor(
+        let executor = Arc::new(submit::executor(
             state,
             dispatch.plan,
             &self.config,
@@ -592,7 +592,7 @@ impl Server {
             // Verified at submission; used only if its digest is the one
             // the root Run resolves.
             Some(dispatch.package.clone()),
-        );
+        ));
         let mut channels = RootChannels::none();
         let broker = channels.broker.clone();
         let host = channels.host;

@@ -370,6 +370,19 @@ fn set_private(path: &Path) -> Result<(), StateError> {
         .map_err(StateError::io(format!("protecting {}", path.display())))
 }
 
+/// Test-only delay: when `JIG_TEST_PAUSE_AT` is `<point>:<ms>`, the thread
+/// sleeps here that long (a slow disk, say), so a test can prove that what
+/// must wait for this step does. It has no other effect.
+pub(crate) fn pause_point(point: &str) {
+    let paused = std::env::var("JIG_TEST_PAUSE_AT").ok().and_then(|v| {
+        let (at, ms) = v.split_once(':')?;
+        (at == point).then(|| ms.parse::<u64>().ok()).flatten()
+    });
+    if let Some(ms) = paused {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
 /// Test-only crash injection: when `JIG_TEST_CRASH_AT` names this point, the
 /// process aborts here, as a power cut or `kill -9` would stop it. Tests use
 /// it to prove that every step of apply leaves the old or the new complete

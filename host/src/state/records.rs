@@ -53,6 +53,7 @@ impl RunRecord {
     }
 }
 
+#[derive(Clone)]
 pub struct Runs {
     dir: PathBuf,
 }
@@ -177,13 +178,22 @@ impl Runs {
     /// and identical content return the existing Run; changed content is
     /// `SUBMISSION_CONFLICT`.
     pub fn submit(&self, key: Option<&str>, content: Value) -> Result<Submission, RunsError> {
+        let submission = self.prepare(key, content)?;
+        if let Submission::New(record) = &submission {
+            self.commit(record)?;
+        }
+        Ok(submission)
+    }
+
+    /// A new Run's record, not yet written (see [`Runs::commit`]), or the
+    /// Run already submitted under `key`.
+    pub fn prepare(&self, key: Option<&str>, content: Value) -> Result<Submission, RunsError> {
         let content_digest = sha256_digest(&flow::json::canonical(&content));
         if let Some(key) = key {
             if let Some(record) = self.lookup(key, &content)? {
                 return Ok(Submission::Existing(record));
             }
         }
-        let key_path = key.map(|k| self.key_path(k));
         let id = new_run_id();
         let mut value = content;
         let object = value.as_object_mut().expect("run content is an object");
@@ -194,17 +204,21 @@ impl Runs {
         if let Some(k) = key {
             object.insert("key".into(), json!(k));
         }
-        let record = RunRecord {
-            id: id.clone(),
-            value,
-        };
-        self.store(&record)?;
-        if let Some(key_path) = key_path {
+        Ok(Submission::New(RunRecord { id, value }))
+    }
+
+    /// Make a prepared Run's record durable, then its key's.
+    pub fn commit(&self, record: &RunRecord) -> Result<(), RunsError> {
+        super::pause_point("run-record");
+        super::crash_point("run-record");
+        self.store(record)?;
+        if let Some(key) = record.value.get("key").and_then(Value::as_str) {
+            let key_path = self.key_path(key);
             std::fs::create_dir_all(key_path.parent().unwrap())
                 .map_err(|e| RunsError::State(StateError::io("recording the key")(e)))?;
-            write_atomic(&key_path, id.as_bytes()).map_err(RunsError::State)?;
+            write_atomic(&key_path, record.id.as_bytes()).map_err(RunsError::State)?;
         }
-        Ok(Submission::New(record))
+        Ok(())
     }
 
     /// Settle a pending Run with its one terminal.
@@ -352,6 +366,20 @@ impl Runs {
             }
             fenced += 1;
         }
+        // A Run's private work lives only while its record is pending: a
+        // directory without one (its coordinator gone before the record was
+        // durable, or before the directory was removed) goes now.
+        if let Some(state_dir) = self.dir.parent() {
+            if let Ok(entries) = std::fs::read_dir(state_dir.join("work")) {
+                for entry in entries.flatten() {
+                    let id = entry.file_name().to_string_lossy().into_owned();
+                    if !self.pending_path(&id).exists() {
+                        crate::files::remove_tree(&entry.path())
+                            .map_err(StateError::io("removing a stale Run's work"))?;
+                    }
+                }
+            }
+        }
         Ok(fenced)
     }
 
@@ -363,7 +391,8 @@ impl Runs {
         let bytes = flow::json::canonical(&record.value);
         if record.status() == RunStatus::Pending {
             let pending = self.pending_dir()?;
-            return write_atomic(&pending.join(format!("{}.json", record.id)), &bytes)
+            let path = pending.join(format!("{}.json", record.id));
+            return super::write_atomic_at(&path, &bytes, Some("run-record"))
                 .map_err(RunsError::State);
         }
         write_atomic(&self.path(&record.id), &bytes).map_err(RunsError::State)?;
@@ -588,6 +617,24 @@ mod tests {
         assert_eq!(runs.load(&id).unwrap().status(), RunStatus::Succeeded);
         assert!(runs.pending_ids().unwrap().is_empty());
         assert_eq!(runs.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn work_without_a_pending_record_is_removed_and_a_pending_runs_is_not() {
+        let (dir, runs) = fresh_runs();
+        let work = dir.path().join("work");
+        let Submission::New(record) = runs.prepare(None, json!({"target": "t"})).unwrap() else {
+            panic!("a new Run");
+        };
+        // Made before its record was durable, by a coordinator now gone.
+        std::fs::create_dir_all(work.join(&record.id).join("0/scratch")).unwrap();
+        assert_eq!(runs.fence_lost().unwrap(), 0);
+        assert!(!work.join(&record.id).exists());
+        // A pending Run of this process keeps its work.
+        runs.commit(&record).unwrap();
+        std::fs::create_dir_all(work.join(&record.id).join("0/scratch")).unwrap();
+        assert_eq!(runs.fence_lost().unwrap(), 0);
+        assert!(work.join(&record.id).join("0/scratch").exists());
     }
 
     #[test]

@@ -302,3 +302,62 @@ fn item_12_a_live_run_owns_the_project_until_it_settles() {
     assert_eq!(runs.stdout.lines().count(), 1);
     assert!(runs.stdout.contains("\tsucceeded\t"), "{runs:?}");
 }
+
+/// A `flow.py` that leaves `started` in its scratch the moment it runs,
+/// then takes its time (so a host that dies meanwhile leaves the mark).
+const MARKS_START_PY: &str = "import time\nfrom jiggy.flow import handle\n\nopen('started', 'w').close()\ntime.sleep(3)\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": \"ran\"}\n\nhandle(run)\n";
+
+/// The record is made durable while the Run is prepared; a coordinator
+/// that dies before it is durable started nothing, recorded nothing, and
+/// the next command removes the work it had begun.
+#[test]
+fn a_run_whose_record_never_became_durable_never_started() {
+    let dir = project(&[
+        (
+            "flows/marks/FLOW.md",
+            "---\nname: marks\ndescription: Marks its start.\n---\n",
+        ),
+        ("flows/marks/flow.py", MARKS_START_PY),
+    ]);
+    review(dir.path());
+    let work = dir.path().join(".jig/work");
+    for point in ["run-record", "run-record-written"] {
+        let crashed = output(
+            jig(dir.path())
+                .args(["run", "flow:flows/marks", "--input", "null"])
+                // A slow record: the rest of the Run is prepared long
+                // before it would be durable, and must wait for it.
+                .env("JIG_TEST_PAUSE_AT", "run-record:1500")
+                .env("JIG_TEST_CRASH_AT", point)
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(crashed.status, 0, "{point}: {crashed:?}");
+        let started: Vec<_> = walk(&work)
+            .into_iter()
+            .filter(|p| p.ends_with("started"))
+            .collect();
+        assert!(started.is_empty(), "{point}: the Flow started: {started:?}");
+        assert!(run_ids(dir.path()).is_empty(), "{point}: nothing recorded");
+        assert!(walk(&work).is_empty(), "{point}: its work was removed");
+    }
+    let ran = run_jig(dir.path(), &["run", "flow:flows/marks", "--input", "null"]);
+    assert_eq!(ran.status, 0, "{ran:?}");
+    assert_eq!(run_ids(dir.path()).len(), 1);
+}
+
+/// Every path below `dir` (none when it is absent).
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found
+}
