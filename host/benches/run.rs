@@ -34,7 +34,72 @@ use jig::sandbox::{Launch, Sandbox};
 fn main() {
     // Build and review everything before timing anything.
     report_binds(fixture());
+    interleaved();
     divan::main();
+}
+
+/// A Run started with the given `jig`.
+type RunWith<'a> = dyn Fn(&Path) + 'a;
+
+/// With a baseline, also the same Runs interleaved round by round (this
+/// build, the baseline, the floor), so a drift of the machine's speed
+/// during the run falls on both alike: the medians of
+/// `JIG_BENCH_ROUNDS` (default 30) rounds.
+fn interleaved() {
+    let Some(baseline) = baseline() else {
+        return;
+    };
+    let rounds: usize = std::env::var("JIG_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(30);
+    let fixture = fixture();
+    let time = |f: &dyn Fn()| {
+        let started = std::time::Instant::now();
+        f();
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    let cases: [(&str, &RunWith); 3] = [
+        ("flow.bin", &|b| run_with(b, fixture, "bin")),
+        ("flow.wasm", &|b| run_with(b, fixture, "wasm")),
+        ("flow.bin after history", &|b| {
+            run_at(b, fixture.history.path(), fixture, "bin")
+        }),
+    ];
+    let (mut floor, mut start, mut contained) = (Vec::new(), Vec::new(), Vec::new());
+    let mut samples = vec![(Vec::new(), Vec::new()); cases.len()];
+    for _ in 0..rounds {
+        floor.push(time(&bwrap_floor));
+        start.push(time(&jig_process_start));
+        contained.push(time(&greet_contained));
+        for ((_, case), (this, base)) in cases.iter().zip(samples.iter_mut()) {
+            this.push(time(&|| case(jig_binary())));
+            base.push(time(&|| case(baseline)));
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let floor = median(&mut floor);
+    let (start, contained) = (median(&mut start), median(&mut contained));
+    eprintln!(
+        "interleaved medians of {rounds} rounds: bwrap floor {floor:.2} ms; jig start {start:.2} \
+         ms + greet contained {contained:.2} ms = {:.2} ms ({:.2}x the floor, the least a \
+         flow.bin Run can take)",
+        start + contained,
+        (start + contained) / floor
+    );
+    for ((name, _), (this, base)) in cases.iter().zip(samples.iter_mut()) {
+        let (this, base) = (median(this), median(base));
+        eprintln!(
+            "  {name}: this build {this:.2} ms ({:.2}x the floor), baseline {base:.2} ms \
+             ({:.2}x), this / baseline {:.3}",
+            this / floor,
+            base / floor,
+            this / base
+        );
+    }
 }
 
 struct Fixture {
