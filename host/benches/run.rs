@@ -399,18 +399,9 @@ fn greet_contained() {
             .expect("the closure of greet")
     };
     let launch = Launch {
-        program,
-        args: Vec::new(),
         env: vec![("LANG".into(), "C.UTF-8".into())],
-        cwd: scratch.to_path_buf(),
-        package,
-        scratch: scratch.to_path_buf(),
-        read_only: Vec::new(),
-        shown: Vec::new(),
-        attachments: Vec::new(),
-        limits: jig::sandbox::Limits::FLOW,
-        network: false,
         view: Some(view),
+        ..launch(fixture, program, package)
     };
     let frame = serde_json::json!({
         "jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": {
@@ -440,6 +431,26 @@ fn greet_contained() {
     });
 }
 
+/// A launch of `program` from `package` in the bench's scratch, with no
+/// environment, extra trees or attachments, under the Flow ceilings.
+fn launch(fixture: &Fixture, program: PathBuf, package: PathBuf) -> Launch {
+    let scratch = fixture.scratch.path();
+    Launch {
+        program,
+        args: Vec::new(),
+        env: Vec::new(),
+        cwd: scratch.to_path_buf(),
+        package,
+        scratch: scratch.to_path_buf(),
+        read_only: Vec::new(),
+        shown: Vec::new(),
+        attachments: Vec::new(),
+        limits: jig::sandbox::Limits::FLOW,
+        network: false,
+        view: None,
+    }
+}
+
 /// The Python recipe's runtime view (kept after the first proof).
 fn python_view() -> std::sync::Arc<jig::sandbox::closure::View> {
     let python = Path::new("/usr/bin/python3");
@@ -453,21 +464,11 @@ fn report_binds(fixture: &Fixture) {
     let Ok(bwrap) = jig::sandbox::contained(&HostConfig::default()) else {
         return;
     };
-    let scratch = fixture.scratch.path();
-    let mut launch = Launch {
-        program: PathBuf::from("/usr/bin/python3"),
-        args: Vec::new(),
-        env: Vec::new(),
-        cwd: scratch.to_path_buf(),
-        package: fixture.project.path().join("flows/py"),
-        scratch: scratch.to_path_buf(),
-        read_only: Vec::new(),
-        shown: Vec::new(),
-        attachments: Vec::new(),
-        limits: jig::sandbox::Limits::FLOW,
-        network: false,
-        view: None,
-    };
+    let mut launch = launch(
+        fixture,
+        PathBuf::from("/usr/bin/python3"),
+        fixture.project.path().join("flows/py"),
+    );
     let count = |launch: &Launch| {
         let binds = [
             "--ro-bind",
@@ -498,25 +499,21 @@ fn report_binds(fixture: &Fixture) {
 fn python_import_sdk_contained() {
     let fixture = fixture();
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
-    let scratch = fixture.scratch.path();
     let launch = Launch {
-        program: PathBuf::from("/usr/bin/python3"),
         args: vec!["-c".into(), "import jiggy.flow".into()],
         env: vec![
             ("LANG".into(), "C.UTF-8".into()),
             ("PYTHONPATH".into(), sdk.to_string_lossy().into_owned()),
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
         ],
-        cwd: scratch.to_path_buf(),
-        package: fixture.project.path().join("flows/py"),
-        scratch: scratch.to_path_buf(),
         read_only: vec![sdk],
-        shown: Vec::new(),
-        attachments: Vec::new(),
-        limits: jig::sandbox::Limits::FLOW,
-        network: false,
         // The same proved closure the Python recipe is shown.
         view: Some(python_view()),
+        ..launch(
+            fixture,
+            PathBuf::from("/usr/bin/python3"),
+            fixture.project.path().join("flows/py"),
+        )
     };
     fixture.runtime.block_on(async {
         let mut contained = fixture.contained.spawn(&launch).expect("spawns");
