@@ -68,13 +68,20 @@ fn interleaved() {
     ];
     let (mut floor, mut start, mut contained) = (Vec::new(), Vec::new(), Vec::new());
     let mut samples = vec![(Vec::new(), Vec::new()); cases.len()];
-    for _ in 0..rounds {
+    for round in 0..rounds {
         floor.push(time(&bwrap_floor));
         start.push(time(&jig_process_start));
         contained.push(time(&greet_contained));
+        // Which build goes first alternates: a Run's network namespace is
+        // torn down by the kernel after it ends, on the next one's time.
         for ((_, case), (this, base)) in cases.iter().zip(samples.iter_mut()) {
-            this.push(time(&|| case(jig_binary())));
-            base.push(time(&|| case(baseline)));
+            if round % 2 == 0 {
+                this.push(time(&|| case(jig_binary())));
+                base.push(time(&|| case(baseline)));
+            } else {
+                base.push(time(&|| case(baseline)));
+                this.push(time(&|| case(jig_binary())));
+            }
         }
     }
     let median = |v: &mut Vec<f64>| {
@@ -257,15 +264,31 @@ fn fixture() -> &'static Fixture {
 /// The `jig` to compare with, from `JIG_BENCH_BASELINE`.
 fn baseline() -> Option<&'static Path> {
     static CELL: OnceLock<Option<PathBuf>> = OnceLock::new();
-    CELL.get_or_init(|| std::env::var_os("JIG_BENCH_BASELINE").map(PathBuf::from))
-        .as_deref()
+    CELL.get_or_init(|| {
+        std::env::var_os("JIG_BENCH_BASELINE").map(|b| copied(Path::new(&b), "baseline-jig"))
+    })
+    .as_deref()
+}
+
+/// `binary` copied into this bench's own directory, where both builds are
+/// run from. Both must be files written the same way: a binary the linker
+/// just wrote starts measurably slower than a copy of the same bytes
+/// (measured here: 1.10-1.17x for one and the same build), which would
+/// otherwise count against whichever build was not copied.
+fn copied(binary: &Path, name: &str) -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+    let copy = dir.path().join(name);
+    std::fs::copy(binary, &copy).expect("the jig binary copies");
+    copy
 }
 
 /// How many settled Runs the history project holds.
 const HISTORY: usize = 10_000;
 
 fn jig_binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_jig"))
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    CELL.get_or_init(|| copied(Path::new(env!("CARGO_BIN_EXE_jig")), "jig"))
 }
 
 fn jig(fixture: &Fixture, args: &[&str]) -> std::process::Output {
@@ -291,7 +314,7 @@ fn jig_at(binary: &Path, project: &Path, fixture: &Fixture, args: &[&str]) -> st
 }
 
 fn run(fixture: &Fixture, name: &str) {
-    run_with(Path::new(env!("CARGO_BIN_EXE_jig")), fixture, name)
+    run_with(jig_binary(), fixture, name)
 }
 
 fn run_with(binary: &Path, fixture: &Fixture, name: &str) {
