@@ -47,18 +47,13 @@ fn fixture() -> &'static Fixture {
 fn launch(program: &str, args: &[&str]) -> Launch {
     let dir = fixture().dir.path();
     Launch {
-        program: PathBuf::from(program),
         args: args.iter().map(Into::into).collect(),
         env: vec![("LANG".into(), "C.UTF-8".into())],
-        cwd: dir.join("scratch"),
-        package: dir.join("package"),
-        scratch: dir.join("scratch"),
-        read_only: Vec::new(),
-        shown: Vec::new(),
-        attachments: Vec::new(),
-        limits: jig::sandbox::Limits::FLOW,
-        network: false,
-        view: None,
+        ..Launch::new(
+            PathBuf::from(program),
+            dir.join("package"),
+            dir.join("scratch"),
+        )
     }
 }
 

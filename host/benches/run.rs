@@ -454,24 +454,9 @@ fn greet_contained() {
     });
 }
 
-/// A launch of `program` from `package` in the bench's scratch, with no
-/// environment, extra trees or attachments, under the Flow ceilings.
+/// A launch of `program` from `package` in the bench's scratch.
 fn launch(fixture: &Fixture, program: PathBuf, package: PathBuf) -> Launch {
-    let scratch = fixture.scratch.path();
-    Launch {
-        program,
-        args: Vec::new(),
-        env: Vec::new(),
-        cwd: scratch.to_path_buf(),
-        package,
-        scratch: scratch.to_path_buf(),
-        read_only: Vec::new(),
-        shown: Vec::new(),
-        attachments: Vec::new(),
-        limits: jig::sandbox::Limits::FLOW,
-        network: false,
-        view: None,
-    }
+    Launch::new(program, package, fixture.scratch.path().to_path_buf())
 }
 
 /// The Python recipe's runtime view (kept after the first proof).

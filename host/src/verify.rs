@@ -445,21 +445,30 @@ type Cache = (
     BTreeMap<String, String>,
 );
 
-fn read_cache(dir: &Path) -> Option<Cache> {
+/// The bytes of a file of this user's, read through no link: `None` when
+/// it is missing, not a regular file, someone else's, larger than
+/// `max_bytes`, or, when it must be `private`, open to anyone else.
+pub fn read_own(path: &Path, max_bytes: u64, private: bool) -> Option<Vec<u8>> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(dir.join(CACHE_FILE))
+        .open(path)
         .ok()?;
     let meta = file.metadata().ok()?;
     if !meta.is_file()
         || meta.uid() != nix::unistd::geteuid().as_raw()
-        || meta.len() > MAX_CACHE_BYTES
+        || meta.len() > max_bytes
+        || (private && meta.mode() & 0o077 != 0)
     {
         return None;
     }
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+fn read_cache(dir: &Path) -> Option<Cache> {
+    let bytes = read_own(&dir.join(CACHE_FILE), MAX_CACHE_BYTES, false)?;
     let value = flow::json::parse(&bytes).ok()?;
     if value.get("format").and_then(Value::as_str) != Some(FORMAT) {
         return None;

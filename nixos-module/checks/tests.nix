@@ -54,6 +54,16 @@ let
       bubblewrap = stubs.fakeDrv "bubblewrap";
     };
   package = packageWith cargoWorkspace.package.rust-version;
+  # The VM test's script, for a machine node with stub tool paths.
+  vmTestScript = outputs.checks.x86_64-linux.module.testScript {
+    nodes = {
+      machine.services.jig = {
+        package.version = "0";
+        settings.containment.bwrap = "/b";
+        settings.runtimes.python = "/p";
+      };
+    };
+  };
   sourcePaths = package.src.fileset.include.union;
 
   # ---- nixos-module/default.nix -------------------------------------------
@@ -464,15 +474,7 @@ let
         test = outputs.checks.x86_64-linux.module;
         server = test.nodes.server { pkgs = stubs.pkgs "x86_64-linux"; };
         jig = server.services.jig;
-        script = test.testScript {
-          nodes = {
-            machine.services.jig = {
-              package.version = "0";
-              settings.containment.bwrap = "/b";
-              settings.runtimes.python = "/p";
-            };
-          };
-        };
+        script = vmTestScript;
       in
       server.imports == [ (root + "/nixos-module/default.nix") ]
       && jig.server.enable
@@ -488,15 +490,7 @@ let
         test = outputs.checks.x86_64-linux.module;
         queued = test.nodes.queued { };
         jig = queued.services.jig;
-        script = test.testScript {
-          nodes = {
-            machine.services.jig = {
-              package.version = "0";
-              settings.containment.bwrap = "/b";
-              settings.runtimes.python = "/p";
-            };
-          };
-        };
+        script = vmTestScript;
       in
       queued.imports == [ (root + "/nixos-module/default.nix") ]
       && queued.services.postgresql.enable

@@ -336,11 +336,7 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
             // Best effort: without it the next command proves again. A
             // command that only inspects (`doctor`) keeps nothing.
             if let Some(file) = file.as_ref().filter(|_| crate::verify::current().writes()) {
-                if write_kept(file, &view).is_ok() {
-                    if let Some(dir) = file.parent() {
-                        crate::verify::keep_newest(dir, MAX_KEPT_VIEWS, file);
-                    }
-                }
+                let _ = write_kept(file, &view);
             }
             Arc::new(view)
         }
@@ -396,31 +392,18 @@ pub fn cache_dir_in(verification_cache: &Path) -> PathBuf {
 }
 
 fn read_kept(file: &Path) -> Option<View> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(file)
-        .ok()?;
-    let meta = f.metadata().ok()?;
-    if !meta.is_file()
-        || meta.uid() != nix::unistd::geteuid().as_raw()
-        || meta.len() > crate::verify::MAX_CACHE_BYTES
-    {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).ok()?;
+    let bytes = crate::verify::read_own(file, crate::verify::MAX_CACHE_BYTES, false)?;
     View::from_value(&flow::json::parse(&bytes).ok()?)
 }
 
+/// Keep `view` in `file`, and at most [`MAX_KEPT_VIEWS`] views beside it.
 fn write_kept(file: &Path, view: &View) -> std::io::Result<()> {
     let dir = file.parent().unwrap_or(Path::new("/"));
     let mut temp = tempfile::Builder::new().prefix(".view-").tempfile_in(dir)?;
     temp.write_all(&flow::json::canonical(&view.to_value()))?;
     // No fsync: a torn file is invalid and only means proving again.
     temp.persist(file).map_err(|e| e.error)?;
+    crate::verify::keep_newest(dir, MAX_KEPT_VIEWS, file);
     Ok(())
 }
 
@@ -963,6 +946,33 @@ mod tests {
     }
 
     /// A view is current only while what it was proved from is unchanged.
+    #[test]
+    fn at_most_max_kept_views_are_kept() {
+        let view = prove(Path::new("/usr/bin/env"), Stdlib::None).unwrap();
+        let kept_with = |others: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let start = std::time::SystemTime::now() - std::time::Duration::from_secs(100_000);
+            for i in 0..others {
+                let path = dir.path().join(format!("{i:05}.json"));
+                std::fs::write(&path, b"{}").unwrap();
+                let file = std::fs::File::options().write(true).open(&path).unwrap();
+                file.set_modified(start + std::time::Duration::from_secs(i as u64))
+                    .unwrap();
+            }
+            write_kept(&dir.path().join("new.json"), &view).unwrap();
+            let count = std::fs::read_dir(dir.path()).unwrap().count();
+            (dir, count)
+        };
+        // At the bound, the one kept included: nothing goes.
+        let (_dir, count) = kept_with(MAX_KEPT_VIEWS - 1);
+        assert_eq!(count, MAX_KEPT_VIEWS);
+        // One past it: the oldest goes, the new one stays.
+        let (dir, count) = kept_with(MAX_KEPT_VIEWS);
+        assert_eq!(count, MAX_KEPT_VIEWS);
+        assert!(!dir.path().join("00000.json").exists());
+        assert!(read_kept(&dir.path().join("new.json")).is_some());
+    }
+
     #[test]
     fn a_changed_file_makes_a_view_stale() {
         let dir = tempfile::tempdir().unwrap();

@@ -70,6 +70,29 @@ pub struct Launch {
     pub view: Option<std::sync::Arc<closure::View>>,
 }
 
+impl Launch {
+    /// `program` from `package`, working in its private `scratch`, with
+    /// nothing else granted: no arguments, environment, further trees,
+    /// attachments or network, the host's `/usr` as its view, under the
+    /// Flow ceilings. Callers add what a recipe needs.
+    pub fn new(program: PathBuf, package: PathBuf, scratch: PathBuf) -> Launch {
+        Launch {
+            program,
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: scratch.clone(),
+            package,
+            scratch,
+            read_only: Vec::new(),
+            shown: Vec::new(),
+            attachments: Vec::new(),
+            limits: Limits::FLOW,
+            network: false,
+            view: None,
+        }
+    }
+}
+
 /// A started process and everything it may have started: the envelope
 /// fences the whole tree, not only the leader.
 pub struct Contained {
@@ -231,18 +254,8 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
     let output = dir.path().join("output");
     std::fs::create_dir(&output).map_err(|e| e.to_string())?;
     let launch = Launch {
-        program,
-        args: Vec::new(),
-        env: Vec::new(),
-        cwd: scratch.clone(),
-        package: dir.path().to_path_buf(),
-        scratch,
-        read_only: Vec::new(),
-        shown: Vec::new(),
         attachments: vec![(output, true)],
-        limits: Limits::FLOW,
-        network: false,
-        view: None,
+        ..Launch::new(program, dir.path().to_path_buf(), scratch)
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

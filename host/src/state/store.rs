@@ -525,20 +525,7 @@ fn seal_bytes(digest: &str, stamps: &BTreeMap<String, Stamp>) -> Vec<u8> {
 /// The stamps of a seal: an owner-private regular file of this user, read
 /// through no link, that names `digest`-shaped content; `None` otherwise.
 fn read_seal(path: &Path) -> Option<BTreeMap<String, Stamp>> {
-    use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    let owner = nix::unistd::geteuid().as_raw();
-    if !meta.is_file() || meta.uid() != owner || meta.mode() & 0o077 != 0 {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
+    let bytes = crate::verify::read_own(path, u64::MAX, true)?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let stamps = value.get("stamps")?.as_object()?;
     let digest = value.get("digest")?.as_str()?;

@@ -21,6 +21,17 @@ fn init_with(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, demo)
 }
 
+/// `jig review --yes`, then the greeting greets Ada.
+fn reviews_and_greets_ada(demo: &std::path::Path) {
+    review(demo);
+    let run = run_jig(demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!({"message": "Hello, Ada!"})
+    );
+}
+
 #[test]
 fn init_review_run_greets_ada() {
     let (_dir, demo) = init_demo();
@@ -88,13 +99,7 @@ fn the_python_greeting_reviews_and_runs() {
     let (_dir, demo) = init_with(&["--lang", "python"]);
     assert!(demo.join("flows/hello/flow.py").is_file());
     assert!(!demo.join("flows/hello/package.json").exists());
-    review(&demo);
-    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
-    assert_eq!(run.status, 0, "{run:?}");
-    assert_eq!(
-        run.json()["output"],
-        serde_json::json!({"message": "Hello, Ada!"})
-    );
+    reviews_and_greets_ada(&demo);
 }
 
 #[test]
@@ -123,13 +128,7 @@ fn the_rust_greeting_builds_with_its_script_then_reviews_and_runs() {
     let built = output(built);
     assert_eq!(built.status, 0, "{built:?}");
     assert!(demo.join("flows/hello/flow.wasm").is_file());
-    review(&demo);
-    let run = run_jig(&demo, &["run", "flow:flows/hello", "--input", "\"Ada\""]);
-    assert_eq!(run.status, 0, "{run:?}");
-    assert_eq!(
-        run.json()["output"],
-        serde_json::json!({"message": "Hello, Ada!"})
-    );
+    reviews_and_greets_ada(&demo);
 }
 
 #[test]
