@@ -395,8 +395,8 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
 /// The cache directory under this environment, if its route is safe:
 /// `$XDG_CACHE_HOME` (absolute) or `$HOME/.cache`, then `jig/` and
 /// `installation-verification/`, each a real directory (no symlink) owned
-/// by this user and writable by nobody else. With `create`, missing
-/// directories below the cache home are made (mode 0700).
+/// by this user and writable by nobody else. With `create`, a missing
+/// cache home and missing directories below it are made (mode 0700).
 pub fn cache_dir(create: bool) -> Option<PathBuf> {
     let home = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -415,6 +415,15 @@ pub fn cache_dir(create: bool) -> Option<PathBuf> {
 /// of this user's that nobody else can write (see [`cache_dir`]).
 pub fn safe_route(base: &Path, create: bool) -> Option<PathBuf> {
     let uid = nix::unistd::geteuid().as_raw();
+    // A cache home that does not exist yet is made (mode 0700), as the XDG
+    // base directory rules ask of a program writing there: a fresh account
+    // has no `~/.cache`, and without one nothing would ever be kept.
+    if create && std::fs::symlink_metadata(base).is_err() {
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(base);
+    }
     // The cache home itself: a directory of this user's (or root's) that
     // nobody else can write, so nobody else can swap what lies below it.
     let meta = std::fs::metadata(base).ok()?;
@@ -671,11 +680,23 @@ mod tests {
         std::fs::create_dir(&home).unwrap();
         std::os::unix::fs::symlink(&real, home.join("jig")).unwrap();
         assert!(safe_route(&home, true).is_none());
-        // A cache home that does not exist is not created.
-        assert!(safe_route(&base.path().join("missing"), true).is_none());
         // Without `create`, a missing cache directory is simply absent.
         assert!(safe_route(base.path(), false).is_none());
         assert!(!base.path().join("jig").exists());
+        assert!(safe_route(&base.path().join("missing"), false).is_none());
+        assert!(!base.path().join("missing").exists());
+    }
+
+    #[test]
+    fn a_missing_cache_home_is_made_private() {
+        let base = private_base();
+        let home = base.path().join("fresh/.cache");
+        let cache = safe_route(&home, true).expect("the cache home is made");
+        assert_eq!(cache, home.join("jig/installation-verification"));
+        for dir in [base.path().join("fresh"), home.clone(), cache] {
+            let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+        }
     }
 
     #[test]
