@@ -113,6 +113,29 @@ pub(crate) fn check_request(
     Ok(writable)
 }
 
+/// The envelope probe, running on its own thread beside the package's
+/// verification. A Run refused before it takes the envelope still joins
+/// it when this is dropped, so what the probe made ahead (the cgroups of
+/// a process root) is removed with the envelope before the command ends.
+struct Probe(Option<std::thread::JoinHandle<Result<Arc<dyn crate::sandbox::Sandbox>, String>>>);
+
+impl Probe {
+    fn join(mut self) -> Result<Arc<dyn crate::sandbox::Sandbox>, String> {
+        let thread = self.0.take().expect("joined once");
+        thread
+            .join()
+            .unwrap_or_else(|_| Err("probing the envelope failed".into()))
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let asked = submit::check(args.target, args.timeout, args.key).map_err(refused)?;
     let target_ref = asked.target.clone();
@@ -139,18 +162,31 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     // The envelope is probed (containment tools verified, cgroups found,
     // stale ones swept) while the package is read and verified below; the
-    // Run is still refused before it is recorded if there is none.
+    // Run is still refused before it is recorded if there is none. For a
+    // root that runs as a process, its cgroups are made there too.
+    let current = state.current();
+    let process = current
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .is_some_and(|g| submit::runs_a_process(&g.plan, &target_ref));
     let envelope = {
         let config = crate::config::HostConfig {
             containment: config.containment.clone(),
             ..Default::default()
         };
-        std::thread::spawn(move || crate::sandbox::select(&config))
+        Probe(Some(std::thread::spawn(move || {
+            let sandbox = crate::sandbox::select(&config)?;
+            if process {
+                sandbox.prepare(crate::sandbox::Limits::FLOW);
+            }
+            Ok(sandbox)
+        })))
     };
     let runs = state.runs();
     runs.fence_lost()
         .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let resolved = submit::resolve(&state, &target_ref).map_err(refused)?;
+    let resolved = submit::resolve_in(&state, current, &target_ref).map_err(refused)?;
     let package = &resolved.package;
     let generation = &resolved.generation;
     // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
@@ -199,7 +235,6 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             .map_err(|e| submit::Refusal::new(400, e.code, e.message))?;
         let sandbox = envelope
             .join()
-            .unwrap_or_else(|_| Err("probing the envelope failed".into()))
             .map_err(|e| submit::Refusal::new(503, "UNAVAILABLE", e))?;
         Ok((destination, sandbox))
     })

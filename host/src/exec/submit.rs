@@ -20,7 +20,7 @@ use serde_json::json;
 use super::{Diagnostics, Executor, Failure, Repository, Success, TargetRef};
 use crate::config::HostConfig;
 use crate::providers::ProviderSet;
-use crate::state::{self, Generation, ProjectState, RunRecord, Runs, Submission};
+use crate::state::{self, Generation, ProjectState, RunRecord, Runs, StateError, Submission};
 
 /// The longest idempotency key, in bytes.
 pub const MAX_KEY_BYTES: usize = 128;
@@ -123,7 +123,17 @@ impl Resolved {
 
 /// Resolve `target` in the project's current admitted generation.
 pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Refusal> {
-    let Some(generation) = state.current().map_err(Refusal::state)? else {
+    resolve_in(state, state.current(), target)
+}
+
+/// [`resolve`] in `current`, the generation as [`ProjectState::current`]
+/// read it.
+pub fn resolve_in(
+    state: &ProjectState,
+    current: Result<Option<Generation>, StateError>,
+    target: &TargetRef,
+) -> Result<Resolved, Refusal> {
+    let Some(generation) = current.map_err(Refusal::state)? else {
         return Err(Refusal::new(
             409,
             "ADMISSION_MISSING",
@@ -167,6 +177,16 @@ pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Ref
         binding,
         package,
         checkpointing,
+    })
+}
+
+/// Does `target` run as a process (in an envelope), not as an in-process
+/// `flow.wasm`? What its admitted recipe says; false when it has none.
+pub fn runs_a_process(plan: &Value, target: &TargetRef) -> bool {
+    admitted_package(plan, target).is_some_and(|(path, _, _)| {
+        plan["execution"][&path]["recipe"]["kind"]
+            .as_str()
+            .is_some_and(|kind| kind != "wasm")
     })
 }
 

@@ -54,11 +54,36 @@ pub struct Bubblewrap {
 }
 
 /// The per-host-process group with the root aggregate ceiling, present
-/// while at least one envelope is.
+/// while at least one envelope is (or a group made ahead waits in it).
 #[derive(Default)]
 struct HostGroup {
     group: Option<Group>,
     active: usize,
+    /// A Run group made ahead of its launch ([`Sandbox::prepare`]), taken
+    /// by the first spawn with the same limits.
+    ready: Option<(Limits, Group)>,
+}
+
+impl HostGroup {
+    /// With no envelope left: remove a group made ahead that nothing took,
+    /// then the host group.
+    fn release_if_idle(&mut self) -> Result<(), String> {
+        if self.active > 0 {
+            return Ok(());
+        }
+        let mut failures = Vec::new();
+        if let Some((_, ready)) = self.ready.take() {
+            failures.extend(ready.remove(EMPTY_WAIT).err());
+        }
+        if let Some(group) = self.group.take() {
+            failures.extend(group.remove(EMPTY_WAIT).err());
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
 }
 
 impl Bubblewrap {
@@ -83,26 +108,32 @@ impl Bubblewrap {
 
     fn run_group(&self, limits: Limits) -> Result<Group, String> {
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
-        if host.group.is_none() {
-            host.group = Some(self.hierarchy.create_host_group(&Self::host_group_name())?);
+        if host.ready.as_ref().is_some_and(|(l, _)| *l == limits) {
+            let (_, group) = host.ready.take().expect("just checked");
+            host.active += 1;
+            return Ok(group);
         }
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let parent = host.group.as_ref().expect("just created");
-        let group = parent.child(&format!("run-{n}"), limits);
+        let group = self.new_run_group(&mut host, limits);
         match group {
             Ok(group) => {
                 host.active += 1;
                 Ok(group)
             }
             Err(e) => {
-                if host.active == 0 {
-                    if let Some(g) = host.group.take() {
-                        let _ = g.remove(EMPTY_WAIT);
-                    }
-                }
+                let _ = host.release_if_idle();
                 Err(e)
             }
         }
+    }
+
+    /// A new Run group below the host group (made first when absent).
+    fn new_run_group(&self, host: &mut HostGroup, limits: Limits) -> Result<Group, String> {
+        if host.group.is_none() {
+            host.group = Some(self.hierarchy.create_host_group(&Self::host_group_name())?);
+        }
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let parent = host.group.as_ref().expect("just created");
+        parent.child(&format!("run-{n}"), limits)
     }
 
     /// The bubblewrap arguments for `launch` (everything before `--`).
@@ -323,6 +354,24 @@ impl Sandbox for Bubblewrap {
 
     fn bounded_output(&self, _path: &Path) -> std::io::Result<OwnedFd> {
         self.hold_output()
+    }
+
+    /// Make the host group and one Run group with `limits` now, on the
+    /// caller's thread, so the launch that follows finds them made: the
+    /// CLI does this while the package is read and verified. A group
+    /// nothing takes is removed with the host group (or, should the host
+    /// die first, swept by the next host like any stale group).
+    fn prepare(&self, limits: Limits) {
+        let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
+        if host.ready.is_some() {
+            return;
+        }
+        match self.new_run_group(&mut host, limits) {
+            Ok(group) => host.ready = Some((limits, group)),
+            Err(_) => {
+                let _ = host.release_if_idle();
+            }
+        }
     }
 
     fn shows_elsewhere(&self) -> bool {
@@ -602,12 +651,15 @@ impl Fence for CgroupFence {
         self.group = None;
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
         host.active -= 1;
-        if host.active == 0 {
-            if let Some(g) = host.group.take() {
-                g.remove(EMPTY_WAIT)?;
-            }
-        }
-        Ok(())
+        host.release_if_idle()
+    }
+}
+
+impl Drop for Bubblewrap {
+    /// A Run group made ahead that no launch took goes with the host.
+    fn drop(&mut self) {
+        let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = host.release_if_idle();
     }
 }
 

@@ -191,6 +191,9 @@ pub trait Sandbox: Send + Sync {
     fn shows_elsewhere(&self) -> bool {
         false
     }
+    /// Prepare, ahead of a launch with `limits`, what it would otherwise
+    /// make first (best effort: a launch that finds nothing made makes it).
+    fn prepare(&self, _limits: Limits) {}
 }
 
 /// Open a directory as the handoff descriptor.

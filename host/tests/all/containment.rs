@@ -625,6 +625,29 @@ fn a_hundred_runs_leave_nothing_behind() {
     }
 }
 
+/// A process root's cgroups are made while its package is verified. A
+/// command that then launches nothing (a replay of the same key, a
+/// refusal before the Run is recorded) removes them before it ends.
+#[test]
+fn cgroups_made_ahead_of_a_launch_that_never_comes_are_removed() {
+    let dir = hostile_project();
+    let input = json!({"attack": "noop"});
+    for target in TARGETS {
+        let key = format!("ahead-{target}");
+        let first = attack(dir.path(), target, input.clone(), &["--key", &key]);
+        assert_eq!(succeeded(&first)["ok"], true, "{target}");
+        let replay = attack(dir.path(), target, input.clone(), &["--key", &key]);
+        assert_eq!(replay.run.json()["runId"], first.run.json()["runId"]);
+        let refused = attack(dir.path(), target, input.clone(), &["--attach", "x=home"]);
+        assert_eq!(refused.run.status, 1, "{:?}", refused.run);
+        assert!(
+            refused.run.stderr.contains("JIG_RUN_FILES_INVALID"),
+            "{:?}",
+            refused.run
+        );
+    }
+}
+
 fn host_toml(dir: &Path, text: &str) {
     write_files(dir, &[(".test-config-home/jig/host.toml", text)]);
 }
