@@ -172,11 +172,20 @@ impl Stream {
         if let Some(fault) = self.fault() {
             return Some(fault);
         }
+        self.stalled().then(|| self.set_fault(OutputFault::Stuck))
+    }
+
+    /// Is stdout no longer taking bytes (a write stuck past
+    /// [`WRITE_TIMEOUT`], or failed), whatever fault came first?
+    fn stalled(&self) -> bool {
         let since = self.shared.busy_since.load(Ordering::SeqCst);
         let stuck =
             since != 0 && now_unix_ms().saturating_sub(since) > WRITE_TIMEOUT.as_millis() as u64;
-        (stuck || self.shared.failed.load(Ordering::SeqCst))
-            .then(|| self.set_fault(OutputFault::Stuck))
+        let stalled = stuck || self.shared.failed.load(Ordering::SeqCst);
+        if stalled {
+            self.set_fault(OutputFault::Stuck);
+        }
+        stalled
     }
 
     /// Wait until a fault is recorded.
@@ -228,17 +237,30 @@ impl Stream {
                 let mut line =
                     flow::json::canonical(&json!({"type": "terminal", "result": terminal}));
                 line.push(b'\n');
-                let _ = tx.try_send(line);
+                // Behind a full queue (a Run cancelled at the budget leaves
+                // it full) the terminal waits its turn while stdout keeps
+                // taking bytes; it is never dropped for a slow reader.
+                loop {
+                    match tx.try_send(line) {
+                        Err(mpsc::error::TrySendError::Full(back)) if !self.stalled() => {
+                            line = back;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        _ => break,
+                    }
+                }
             }
         }
         let writer = self.writer.take().expect("one finish");
         if !stuck {
-            // The queue drains while each write keeps within the timeout.
+            // The queue drains while each write keeps within the timeout
+            // (also after the budget fault: what was accepted, and the
+            // terminal, are still written).
             loop {
                 if writer.is_finished() {
                     break;
                 }
-                if self.check().is_some() {
+                if self.stalled() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
@@ -420,5 +442,63 @@ mod tests {
         assert_eq!(stream.check(), None);
         assert_eq!(stream.finish(&json!(null)), None);
         assert!(taken.load(Ordering::SeqCst) > 8 * WRITE_CHUNK);
+    }
+
+    /// A reader that keeps what it takes, a millisecond per write.
+    struct Kept(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Kept {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(1));
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_terminal_waits_behind_a_full_queue_and_comes_last() {
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stream = Stream::start(Kept(kept.clone()));
+        // More lines than the queue holds: when they are sent, it is full.
+        for i in 0..MAX_PENDING_WRITES + 8 {
+            stream.line(&json!(i)).await.unwrap();
+        }
+        assert_eq!(stream.finish(&json!({"status": "cancelled"})), None);
+        let text = String::from_utf8(kept.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines.len(),
+            MAX_PENDING_WRITES + 9,
+            "every line and the terminal"
+        );
+        assert_eq!(
+            lines.last().copied(),
+            Some(r#"{"result":{"status":"cancelled"},"type":"terminal"}"#)
+        );
+    }
+
+    #[tokio::test]
+    async fn past_the_budget_what_was_accepted_and_the_terminal_are_still_written() {
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stream = Stream::start(Kept(kept.clone()));
+        let chunk = 1024 * 1024;
+        let line = json!("a".repeat(chunk - 3));
+        let accepted = MAX_OUTPUT_BYTES / chunk;
+        for _ in 0..accepted {
+            stream.line(&line).await.unwrap();
+        }
+        assert_eq!(stream.line(&line).await, Err(OutputFault::Limit));
+        // Most of it is still queued when the Run ends.
+        assert!(kept.lock().unwrap().len() < MAX_OUTPUT_BYTES);
+        assert_eq!(stream.finish(&json!(null)), Some(OutputFault::Limit));
+        let text = String::from_utf8(kept.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), accepted + 1);
+        assert_eq!(
+            lines.last().copied(),
+            Some(r#"{"result":null,"type":"terminal"}"#)
+        );
     }
 }
