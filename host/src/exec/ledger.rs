@@ -15,7 +15,8 @@ type Outcome = Option<Result<Value, OperationalError>>;
 struct Operation {
     canonical: Vec<u8>,
     result: watch::Receiver<Outcome>,
-    task: tokio::task::JoinHandle<()>,
+    /// The work, until it is stopped.
+    task: Option<tokio::task::JoinHandle<()>>,
     sender: std::sync::Arc<watch::Sender<Outcome>>,
     waiters: usize,
 }
@@ -64,7 +65,7 @@ impl OperationLedger {
             Operation {
                 canonical,
                 result: result.clone(),
-                task,
+                task: Some(task),
                 sender,
                 waiters: 1,
             },
@@ -96,19 +97,25 @@ impl OperationLedger {
 
     /// Stop the underlying work once nobody waits for it. If it had not
     /// finished, its outcome becomes `UNCERTAIN` for any later replay.
-    pub fn abort_if_unwatched(&mut self, op_id: &str) {
-        if let Some(op) = self.operations.get(op_id) {
-            if op.waiters == 0 && op.result.borrow().is_none() {
-                op.task.abort();
-                op.sender.send_replace(Some(Err(uncertain())));
-            }
+    /// Returns the stopped work: it ends (its future dropped, what it held
+    /// released) once the handle resolves.
+    pub fn abort_if_unwatched(&mut self, op_id: &str) -> Option<tokio::task::JoinHandle<()>> {
+        let op = self.operations.get_mut(op_id)?;
+        if op.waiters != 0 || op.result.borrow().is_some() {
+            return None;
         }
+        let task = op.task.take()?;
+        task.abort();
+        op.sender.send_replace(Some(Err(uncertain())));
+        Some(task)
     }
 
     pub fn abort_all(&mut self) {
         for op in self.operations.values() {
             if op.result.borrow().is_none() {
-                op.task.abort();
+                if let Some(task) = &op.task {
+                    task.abort();
+                }
                 op.sender.send_replace(Some(Err(uncertain())));
             }
         }

@@ -30,6 +30,9 @@ pub const ROOT_REQUEST_ID: &str = "host:1";
 pub const CANCEL_GRACE: Duration = Duration::from_millis(250);
 /// How long the host waits for stdout to end after the root response.
 pub const POST_RESPONSE_DRAIN: Duration = Duration::from_secs(5);
+/// How long a cancelled operation's work may take to stop (its future to be
+/// dropped) before the cancellation is answered anyway.
+const STOP_WAIT: Duration = Duration::from_secs(1);
 
 /// What the host offers a component while its root is pending.
 pub trait Services: Send + Sync + 'static {
@@ -253,8 +256,16 @@ where
                                     Some(Ok(cancel)) => {
                                         if let Some(task) = pending.remove(&cancel.request_id) {
                                             task.abort();
-                                            if let Some(op) = ledger.leave(&cancel.request_id) {
-                                                ledger.abort_if_unwatched(&op);
+                                            let stopped = ledger
+                                                .leave(&cancel.request_id)
+                                                .and_then(|op| ledger.abort_if_unwatched(&op));
+                                            if let Some(stopped) = stopped {
+                                                // What the call held (its
+                                                // channel rights) is released
+                                                // before the component hears
+                                                // of the cancellation.
+                                                let _ =
+                                                    tokio::time::timeout(STOP_WAIT, stopped).await;
                                             }
                                             let e = OperationalError::new(
                                                 ErrorCode::Cancelled,
