@@ -169,14 +169,13 @@ impl Stream {
 
     /// Is a write stuck past [`WRITE_TIMEOUT`], or failed? Records the fault.
     pub fn check(&self) -> Option<OutputFault> {
-        if let Some(fault) = self.fault() {
-            return Some(fault);
-        }
-        self.stalled().then(|| self.set_fault(OutputFault::Stuck))
+        self.stalled();
+        self.fault()
     }
 
     /// Is stdout no longer taking bytes (a write stuck past
-    /// [`WRITE_TIMEOUT`], or failed), whatever fault came first?
+    /// [`WRITE_TIMEOUT`], or failed), whatever fault came first? Records
+    /// `Stuck` when no fault came before.
     fn stalled(&self) -> bool {
         let since = self.shared.busy_since.load(Ordering::SeqCst);
         let stuck =

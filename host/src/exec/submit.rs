@@ -431,6 +431,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_root_runs_as_a_process_unless_its_recipe_is_wasm() {
+        let plan = json!({
+            "lock": {
+                "packages": {
+                    "flows/bin": {"digest": "sha256:b"},
+                    "flows/py": {"digest": "sha256:p"},
+                    "flows/wasm": {"digest": "sha256:w"},
+                    "flows/unplanned": {"digest": "sha256:u"},
+                },
+                "bindings": {"intake": {"packagePath": "flows/wasm"}},
+            },
+            "execution": {
+                "flows/bin": {"recipe": {"kind": "native"}},
+                "flows/py": {"recipe": {"kind": "python"}},
+                "flows/wasm": {"recipe": {"kind": "wasm"}},
+            },
+        });
+        let flow = |p: &str| TargetRef::Flow(p.into());
+        assert!(runs_a_process(&plan, &flow("flows/bin")));
+        assert!(runs_a_process(&plan, &flow("flows/py")));
+        assert!(!runs_a_process(&plan, &flow("flows/wasm")));
+        assert!(!runs_a_process(&plan, &TargetRef::Binding("intake".into())));
+        // No recipe, or no such target: nothing is made ahead.
+        assert!(!runs_a_process(&plan, &flow("flows/unplanned")));
+        assert!(!runs_a_process(&plan, &flow("flows/absent")));
+    }
+
+    #[test]
     fn a_key_of_the_longest_length_is_taken_and_one_byte_more_is_refused() {
         let at = "k".repeat(MAX_KEY_BYTES);
         let past = "k".repeat(MAX_KEY_BYTES + 1);
