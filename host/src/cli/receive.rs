@@ -478,10 +478,26 @@ mod tests {
         );
     }
 
+    /// A reader that takes nothing until it is opened, then keeps all.
+    struct Gated(Arc<AtomicBool>, Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Gated {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            while !self.0.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.1.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[tokio::test]
     async fn past_the_budget_what_was_accepted_and_the_terminal_are_still_written() {
+        let open = Arc::new(AtomicBool::new(false));
         let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let stream = Stream::start(Kept(kept.clone()));
+        let stream = Stream::start(Gated(open.clone(), kept.clone()));
         let chunk = 1024 * 1024;
         let line = json!("a".repeat(chunk - 3));
         let accepted = MAX_OUTPUT_BYTES / chunk;
@@ -489,8 +505,9 @@ mod tests {
             stream.line(&line).await.unwrap();
         }
         assert_eq!(stream.line(&line).await, Err(OutputFault::Limit));
-        // Most of it is still queued when the Run ends.
-        assert!(kept.lock().unwrap().len() < MAX_OUTPUT_BYTES);
+        // All of it is still queued when the Run ends; stdout then takes it.
+        assert!(kept.lock().unwrap().is_empty());
+        open.store(true, Ordering::SeqCst);
         assert_eq!(stream.finish(&json!(null)), Some(OutputFault::Limit));
         let text = String::from_utf8(kept.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
