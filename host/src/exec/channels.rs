@@ -7,6 +7,7 @@
 //! mapped right was validated against the callee's declared ports.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use flow::contract::{self, ChannelDeclaration, Start};
@@ -175,7 +176,11 @@ struct Source {
     sealed: bool,
     failed: Option<OperationalError>,
     readers: HashMap<u64, Reader>,
-    pending_sends: usize,
+    /// The tickets of the sends waiting for queue space, first come first:
+    /// only the front one may land, and a new send waits behind them.
+    waiting: VecDeque<u64>,
+    /// The last ticket handed to a waiting send.
+    tickets: u64,
     /// Canonical bytes of the sends waiting for queue space.
     pending_bytes: usize,
     /// Canonical bytes accepted over the source's lifetime.
@@ -328,16 +333,16 @@ impl Broker {
             Method::ChannelSend => {
                 let p = ChannelSendParams::from_value(params).map_err(|e| e.to_rpc())?;
                 let this = self.clone();
-                Ok(Box::pin(async move {
+                Ok(started(Box::pin(async move {
                     this.send(holder, &p.endpoint, p.value).await
-                }))
+                })))
             }
             Method::ChannelNext => {
                 let p = ChannelEndpointParams::from_value(params).map_err(|e| e.to_rpc())?;
                 let this = self.clone();
-                Ok(Box::pin(
-                    async move { this.next(holder, &p.endpoint).await },
-                ))
+                Ok(started(Box::pin(async move {
+                    this.next(holder, &p.endpoint).await
+                })))
             }
             Method::ChannelClose => {
                 let p = ChannelEndpointParams::from_value(params).map_err(|e| e.to_rpc())?;
@@ -395,7 +400,8 @@ impl Broker {
             sealed: false,
             failed: None,
             readers: HashMap::new(),
-            pending_sends: 0,
+            waiting: VecDeque::new(),
+            tickets: 0,
             pending_bytes: 0,
             accepted_bytes: 0,
             writer_raw: None,
@@ -568,7 +574,12 @@ impl Broker {
                         }
                         // A waiting send's bytes are already in the tree.
                         let held = if waiting.is_some() { size } else { 0 };
-                        if reader.fits(DIRECT_QUEUE_CAPACITY, size)
+                        let next_in_line = match &waiting {
+                            Some(w) => source.waiting.front() == Some(&w.ticket),
+                            None => source.waiting.is_empty(),
+                        };
+                        if next_in_line
+                            && reader.fits(DIRECT_QUEUE_CAPACITY, size)
                             && tree - held + size <= MAX_TREE_BYTES
                         {
                             source.last += 1;
@@ -578,14 +589,14 @@ impl Broker {
                             // retake the lock we hold.
                             if let Some(w) = waiting.as_mut() {
                                 w.active = false;
-                                source.pending_sends -= 1;
+                                source.waiting.pop_front();
                                 source.pending_bytes -= size;
                             }
                             self.changed.notify_waiters();
                             return Ok(Value::Null);
                         }
                         if waiting.is_none() {
-                            if source.pending_sends >= MAX_PENDING_SENDS {
+                            if source.waiting.len() >= MAX_PENDING_SENDS {
                                 return Err(op(
                                     ErrorCode::ResourceExhausted,
                                     format!("at most {MAX_PENDING_SENDS} sends wait at once"),
@@ -605,11 +616,13 @@ impl Broker {
                                     ),
                                 ));
                             }
-                            source.pending_sends += 1;
+                            source.tickets += 1;
+                            source.waiting.push_back(source.tickets);
                             source.pending_bytes += size;
                             waiting = Some(PendingSend {
                                 broker: self.clone(),
                                 source: id,
+                                ticket: source.tickets,
                                 bytes: size,
                                 active: true,
                             });
@@ -740,7 +753,7 @@ impl Broker {
         if let Some(failed) = &source.failed {
             return Err(failed.clone());
         }
-        if source.pending_sends > 0 {
+        if !source.waiting.is_empty() {
             return Err(op(
                 ErrorCode::InvalidInput,
                 "the writer still has unaccepted sends",
@@ -1149,6 +1162,8 @@ fn release_status(reader: &mut Reader) -> Value {
 struct PendingSend {
     broker: Arc<Broker>,
     source: u64,
+    /// Its place in the source's line of waiting sends.
+    ticket: u64,
     bytes: usize,
     active: bool,
 }
@@ -1160,12 +1175,27 @@ impl Drop for PendingSend {
         }
         let mut st = self.broker.state.lock().unwrap();
         if let Some(source) = st.sources.get_mut(&self.source) {
-            source.pending_sends -= 1;
+            source.waiting.retain(|t| *t != self.ticket);
             source.pending_bytes -= self.bytes;
         }
         drop(st);
         // The retracted bytes may let another writer's send wait or land.
         self.broker.changed.notify_waiters();
+    }
+}
+
+/// `future` polled once now, while the requests are admitted one by one:
+/// its synchronous part (a read's claim of its receiver, a send's acceptance
+/// or place in line) happens in the order the requests arrived, whatever
+/// order the tasks awaiting them run in later. A result that is ready at
+/// once needs no task at all.
+fn started(
+    mut future: BoxFuture<Result<Value, OperationalError>>,
+) -> BoxFuture<Result<Value, OperationalError>> {
+    let mut now = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut now) {
+        std::task::Poll::Ready(result) => Box::pin(async { result }),
+        std::task::Poll::Pending => future,
     }
 }
 
@@ -1663,6 +1693,70 @@ mod tests {
             (full - 1) * MAX_ITEM_BYTES + 1,
             "two reads released one item's credit; the small item was queued"
         );
+    }
+
+    #[tokio::test]
+    async fn the_read_admitted_first_holds_the_receiver_whichever_is_awaited_first() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let created = pair(&broker, me, "direct").await;
+        let read = json!({"endpoint": created["receive"]["endpoint"]});
+        let mut first = broker
+            .request(me, &plain(), Method::ChannelNext, &read)
+            .unwrap();
+        let second = broker
+            .request(me, &plain(), Method::ChannelNext, &read)
+            .unwrap();
+        let second = tokio::time::timeout(std::time::Duration::from_secs(5), second)
+            .await
+            .expect("the second read is answered at once");
+        assert_eq!(second.unwrap_err().code, ErrorCode::ResourceExhausted);
+        assert!(still_waiting(&mut first).await);
+        send(&broker, me, &created, json!("a")).await.unwrap();
+        assert_eq!(
+            first.await.unwrap(),
+            json!({"item": {"sequence": 1, "value": "a"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_sends_land_in_the_order_they_were_admitted() {
+        let broker = Broker::new();
+        let me = broker.new_holder();
+        let created = pair(&broker, me, "direct").await;
+        let receiver = &created["receive"];
+        let mut got = Vec::new();
+        for v in 0..DIRECT_QUEUE_CAPACITY {
+            send(&broker, me, &created, json!(v)).await.unwrap();
+        }
+        let [mut w0, mut w1, mut w2] =
+            ["w0", "w1", "w2"].map(|v| send_future(&broker, me, send_params(&created, json!(v))));
+        // Room for one (a read releases the credit of the one before): the
+        // first in line takes it, though the others are awaited first.
+        for _ in 0..2 {
+            got.push(next(&broker, me, receiver).await.unwrap());
+        }
+        assert!(still_waiting(&mut w2).await);
+        assert!(still_waiting(&mut w1).await);
+        assert_eq!(w0.as_mut().await.unwrap(), Value::Null);
+        // Room for two, and a send admitted now waits behind the line.
+        for _ in 0..2 {
+            got.push(next(&broker, me, receiver).await.unwrap());
+        }
+        let mut late = send_future(&broker, me, send_params(&created, json!("late")));
+        assert!(still_waiting(&mut late).await);
+        assert!(still_waiting(&mut w2).await);
+        assert_eq!(w1.as_mut().await.unwrap(), Value::Null);
+        assert_eq!(w2.as_mut().await.unwrap(), Value::Null);
+        got.push(next(&broker, me, receiver).await.unwrap());
+        assert_eq!(late.as_mut().await.unwrap(), Value::Null);
+        while got.len() < DIRECT_QUEUE_CAPACITY + 4 {
+            got.push(next(&broker, me, receiver).await.unwrap());
+        }
+        let values: Vec<Value> = got.iter().map(|r| r["item"]["value"].clone()).collect();
+        let mut sent: Vec<Value> = (0..DIRECT_QUEUE_CAPACITY).map(|v| json!(v)).collect();
+        sent.extend(["w0", "w1", "w2", "late"].map(|v| json!(v)));
+        assert_eq!(values, sent);
     }
 
     #[tokio::test]
