@@ -7,7 +7,6 @@
 //! mapped right was validated against the callee's declared ports.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use flow::contract::{self, ChannelDeclaration, Start};
