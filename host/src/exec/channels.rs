@@ -319,7 +319,6 @@ impl Broker {
         method: Method,
         params: &Value,
     ) -> Result<BoxFuture<Result<Value, OperationalError>>, RpcError> {
-        let ready = |r: Result<Value, OperationalError>| -> BoxFuture<_> { Box::pin(async { r }) };
         match method {
             Method::ChannelCreate => {
                 let p = ChannelCreateParams::from_value(params).map_err(|e| e.to_rpc())?;
@@ -1183,6 +1182,11 @@ impl Drop for PendingSend {
     }
 }
 
+/// A request's result that is known at once.
+fn ready(result: Result<Value, OperationalError>) -> BoxFuture<Result<Value, OperationalError>> {
+    Box::pin(async { result })
+}
+
 /// `future` polled once now, while the requests are admitted one by one:
 /// its synchronous part (a read's claim of its receiver, a send's acceptance
 /// or place in line) happens in the order the requests arrived, whatever
@@ -1193,7 +1197,7 @@ fn started(
 ) -> BoxFuture<Result<Value, OperationalError>> {
     let mut now = std::task::Context::from_waker(std::task::Waker::noop());
     match future.as_mut().poll(&mut now) {
-        std::task::Poll::Ready(result) => Box::pin(async { result }),
+        std::task::Poll::Ready(result) => ready(result),
         std::task::Poll::Pending => future,
     }
 }
