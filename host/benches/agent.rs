@@ -13,8 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use jig::config::HostConfig;
-use jig::sandbox::{Launch, Limits, ProcessGroup, Sandbox};
+use jig_sandbox::{Launch, Limits, ProcessGroup, Sandbox};
 use jig_provider_builtin::agent::endpoint::{Api, KeySource};
 use jig_provider_builtin::agent::wire::Ask;
 use jig_provider_builtin::agent::worker::{Request, WORKER_ARG};
@@ -52,7 +51,7 @@ fn fixture() -> &'static Fixture {
                 .build()
                 .unwrap(),
             contained: Box::new(
-                jig::sandbox::contained(&HostConfig::default())
+                jig_sandbox::contained(&jig_sandbox::Containment::default())
                     .expect("this machine supports the contained envelope"),
             ),
             dir,

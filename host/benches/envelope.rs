@@ -11,8 +11,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use jig::config::HostConfig;
-use jig::sandbox::{Launch, ProcessGroup, Sandbox};
+use jig_sandbox::{Launch, ProcessGroup, Sandbox};
 
 fn main() {
     divan::main();
@@ -31,7 +30,7 @@ fn fixture() -> &'static Fixture {
         std::fs::create_dir_all(dir.path().join("package")).unwrap();
         std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
         std::fs::create_dir_all(dir.path().join("output")).unwrap();
-        let contained = jig::sandbox::contained(&HostConfig::default())
+        let contained = jig_sandbox::contained(&jig_sandbox::Containment::default())
             .expect("this machine supports the contained envelope");
         Fixture {
             runtime: tokio::runtime::Builder::new_current_thread()

@@ -4,7 +4,7 @@
 //! a one-file `flow.py`; the floor is `bwrap --unshare-all --die-with-parent
 //! --ro-bind /usr /usr … /bin/true`, and for `flow.py` also `python3 -c
 //! "import jiggy.flow"` started by hand in jig's own envelope (the
-//! `jig::sandbox` launch of the Python recipe, without the host around it).
+//! `jig_sandbox` launch of the Python recipe, without the host around it).
 //! Report the ratios of the medians: `jig_run_flow_bin / bwrap_floor`
 //! (target ≤1.5), `jig_run_flow_wasm / bwrap_floor`, and
 //! `jig_run_flow_py / python_import_sdk_contained` (target ≤1.3).
@@ -15,7 +15,7 @@
 //! machine load; without it they measure nothing.
 //!
 //! `jig_process_start` (`jig --version`) and `greet_contained` (the same
-//! `flow.bin` in its envelope through `jig::sandbox`, no CLI) are the part
+//! `flow.bin` in its envelope through `jig_sandbox`, no CLI) are the part
 //! of `jig_run_flow_bin` the host's own work cannot remove: their sum over
 //! `bwrap_floor` is the lowest ratio a `jig run` can reach here.
 //!
@@ -28,8 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use jig::config::HostConfig;
-use jig::sandbox::{Launch, Sandbox};
+use jig_sandbox::{Launch, Sandbox};
 
 fn main() {
     // Build and review everything before timing anything.
@@ -208,7 +207,7 @@ fn fixture() -> &'static Fixture {
         std::fs::set_permissions(cache_home.path(), std::fs::Permissions::from_mode(0o700))
             .unwrap();
         let scratch = tempfile::tempdir().unwrap();
-        let contained = jig::sandbox::contained(&HostConfig::default())
+        let contained = jig_sandbox::contained(&jig_sandbox::Containment::default())
             .expect("this machine supports the contained envelope");
         let fixture = Fixture {
             project,
@@ -405,7 +404,7 @@ fn jig_process_start() {
 }
 
 /// The `flow.bin` Run's envelope and component without the host around
-/// them: the same `greet` started through `jig::sandbox` (its cgroup, and
+/// them: the same `greet` started through `jig_sandbox` (its cgroup, and
 /// bubblewrap with the arguments a Run gets, shown its proved closure),
 /// one Run/1 exchange, exit and cleanup. With [`jig_process_start`] it is
 /// the part of `jig_run_flow_bin` no work of the host's can remove.
@@ -418,7 +417,7 @@ fn greet_contained() {
     let scratch = fixture.scratch.path();
     let view = {
         let bytes = std::fs::read(&program).unwrap();
-        jig::sandbox::closure::native(&bytes, "bench", "flow.bin", &package)
+        jig_sandbox::closure::native(&bytes, "bench", "flow.bin", &package)
             .expect("the closure of greet")
     };
     let launch = Launch {
@@ -460,16 +459,16 @@ fn launch(fixture: &Fixture, program: PathBuf, package: PathBuf) -> Launch {
 }
 
 /// The Python recipe's runtime view (kept after the first proof).
-fn python_view() -> std::sync::Arc<jig::sandbox::closure::View> {
+fn python_view() -> std::sync::Arc<jig_sandbox::closure::View> {
     let python = Path::new("/usr/bin/python3");
-    jig::sandbox::closure::runtime(python, "bench", jig::sandbox::closure::Stdlib::Python)
+    jig_sandbox::closure::runtime(python, "bench", jig_sandbox::closure::Stdlib::Python)
         .expect("the closure of /usr/bin/python3")
 }
 
 /// How many mounts and links bubblewrap is asked for: the envelope's
 /// cost in binds, with the host's /usr and with the runtime view.
 fn report_binds(fixture: &Fixture) {
-    let Ok(bwrap) = jig::sandbox::contained(&HostConfig::default()) else {
+    let Ok(bwrap) = jig_sandbox::contained(&jig_sandbox::Containment::default()) else {
         return;
     };
     let mut launch = launch(

@@ -46,31 +46,8 @@ pub struct Runtimes {
     pub node: Option<PathBuf>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Containment {
-    pub bwrap: Option<PathBuf>,
-    /// `contained` (the default): every process recipe runs in the
-    /// bubblewrap + cgroup envelope, and a host that cannot provide it
-    /// refuses to run them (`UNAVAILABLE`). `none` is an explicit operator
-    /// opt-out to the process-group launch, which is not a security
-    /// boundary and enforces no limits.
-    #[serde(default)]
-    pub mode: ContainmentMode,
-    /// An existing cgroup, as a path from the hierarchy root (`/jig.slice`),
-    /// under which Run cgroups are created instead of under the host
-    /// process's own cgroup. On cgroup v2 it must be delegated to this user
-    /// and hold no processes, so its controllers can be enabled for children.
-    pub cgroup_parent: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ContainmentMode {
-    #[default]
-    Contained,
-    None,
-}
+/// `[containment]`: the envelope's own configuration, owned by the sandbox.
+pub use jig_sandbox::{Containment, ContainmentMode};
 
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -289,12 +266,12 @@ impl HostConfig {
             _ => &None,
         };
         if let Some(path) = configured {
-            return is_executable(path).then(|| path.clone());
+            return jig_verify::is_executable(path).then(|| path.clone());
         }
         RUNTIME_DIRS
             .iter()
             .map(|dir| Path::new(dir).join(name))
-            .find(|candidate| is_executable(candidate))
+            .find(|candidate| jig_verify::is_executable(candidate))
     }
 }
 
@@ -304,14 +281,6 @@ fn default_path() -> Option<PathBuf> {
         None => PathBuf::from(std::env::var_os("HOME")?).join(".config"),
     };
     Some(base.join("jig").join("host.toml"))
-}
-
-pub fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.is_absolute()
-        && std::fs::metadata(path)
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
 }
 
 /// Secrets are file paths; a provider's settings never carry the secret text.

@@ -14,7 +14,5 @@ pub mod files;
 pub mod plan;
 pub mod providers;
 pub mod queue;
-pub mod sandbox;
 pub mod serve;
 pub mod state;
-pub mod verify;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::config::HostConfig;
-use crate::sandbox::{Cgroup, Probe};
+use jig_sandbox::{Cgroup, Probe};
 
 /// Recipes a host must be able to run for `jig doctor` to pass; the
 /// JavaScript runtimes are optional host support.
@@ -17,12 +17,12 @@ pub fn doctor(config: &HostConfig) -> u8 {
     } else {
         println!("configuration: defaults (no host.toml)");
     }
-    let verifier = crate::verify::current();
+    let verifier = jig_verify::current();
     println!(
         "installation verification: {} ({})",
         verifier.policy().as_str(),
-        match (verifier.policy(), crate::verify::cache_dir(false)) {
-            (crate::verify::Policy::Strict, _) => "hashes every time, no cache".to_string(),
+        match (verifier.policy(), jig_verify::cache_dir(false)) {
+            (jig_verify::Policy::Strict, _) => "hashes every time, no cache".to_string(),
             (_, Some(dir)) => format!("cache {}", dir.display()),
             (_, None) => "no usable cache yet; hashes afresh".to_string(),
         }
@@ -31,7 +31,7 @@ pub fn doctor(config: &HostConfig) -> u8 {
     // and refuse the whole Run tree without it (a tree may reach every
     // recipe through its children), so without an envelope no recipe is
     // runnable, `flow.wasm` included.
-    let envelope = crate::sandbox::describe(config);
+    let envelope = jig_sandbox::describe(&config.containment);
     println!("recipes:");
     let mut line = |entry: &str, state: Result<String, String>| {
         let state = match &envelope {
@@ -76,8 +76,8 @@ pub fn doctor(config: &HostConfig) -> u8 {
         Ok((path, version)) => println!(
             "  bubblewrap: {version} at {} (jig needs >= {}; note: the reference host asks for >= {})",
             path.display(),
-            crate::sandbox::version_text(crate::sandbox::BWRAP_MIN_VERSION),
-            crate::sandbox::version_text(crate::sandbox::BWRAP_REFERENCE_VERSION),
+            jig_sandbox::version_text(jig_sandbox::BWRAP_MIN_VERSION),
+            jig_sandbox::version_text(jig_sandbox::BWRAP_REFERENCE_VERSION),
         ),
         Err(why) => println!("  bubblewrap: unavailable: {why}"),
     }
@@ -121,8 +121,8 @@ pub fn doctor(config: &HostConfig) -> u8 {
 /// Prove the runtime view of the runtime `name` at `path` the way a Run
 /// does (reusing a kept proof, keeping none).
 fn runtime_view(name: &str, path: &Path) -> Result<(), String> {
-    use crate::sandbox::closure::{self, Stdlib};
-    let digest = crate::verify::current()
+    use jig_sandbox::closure::{self, Stdlib};
+    let digest = jig_verify::current()
         .digest(path)
         .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
     let stdlib = if name == "python3" {
@@ -150,7 +150,7 @@ fn agent(config: &HostConfig) {
     agent_endpoint(config);
     // The installed worker of the native ACP clients (providers/acp).
     let worker = jig_provider_builtin::agent::acp::WORKER_PROGRAM;
-    match crate::verify::installed(worker) {
+    match jig_verify::installed(worker) {
         Ok(path) => println!("  acp worker: {worker} at {}", path.display()),
         Err(why) => {
             println!("  acp worker: unavailable: {why} (native ACP clients are refused at review)")

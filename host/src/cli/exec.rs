@@ -132,7 +132,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             temp.path().join("runs"),
             planned,
             providers,
-            crate::sandbox::select(&config).map_err(|e| CliError::new("UNAVAILABLE", e))?,
+            jig_sandbox::select(&config.containment).map_err(|e| CliError::new("UNAVAILABLE", e))?,
             temp.path().to_path_buf(),
         )
         .with_support_writer(super::write_runtime_support)

@@ -31,7 +31,7 @@ use crate::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRe
 use crate::plan;
 use crate::providers::ProviderSet;
 use crate::state::{self, ProjectState};
-use crate::verify::{Policy, Verifier};
+use jig_verify::{Policy, Verifier};
 
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -312,9 +312,9 @@ pub fn main() -> u8 {
         _ => (None, false, false),
     };
     if verifies {
-        let variable = std::env::var_os(crate::verify::VARIABLE);
+        let variable = std::env::var_os(jig_verify::VARIABLE);
         match Policy::effective(flag.and_then(Policy::parse), variable.as_deref()) {
-            Ok(policy) => crate::verify::install(Verifier::for_command(policy, writes)),
+            Ok(policy) => jig_verify::install(Verifier::for_command(policy, writes)),
             Err(message) => {
                 report_error("JIG_CONFIG_INVALID", &message);
                 return exit_code("JIG_CONFIG_INVALID");
@@ -422,7 +422,7 @@ pub fn main() -> u8 {
         }
     };
     if verifies {
-        crate::verify::current().persist();
+        jig_verify::current().persist();
     }
     match result {
         Ok(status) => status,

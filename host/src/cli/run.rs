@@ -117,10 +117,10 @@ pub(crate) fn check_request(
 /// verification. A Run refused before it takes the envelope still joins
 /// it when this is dropped, so what the probe made ahead (the cgroups of
 /// a process root) is removed with the envelope before the command ends.
-struct Probe(Option<std::thread::JoinHandle<Result<Arc<dyn crate::sandbox::Sandbox>, String>>>);
+struct Probe(Option<std::thread::JoinHandle<Result<Arc<dyn jig_sandbox::Sandbox>, String>>>);
 
 impl Probe {
-    fn join(mut self) -> Result<Arc<dyn crate::sandbox::Sandbox>, String> {
+    fn join(mut self) -> Result<Arc<dyn jig_sandbox::Sandbox>, String> {
         let thread = self.0.take().expect("joined once");
         thread
             .join()
@@ -176,9 +176,9 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             ..Default::default()
         };
         Probe(Some(std::thread::spawn(move || {
-            let sandbox = crate::sandbox::select(&config)?;
+            let sandbox = jig_sandbox::select(&config.containment)?;
             if process {
-                sandbox.prepare(crate::sandbox::Limits::FLOW);
+                sandbox.prepare(jig_sandbox::Limits::FLOW);
             }
             Ok(sandbox)
         })))

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 
 use crate::plan::{Recipe, RecipeKind};
 use crate::providers::ProviderSet;
-use crate::sandbox::{Launch, Sandbox};
+use jig_sandbox::{Launch, Sandbox};
 use crate::state::Store;
 use peer::{BoxFuture, PeerLimits, PeerReport, Services};
 
@@ -210,7 +210,7 @@ pub struct Executor {
     counter: AtomicU64,
     /// The root's aggregate payload budget (seed 002 §8), shared by every
     /// envelope of this Run tree; a reservation is held until cleanup.
-    budget: crate::sandbox::Budget,
+    budget: jig_sandbox::Budget,
     /// The host's `[agent]` table; with the process environment it is the
     /// Agent endpoint a builtin Agent Run pin is checked against.
     agent: jig_provider_builtin::agent::endpoint::Table,
@@ -284,7 +284,7 @@ impl Executor {
             sandbox,
             support,
             counter: AtomicU64::new(0),
-            budget: crate::sandbox::Budget::root(),
+            budget: jig_sandbox::Budget::root(),
             agent: Default::default(),
             waiting: Arc::default(),
             support_writer: None,
@@ -957,7 +957,7 @@ impl Executor {
                 .iter()
                 .map(|a| (a.host.clone(), a.writable))
                 .collect(),
-            limits: crate::sandbox::Limits::FLOW,
+            limits: jig_sandbox::Limits::FLOW,
             network: false,
         };
         self.dispatchable()?;
@@ -1014,8 +1014,8 @@ fn runtime_view(
     services: &InvocationServices,
     program: &std::path::Path,
     tree: &std::path::Path,
-) -> Result<Arc<crate::sandbox::closure::View>, Failure> {
-    use crate::sandbox::closure::{self, Stdlib};
+) -> Result<Arc<jig_sandbox::closure::View>, Failure> {
+    use jig_sandbox::closure::{self, Stdlib};
     let recipe = &services.resolved.recipe;
     let proved = match (recipe.kind, &recipe.runtime_digest) {
         (RecipeKind::Native, _) => match services.package.files().get(&recipe.entrypoint) {
@@ -1569,7 +1569,7 @@ impl Services for InvocationServices {
                     };
                     // A builtin ends its own effect at the deadline (with
                     // its evidence); this bound only backs that up.
-                    let backstop = left + crate::sandbox::KILL_GRACE * 4;
+                    let backstop = left + jig_sandbox::KILL_GRACE * 4;
                     match tokio::time::timeout(backstop, builtin::call(&builtin_name, call)).await {
                         Err(_) => return Err(deadline()),
                         Ok(outcome) => outcome,

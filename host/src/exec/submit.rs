@@ -359,7 +359,7 @@ pub fn executor(
     plan: Value,
     config: &HostConfig,
     providers: Arc<ProviderSet>,
-    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    sandbox: Arc<dyn jig_sandbox::Sandbox>,
     work_root: PathBuf,
     loaded: Option<Arc<flow::package::Package>>,
 ) -> Executor {

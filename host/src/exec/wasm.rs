@@ -81,7 +81,7 @@ pub const MAX_COMPILED_MODULES: usize = 64;
 /// no copy) instead of compiling. wasmtime's own cache hashed the module
 /// bytes again, decompressed a copy and rewrote a statistics file on
 /// every Run. Mapped code is trusted, so only a directory of this user's
-/// that nobody else can write (the route [`crate::verify::cache_dir`]
+/// that nobody else can write (the route [`jig_verify::cache_dir`]
 /// checks) is used, each level a real owner-private directory; a file is
 /// written whole, synced and renamed into place, never changed after.
 struct CompiledCache {
@@ -91,7 +91,7 @@ struct CompiledCache {
 impl CompiledCache {
     fn open(engine: &Engine) -> Option<CompiledCache> {
         use std::hash::{Hash, Hasher};
-        let jig = crate::verify::cache_dir(true)?.parent()?.to_path_buf();
+        let jig = jig_verify::cache_dir(true)?.parent()?.to_path_buf();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let mut dir = jig.join(MODULE_CACHE_DIR);
@@ -122,7 +122,7 @@ impl CompiledCache {
             if temp.persist(&kept).is_ok() {
                 // A Run that has a removed module mapped keeps its pages; it
                 // is compiled again when it is next run.
-                crate::verify::keep_newest(&self.dir, MAX_COMPILED_MODULES, &kept);
+                jig_verify::keep_newest(&self.dir, MAX_COMPILED_MODULES, &kept);
             }
         }
     }

@@ -62,7 +62,7 @@ fn project_command(
         )
     })?;
     // Under this command's installation verification policy (seed 002 §9).
-    let digest = crate::verify::current()
+    let digest = jig_verify::current()
         .digest(&bun)
         .map_err(|e| unavailable(format!("cannot read runtime {}: {e}", bun.display())))?;
     let runtime = Recipe {
@@ -105,7 +105,7 @@ fn agent_run(path: &str, slot: &str, config: &HostConfig) -> Result<Value, Diagn
     check_key_file(&endpoint).map_err(unavailable)?;
     if let Some(native) = &endpoint.native {
         // The ACP session runs in jig's separately built worker program.
-        crate::verify::installed(acp::WORKER_PROGRAM).map_err(|why| {
+        jig_verify::installed(acp::WORKER_PROGRAM).map_err(|why| {
             diagnostic(format!(
                 "the {} ACP client needs jig's ACP Agent worker, and {why}; check it with jig doctor, then review again",
                 native.client.as_str()
@@ -131,7 +131,7 @@ fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
         "model": identity.model,
     });
     if let Some(native) = &endpoint.native {
-        let digest = crate::verify::current()
+        let digest = jig_verify::current()
             .digest(&native.program)
             .map_err(|e| {
                 format!(
@@ -140,8 +140,8 @@ fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
                 )
             })?;
         pin["digest"] = json!(digest);
-        let worker = crate::verify::installed(acp::WORKER_PROGRAM)?;
-        let worker = crate::verify::current()
+        let worker = jig_verify::installed(acp::WORKER_PROGRAM)?;
+        let worker = jig_verify::current()
             .digest(&worker)
             .map_err(|e| format!("cannot read {}: {e}", acp::WORKER_PROGRAM))?;
         pin["worker"] = json!(worker);

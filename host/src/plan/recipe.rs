@@ -174,5 +174,5 @@ impl Recipe {
 /// An installed runtime's digest, under this command's installation
 /// verification policy (seed 002 §9).
 fn file_digest(path: &std::path::Path) -> std::io::Result<String> {
-    crate::verify::current().digest(path)
+    jig_verify::current().digest(path)
 }

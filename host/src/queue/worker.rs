@@ -55,7 +55,7 @@ struct Worker {
     /// Provider sets with the files published by a generation, by
     /// (project, generation).
     published: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<ProviderSet>>>,
-    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    sandbox: Arc<dyn jig_sandbox::Sandbox>,
     /// A stop signal arrived: claim nothing, dispatch nothing new.
     stopping: AtomicBool,
     /// The shutdown grace is over: cancel every Run held here.
@@ -73,7 +73,7 @@ fn report_refused(worker: &str, claim: &Claim, write: &str) {
 /// Run until SIGTERM/SIGINT: at most `concurrency` Runs at once.
 pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
     let sandbox =
-        crate::sandbox::select(&options.config).map_err(|e| QueueError::new("UNAVAILABLE", e))?;
+        jig_sandbox::select(&options.config.containment).map_err(|e| QueueError::new("UNAVAILABLE", e))?;
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",

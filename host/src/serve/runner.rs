@@ -194,7 +194,7 @@ pub struct Server {
     projects: BTreeMap<String, Arc<Project>>,
     config: Arc<HostConfig>,
     providers: Arc<ProviderSet>,
-    sandbox: Arc<dyn crate::sandbox::Sandbox>,
+    sandbox: Arc<dyn jig_sandbox::Sandbox>,
     limits: Limits,
     slots: Arc<Semaphore>,
     /// Runs accepted and not yet settled (active + queued).
@@ -220,7 +220,7 @@ impl Server {
         // One envelope provider for the process: its host cgroup is named
         // by the pid, so every Run's group is a child of that one group.
         let sandbox =
-            crate::sandbox::select(&config).map_err(|e| ServeError::new("UNAVAILABLE", e))?;
+            jig_sandbox::select(&config.containment).map_err(|e| ServeError::new("UNAVAILABLE", e))?;
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {

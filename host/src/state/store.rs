@@ -525,7 +525,7 @@ fn seal_bytes(digest: &str, stamps: &BTreeMap<String, Stamp>) -> Vec<u8> {
 /// The stamps of a seal: an owner-private regular file of this user, read
 /// through no link, that names `digest`-shaped content; `None` otherwise.
 fn read_seal(path: &Path) -> Option<BTreeMap<String, Stamp>> {
-    let bytes = crate::verify::read_own(path, u64::MAX, true)?;
+    let bytes = jig_verify::read_own(path, u64::MAX, true)?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let stamps = value.get("stamps")?.as_object()?;
     let digest = value.get("digest")?.as_str()?;

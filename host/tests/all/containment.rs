@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use jig::sandbox::KILL_GRACE;
+use jig_sandbox::KILL_GRACE;
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -976,7 +976,7 @@ fn the_runtime_closure_is_kept_and_reused() {
     let views = cache
         .path()
         .join("jig/installation-verification")
-        .join(jig::sandbox::closure::CACHE_SUBDIR);
+        .join(jig_sandbox::closure::CACHE_SUBDIR);
     let input = json!({"attack": "noop"}).to_string();
     let run = || {
         let out = jig(dir.path())

@@ -447,7 +447,7 @@ fn delivery_past_the_output_limit_fails_without_a_packet() {
 }
 
 /// The writable attachment's tmpfs, as the host sizes it.
-const OUTPUT_TMPFS_BYTES: usize = jig::sandbox::OUTPUT_TMPFS_BYTES as usize;
+const OUTPUT_TMPFS_BYTES: usize = jig_sandbox::OUTPUT_TMPFS_BYTES as usize;
 
 /// `jig run flow:flows/fill` asked to write `bytes` bytes into its writable
 /// attachment, delivered to `out`.

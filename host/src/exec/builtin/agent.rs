@@ -27,7 +27,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use super::BuiltinCall;
 use crate::exec::peer::BoxFuture;
 use crate::exec::{invalid_details, EffectSlot};
-use crate::sandbox::{Launch, Limits};
+use jig_sandbox::{Launch, Limits};
 
 /// The longest line the host reads from the worker: a verdict carries at
 /// most the worker's answer body twice (text and structured), escaped.
@@ -177,7 +177,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     // separately built `jig-agent-acp` installed beside it.
     let (program, args) = match &endpoint.native {
         Some(_) => (
-            crate::verify::installed(acp::WORKER_PROGRAM)
+            jig_verify::installed(acp::WORKER_PROGRAM)
                 .map_err(|e| CallError::operational("UNAVAILABLE", e))?,
             Vec::new(),
         ),

@@ -27,7 +27,7 @@ use super::BuiltinCall;
 use crate::exec::peer::BoxFuture;
 use crate::exec::{EffectSlot, InvocationServices};
 use crate::plan::Recipe;
-use crate::sandbox::{Launch, Limits};
+use jig_sandbox::{Launch, Limits};
 
 /// After the envelope is fenced every writer of its pipes is gone; the
 /// readers get this long to hand over what was still buffered.
@@ -204,7 +204,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
-fn reserve(services: &InvocationServices) -> Result<crate::sandbox::Reservation, CallError> {
+fn reserve(services: &InvocationServices) -> Result<jig_sandbox::Reservation, CallError> {
     services
         .executor
         .budget

@@ -28,7 +28,7 @@ pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
 
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
-use crate::sandbox::{Budget, Launch, Limits, Sandbox};
+use jig_sandbox::{Budget, Launch, Limits, Sandbox};
 use crate::state::{sha256_digest, Store};
 
 const MIB: u64 = 1024 * 1024;
@@ -529,7 +529,7 @@ impl Session<'_> {
         if let Some(sandbox) = &self.sandbox {
             return Ok(sandbox.clone());
         }
-        let sandbox = crate::sandbox::select(self.request.config).map_err(|_| {
+        let sandbox = jig_sandbox::select(&self.request.config.containment).map_err(|_| {
             refusal(
                 code,
                 at,

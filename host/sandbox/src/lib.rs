@@ -8,6 +8,13 @@
 //! it refuses process recipes (`UNAVAILABLE`, naming what is missing);
 //! there is no silent weaker fallback. The [`ProcessGroup`] launch is kept
 //! only behind the explicit operator opt-out `[containment] mode = "none"`.
+//!
+//! This crate owns the envelope and nothing above it: the cgroups, the
+//! namespaces, the minimal runtime view ([`closure`]) and the root payload
+//! budget ([`budget`]). It knows nothing of projects, packages, admission or
+//! the Run/1 protocol; it starts exactly what a [`Launch`] names, and must
+//! never widen a grant, fall back to a weaker envelope, or leave a process,
+//! cgroup or mount behind.
 
 pub mod budget;
 pub mod bwrap;
@@ -31,6 +38,34 @@ pub const OUTPUT_TMPFS_BYTES: u64 = 16 * 1024 * 1024;
 /// From SIGTERM to SIGKILL when an envelope is ended early (cancellation,
 /// deadline, host shutdown): HOST-FACTS §5, 250 ms.
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
+
+/// The `[containment]` section of the host configuration: which
+/// bubblewrap, whether process recipes are contained, and under which cgroup.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Containment {
+    pub bwrap: Option<PathBuf>,
+    /// `contained` (the default): every process recipe runs in the
+    /// bubblewrap + cgroup envelope, and a host that cannot provide it
+    /// refuses to run them (`UNAVAILABLE`). `none` is an explicit operator
+    /// opt-out to the process-group launch, which is not a security
+    /// boundary and enforces no limits.
+    #[serde(default)]
+    pub mode: ContainmentMode,
+    /// An existing cgroup, as a path from the hierarchy root (`/jig.slice`),
+    /// under which Run cgroups are created instead of under the host
+    /// process's own cgroup. On cgroup v2 it must be delegated to this user
+    /// and hold no processes, so its controllers can be enabled for children.
+    pub cgroup_parent: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContainmentMode {
+    #[default]
+    Contained,
+    None,
+}
 
 /// What one contained process is granted. Paths are host paths; an
 /// envelope may show them at the same location inside.
@@ -210,23 +245,23 @@ pub(crate) fn open_directory(path: &Path) -> std::io::Result<OwnedFd> {
 /// The envelope this host uses for process recipes: the contained
 /// envelope, or an error naming what this machine lacks. The process-group
 /// launch only when the operator opted out with `[containment] mode = "none"`.
-pub fn select(config: &crate::config::HostConfig) -> Result<std::sync::Arc<dyn Sandbox>, String> {
-    if config.containment.mode == crate::config::ContainmentMode::None {
+pub fn select(config: &Containment) -> Result<std::sync::Arc<dyn Sandbox>, String> {
+    if config.mode == ContainmentMode::None {
         return Ok(std::sync::Arc::new(ProcessGroup));
     }
     Ok(std::sync::Arc::new(contained(config)?))
 }
 
 /// Build the contained envelope, or say everything that is missing.
-pub fn contained(config: &crate::config::HostConfig) -> Result<Bubblewrap, String> {
+pub fn contained(config: &Containment) -> Result<Bubblewrap, String> {
     let mut missing = Vec::new();
-    let bwrap = find_bwrap(config.containment.bwrap.as_deref())
+    let bwrap = find_bwrap(config.bwrap.as_deref())
         .map_err(|e| missing.push(e))
         .ok();
     if let Err(e) = user_namespaces() {
         missing.push(e);
     }
-    let hierarchy = cgroup::Hierarchy::detect(config.containment.cgroup_parent.as_deref())
+    let hierarchy = cgroup::Hierarchy::detect(config.cgroup_parent.as_deref())
         .and_then(|h| writable(&h).map(|()| h))
         .map_err(|e| missing.push(e))
         .ok();
@@ -306,8 +341,8 @@ fn writable(hierarchy: &cgroup::Hierarchy) -> Result<(), String> {
 }
 
 /// What `jig doctor` says about the envelope `select` would give.
-pub fn describe(config: &crate::config::HostConfig) -> Result<String, String> {
-    if config.containment.mode == crate::config::ContainmentMode::None {
+pub fn describe(config: &Containment) -> Result<String, String> {
+    if config.mode == ContainmentMode::None {
         return Ok(
             "process-group (operator opt-out [containment] mode = \"none\": cleared \
                    environment, private scratch, whole-group kill; NOT isolated, no limits)"
@@ -484,7 +519,7 @@ pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, Stri
         .map(PathBuf::from);
     let candidate = match explicit.or_else(|| configured.map(PathBuf::from)) {
         Some(path) => {
-            if !path.is_absolute() || !crate::config::is_executable(&path) {
+            if !path.is_absolute() || !jig_verify::is_executable(&path) {
                 return Err(format!(
                     "{} is not an absolute executable bubblewrap",
                     path.display()
@@ -495,14 +530,14 @@ pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, Stri
         None => BWRAP_DIRS
             .iter()
             .map(|d| std::path::Path::new(d).join("bwrap"))
-            .find(|p| crate::config::is_executable(p))
+            .find(|p| jig_verify::is_executable(p))
             .ok_or_else(|| {
                 "bubblewrap was not found in /usr/bin, /bin or /run/current-system/sw/bin"
                     .to_string()
             })?,
     };
     // Asked once per revision of the tool (installation verification).
-    let version = crate::verify::current().probe(&candidate, "--version", || {
+    let version = jig_verify::current().probe(&candidate, "--version", || {
         let out = std::process::Command::new(&candidate)
             .arg("--version")
             .env_clear()

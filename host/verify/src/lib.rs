@@ -14,6 +14,11 @@
 //! location, a symlinked route, an invalid entry or any cache failure falls
 //! back to fresh hashing. It grants nothing: it only saves work. The
 //! policy is host performance policy, never project or capability input.
+//!
+//! This crate owns that identity of trusted installed files (runtimes,
+//! containment tools, support libraries) and the eligibility of an
+//! installed executable. It knows nothing of projects, packages or Runs,
+//! and must never decide what runs: it only says which bytes are installed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -40,6 +45,17 @@ pub const MAX_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 pub const MAX_PROBE_CHARS: usize = 1024;
 /// The cache file's format.
 const FORMAT: &str = "jig-installation-verification/1";
+
+/// An installed executable is eligible only at an absolute path naming a
+/// regular file with an execute bit (seed 002 §9: executable and path
+/// eligibility holds under every verification policy).
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.is_absolute()
+        && std::fs::metadata(path)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {

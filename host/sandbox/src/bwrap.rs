@@ -832,9 +832,14 @@ mod tests {
             Some(nix::libc::ENOSPC),
             "one byte past the bound"
         );
-        let files = crate::files::read_output_fd(&fd).unwrap();
+        // Read back through the handed-back descriptor, as delivery does.
+        let through_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let files: Vec<Vec<u8>> = std::fs::read_dir(&through_fd)
+            .unwrap()
+            .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+            .collect();
         assert_eq!(files.len(), 1);
-        assert_eq!(files[0].bytes.len() as u64, OUTPUT_TMPFS_BYTES);
+        assert_eq!(files[0].len() as u64, OUTPUT_TMPFS_BYTES);
         assert_eq!(
             std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
             mounts_before,

@@ -335,7 +335,7 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
             tracing::debug!(key, mounts = view.mounts(), "runtime view proved");
             // Best effort: without it the next command proves again. A
             // command that only inspects (`doctor`) keeps nothing.
-            if let Some(file) = file.as_ref().filter(|_| crate::verify::current().writes()) {
+            if let Some(file) = file.as_ref().filter(|_| jig_verify::current().writes()) {
                 let _ = write_kept(file, &view);
             }
             Arc::new(view)
@@ -351,12 +351,12 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
 /// Where the view for `key` is kept: below the installation-verification
 /// cache (its safe route), never under `strict`.
 fn cache_file(key: &str) -> Option<PathBuf> {
-    let verifier = crate::verify::current();
-    if verifier.policy() == crate::verify::Policy::Strict {
+    let verifier = jig_verify::current();
+    if verifier.policy() == jig_verify::Policy::Strict {
         return None;
     }
     cache_file_in(
-        &crate::verify::cache_dir(verifier.writes())?,
+        &jig_verify::cache_dir(verifier.writes())?,
         key,
         verifier.writes(),
     )
@@ -392,7 +392,7 @@ pub fn cache_dir_in(verification_cache: &Path) -> PathBuf {
 }
 
 fn read_kept(file: &Path) -> Option<View> {
-    let bytes = crate::verify::read_own(file, crate::verify::MAX_CACHE_BYTES, false)?;
+    let bytes = jig_verify::read_own(file, jig_verify::MAX_CACHE_BYTES, false)?;
     View::from_value(&flow::json::parse(&bytes).ok()?)
 }
 
@@ -403,7 +403,7 @@ fn write_kept(file: &Path, view: &View) -> std::io::Result<()> {
     temp.write_all(&flow::json::canonical(&view.to_value()))?;
     // No fsync: a torn file is invalid and only means proving again.
     temp.persist(file).map_err(|e| e.error)?;
-    crate::verify::keep_newest(dir, MAX_KEPT_VIEWS, file);
+    jig_verify::keep_newest(dir, MAX_KEPT_VIEWS, file);
     Ok(())
 }
 
