@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use jig::config::HostConfig;
-use jig::plan;
-use jig::providers::ProviderSet;
+use jig_engine::config::HostConfig;
+use jig_engine::plan;
+use jig_engine::providers::ProviderSet;
 
 fn main() {
     divan::main();

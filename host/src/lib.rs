@@ -8,11 +8,5 @@
 //! live project source decide what runs, and never invent a success.
 
 pub mod cli;
-pub mod config;
-pub mod exec;
-pub mod files;
-pub mod plan;
-pub mod providers;
 pub mod queue;
 pub mod serve;
-pub mod state;

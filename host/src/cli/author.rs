@@ -34,10 +34,10 @@ fn stage(dir: &Path) -> Result<Package, CliError> {
     Package::stage_dir(dir).map_err(|e| {
         let mut message = e.message.clone();
         if let Some(path) = &e.path {
-            message.push_str(&format!(" at {}", crate::plan::ascii_quote(path)));
+            message.push_str(&format!(" at {}", jig_engine::plan::ascii_quote(path)));
         }
         if let Some(pointer) = &e.pointer {
-            message.push_str(&format!(" pointer {}", crate::plan::ascii_quote(pointer)));
+            message.push_str(&format!(" pointer {}", jig_engine::plan::ascii_quote(pointer)));
         }
         CliError::new(e.code, message)
     })
@@ -101,7 +101,7 @@ pub fn package_inspect(dir: &Path, json_output: bool) -> Result<u8, CliError> {
         out.push_str(&format!("name: {}\n", value["name"].as_str().unwrap_or("")));
         out.push_str(&format!(
             "description: {}\n",
-            crate::plan::ascii_quote(value["description"].as_str().unwrap_or(""))
+            jig_engine::plan::ascii_quote(value["description"].as_str().unwrap_or(""))
         ));
         match value["entrypoint"]["path"].as_str() {
             Some(path) => out.push_str(&format!("entrypoint: {path}\n")),
@@ -130,7 +130,7 @@ pub fn package_inspect(dir: &Path, json_output: bool) -> Result<u8, CliError> {
         for (name, text) in value["outcomes"].as_object().into_iter().flatten() {
             out.push_str(&format!(
                 "outcome {name}: {}\n",
-                crate::plan::ascii_quote(text.as_str().unwrap_or(""))
+                jig_engine::plan::ascii_quote(text.as_str().unwrap_or(""))
             ));
         }
         out.push_str(&format!(
@@ -183,7 +183,7 @@ fn compile(file: &Path) -> Result<Schema, CliError> {
 fn located(code: &str, message: &str, pointer: &str) -> CliError {
     CliError::new(
         code,
-        format!("{message} (at {})", crate::plan::ascii_quote(pointer)),
+        format!("{message} (at {})", jig_engine::plan::ascii_quote(pointer)),
     )
 }
 

@@ -87,7 +87,7 @@ pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<S
 /// The daemon holding the project at `root`, when its entry names a socket
 /// that answers (a stale entry, with no listener, is ignored).
 pub fn holding(root: &Path) -> Option<Served> {
-    let entry = crate::state::served_entry(root)?;
+    let entry = jig_engine::state::served_entry(root)?;
     let socket = PathBuf::from(entry["socket"].as_str()?);
     std::os::unix::net::UnixStream::connect(&socket).ok()?;
     Some(Served {
@@ -352,14 +352,14 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
 /// A file Run for the daemon: the attachments captured here (by the same
 /// capture as a local Run) and the checked `--out` destination, if any.
 pub struct FileRun<'a> {
-    pub captured: &'a crate::files::Captured,
-    pub destination: Option<crate::files::Destination>,
+    pub captured: &'a jig_engine::files::Captured,
+    pub destination: Option<jig_engine::files::Destination>,
 }
 
 /// Submit a file Run as a tar, wait for its terminal, download its packet
 /// and publish it at `--out` as a local Run would; returns the exit status.
 pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8, CliError> {
-    use crate::files::archive;
+    use jig_engine::files::archive;
     if !asked.receive.is_empty() {
         return Err(CliError::new(
             "JIG_RUN_FILES_INVALID",
@@ -409,10 +409,10 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
                 }
                 let bytes = response.bytes(archive::MAX_PACKET_BYTES).await?;
                 archive::read_packet(&bytes).and_then(|(output, record)| {
-                    crate::files::publish(destination, &output, &record)
+                    jig_engine::files::publish(destination, &output, &record)
                 })
             } else {
-                Err(crate::files::FilesError::delivery(
+                Err(jig_engine::files::FilesError::delivery(
                     "the daemon did not deliver the packet",
                 ))
             };
@@ -503,11 +503,11 @@ pub fn runs(served: &Served, show: Option<&str>, local: Option<String>) -> Resul
                     .endpoint
                     .call("GET", &format!("{project}/runs?limit={LISTED_RUNS}"), None)
                     .await?;
-                let records: Vec<crate::state::RunRecord> = listed["runs"]
+                let records: Vec<jig_engine::state::RunRecord> = listed["runs"]
                     .as_array()
                     .map(|runs| {
                         runs.iter()
-                            .map(|value| crate::state::RunRecord {
+                            .map(|value| jig_engine::state::RunRecord {
                                 id: value["id"].as_str().unwrap_or_default().to_string(),
                                 value: value.clone(),
                             })

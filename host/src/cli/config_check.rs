@@ -18,7 +18,7 @@ use jig_provider_api::ProviderKind;
 use jig_provider_builtin::agent::endpoint;
 
 use super::CliError;
-use crate::config::HostConfig;
+use jig_engine::config::HostConfig;
 
 /// The code every finding is reported under (the loader's code).
 pub const CODE: &str = "JIG_CONFIG_INVALID";

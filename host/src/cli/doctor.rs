@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::config::HostConfig;
+use jig_engine::config::HostConfig;
 use jig_sandbox::{Cgroup, Probe};
 
 /// Recipes a host must be able to run for `jig doctor` to pass; the
@@ -58,7 +58,7 @@ pub fn doctor(config: &HostConfig) -> u8 {
     line("flow.py", runtime("python3"));
     line(
         "flow.wasm",
-        crate::exec::wasm::engine()
+        jig_engine::exec::wasm::engine()
             .map(|_| "in-process wasmtime (WASI preview 1 and 2)".to_string()),
     );
     line("flow.bin", Ok("native executable".into()));

@@ -13,13 +13,13 @@ use jig_project::{BindingDecl, Declarations, SlotTarget};
 use serde_json::json;
 
 use super::{
-    finish_output, load_config, read_input, receive, run_invocation, terminal_value, CliError,
+    finish_output, load_config, read_input, receive, run_invocation, CliError,
     Receive, DEFAULT_TIMEOUT,
 };
-use crate::exec::{Executor, TargetRef};
-use crate::plan::{self, Candidate};
-use crate::providers::ProviderSet;
-use crate::state::Store;
+use jig_engine::exec::{submit, Executor, TargetRef};
+use jig_engine::plan::{self, Candidate};
+use jig_engine::providers::ProviderSet;
+use jig_engine::state::Store;
 
 /// Where the root package and child packages appear in the private plan.
 const ROOT_PATH: &str = "exec/root";
@@ -152,7 +152,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         }),
     )?;
     let interrupted = ran.interrupted;
-    let terminal = terminal_value(&ran.result);
+    let terminal = submit::execution(&ran.result);
     let cleanup: Result<PathBuf, _> = temp.close().map(|_| PathBuf::new());
     let status = finish_output(&terminal, args.json, ran.stream);
     super::final_line(ran.shown, &terminal, cleanup.is_err());

@@ -27,6 +27,12 @@ impl CliError {
     }
 }
 
+impl From<jig_engine::exec::receive::ReceiveError> for CliError {
+    fn from(e: jig_engine::exec::receive::ReceiveError) -> CliError {
+        CliError::new(e.code, e.message)
+    }
+}
+
 pub fn exit_code(code: &str) -> u8 {
     match code {
         // Refused before any work, or declined: the caller can fix the request.

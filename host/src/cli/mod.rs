@@ -9,7 +9,6 @@ mod doctor;
 mod exec;
 mod exit;
 mod provider;
-pub mod receive;
 pub(crate) mod run;
 mod serve;
 mod terminal;
@@ -26,16 +25,16 @@ use clap::{Parser, Subcommand};
 use flow::json::Value;
 use serde_json::json;
 
-use crate::config::HostConfig;
-use crate::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRef};
-use crate::plan;
-use crate::providers::ProviderSet;
-use crate::state::{self, ProjectState};
+use jig_engine::config::HostConfig;
+use jig_engine::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRef};
+use jig_engine::plan;
+use jig_engine::providers::ProviderSet;
+use jig_engine::state::{self, ProjectState};
+use jig_engine::exec::receive;
+use jig_engine::exec::submit::{self, parse_timeout, DEFAULT_TIMEOUT};
+use jig_engine::exec::sdk::write_runtime_support;
 use jig_verify::{Policy, Verifier};
 
-/// Seed 002 §9: default and largest root deadline.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 /// `--input @FILE` is JSON/1, so it is bounded by the JSON/1 document limit.
 pub const MAX_INPUT_FILE_BYTES: u64 = flow::json::MAX_DOCUMENT_BYTES as u64;
 
@@ -720,28 +719,10 @@ fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u
     if let Some(admitted) = state.current().ok().flatten() {
         state
             .store()
-            .prune_trees(&crate::plan::package_digests(&admitted.plan));
+            .prune_trees(&jig_engine::plan::package_digests(&admitted.plan));
     }
     println!("project is ready");
     Ok(0)
-}
-
-/// `--timeout`: `^[1-9][0-9]*(ms|s|m|h)$`, at most 24 hours.
-pub fn parse_timeout(text: &str) -> Option<Duration> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = text.split_at(digits);
-    if number.is_empty() || number.starts_with('0') || number.len() > 12 {
-        return None;
-    }
-    let n: u64 = number.parse().ok()?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60)?),
-        "h" => Duration::from_secs(n.checked_mul(3600)?),
-        _ => return None,
-    };
-    (duration <= MAX_TIMEOUT).then_some(duration)
 }
 
 /// `--input JSON|@FILE`. A file is opened once, must be a regular
@@ -837,8 +818,8 @@ fn run_invocation(
     target: TargetRef,
     input: Value,
     timeout: Duration,
-    attachments: Vec<crate::exec::AttachmentGrant>,
-    run: Option<Arc<crate::exec::RootRun>>,
+    attachments: Vec<jig_engine::exec::AttachmentGrant>,
+    run: Option<Arc<jig_engine::exec::RootRun>>,
     receive: Option<Receive<'_>>,
 ) -> Result<Ran, CliError> {
     let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
@@ -951,10 +932,6 @@ fn finish_output(terminal: &Value, json_output: bool, stream: Option<receive::St
     }
 }
 
-pub(crate) fn terminal_value(result: &Result<Success, Failure>) -> Value {
-    crate::exec::submit::execution(result)
-}
-
 /// Print a terminal (JSON when redirected or asked for) and return the exit status.
 fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
     let status = terminal["status"].as_str().unwrap_or("lost");
@@ -1056,49 +1033,9 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
     }
 }
 
-include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
-
-/// Write the bundled SDKs under `dir` as read-only files: `python/jiggy/`
-/// (for `PYTHONPATH`), `node_modules/@jigging/flow/` (found by Bun and Node
-/// walking up from a package below `dir`), and `import_map.json` for Deno.
-pub(crate) fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let write = |target: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&target, bytes)?;
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))
-    };
-    for (path, bytes) in PYTHON_SDK {
-        write(dir.join(crate::exec::PYTHON_SUPPORT).join(path), bytes)?;
-    }
-    for (path, bytes) in JS_SDK {
-        write(dir.join(crate::exec::JS_SUPPORT).join(path), bytes)?;
-    }
-    let map = json!({ "imports": { "@jigging/flow": format!("./{}/index.js", crate::exec::JS_SUPPORT) } });
-    write(
-        dir.join(crate::exec::DENO_IMPORT_MAP),
-        flow::json::canonical_string(&map).as_bytes(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeouts_follow_the_reference_grammar() {
-        assert_eq!(parse_timeout("30s"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_timeout("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_timeout("24h"), Some(MAX_TIMEOUT));
-        assert_eq!(parse_timeout("1441m"), None);
-        assert_eq!(parse_timeout("0s"), None);
-        assert_eq!(parse_timeout("05s"), None);
-        assert_eq!(parse_timeout("1.5s"), None);
-        assert_eq!(parse_timeout("10"), None);
-        assert_eq!(parse_timeout("-1s"), None);
-    }
 
     #[test]
     fn a_quoted_at_string_is_inline_input() {

@@ -1,24 +1,22 @@
 //! `jig run`: resolve an admitted target, capture its attachments, record
 //! the Run before dispatch, execute it, deliver the packet, and print.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flow::json::Value;
-use flow::package::Access;
 use serde_json::json;
 
 use super::{
     client, finish_output, load_config, print_terminal, project_root, read_input, receive,
-    run_invocation, state_error, terminal_value, CliError, Receive,
+    run_invocation, state_error, CliError, Receive,
 };
-use crate::exec::submit::{self, Recorded};
-use crate::exec::{AttachmentGrant, RootRun};
-use crate::files::{self, Captured, FilesError, Request, MAX_ATTACHMENTS};
-use crate::providers::ProviderSet;
-use crate::state::{self, ProjectState};
+use jig_engine::exec::submit::{self, Recorded};
+use jig_engine::exec::RootRun;
+use jig_engine::files::{self, FilesError, Request};
+use jig_engine::providers::ProviderSet;
+use jig_engine::state::{self, ProjectState};
 
 /// Test-only: when set to a number of milliseconds, the coordinator aborts
 /// itself that long after dispatching the Run, leaving its record pending,
@@ -49,68 +47,6 @@ fn refused(r: submit::Refusal) -> CliError {
 
 fn files_error(e: FilesError) -> CliError {
     CliError::new(e.code, e.message)
-}
-
-/// Match the request against the declared attachments. Returns the name of
-/// the writable attachment, if one is declared.
-pub(crate) fn check_request(
-    declared: &BTreeMap<String, Access>,
-    request: &Request,
-    out: bool,
-) -> Result<Option<String>, FilesError> {
-    if declared.len() > MAX_ATTACHMENTS {
-        return Err(FilesError::invalid(format!(
-            "the target declares {} attachments; a Run supports at most {MAX_ATTACHMENTS}",
-            declared.len()
-        )));
-    }
-    let writable: Vec<&String> = declared
-        .iter()
-        .filter(|(_, a)| **a == Access::ReadWrite)
-        .map(|(n, _)| n)
-        .collect();
-    if writable.len() > 1 {
-        return Err(FilesError::invalid(
-            "the target declares more than one read-write attachment; a Run has at most one",
-        ));
-    }
-    for name in request.roots.keys() {
-        match declared.get(name) {
-            None => {
-                let names: Vec<&str> = declared.keys().map(String::as_str).collect();
-                return Err(FilesError::invalid(format!(
-                    "--attach {name}: the target declares no attachment {name} (declared: {})",
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                )));
-            }
-            Some(Access::ReadWrite) => {
-                return Err(FilesError::invalid(format!(
-                    "--attach {name}: {name} is the writable attachment; it starts empty and is delivered with --out DIR"
-                )))
-            }
-            Some(Access::Read) => {}
-        }
-    }
-    for (name, access) in declared {
-        if *access == Access::Read && !request.roots.contains_key(name) {
-            return Err(FilesError::invalid(format!(
-                "the target reads attachment {name}; give it with --attach {name}=DIR"
-            )));
-        }
-    }
-    let writable = writable.first().map(|n| n.to_string());
-    if let Some(name) = &writable {
-        if !out {
-            return Err(FilesError::invalid(format!(
-                "the target writes attachment {name}; give --out DIR to receive it"
-            )));
-        }
-    }
-    Ok(writable)
 }
 
 /// The envelope probe, running on its own thread beside the package's
@@ -171,7 +107,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         .and_then(Option::as_ref)
         .is_some_and(|g| submit::runs_a_process(&g.plan, &target_ref));
     let envelope = {
-        let config = crate::config::HostConfig {
+        let config = jig_engine::config::HostConfig {
             containment: config.containment.clone(),
             ..Default::default()
         };
@@ -198,7 +134,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             format!("{target_ref} keeps Run Checkpoints, which are delivered with --out DIR; give --out DIR"),
         ));
     }
-    let writable = check_request(
+    let writable = files::check_request(
         &package.metadata().attachments,
         &request,
         args.out.is_some(),
@@ -254,7 +190,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         })
     };
     let work_root = state.run_dir(&record.id).map_err(state_error)?;
-    let grants = prepare_attachments(&captured, writable.as_deref(), &work_root)
+    let grants = submit::prepare_attachments(&captured, writable.as_deref(), &work_root)
         .map_err(|e| format!("cannot seal the attachments: {e}"));
     drop(captured);
     let grants = match grants {
@@ -323,7 +259,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     if root_run.is_some() {
         // Seed 002 §8: a known terminal is never downgraded by a later
         // coordinator loss; recovery then delivers the checkpoint under it.
-        runs.note_execution(&mut record, terminal_value(&result))
+        runs.note_execution(&mut record, submit::execution(&result))
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
         state::crash_point("run-executed");
     }
@@ -349,7 +285,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         let checkpoint_record = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
         terminal["checkpoint"] = checkpoint_record.clone();
         let shown = destination.absolute.to_string_lossy().to_string();
-        let execution = terminal_value(&result);
+        let execution = submit::execution(&result);
         let packet = |files: Vec<files::OutputFile>, source: &str| {
             let record = files::packet_record(
                 &record.id,
@@ -480,96 +416,3 @@ fn intended_destination(out: &Path) -> Option<PathBuf> {
     Some(std::fs::canonicalize(parent).ok()?.join(leaf))
 }
 
-/// Seal the captured roots read-only and create the empty writable
-/// attachment, under the Run's private directory.
-pub(crate) fn prepare_attachments(
-    captured: &Captured,
-    writable: Option<&str>,
-    work_root: &Path,
-) -> std::io::Result<Vec<AttachmentGrant>> {
-    use std::os::unix::fs::DirBuilderExt;
-    if captured.roots.is_empty() && writable.is_none() {
-        return Ok(Vec::new());
-    }
-    let dir = work_root.join("attachments");
-    std::fs::create_dir_all(&dir)?;
-    let mut grants: Vec<AttachmentGrant> = files::seal(captured, &dir)?
-        .into_iter()
-        .map(|(name, host)| AttachmentGrant {
-            name,
-            host,
-            writable: false,
-            output: None,
-        })
-        .collect();
-    if let Some(name) = writable {
-        let host: PathBuf = dir.join(name);
-        std::fs::DirBuilder::new().mode(0o700).create(&host)?;
-        grants.push(AttachmentGrant {
-            name: name.to_string(),
-            host,
-            writable: true,
-            output: Some(files::Handoff::new()),
-        });
-    }
-    Ok(grants)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn declared(items: &[(&str, Access)]) -> BTreeMap<String, Access> {
-        items.iter().map(|(n, a)| (n.to_string(), *a)).collect()
-    }
-
-    fn request(names: &[&str]) -> Request {
-        let mut r = Request::default();
-        for n in names {
-            r.roots.insert(n.to_string(), (PathBuf::from("/x"), vec![]));
-        }
-        r
-    }
-
-    #[test]
-    fn every_read_attachment_needs_exactly_one_mapping() {
-        let d = declared(&[
-            ("source", Access::Read),
-            ("deliverables", Access::ReadWrite),
-        ]);
-        assert_eq!(
-            check_request(&d, &request(&["source"]), true).unwrap(),
-            Some("deliverables".into())
-        );
-        let code = |r: &[&str], out: bool| check_request(&d, &request(r), out).unwrap_err().code;
-        assert_eq!(code(&[], true), "JIG_RUN_FILES_INVALID");
-        assert_eq!(code(&["source"], false), "JIG_RUN_FILES_INVALID");
-        assert_eq!(code(&["source", "other"], true), "JIG_RUN_FILES_INVALID");
-        assert_eq!(
-            code(&["source", "deliverables"], true),
-            "JIG_RUN_FILES_INVALID"
-        );
-        assert_eq!(
-            check_request(&declared(&[]), &request(&[]), true).unwrap(),
-            None
-        );
-    }
-
-    #[test]
-    fn declared_attachments_at_and_past_the_limit() {
-        let names: Vec<String> = (0..=MAX_ATTACHMENTS).map(|i| format!("a{i}")).collect();
-        let at: BTreeMap<String, Access> = names[..MAX_ATTACHMENTS]
-            .iter()
-            .map(|n| (n.clone(), Access::Read))
-            .collect();
-        let all: Vec<&str> = names[..MAX_ATTACHMENTS]
-            .iter()
-            .map(String::as_str)
-            .collect();
-        assert!(check_request(&at, &request(&all), false).is_ok());
-        let mut past = at.clone();
-        past.insert(names[MAX_ATTACHMENTS].clone(), Access::ReadWrite);
-        let err = check_request(&past, &request(&all), true).unwrap_err();
-        assert!(err.message.contains("at most 8"), "{err}");
-    }
-}

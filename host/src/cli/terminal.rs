@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use flow::json::Value;
 
-use crate::exec::Executor;
+use jig_engine::exec::Executor;
 
 /// The themes `JIG_THEME` selects (HOST-FACTS §4.4); the first is the default.
 pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];

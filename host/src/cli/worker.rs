@@ -21,7 +21,7 @@ impl DatabaseArgs {
     /// The connection settings, if a database is named by flag or table.
     pub fn resolve(
         &self,
-        table: &crate::config::Database,
+        table: &jig_engine::config::Database,
     ) -> Result<Option<tokio_postgres::Config>, CliError> {
         let Some(url) = self.database.clone().or(table.url.clone()) else {
             return Ok(None);

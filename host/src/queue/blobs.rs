@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use super::{Queue, QueueError, BLOB_MISMATCH};
 use jig_provider_api::ProviderDecl;
 
-use crate::files::{Captured, CapturedFile, CapturedRoot};
-use crate::state::{sha256_digest, Generation, ProjectState, Store};
+use jig_engine::files::{Captured, CapturedFile, CapturedRoot};
+use jig_engine::state::{sha256_digest, Generation, ProjectState, Store};
 
 /// Every package digest a Plan can execute: each source package the lock
 /// names and each prepared package that runs in its place.
@@ -250,12 +250,12 @@ impl Queue {
                 else {
                     return Err(invalid(format!("file Run {digest}: a malformed entry")));
                 };
-                crate::files::check_relative(path)
+                jig_engine::files::check_relative(path)
                     .map_err(|m| invalid(format!("file Run {digest}: {m}")))?;
                 let bytes = self.get_blob(blob).await?;
                 root.files.push(CapturedFile {
                     path: path.to_string(),
-                    sha256: crate::files::sha256_hex(&bytes),
+                    sha256: jig_engine::files::sha256_hex(&bytes),
                     bytes,
                 });
             }
@@ -382,12 +382,12 @@ impl Cache {
         let plan_path = self
             .root
             .join("plans")
-            .join(crate::state::digest_hex(&plan_digest));
+            .join(jig_engine::state::digest_hex(&plan_digest));
         let plan_bytes = match std::fs::read(&plan_path) {
             Ok(bytes) if sha256_digest(&bytes) == plan_digest => bytes,
             _ => {
                 let bytes = queue.get_blob(&plan_digest).await?;
-                crate::state::write_atomic(&plan_path, &bytes)
+                jig_engine::state::write_atomic(&plan_path, &bytes)
                     .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
                 bytes
             }
@@ -454,11 +454,11 @@ impl Cache {
         let mut decls = Vec::new();
         for (name, entry) in published {
             let blob = entry["blob"].as_str().unwrap_or_default().to_string();
-            let path = dir.join(crate::state::digest_hex(&blob));
+            let path = dir.join(jig_engine::state::digest_hex(&blob));
             let cached = std::fs::read(&path).is_ok_and(|b| sha256_digest(&b) == blob);
             if !cached {
                 let bytes = queue.get_blob(&blob).await?;
-                crate::state::write_atomic(&path, &bytes)
+                jig_engine::state::write_atomic(&path, &bytes)
                     .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
             }
             let decl = json!({

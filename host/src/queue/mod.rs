@@ -167,7 +167,7 @@ pub fn deadline_passed(run_id: &str) -> Value {
         "status": "failed",
         "code": "DEADLINE_EXCEEDED",
         "message": "the Run's deadline passed before a worker could dispatch it",
-        "diagnostics": crate::exec::Diagnostics::default().to_value(),
+        "diagnostics": jig_engine::exec::Diagnostics::default().to_value(),
         "runId": run_id,
     })
 }
@@ -193,7 +193,7 @@ pub struct Claim {
 impl Claim {
     /// Whether the deadline recorded at submission has passed.
     pub fn expired(&self) -> bool {
-        crate::state::now_unix_ms() >= self.deadline_unix_ms
+        jig_engine::state::now_unix_ms() >= self.deadline_unix_ms
     }
 }
 
@@ -330,7 +330,7 @@ impl Queue {
         receive: &[String],
         files: Option<&str>,
     ) -> Result<(StoredRun, bool), QueueError> {
-        let digest = crate::state::sha256_digest(&flow::json::canonical(content));
+        let digest = jig_engine::state::sha256_digest(&flow::json::canonical(content));
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -390,7 +390,7 @@ impl Queue {
         }
         let receive = serde_json::to_string(receive).expect("strings serialise");
         let input = flow::json::canonical(input);
-        let input_digest = crate::state::sha256_digest(&input);
+        let input_digest = jig_engine::state::sha256_digest(&input);
         let input = String::from_utf8(input).expect("JSON/1 is UTF-8");
         let row = tx
             .query_one(
@@ -517,7 +517,7 @@ impl Queue {
             generation: row.get(3),
             target: row.get(4),
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
-            deadline_unix_ms: crate::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
+            deadline_unix_ms: jig_engine::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
             receive: serde_json::from_str(&receive).unwrap_or_default(),
             files: row.get(8),
         }))
@@ -765,7 +765,7 @@ impl Queue {
         };
         let checkpoint = checkpoint
             .and_then(|text| flow::json::parse(text.as_bytes()).ok())
-            .and_then(|value| crate::state::Aggregate::from_value(&value));
+            .and_then(|value| jig_engine::state::Aggregate::from_value(&value));
         let (output, source) = match &checkpoint {
             Some(c) => (c.output_files(), "checkpoint"),
             None => (Vec::new(), "none"),

@@ -25,10 +25,10 @@ use tokio::sync::{watch, Semaphore};
 
 use super::blobs::Cache;
 use super::{Claim, Queue, QueueError, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
-use crate::cli::receive;
-use crate::config::HostConfig;
-use crate::exec::{Executor, Invocation, RootChannels, TargetRef};
-use crate::providers::ProviderSet;
+use jig_engine::exec::receive;
+use jig_engine::config::HostConfig;
+use jig_engine::exec::{Executor, Invocation, RootChannels, TargetRef};
+use jig_engine::providers::ProviderSet;
 
 /// Generations whose published provider sets a worker keeps loaded.
 pub const MAX_PUBLISHED_SETS: usize = 16;
@@ -270,7 +270,7 @@ impl Worker {
                 "status": "failed",
                 "code": code,
                 "message": message,
-                "diagnostics": crate::exec::Diagnostics::default().to_value(),
+                "diagnostics": jig_engine::exec::Diagnostics::default().to_value(),
             })
         };
         // The timeout counts from submission: past it, nothing runs.
@@ -293,7 +293,7 @@ impl Worker {
         let Some(target) = TargetRef::parse(&claim.target) else {
             return Some((failed("JIG_RUN_TARGET_INVALID", claim.target.clone()), None));
         };
-        let package = crate::exec::submit::admitted_package(&plan, &target)
+        let package = jig_engine::exec::submit::admitted_package(&plan, &target)
             .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
         let Some(package) = package else {
             return Some((
@@ -319,14 +319,14 @@ impl Worker {
         }
         let grants = match &files {
             None => Vec::new(),
-            Some(files) => match crate::cli::run::prepare_attachments(
+            Some(files) => match jig_engine::exec::submit::prepare_attachments(
                 &files.captured,
                 files.writable.as_deref(),
                 &work_root,
             ) {
                 Ok(grants) => grants,
                 Err(e) => {
-                    let _ = crate::files::remove_tree(&work_root);
+                    let _ = jig_engine::files::remove_tree(&work_root);
                     return Some((
                         failed("INTERNAL", format!("cannot seal the attachments: {e}")),
                         None,
@@ -345,7 +345,7 @@ impl Worker {
                 let queue = self.queue.clone();
                 let fenced = claim.clone();
                 let handle = tokio::runtime::Handle::current();
-                let mirror: crate::state::Mirror = Arc::new(move |_, aggregate| {
+                let mirror: jig_engine::state::Mirror = Arc::new(move |_, aggregate| {
                     let sequence = aggregate.save.sequence as i64;
                     let value = aggregate.to_value();
                     match handle.block_on(queue.save_checkpoint(&fenced, sequence, &value)) {
@@ -356,7 +356,7 @@ impl Worker {
                 });
                 let dir = work_root.join("checkpoints");
                 let _ = std::fs::create_dir_all(&dir);
-                Arc::new(crate::exec::RootRun::new(
+                Arc::new(jig_engine::exec::RootRun::new(
                     claim.id.clone(),
                     json!({
                         "runId": claim.id,
@@ -364,7 +364,7 @@ impl Worker {
                         "configuration": f.configuration,
                         "input": f.input,
                     }),
-                    crate::state::Checkpoints::new(dir).with_mirror(mirror),
+                    jig_engine::state::Checkpoints::new(dir).with_mirror(mirror),
                 ))
             });
         let executor = Arc::new(
@@ -376,7 +376,7 @@ impl Worker {
                 self.sandbox.clone(),
                 work_root.clone(),
             )
-            .with_support_writer(crate::cli::write_runtime_support)
+            .with_support_writer(jig_engine::exec::sdk::write_runtime_support)
             .with_agent(self.config.agent.table()),
         );
         let mut channels = RootChannels::none();
@@ -401,7 +401,7 @@ impl Worker {
                 report_refused(&self.name, claim, "release");
                 self.queue.note_refused(&self.name, claim, "release").await;
             }
-            let _ = crate::files::remove_tree(&work_root);
+            let _ = jig_engine::files::remove_tree(&work_root);
             return None;
         }
         // The durable record of dispatch, before any Flow code starts.
@@ -410,14 +410,14 @@ impl Worker {
             Ok(Write::Refused) => {
                 report_refused(&self.name, claim, "dispatch");
                 self.queue.note_refused(&self.name, claim, "dispatch").await;
-                let _ = crate::files::remove_tree(&work_root);
+                let _ = jig_engine::files::remove_tree(&work_root);
                 return None;
             }
             Err(e) => {
                 // Unknown whether it was recorded: never run it. The lease
                 // decides (requeued if dispatch was not recorded).
                 eprintln!("jig worker: Run {}: {e}", claim.id);
-                let _ = crate::files::remove_tree(&work_root);
+                let _ = jig_engine::files::remove_tree(&work_root);
                 return None;
             }
         }
@@ -463,7 +463,7 @@ impl Worker {
         broker.finish(host, true);
         // The Run is fenced: its writable attachment can no longer change.
         let delivered = match (&handoff, &result) {
-            (Some(handoff), Ok(_)) => Some(crate::files::read_handoff(handoff)),
+            (Some(handoff), Ok(_)) => Some(jig_engine::files::read_handoff(handoff)),
             _ => None,
         };
         drop(handoff.and_then(|h| h.take()));
@@ -475,8 +475,8 @@ impl Worker {
                 .flatten(),
             None => None,
         };
-        let cleanup = crate::files::remove_tree(&work_root);
-        let mut terminal = crate::cli::terminal_value(&result);
+        let cleanup = jig_engine::files::remove_tree(&work_root);
+        let mut terminal = jig_engine::exec::submit::execution(&result);
         let mut packet = None;
         if let Some(files) = files.as_ref().filter(|f| f.out) {
             packet = self
@@ -548,9 +548,9 @@ impl Worker {
         &self,
         claim: &Claim,
         files: &super::blobs::FileRun,
-        result: &Result<crate::exec::Success, crate::exec::Failure>,
-        delivered: Option<Result<Vec<crate::files::OutputFile>, crate::files::FilesError>>,
-        checkpoint: Option<crate::state::Aggregate>,
+        result: &Result<jig_engine::exec::Success, jig_engine::exec::Failure>,
+        delivered: Option<Result<Vec<jig_engine::files::OutputFile>, jig_engine::files::FilesError>>,
+        checkpoint: Option<jig_engine::state::Aggregate>,
         terminal: &mut Value,
     ) -> Option<String> {
         // Seed 002 §8: a success delivers its final files; anything else
@@ -561,13 +561,13 @@ impl Worker {
                 terminal["method"] = files.method.clone();
                 terminal["input"] = files.input.clone();
                 terminal["checkpoint"] = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
-                terminal["delivery"] = json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": e.code});
+                terminal["delivery"] = json!({"status": "failed", "destination": jig_engine::state::PACKET_STORE, "code": e.code});
                 return None;
             }
             (None, Some(checkpoint)) => (checkpoint.output_files(), "checkpoint"),
             (None, None) => (Vec::new(), "none"),
         };
-        let execution = crate::exec::submit::execution(result);
+        let execution = jig_engine::exec::submit::execution(result);
         publish_packet(
             &self.queue,
             &claim.id,
@@ -591,9 +591,9 @@ pub(crate) async fn publish_packet(
     run_id: &str,
     files: &super::blobs::FileRun,
     execution: &Value,
-    mut output: Vec<crate::files::OutputFile>,
+    mut output: Vec<jig_engine::files::OutputFile>,
     source: &str,
-    checkpoint: Option<&crate::state::Aggregate>,
+    checkpoint: Option<&jig_engine::state::Aggregate>,
     terminal: &mut Value,
 ) -> Option<String> {
     let checkpoint = checkpoint.map_or(Value::Null, |c| c.record());
@@ -601,7 +601,7 @@ pub(crate) async fn publish_packet(
     terminal["input"] = files.input.clone();
     terminal["checkpoint"] = checkpoint.clone();
     output.sort_by(|a, b| a.path.cmp(&b.path));
-    let record = crate::files::packet_record(
+    let record = jig_engine::files::packet_record(
         run_id,
         &files.method,
         execution,
@@ -612,16 +612,16 @@ pub(crate) async fn publish_packet(
     );
     let mut record = flow::json::canonical(&record);
     record.push(b'\n');
-    let published = match crate::files::archive::write_packet(&output, &record) {
+    let published = match jig_engine::files::archive::write_packet(&output, &record) {
         Ok(tar) => queue.put_blob(&tar).await.ok(),
         Err(_) => None,
     };
     terminal["delivery"] = match &published {
         Some(_) => {
-            json!({"status": "written", "destination": crate::serve::PACKET_STORE, "source": source})
+            json!({"status": "written", "destination": jig_engine::state::PACKET_STORE, "source": source})
         }
         None => {
-            json!({"status": "failed", "destination": crate::serve::PACKET_STORE, "code": "JIG_DELIVERY_FAILED"})
+            json!({"status": "failed", "destination": jig_engine::state::PACKET_STORE, "code": "JIG_DELIVERY_FAILED"})
         }
     };
     published

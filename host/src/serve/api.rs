@@ -145,10 +145,9 @@ fn error(status: u16, code: &str, message: &str) -> Response {
     json_response(status, &json!({"code": code, "message": message}))
 }
 
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        error(self.status, &self.code, &self.message)
-    }
+/// A refused request as the HTTP answer its refusal names.
+fn refused(refusal: Refusal) -> Response {
+    error(refusal.status, &refusal.code, &refusal.message)
 }
 
 async fn health(State(server): State<Arc<Server>>) -> Response {
@@ -237,7 +236,7 @@ struct SubmitQuery {
 /// A file Run's body: a tar of `request.json` (the JSON submission) and
 /// `attachments/NAME/...`, held to the capture limits with their codes.
 async fn parse_file_submission(body: Body) -> Result<ServedRun, Refusal> {
-    use crate::files::archive::{read_submission, MAX_SUBMISSION_BYTES};
+    use jig_engine::files::archive::{read_submission, MAX_SUBMISSION_BYTES};
     let bytes = axum::body::to_bytes(body, MAX_SUBMISSION_BYTES)
         .await
         .map_err(|_| {
@@ -284,11 +283,11 @@ async fn submit(
     };
     let request = match parsed {
         Ok(request) => request,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return refused(refusal),
     };
     let (record, live) = match server.submit(&project, request).await {
         Ok(submitted) => submitted,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return refused(refusal),
     };
     if query.wait == Some(false) {
         let mut response = json_response(
@@ -314,7 +313,7 @@ async fn submit(
                 .cloned()
                 .unwrap_or_else(|| json!({"status": "pending", "runId": record.id})),
         ),
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => refused(refusal),
     }
 }
 
@@ -346,7 +345,7 @@ async fn list(
             200,
             &json!({"runs": records.into_iter().map(|r| r.value).collect::<Vec<_>>()}),
         ),
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => refused(refusal),
     }
 }
 
@@ -356,7 +355,7 @@ async fn show(
 ) -> Response {
     match server.record(&project, &id).await {
         Ok(record) => json_response(200, &record.value),
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => refused(refusal),
     }
 }
 
@@ -372,7 +371,7 @@ async fn cancel(
             200,
             &json!({"runId": record.id, "status": record.status().as_str()}),
         ),
-        Err(refusal) => refusal.into_response(),
+        Err(refusal) => refused(refusal),
     }
 }
 
@@ -383,7 +382,7 @@ async fn events(
 ) -> Response {
     let record = match server.record(&project, &id).await {
         Ok(record) => record,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return refused(refusal),
     };
     let sse = headers
         .get(header::ACCEPT)
@@ -455,7 +454,7 @@ async fn packet(
 ) -> Response {
     let packet = match server.packet(&project, &id).await {
         Ok(packet) => packet,
-        Err(refusal) => return refusal.into_response(),
+        Err(refusal) => return refused(refusal),
     };
     ([(header::CONTENT_TYPE, TAR_TYPE)], packet).into_response()
 }

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES, TAR_TYPE};
-pub use runner::{Limits, ServedRun, PACKET_STORE};
+pub use runner::{Limits, ServedRun};
 
-use crate::config::HostConfig;
+use jig_engine::config::HostConfig;
 
 /// Runs waiting for an active slot, when neither flag nor table says.
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 64;

@@ -19,13 +19,13 @@ use serde_json::json;
 use tokio::sync::{watch, Semaphore};
 
 use super::ServeError;
-use crate::cli::receive;
-use crate::config::HostConfig;
-pub use crate::exec::submit::Refusal;
-use crate::exec::submit::{self, Recorded};
-use crate::exec::{Invocation, RootChannels, TargetRef};
-use crate::providers::ProviderSet;
-use crate::state::{self, ProjectState, RunRecord};
+use jig_engine::exec::receive;
+use jig_engine::config::HostConfig;
+pub use jig_engine::exec::submit::Refusal;
+use jig_engine::exec::submit::{self, Recorded};
+use jig_engine::exec::{Invocation, RootChannels, TargetRef};
+use jig_engine::providers::ProviderSet;
+use jig_engine::state::{self, ProjectState, RunRecord, PACKET_STORE};
 
 /// Finished Runs whose event logs stay readable in memory (older ones
 /// answer their events with the recorded terminal alone).
@@ -47,15 +47,11 @@ pub struct ServedRun {
     pub receive: Vec<String>,
     /// A file Run (submitted as a tar): its captured attachments. Its
     /// packet is published in the daemon's packet store.
-    pub files: Option<crate::files::Captured>,
+    pub files: Option<jig_engine::files::Captured>,
     /// A file Run's packet is wanted (`jig run --out`; default true). Without
     /// it a writable attachment is refused and nothing is published.
     pub out: bool,
 }
-
-/// Where a daemon keeps the packets of its file Runs, one per Run id
-/// (`GET .../runs/{id}/packet` reads them).
-pub const PACKET_STORE: &str = "packets";
 
 /// The output intent a served file Run records: the daemon's packet store
 /// (the same for every submission, so a key replays identical content).
@@ -74,7 +70,7 @@ pub fn packet_store(state: &ProjectState) -> std::io::Result<PathBuf> {
 
 /// What a file Run carries from submission to delivery.
 struct FileRun {
-    captured: crate::files::Captured,
+    captured: jig_engine::files::Captured,
     writable: Option<String>,
     out: bool,
     method: Value,
@@ -379,20 +375,20 @@ impl Server {
             // A JSON body is `jig run` without `--attach` or `--out`: a
             // target that declares attachments is refused as it is there.
             None => {
-                crate::cli::run::check_request(declared, &crate::files::Request::default(), false)
+                jig_engine::files::check_request(declared, &jig_engine::files::Request::default(), false)
                     .map_err(|e| Refusal::new(400, e.code, e.message))?
             }
             // The same matching as `jig run --attach … --out DIR`: the
             // packet store is always the destination.
             Some(captured) => {
-                let asked_roots = crate::files::Request {
+                let asked_roots = jig_engine::files::Request {
                     roots: captured
                         .roots
                         .keys()
                         .map(|n| (n.clone(), (PathBuf::new(), Vec::new())))
                         .collect(),
                 };
-                crate::cli::run::check_request(declared, &asked_roots, request.out)
+                jig_engine::files::check_request(declared, &asked_roots, request.out)
                     .map_err(|e| Refusal::new(400, e.code, e.message))?
             }
         };
@@ -402,7 +398,7 @@ impl Server {
         // nothing), so a key means the same thing through either door.
         let captured = match &request.files {
             Some(captured) => captured.clone(),
-            None => crate::files::capture(&crate::files::Request::default(), state.root())
+            None => jig_engine::files::capture(&jig_engine::files::Request::default(), state.root())
                 .map_err(|e| Refusal::new(500, e.code, e.message))?,
         };
         let identity = submit::identity(
@@ -567,7 +563,7 @@ impl Server {
         let grants = match &dispatch.files {
             None => Vec::new(),
             Some(files) => {
-                let sealed = crate::cli::run::prepare_attachments(
+                let sealed = jig_engine::exec::submit::prepare_attachments(
                     &files.captured,
                     files.writable.as_deref(),
                     &work_root,
@@ -575,7 +571,7 @@ impl Server {
                 match sealed {
                     Ok(grants) => grants,
                     Err(e) => {
-                        let _ = crate::files::remove_tree(&work_root);
+                        let _ = jig_engine::files::remove_tree(&work_root);
                         return Err(format!("cannot seal the attachments: {e}"));
                     }
                 }
@@ -640,11 +636,11 @@ impl Server {
         broker.finish(host, true);
         // The Run is fenced: its writable attachment can no longer change.
         let delivered = match (&handoff, &result) {
-            (Some(handoff), Ok(_)) => Some(crate::files::read_handoff(handoff)),
+            (Some(handoff), Ok(_)) => Some(jig_engine::files::read_handoff(handoff)),
             _ => None,
         };
         drop(handoff.and_then(|h| h.take()));
-        let cleanup = crate::files::remove_tree(&work_root);
+        let cleanup = jig_engine::files::remove_tree(&work_root);
         let mut terminal = submit::terminal(&result, &record.id);
         if let Some(files) = dispatch.files.as_ref().filter(|f| f.out) {
             deliver(state, &record.id, files, &result, delivered, &mut terminal);
@@ -761,11 +757,11 @@ impl Server {
             return Err(missing());
         }
         let internal = |m: String| Refusal::new(500, "JIG_DELIVERY_FAILED", m);
-        let files = crate::files::read_output(&dir.join(crate::files::archive::PACKET_FILES_DIR))
+        let files = jig_engine::files::read_output(&dir.join(jig_engine::files::archive::PACKET_FILES_DIR))
             .map_err(|e| internal(e.message))?;
-        let record_bytes = std::fs::read(dir.join(crate::files::archive::RECORD_ENTRY))
+        let record_bytes = std::fs::read(dir.join(jig_engine::files::archive::RECORD_ENTRY))
             .map_err(|e| internal(format!("the packet record cannot be read: {e}")))?;
-        crate::files::archive::write_packet(&files, &record_bytes)
+        jig_engine::files::archive::write_packet(&files, &record_bytes)
             .map_err(|e| internal(format!("the packet cannot be written: {e}")))
     }
 
@@ -861,8 +857,8 @@ fn deliver(
     state: &ProjectState,
     run_id: &str,
     files: &FileRun,
-    result: &Result<crate::exec::Success, crate::exec::Failure>,
-    delivered: Option<Result<Vec<crate::files::OutputFile>, crate::files::FilesError>>,
+    result: &Result<jig_engine::exec::Success, jig_engine::exec::Failure>,
+    delivered: Option<Result<Vec<jig_engine::files::OutputFile>, jig_engine::files::FilesError>>,
     terminal: &mut Value,
 ) {
     terminal["method"] = files.method.clone();
@@ -871,16 +867,16 @@ fn deliver(
     let execution = submit::execution(result);
     let published = packet_store(state)
         .map_err(|e| {
-            crate::files::FilesError::delivery(format!("cannot create the packet store: {e}"))
+            jig_engine::files::FilesError::delivery(format!("cannot create the packet store: {e}"))
         })
-        .and_then(|store| crate::files::private_destination(&store, run_id))
+        .and_then(|store| jig_engine::files::private_destination(&store, run_id))
         .and_then(|destination| {
             let (output, source) = match delivered {
                 Some(Ok(output)) => (output, "final"),
                 Some(Err(e)) => return Err(e),
                 None => (Vec::new(), "none"),
             };
-            let packet = crate::files::packet_record(
+            let packet = jig_engine::files::packet_record(
                 run_id,
                 &files.method,
                 &execution,
@@ -889,7 +885,7 @@ fn deliver(
                 &output,
                 &Value::Null,
             );
-            crate::files::publish(&destination, &output, &packet)
+            jig_engine::files::publish(&destination, &output, &packet)
                 .map(|()| (destination.absolute.to_string_lossy().to_string(), source))
         });
     terminal["delivery"] = match published {

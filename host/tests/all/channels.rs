@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use jig::exec::channels::{
+use jig_engine::exec::channels::{
     BROADCAST_QUEUE_CAPACITY, DIRECT_QUEUE_CAPACITY, MAX_ALLOCATIONS, MAX_ITEM_BYTES,
     MAX_PENDING_SENDS,
 };
@@ -758,7 +758,7 @@ for w in waits:
 
 #[test]
 fn channel_byte_budgets_hold_at_the_limit_and_one_byte_past_waits_or_lags() {
-    use jig::exec::channels::{MAX_PENDING_SEND_BYTES, MAX_READER_BYTES};
+    use jig_engine::exec::channels::{MAX_PENDING_SEND_BYTES, MAX_READER_BYTES};
     let dir = tempfile::tempdir().unwrap();
     package(dir.path(), "budgets", "", &raw(BUDGETS));
     let input = json!({"item": MAX_ITEM_BYTES, "reader": MAX_READER_BYTES, "pending": MAX_PENDING_SEND_BYTES});
@@ -804,7 +804,7 @@ out['afterRelease'] = call('channel/send', {'endpoint': spare, 'value': 0})
 
 #[test]
 fn a_root_tree_holds_its_channel_byte_budget_and_refuses_one_byte_past() {
-    use jig::exec::channels::{MAX_READER_BYTES, MAX_TREE_BYTES};
+    use jig_engine::exec::channels::{MAX_READER_BYTES, MAX_TREE_BYTES};
     assert_eq!(MAX_TREE_BYTES % MAX_READER_BYTES, 0);
     let dir = tempfile::tempdir().unwrap();
     package(dir.path(), "tree", "", &raw(TREE));
@@ -967,7 +967,7 @@ fn receive_refuses_bad_channel_names_as_usage_errors() {
 
 #[test]
 fn channel_output_past_its_budget_cancels_the_run() {
-    use jig::cli::receive::MAX_OUTPUT_BYTES as MAX_RECEIVE_OUTPUT_BYTES;
+    use jig_engine::exec::receive::MAX_OUTPUT_BYTES as MAX_RECEIVE_OUTPUT_BYTES;
     let dir = tempfile::tempdir().unwrap();
     package(
         dir.path(),

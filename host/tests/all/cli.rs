@@ -52,7 +52,7 @@ fn run_validates_arguments_before_reading_anything() {
 
 #[test]
 fn run_and_exec_refuse_bad_receive_values_before_reading_anything() {
-    use jig::cli::receive::MAX_RECEIVE;
+    use jig_engine::exec::receive::MAX_RECEIVE;
     let dir = tempfile::tempdir().unwrap();
     let names: Vec<String> = (0..=MAX_RECEIVE).map(|i| format!("c{i}")).collect();
     let repeat = |n: usize| -> Vec<&str> {

@@ -504,7 +504,7 @@ const HELLO_FILES: usize = 4;
 
 #[test]
 fn the_file_limits_before_and_after_installation() {
-    const LIMIT: usize = jig::plan::prepare::MAX_SOURCE_FILES;
+    const LIMIT: usize = jig_engine::plan::prepare::MAX_SOURCE_FILES;
     let registry = registry();
     let lock = registry.lock_for(GREET_1);
     // Before installation, at the limit: the installer is reached (and the
@@ -520,7 +520,7 @@ fn the_file_limits_before_and_after_installation() {
 
     // After installation greet-lib adds two files (index.js, package.json).
     const INSTALLED: usize = 2;
-    assert_eq!(jig::plan::prepare::MAX_PREPARED_FILES, LIMIT);
+    assert_eq!(jig_engine::plan::prepare::MAX_PREPARED_FILES, LIMIT);
     let dir = project_with(GREET_1, Some(&lock), &registry.url, registry.port());
     pad(dir.path(), LIMIT - HELLO_FILES - INSTALLED);
     review(dir.path());
@@ -531,7 +531,7 @@ fn the_file_limits_before_and_after_installation() {
 
 #[test]
 fn the_manifest_and_lock_size_limits() {
-    use jig::plan::prepare::{MAX_LOCK_BYTES, MAX_MANIFEST_BYTES};
+    use jig_engine::plan::prepare::{MAX_LOCK_BYTES, MAX_MANIFEST_BYTES};
     let padded = |limit: usize, head: &str, tail: &str| {
         let mut text = head.to_string();
         text.push_str(&" ".repeat(limit - head.len() - tail.len()));
@@ -564,7 +564,7 @@ fn the_manifest_and_lock_size_limits() {
 
 #[test]
 fn one_review_prepares_at_most_sixteen_packages() {
-    const LIMIT: usize = jig::plan::prepare::MAX_PREPARATIONS;
+    const LIMIT: usize = jig_engine::plan::prepare::MAX_PREPARATIONS;
     let registry = registry();
     let lock = registry.lock_for(GREET_1);
     let flow = flow_ts(registry.port());

@@ -82,7 +82,7 @@ fn the_default_greeting_is_flow_ts_with_the_bundled_sdk_revision_and_no_lock() {
             .unwrap();
     assert_eq!(
         manifest["dependencies"],
-        serde_json::json!({ "@jigging/flow": jig::plan::prepare::BUNDLED_SDK_VERSION })
+        serde_json::json!({ "@jigging/flow": jig_engine::plan::prepare::BUNDLED_SDK_VERSION })
     );
     // Satisfied by the bundled SDK: no lock, no resolution, no network.
     let review = review(&demo);

@@ -550,7 +550,7 @@ fn padded(text: &str, size: usize) -> String {
 
 #[test]
 fn the_lock_and_manifest_size_limits() {
-    use jig::plan::prepare::{MAX_LOCK_BYTES, MAX_MANIFEST_BYTES};
+    use jig_engine::plan::prepare::{MAX_LOCK_BYTES, MAX_MANIFEST_BYTES};
     let f = fixture();
     let requirements = f.requirements("1.0.0");
     let at_limit = padded(&requirements, MAX_LOCK_BYTES);

@@ -1415,7 +1415,7 @@ mod tests {
     #[test]
     fn the_bundled_sdk_revision_is_the_bundled_package_version() {
         let manifest: Value =
-            serde_json::from_str(include_str!("../../../typescript/flow/package.json")).unwrap();
+            serde_json::from_str(include_str!("../../../../typescript/flow/package.json")).unwrap();
         assert_eq!(manifest["name"], BUNDLED_SDK);
         assert_eq!(manifest["version"], BUNDLED_SDK_VERSION);
     }

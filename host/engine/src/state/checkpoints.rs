@@ -107,12 +107,12 @@ impl std::fmt::Debug for Checkpoints {
 }
 
 impl Checkpoints {
-    pub(crate) fn new(dir: PathBuf) -> Checkpoints {
+    pub fn new(dir: PathBuf) -> Checkpoints {
         Checkpoints { dir, mirror: None }
     }
 
     /// Also keep each accepted aggregate through `mirror`.
-    pub(crate) fn with_mirror(mut self, mirror: Mirror) -> Checkpoints {
+    pub fn with_mirror(mut self, mirror: Mirror) -> Checkpoints {
         self.mirror = Some(mirror);
         self
     }

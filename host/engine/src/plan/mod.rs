@@ -6,12 +6,11 @@
 //! produces a Plan value that `state` may retain and later admit.
 
 pub mod builtin;
-mod lock;
 pub mod prepare;
 mod recipe;
 mod review;
 
-pub use lock::{lock_bytes, LOCK_FILE};
+pub use crate::state::lock::{lock_bytes, LOCK_FILE};
 pub use recipe::{Recipe, RecipeKind};
 pub use review::{changed_targets, review_text};
 

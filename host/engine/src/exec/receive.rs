@@ -18,9 +18,26 @@ use flow::package::Package;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-use super::CliError;
-use crate::exec::channels::{Broker, HolderId, HostReceiver};
+use super::channels::{Broker, HolderId, HostReceiver};
 use crate::state::now_unix_ms;
+
+/// A `--receive` list the target cannot serve: a usage error (`JIG_USAGE`),
+/// found before anything runs.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ReceiveError {
+    pub code: String,
+    pub message: String,
+}
+
+impl ReceiveError {
+    fn usage(message: String) -> ReceiveError {
+        ReceiveError {
+            code: "JIG_USAGE".into(),
+            message,
+        }
+    }
+}
 
 /// `--receive` may name at most this many channels.
 pub const MAX_RECEIVE: usize = 16;
@@ -39,8 +56,8 @@ const WRITE_CHUNK: usize = 64 * 1024;
 
 /// The `--receive` values: LocalNames, each once, at most [`MAX_RECEIVE`].
 /// A bad value is a usage error.
-pub fn parse(values: &[String]) -> Result<Vec<String>, CliError> {
-    let usage = |m: String| CliError::new("JIG_USAGE", m);
+pub fn parse(values: &[String]) -> Result<Vec<String>, ReceiveError> {
+    let usage = ReceiveError::usage;
     if values.len() > MAX_RECEIVE {
         return Err(usage(format!(
             "--receive may be given at most {MAX_RECEIVE} times"
@@ -61,7 +78,7 @@ pub fn parse(values: &[String]) -> Result<Vec<String>, CliError> {
 
 /// Each name must be a declared send port of the root `package`; checked
 /// before the Run is recorded. A wrong name is a usage error.
-pub fn check(package: &Package, names: &[String]) -> Result<(), CliError> {
+pub fn check(package: &Package, names: &[String]) -> Result<(), ReceiveError> {
     if names.is_empty() {
         return Ok(());
     }
@@ -70,7 +87,7 @@ pub fn check(package: &Package, names: &[String]) -> Result<(), CliError> {
     broker
         .host_receivers(host, package, names)
         .map(|_| ())
-        .map_err(|e| CliError::new("JIG_USAGE", format!("--receive: {}", e.message)))
+        .map_err(|e| ReceiveError::usage(format!("--receive: {}", e.message)))
 }
 
 /// Why the output could not be delivered.

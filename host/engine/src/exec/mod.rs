@@ -7,6 +7,7 @@ mod builtin;
 pub mod channels;
 mod ledger;
 pub mod peer;
+pub mod receive;
 mod provider_ports;
 pub mod sdk;
 pub mod submit;
@@ -895,7 +896,7 @@ impl Executor {
             RecipeKind::Python => {
                 let python = if compiled_sdk {
                     let compiled =
-                        sdk::python(&self.store.support_dir(), &program, crate::cli::PYTHON_SDK)
+                        sdk::python(&self.store.support_dir(), &program, sdk::PYTHON_SDK)
                             .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
                     if self.sandbox.shows_elsewhere() {
                         // Shown where the per-Run support directory had it.

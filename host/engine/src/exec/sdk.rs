@@ -249,3 +249,30 @@ fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String
     }
     Ok(())
 }
+include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
+
+/// Write the bundled SDKs under `dir` as read-only files: `python/jiggy/`
+/// (for `PYTHONPATH`), `node_modules/@jigging/flow/` (found by Bun and Node
+/// walking up from a package below `dir`), and `import_map.json` for Deno.
+pub fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let write = |target: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&target, bytes)?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))
+    };
+    for (path, bytes) in PYTHON_SDK {
+        write(dir.join(crate::exec::PYTHON_SUPPORT).join(path), bytes)?;
+    }
+    for (path, bytes) in JS_SDK {
+        write(dir.join(crate::exec::JS_SUPPORT).join(path), bytes)?;
+    }
+    let map = json!({ "imports": { "@jigging/flow": format!("./{}/index.js", crate::exec::JS_SUPPORT) } });
+    write(
+        dir.join(crate::exec::DENO_IMPORT_MAP),
+        flow::json::canonical_string(&map).as_bytes(),
+    )
+}
+

@@ -19,6 +19,7 @@ pub use deliver::{
 use std::collections::BTreeMap;
 
 use flow::json::Value;
+use flow::package::Access;
 use serde_json::json;
 
 /// Declared attachments, including the writable one.
@@ -256,7 +257,74 @@ pub fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> V
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
-    crate::state::hex(&sha2::Sha256::digest(bytes))
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+/// Lowercase hexadecimal, as digests are spelled.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Match the request against the declared attachments. Returns the name of
+/// the writable attachment, if one is declared.
+pub fn check_request(
+    declared: &BTreeMap<String, Access>,
+    request: &Request,
+    out: bool,
+) -> Result<Option<String>, FilesError> {
+    if declared.len() > MAX_ATTACHMENTS {
+        return Err(FilesError::invalid(format!(
+            "the target declares {} attachments; a Run supports at most {MAX_ATTACHMENTS}",
+            declared.len()
+        )));
+    }
+    let writable: Vec<&String> = declared
+        .iter()
+        .filter(|(_, a)| **a == Access::ReadWrite)
+        .map(|(n, _)| n)
+        .collect();
+    if writable.len() > 1 {
+        return Err(FilesError::invalid(
+            "the target declares more than one read-write attachment; a Run has at most one",
+        ));
+    }
+    for name in request.roots.keys() {
+        match declared.get(name) {
+            None => {
+                let names: Vec<&str> = declared.keys().map(String::as_str).collect();
+                return Err(FilesError::invalid(format!(
+                    "--attach {name}: the target declares no attachment {name} (declared: {})",
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+            Some(Access::ReadWrite) => {
+                return Err(FilesError::invalid(format!(
+                    "--attach {name}: {name} is the writable attachment; it starts empty and is delivered with --out DIR"
+                )))
+            }
+            Some(Access::Read) => {}
+        }
+    }
+    for (name, access) in declared {
+        if *access == Access::Read && !request.roots.contains_key(name) {
+            return Err(FilesError::invalid(format!(
+                "the target reads attachment {name}; give it with --attach {name}=DIR"
+            )));
+        }
+    }
+    let writable = writable.first().map(|n| n.to_string());
+    if let Some(name) = &writable {
+        if !out {
+            return Err(FilesError::invalid(format!(
+                "the target writes attachment {name}; give --out DIR to receive it"
+            )));
+        }
+    }
+    Ok(writable)
 }
 
 #[cfg(test)]
@@ -365,5 +433,59 @@ mod tests {
             flow::json::canonical_string(&manifest_value(&files)),
             r#"{"b":[{"length":0,"path":"a","sha256":"h0"},{"length":1,"path":"z","sha256":"h1"}]}"#
         );
+    }
+
+    fn declared(items: &[(&str, Access)]) -> BTreeMap<String, Access> {
+        items.iter().map(|(n, a)| (n.to_string(), *a)).collect()
+    }
+
+    fn request(names: &[&str]) -> Request {
+        let mut r = Request::default();
+        for n in names {
+            r.roots.insert(n.to_string(), (std::path::PathBuf::from("/x"), vec![]));
+        }
+        r
+    }
+
+    #[test]
+    fn every_read_attachment_needs_exactly_one_mapping() {
+        let d = declared(&[
+            ("source", Access::Read),
+            ("deliverables", Access::ReadWrite),
+        ]);
+        assert_eq!(
+            check_request(&d, &request(&["source"]), true).unwrap(),
+            Some("deliverables".into())
+        );
+        let code = |r: &[&str], out: bool| check_request(&d, &request(r), out).unwrap_err().code;
+        assert_eq!(code(&[], true), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["source"], false), "JIG_RUN_FILES_INVALID");
+        assert_eq!(code(&["source", "other"], true), "JIG_RUN_FILES_INVALID");
+        assert_eq!(
+            code(&["source", "deliverables"], true),
+            "JIG_RUN_FILES_INVALID"
+        );
+        assert_eq!(
+            check_request(&declared(&[]), &request(&[]), true).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn declared_attachments_at_and_past_the_limit() {
+        let names: Vec<String> = (0..=MAX_ATTACHMENTS).map(|i| format!("a{i}")).collect();
+        let at: BTreeMap<String, Access> = names[..MAX_ATTACHMENTS]
+            .iter()
+            .map(|n| (n.clone(), Access::Read))
+            .collect();
+        let all: Vec<&str> = names[..MAX_ATTACHMENTS]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert!(check_request(&at, &request(&all), false).is_ok());
+        let mut past = at.clone();
+        past.insert(names[MAX_ATTACHMENTS].clone(), Access::ReadWrite);
+        let err = check_request(&past, &request(&all), true).unwrap_err();
+        assert!(err.message.contains("at most 8"), "{err}");
     }
 }

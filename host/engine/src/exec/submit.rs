@@ -17,7 +17,8 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
-use super::{Diagnostics, Executor, Failure, Repository, Success, TargetRef};
+use super::{AttachmentGrant, Diagnostics, Executor, Failure, Repository, Success, TargetRef};
+use crate::files::Captured;
 use crate::config::HostConfig;
 use crate::providers::ProviderSet;
 use crate::state::{self, Generation, ProjectState, RunRecord, Runs, StateError, Submission};
@@ -57,6 +58,27 @@ impl Refusal {
     }
 }
 
+/// Seed 002 §9: default and largest root deadline.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// `--timeout`: `^[1-9][0-9]*(ms|s|m|h)$`, at most 24 hours.
+pub fn parse_timeout(text: &str) -> Option<Duration> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    if number.is_empty() || number.starts_with('0') || number.len() > 12 {
+        return None;
+    }
+    let n: u64 = number.parse().ok()?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60)?),
+        "h" => Duration::from_secs(n.checked_mul(3600)?),
+        _ => return None,
+    };
+    (duration <= MAX_TIMEOUT).then_some(duration)
+}
+
 /// What was asked, checked before any file or state is read.
 #[derive(Debug, Clone)]
 pub struct Asked {
@@ -75,8 +97,8 @@ pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<A
         )
     })?;
     let timeout = match timeout {
-        None => crate::cli::DEFAULT_TIMEOUT,
-        Some(text) => crate::cli::parse_timeout(text).ok_or_else(|| {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => parse_timeout(text).ok_or_else(|| {
             Refusal::new(
                 400,
                 "JIG_RUN_TIMEOUT_INVALID",
@@ -373,7 +395,7 @@ pub fn executor(
         sandbox,
         work_root,
     )
-    .with_support_writer(crate::cli::write_runtime_support)
+    .with_support_writer(super::sdk::write_runtime_support)
     .with_repository(Repository {
         root: state.root().to_path_buf(),
         secrets: config.secrets.clone(),
@@ -424,6 +446,41 @@ pub fn shown_terminal(record: &RunRecord) -> Value {
         .terminal()
         .cloned()
         .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}))
+}
+
+/// Seal the captured roots read-only and create the empty writable
+/// attachment, under the Run's private directory.
+pub fn prepare_attachments(
+    captured: &Captured,
+    writable: Option<&str>,
+    work_root: &Path,
+) -> std::io::Result<Vec<AttachmentGrant>> {
+    use std::os::unix::fs::DirBuilderExt;
+    if captured.roots.is_empty() && writable.is_none() {
+        return Ok(Vec::new());
+    }
+    let dir = work_root.join("attachments");
+    std::fs::create_dir_all(&dir)?;
+    let mut grants: Vec<AttachmentGrant> = crate::files::seal(captured, &dir)?
+        .into_iter()
+        .map(|(name, host)| AttachmentGrant {
+            name,
+            host,
+            writable: false,
+            output: None,
+        })
+        .collect();
+    if let Some(name) = writable {
+        let host: PathBuf = dir.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&host)?;
+        grants.push(AttachmentGrant {
+            name: name.to_string(),
+            host,
+            writable: true,
+            output: Some(crate::files::Handoff::new()),
+        });
+    }
+    Ok(grants)
 }
 
 #[cfg(test)]

@@ -240,7 +240,7 @@ pub fn check(path: &str, package: &Package) -> Vec<Diagnostic> {
 mod tests {
     use super::*;
 
-    const CONTRACT: &str = include_str!("../../../flow/tests/data/run-checkpoint.capability.json");
+    const CONTRACT: &str = include_str!("../../../../flow/tests/data/run-checkpoint.capability.json");
 
     fn package(flow_md: &str) -> Package {
         let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,7 @@
 //! [`write_atomic`]: a temporary file, fsync, rename, fsync of the directory.
 
 mod checkpoints;
+pub mod lock;
 mod records;
 mod store;
 
@@ -23,6 +24,9 @@ use flow::json::Value;
 use nix::fcntl::{Flock, FlockArg};
 
 pub const STATE_DIR: &str = ".jig";
+/// Where a daemon keeps the packets of its file Runs under `.jig/`, one per
+/// Run id (`GET .../runs/{id}/packet` reads them).
+pub const PACKET_STORE: &str = "packets";
 /// The entry under `.jig/` where a `jig serve` holding the project names
 /// its socket, so a `jig run` in the project submits to it.
 pub const SERVED_ENTRY: &str = "served.json";
@@ -217,7 +221,7 @@ impl ProjectState {
     /// still the Plan's base. Returns the new generation number.
     pub fn apply(&self, plan_digest: &str, base: Option<u64>) -> Result<u64, StateError> {
         let plan = self.load_plan(plan_digest)?;
-        let lock_bytes = crate::plan::lock_bytes(&plan["lock"]);
+        let lock_bytes = lock::lock_bytes(&plan["lock"]);
         let current = self.current()?;
         if let Some(current) = &current {
             if current.plan_digest == plan_digest {
@@ -303,14 +307,10 @@ fn parse_state(bytes: &[u8], what: &str) -> Result<Value, StateError> {
 
 pub fn sha256_digest(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    format!("sha256:{}", hex(&Sha256::digest(bytes)))
+    format!("sha256:{}", crate::files::hex(&Sha256::digest(bytes)))
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn digest_hex(digest: &str) -> &str {
+pub fn digest_hex(digest: &str) -> &str {
     digest.strip_prefix("sha256:").unwrap_or(digest)
 }
 
@@ -387,7 +387,7 @@ pub(crate) fn pause_point(point: &str) {
 /// process aborts here, as a power cut or `kill -9` would stop it. Tests use
 /// it to prove that every step of apply leaves the old or the new complete
 /// state. It has no other effect.
-pub(crate) fn crash_point(point: &str) {
+pub fn crash_point(point: &str) {
     if std::env::var_os("JIG_TEST_CRASH_AT").is_some_and(|p| p == point) {
         std::process::abort();
     }
