@@ -1,12 +1,9 @@
-//! `jig`, a FLOW host: projects become reviewed, admitted generations, and
-//! admitted targets run as sandboxed Run/1 components whose capability and
-//! child slots resolve only to what the review pinned.
+//! `jig`, a FLOW host, as a command: clap commands, terminal and JSON
+//! rendering, and the exit status of every outcome ([`cli`]).
 //!
-//! This crate owns host policy: configuration, planning and admission,
-//! protected project state, execution and its envelope, and the command line.
-//! It must never run package code outside the execution envelope, never let
-//! live project source decide what runs, and never invent a success.
+//! This crate is the terminal door onto the engine ([`jig_engine`]) and the
+//! launcher of the other doors ([`jig_server`]). It parses and prints; it
+//! decides nothing about what or whether a Run runs, and it reads no file
+//! before a command's arguments are fully parsed.
 
 pub mod cli;
-pub mod queue;
-pub mod serve;

@@ -8,7 +8,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use axum::body::Bytes;
+use hyper::body::Bytes;
 use flow::json::Value;
 use http_body_util::BodyExt;
 use serde_json::json;
@@ -68,7 +68,7 @@ pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<S
                 ))
             })?;
         let token =
-            crate::serve::read_token(&file).map_err(|e| CliError::new(e.code, e.message))?;
+            jig_server::serve::read_token(&file).map_err(|e| CliError::new(e.code, e.message))?;
         Endpoint::Http {
             base: text.trim_end_matches('/').to_string(),
             token: token.to_vec(),
@@ -146,7 +146,7 @@ impl Response {
         let mut bytes = Vec::new();
         while let Some(chunk) = self.chunk().await? {
             bytes.extend_from_slice(&chunk);
-            if bytes.len() > crate::serve::MAX_BODY_BYTES {
+            if bytes.len() > jig_server::serve::MAX_BODY_BYTES {
                 return Err(unavailable(
                     "the daemon's response is larger than JSON/1 allows",
                 ));
@@ -380,7 +380,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
                 "POST",
                 &format!("{project}/runs"),
                 Some(tar),
-                crate::serve::TAR_TYPE,
+                jig_server::serve::TAR_TYPE,
             )
             .await?
             .json()

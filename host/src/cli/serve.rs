@@ -1,11 +1,11 @@
 //! `jig serve`: resolve what to serve and how to listen from the flags and
 //! the host configuration's `[serve]` and `[[projects]]`, then hand over to
-//! the library's [`crate::serve`].
+//! the library's [`jig_server::serve`].
 
 use std::path::{Path, PathBuf};
 
 use super::{load_config, parse_timeout, CliError};
-use crate::serve::{self, Limits, Options};
+use jig_server::serve::{self, Limits, Options};
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {

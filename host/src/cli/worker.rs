@@ -1,10 +1,10 @@
 //! `jig worker --database URL [--concurrency N]`: claim Runs queued in
-//! PostgreSQL and execute them here (see [`crate::queue::worker`]).
+//! PostgreSQL and execute them here (see [`jig_server::queue::worker`]).
 
 use std::path::{Path, PathBuf};
 
 use super::{load_config, parse_timeout, CliError};
-use crate::queue::{self, worker};
+use jig_server::queue::{self, worker};
 
 /// Shared by `jig worker` and `jig serve`: where the database is.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -76,7 +76,7 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
         })?,
     };
     let shutdown_grace = match args.shutdown_grace {
-        None => crate::serve::DEFAULT_SHUTDOWN_GRACE,
+        None => jig_server::serve::DEFAULT_SHUTDOWN_GRACE,
         Some(text) => parse_timeout(&text).ok_or_else(|| {
             usage(format!(
                 "shutdown grace {text:?} is not a positive duration like 30s or 2m"

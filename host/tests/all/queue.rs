@@ -597,7 +597,7 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
 /// claimed again, the terminal is written once, late writes are refused.
 #[test]
 fn claims_are_fenced_by_epoch_and_lease() {
-    use jig::queue::{connect_config, Queue, Write};
+    use jig_server::queue::{connect_config, Queue, Write};
     let pg = Postgres::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
@@ -694,11 +694,11 @@ fn claims_are_fenced_by_epoch_and_lease() {
 }
 
 /// Queued Runs whose deadline passed are settled `DEADLINE_EXCEEDED` by a
-/// sweep, without any claim: at most [`jig::queue::SWEEP_BATCH`] per
+/// sweep, without any claim: at most [`jig_server::queue::SWEEP_BATCH`] per
 /// sweep, the one past it by the next; a Run with time left stays queued.
 #[test]
 fn a_sweep_settles_expired_queued_runs_in_bounded_batches() {
-    use jig::queue::{connect_config, Queue, SWEEP_BATCH};
+    use jig_server::queue::{connect_config, Queue, SWEEP_BATCH};
     let pg = Postgres::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {

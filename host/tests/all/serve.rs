@@ -414,7 +414,7 @@ fn bad_requests_are_refused_with_their_codes_and_record_nothing() {
     }
     // The body limit is the JSON/1 document limit: at it, still parsed
     // (and refused for its content); one past it, 413.
-    let limit = jig::serve::MAX_BODY_BYTES;
+    let limit = jig_server::serve::MAX_BODY_BYTES;
     let mut at = b"{\"target\":\"flow:flows/echo\",\"input\":\"".to_vec();
     at.resize(limit - 2, b'a');
     at.extend_from_slice(b"\"}");
@@ -667,7 +667,7 @@ fn after_sigkill_nothing_runs_and_the_next_start_fences_the_run_lost() {
 
 #[test]
 fn the_openapi_document_names_exactly_the_served_routes() {
-    let document: Value = serde_json::from_str(jig::serve::OPENAPI).unwrap();
+    let document: Value = serde_json::from_str(jig_server::serve::OPENAPI).unwrap();
     let mut documented: Vec<String> = Vec::new();
     for (path, item) in document["paths"].as_object().unwrap() {
         for method in ["get", "post", "put", "delete", "patch"] {
@@ -677,7 +677,7 @@ fn the_openapi_document_names_exactly_the_served_routes() {
         }
     }
     documented.sort();
-    let mut served: Vec<String> = jig::serve::ROUTES
+    let mut served: Vec<String> = jig_server::serve::ROUTES
         .iter()
         .map(|(m, p)| format!("{m} {p}"))
         .collect();
