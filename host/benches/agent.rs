@@ -13,10 +13,10 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use jig_sandbox::{Launch, Limits, ProcessGroup, Sandbox};
 use jig_provider_builtin::agent::endpoint::{Api, KeySource};
 use jig_provider_builtin::agent::wire::Ask;
 use jig_provider_builtin::agent::worker::{Request, WORKER_ARG};
+use jig_sandbox::{Launch, Limits, ProcessGroup, Sandbox};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn main() {

@@ -37,7 +37,10 @@ fn stage(dir: &Path) -> Result<Package, CliError> {
             message.push_str(&format!(" at {}", jig_engine::plan::ascii_quote(path)));
         }
         if let Some(pointer) = &e.pointer {
-            message.push_str(&format!(" pointer {}", jig_engine::plan::ascii_quote(pointer)));
+            message.push_str(&format!(
+                " pointer {}",
+                jig_engine::plan::ascii_quote(pointer)
+            ));
         }
         CliError::new(e.code, message)
     })

@@ -8,9 +8,9 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use hyper::body::Bytes;
 use flow::json::Value;
 use http_body_util::BodyExt;
+use hyper::body::Bytes;
 use serde_json::json;
 
 use super::{exit, print_terminal, CliError};

@@ -13,8 +13,8 @@ use jig_project::{BindingDecl, Declarations, SlotTarget};
 use serde_json::json;
 
 use super::{
-    finish_output, load_config, read_input, receive, run_invocation, CliError,
-    Receive, DEFAULT_TIMEOUT,
+    finish_output, load_config, read_input, receive, run_invocation, CliError, Receive,
+    DEFAULT_TIMEOUT,
 };
 use jig_engine::exec::{submit, Executor, TargetRef};
 use jig_engine::plan::{self, Candidate};
@@ -132,7 +132,8 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             temp.path().join("runs"),
             planned,
             providers,
-            jig_sandbox::select(&config.containment).map_err(|e| CliError::new("UNAVAILABLE", e))?,
+            jig_sandbox::select(&config.containment)
+                .map_err(|e| CliError::new("UNAVAILABLE", e))?,
             temp.path().to_path_buf(),
         )
         .with_support_writer(super::write_runtime_support)

@@ -8,13 +8,17 @@ mod config_check;
 mod doctor;
 mod exec;
 mod exit;
+mod invoke;
 mod provider;
+mod review;
 pub(crate) mod run;
 mod serve;
 mod terminal;
 pub(crate) mod worker;
 
 pub use exit::{exit_code, CliError};
+use invoke::*;
+use review::*;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -26,13 +30,13 @@ use flow::json::Value;
 use serde_json::json;
 
 use jig_engine::config::HostConfig;
+use jig_engine::exec::receive;
+use jig_engine::exec::sdk::write_runtime_support;
+use jig_engine::exec::submit::{parse_timeout, DEFAULT_TIMEOUT};
 use jig_engine::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRef};
 use jig_engine::plan;
 use jig_engine::providers::ProviderSet;
 use jig_engine::state::{self, ProjectState};
-use jig_engine::exec::receive;
-use jig_engine::exec::submit::{self, parse_timeout, DEFAULT_TIMEOUT};
-use jig_engine::exec::sdk::write_runtime_support;
 use jig_verify::{Policy, Verifier};
 
 /// `--input @FILE` is JSON/1, so it is bounded by the JSON/1 document limit.
@@ -585,146 +589,6 @@ fn state_error(e: state::StateError) -> CliError {
     CliError::new(e.code(), e.to_string())
 }
 
-struct ReviewOptions {
-    yes: bool,
-    details: bool,
-    allow_resolution_network: bool,
-}
-
-fn review(dir: &Path, config: Option<&Path>, options: ReviewOptions) -> Result<u8, CliError> {
-    let ReviewOptions {
-        yes,
-        details,
-        allow_resolution_network,
-    } = options;
-    let root = project_root(dir)?;
-    let config = load_config(config)?;
-    let declarations = jig_project::capture(&root).map_err(|e| {
-        let mut diagnostic = e.code.to_string();
-        if let Some(path) = &e.path {
-            diagnostic.push_str(&format!(" at {}", plan::ascii_quote(path)));
-        }
-        if let Some(pointer) = &e.pointer {
-            diagnostic.push_str(&format!(" pointer {}", plan::ascii_quote(pointer)));
-        }
-        if e.is_candidate_invalid() {
-            CliError::new("INVALID_CANDIDATE", format!("{}; {diagnostic}", e.message))
-        } else {
-            CliError::new(e.code, e.message.clone())
-        }
-    })?;
-    let mut state = match ProjectState::acquire(&root) {
-        Ok(state) => state,
-        // A `jig serve` holds the project: admit beside it (its new Runs
-        // take the new generation; its in-flight Runs keep theirs).
-        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
-            Some(_) => ProjectState::beside_holder(&root).map_err(state_error)?,
-            None => return Err(state_error(e)),
-        },
-        Err(e) => return Err(state_error(e)),
-    };
-    state.hold_admission().map_err(state_error)?;
-    let candidate =
-        plan::stage(&root, declarations).map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let providers = ProviderSet::new(config.providers.clone());
-    let current = state.current().map_err(state_error)?;
-    let mut proposed = plan::plan(
-        &candidate,
-        &config,
-        &providers,
-        current.as_ref().map(|g| g.number),
-    )
-    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let store = state.store();
-    let prepared = plan::prepare::prepare(
-        &candidate.packages,
-        &mut proposed,
-        plan::prepare::Request {
-            root: &root,
-            config: &config,
-            allow_resolution_network,
-            admitted: current.as_ref().map(|g| &g.plan),
-            store: &store,
-            warn: &mut |text| eprintln!("{text}"),
-        },
-    )
-    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let lock_bytes = plan::lock_bytes(&proposed["lock"]);
-    if let Some(current) = &current {
-        if plan::meaning(&current.plan) == plan::meaning(&proposed) {
-            if state.read_lock().as_deref() != Some(&lock_bytes[..]) {
-                state.write_lock(&lock_bytes).map_err(state_error)?;
-                println!("jig.lock repaired to match the admitted project");
-            }
-            println!("unchanged");
-            println!("project is ready");
-            return Ok(0);
-        }
-    }
-    for package in candidate.packages.values().chain(&prepared) {
-        store.put_package(package).map_err(state_error)?;
-    }
-    let plan_digest = state.retain_plan(&proposed).map_err(state_error)?;
-    let mut providers_view = serde_json::Map::new();
-    for (path, execution) in proposed["execution"].as_object().into_iter().flatten() {
-        for (slot, pin) in execution["providers"].as_object().into_iter().flatten() {
-            providers_view.insert(format!("{path}#{slot}"), pin.clone());
-        }
-    }
-    let changed = current
-        .as_ref()
-        .map(|g| plan::changed_targets(&g.plan, &proposed))
-        .unwrap_or_default();
-    let text = plan::review_text(
-        current.as_ref().map(|g| &g.plan["lock"]),
-        &proposed["lock"],
-        &changed,
-        &Value::Object(providers_view),
-        details,
-    );
-    if std::io::stdout().is_terminal() {
-        print!(
-            "{}",
-            terminal::paint_review(&text, &terminal::Style::terminal())
-        );
-    } else {
-        print!("{text}");
-    }
-    let _ = std::io::stdout().flush();
-    if !yes {
-        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-        if !interactive {
-            return Err(CliError::new(
-                "JIG_APPROVAL_REQUIRED",
-                "project changes require confirmation; rerun with --yes",
-            ));
-        }
-        print!("Approve this exact revision for execution? [y/N] ");
-        let _ = std::io::stdout().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().read_line(&mut answer);
-        let answer = answer.trim().to_ascii_lowercase();
-        if answer != "y" && answer != "yes" {
-            return Err(CliError::new(
-                "JIG_CHANGES_DECLINED",
-                "project changes were not admitted",
-            ));
-        }
-    }
-    state
-        .apply(&plan_digest, current.as_ref().map(|g| g.number))
-        .map_err(state_error)?;
-    // The trees of packages the new generation no longer runs go with the
-    // one they served (best effort: a tree left behind is only disk).
-    if let Some(admitted) = state.current().ok().flatten() {
-        state
-            .store()
-            .prune_trees(&jig_engine::plan::package_digests(&admitted.plan));
-    }
-    println!("project is ready");
-    Ok(0)
-}
-
 /// `--input JSON|@FILE`. A file is opened once, must be a regular
 /// non-symlink file, is bounded, and is parsed as JSON/1.
 pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
@@ -772,186 +636,6 @@ pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
         }
     };
     flow::json::parse(&bytes).map_err(|e| invalid(format!("the input is not JSON/1: {e}")))
-}
-
-/// The channels a root Run's `--receive` names, in its package.
-pub struct Receive<'a> {
-    pub package: &'a flow::package::Package,
-    pub names: Vec<String>,
-}
-
-/// What running one root invocation produced: its result, whether the
-/// command was interrupted, and the `--receive` stream still to finish
-/// with the terminal line.
-pub struct Ran {
-    pub result: Result<Success, Failure>,
-    pub interrupted: bool,
-    pub stream: Option<receive::Stream>,
-    /// How long the Run was pending, when a terminal stderr showed it
-    /// (the final status line follows the result there).
-    pub shown: Option<Duration>,
-}
-
-/// On a terminal stderr (`shown` is [`Ran::shown`]), the final line:
-/// execution status, outcome, delivery and cleanup reported apart.
-fn final_line(shown: Option<Duration>, terminal: &Value, cleanup_failed: bool) {
-    {
-        if let Some(elapsed) = shown {
-            eprint!(
-                "{}",
-                terminal::final_line(
-                    terminal,
-                    cleanup_failed,
-                    elapsed,
-                    &terminal::Style::terminal()
-                )
-            );
-        }
-    }
-}
-
-/// Run one root invocation on a fresh runtime; SIGINT or SIGTERM cancels
-/// it, as does a `--receive` stdout that stops taking writes. Shows
-/// elapsed time on a terminal stderr.
-fn run_invocation(
-    executor: &Arc<Executor>,
-    target: TargetRef,
-    input: Value,
-    timeout: Duration,
-    attachments: Vec<jig_engine::exec::AttachmentGrant>,
-    run: Option<Arc<jig_engine::exec::RootRun>>,
-    receive: Option<Receive<'_>>,
-) -> Result<Ran, CliError> {
-    let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
-    let mut channels = RootChannels::none();
-    let broker = channels.broker.clone();
-    let host = channels.host;
-    let mut receivers = Vec::new();
-    if let Some(receive) = &receive {
-        let (writers, created) = broker
-            .host_receivers(host, receive.package, &receive.names)
-            .map_err(|e| CliError::new("JIG_USAGE", format!("--receive: {}", e.message)))?;
-        channels.writers = writers;
-        receivers = created;
-    }
-    let stream = receive
-        .is_some()
-        .then(|| Arc::new(receive::Stream::start(std::io::stdout())));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let (result, interrupted, shown) = runtime.block_on(async {
-        let interrupt = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
-        };
-        let pump = stream.as_ref().map(|stream| {
-            tokio::spawn(receive::pump(broker.clone(), host, receivers, stream.clone()))
-        });
-        // A stuck or over-budget stdout cancels the Run.
-        let output_fault = async {
-            match &stream {
-                Some(stream) => receive::watch(stream).await,
-                None => std::future::pending().await,
-            }
-        };
-        let live = terminal::LiveStatus::start(executor.clone(), target.to_string());
-        let run = executor.run_root(
-            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments, run },
-            channels,
-        );
-        tokio::pin!(run);
-        tokio::pin!(interrupt);
-        tokio::pin!(output_fault);
-        let mut interrupted = false;
-        let mut faulted = false;
-        let result = loop {
-            tokio::select! {
-                result = &mut run => break result,
-                _ = &mut interrupt, if !interrupted => {
-                    interrupted = true;
-                    if let Some(live) = &live {
-                        live.cancelling();
-                    }
-                    let _ = cancel_tx.send(true);
-                }
-                _ = &mut output_fault, if !faulted => {
-                    faulted = true;
-                    let _ = cancel_tx.send(true);
-                }
-            }
-        };
-        if let Some(mut pump) = pump {
-            // Writers the root never received end here; the rest were
-            // settled when their holders ended.
-            broker.fail_held_writers(host);
-            // The receivers drain as fast as stdout takes them; a stdout
-            // fault ends them at once.
-            let stream = stream.as_ref().expect("receiving");
-            tokio::select! {
-                _ = &mut pump => {}
-                _ = receive::watch(stream) => {
-                    broker.finish(host, true);
-                    let _ = pump.await;
-                }
-            }
-        }
-        broker.finish(host, true);
-        // Cleanup is confirmed once the Run's future has returned.
-        let shown = live.map(terminal::LiveStatus::stop);
-        (result, interrupted, shown)
-    });
-    drop(runtime);
-    let stream = stream.map(|s| Arc::try_unwrap(s).ok().expect("the readers ended"));
-    Ok(Ran {
-        result,
-        interrupted,
-        stream,
-        shown,
-    })
-}
-
-/// Print the terminal: as the last NDJSON line when receiving, else as
-/// [`print_terminal`] does. Returns the exit status.
-fn finish_output(terminal: &Value, json_output: bool, stream: Option<receive::Stream>) -> u8 {
-    let Some(stream) = stream else {
-        return print_terminal(terminal, json_output);
-    };
-    match stream.finish(terminal) {
-        None => exit::run_exit_code(terminal["status"].as_str().unwrap_or("lost")),
-        Some(fault) => {
-            eprintln!("JIG_OUTPUT_FAILED: {}", fault.message());
-            2
-        }
-    }
-}
-
-/// Print a terminal (JSON when redirected or asked for) and return the exit status.
-fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
-    let status = terminal["status"].as_str().unwrap_or("lost");
-    if json_output || !std::io::stdout().is_terminal() {
-        println!("{}", flow::json::canonical_string(terminal));
-    } else {
-        if let Some(stderr) = terminal
-            .pointer("/diagnostics/stderr")
-            .and_then(Value::as_str)
-        {
-            if !stderr.is_empty() && status != "succeeded" {
-                eprintln!("component stderr:\n{}", terminal::escape_lines(stderr));
-            }
-        }
-        print!(
-            "{}",
-            terminal::render_terminal(terminal, &terminal::Style::terminal())
-        );
-    }
-    exit::run_exit_code(status)
 }
 
 fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8, CliError> {

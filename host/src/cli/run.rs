@@ -415,4 +415,3 @@ fn intended_destination(out: &Path) -> Option<PathBuf> {
     };
     Some(std::fs::canonicalize(parent).ok()?.join(leaf))
 }
-

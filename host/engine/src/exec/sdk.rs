@@ -275,4 +275,3 @@ pub fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
         flow::json::canonical_string(&map).as_bytes(),
     )
 }
-

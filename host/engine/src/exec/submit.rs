@@ -18,8 +18,8 @@ use flow::package::Package;
 use serde_json::json;
 
 use super::{AttachmentGrant, Diagnostics, Executor, Failure, Repository, Success, TargetRef};
-use crate::files::Captured;
 use crate::config::HostConfig;
+use crate::files::Captured;
 use crate::providers::ProviderSet;
 use crate::state::{self, Generation, ProjectState, RunRecord, Runs, StateError, Submission};
 

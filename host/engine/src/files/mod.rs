@@ -442,7 +442,8 @@ mod tests {
     fn request(names: &[&str]) -> Request {
         let mut r = Request::default();
         for n in names {
-            r.roots.insert(n.to_string(), (std::path::PathBuf::from("/x"), vec![]));
+            r.roots
+                .insert(n.to_string(), (std::path::PathBuf::from("/x"), vec![]));
         }
         r
     }

@@ -131,14 +131,12 @@ fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
         "model": identity.model,
     });
     if let Some(native) = &endpoint.native {
-        let digest = jig_verify::current()
-            .digest(&native.program)
-            .map_err(|e| {
-                format!(
-                    "cannot read the {} ACP executable: {e}",
-                    native.client.as_str()
-                )
-            })?;
+        let digest = jig_verify::current().digest(&native.program).map_err(|e| {
+            format!(
+                "cannot read the {} ACP executable: {e}",
+                native.client.as_str()
+            )
+        })?;
         pin["digest"] = json!(digest);
         let worker = jig_verify::installed(acp::WORKER_PROGRAM)?;
         let worker = jig_verify::current()
@@ -240,7 +238,8 @@ pub fn check(path: &str, package: &Package) -> Vec<Diagnostic> {
 mod tests {
     use super::*;
 
-    const CONTRACT: &str = include_str!("../../../../flow/tests/data/run-checkpoint.capability.json");
+    const CONTRACT: &str =
+        include_str!("../../../../flow/tests/data/run-checkpoint.capability.json");
 
     fn package(flow_md: &str) -> Package {
         let dir = tempfile::tempdir().unwrap();

@@ -25,8 +25,8 @@ use tokio::sync::{watch, Semaphore};
 
 use super::blobs::Cache;
 use super::{Claim, Queue, QueueError, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
-use jig_engine::exec::receive;
 use jig_engine::config::HostConfig;
+use jig_engine::exec::receive;
 use jig_engine::exec::{Executor, Invocation, RootChannels, TargetRef};
 use jig_engine::providers::ProviderSet;
 
@@ -72,8 +72,8 @@ fn report_refused(worker: &str, claim: &Claim, write: &str) {
 
 /// Run until SIGTERM/SIGINT: at most `concurrency` Runs at once.
 pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
-    let sandbox =
-        jig_sandbox::select(&options.config.containment).map_err(|e| QueueError::new("UNAVAILABLE", e))?;
+    let sandbox = jig_sandbox::select(&options.config.containment)
+        .map_err(|e| QueueError::new("UNAVAILABLE", e))?;
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",
@@ -549,7 +549,9 @@ impl Worker {
         claim: &Claim,
         files: &super::blobs::FileRun,
         result: &Result<jig_engine::exec::Success, jig_engine::exec::Failure>,
-        delivered: Option<Result<Vec<jig_engine::files::OutputFile>, jig_engine::files::FilesError>>,
+        delivered: Option<
+            Result<Vec<jig_engine::files::OutputFile>, jig_engine::files::FilesError>,
+        >,
         checkpoint: Option<jig_engine::state::Aggregate>,
         terminal: &mut Value,
     ) -> Option<String> {

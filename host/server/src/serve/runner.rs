@@ -2,6 +2,8 @@
 //! rules, a bounded queue in front of a fixed number of active slots, the
 //! per-Run event log streams read from, and the drain on shutdown.
 
+mod queued;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,8 +21,8 @@ use serde_json::json;
 use tokio::sync::{watch, Semaphore};
 
 use super::ServeError;
-use jig_engine::exec::receive;
 use jig_engine::config::HostConfig;
+use jig_engine::exec::receive;
 pub use jig_engine::exec::submit::Refusal;
 use jig_engine::exec::submit::{self, Recorded};
 use jig_engine::exec::{Invocation, RootChannels, TargetRef};
@@ -215,8 +217,8 @@ impl Server {
     ) -> Result<Server, ServeError> {
         // One envelope provider for the process: its host cgroup is named
         // by the pid, so every Run's group is a child of that one group.
-        let sandbox =
-            jig_sandbox::select(&config.containment).map_err(|e| ServeError::new("UNAVAILABLE", e))?;
+        let sandbox = jig_sandbox::select(&config.containment)
+            .map_err(|e| ServeError::new("UNAVAILABLE", e))?;
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {
@@ -374,10 +376,12 @@ impl Server {
         let writable = match &request.files {
             // A JSON body is `jig run` without `--attach` or `--out`: a
             // target that declares attachments is refused as it is there.
-            None => {
-                jig_engine::files::check_request(declared, &jig_engine::files::Request::default(), false)
-                    .map_err(|e| Refusal::new(400, e.code, e.message))?
-            }
+            None => jig_engine::files::check_request(
+                declared,
+                &jig_engine::files::Request::default(),
+                false,
+            )
+            .map_err(|e| Refusal::new(400, e.code, e.message))?,
             // The same matching as `jig run --attach … --out DIR`: the
             // packet store is always the destination.
             Some(captured) => {
@@ -398,8 +402,10 @@ impl Server {
         // nothing), so a key means the same thing through either door.
         let captured = match &request.files {
             Some(captured) => captured.clone(),
-            None => jig_engine::files::capture(&jig_engine::files::Request::default(), state.root())
-                .map_err(|e| Refusal::new(500, e.code, e.message))?,
+            None => {
+                jig_engine::files::capture(&jig_engine::files::Request::default(), state.root())
+                    .map_err(|e| Refusal::new(500, e.code, e.message))?
+            }
         };
         let identity = submit::identity(
             &asked,
@@ -757,8 +763,9 @@ impl Server {
             return Err(missing());
         }
         let internal = |m: String| Refusal::new(500, "JIG_DELIVERY_FAILED", m);
-        let files = jig_engine::files::read_output(&dir.join(jig_engine::files::archive::PACKET_FILES_DIR))
-            .map_err(|e| internal(e.message))?;
+        let files =
+            jig_engine::files::read_output(&dir.join(jig_engine::files::archive::PACKET_FILES_DIR))
+                .map_err(|e| internal(e.message))?;
         let record_bytes = std::fs::read(dir.join(jig_engine::files::archive::RECORD_ENTRY))
             .map_err(|e| internal(format!("the packet record cannot be read: {e}")))?;
         jig_engine::files::archive::write_packet(&files, &record_bytes)
@@ -913,132 +920,4 @@ struct Enqueue {
     content: Value,
     timeout: Duration,
     files: Option<crate::queue::blobs::FileRun>,
-}
-
-/// `--database`: submission publishes the generation's bytes and records
-/// the Run in PostgreSQL; its log follows the database's events.
-impl Server {
-    async fn enqueue(&self, enqueue: Box<Enqueue>) -> Result<(String, bool), Refusal> {
-        let Enqueue {
-            project_name,
-            project,
-            generation,
-            request,
-            content,
-            timeout,
-            files,
-        } = *enqueue;
-        let project_name = project_name.as_str();
-        let (queue, _) = self.queue.as_ref().expect("called with a queue");
-        let refusal = |e: crate::queue::QueueError| {
-            let status = match e.code {
-                "SUBMISSION_CONFLICT" => 409,
-                "RESOURCE_EXHAUSTED" => 429,
-                _ => 503,
-            };
-            Refusal::new(status, e.code, e.message)
-        };
-        {
-            queue
-                .publish(
-                    project_name,
-                    &project.state,
-                    &generation,
-                    &self.config.providers,
-                )
-                .await
-                .map_err(refusal)?;
-            // A file Run's attachments travel as blobs by digest.
-            let files = match &files {
-                Some(files) => Some(queue.publish_files(files).await.map_err(refusal)?),
-                None => None,
-            };
-            let (run, new) = queue
-                .submit(
-                    project_name,
-                    request.key.as_deref(),
-                    generation.number as i64,
-                    &request.target,
-                    &request.input,
-                    &content,
-                    timeout.as_millis() as i64,
-                    &request.receive,
-                    files.as_deref(),
-                )
-                .await
-                .map_err(refusal)?;
-            Ok((run.id, new))
-        }
-    }
-
-    /// Wake followers on every NOTIFY (started once, on first use), and
-    /// sweep the database periodically: queued Runs past their deadline
-    /// and expired leases are settled without waiting for a worker.
-    pub fn start_listening(self: &Arc<Self>) {
-        let Some((queue, bump)) = &self.queue else {
-            return;
-        };
-        let sweeper = queue.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(crate::queue::SWEEP_INTERVAL).await;
-                if let Err(e) = sweeper.sweep().await {
-                    eprintln!("jig serve: sweep: {e}");
-                }
-            }
-        });
-        let queue = queue.clone();
-        let bump = bump.clone();
-        tokio::spawn(async move {
-            loop {
-                match queue.listen().await {
-                    Ok(mut rx) => {
-                        while rx.recv().await.is_some() {
-                            bump.send_modify(|n| *n += 1);
-                        }
-                    }
-                    Err(_) => tokio::time::sleep(crate::queue::worker::RECONNECT_DELAY).await,
-                }
-            }
-        });
-    }
-
-    /// A log fed from the database's events of Run `id` until its terminal.
-    fn follow(&self, id: &str) -> Arc<Live> {
-        if let Some(live) = self.live(id) {
-            return live;
-        }
-        let (queue, bump) = self.queue.as_ref().expect("called with a queue");
-        let live = Live::new();
-        self.live
-            .lock()
-            .unwrap()
-            .insert(id.to_string(), live.clone());
-        let (queue, mut woken, id, log) = (
-            queue.clone(),
-            bump.subscribe(),
-            id.to_string(),
-            live.clone(),
-        );
-        tokio::spawn(async move {
-            let mut after = 0;
-            loop {
-                if let Ok(events) = queue.events_after(&id, after).await {
-                    for (seq, line) in events {
-                        after = seq;
-                        let terminal =
-                            flow::json::parse(&line).is_ok_and(|v| v["type"] == "terminal");
-                        log.push(line);
-                        if terminal {
-                            log.finished.store(true, Ordering::SeqCst);
-                            log.appended.send_modify(|_| {});
-                            return;
-                        }
-                    }
-                }
-                let _ = tokio::time::timeout(crate::queue::FALLBACK_POLL, woken.changed()).await;
-            }
-        });
-        live
-    }
 }

@@ -30,8 +30,8 @@ use super::{
     MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, MAX_PREPARED_FILES, NETWORK_FILES,
 };
 use crate::plan::Recipe;
-use jig_sandbox::{Launch, Limits};
 use crate::state::sha256_digest;
+use jig_sandbox::{Launch, Limits};
 
 /// The index pip is given when the host configuration names none.
 pub const DEFAULT_PYTHON_INDEX: &str = "https://pypi.org/simple/";

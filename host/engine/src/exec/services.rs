@@ -1,0 +1,412 @@
+//! What a running component may ask of its host (`flow/run-child`,
+//! `capability/call`, `channel/*`), and the slots that bound how much of it
+//! runs at once.
+
+use super::*;
+
+/// What one running component may ask of its host.
+pub(super) struct InvocationServices {
+    /// This value itself, for the builtin calls that outlive `&self`.
+    pub(super) me: std::sync::Weak<InvocationServices>,
+    pub(super) executor: Arc<Executor>,
+    pub(super) resolved: Arc<Resolved>,
+    pub(super) package: Arc<Package>,
+    pub(super) deadline_unix_ms: u64,
+    pub(super) cancel: watch::Receiver<bool>,
+    /// Its active child Flows and effects (seed 002 §8).
+    pub(super) activity: Arc<std::sync::Mutex<Activity>>,
+    pub(super) broker: Arc<channels::Broker>,
+    /// This invocation's identity in the tree's channel broker.
+    pub(super) holder: channels::HolderId,
+    /// The channel endpoints granted in `flow/run`.
+    pub(super) grants: BTreeMap<String, flow::wire::ChannelGrant>,
+    /// The root Run Run Checkpoint saves for (none for a child).
+    pub(super) run: Option<Arc<RootRun>>,
+}
+
+/// The channels of one root Run tree as the host connects them: the tree's
+/// broker (one per root Run), the host's own holder in it, and the writers
+/// (root port → host-held token) it maps into the root.
+pub struct RootChannels {
+    pub broker: Arc<channels::Broker>,
+    pub host: channels::HolderId,
+    pub writers: BTreeMap<String, String>,
+}
+
+impl RootChannels {
+    /// A fresh tree whose root the host connects to no port.
+    pub fn none() -> RootChannels {
+        let broker = channels::Broker::new();
+        RootChannels {
+            host: broker.new_holder(),
+            broker,
+            writers: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where an invocation sits in its tree's channel broker, and the rights a
+/// caller maps into it (`(caller, port → caller token)`).
+pub(super) struct ChannelLink {
+    pub(super) broker: Arc<channels::Broker>,
+    pub(super) holder: channels::HolderId,
+    pub(super) transfer: Option<(channels::HolderId, BTreeMap<String, String>)>,
+}
+
+/// Settles an invocation's channel rights when it ends, also when its
+/// future is dropped (cancelled with its owner).
+pub(super) struct SettleRights {
+    pub(super) broker: Arc<channels::Broker>,
+    pub(super) holder: channels::HolderId,
+    pub(super) healthy: bool,
+}
+
+impl Drop for SettleRights {
+    fn drop(&mut self) {
+        self.broker.finish(self.holder, self.healthy);
+    }
+}
+
+/// How an invocation ended, for the channel rights it held.
+#[derive(Clone, Copy)]
+pub(super) enum Ended {
+    Healthy,
+    Failed,
+    /// Cancelled or past its deadline: its writers' rights ended unsealed.
+    Stopped,
+}
+
+/// Settles a Flow invocation's channel rights when it ends; a future
+/// dropped before its result was cancelled with its owner (stopped).
+pub(super) struct SettleInvocation {
+    pub(super) broker: Arc<channels::Broker>,
+    pub(super) holder: channels::HolderId,
+    pub(super) ended: Option<Ended>,
+}
+
+impl Drop for SettleInvocation {
+    fn drop(&mut self) {
+        match self.ended.unwrap_or(Ended::Stopped) {
+            Ended::Healthy => self.broker.finish(self.holder, true),
+            Ended::Failed => self.broker.finish(self.holder, false),
+            Ended::Stopped => self.broker.finish_stopped(self.holder),
+        }
+    }
+}
+
+/// What an invocation has in flight (seed 002 §8): the root permits two
+/// active sibling Flow calls or one exclusive Agent or command effect; a
+/// leaf (which has no slots) one effect. Run Checkpoint is served from its
+/// own control capacity and does not count here.
+#[derive(Debug, Default)]
+pub(super) struct Activity {
+    pub(super) children: usize,
+    pub(super) effect: bool,
+}
+
+/// One active child Flow call, released on drop.
+pub(super) struct ChildSlot(pub(super) Arc<std::sync::Mutex<Activity>>);
+
+impl ChildSlot {
+    pub(super) fn take(
+        activity: &Arc<std::sync::Mutex<Activity>>,
+    ) -> Result<ChildSlot, OperationalError> {
+        let mut a = activity.lock().unwrap_or_else(|e| e.into_inner());
+        if a.effect {
+            return Err(OperationalError::new(
+                ErrorCode::ResourceExhausted,
+                "an exclusive Agent or command effect is active",
+            ));
+        }
+        if a.children >= MAX_ACTIVE_CHILDREN {
+            return Err(OperationalError::new(
+                ErrorCode::ResourceExhausted,
+                "two sibling Flow calls are already active",
+            ));
+        }
+        a.children += 1;
+        Ok(ChildSlot(activity.clone()))
+    }
+}
+
+impl Drop for ChildSlot {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).children -= 1;
+    }
+}
+
+/// The one active exclusive effect (an Agent or command call), released on
+/// drop. Refused `RESOURCE_EXHAUSTED` before dispatch while another effect
+/// or any child Flow call is active.
+pub(crate) struct EffectSlot(pub(super) Arc<std::sync::Mutex<Activity>>);
+
+#[allow(dead_code)]
+impl EffectSlot {
+    pub(super) fn take(
+        activity: &Arc<std::sync::Mutex<Activity>>,
+    ) -> Result<EffectSlot, CallError> {
+        let mut a = activity.lock().unwrap_or_else(|e| e.into_inner());
+        if a.effect || a.children > 0 {
+            return Err(CallError::operational(
+                "RESOURCE_EXHAUSTED",
+                "another effect or a child Flow call is active; an Agent or command effect is exclusive",
+            ));
+        }
+        a.effect = true;
+        Ok(EffectSlot(activity.clone()))
+    }
+}
+
+impl Drop for EffectSlot {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).effect = false;
+    }
+}
+
+impl Services for InvocationServices {
+    fn channel(
+        &self,
+        method: flow::wire::Method,
+        params: &Value,
+    ) -> Result<BoxFuture<Result<Value, OperationalError>>, flow::wire::RpcError> {
+        self.broker
+            .request(self.holder, &self.package, method, params)
+    }
+
+    fn run_child(&self, params: RunChildParams) -> BoxFuture<Result<Value, OperationalError>> {
+        let Some(target) = self.resolved.slots.get(&params.slot).cloned() else {
+            let e = OperationalError::new(
+                ErrorCode::Unavailable,
+                format!("no child slot {:?} is admitted here", params.slot),
+            );
+            return Box::pin(async move { Err(e) });
+        };
+        let slot = match ChildSlot::take(&self.activity) {
+            Ok(slot) => slot,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let invocation = Invocation {
+            target,
+            input: params.input,
+            deadline_unix_ms: self.deadline_unix_ms,
+            cancel: self.cancel.clone(),
+            attachments: Vec::new(),
+            run: None,
+        };
+        let link = ChannelLink {
+            broker: self.broker.clone(),
+            holder: self.broker.new_holder(),
+            transfer: Some((self.holder, params.channels)),
+        };
+        let child = self.executor.run_child(invocation, link);
+        let waited = Waited::new(&self.executor.waiting, |w| &w.children);
+        Box::pin(async move {
+            let _slot = slot;
+            let _waited = waited;
+            match child.await {
+                Ok(success) => Ok(json!({ "outcome": success.outcome, "output": success.output })),
+                Err(failure) => Err(failure.to_operational()),
+            }
+        })
+    }
+
+    fn call_capability(
+        &self,
+        params: CapabilityCallParams,
+    ) -> BoxFuture<Result<Value, OperationalError>> {
+        let prepared = self.prepare_call(&params);
+        let deadline_unix_ms = self.deadline_unix_ms;
+        let broker = self.broker.clone();
+        let caller = self.holder;
+        let package = self.package.clone();
+        let run_cancel = self.cancel.clone();
+        let me = self.me.upgrade();
+        Box::pin(async move {
+            let (target, method, identity, declared_channels) = prepared?;
+            // The provider call is its own holder: the mapped rights move
+            // into it (all validated first against the method's declared
+            // ports, else nothing moves and nothing dispatches), and are
+            // settled when the call ends, also when this future is dropped.
+            let holder = broker.new_holder();
+            let grants = broker.transfer_to_method(
+                caller,
+                holder,
+                &params.channels,
+                declared_channels.as_ref(),
+                &package,
+            )?;
+            let mut settle = SettleRights {
+                broker: broker.clone(),
+                holder,
+                healthy: false,
+            };
+            let (ports, _call_over) = provider_ports::ProviderPorts::new(
+                broker,
+                holder,
+                package,
+                grants,
+                deadline_unix_ms,
+                run_cancel,
+            );
+            let ports: Arc<dyn jig_provider_api::ChannelPorts> = Arc::new(ports);
+            let ctx = CallContext {
+                contract: identity,
+                operation_id: params.operation_id.clone(),
+                deadline_unix_ms,
+            };
+            let name = params.method.clone();
+            let input = params.input.clone();
+            let left =
+                Duration::from_millis(deadline_unix_ms.saturating_sub(crate::state::now_unix_ms()));
+            let deadline = || {
+                OperationalError::new(
+                    ErrorCode::DeadlineExceeded,
+                    "the capability call reached the deadline",
+                )
+            };
+            let outcome = match target {
+                CallTarget::Provider(provider) => {
+                    let call = tokio::task::spawn_blocking(move || {
+                        provider.call(&ctx, &name, &input, ports)
+                    });
+                    match tokio::time::timeout(left, call).await {
+                        Err(_) => return Err(deadline()),
+                        Ok(Err(_)) => {
+                            return Err(OperationalError::new(
+                                ErrorCode::ExecutionFailed,
+                                "the provider failed",
+                            ))
+                        }
+                        Ok(Ok(outcome)) => outcome,
+                    }
+                }
+                CallTarget::Builtin(builtin_name) => {
+                    let Some(services) = me else {
+                        return Err(OperationalError::new(
+                            ErrorCode::OwnerClosed,
+                            "the invocation has ended",
+                        ));
+                    };
+                    let call = builtin::BuiltinCall {
+                        services,
+                        ctx,
+                        method: name,
+                        input,
+                        ports,
+                    };
+                    // A builtin ends its own effect at the deadline (with
+                    // its evidence); this bound only backs that up.
+                    let backstop = left + jig_sandbox::KILL_GRACE * 4;
+                    match tokio::time::timeout(backstop, builtin::call(&builtin_name, call)).await {
+                        Err(_) => return Err(deadline()),
+                        Ok(outcome) => outcome,
+                    }
+                }
+            };
+            let answer = match outcome {
+                Ok(value) => match method.output.validate(&value) {
+                    Ok(()) => Ok(json!({ "value": value })),
+                    Err(invalid) => Err(OperationalError {
+                        code: ErrorCode::InvalidResult,
+                        message: format!(
+                            "the provider's value does not satisfy the contract: {invalid}"
+                        ),
+                        details: Some(invalid_details(&invalid)),
+                    }),
+                },
+                Err(CallError::Application { name, data }) => match method.errors.get(&name) {
+                    Some(schema) if schema.validate(&data).is_ok() => {
+                        Ok(json!({ "error": { "name": name, "data": data } }))
+                    }
+                    _ => Err(OperationalError::new(
+                        ErrorCode::InvalidResult,
+                        format!("the provider returned undeclared or invalid error {name:?}"),
+                    )),
+                },
+                Err(CallError::Operational {
+                    code,
+                    message,
+                    details,
+                }) => Err(OperationalError {
+                    code: ErrorCode::parse_wire(&code).unwrap_or(ErrorCode::ExecutionFailed),
+                    message,
+                    details,
+                }),
+            };
+            // A value or a declared error is a settled call: its writers
+            // are sealed. Anything else fails the channels it wrote.
+            settle.healthy = answer.is_ok();
+            answer
+        })
+    }
+}
+
+/// Who serves a capability call: a loaded provider, or a builtin by name.
+pub(super) enum CallTarget {
+    Provider(Arc<dyn jig_provider_api::Provider>),
+    Builtin(String),
+}
+
+/// The target, the method, the exact contract identity, and the
+/// method's raw `channels` declarations (when it has any).
+pub(super) type PreparedCall = (
+    CallTarget,
+    flow::contract::Method,
+    ContractIdentity,
+    Option<Value>,
+);
+
+impl InvocationServices {
+    pub(super) fn prepare_call(
+        &self,
+        params: &CapabilityCallParams,
+    ) -> Result<PreparedCall, OperationalError> {
+        let unavailable = |m: String| OperationalError::new(ErrorCode::Unavailable, m);
+        let contract = self.package.contract(&params.slot).ok_or_else(|| {
+            unavailable(format!(
+                "no capability slot {:?} is bound here",
+                params.slot
+            ))
+        })?;
+        let method = contract.method(&params.method).cloned().ok_or_else(|| {
+            OperationalError::new(
+                ErrorCode::InvalidInput,
+                format!("the contract has no method {:?}", params.method),
+            )
+        })?;
+        if let Err(invalid) = method.input.validate(&params.input) {
+            return Err(OperationalError {
+                code: ErrorCode::InvalidInput,
+                message: format!("the input does not satisfy the contract: {invalid}"),
+                details: Some(invalid_details(&invalid)),
+            });
+        }
+        let identity = ContractIdentity {
+            id: contract.id.clone(),
+            version: contract.version.clone(),
+            digest: contract.digest.clone(),
+        };
+        let pin = self.resolved.providers.get(&params.slot).ok_or_else(|| {
+            unavailable(format!(
+                "no provider was admitted for slot {:?}",
+                params.slot
+            ))
+        })?;
+        let target = match crate::providers::builtin_pin(pin) {
+            Some(name) => CallTarget::Builtin(name.to_string()),
+            None => CallTarget::Provider(
+                self.executor
+                    .providers
+                    .resolve(pin, &identity)
+                    .map_err(unavailable)?,
+            ),
+        };
+        let declared_channels = contract
+            .descriptor
+            .get("methods")
+            .and_then(|m| m.get(&params.method))
+            .and_then(|m| m.get("channels"))
+            .cloned();
+        Ok((target, method, identity, declared_channels))
+    }
+}

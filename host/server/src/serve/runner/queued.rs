@@ -1,0 +1,132 @@
+//! A server with `--database`: submissions are recorded in the queue and
+//! their logs follow the database's events.
+
+use super::*;
+
+/// `--database`: submission publishes the generation's bytes and records
+/// the Run in PostgreSQL; its log follows the database's events.
+impl Server {
+    pub(super) async fn enqueue(&self, enqueue: Box<Enqueue>) -> Result<(String, bool), Refusal> {
+        let Enqueue {
+            project_name,
+            project,
+            generation,
+            request,
+            content,
+            timeout,
+            files,
+        } = *enqueue;
+        let project_name = project_name.as_str();
+        let (queue, _) = self.queue.as_ref().expect("called with a queue");
+        let refusal = |e: crate::queue::QueueError| {
+            let status = match e.code {
+                "SUBMISSION_CONFLICT" => 409,
+                "RESOURCE_EXHAUSTED" => 429,
+                _ => 503,
+            };
+            Refusal::new(status, e.code, e.message)
+        };
+        {
+            queue
+                .publish(
+                    project_name,
+                    &project.state,
+                    &generation,
+                    &self.config.providers,
+                )
+                .await
+                .map_err(refusal)?;
+            // A file Run's attachments travel as blobs by digest.
+            let files = match &files {
+                Some(files) => Some(queue.publish_files(files).await.map_err(refusal)?),
+                None => None,
+            };
+            let (run, new) = queue
+                .submit(
+                    project_name,
+                    request.key.as_deref(),
+                    generation.number as i64,
+                    &request.target,
+                    &request.input,
+                    &content,
+                    timeout.as_millis() as i64,
+                    &request.receive,
+                    files.as_deref(),
+                )
+                .await
+                .map_err(refusal)?;
+            Ok((run.id, new))
+        }
+    }
+
+    /// Wake followers on every NOTIFY (started once, on first use), and
+    /// sweep the database periodically: queued Runs past their deadline
+    /// and expired leases are settled without waiting for a worker.
+    pub fn start_listening(self: &Arc<Self>) {
+        let Some((queue, bump)) = &self.queue else {
+            return;
+        };
+        let sweeper = queue.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::queue::SWEEP_INTERVAL).await;
+                if let Err(e) = sweeper.sweep().await {
+                    eprintln!("jig serve: sweep: {e}");
+                }
+            }
+        });
+        let queue = queue.clone();
+        let bump = bump.clone();
+        tokio::spawn(async move {
+            loop {
+                match queue.listen().await {
+                    Ok(mut rx) => {
+                        while rx.recv().await.is_some() {
+                            bump.send_modify(|n| *n += 1);
+                        }
+                    }
+                    Err(_) => tokio::time::sleep(crate::queue::worker::RECONNECT_DELAY).await,
+                }
+            }
+        });
+    }
+
+    /// A log fed from the database's events of Run `id` until its terminal.
+    pub(super) fn follow(&self, id: &str) -> Arc<Live> {
+        if let Some(live) = self.live(id) {
+            return live;
+        }
+        let (queue, bump) = self.queue.as_ref().expect("called with a queue");
+        let live = Live::new();
+        self.live
+            .lock()
+            .unwrap()
+            .insert(id.to_string(), live.clone());
+        let (queue, mut woken, id, log) = (
+            queue.clone(),
+            bump.subscribe(),
+            id.to_string(),
+            live.clone(),
+        );
+        tokio::spawn(async move {
+            let mut after = 0;
+            loop {
+                if let Ok(events) = queue.events_after(&id, after).await {
+                    for (seq, line) in events {
+                        after = seq;
+                        let terminal =
+                            flow::json::parse(&line).is_ok_and(|v| v["type"] == "terminal");
+                        log.push(line);
+                        if terminal {
+                            log.finished.store(true, Ordering::SeqCst);
+                            log.appended.send_modify(|_| {});
+                            return;
+                        }
+                    }
+                }
+                let _ = tokio::time::timeout(crate::queue::FALLBACK_POLL, woken.changed()).await;
+            }
+        });
+        live
+    }
+}

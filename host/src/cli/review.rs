@@ -1,0 +1,148 @@
+//! `jig review`: capture the project, show what would change, ask, and
+//! admit the reviewed Plan (or repair only the lock).
+
+use super::*;
+
+pub(super) struct ReviewOptions {
+    pub(super) yes: bool,
+    pub(super) details: bool,
+    pub(super) allow_resolution_network: bool,
+}
+
+pub(super) fn review(
+    dir: &Path,
+    config: Option<&Path>,
+    options: ReviewOptions,
+) -> Result<u8, CliError> {
+    let ReviewOptions {
+        yes,
+        details,
+        allow_resolution_network,
+    } = options;
+    let root = project_root(dir)?;
+    let config = load_config(config)?;
+    let declarations = jig_project::capture(&root).map_err(|e| {
+        let mut diagnostic = e.code.to_string();
+        if let Some(path) = &e.path {
+            diagnostic.push_str(&format!(" at {}", plan::ascii_quote(path)));
+        }
+        if let Some(pointer) = &e.pointer {
+            diagnostic.push_str(&format!(" pointer {}", plan::ascii_quote(pointer)));
+        }
+        if e.is_candidate_invalid() {
+            CliError::new("INVALID_CANDIDATE", format!("{}; {diagnostic}", e.message))
+        } else {
+            CliError::new(e.code, e.message.clone())
+        }
+    })?;
+    let mut state = match ProjectState::acquire(&root) {
+        Ok(state) => state,
+        // A `jig serve` holds the project: admit beside it (its new Runs
+        // take the new generation; its in-flight Runs keep theirs).
+        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
+            Some(_) => ProjectState::beside_holder(&root).map_err(state_error)?,
+            None => return Err(state_error(e)),
+        },
+        Err(e) => return Err(state_error(e)),
+    };
+    state.hold_admission().map_err(state_error)?;
+    let candidate =
+        plan::stage(&root, declarations).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let providers = ProviderSet::new(config.providers.clone());
+    let current = state.current().map_err(state_error)?;
+    let mut proposed = plan::plan(
+        &candidate,
+        &config,
+        &providers,
+        current.as_ref().map(|g| g.number),
+    )
+    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let store = state.store();
+    let prepared = plan::prepare::prepare(
+        &candidate.packages,
+        &mut proposed,
+        plan::prepare::Request {
+            root: &root,
+            config: &config,
+            allow_resolution_network,
+            admitted: current.as_ref().map(|g| &g.plan),
+            store: &store,
+            warn: &mut |text| eprintln!("{text}"),
+        },
+    )
+    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let lock_bytes = plan::lock_bytes(&proposed["lock"]);
+    if let Some(current) = &current {
+        if plan::meaning(&current.plan) == plan::meaning(&proposed) {
+            if state.read_lock().as_deref() != Some(&lock_bytes[..]) {
+                state.write_lock(&lock_bytes).map_err(state_error)?;
+                println!("jig.lock repaired to match the admitted project");
+            }
+            println!("unchanged");
+            println!("project is ready");
+            return Ok(0);
+        }
+    }
+    for package in candidate.packages.values().chain(&prepared) {
+        store.put_package(package).map_err(state_error)?;
+    }
+    let plan_digest = state.retain_plan(&proposed).map_err(state_error)?;
+    let mut providers_view = serde_json::Map::new();
+    for (path, execution) in proposed["execution"].as_object().into_iter().flatten() {
+        for (slot, pin) in execution["providers"].as_object().into_iter().flatten() {
+            providers_view.insert(format!("{path}#{slot}"), pin.clone());
+        }
+    }
+    let changed = current
+        .as_ref()
+        .map(|g| plan::changed_targets(&g.plan, &proposed))
+        .unwrap_or_default();
+    let text = plan::review_text(
+        current.as_ref().map(|g| &g.plan["lock"]),
+        &proposed["lock"],
+        &changed,
+        &Value::Object(providers_view),
+        details,
+    );
+    if std::io::stdout().is_terminal() {
+        print!(
+            "{}",
+            terminal::paint_review(&text, &terminal::Style::terminal())
+        );
+    } else {
+        print!("{text}");
+    }
+    let _ = std::io::stdout().flush();
+    if !yes {
+        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        if !interactive {
+            return Err(CliError::new(
+                "JIG_APPROVAL_REQUIRED",
+                "project changes require confirmation; rerun with --yes",
+            ));
+        }
+        print!("Approve this exact revision for execution? [y/N] ");
+        let _ = std::io::stdout().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        let answer = answer.trim().to_ascii_lowercase();
+        if answer != "y" && answer != "yes" {
+            return Err(CliError::new(
+                "JIG_CHANGES_DECLINED",
+                "project changes were not admitted",
+            ));
+        }
+    }
+    state
+        .apply(&plan_digest, current.as_ref().map(|g| g.number))
+        .map_err(state_error)?;
+    // The trees of packages the new generation no longer runs go with the
+    // one they served (best effort: a tree left behind is only disk).
+    if let Some(admitted) = state.current().ok().flatten() {
+        state
+            .store()
+            .prune_trees(&jig_engine::plan::package_digests(&admitted.plan));
+    }
+    println!("project is ready");
+    Ok(0)
+}
