@@ -672,9 +672,9 @@ mod tests {
     fn unplaced(bwrap: PathBuf) -> Bubblewrap {
         Bubblewrap {
             bwrap,
-            hierarchy: Hierarchy::V2 {
+            hierarchy: Hierarchy::new(super::super::cgroup::Layout::V2 {
                 base: "/nonexistent".into(),
-            },
+            }),
             host: Arc::default(),
             counter: AtomicU64::new(0),
         }

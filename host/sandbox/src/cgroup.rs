@@ -9,12 +9,18 @@
 //! Layout: one host group `jig-<host pid>` per host process carrying the
 //! root's aggregate ceiling, and one child `run-<n>` per envelope carrying
 //! the Flow ceiling. The host group is removed when its last envelope is.
+//!
+//! Every system call goes through the hierarchy's [`Syscall`] (the kernel
+//! itself unless a unit test gives a recording one), and a group made from
+//! a hierarchy keeps using it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal::SIGKILL;
+use nix::sys::signal::Signal::{self, SIGKILL};
+
+use super::syscall::{self, Syscall};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -121,9 +127,9 @@ impl Limits {
     };
 }
 
-/// Which cgroup hierarchy this host uses, and where our groups go.
+/// Where this host's groups go.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hierarchy {
+pub enum Layout {
     /// The unified hierarchy; `base` is the directory our host groups are
     /// created in.
     V2 { base: PathBuf },
@@ -131,7 +137,29 @@ pub enum Hierarchy {
     V1 { bases: Vec<(String, PathBuf)> },
 }
 
+/// Which cgroup hierarchy this host uses, where our groups go, and the
+/// system calls that make them.
+#[derive(Debug, Clone)]
+pub struct Hierarchy {
+    layout: Layout,
+    sys: Arc<dyn Syscall>,
+}
+
 impl Hierarchy {
+    /// A hierarchy laid out as `layout`, worked with the real system calls.
+    pub fn new(layout: Layout) -> Hierarchy {
+        Hierarchy::with_syscall(layout, syscall::real())
+    }
+
+    /// The same, worked through `sys` (a recording one in unit tests).
+    pub fn with_syscall(layout: Layout, sys: Arc<dyn Syscall>) -> Hierarchy {
+        Hierarchy { layout, sys }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// Find a usable hierarchy, or say exactly what is missing. `parent`,
     /// when given, is a cgroup path relative to the hierarchy root (e.g.
     /// `/jig.slice`) used instead of this process's own cgroup.
@@ -142,9 +170,19 @@ impl Hierarchy {
     /// [`Hierarchy::detect`] with the cgroup filesystems mounted at `root`
     /// instead of `/sys/fs/cgroup`.
     pub fn detect_at(root: &Path, parent: Option<&Path>) -> Result<Hierarchy, String> {
-        let own = std::fs::read_to_string("/proc/self/cgroup")
+        Hierarchy::detect_with(syscall::real(), root, parent)
+    }
+
+    /// [`Hierarchy::detect_at`] through `sys`, which the hierarchy keeps.
+    pub fn detect_with(
+        sys: Arc<dyn Syscall>,
+        root: &Path,
+        parent: Option<&Path>,
+    ) -> Result<Hierarchy, String> {
+        let own = sys
+            .read(Path::new("/proc/self/cgroup"))
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        if root.join("cgroup.controllers").exists() {
+        if sys.exists(&root.join("cgroup.controllers")) {
             let base = match parent {
                 Some(p) => root.join(p.strip_prefix("/").unwrap_or(p)),
                 None => {
@@ -155,7 +193,7 @@ impl Hierarchy {
                     root.join(rel.trim_start_matches('/'))
                 }
             };
-            let available = read_words(&base.join("cgroup.controllers"))?;
+            let available = read_words(&*sys, &base.join("cgroup.controllers"))?;
             let missing: Vec<&str> = REQUIRED_CONTROLLERS
                 .into_iter()
                 .filter(|c| !available.iter().any(|a| a == c))
@@ -167,13 +205,13 @@ impl Hierarchy {
                     base.display()
                 ));
             }
-            prepare_v2(&base)?;
-            return Ok(Hierarchy::V2 { base });
+            prepare_v2(&*sys, &base)?;
+            return Ok(Hierarchy::with_syscall(Layout::V2 { base }, sys));
         }
         let mut bases = Vec::new();
         for controller in REQUIRED_CONTROLLERS.into_iter().chain(["freezer"]) {
             let mount = root.join(controller);
-            if !mount.join("cgroup.procs").exists() {
+            if !sys.exists(&mount.join("cgroup.procs")) {
                 if controller == "freezer" {
                     continue;
                 }
@@ -200,30 +238,35 @@ impl Hierarchy {
             };
             bases.push((controller.to_string(), base));
         }
-        Ok(Hierarchy::V1 { bases })
+        Ok(Hierarchy::with_syscall(Layout::V1 { bases }, sys))
     }
 
     pub fn version(&self) -> &'static str {
-        match self {
-            Hierarchy::V2 { .. } => "v2",
-            Hierarchy::V1 { .. } => "v1",
+        match self.layout {
+            Layout::V2 { .. } => "v2",
+            Layout::V1 { .. } => "v1",
+        }
+    }
+
+    /// The directories our host groups are created in (one per hierarchy).
+    pub fn bases(&self) -> Vec<PathBuf> {
+        match &self.layout {
+            Layout::V2 { base } => vec![base.clone()],
+            Layout::V1 { bases } => bases.iter().map(|(_, b)| b.clone()).collect(),
         }
     }
 
     /// The directories a host group named `name` would occupy.
     pub fn host_dirs(&self, name: &str) -> Vec<PathBuf> {
-        match self {
-            Hierarchy::V2 { base } => vec![base.join(name)],
-            Hierarchy::V1 { bases } => bases.iter().map(|(_, b)| b.join(name)).collect(),
-        }
+        self.bases().iter().map(|b| b.join(name)).collect()
     }
 
     /// Create the host group for this process with the root's aggregate
     /// ceiling (v2: and enable the controllers for its children).
     pub fn create_host_group(&self, name: &str) -> Result<Group, String> {
         let group = Group::create(self, &self.host_dirs(name), Limits::ROOT)?;
-        if let Hierarchy::V2 { .. } = self {
-            if let Err(e) = enable_controllers(&group.dirs[0].1) {
+        if let Layout::V2 { .. } = self.layout {
+            if let Err(e) = enable_controllers(&*self.sys, &group.dirs[0].1) {
                 let _ = group.remove(Duration::ZERO);
                 return Err(e);
             }
@@ -234,16 +277,13 @@ impl Hierarchy {
     /// Remove groups left by host processes that no longer exist (a host
     /// killed before it could clean up). Best effort.
     pub fn sweep_stale(&self) {
-        let bases: Vec<PathBuf> = match self {
-            Hierarchy::V2 { base } => vec![base.clone()],
-            Hierarchy::V1 { bases } => bases.iter().map(|(_, b)| b.clone()).collect(),
-        };
-        for base in bases {
-            let Ok(entries) = std::fs::read_dir(&base) else {
+        let sys = &*self.sys;
+        for base in self.bases() {
+            let Ok(entries) = sys.subdirs(&base) else {
                 continue;
             };
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
+            for entry in entries {
+                let name = entry.to_string_lossy().into_owned();
                 let Some(pid) = name
                     .strip_prefix(HOST_GROUP_PREFIX)
                     .map(|p| p.strip_suffix(HOST_LEAF_SUFFIX).unwrap_or(p))
@@ -251,10 +291,10 @@ impl Hierarchy {
                 else {
                     continue;
                 };
-                if Path::new("/proc").join(pid.to_string()).exists() {
+                if sys.exists(&Path::new("/proc").join(pid.to_string())) {
                     continue;
                 }
-                let _ = remove_tree(&entry.path());
+                let _ = remove_tree(sys, &base.join(&entry));
             }
         }
     }
@@ -266,13 +306,14 @@ pub struct Group {
     /// (controller or "unified", directory)
     dirs: Vec<(String, PathBuf)>,
     v2: bool,
+    sys: Arc<dyn Syscall>,
 }
 
 impl Group {
     fn create(hierarchy: &Hierarchy, dirs: &[PathBuf], limits: Limits) -> Result<Group, String> {
-        let named: Vec<(String, PathBuf)> = match hierarchy {
-            Hierarchy::V2 { .. } => vec![("unified".to_string(), dirs[0].clone())],
-            Hierarchy::V1 { bases } => bases
+        let named: Vec<(String, PathBuf)> = match &hierarchy.layout {
+            Layout::V2 { .. } => vec![("unified".to_string(), dirs[0].clone())],
+            Layout::V1 { bases } => bases
                 .iter()
                 .zip(dirs)
                 .map(|((c, _), d)| (c.clone(), d.clone()))
@@ -280,10 +321,13 @@ impl Group {
         };
         let mut group = Group {
             dirs: Vec::new(),
-            v2: matches!(hierarchy, Hierarchy::V2 { .. }),
+            v2: matches!(hierarchy.layout, Layout::V2 { .. }),
+            sys: hierarchy.sys.clone(),
         };
         for (controller, dir) in named {
-            std::fs::create_dir(&dir)
+            group
+                .sys
+                .create_dir(&dir)
                 .map_err(|e| format!("cannot create cgroup {}: {e}", dir.display()))?;
             group.dirs.push((controller, dir));
         }
@@ -296,15 +340,16 @@ impl Group {
 
     /// A child group (`name`) under this one, limited before it is returned.
     pub fn child(&self, name: &str, limits: Limits) -> Result<Group, String> {
-        let hierarchy = if self.v2 {
-            Hierarchy::V2 {
+        let layout = if self.v2 {
+            Layout::V2 {
                 base: self.dirs[0].1.clone(),
             }
         } else {
-            Hierarchy::V1 {
+            Layout::V1 {
                 bases: self.dirs.clone(),
             }
         };
+        let hierarchy = Hierarchy::with_syscall(layout, self.sys.clone());
         let dirs = hierarchy.host_dirs(name);
         Group::create(&hierarchy, &dirs, limits)
     }
@@ -340,10 +385,10 @@ impl Group {
                 // Swap accounting may be compiled out; without it there is
                 // no swap to limit.
                 let optional = file.contains("swap") || file.contains("memsw");
-                if optional && !path.exists() {
+                if optional && !self.sys.exists(&path) {
                     continue;
                 }
-                write_value(&path, &value)?;
+                write_value(&*self.sys, &path, &value)?;
             }
         }
         Ok(())
@@ -374,7 +419,11 @@ impl Group {
 
     /// Every process currently in the group, across hierarchies.
     pub fn pids(&self) -> Vec<i32> {
-        let mut pids: Vec<i32> = self.dirs.iter().flat_map(|(_, d)| read_pids(d)).collect();
+        let mut pids: Vec<i32> = self
+            .dirs
+            .iter()
+            .flat_map(|(_, d)| read_pids(&*self.sys, d))
+            .collect();
         pids.sort_unstable();
         pids.dedup();
         pids
@@ -383,20 +432,20 @@ impl Group {
     /// Send `signal` to every process in the group except `spare` (no
     /// freezing: a polite signal may race a fork; the kill after the grace
     /// does not).
-    pub fn signal_members(&self, signal: nix::sys::signal::Signal, spare: Option<u32>) {
+    pub fn signal_members(&self, signal: Signal, spare: Option<u32>) {
         let pids: Vec<i32> = self
             .pids()
             .into_iter()
             .filter(|p| Some(*p as u32) != spare)
             .collect();
-        signal_all(&pids, signal);
+        signal_all(&*self.sys, &pids, signal);
     }
 
     /// Does the group still hold a process? v2 reads `cgroup.events`
     /// (`populated 0|1`, which also covers descendants), v1 the member lists.
     pub fn populated(&self) -> bool {
         if self.v2 {
-            if let Ok(events) = std::fs::read_to_string(self.dirs[0].1.join("cgroup.events")) {
+            if let Ok(events) = self.sys.read(&self.dirs[0].1.join("cgroup.events")) {
                 return events.lines().any(|l| l.trim() == "populated 1");
             }
         }
@@ -409,10 +458,10 @@ impl Group {
     pub fn kill_all(&self) {
         if self.v2 {
             let kill = self.dirs[0].1.join("cgroup.kill");
-            if kill.exists() && write_value(&kill, "1").is_ok() {
+            if self.sys.exists(&kill) && write_value(&*self.sys, &kill, "1").is_ok() {
                 return;
             }
-            signal_all(&self.pids(), SIGKILL);
+            signal_all(&*self.sys, &self.pids(), SIGKILL);
             return;
         }
         // No member left to fork while the kill is delivered: nothing to
@@ -427,11 +476,11 @@ impl Group {
             .map(|(_, d)| d.clone());
         if let Some(dir) = &freezer {
             let state = dir.join("freezer.state");
-            if write_value(&state, "FROZEN").is_ok() {
+            if write_value(&*self.sys, &state, "FROZEN").is_ok() {
                 let until = Instant::now() + Duration::from_millis(500);
                 let mut backoff = Backoff::new();
                 while Instant::now() < until {
-                    match std::fs::read_to_string(&state) {
+                    match self.sys.read(&state) {
                         Ok(s) if s.trim() == "FROZEN" => break,
                         Ok(_) => backoff.pause(),
                         Err(_) => break,
@@ -439,9 +488,9 @@ impl Group {
                 }
             }
         }
-        signal_all(&self.pids(), SIGKILL);
+        signal_all(&*self.sys, &self.pids(), SIGKILL);
         if let Some(dir) = &freezer {
-            let _ = write_value(&dir.join("freezer.state"), "THAWED");
+            let _ = write_value(&*self.sys, &dir.join("freezer.state"), "THAWED");
         }
     }
 
@@ -465,7 +514,7 @@ impl Group {
         }
         let mut failures = Vec::new();
         for (_, dir) in &self.dirs {
-            if let Err(e) = rmdir_retrying(dir, until) {
+            if let Err(e) = rmdir_retrying(&*self.sys, dir, until) {
                 failures.push(format!("cannot remove cgroup {}: {e}", dir.display()));
             }
         }
@@ -487,29 +536,29 @@ impl Group {
 /// started in a delegated scope (`systemd-run --user --scope -p
 /// Delegate=yes jig ...`), the host moves itself into its own leaf
 /// `jig-<pid>-host` first. That empty leaf is swept by the next host.
-fn prepare_v2(base: &Path) -> Result<(), String> {
-    let Err(first) = enable_controllers(base) else {
+fn prepare_v2(sys: &dyn Syscall, base: &Path) -> Result<(), String> {
+    let Err(first) = enable_controllers(sys, base) else {
         return Ok(());
     };
     let leaf = base.join(format!(
         "{HOST_GROUP_PREFIX}{}{HOST_LEAF_SUFFIX}",
         std::process::id()
     ));
-    if let Err(e) = std::fs::create_dir(&leaf) {
+    if let Err(e) = sys.create_dir(&leaf) {
         if e.kind() != std::io::ErrorKind::AlreadyExists {
             return Err(first);
         }
     }
-    if write_value(&leaf.join("cgroup.procs"), "0").is_err() {
-        let _ = std::fs::remove_dir(&leaf);
+    if write_value(sys, &leaf.join("cgroup.procs"), "0").is_err() {
+        let _ = sys.remove_dir(&leaf);
         return Err(first);
     }
-    enable_controllers(base)
+    enable_controllers(sys, base)
 }
 
-fn enable_controllers(dir: &Path) -> Result<(), String> {
+fn enable_controllers(sys: &dyn Syscall, dir: &Path) -> Result<(), String> {
     let control = dir.join("cgroup.subtree_control");
-    let enabled = read_words(&control)?;
+    let enabled = read_words(sys, &control)?;
     let wanted: Vec<String> = REQUIRED_CONTROLLERS
         .into_iter()
         .filter(|c| !enabled.iter().any(|e| e == c))
@@ -518,7 +567,7 @@ fn enable_controllers(dir: &Path) -> Result<(), String> {
     if wanted.is_empty() {
         return Ok(());
     }
-    write_value(&control, &wanted.join(" ")).map_err(|e| {
+    write_value(sys, &control, &wanted.join(" ")).map_err(|e| {
         format!(
             "{e} (a cgroup v2 directory can hand controllers to children only \
              when it holds no processes itself: start jig in a delegated scope, \
@@ -528,10 +577,10 @@ fn enable_controllers(dir: &Path) -> Result<(), String> {
     })
 }
 
-fn rmdir_retrying(dir: &Path, until: Instant) -> std::io::Result<()> {
+fn rmdir_retrying(sys: &dyn Syscall, dir: &Path, until: Instant) -> std::io::Result<()> {
     let mut backoff = Backoff::new();
     loop {
-        match std::fs::remove_dir(dir) {
+        match sys.remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             // A just-killed member may still be leaving.
@@ -544,54 +593,49 @@ fn rmdir_retrying(dir: &Path, until: Instant) -> std::io::Result<()> {
 }
 
 /// Kill and remove a whole stale subtree, deepest first.
-fn remove_tree(dir: &Path) -> Result<(), String> {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                remove_tree(&entry.path())?;
-            }
+fn remove_tree(sys: &dyn Syscall, dir: &Path) -> Result<(), String> {
+    if let Ok(entries) = sys.subdirs(dir) {
+        for entry in entries {
+            remove_tree(sys, &dir.join(entry))?;
         }
     }
     let until = Instant::now() + Duration::from_secs(2);
     loop {
-        let pids = read_pids(dir);
+        let pids = read_pids(sys, dir);
         if pids.is_empty() {
             break;
         }
         if Instant::now() >= until {
             return Err(format!("{} still holds {pids:?}", dir.display()));
         }
-        signal_all(&pids, SIGKILL);
+        signal_all(sys, &pids, SIGKILL);
         std::thread::sleep(Duration::from_millis(2));
     }
-    rmdir_retrying(dir, until).map_err(|e| e.to_string())
+    rmdir_retrying(sys, dir, until).map_err(|e| e.to_string())
 }
 
-fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
+fn signal_all(sys: &dyn Syscall, pids: &[i32], signal: Signal) {
     for pid in pids {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), signal);
+        let _ = sys.kill(*pid, signal);
     }
 }
 
-fn read_pids(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
+fn read_pids(sys: &dyn Syscall, dir: &Path) -> Vec<i32> {
+    sys.read(&dir.join("cgroup.procs"))
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
         .collect()
 }
 
-fn read_words(path: &Path) -> Result<Vec<String>, String> {
-    std::fs::read_to_string(path)
+fn read_words(sys: &dyn Syscall, path: &Path) -> Result<Vec<String>, String> {
+    sys.read(path)
         .map(|t| t.split_whitespace().map(str::to_string).collect())
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-fn write_value(path: &Path, value: &str) -> Result<(), String> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(value.as_bytes()))
+fn write_value(sys: &dyn Syscall, path: &Path, value: &str) -> Result<(), String> {
+    sys.write(path, value)
         .map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
 }
 

@@ -20,6 +20,7 @@ pub mod budget;
 pub mod bwrap;
 pub mod cgroup;
 pub mod closure;
+pub mod syscall;
 
 pub use budget::{Budget, Exhausted, Reservation};
 pub use bwrap::Bubblewrap;
@@ -329,11 +330,7 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
 }
 
 fn writable(hierarchy: &cgroup::Hierarchy) -> Result<(), String> {
-    let bases: Vec<PathBuf> = match hierarchy {
-        cgroup::Hierarchy::V2 { base } => vec![base.clone()],
-        cgroup::Hierarchy::V1 { bases } => bases.iter().map(|(_, b)| b.clone()).collect(),
-    };
-    for base in bases {
+    for base in hierarchy.bases() {
         nix::unistd::access(&base, nix::unistd::AccessFlags::W_OK)
             .map_err(|e| format!("cannot create cgroups in {}: {e}", base.display()))?;
     }

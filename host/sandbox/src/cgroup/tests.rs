@@ -1,4 +1,6 @@
 use super::*;
+use crate::syscall::Linux;
+use std::io::Write;
 
 fn read(dir: &Path, file: &str) -> String {
     std::fs::read_to_string(dir.join(file))
@@ -23,7 +25,7 @@ fn groups_are_limited_killed_and_removed() {
     let host = hierarchy.create_host_group(&name).expect("host group");
     let run = host.child("run-0", Limits::FLOW).expect("run group");
     for dir in run.dirs() {
-        let v2 = matches!(hierarchy, Hierarchy::V2 { .. });
+        let v2 = matches!(hierarchy.layout(), Layout::V2 { .. });
         if v2 {
             assert_eq!(read(dir, "memory.max"), "268435456");
             assert_eq!(read(dir, "pids.max"), "64");
@@ -116,7 +118,11 @@ fn a_forked_child_enters_through_the_entry_files() {
     assert!(pids.contains(&(child.id() as i32)), "{pids:?}");
     assert_eq!(pids.len(), 2, "the shell and what it started: {pids:?}");
     for dir in run.dirs() {
-        assert!(!read_pids(dir).is_empty(), "{} is empty", dir.display());
+        assert!(
+            !read_pids(&Linux, dir).is_empty(),
+            "{} is empty",
+            dir.display()
+        );
     }
     run.kill_all();
     let _ = child.wait();
@@ -163,7 +169,7 @@ fn v2_on_a_private_mount() -> Result<(), String> {
     .map_err(|e| format!("mount -t cgroup2 is not permitted here: {e}"))?;
 
     // Refusal: which controllers this v2 hierarchy lacks, by name.
-    let available = read_words(&root.path().join("cgroup.controllers")).unwrap();
+    let available = read_words(&Linux, &root.path().join("cgroup.controllers")).unwrap();
     let missing: Vec<&str> = REQUIRED_CONTROLLERS
         .into_iter()
         .filter(|c| !available.iter().any(|a| a == c))
@@ -188,6 +194,7 @@ fn v2_on_a_private_mount() -> Result<(), String> {
     let group = Group {
         dirs: vec![("unified".into(), dir.clone())],
         v2: true,
+        sys: syscall::real(),
     };
     assert!(!group.populated());
     let mut child = std::process::Command::new("/bin/sh")
