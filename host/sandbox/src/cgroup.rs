@@ -325,10 +325,13 @@ impl Group {
             sys: hierarchy.sys.clone(),
         };
         for (controller, dir) in named {
-            group
-                .sys
-                .create_dir(&dir)
-                .map_err(|e| format!("cannot create cgroup {}: {e}", dir.display()))?;
+            if let Err(e) = group.sys.create_dir(&dir) {
+                // v1: not left in the hierarchies it was already made in.
+                if !group.dirs.is_empty() {
+                    let _ = group.remove(Duration::ZERO);
+                }
+                return Err(format!("cannot create cgroup {}: {e}", dir.display()));
+            }
             group.dirs.push((controller, dir));
         }
         if let Err(e) = group.limit(limits) {

@@ -666,6 +666,39 @@ fn a_ceiling_that_cannot_be_written_is_the_error_even_when_cleanup_fails() {
 }
 
 #[test]
+fn a_group_that_cannot_be_made_is_refused_naming_it() {
+    let sys = Arc::new(Recording::new());
+    sys.fails(Op::CreateDir, RUN, Errno::EACCES);
+    let host = v2(&sys).create_host_group("jig-7").unwrap();
+    let e = host.child("run-0", Limits::FLOW).unwrap_err();
+    assert_eq!(
+        e,
+        format!("cannot create cgroup {RUN}: Permission denied (os error 13)")
+    );
+    assert!(sys.writes_in(RUN).is_empty());
+    host.remove(EMPTY_WAIT).unwrap();
+}
+
+/// v1: a group that cannot be made in one hierarchy is not left in the
+/// hierarchies it was already made in (there it would keep the host group
+/// from being removed).
+#[test]
+fn a_group_that_cannot_be_made_in_every_hierarchy_leaves_none_behind() {
+    let sys = Arc::new(Recording::new());
+    sys.fails(Op::CreateDir, "/cg/cpu/jig-7/run-0", Errno::EACCES);
+    let host = v1(&sys).create_host_group("jig-7").unwrap();
+    let e = host.child("run-0", Limits::FLOW).unwrap_err();
+    assert_eq!(
+        e,
+        "cannot create cgroup /cg/cpu/jig-7/run-0: Permission denied (os error 13)"
+    );
+    for c in ["memory", "pids", "cpu", "freezer"] {
+        assert!(!sys.has_dir(format!("/cg/{c}/jig-7/run-0")), "{c} left");
+    }
+    host.remove(EMPTY_WAIT).unwrap();
+}
+
+#[test]
 fn detection_refuses_v2_without_the_controllers_naming_them() {
     let sys = Arc::new(Recording::new());
     sys.dir("/proc/self")
