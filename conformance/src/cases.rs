@@ -173,6 +173,11 @@ pub const CASES: &[Case] = &[
         run: channel_broadcast,
     },
     Case {
+        name: "channel-broadcast-lagged-subscriber",
+        target: Target::Broadcast,
+        run: channel_broadcast_lagged_subscriber,
+    },
+    Case {
         name: "channel-wiring-root",
         target: Target::ChannelWiring,
         run: wiring_root,
@@ -1077,26 +1082,25 @@ fn channel_direct_drain(c: &Component) -> Step<()> {
     s.finish_clean()
 }
 
-/// The host's answer to the release of a receiver whose read failed.
-fn failed_release(code: &str) -> Value {
-    json!({"status": "failed", "code": code})
-}
-
-/// After a failed read the holder disposes the receiver (Run/1 §5.1):
-/// exactly one `channel/release`, answered `failed`; the handler sees the
-/// read failure once (`complete: false`) and the Run still succeeds.
+/// A failed read settles its receiver (Run/1 §5.1): the host already holds
+/// the sticky cause, so the next thing it expects from the component is its
+/// next request or its root result, never a `channel/release` of that
+/// receiver. The handler sees `LAGGED` (`complete: false`) and the Run
+/// succeeds with the values read before it.
 fn channel_direct_lagged(c: &Component) -> Step<()> {
     let mut s = Session::spawn(c)?;
     let (call, read) = open_direct(&mut s)?;
+    s.reply(&read.id, item(1, json!("a")))?;
+    let read = expect_next(&mut s, READER)?;
     s.reply_error(&read.id, "LAGGED")?;
-    let release = expect_request_with(&mut s, Method::ChannelRelease, &json!({"endpoint": READER}))
+    // The call is still open: nothing to send until it settles.
+    s.expect_quiet()
         .map_err(|e| format!("after the failed read: {e}"))?;
-    s.reply(&release.id, failed_release("LAGGED"))?;
-    s.expect_quiet()?;
     s.reply(&call.id, json!({"value": null}))?;
     expect_done(
-        s.expect_root()?,
-        &json!({"complete": false, "values": [], "work": null}),
+        s.expect_root()
+            .map_err(|e| format!("after the failed read: {e}"))?,
+        &json!({"complete": false, "values": ["a"], "work": null}),
     )?;
     s.finish_clean()
 }
@@ -1171,58 +1175,42 @@ fn channel_sequence_gap(c: &Component) -> Step<()> {
     s.expect_closed().map(|_| ())
 }
 
-fn channel_broadcast(c: &Component) -> Step<()> {
-    let mut s = Session::spawn(c)?;
+/// The broadcast component up to its reads: creation, the `early`
+/// subscription, `"before-late"`, the `late` subscription, `"after-late"`,
+/// and the writer closed.
+fn open_broadcast(s: &mut Session) -> Step<()> {
     s.send_root(Value::Null)?;
-    let expect = |s: &mut Session, method: Method, params: Value| -> Step<Request> {
-        let r = s.expect_request()?;
-        ensure(r.method == method && r.params == params, || {
-            format!(
-                "expected {} {params}, got {} {}",
-                method.as_str(),
-                r.method.as_str(),
-                r.params
-            )
-        })?;
-        Ok(r)
-    };
-    let r = expect(
-        &mut s,
-        Method::ChannelCreate,
-        json!({"delivery": "broadcast"}),
-    )?;
+    let create = expect_request_with(s, Method::ChannelCreate, &json!({"delivery": "broadcast"}))?;
     s.reply(
-        &r.id,
+        &create.id,
         json!({"send": {"endpoint": "b:send", "direction": "send", "delivery": "broadcast"},
                           "source": "b:source"}),
     )?;
     let receiver = |endpoint: &str, start: u64| json!({"endpoint": endpoint, "direction": "receive", "delivery": "broadcast", "startSequence": start});
-    let r = expect(
-        &mut s,
-        Method::ChannelSubscribe,
-        json!({"source": "b:source"}),
-    )?;
+    let subscribe = json!({"source": "b:source"});
+    let r = expect_request_with(s, Method::ChannelSubscribe, &subscribe)?;
     s.reply(&r.id, receiver("b:early", 1))?;
-    let r = expect(
-        &mut s,
+    let r = expect_request_with(
+        s,
         Method::ChannelSend,
-        json!({"endpoint": "b:send", "value": "before-late"}),
+        &json!({"endpoint": "b:send", "value": "before-late"}),
     )?;
     s.reply(&r.id, Value::Null)?;
-    let r = expect(
-        &mut s,
-        Method::ChannelSubscribe,
-        json!({"source": "b:source"}),
-    )?;
+    let r = expect_request_with(s, Method::ChannelSubscribe, &subscribe)?;
     s.reply(&r.id, receiver("b:late", 2))?;
-    let r = expect(
-        &mut s,
+    let r = expect_request_with(
+        s,
         Method::ChannelSend,
-        json!({"endpoint": "b:send", "value": "after-late"}),
+        &json!({"endpoint": "b:send", "value": "after-late"}),
     )?;
     s.reply(&r.id, Value::Null)?;
-    let r = expect(&mut s, Method::ChannelClose, json!({"endpoint": "b:send"}))?;
-    s.reply(&r.id, Value::Null)?;
+    let r = expect_request_with(s, Method::ChannelClose, &json!({"endpoint": "b:send"}))?;
+    s.reply(&r.id, Value::Null)
+}
+
+fn channel_broadcast(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    open_broadcast(&mut s)?;
 
     let mut early = vec![
         item(1, json!("before-late")),
@@ -1252,6 +1240,75 @@ fn channel_broadcast(c: &Component) -> Step<()> {
         s.expect_root()?,
         &json!({
             "early": {"start": 1, "values": ["before-late", "after-late"], "complete": true},
+            "late": {"start": 2, "values": ["after-late"], "complete": true},
+        }),
+    )?;
+    s.finish_clean()
+}
+
+/// One broadcast reader lags while the other completes. The lagging
+/// reader's failed read settles it (Run/1 §5.1): no further read and no
+/// `channel/release` for it, also while the other reader is still open,
+/// and the Run succeeds with both views (`complete: false` for the one that
+/// lagged, with the value it read first).
+fn channel_broadcast_lagged_subscriber(c: &Component) -> Step<()> {
+    let mut s = Session::spawn(c)?;
+    open_broadcast(&mut s)?;
+    let mut early: VecDeque<Result<Value, &str>> =
+        VecDeque::from([Ok(item(1, json!("before-late"))), Err("LAGGED")]);
+    let mut late = VecDeque::from([
+        item(2, json!("after-late")),
+        json!({"end": {"lastSequence": 2}}),
+    ]);
+    let after = |e: String| format!("after b:early failed LAGGED: {e}");
+    // Until b:early fails, both readers are answered as they read; b:late's
+    // last read waits, so b:late is still open when b:early fails.
+    let mut parked: Option<String> = None;
+    while !early.is_empty() {
+        let r = s.expect_request()?;
+        let endpoint = r.params["endpoint"].as_str().unwrap_or("");
+        match (r.method, endpoint) {
+            (Method::ChannelNext, "b:early") => match early.pop_front().ok_or("no answer")? {
+                Ok(answer) => s.reply(&r.id, answer)?,
+                Err(code) => s.reply_error(&r.id, code)?,
+            },
+            (Method::ChannelNext, "b:late") if parked.is_none() && late.len() == 1 => {
+                parked = Some(r.id);
+            }
+            (Method::ChannelNext, "b:late") if parked.is_none() => {
+                let answer = late.pop_front().ok_or("read past the end of b:late")?;
+                s.reply(&r.id, answer)?;
+            }
+            _ => return Err(format!("unexpected {} {}", r.method.as_str(), r.params)),
+        }
+    }
+    // b:early failed: only b:late's reads may follow, and nothing more comes
+    // while its last read is still open.
+    let last = loop {
+        let id = match parked.take() {
+            Some(id) => id,
+            None => {
+                let r = s.expect_request().map_err(after)?;
+                ensure(
+                    r.method == Method::ChannelNext && r.params == json!({"endpoint": "b:late"}),
+                    || after(format!("unexpected {} {}", r.method.as_str(), r.params)),
+                )?;
+                r.id
+            }
+        };
+        if late.len() == 1 {
+            break id;
+        }
+        let answer = late.pop_front().ok_or("read past the end of b:late")?;
+        s.reply(&id, answer)?;
+    };
+    s.expect_quiet().map_err(after)?;
+    let end = late.pop_front().ok_or("b:late has no end")?;
+    s.reply(&last, end)?;
+    expect_done(
+        s.expect_root()?,
+        &json!({
+            "early": {"start": 1, "values": ["before-late"], "complete": false},
             "late": {"start": 2, "values": ["after-late"], "complete": true},
         }),
     )?;
@@ -1491,12 +1548,11 @@ fn wiring_monitor_lagged(c: &Component) -> Step<()> {
     feed_monitor(&mut s, &[item(1, json!({"text": "kept"}))])?;
     let read = expect_request_with(&mut s, Method::ChannelNext, &json!({"endpoint": "e:r"}))?;
     s.reply_error(&read.id, "LAGGED")?;
-    // The failed receiver is disposed once; its release reports the cause.
-    let release = expect_request_with(&mut s, Method::ChannelRelease, &json!({"endpoint": "e:r"}))
-        .map_err(|e| format!("after the failed read: {e}"))?;
-    s.reply(&release.id, failed_release("LAGGED"))?;
+    // The failed read settled the receiver: the root result comes next, no
+    // `channel/release` before it.
     expect_done(
-        s.expect_root()?,
+        s.expect_root()
+            .map_err(|e| format!("after the failed read: {e}"))?,
         &json!({"complete": false, "selected": ["kept"]}),
     )?;
     s.finish_clean()

@@ -34,6 +34,9 @@ async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
             Ok(Some(v)) => values.push(v),
             Ok(None) => break,
             Err(e) if e.code == ErrorCode::Lagged => {
+                // The failed read already settled the receiver; releasing it
+                // is local and sends nothing.
+                pair.receiver.release().await?;
                 complete = false;
                 break;
             }

@@ -352,9 +352,10 @@ impl ChannelReceiver {
     }
 
     /// The next value, or `None` at the clean end. A failure (for example
-    /// `LAGGED`) is sticky: later reads report it again, and the SDK
-    /// releases the failed receiver once on its own. Only one read may be
-    /// outstanding. Cancelling a read disposes the receiver.
+    /// `LAGGED`) is sticky and settles the receiver: later reads report it
+    /// again locally, nothing more is sent for it (the host already holds
+    /// the cause), and it no longer counts as unfinished work. Only one read
+    /// may be outstanding. Cancelling a read disposes the receiver.
     ///
     /// # Example
     ///
@@ -422,7 +423,9 @@ impl ChannelReceiver {
         )
     }
 
-    /// Disposes the receiver and reports how it finished.
+    /// Disposes the receiver and reports how it finished. After a failed
+    /// read the receiver is already settled: this sends nothing and reports
+    /// `Failed` with the cause the read returned.
     ///
     /// # Example
     ///
@@ -445,11 +448,10 @@ impl ChannelReceiver {
     pub fn release(&self) -> Call<Result<ReleaseStatus, OperationError>> {
         let params = serde_json::json!({ "endpoint": self.grant.endpoint });
         if let Some(s) = self.peer.borrow_mut().receiver(&self.grant.endpoint) {
-            // A failed read already released the receiver: join that
-            // disposal instead of sending a second release.
-            if s.disposed
-                && let Some(failure) = &s.failure
-            {
+            // A failed read settled the receiver and the host holds its
+            // cause (Run/1 §5.1): answer with it here; a release on the wire
+            // is not what the host expects next.
+            if let Some(failure) = &s.failure {
                 let status = ReleaseStatus::Failed {
                     code: failure.code,
                     details: failure.details.clone(),

@@ -883,6 +883,52 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_read_settles_the_receiver_and_the_run_keeps_its_partial_values() {
+        async fn read_until_lagged(ctx: RunContext) -> Result<RunResult, HandlerError> {
+            let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
+            let mut values = Vec::new();
+            let code = loop {
+                match pair.receiver.next().await {
+                    Ok(Some(v)) => values.push(v),
+                    Ok(None) => break "ended".to_string(),
+                    Err(e) => break e.code.as_str().to_string(),
+                }
+            };
+            // Settled by the failure: both answer locally.
+            let again = pair.receiver.next().await.unwrap_err().code;
+            let status = pair.receiver.release().await?;
+            Ok(RunResult::done(json!({
+                "values": values,
+                "read": code,
+                "again": again.as_str(),
+                "release": format!("{status:?}"),
+            })))
+        }
+        let input = script(&[
+            root(Value::Null),
+            ok("component:1", pair_result()),
+            ok(
+                "component:2",
+                json!({"item": {"sequence": 1, "value": "a"}}),
+            ),
+            json!({"jsonrpc":"2.0","id":"component:3","error":
+                {"code":-32000,"message":"behind","data":{"code":"LAGGED"}}}),
+        ]);
+        let (status, out) = exchange(input, read_until_lagged);
+        assert_eq!(status, EXIT_ANSWERED);
+        assert!(
+            out.iter().all(|f| f["method"] != "channel/release"),
+            "{out:?}"
+        );
+        assert_eq!(out.len(), 4, "create, two reads, the root result");
+        assert_eq!(
+            out[3]["result"]["output"],
+            json!({"values": ["a"], "read": "LAGGED", "again": "LAGGED",
+                   "release": "Failed { code: Lagged, details: None }"})
+        );
+    }
+
+    #[test]
     fn an_unread_broadcast_subscription_is_owned_work() {
         async fn subscribe_only(ctx: RunContext) -> Result<RunResult, HandlerError> {
             let b = ctx

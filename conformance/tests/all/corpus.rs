@@ -133,6 +133,7 @@ cases! {
     channel_direct_cancelled_read => "channel-direct-cancelled-read",
     channel_sequence_gap => "channel-sequence-gap",
     channel_broadcast_late_subscriber => "channel-broadcast-late-subscriber",
+    channel_broadcast_lagged_subscriber => "channel-broadcast-lagged-subscriber",
     channel_wiring_root => "channel-wiring-root",
     channel_wiring_hosted => "channel-wiring-hosted",
     channel_wiring_root_progress => "channel-wiring-root-progress",

@@ -869,11 +869,9 @@ class ChannelTests(PeerTestCase):
         peer.respond(item(read["id"], 1, "a"))
         read = peer.receive_request("channel/next")
         peer.respond(operation_error(read["id"], "LAGGED"))
-        # The failed receiver is disposed once; the read already raised LAGGED.
-        release = peer.receive_request("channel/release")
-        self.assertEqual(release["params"], {"endpoint": "ch:r"})
-        peer.respond(success(release["id"], {"status": "failed", "code": "LAGGED"}))
-        peer.expect_quiet(0.1)
+        # The failed read settled the receiver: `async with` closes it
+        # locally, and no channel/release follows (the host holds the cause).
+        peer.expect_quiet(QUIET_SECONDS)
         peer.respond(success(work["id"], {"value": None}))
         self.assertRootSuccess(peer, {"complete": False, "values": ["a"], "work": None})
 
@@ -895,8 +893,8 @@ class ChannelTests(PeerTestCase):
         peer.respond(success(release["id"], {"status": "released"}))
         self.assertRootError(peer, "INVALID_INPUT")
 
-    def test_broadcast_early_and_late_readers(self) -> None:
-        peer = self.peer(BROADCAST)
+    def start_broadcast(self, peer: HostPeer) -> list[dict[str, Any]]:
+        """The broadcast component up to its two concurrent first reads."""
         peer.send(flow_run())
         create = peer.receive_request("channel/create")
         self.assertEqual(create["params"], {"delivery": "broadcast"})
@@ -917,11 +915,19 @@ class ChannelTests(PeerTestCase):
         close = peer.receive_request("channel/close")
         self.assertEqual(close["params"], {"endpoint": "b:w"})
         peer.respond(success(close["id"], None))
+        reads = [peer.receive_request("channel/next") for _ in range(2)]
+        self.assertEqual(
+            sorted(read["params"]["endpoint"] for read in reads), ["b:early", "b:late"]
+        )
+        return reads
+
+    def test_broadcast_early_and_late_readers(self) -> None:
+        peer = self.peer(BROADCAST)
+        reads = self.start_broadcast(peer)
         streams = {
             "b:early": [(1, "before-late"), (2, "after-late")],
             "b:late": [(2, "after-late")],
         }
-        reads = [peer.receive_request("channel/next") for _ in range(2)]
         while reads:
             read = reads.pop(0)
             endpoint = read["params"]["endpoint"]
@@ -935,6 +941,28 @@ class ChannelTests(PeerTestCase):
             peer,
             {
                 "early": {"start": 1, "values": ["before-late", "after-late"], "complete": True},
+                "late": {"start": 2, "values": ["after-late"], "complete": True},
+            },
+        )
+
+    def test_broadcast_reader_that_lags_settles_while_the_other_completes(self) -> None:
+        peer = self.peer(BROADCAST)
+        reads = {read["params"]["endpoint"]: read for read in self.start_broadcast(peer)}
+        peer.respond(item(reads["b:early"]["id"], 1, "before-late"))
+        peer.respond(item(reads["b:late"]["id"], 2, "after-late"))
+        reads = {
+            read["params"]["endpoint"]: read
+            for read in (peer.receive_request("channel/next") for _ in range(2))
+        }
+        peer.respond(operation_error(reads["b:early"]["id"], "LAGGED"))
+        # The lagging reader is settled by its failed read: no release, no
+        # further read, while the other reader is still open.
+        peer.expect_quiet()
+        peer.respond(end(reads["b:late"]["id"], 2))
+        self.assertRootSuccess(
+            peer,
+            {
+                "early": {"start": 1, "values": ["before-late"], "complete": False},
                 "late": {"start": 2, "values": ["after-late"], "complete": True},
             },
         )

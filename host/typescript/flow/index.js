@@ -978,10 +978,10 @@ class ChannelReceiver {
       }
       state.read = null;
       if (error instanceof OperationError && !LOCAL_CODES.has(error.code)) {
+        // A failed read settles the receiver (Run/1 §5.1): the host holds
+        // the sticky cause, so nothing more is sent for it.
         terminal(state, FAILED, error);
         state.exposed = true;
-        // The failed receiver stays owned until disposed: release it once.
-        releaseFailed(state);
       }
       throw error;
     }
@@ -1000,7 +1000,10 @@ class ChannelReceiver {
     return { done: true, value: undefined };
   }
 
-  /** Dispose, joining a disposal already started; rejects with a cause no earlier operation exposed. */
+  /**
+   * Dispose, joining a disposal already started; rejects with a cause no earlier operation exposed.
+   * A receiver that ended or whose read failed is already settled: nothing is sent for it.
+   */
   async close(options) {
     const state = endpoints.get(this);
     if (state.disposal === null && !startDisposal(state)) {
@@ -1095,25 +1098,6 @@ function startDisposal(state) {
     deactivate(state);
   })();
   return true;
-}
-
-/**
- * Dispose a receiver whose read failed (Run/1 §5.1): one retained release.
- * Its answer (`failed`, with the cause already exposed by the read) only
- * settles the endpoint; close() joins it.
- */
-function releaseFailed(state) {
-  if (state.disposal !== null) return;
-  let call;
-  try {
-    call = state.session.admit("channel/release", { endpoint: state.reference }, parseRelease, {
-      retain: true,
-      internal: true,
-    });
-  } catch {
-    return;
-  }
-  state.disposal = call.promise.then(noop, noop);
 }
 
 class ChannelPair {

@@ -674,22 +674,60 @@ test("cancelling a read disposes the receiver; the read and release responses ar
   assert.equal(await peer.finish(), 0);
 });
 
-test("a failed read releases the receiver once; the handler sees the failure once", async () => {
+test("a failed read settles the receiver: no release; a later read and close answer locally", async () => {
   const peer = new Peer("probe");
   peer.send(rootRequest({ case: "failed-read" }));
   peer.reply(await peer.next(), directGrants);
   const read = await peer.next();
   assert.equal(read.method, "channel/next");
   peer.fail(read, "LAGGED");
-  const release = await peer.next();
-  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "ch:1/receive" }]);
-  assert.deepEqual(await peer.quiet(), [], "one release; the second read reports the sticky cause locally");
-  peer.reply(release, { status: "failed", code: "LAGGED" });
+  // The host holds the sticky cause: the root result comes next, not a channel/release.
   const root = await peer.next();
+  assert.equal(root.method, undefined, `expected the root result, got ${JSON.stringify(root)}`);
   assert.deepEqual(root.result?.output, {
     first: { type: "OperationError", code: "LAGGED" },
     again: { type: "OperationError", code: "LAGGED" },
     closed: { value: "closed" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("a broadcast reader that lags is settled by its failed read while the other completes", async () => {
+  const peer = new Peer("broadcast");
+  peer.send(rootRequest(null));
+  const receiver = (endpoint, startSequence) => ({ endpoint, direction: "receive", delivery: "broadcast", startSequence });
+  const expect = async (method, params) => {
+    const request = await peer.next();
+    assert.deepEqual([request.method, request.params], [method, params]);
+    return request;
+  };
+  peer.reply(await expect("channel/create", { delivery: "broadcast" }), {
+    send: { endpoint: "b:w", direction: "send", delivery: "broadcast" },
+    source: "b:src",
+  });
+  peer.reply(await expect("channel/subscribe", { source: "b:src" }), receiver("b:early", 1));
+  peer.reply(await expect("channel/send", { endpoint: "b:w", value: "before-late" }), null);
+  peer.reply(await expect("channel/subscribe", { source: "b:src" }), receiver("b:late", 2));
+  peer.reply(await expect("channel/send", { endpoint: "b:w", value: "after-late" }), null);
+  peer.reply(await expect("channel/close", { endpoint: "b:w" }), null);
+  const reads = async () => {
+    const both = [await peer.next(), await peer.next()];
+    assert.deepEqual(both.map((r) => [r.method, r.params.endpoint]).sort(), [
+      ["channel/next", "b:early"],
+      ["channel/next", "b:late"],
+    ]);
+    return Object.fromEntries(both.map((r) => [r.params.endpoint, r]));
+  };
+  let read = await reads();
+  peer.reply(read["b:early"], { item: { sequence: 1, value: "before-late" } });
+  peer.reply(read["b:late"], { item: { sequence: 2, value: "after-late" } });
+  read = await reads();
+  peer.fail(read["b:early"], "LAGGED");
+  assert.deepEqual(await peer.quiet(), [], "no release and no read for the reader that lagged");
+  peer.reply(read["b:late"], { end: { lastSequence: 2 } });
+  assert.deepEqual((await peer.next()).result?.output, {
+    early: { start: 1, values: ["before-late"], complete: false },
+    late: { start: 2, values: ["after-late"], complete: true },
   });
   assert.equal(await peer.finish(), 0);
 });

@@ -175,10 +175,10 @@ class ChannelReceiver:
         except OperationError as error:
             self._read = None
             if error.code not in LOCAL_CODES:
+                # A failed read settles the receiver (Run/1 §5.1): the host
+                # holds the sticky cause, so nothing more is sent for it.
                 self._terminal(_FAILED, error)
                 self._cause_exposed = True
-                # The failed receiver stays owned until disposed: release it once.
-                self._release_failed()
             raise
         self._read = None
         if kind == "end":
@@ -208,26 +208,6 @@ class ChannelReceiver:
         self._disposal = asyncio.ensure_future(self._settle_disposal(call))
         return True
 
-    def _release_failed(self) -> None:
-        """Dispose a receiver whose read failed; `aclose()` joins it.
-
-        The release answer (`failed`, with the cause the read already
-        raised) only settles the endpoint; the receiver stays failed.
-        """
-        if self._disposal is not None:
-            return
-        try:
-            call = self._session.admit(
-                "channel/release",
-                {"endpoint": self._reference},
-                _wire.parse_release,
-                retain=True,
-                internal=True,
-            )
-        except OperationError:
-            return
-        self._disposal = asyncio.ensure_future(self._settle_disposal(call))
-
     async def _settle_disposal(self, call: Any) -> None:
         try:
             status, code, details = await self._session.wait(call)
@@ -241,14 +221,15 @@ class ChannelReceiver:
         read = self._read
         if read is not None:
             await asyncio.shield(read.wire_done)
-        if self._state != _FAILED:
-            self._state = _DISPOSED
+        self._state = _DISPOSED
         self._deactivate()
 
     async def aclose(self) -> None:
         """Dispose the receiver, joining any disposal already started.
 
-        Raises a terminal cause that no earlier public operation exposed.
+        Raises a terminal cause that no earlier public operation exposed. A
+        receiver that ended or whose read failed is already settled: this
+        sends nothing for it.
         """
         if self._disposal is None and not self._start_disposal():
             if self._state == _FAILED and not self._cause_exposed:
