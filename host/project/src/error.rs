@@ -83,10 +83,10 @@ impl std::error::Error for ProjectError {}
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
     /// The destination already exists (or appeared while we worked); nothing was replaced.
-    #[error("{} already exists; jig init never replaces files", .0.display())]
+    #[error("the destination already exists")]
     DestinationExists(PathBuf),
     /// The project could not be created; nothing was left behind.
-    #[error("cannot create the project at {}: {source}", .destination.display())]
+    #[error("the destination cannot be initialized")]
     Unavailable {
         destination: PathBuf,
         #[source]

@@ -57,7 +57,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         Some(text) => super::parse_timeout(text).ok_or_else(|| {
             CliError::new(
                 "JIG_RUN_TIMEOUT_INVALID",
-                format!("{text:?} is not a positive duration like 90s, 10m or 1h"),
+                "--timeout must be a positive integer followed by ms, s, m, or h, up to 24h",
             )
         })?,
     };
@@ -162,7 +162,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         return Ok(2);
     }
     if interrupted {
-        eprintln!("JIG_COMMAND_INTERRUPTED: the Run was interrupted");
+        eprintln!("JIG_COMMAND_INTERRUPTED: the command was interrupted");
         return Ok(2);
     }
     Ok(status)

@@ -508,7 +508,7 @@ fn init(
     };
     jig_project::init(destination, template).map_err(|e| CliError::new(e.code(), e.to_string()))?;
     if bare {
-        println!("created {}", destination.display());
+        println!("created bare Jig project");
     } else if rust_sdk.is_some() {
         println!(
             "created {}\nnext: cd {} && ./build.sh && jig review && jig run flow:flows/hello --input '\"Ada\"'",
@@ -592,50 +592,52 @@ fn state_error(e: state::StateError) -> CliError {
 /// `--input JSON|@FILE`. A file is opened once, must be a regular
 /// non-symlink file, is bounded, and is parsed as JSON/1.
 pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
-    let invalid = |m: String| CliError::new("JIG_RUN_INPUT_INVALID", m);
+    // The reference's texts (HOST-FACTS §7); a refusal about a local file
+    // names no host path, since a message can reach logs and other people.
+    let invalid = |m: &str| CliError::new("JIG_RUN_INPUT_INVALID", m);
     let Some(text) = text else {
         return Ok(json!({}));
     };
-    let bytes = match text.strip_prefix('@') {
-        None => text.as_bytes().to_vec(),
-        Some(file) => {
-            use std::io::Read;
-            use std::os::unix::fs::OpenOptionsExt;
-            let path = base.join(file);
-            let mut handle = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-                .open(&path)
-                .map_err(|e| invalid(format!("cannot open {}: {e}", path.display())))?;
-            let meta = handle.metadata().map_err(|e| invalid(e.to_string()))?;
-            if !meta.is_file() {
-                return Err(invalid(format!("{} is not a regular file", path.display())));
-            }
-            if meta.len() > MAX_INPUT_FILE_BYTES {
-                return Err(invalid(format!(
-                    "{} is larger than a JSON/1 document may be",
-                    path.display()
-                )));
-            }
-            let mut bytes = Vec::new();
-            Read::by_ref(&mut handle)
-                .take(MAX_INPUT_FILE_BYTES + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| invalid(e.to_string()))?;
-            let after = handle.metadata().map_err(|e| invalid(e.to_string()))?;
-            if bytes.len() as u64 != meta.len()
-                || after.len() != meta.len()
-                || after.modified().ok() != meta.modified().ok()
-            {
-                return Err(invalid(format!(
-                    "{} changed while it was read",
-                    path.display()
-                )));
-            }
-            bytes
-        }
+    let Some(file) = text.strip_prefix('@') else {
+        return flow::json::parse(text.as_bytes())
+            .map_err(|_| invalid("--input must be FLOW JSON/1"));
     };
-    flow::json::parse(&bytes).map_err(|e| invalid(format!("the input is not JSON/1: {e}")))
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = || invalid("the selected --input file cannot be read");
+    let mut handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(base.join(file))
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => invalid("--input file cannot be a symbolic link"),
+            Some(nix::libc::ENOENT) => invalid("the selected --input file does not exist"),
+            _ => unreadable(),
+        })?;
+    let meta = handle.metadata().map_err(|_| unreadable())?;
+    if !meta.is_file() {
+        return Err(invalid("the selected --input file is not a regular file"));
+    }
+    if meta.len() > MAX_INPUT_FILE_BYTES {
+        return Err(invalid(
+            "the selected --input file is larger than a FLOW JSON/1 document may be",
+        ));
+    }
+    let mut bytes = Vec::new();
+    Read::by_ref(&mut handle)
+        .take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| unreadable())?;
+    let after = handle.metadata().map_err(|_| unreadable())?;
+    if bytes.len() as u64 != meta.len()
+        || after.len() != meta.len()
+        || after.modified().ok() != meta.modified().ok()
+    {
+        return Err(invalid(
+            "the selected --input file changed while it was read",
+        ));
+    }
+    flow::json::parse(&bytes).map_err(|_| invalid("the selected --input file is not FLOW JSON/1"))
 }
 
 fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8, CliError> {

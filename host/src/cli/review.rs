@@ -78,7 +78,11 @@ pub(super) fn review(
                 state.write_lock(&lock_bytes).map_err(state_error)?;
                 println!("jig.lock repaired to match the admitted project");
             }
-            println!("unchanged");
+            // The reference prints only the readiness line; a person on a
+            // terminal is also told that nothing needed admission.
+            if std::io::stderr().is_terminal() {
+                eprintln!("unchanged: the admitted project already matches");
+            }
             println!("project is ready");
             return Ok(0);
         }

@@ -337,7 +337,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         return Ok(2);
     }
     if interrupted {
-        eprintln!("JIG_COMMAND_INTERRUPTED: the Run was interrupted");
+        eprintln!("JIG_COMMAND_INTERRUPTED: the command was interrupted");
         return Ok(2);
     }
     if let Some(e) = delivery_failure {

@@ -147,7 +147,7 @@ fn formatting_only_edits_need_no_new_admission() {
     std::fs::write(dir.path().join("jig.ts"), spaced).unwrap();
     let again = run_jig(dir.path(), &["review"]);
     assert_eq!(again.status, 0, "{again:?}");
-    assert_eq!(again.stdout, "unchanged\nproject is ready\n");
+    assert_eq!(again.stdout, "project is ready\n");
 }
 
 #[test]

@@ -234,7 +234,7 @@ fn reuse_of_a_locked_preparation_installs_nothing() {
     // From now on the configured registry address refuses every connection.
     drop(proxy);
     let again = review(dir.path());
-    assert!(again.stdout.starts_with("unchanged\n"), "{again:?}");
+    assert_eq!(again.stdout, "project is ready\n", "unchanged: {again:?}");
     // Another Flow changes the candidate; the admitted preparation is
     // reused exactly, so nothing is fetched.
     write_files(
@@ -700,7 +700,7 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
     );
     // Unchanged inputs reuse the preparation; a library edit is a change.
     let again = review(&app);
-    assert!(again.stdout.starts_with("unchanged\n"), "{again:?}");
+    assert_eq!(again.stdout, "project is ready\n", "unchanged: {again:?}");
     write_files(
         dir.path(),
         &[(

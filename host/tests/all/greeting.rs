@@ -69,7 +69,7 @@ fn init_review_run_greets_ada() {
 
     let again = run_jig(&demo, &["review"]);
     assert_eq!(again.status, 0, "{again:?}");
-    assert_eq!(again.stdout, "unchanged\nproject is ready\n");
+    assert_eq!(again.stdout, "project is ready\n");
 }
 
 #[test]

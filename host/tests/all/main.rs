@@ -28,6 +28,7 @@ mod python_dependencies;
 mod python_sdk;
 mod queue;
 mod records;
+mod reference_texts;
 mod rust_component;
 mod scenarios;
 mod serve;

@@ -299,7 +299,7 @@ fn reuse_of_an_admitted_preparation_installs_nothing() {
     review(dir.path());
     let fetched = f.index.requests();
     let again = review(dir.path());
-    assert!(again.stdout.starts_with("unchanged\n"), "{again:?}");
+    assert_eq!(again.stdout, "project is ready\n", "unchanged: {again:?}");
     write_files(
         dir.path(),
         &[

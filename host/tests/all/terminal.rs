@@ -352,5 +352,5 @@ fn review_on_a_terminal_is_coloured_by_change() {
     );
     // Redirected, the review is the plain text it always was.
     let again = run_jig(dir.path(), &["review"]);
-    assert_eq!(again.stdout, "unchanged\nproject is ready\n");
+    assert_eq!(again.stdout, "project is ready\n");
 }

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::{CallError, CapabilityCall, ChildFlowRequest};
 use serde_json::{Value, json};

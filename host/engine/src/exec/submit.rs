@@ -93,7 +93,7 @@ pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<A
         Refusal::new(
             400,
             "JIG_RUN_TARGET_INVALID",
-            format!("{target:?} is not flow:<path> or binding:<id>"),
+            "the target must be flow:<path> or binding:<id>",
         )
     })?;
     let timeout = match timeout {
@@ -102,7 +102,7 @@ pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<A
             Refusal::new(
                 400,
                 "JIG_RUN_TIMEOUT_INVALID",
-                format!("{text:?} is not a positive duration like 90s, 10m or 1h (at most 24h)"),
+                "--timeout must be a positive integer followed by ms, s, m, or h, up to 24h",
             )
         })?,
     };

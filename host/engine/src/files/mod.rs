@@ -312,7 +312,7 @@ pub fn check_request(
     for (name, access) in declared {
         if *access == Access::Read && !request.roots.contains_key(name) {
             return Err(FilesError::invalid(format!(
-                "the target reads attachment {name}; give it with --attach {name}=DIR"
+                "supply exactly one --attach {name}=DIR for the declared read attachment {name}"
             )));
         }
     }
