@@ -13,12 +13,31 @@ use serde_json::json;
 /// §1–§3) and our credentialed Project Command (seed 003; its descriptor
 /// ships in `providers/builtin/contracts/`): contract URI, builtin name,
 /// exact version, exact Capability Contract/1 digest.
-pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 4] = [
+///
+/// The reference published Agent Run 1.0.0 in three revisions, and
+/// projects written for it carry any of them, so the builtin serves each
+/// exact identity: the current one; the one whose `events` channel names
+/// no `delivery` (either profile is accepted, and the SDKs open it
+/// direct); and the one with no channels at all (its Flows simply have no
+/// `events` port). The method and its semantics are the same in all three.
+pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 6] = [
     (
         "https://jig.md/contracts/agent-run",
         "agent-run",
         "1.0.0",
-        "sha256:b43fba88de62ef189f54004318e9639df58661bb04b3bf76ecfac70e3a5d098b",
+        AGENT_RUN_DIGEST,
+    ),
+    (
+        "https://jig.md/contracts/agent-run",
+        "agent-run",
+        "1.0.0",
+        AGENT_RUN_EVENTS_NO_DELIVERY_DIGEST,
+    ),
+    (
+        "https://jig.md/contracts/agent-run",
+        "agent-run",
+        "1.0.0",
+        AGENT_RUN_NO_CHANNELS_DIGEST,
     ),
     (
         "https://jig.md/contracts/run-checkpoint",
@@ -39,6 +58,18 @@ pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 4] = [
         "sha256:af9ec6542aa24c7af3feb5c2b21df496d1ad40527c8374b60e2ea5daa0d09d5a",
     ),
 ];
+
+/// Agent Run 1.0.0 as the reference serves it today
+/// (`agent-run.capability.json`).
+pub const AGENT_RUN_DIGEST: &str =
+    "sha256:b43fba88de62ef189f54004318e9639df58661bb04b3bf76ecfac70e3a5d098b";
+/// Agent Run 1.0.0 of reference revision 299110c: `events` names no
+/// `delivery`.
+pub const AGENT_RUN_EVENTS_NO_DELIVERY_DIGEST: &str =
+    "sha256:5e7df4408fd1f6aebf7e1269573a10ff87c7374248a51dacb63cd1c9c97e2b56";
+/// Agent Run 1.0.0 of reference revision b38b3a9: no channels.
+pub const AGENT_RUN_NO_CHANNELS_DIGEST: &str =
+    "sha256:5a0f06495323419d275eeff92617d9287647ece137dacc9c5c6d50466d65c0f0";
 
 /// Is this one of the Jig contracts the portable `jig.lock` names (its
 /// schema is closed to them)? Our own contracts are host policy.
@@ -275,5 +306,68 @@ fn kind_name(kind: &ProviderKind) -> &'static str {
         ProviderKind::Wasm => "wasm",
         ProviderKind::Native => "native",
         ProviderKind::Builtin => "builtin",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The three Agent Run revisions the reference published, digested
+    /// by our own Capability Contract/1 code: each is exactly an identity
+    /// the builtin serves, and the prefixes are the ones projects name.
+    #[test]
+    fn every_published_agent_run_revision_is_served_by_the_builtin() {
+        let revisions = [
+            (
+                include_str!("../../../flow/tests/data/agent-run.capability.json"),
+                AGENT_RUN_DIGEST,
+                "sha256:b43fba88",
+            ),
+            (
+                include_str!("../../../flow/tests/data/variants/agent-run-299110c.capability.json"),
+                AGENT_RUN_EVENTS_NO_DELIVERY_DIGEST,
+                "sha256:5e7df440",
+            ),
+            (
+                include_str!("../../../flow/tests/data/variants/agent-run-b38b3a9.capability.json"),
+                AGENT_RUN_NO_CHANNELS_DIGEST,
+                "sha256:5a0f0649",
+            ),
+        ];
+        for (descriptor, pinned, prefix) in revisions {
+            let contract = flow::contract::Contract::parse(descriptor.as_bytes()).unwrap();
+            assert_eq!(contract.digest, pinned);
+            assert!(pinned.starts_with(prefix), "{pinned}");
+            assert_eq!(contract.id, "https://jig.md/contracts/agent-run");
+            assert_eq!(contract.version, "1.0.0");
+            assert!(contract.method("run").is_some());
+            assert_eq!(
+                builtin_exact(&contract.id, &contract.version, &contract.digest),
+                Some("agent-run")
+            );
+        }
+        // Any other revision of the same id and version is not served.
+        assert_eq!(
+            builtin_exact(
+                "https://jig.md/contracts/agent-run",
+                "1.0.0",
+                "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+            ),
+            None
+        );
+    }
+
+    /// Every builtin identity is distinct, and a URI names one builtin.
+    #[test]
+    fn builtin_identities_are_distinct() {
+        for (i, a) in BUILTIN_CONTRACTS.iter().enumerate() {
+            for b in &BUILTIN_CONTRACTS[i + 1..] {
+                assert_ne!(a.3, b.3);
+                if a.0 == b.0 {
+                    assert_eq!(a.1, b.1);
+                }
+            }
+        }
     }
 }

@@ -265,6 +265,12 @@ fn chat(finish: &str, message: Value) -> Value {
 
 /// The agent-using project: the Flow, its contract copies, and a skill.
 pub(crate) fn agent_project(flow_py: &str) -> tempfile::TempDir {
+    agent_project_carrying(flow_py, "agent-run.capability.json")
+}
+
+/// The agent-using project whose Agent Run descriptor is `descriptor`
+/// (under `flow/tests/data`): one of the revisions the reference published.
+fn agent_project_carrying(flow_py: &str, descriptor: &str) -> tempfile::TempDir {
     let read = |name: &str| {
         std::fs::read_to_string(workspace().join("flow/tests/data").join(name)).unwrap()
     };
@@ -273,7 +279,7 @@ pub(crate) fn agent_project(flow_py: &str) -> tempfile::TempDir {
         ("flows/ask/flow.py", flow_py),
         (
             "flows/ask/contracts/agent-run.capability.json",
-            &read("agent-run.capability.json"),
+            &read(descriptor),
         ),
         // The method's channel descriptor, where this host resolves it
         // (from the package root) and where the reference does (beside
@@ -1024,4 +1030,94 @@ fn a_childs_skills_come_only_from_the_childs_package() {
         .to_string();
     assert!(skills.contains("Answer in one word."), "{skills}");
     assert!(!skills.contains("PARENT SKILL TEXT"), "{skills}");
+}
+
+/// A project carrying the Agent Run revision `descriptor` (digest
+/// `digest`) reviews against the local endpoint, naming that revision in
+/// the review text and the lock, and its Run gets the Agent's answer.
+fn a_revision_reviews_and_its_run_gets_the_answer(descriptor: &str, digest: &str) {
+    let endpoint = Endpoint::start(Reply::Json(200, responses_text("Revision answered.")));
+    let dir = agent_project_carrying(FLOW_PY, descriptor);
+    let env = openai_env(&endpoint);
+    let reviewed = jig_with(dir.path(), &pairs(&env), &["review", "--yes"]);
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    assert!(
+        reviewed.stdout.contains("  + \"flows/ask\" sha256:")
+            && reviewed.stdout.contains(&format!(
+                " uses \"agent\" = \"https://jig.md/contracts/agent-run\"@\"1.0.0\" {digest}\n"
+            )),
+        "{reviewed:?}"
+    );
+    assert!(
+        reviewed
+            .stdout
+            .contains("  \"flows/ask#agent\" served by \"agent-run\" (builtin)"),
+        "{reviewed:?}"
+    );
+    assert!(
+        reviewed.stdout.ends_with("project is ready\n"),
+        "{reviewed:?}"
+    );
+    let lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("jig.lock")).unwrap())
+            .unwrap();
+    assert_eq!(
+        lock["packages"]["flows/ask"]["uses"]["agent"],
+        json!({"id": "https://jig.md/contracts/agent-run", "version": "1.0.0", "digest": digest})
+    );
+    let input = json!({"instructions": "Answer."}).to_string();
+    let run = jig_with(
+        dir.path(),
+        &pairs(&env),
+        &["run", "flow:flows/ask", "--input", &input],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        json!({"value": {"outcome": "completed", "text": "Revision answered."}})
+    );
+    let requests = endpoint.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].body["input"], "Answer.");
+    // No events port was connected: the answer is asked for in one piece.
+    assert!(requests[0].body.get("stream").is_none());
+}
+
+#[test]
+fn the_current_agent_run_revision_reviews_and_runs() {
+    a_revision_reviews_and_its_run_gets_the_answer(
+        "agent-run.capability.json",
+        "sha256:b43fba88de62ef189f54004318e9639df58661bb04b3bf76ecfac70e3a5d098b",
+    );
+}
+
+#[test]
+fn the_agent_run_revision_whose_events_name_no_delivery_reviews_and_runs() {
+    a_revision_reviews_and_its_run_gets_the_answer(
+        "variants/agent-run-299110c.capability.json",
+        "sha256:5e7df4408fd1f6aebf7e1269573a10ff87c7374248a51dacb63cd1c9c97e2b56",
+    );
+}
+
+#[test]
+fn the_agent_run_revision_without_channels_reviews_and_runs() {
+    a_revision_reviews_and_its_run_gets_the_answer(
+        "variants/agent-run-b38b3a9.capability.json",
+        "sha256:5a0f06495323419d275eeff92617d9287647ece137dacc9c5c6d50466d65c0f0",
+    );
+}
+
+/// The revision whose `events` names no `delivery` still streams: the
+/// Flow's channel opens direct, which that port accepts.
+#[test]
+fn the_events_of_the_revision_without_delivery_are_fed_directly() {
+    let endpoint = Endpoint::start(Reply::Sse(responses_deltas(&["One", " two"])));
+    let dir = agent_project_carrying(STREAM_PY, "variants/agent-run-299110c.capability.json");
+    let output = ask(dir.path(), &openai_env(&endpoint), &json!({"read": true}));
+    assert_eq!(
+        output,
+        json!({"value": {"outcome": "completed", "text": "One two"},
+               "events": {"items": [chunk("One"), chunk(" two")], "end": "closed"}})
+    );
+    assert_eq!(endpoint.requests()[0].body["stream"], true);
 }

@@ -82,11 +82,16 @@ fn describe_package(package: &Value) -> String {
                 .get("version")
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            // The digest (computed by this host, never project text)
+            // names which published revision the package declared: one
+            // id and version can have several.
+            let digest = contract.get("digest").and_then(Value::as_str).unwrap_or("");
             text.push_str(&format!(
-                " uses {} = {}@{}",
+                " uses {} = {}@{} {}",
                 ascii_quote(slot),
                 ascii_quote(id),
-                ascii_quote(version)
+                ascii_quote(version),
+                digest
             ));
         }
     }
@@ -241,6 +246,19 @@ mod tests {
         assert_eq!(
             text,
             "Packages:\n  + \"flows/hello\" sha256:ab\nTargets:\n  + \"flow:flows/hello\"\n"
+        );
+    }
+
+    #[test]
+    fn a_use_names_the_contract_revision_the_package_declared() {
+        let digest = crate::providers::AGENT_RUN_NO_CHANNELS_DIGEST;
+        let proposed = json!({"packages": {"flows/ask": {"digest": "sha256:ab", "directRun": true,
+            "uses": {"agent": {"id": "https://jig.md/contracts/agent-run", "version": "1.0.0", "digest": digest}}}},
+            "bindings": {}});
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), false);
+        assert!(
+            text.contains(&format!("  + \"flows/ask\" sha256:ab uses \"agent\" = \"https://jig.md/contracts/agent-run\"@\"1.0.0\" {digest}\n")),
+            "{text}"
         );
     }
 
