@@ -58,6 +58,7 @@ pub(super) fn review(
     )
     .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     let store = state.store();
+    let mut notes = Vec::new();
     let prepared = plan::prepare::prepare(
         &candidate.packages,
         &mut proposed,
@@ -68,6 +69,7 @@ pub(super) fn review(
             admitted: current.as_ref().map(|g| &g.plan),
             store: &store,
             warn: &mut |text| eprintln!("{text}"),
+            note: &mut |note| notes.push(note),
         },
     )
     .map_err(|e| CliError::new(e.code(), e.to_string()))?;
@@ -106,6 +108,7 @@ pub(super) fn review(
         &proposed["lock"],
         &changed,
         &Value::Object(providers_view),
+        &notes,
         details,
     );
     if std::io::stdout().is_terminal() {

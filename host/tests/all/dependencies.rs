@@ -489,6 +489,67 @@ fn the_bundled_sdk_alone_needs_no_lock_and_no_network() {
     assert_refused(&run, 1, "PACKAGE_BUN_SOURCE_UNSUPPORTED");
 }
 
+/// The reference's examples name the SDK from their Bun workspace
+/// (`workspace:*`): with no workspace member of that name, each workspace
+/// form is the bundled SDK, said in the review text, with no workspace
+/// capture, no lock and no network.
+#[test]
+fn the_bundled_sdk_named_from_a_workspace_is_the_bundled_sdk() {
+    const GREET_SDK: &str = "import { handle } from \"@jigging/flow\";\nawait handle(async (run) => ({ outcome: \"done\", output: { message: `Hello, ${run.input}!` } }));\n";
+    for spec in jig_engine::plan::prepare::BUNDLED_SDK_WORKSPACE_SPECS {
+        let dir = project_with(
+            &format!("{{\"dependencies\":{{\"@jigging/flow\":\"{spec}\"}}}}"),
+            None,
+            DEAD_REGISTRY,
+            9,
+        );
+        write_files(dir.path(), &[("flows/hello/flow.ts", GREET_SDK)]);
+        let reviewed = review(dir.path());
+        assert!(
+            reviewed.stdout.contains(&format!(
+                "Notes:\n  \"flows/hello/package.json\" names @jigging/flow \"{spec}\": the bundled SDK 1.0.0 is used\n"
+            )),
+            "{spec}: {reviewed:?}"
+        );
+        assert!(reviewed.stdout.ends_with("project is ready\n"), "{reviewed:?}");
+        assert!(!reviewed.stderr.contains("Resolving"), "{reviewed:?}");
+        assert_eq!(run_hello(dir.path())["message"], "Hello, Ada!");
+    }
+
+    // Beside a registry dependency it is still the bundled SDK: the
+    // package is prepared standalone (there is no workspace above it).
+    let registry = registry();
+    let lock = registry.lock_for(GREET_1);
+    let dir = project_with(
+        "{\"name\":\"hello\",\"dependencies\":{\"@jigging/flow\":\"workspace:*\",\"greet-lib\":\"^1.0.0\"}}",
+        Some(&lock),
+        &registry.url,
+        registry.port(),
+    );
+    let reviewed = review(dir.path());
+    assert!(
+        reviewed.stdout.contains("  \"flows/hello/package.json\" names @jigging/flow \"workspace:*\": the bundled SDK 1.0.0 is used\n"),
+        "{reviewed:?}"
+    );
+    assert_eq!(run_hello(dir.path())["message"], "Hello, Ada!");
+
+    // Any other revision, range or tag is not this jig's SDK.
+    for spec in ["workspace:2.0.0", "workspace:^1.0.0", "^1.0.0", "latest"] {
+        let dir = project_with(
+            &format!("{{\"dependencies\":{{\"@jigging/flow\":\"{spec}\"}}}}"),
+            None,
+            DEAD_REGISTRY,
+            9,
+        );
+        let run = run_jig(dir.path(), &["review", "--yes"]);
+        assert_refused(&run, 1, "PACKAGE_BUN_SOURCE_UNSUPPORTED");
+        assert!(
+            run.stderr.contains("pointer \"/dependencies/@jigging~1flow\""),
+            "{spec}: {run:?}"
+        );
+    }
+}
+
 /// `count` filler files under `flows/hello/pad/`.
 fn pad(dir: &Path, count: usize) {
     let pad = dir.join("flows/hello/pad");
@@ -714,6 +775,31 @@ fn a_workspace_flow_is_prepared_with_its_libraries_and_nested_versions() {
         "{edited:?}"
     );
     assert_eq!(run_hello(&app)["inner"], "edited");
+}
+
+/// In a workspace with no member named `@jigging/flow`, the Flow's
+/// `workspace:*` SDK is the bundled one while its libraries are captured.
+#[test]
+fn a_workspace_flow_naming_the_sdk_from_its_workspace_gets_the_bundled_sdk() {
+    let registry = registry();
+    let dir = workspace(registry);
+    // Added after the lock was made: Bun's lock never names the bundled SDK.
+    write_files(
+        dir.path(),
+        &[(
+            "app/flows/hello/package.json",
+            "{\"name\":\"hello\",\"dependencies\":{\"@jigging/flow\":\"workspace:*\",\"greet-lib\":\"^2.0.0\",\"wlib\":\"workspace:*\"}}",
+        )],
+    );
+    let app = dir.path().join("app");
+    let reviewed = review(&app);
+    assert!(
+        reviewed.stdout.contains("  \"flows/hello/package.json\" names @jigging/flow \"workspace:*\": the bundled SDK 1.0.0 is used\n"),
+        "{reviewed:?}"
+    );
+    let output = run_hello(&app);
+    assert_eq!(output["top"], "2.0.0", "{output}");
+    assert_eq!(output["inner"], "1.0.0", "{output}");
 }
 
 #[test]

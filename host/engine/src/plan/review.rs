@@ -131,12 +131,15 @@ pub fn changed_targets(current: &Value, proposed: &Value) -> BTreeSet<String> {
 
 /// Render the change from `current` (the admitted lock, if any) to `proposed`.
 /// Targets in `changed` (see [`changed_targets`]) are marked `~`.
-/// With `details`, the complete current and proposed policy follow.
+/// `notes` (each already escaped) say what the host made of a package's
+/// own files. With `details`, the complete current and proposed policy
+/// follow.
 pub fn review_text(
     current: Option<&Value>,
     proposed: &Value,
     changed: &BTreeSet<String>,
     providers: &Value,
+    notes: &[String],
     details: bool,
 ) -> String {
     let mut out = String::new();
@@ -210,6 +213,12 @@ pub fn review_text(
             let _ = writeln!(out, "{line}");
         }
     }
+    if !notes.is_empty() {
+        let _ = writeln!(out, "Notes:");
+        for note in notes {
+            let _ = writeln!(out, "  {note}");
+        }
+    }
     if details {
         let _ = writeln!(out, "Current policy:");
         match current {
@@ -242,7 +251,7 @@ mod tests {
     #[test]
     fn first_review_lists_the_greeting_package_and_target() {
         let proposed = json!({"packages": {"flows/hello": {"digest": "sha256:ab", "directRun": true, "uses": {}}}, "bindings": {}});
-        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), false);
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), &[], false);
         assert_eq!(
             text,
             "Packages:\n  + \"flows/hello\" sha256:ab\nTargets:\n  + \"flow:flows/hello\"\n"
@@ -255,11 +264,19 @@ mod tests {
         let proposed = json!({"packages": {"flows/ask": {"digest": "sha256:ab", "directRun": true,
             "uses": {"agent": {"id": "https://jig.md/contracts/agent-run", "version": "1.0.0", "digest": digest}}}},
             "bindings": {}});
-        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), false);
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), &[], false);
         assert!(
             text.contains(&format!("  + \"flows/ask\" sha256:ab uses \"agent\" = \"https://jig.md/contracts/agent-run\"@\"1.0.0\" {digest}\n")),
             "{text}"
         );
+    }
+
+    #[test]
+    fn notes_follow_the_targets_and_providers() {
+        let proposed = json!({"packages": {}, "bindings": {}});
+        let note = "\"flows/a/package.json\" names @jigging/flow \"workspace:*\": the bundled SDK 1.0.0 is used".to_string();
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), &[note.clone()], false);
+        assert_eq!(text, format!("Targets:\nNotes:\n  {note}\n"));
     }
 
     #[test]
@@ -269,7 +286,7 @@ mod tests {
             "client": "openai-compatible", "api": "responses",
             "endpoint": "http://127.0.0.1:9/v1", "model": "m-1"}});
         for details in [false, true] {
-            let text = review_text(None, &proposed, &BTreeSet::new(), &providers, details);
+            let text = review_text(None, &proposed, &BTreeSet::new(), &providers, &[], details);
             assert!(text.contains("  \"flows/ask#agent\" served by \"agent-run\" (builtin) client \"openai-compatible\" api \"responses\" endpoint \"http://127.0.0.1:9/v1\" model \"m-1\"\n"), "{text}");
         }
     }
@@ -277,7 +294,7 @@ mod tests {
     #[test]
     fn control_characters_in_names_are_escaped() {
         let proposed = json!({"packages": {"flows/\u{1b}[2J": {"digest": "sha256:ab", "directRun": false, "uses": {}}}, "bindings": {}});
-        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), false);
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), &[], false);
         assert!(text.contains("\\u001b[2J"));
         assert!(!text.contains('\u{1b}'));
     }
@@ -298,6 +315,7 @@ mod tests {
             &lock,
             &changed_targets(&current, &proposed),
             &json!({}),
+            &[],
             false,
         );
         assert_eq!(

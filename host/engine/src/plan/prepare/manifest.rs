@@ -20,13 +20,14 @@ impl Manifest {
             .unwrap_or_default()
     }
 
-    /// Does a runtime dependency name a `workspace:` member?
+    /// Does a runtime dependency other than the bundled SDK name a
+    /// `workspace:` member? The SDK named from a workspace is the bundled
+    /// one unless a captured workspace holds a member of that name, so it
+    /// alone never makes a package a workspace preparation.
     pub(super) fn uses_workspace(&self) -> bool {
-        RUNTIME_MAPS.iter().any(|m| {
-            self.map(m)
-                .values()
-                .any(|spec| spec.as_str().is_some_and(|s| s.starts_with("workspace:")))
-        })
+        self.workspace_dependencies()
+            .iter()
+            .any(|name| name != BUNDLED_SDK)
     }
 
     /// Runtime dependencies naming `workspace:` members.
@@ -37,6 +38,19 @@ impl Manifest {
             .filter(|(_, spec)| spec.as_str().is_some_and(|s| s.starts_with("workspace:")))
             .map(|(name, _)| name)
             .collect()
+    }
+
+    /// The bundled SDK's specifier when it names it in a `workspace:` form
+    /// (the reference's own examples live in a Bun workspace whose member
+    /// is the SDK, and say `workspace:*`).
+    pub(super) fn sdk_workspace_spec(&self) -> Option<String> {
+        DEPENDENCY_MAPS.iter().find_map(|m| {
+            self.map(m)
+                .get(BUNDLED_SDK)
+                .and_then(Value::as_str)
+                .filter(|s| s.starts_with("workspace:"))
+                .map(str::to_string)
+        })
     }
 
     pub(super) fn runtime_dependencies(&self) -> Vec<String> {
@@ -111,13 +125,16 @@ pub(super) fn check_manifest_sources(manifest: &Manifest, at: &str) -> Result<()
     Ok(())
 }
 
-/// `@jigging/flow` is satisfied by the bundled SDK, at its exact revision only.
+/// `@jigging/flow` is satisfied by the bundled SDK, at its exact revision
+/// only, or named from a workspace in one of
+/// [`BUNDLED_SDK_WORKSPACE_SPECS`].
 pub(super) fn check_bundled_sdk(manifest: &Manifest, at: &str) -> Result<(), Refusal> {
     for map in DEPENDENCY_MAPS {
         let entries = manifest.map(map);
         match entries.get(BUNDLED_SDK).and_then(Value::as_str) {
             None => {}
             Some(BUNDLED_SDK_VERSION) => {}
+            Some(spec) if BUNDLED_SDK_WORKSPACE_SPECS.contains(&spec) => {}
             Some(_) => {
                 return Err(refusal(
                     codes::SOURCE_UNSUPPORTED,
@@ -345,6 +362,12 @@ pub(super) fn check_lock_sources(
         if let Some(member) = resolution.strip_prefix("workspace:") {
             // A workspace entry must name a declared member, under its name.
             if members.get(member).map(String::as_str) == Some(name) && tuple.len() == 1 {
+                continue;
+            }
+            // The SDK's member in the workspace it was locked in: without
+            // such a member here it is the bundled SDK, which the staged
+            // lock leaves out.
+            if name == BUNDLED_SDK && !members.values().any(|m| m == BUNDLED_SDK) {
                 continue;
             }
             return Err(unsupported("undeclared workspace"));

@@ -61,6 +61,12 @@ pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
 pub const BUNDLED_SDK: &str = "@jigging/flow";
 /// The exact revision the bundled SDK reports (its package.json version).
 pub const BUNDLED_SDK_VERSION: &str = "1.0.0";
+/// The `workspace:` forms of the bundled SDK it satisfies when no captured
+/// workspace member has its name: any revision of the member, or its
+/// exact one (`workspace:2.0.0` asks for a revision this jig does not
+/// bundle).
+pub const BUNDLED_SDK_WORKSPACE_SPECS: [&str; 4] =
+    ["workspace:*", "workspace:^", "workspace:~", "workspace:1.0.0"];
 /// Bumped whenever the installer arguments or capture rules change, so an
 /// admitted preparation made another way is not reused.
 const PREPARATION_RECIPE: &str = "jig-bun-preparation/3";
@@ -128,6 +134,19 @@ pub struct Request<'a> {
     pub store: &'a Store,
     /// Where the per-package resolution warning goes (stderr).
     pub warn: &'a mut dyn FnMut(&str),
+    /// Where the review's notes go (the review text): each names a
+    /// package's manifest, already escaped, and what this host made of it.
+    pub note: &'a mut dyn FnMut(String),
+}
+
+/// The note of a package whose manifest names the bundled SDK from a
+/// workspace that has no member of that name.
+fn bundled_sdk_note(at: &str, spec: &str) -> String {
+    format!(
+        "{} names {BUNDLED_SDK} {}: the bundled SDK {BUNDLED_SDK_VERSION} is used",
+        super::ascii_quote(at),
+        super::ascii_quote(spec)
+    )
 }
 
 /// A refusal and whether it makes the candidate invalid or this host unable.
@@ -366,7 +385,11 @@ impl Session<'_> {
         };
         let manifest = parse_manifest(manifest_bytes, &at)?;
         check_bundled_sdk(&manifest, &at)?;
+        let sdk_spec = manifest.sdk_workspace_spec();
         if manifest.runtime_dependencies().is_empty() {
+            if let Some(spec) = &sdk_spec {
+                (self.request.note)(bundled_sdk_note(&at, spec));
+            }
             return Ok(None);
         }
         if files.contains_key(NPMRC) {
@@ -383,6 +406,12 @@ impl Session<'_> {
         } else {
             standalone_inputs(package, &manifest, &self.registry, &at)?
         };
+        // A workspace that has the SDK as a member prepares it as one.
+        if let Some(spec) = &sdk_spec {
+            if !inputs.members.values().any(|name| name == BUNDLED_SDK) {
+                (self.request.note)(bundled_sdk_note(&at, spec));
+            }
+        }
         let recipe_digest = self.recipe_digest(recipe);
         let evidence = |digest: &str, lock: &str| {
             json!({

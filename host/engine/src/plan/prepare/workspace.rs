@@ -26,7 +26,7 @@ use super::layout::{self, Alias};
 use super::{
     add_file, capture_tree, check_lock_current, check_lock_sources, codes, parse_lock,
     parse_manifest, refusal, staged_lock, staged_manifest, Inputs, Manifest, Refusal, BINARY_LOCK,
-    LOCK, MANIFEST, MAX_LOCK_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_FILES, NPMRC,
+    BUNDLED_SDK, LOCK, MANIFEST, MAX_LOCK_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_FILES, NPMRC,
 };
 use crate::state::sha256_digest;
 
@@ -127,6 +127,11 @@ pub(super) fn inputs(
     while let Some(current) = pending.pop() {
         for name in members[&current].manifest.workspace_dependencies() {
             let Some(path) = by_name.get(name.as_str()) else {
+                if name == BUNDLED_SDK {
+                    // No member is the SDK: the bundled one serves it
+                    // (its specifier was checked with the manifest).
+                    continue;
+                }
                 return Err(refusal(
                     codes::SOURCE_UNSUPPORTED,
                     at,
