@@ -38,6 +38,9 @@ let
         (root + "/Cargo.toml")
         (root + "/Cargo.lock")
       ]
+      # The provider WIT world, read by the wasm provider host and the
+      # provider SDK at build time (`path: "../wit"`).
+      ++ [ (root + "/providers/wit") ]
       ++ map (dir: root + "/${dir}") (jigLib.memberDirs (root + "/Cargo.toml"))
     )) (lib.fileset.fileFilter (file: file.hasExt "pyc") root);
   };
@@ -107,9 +110,14 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
       fi
       # The Rust Run SDK's sources, for `jig init --lang rust` (it looks for
       # <exe>/../share/jig/sdk-rust): sdk-rust and flow, which inherit
-      # workspace fields, under a workspace manifest naming only those two.
+      # workspace fields, under a workspace manifest naming only these.
       cp -r sdk-rust flow $out/share/jig/
-      awk '/^members = \[/ { print "members = [\"flow\", \"sdk-rust\"]"; skip = 1; next }
+      # The provider SDK's sources, for `jig provider new --lang rust` (it
+      # looks for <exe>/../share/jig/providers/sdk), with the WIT world it
+      # binds (../wit), a member of the same workspace manifest.
+      mkdir -p $out/share/jig/providers
+      cp -r providers/sdk providers/wit $out/share/jig/providers/
+      awk '/^members = \[/ { print "members = [\"flow\", \"sdk-rust\", \"providers/sdk\"]"; skip = 1; next }
         skip && /^\]/ { skip = 0; next }
         skip || /^(default-members|exclude) =/ { next }
         { print }' Cargo.toml > $out/share/jig/Cargo.toml

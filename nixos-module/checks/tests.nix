@@ -542,12 +542,16 @@ let
       && package.passthru.acpWorker.pname == "jig-agent-acp"
       && builtins.match ".*install -Dm0555 /nix/store/stub-jig-agent-acp/bin/jig-agent-acp \\$out/bin/jig-agent-acp.*wrapProgram.*" package.postInstall
         != null;
-    "package source is the manifest, the lock and every member" =
+    "package source is the manifest, the lock, the provider WIT world and every member" =
       sourcePaths == [
         (root + "/Cargo.toml")
         (root + "/Cargo.lock")
+        (root + "/providers/wit")
       ]
       ++ map (d: root + "/${d}") (jigLib.memberDirs (root + "/Cargo.toml"));
+    "package installs the Rust and provider SDK sources under one workspace manifest" =
+      builtins.match ".*cp -r sdk-rust flow \\$out/share/jig/.*cp -r providers/sdk providers/wit \\$out/share/jig/providers/.*members = .*\"flow.*\"sdk-rust.*\"providers/sdk.*Cargo.toml > \\$out/share/jig/Cargo.toml.*" package.postInstall
+      != null;
     "package installs the manual page and bash, zsh and fish completions" =
       builtins.match ".*jig manpage > jig.1.*installManPage jig.1.*--bash <\\(\\$out/bin/jig completions bash\\).*--zsh <\\(\\$out/bin/jig completions zsh\\).*--fish <\\(\\$out/bin/jig completions fish\\).*" package.postInstall
       != null;

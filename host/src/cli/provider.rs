@@ -49,7 +49,9 @@ pub enum ProviderAction {
         lang: scaffold::Lang,
         /// Where to make it (default: ./NAME); must be missing or empty.
         dir: Option<PathBuf>,
-        /// For --lang rust: the providers/sdk directory of a jig checkout.
+        /// For --lang rust: the providers/sdk directory of a jig checkout
+        /// (default: the SDK installed with this jig, else the checkout it
+        /// was built in).
         #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
     },

@@ -46,16 +46,33 @@ fn run_test_script(root: &Path, env: &[(&str, &std::ffi::OsStr)]) {
     assert_eq!(out.stdout, "ok: \"Hello, Ada!\"\n", "{out:?}");
 }
 
+/// Made from this build, which has no SDK installed beside it: the
+/// provider SDK of the checkout it was built in is found, and named.
 #[test]
 fn the_rust_scaffold_builds_and_passes_its_test() {
     let dir = tempfile::tempdir().unwrap();
-    let sdk = support::workspace().join("providers/sdk");
-    let root = scaffold(dir.path(), "rust", &["--sdk", sdk.to_str().unwrap()]);
+    let sdk = support::workspace()
+        .join("providers/sdk")
+        .canonicalize()
+        .unwrap();
+    let made = run_jig(
+        dir.path(),
+        &["provider", "new", "greet", "--lang", "rust", "greet"],
+    );
+    assert_eq!(made.status, 0, "{made:?}");
+    assert!(
+        made.stdout.starts_with(&format!(
+            "using the provider SDK at {}\ncreated ",
+            sdk.display()
+        )),
+        "{made:?}"
+    );
+    let root = dir.path().join("greet");
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     assert!(
         manifest.contains(&format!(
             "jig-provider-sdk = {{ path = \"{}\" }}",
-            sdk.canonicalize().unwrap().display()
+            sdk.display()
         )),
         "{manifest}"
     );
@@ -139,12 +156,41 @@ fn the_javascript_scaffold_builds_and_passes_its_test() {
     serves_a_flow(&root, &root.join("greet.wasm"));
 }
 
+/// `--sdk` names the SDK explicitly; a directory that is not the SDK is
+/// refused and nothing is made.
 #[test]
-fn a_scaffold_refuses_a_bad_name_a_used_directory_and_rust_without_the_sdk() {
+fn an_explicit_sdk_is_used_and_a_wrong_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sdk = support::workspace().join("sdk-rust");
+    let run = run_jig(
+        dir.path(),
+        &["provider", "new", "greet", "--lang", "rust", "--sdk", sdk.to_str().unwrap()],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stderr.starts_with("INVALID_REQUEST: --sdk ")
+            && run.stderr.contains("is not the jig guest SDK"),
+        "{run:?}"
+    );
+    assert!(!dir.path().join("greet").exists());
+    let sdk = support::workspace().join("providers/sdk");
+    let root = scaffold(dir.path(), "rust", &["--sdk", sdk.to_str().unwrap()]);
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(&format!(
+            "jig-provider-sdk = {{ path = \"{}\" }}",
+            sdk.canonicalize().unwrap().display()
+        )),
+        "{manifest}"
+    );
+}
+
+#[test]
+fn a_scaffold_refuses_a_bad_name_and_a_used_directory() {
     let dir = tempfile::tempdir().unwrap();
     for args in [
         &["provider", "new", "Greet", "--lang", "js"][..],
-        &["provider", "new", "greet", "--lang", "rust"][..],
+        &["provider", "new", "Greet", "--lang", "rust"][..],
     ] {
         let run = run_jig(dir.path(), args);
         assert_eq!(run.status, 1, "{run:?}");

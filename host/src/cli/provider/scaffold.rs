@@ -4,12 +4,20 @@
 //! call it through `jig provider call`), and a README with the build
 //! command and what the toolchain needs.
 //!
-//! The Rust scaffold depends on the guest SDK by path, into the jig
-//! checkout the author names with `--sdk` (the SDK is not published).
+//! The Rust scaffold depends on the guest SDK by path (the SDK is not
+//! published): the one `--sdk` names, else the copy installed beside this
+//! jig, else the one in the checkout this jig was built in.
 
 use std::path::{Path, PathBuf};
 
 use super::super::CliError;
+
+/// Where an installed jig keeps the provider SDK's sources (with the WIT
+/// world it binds, `../wit`), from its executable.
+const INSTALLED_PROVIDER_SDK: &str = "../share/jig/providers/sdk";
+/// The provider SDK of the checkout this jig was built in, if that
+/// checkout is still there.
+const CHECKOUT_PROVIDER_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../providers/sdk");
 
 /// The longest provider name (it becomes a crate, file and URI segment).
 pub const MAX_NAME_CHARS: usize = 64;
@@ -81,14 +89,22 @@ pub fn new(
     }
     let sdk = match (lang, sdk) {
         (Lang::Rust, None) => {
-            return Err(invalid(
-                "--lang rust needs --sdk PATH: the providers/sdk directory of a jig checkout"
-                    .to_owned(),
-            ))
+            let found = found_sdk().ok_or_else(|| {
+                invalid(
+                    "--lang rust needs the provider SDK, and none is installed with this jig \
+                     or in the checkout it was built in; pass --sdk PATH (the providers/sdk \
+                     directory of a jig checkout)"
+                        .to_owned(),
+                )
+            })?;
+            sdk_path(&found)?
         }
         (Lang::Rust, Some(sdk)) => sdk_path(&base.join(sdk))?,
         (_, _) => String::new(),
     };
+    if lang == Lang::Rust {
+        println!("using the provider SDK at {sdk}");
+    }
     let crate_name = name.replace('-', "_");
     let fill = |text: &str| {
         text.replace("@NAME@", name)
@@ -126,14 +142,34 @@ pub fn new(
     Ok(0)
 }
 
+/// The provider SDK found without `--sdk`: installed beside this jig
+/// ([`INSTALLED_PROVIDER_SDK`]), else in its checkout
+/// ([`CHECKOUT_PROVIDER_SDK`]).
+fn found_sdk() -> Option<PathBuf> {
+    let installed = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(INSTALLED_PROVIDER_SDK)));
+    installed
+        .into_iter()
+        .chain([PathBuf::from(CHECKOUT_PROVIDER_SDK)])
+        .find(|dir| is_provider_sdk(dir))
+}
+
+/// Is `dir` the jig guest SDK's crate (`jig-provider-sdk`)?
+fn is_provider_sdk(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|manifest| manifest.contains("name = \"jig-provider-sdk\""))
+}
+
 /// The SDK directory as a TOML-safe absolute path, if it is the jig guest
 /// SDK.
 fn sdk_path(sdk: &Path) -> Result<String, CliError> {
     let invalid =
         |why: &str| CliError::new("INVALID_REQUEST", format!("--sdk {}: {why}", sdk.display()));
-    let manifest = std::fs::read_to_string(sdk.join("Cargo.toml"))
-        .map_err(|_| invalid("has no Cargo.toml"))?;
-    if !manifest.contains("name = \"jig-provider-sdk\"") {
+    if !sdk.join("Cargo.toml").is_file() {
+        return Err(invalid("has no Cargo.toml"));
+    }
+    if !is_provider_sdk(sdk) {
         return Err(invalid("is not the jig guest SDK (providers/sdk)"));
     }
     let absolute = sdk
