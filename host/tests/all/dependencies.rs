@@ -511,7 +511,10 @@ fn the_bundled_sdk_named_from_a_workspace_is_the_bundled_sdk() {
             )),
             "{spec}: {reviewed:?}"
         );
-        assert!(reviewed.stdout.ends_with("project is ready\n"), "{reviewed:?}");
+        assert!(
+            reviewed.stdout.ends_with("project is ready\n"),
+            "{reviewed:?}"
+        );
         assert!(!reviewed.stderr.contains("Resolving"), "{reviewed:?}");
         assert_eq!(run_hello(dir.path())["message"], "Hello, Ada!");
     }
@@ -544,7 +547,8 @@ fn the_bundled_sdk_named_from_a_workspace_is_the_bundled_sdk() {
         let run = run_jig(dir.path(), &["review", "--yes"]);
         assert_refused(&run, 1, "PACKAGE_BUN_SOURCE_UNSUPPORTED");
         assert!(
-            run.stderr.contains("pointer \"/dependencies/@jigging~1flow\""),
+            run.stderr
+                .contains("pointer \"/dependencies/@jigging~1flow\""),
             "{spec}: {run:?}"
         );
     }

@@ -164,7 +164,15 @@ fn an_explicit_sdk_is_used_and_a_wrong_one_is_refused() {
     let sdk = support::workspace().join("sdk-rust");
     let run = run_jig(
         dir.path(),
-        &["provider", "new", "greet", "--lang", "rust", "--sdk", sdk.to_str().unwrap()],
+        &[
+            "provider",
+            "new",
+            "greet",
+            "--lang",
+            "rust",
+            "--sdk",
+            sdk.to_str().unwrap(),
+        ],
     );
     assert_eq!(run.status, 1, "{run:?}");
     assert!(

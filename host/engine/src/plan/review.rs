@@ -275,7 +275,14 @@ mod tests {
     fn notes_follow_the_targets_and_providers() {
         let proposed = json!({"packages": {}, "bindings": {}});
         let note = "\"flows/a/package.json\" names @jigging/flow \"workspace:*\": the bundled SDK 1.0.0 is used".to_string();
-        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), &[note.clone()], false);
+        let text = review_text(
+            None,
+            &proposed,
+            &BTreeSet::new(),
+            &json!({}),
+            &[note.clone()],
+            false,
+        );
         assert_eq!(text, format!("Targets:\nNotes:\n  {note}\n"));
     }
 

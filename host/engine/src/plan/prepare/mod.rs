@@ -65,8 +65,12 @@ pub const BUNDLED_SDK_VERSION: &str = "1.0.0";
 /// workspace member has its name: any revision of the member, or its
 /// exact one (`workspace:2.0.0` asks for a revision this jig does not
 /// bundle).
-pub const BUNDLED_SDK_WORKSPACE_SPECS: [&str; 4] =
-    ["workspace:*", "workspace:^", "workspace:~", "workspace:1.0.0"];
+pub const BUNDLED_SDK_WORKSPACE_SPECS: [&str; 4] = [
+    "workspace:*",
+    "workspace:^",
+    "workspace:~",
+    "workspace:1.0.0",
+];
 /// Bumped whenever the installer arguments or capture rules change, so an
 /// admitted preparation made another way is not reused.
 const PREPARATION_RECIPE: &str = "jig-bun-preparation/3";
