@@ -280,7 +280,7 @@ mod tests {
             &proposed,
             &BTreeSet::new(),
             &json!({}),
-            &[note.clone()],
+            std::slice::from_ref(&note),
             false,
         );
         assert_eq!(text, format!("Targets:\nNotes:\n  {note}\n"));
