@@ -12,6 +12,7 @@ mod invoke;
 mod provider;
 mod review;
 pub(crate) mod run;
+mod sdk;
 mod serve;
 mod terminal;
 pub(crate) mod worker;
@@ -529,46 +530,32 @@ fn init(
 /// path safe inside Cargo.toml: `--sdk`, else the copy installed beside
 /// this jig ([`INSTALLED_RUST_SDK`]).
 fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
+    const CRATE: &str = "flow-sdk";
     let usage = |m: String| CliError::new("JIG_USAGE", m);
     let dir = match sdk {
         Some(dir) => dir,
-        None => {
-            let installed = std::env::current_exe()
-                .ok()
-                .and_then(|exe| Some(exe.parent()?.join(INSTALLED_RUST_SDK)))
-                .filter(|dir| is_rust_sdk(dir));
-            installed.ok_or_else(|| {
+        None => sdk::beside_executable(INSTALLED_RUST_SDK)
+            .filter(|dir| sdk::is_crate(dir, CRATE))
+            .ok_or_else(|| {
                 usage(
                     "--lang rust needs the Rust SDK, and none is installed with this jig; \
                      pass --sdk PATH (the sdk-rust directory of a jig checkout)"
                         .into(),
                 )
-            })?
-        }
+            })?,
     };
-    if !is_rust_sdk(&dir) {
+    if !sdk::is_crate(&dir, CRATE) {
         return Err(usage(format!(
             "--sdk {}: is not the Rust SDK (the sdk-rust directory of a jig checkout)",
             dir.display()
         )));
     }
-    let absolute = dir
-        .canonicalize()
-        .map_err(|e| usage(format!("--sdk {}: {e}", dir.display())))?
-        .to_string_lossy()
-        .into_owned();
-    if absolute.contains(['"', '\\', '\n']) {
-        return Err(usage(format!(
+    sdk::toml_path(&dir).map_err(|why| match why {
+        sdk::Unwritable::Unresolved(e) => usage(format!("--sdk {}: {e}", dir.display())),
+        sdk::Unwritable::Unquotable(absolute) => usage(format!(
             "--sdk {absolute}: the path cannot be written into Cargo.toml"
-        )));
-    }
-    Ok(absolute)
-}
-
-/// Is `dir` the Rust SDK's crate (`flow-sdk`)?
-fn is_rust_sdk(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("Cargo.toml"))
-        .is_ok_and(|manifest| manifest.contains("name = \"flow-sdk\""))
+        )),
+    })
 }
 
 pub(crate) fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
@@ -730,5 +717,25 @@ mod tests {
         assert_eq!(read_input(None, Path::new(".")).unwrap(), json!({}));
         let err = read_input(Some("@/nonexistent/input.json"), Path::new(".")).unwrap_err();
         assert_eq!(err.code, "JIG_RUN_INPUT_INVALID");
+    }
+
+    #[test]
+    fn an_input_file_is_read_at_the_json1_document_limit_and_refused_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // `{}` padded with whitespace: a JSON/1 document of exactly the size.
+        let document = |bytes: u64| format!("{{}}{}", " ".repeat(bytes as usize - 2));
+        std::fs::write(dir.path().join("at.json"), document(MAX_INPUT_FILE_BYTES)).unwrap();
+        std::fs::write(
+            dir.path().join("past.json"),
+            document(MAX_INPUT_FILE_BYTES + 1),
+        )
+        .unwrap();
+        assert_eq!(read_input(Some("@at.json"), dir.path()).unwrap(), json!({}));
+        let err = read_input(Some("@past.json"), dir.path()).unwrap_err();
+        assert_eq!(err.code, "JIG_RUN_INPUT_INVALID");
+        assert_eq!(
+            err.message,
+            "the selected --input file is larger than a FLOW JSON/1 document may be"
+        );
     }
 }

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::CliError;
+use super::super::{sdk, CliError};
 
 /// Where an installed jig keeps the provider SDK's sources (with the WIT
 /// world it binds, `../wit`), from its executable.
@@ -142,45 +142,34 @@ pub fn new(
     Ok(0)
 }
 
+/// The guest SDK's crate.
+const SDK_CRATE: &str = "jig-provider-sdk";
+
 /// The provider SDK found without `--sdk`: installed beside this jig
 /// ([`INSTALLED_PROVIDER_SDK`]), else in its checkout
 /// ([`CHECKOUT_PROVIDER_SDK`]).
 fn found_sdk() -> Option<PathBuf> {
-    let installed = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.join(INSTALLED_PROVIDER_SDK)));
-    installed
+    sdk::beside_executable(INSTALLED_PROVIDER_SDK)
         .into_iter()
         .chain([PathBuf::from(CHECKOUT_PROVIDER_SDK)])
-        .find(|dir| is_provider_sdk(dir))
-}
-
-/// Is `dir` the jig guest SDK's crate (`jig-provider-sdk`)?
-fn is_provider_sdk(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("Cargo.toml"))
-        .is_ok_and(|manifest| manifest.contains("name = \"jig-provider-sdk\""))
+        .find(|dir| sdk::is_crate(dir, SDK_CRATE))
 }
 
 /// The SDK directory as a TOML-safe absolute path, if it is the jig guest
 /// SDK.
-fn sdk_path(sdk: &Path) -> Result<String, CliError> {
+fn sdk_path(dir: &Path) -> Result<String, CliError> {
     let invalid =
-        |why: &str| CliError::new("INVALID_REQUEST", format!("--sdk {}: {why}", sdk.display()));
-    if !sdk.join("Cargo.toml").is_file() {
+        |why: &str| CliError::new("INVALID_REQUEST", format!("--sdk {}: {why}", dir.display()));
+    if !dir.join("Cargo.toml").is_file() {
         return Err(invalid("has no Cargo.toml"));
     }
-    if !is_provider_sdk(sdk) {
+    if !sdk::is_crate(dir, SDK_CRATE) {
         return Err(invalid("is not the jig guest SDK (providers/sdk)"));
     }
-    let absolute = sdk
-        .canonicalize()
-        .map_err(|e| invalid(&e.to_string()))?
-        .to_string_lossy()
-        .into_owned();
-    if absolute.contains(['"', '\\', '\n']) {
-        return Err(invalid("the path cannot be written into Cargo.toml"));
-    }
-    Ok(absolute)
+    sdk::toml_path(dir).map_err(|why| match why {
+        sdk::Unwritable::Unresolved(e) => invalid(&e.to_string()),
+        sdk::Unwritable::Unquotable(_) => invalid("the path cannot be written into Cargo.toml"),
+    })
 }
 
 #[cfg(test)]
