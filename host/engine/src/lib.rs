@@ -14,8 +14,11 @@
 //! what runs, and never invent a success.
 
 pub mod config;
+pub mod error;
 pub mod exec;
 pub mod files;
 pub mod plan;
 pub mod providers;
 pub mod state;
+
+pub use error::Error;

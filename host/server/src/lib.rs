@@ -12,3 +12,6 @@
 
 pub mod queue;
 pub mod serve;
+
+mod error;
+pub use error::Error;

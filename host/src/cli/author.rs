@@ -11,12 +11,12 @@ use flow::package::{Access, Package, Use};
 use flow::schema::{Invalid, Schema};
 use serde_json::json;
 
-use super::CliError;
+use super::{CliError, Code};
 
 fn read(path: &Path) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| {
         CliError::new(
-            "INVALID_REQUEST",
+            Code::InvalidRequest,
             format!("cannot read {}: {e}", path.display()),
         )
     })
@@ -42,7 +42,17 @@ fn stage(dir: &Path) -> Result<Package, CliError> {
                 jig_engine::plan::ascii_quote(pointer)
             ));
         }
-        CliError::new(e.code, message)
+        if e.code == flow::package::codes::PACKAGE_IO {
+            CliError::ArtifactUnreadable {
+                code: e.code,
+                message,
+            }
+        } else {
+            CliError::Artifact {
+                code: e.code,
+                message,
+            }
+        }
     })
 }
 
@@ -183,11 +193,11 @@ fn compile(file: &Path) -> Result<Schema, CliError> {
 }
 
 /// A document error with the JSON pointer it was found at.
-fn located(code: &str, message: &str, pointer: &str) -> CliError {
-    CliError::new(
+fn located(code: &'static str, message: &str, pointer: &str) -> CliError {
+    CliError::Artifact {
         code,
-        format!("{message} (at {})", jig_engine::plan::ascii_quote(pointer)),
-    )
+        message: format!("{message} (at {})", jig_engine::plan::ascii_quote(pointer)),
+    }
 }
 
 pub fn schema_check(file: &Path, json_output: bool) -> Result<u8, CliError> {
@@ -200,8 +210,12 @@ pub fn schema_check(file: &Path, json_output: bool) -> Result<u8, CliError> {
 pub fn schema_validate(file: &Path, instance: &Path, json_output: bool) -> Result<u8, CliError> {
     let schema = compile(file)?;
     let bytes = read(instance)?;
-    let value = flow::json::parse(&bytes)
-        .map_err(|e| CliError::new("INVALID_INPUT", format!("the instance is not JSON/1: {e}")))?;
+    let value = flow::json::parse(&bytes).map_err(|e| {
+        CliError::new(
+            Code::InvalidInput,
+            format!("the instance is not JSON/1: {e}"),
+        )
+    })?;
     let (outcome, units) = schema.validate_metered(&value);
     let report = match &outcome {
         Ok(()) => json!({ "valid": true, "workUnits": units }),
@@ -224,7 +238,7 @@ pub fn schema_validate(file: &Path, instance: &Path, json_output: bool) -> Resul
     // it is reported as its code on stderr, never as "invalid".
     if matches!(outcome, Err(Invalid::LimitExceeded)) && !json_output {
         return Err(CliError::new(
-            "SCHEMA_LIMIT_EXCEEDED",
+            Code::SchemaLimitExceeded,
             format!("{} ({units} work units spent)", Invalid::LimitExceeded),
         ));
     }

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 use hyper::body::Bytes;
 use serde_json::json;
 
-use super::{exit, print_terminal, CliError};
+use super::{exit, print_terminal, CliError, Code};
 
 /// The environment variable naming the daemon when `--server` is absent.
 pub const SERVER_ENV: &str = "JIG_SERVER";
@@ -37,11 +37,11 @@ pub struct Served {
 }
 
 fn usage(message: impl Into<String>) -> CliError {
-    CliError::new("JIG_USAGE", message)
+    CliError::new(Code::Usage, message)
 }
 
 fn unavailable(message: impl Into<String>) -> CliError {
-    CliError::new("UNAVAILABLE", message)
+    CliError::new(Code::Unavailable, message)
 }
 
 /// The daemon named by `--server` or `JIG_SERVER`, if any.
@@ -67,8 +67,7 @@ pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<S
                     "--server {text} needs a bearer token: give --token-file or {TOKEN_FILE_ENV}"
                 ))
             })?;
-        let token =
-            jig_server::serve::read_token(&file).map_err(|e| CliError::new(e.code, e.message))?;
+        let token = jig_server::serve::read_token(&file).map_err(CliError::from)?;
         Endpoint::Http {
             base: text.trim_end_matches('/').to_string(),
             token: token.to_vec(),
@@ -161,7 +160,10 @@ impl Response {
 /// A non-success response as the CLI error it carries.
 fn refusal(status: u16, value: &Value) -> CliError {
     match (value["code"].as_str(), value["message"].as_str()) {
-        (Some(code), Some(message)) => CliError::new(code, message),
+        (Some(code), Some(message)) => CliError::Answered {
+            code: code.to_string(),
+            message: message.to_string(),
+        },
         _ => unavailable(format!(
             "the daemon answered HTTP {status} without an error body"
         )),
@@ -256,7 +258,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))
+        .map_err(|e| CliError::new(Code::Internal, e.to_string()))
 }
 
 /// A path segment, percent-encoded where it is not unreserved.
@@ -287,7 +289,7 @@ impl Served {
                     (_, [only]) => only.to_string(),
                     _ => {
                         return Err(CliError::new(
-                            "PROJECT_NOT_FOUND",
+                            Code::ProjectNotFound,
                             format!(
                                 "the daemon serves {}; run from one of those projects",
                                 served.join(", ")
@@ -362,7 +364,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
     use jig_engine::files::archive;
     if !asked.receive.is_empty() {
         return Err(CliError::new(
-            "JIG_RUN_FILES_INVALID",
+            Code::FilesInvalid,
             "--receive is not carried with a file Run to a daemon yet; run it without --server",
         ));
     }
@@ -373,7 +375,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
             body["out"] = json!(false);
         }
         let tar = archive::write_submission(&flow::json::canonical(&body), files.captured)
-            .map_err(|e| CliError::new("INTERNAL", format!("cannot write the tar: {e}")))?;
+            .map_err(|e| CliError::new(Code::Internal, format!("cannot write the tar: {e}")))?;
         let (status, mut terminal) = served
             .endpoint
             .send_typed(
@@ -421,7 +423,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
                 delivery["destination"] = json!(shown);
                 if let Err(e) = published {
                     delivery["status"] = json!("failed");
-                    delivery["code"] = json!(e.code);
+                    delivery["code"] = json!(e.code());
                     if let Some(source) = delivery.as_object_mut() {
                         source.remove("source");
                     }
@@ -431,7 +433,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
         }
         let status = shown(&terminal, print_terminal(&terminal, asked.json));
         if let Some(e) = failure {
-            eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code);
+            eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code());
             return Ok(2);
         }
         Ok(status)

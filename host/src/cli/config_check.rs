@@ -17,11 +17,8 @@ use clap::Subcommand;
 use jig_provider_api::ProviderKind;
 use jig_provider_builtin::agent::endpoint;
 
-use super::CliError;
+use super::{CliError, Code};
 use jig_engine::config::HostConfig;
-
-/// The code every finding is reported under (the loader's code).
-pub const CODE: &str = "JIG_CONFIG_INVALID";
 
 #[derive(Subcommand, Debug)]
 pub(super) enum ConfigAction {
@@ -36,11 +33,12 @@ pub(super) fn config(base: &Path, action: ConfigAction) -> Result<u8, CliError> 
 }
 
 fn check(path: &Path) -> Result<u8, CliError> {
-    let config = HostConfig::read(path).map_err(|e| CliError::new(CODE, e.to_string()))?;
+    let config =
+        HostConfig::read(path).map_err(|e| CliError::new(Code::ConfigInvalid, e.to_string()))?;
     let findings = findings(&config);
     if !findings.is_empty() {
         return Err(CliError::new(
-            CODE,
+            Code::ConfigInvalid,
             format!(
                 "host configuration {} is invalid: {}",
                 path.display(),

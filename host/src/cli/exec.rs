@@ -13,7 +13,7 @@ use jig_project::{BindingDecl, Declarations, SlotTarget};
 use serde_json::json;
 
 use super::{
-    finish_output, load_config, read_input, receive, run_invocation, CliError, Receive,
+    finish_output, load_config, read_input, receive, run_invocation, CliError, Code, Receive,
     DEFAULT_TIMEOUT,
 };
 use jig_engine::exec::{submit, Executor, TargetRef};
@@ -38,7 +38,7 @@ pub struct ExecArgs<'a> {
 }
 
 pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
-    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let usage = |m: String| CliError::new(Code::Usage, m);
     let mut slots = BTreeMap::new();
     for child in args.children {
         let (slot, dir) = child
@@ -56,7 +56,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         None => DEFAULT_TIMEOUT,
         Some(text) => super::parse_timeout(text).ok_or_else(|| {
             CliError::new(
-                "JIG_RUN_TIMEOUT_INVALID",
+                Code::TimeoutInvalid,
                 "--timeout must be a positive integer followed by ms, s, m, or h, up to 24h",
             )
         })?,
@@ -68,14 +68,15 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             .ok()
             .filter(|v| v.is_object())
             .ok_or_else(|| {
-                CliError::new("INVALID_SETTINGS", "--settings must be a JSON/1 object")
+                CliError::new(Code::InvalidSettings, "--settings must be a JSON/1 object")
             })?,
     };
     let config = load_config(args.config)?;
 
     let stage = |dir: &Path, at: &str| {
         Package::stage_dir(dir).map_err(|e| {
-            CliError::new("INVALID_CANDIDATE", format!("{}: {e}", dir.display())).with_location(at)
+            CliError::new(Code::InvalidCandidate, format!("{}: {e}", dir.display()))
+                .with_location(at)
         })
     };
     let mut packages = BTreeMap::new();
@@ -108,23 +109,20 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         packages,
     };
     let providers = Arc::new(ProviderSet::new(config.providers.clone()));
-    let planned = plan::plan(&candidate, &config, &providers, None)
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    let planned = plan::plan(&candidate, &config, &providers, None).map_err(CliError::from)?;
 
     let temp = tempfile::Builder::new()
         .prefix("jig-exec-")
         .tempdir()
         .map_err(|e| {
             CliError::new(
-                "INTERNAL",
+                Code::Internal,
                 format!("cannot create a private directory: {e}"),
             )
         })?;
     let store = Store::throwaway(temp.path().join("store"));
     for package in candidate.packages.values() {
-        store
-            .put_package(package)
-            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        store.put_package(package).map_err(CliError::from)?;
     }
     let executor = Arc::new(
         Executor::new(
@@ -133,7 +131,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             planned,
             providers,
             jig_sandbox::select(&config.containment)
-                .map_err(|e| CliError::new("UNAVAILABLE", e))?,
+                .map_err(|e| CliError::new(Code::Unavailable, e))?,
             temp.path().to_path_buf(),
         )
         .with_support_writer(super::write_runtime_support)

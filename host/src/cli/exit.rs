@@ -1,42 +1,293 @@
-//! Every exit status `jig` uses, decided in one place (HOST-FACTS §5).
+//! Every failure `jig` reports, and the exit status of each, decided in one
+//! place ([`exit_status`], HOST-FACTS §5) from what failed: the variant,
+//! never a code's prefix or a message's words.
+
+use jig_project::{InitError, ProjectError};
+
+/// The codes of failures the command line finds itself (its arguments,
+/// files it was given, its own output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// `JIG_USAGE`: arguments that do not form a command.
+    Usage,
+    /// `INVALID_REQUEST`: an argument's value is not acceptable.
+    InvalidRequest,
+    /// `INVALID_SETTINGS`: `--settings` is not a JSON/1 object.
+    InvalidSettings,
+    /// `INVALID_CANDIDATE`: a package directory that cannot be staged.
+    InvalidCandidate,
+    /// `INVALID_INPUT`: an instance document that is not JSON/1.
+    InvalidInput,
+    /// `PROJECT_NOT_FOUND`: no `jig.ts` where a project must be.
+    ProjectNotFound,
+    /// `JIG_RUN_INPUT_INVALID`: `--input` is not JSON/1.
+    InputInvalid,
+    /// `JIG_RUN_TIMEOUT_INVALID`.
+    TimeoutInvalid,
+    /// `JIG_RUN_FILES_INVALID`: attachments or `--out` that cannot be used.
+    FilesInvalid,
+    /// `JIG_CONFIG_INVALID`: a host configuration that `jig config check`
+    /// or a command refuses.
+    ConfigInvalid,
+    /// `JIG_CHANGES_DECLINED`: the person answered no.
+    ChangesDeclined,
+    /// `JIG_APPROVAL_REQUIRED`: changes need an answer nobody can give.
+    ApprovalRequired,
+    /// `SCHEMA_LIMIT_EXCEEDED`: validation ran out of its work meter.
+    SchemaLimitExceeded,
+    /// `PROVIDER_LOAD_FAILED`: the file is not a provider `jig` can load.
+    NotAProvider,
+    /// `PROVIDER_CONFIG_INVALID`: `--grants` that cannot be granted.
+    GrantsInvalid,
+    /// `JIG_OUTPUT_FAILED`: printing or writing the command's own output.
+    OutputFailed,
+    /// `JIG_COMMAND_INTERRUPTED`: SIGINT or SIGTERM while a Run was pending.
+    Interrupted,
+    /// `UNAVAILABLE`: something this command needs is not here now.
+    Unavailable,
+    /// `INTERNAL`: a fault of this host.
+    Internal,
+}
+
+impl Code {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Code::Usage => "JIG_USAGE",
+            Code::InvalidRequest => "INVALID_REQUEST",
+            Code::InvalidSettings => "INVALID_SETTINGS",
+            Code::InvalidCandidate => "INVALID_CANDIDATE",
+            Code::InvalidInput => "INVALID_INPUT",
+            Code::ProjectNotFound => "PROJECT_NOT_FOUND",
+            Code::InputInvalid => "JIG_RUN_INPUT_INVALID",
+            Code::TimeoutInvalid => "JIG_RUN_TIMEOUT_INVALID",
+            Code::FilesInvalid => "JIG_RUN_FILES_INVALID",
+            Code::ConfigInvalid => "JIG_CONFIG_INVALID",
+            Code::ChangesDeclined => "JIG_CHANGES_DECLINED",
+            Code::ApprovalRequired => "JIG_APPROVAL_REQUIRED",
+            Code::SchemaLimitExceeded => "SCHEMA_LIMIT_EXCEEDED",
+            Code::NotAProvider => "PROVIDER_LOAD_FAILED",
+            Code::GrantsInvalid => "PROVIDER_CONFIG_INVALID",
+            Code::OutputFailed => "JIG_OUTPUT_FAILED",
+            Code::Interrupted => "JIG_COMMAND_INTERRUPTED",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::Internal => "INTERNAL",
+        }
+    }
+}
 
 /// A failure the CLI reports as `CODE: message` on stderr.
-#[derive(Debug)]
-pub struct CliError {
-    pub code: String,
-    pub message: String,
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The engine refused or failed (planning, state, Runs, files).
+    #[error(transparent)]
+    Engine(#[from] jig_engine::Error),
+    /// `jig serve` or `jig worker` could not start or went on failing.
+    #[error(transparent)]
+    Server(#[from] jig_server::Error),
+    /// The project could not be captured: not a candidate at all
+    /// (`PROJECT_NOT_FOUND`, `PROJECT_UNSAFE`, `PROJECT_BUSY`,
+    /// `PROJECT_UNAVAILABLE`); an invalid candidate is [`Code::InvalidCandidate`].
+    #[error("{}", .0.message)]
+    Project(ProjectError),
+    /// `jig init` could not create the project.
+    #[error(transparent)]
+    Init(#[from] InitError),
+    /// A package, descriptor, schema or provider file given to an author
+    /// command is invalid: its own code (`PACKAGE_…`, `CONTRACT_…`,
+    /// `SCHEMA_…`, `METADATA_…`, `PROVIDER_…`).
+    #[error("{message}")]
+    Artifact { code: &'static str, message: String },
+    /// Such a file could not be read (`PACKAGE_IO`, `PROVIDER_…`): its code.
+    #[error("{message}")]
+    ArtifactUnreadable { code: &'static str, message: String },
+    /// The code another party answered with: the daemon's HTTP refusal or a
+    /// provider's operational error, as it arrived on the wire.
+    #[error("{message}")]
+    Answered { code: String, message: String },
+    /// A failure the command line finds itself.
+    #[error("{message}")]
+    Command { code: Code, message: String },
 }
 
 impl CliError {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> CliError {
-        CliError {
-            code: code.into(),
+    /// A failure the command line finds itself.
+    pub fn new(code: Code, message: impl Into<String>) -> CliError {
+        CliError::Command {
+            code,
             message: message.into(),
         }
     }
 
-    /// Add a project location to the message.
-    pub fn with_location(mut self, at: &str) -> CliError {
-        self.message = format!("{} (at {at})", self.message);
-        self
+    /// The stable code.
+    pub fn code(&self) -> &str {
+        match self {
+            CliError::Engine(e) => e.code(),
+            CliError::Server(e) => e.code(),
+            CliError::Project(e) => e.code,
+            CliError::Init(e) => e.code(),
+            CliError::Artifact { code, .. } | CliError::ArtifactUnreadable { code, .. } => code,
+            CliError::Answered { code, .. } => code,
+            CliError::Command { code, .. } => code.as_str(),
+        }
     }
 
-    /// The documented exit status of this code.
+    /// Add a project location to the message.
+    pub fn with_location(self, at: &str) -> CliError {
+        let code = self.code().to_string();
+        let message = format!("{self} (at {at})");
+        match self {
+            CliError::Command { code, .. } => CliError::Command { code, message },
+            _ => CliError::Answered { code, message },
+        }
+    }
+
+    /// The documented exit status.
     pub fn exit_code(&self) -> u8 {
-        exit_code(&self.code)
+        exit_status(self)
     }
 }
 
 impl From<jig_engine::exec::receive::ReceiveError> for CliError {
     fn from(e: jig_engine::exec::receive::ReceiveError) -> CliError {
-        CliError::new(e.code, e.message)
+        CliError::Engine(e.into())
     }
 }
 
-pub fn exit_code(code: &str) -> u8 {
+impl From<jig_engine::state::StateError> for CliError {
+    fn from(e: jig_engine::state::StateError) -> CliError {
+        CliError::Engine(e.into())
+    }
+}
+
+impl From<jig_engine::state::RunsError> for CliError {
+    fn from(e: jig_engine::state::RunsError) -> CliError {
+        CliError::Engine(e.into())
+    }
+}
+
+impl From<jig_engine::files::FilesError> for CliError {
+    fn from(e: jig_engine::files::FilesError) -> CliError {
+        CliError::Engine(e.into())
+    }
+}
+
+impl From<jig_engine::plan::PlanError> for CliError {
+    fn from(e: jig_engine::plan::PlanError) -> CliError {
+        CliError::Engine(e.into())
+    }
+}
+
+impl From<jig_engine::config::ConfigError> for CliError {
+    fn from(e: jig_engine::config::ConfigError) -> CliError {
+        CliError::Engine(e.into())
+    }
+}
+
+/// The exit status of every failure: 1 when the request was refused or
+/// declined and the caller can fix it; 2 when it was not the request's
+/// fault (busy, unavailable, interrupted, lost, internal).
+pub fn exit_status(e: &CliError) -> u8 {
+    use jig_server::Error as Server;
+    match e {
+        CliError::Engine(e) => engine_status(e),
+        CliError::Server(e) => match e {
+            Server::Engine(e) | Server::Project { source: e, .. } => engine_status(e),
+            Server::RequestInvalid(_)
+            | Server::BodyTooLarge(_)
+            | Server::FilesTooLarge(_)
+            | Server::ProjectNotFound(_)
+            | Server::Conflict(_)
+            | Server::RunNotFound(_)
+            | Server::Config(_) => 1,
+            Server::Busy(_)
+            | Server::Closed
+            | Server::Exhausted(_)
+            | Server::PacketNotFound(_)
+            | Server::NotPublished(_)
+            | Server::Delivery(_)
+            | Server::Unavailable(_)
+            | Server::Database(_)
+            | Server::DatabaseUrl(_)
+            | Server::SchemaNewer(_)
+            | Server::BlobMismatch(_)
+            | Server::Internal(_) => 2,
+        },
+        CliError::Project(e) => match e.code {
+            "PROJECT_NOT_FOUND" | "PROJECT_UNSAFE" => 1,
+            _ => 2,
+        },
+        CliError::Init(InitError::DestinationExists(_)) => 1,
+        CliError::Init(_) => 2,
+        CliError::Artifact { .. } => 1,
+        CliError::ArtifactUnreadable { .. } => 2,
+        CliError::Answered { code, .. } => answered_status(code),
+        CliError::Command { code, .. } => match code {
+            Code::InvalidRequest
+            | Code::InvalidSettings
+            | Code::InvalidCandidate
+            | Code::InvalidInput
+            | Code::ProjectNotFound
+            | Code::InputInvalid
+            | Code::TimeoutInvalid
+            | Code::FilesInvalid
+            | Code::ConfigInvalid
+            | Code::ChangesDeclined
+            | Code::SchemaLimitExceeded
+            | Code::NotAProvider
+            | Code::GrantsInvalid => 1,
+            Code::Usage
+            | Code::ApprovalRequired
+            | Code::OutputFailed
+            | Code::Interrupted
+            | Code::Unavailable
+            | Code::Internal => 2,
+        },
+    }
+}
+
+/// [`exit_status`] of the engine's failures.
+fn engine_status(e: &jig_engine::Error) -> u8 {
+    use jig_engine::files::FilesErrorKind;
+    use jig_engine::plan::PlanError;
+    use jig_engine::state::{RunsError, StateError};
+    use jig_engine::Error as Engine;
+    match e {
+        Engine::Files(e) => match e.kind {
+            FilesErrorKind::Delivery => 2,
+            FilesErrorKind::Invalid
+            | FilesErrorKind::OutputInvalid
+            | FilesErrorKind::OutputExists => 1,
+        },
+        Engine::Config(_)
+        | Engine::Plan(PlanError::Invalid(_))
+        | Engine::TargetMalformed
+        | Engine::TargetNotAdmitted { .. }
+        | Engine::TimeoutInvalid
+        | Engine::KeyInvalid
+        | Engine::PackageMissing { .. }
+        | Engine::Runs(RunsError::Conflict | RunsError::NotFound(_)) => 1,
+        Engine::State(e) | Engine::Runs(RunsError::State(e)) => match e {
+            StateError::Invalid { .. }
+            | StateError::Unsafe { .. }
+            | StateError::StalePlan { .. }
+            | StateError::PlanNotFound { .. } => 1,
+            StateError::Busy { .. } | StateError::Io { .. } => 2,
+        },
+        Engine::Plan(PlanError::Unavailable(_))
+        | Engine::Receive(_)
+        | Engine::AdmissionMissing
+        | Engine::NotRecorded { .. }
+        | Engine::EnvelopeUnavailable(_) => 2,
+    }
+}
+
+/// [`exit_status`] of a code another party answered with (the daemon's
+/// refusals, a provider's operational errors): the codes that mean the
+/// request was at fault, exactly; anything else was not.
+fn answered_status(code: &str) -> u8 {
     match code {
-        // Refused before any work, or declined: the caller can fix the request.
         "INVALID_REQUEST"
+        | "INVALID_INPUT"
         | "PROJECT_NOT_FOUND"
         | "PROJECT_UNSAFE"
         | "PROJECT_STATE_INVALID"
@@ -44,7 +295,6 @@ pub fn exit_code(code: &str) -> u8 {
         | "LOCK_MISMATCH"
         | "PLAN_NOT_FOUND"
         | "STALE_PLAN"
-        | "JIG_CHANGES_DECLINED"
         | "JIG_RUN_TARGET_INVALID"
         | "JIG_RUN_INPUT_INVALID"
         | "JIG_RUN_FILES_INVALID"
@@ -53,26 +303,8 @@ pub fn exit_code(code: &str) -> u8 {
         | "JIG_OUTPUT_EXISTS"
         | "SUBMISSION_CONFLICT"
         | "RUN_NOT_FOUND"
-        | "JIG_INIT_DESTINATION_EXISTS"
         | "JIG_CONFIG_INVALID"
         | "INVALID_SETTINGS" => 1,
-        // An invalid package, descriptor, schema or provider file given to
-        // an author command.
-        code if [
-            "PACKAGE_",
-            "PROVIDER_",
-            "METADATA_",
-            "SCHEMA_",
-            "CONTRACT_",
-            "INVALID_INPUT",
-        ]
-        .iter()
-        .any(|prefix| code.starts_with(prefix))
-            && code != "PACKAGE_IO" =>
-        {
-            1
-        }
-        // Busy, unavailable, interrupted, lost or unknown: not the request's fault.
         _ => 2,
     }
 }

@@ -60,7 +60,7 @@ pub(super) fn run_invocation(
     if let Some(receive) = &receive {
         let (writers, created) = broker
             .host_receivers(host, receive.package, &receive.names)
-            .map_err(|e| CliError::new("JIG_USAGE", format!("--receive: {}", e.message)))?;
+            .map_err(|e| CliError::new(Code::Usage, format!("--receive: {}", e.message)))?;
         channels.writers = writers;
         receivers = created;
     }
@@ -71,7 +71,7 @@ pub(super) fn run_invocation(
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+        .map_err(|e| CliError::new(Code::Internal, e.to_string()))?;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let (result, interrupted, shown) = runtime.block_on(async {
         let interrupt = async {

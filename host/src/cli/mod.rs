@@ -17,7 +17,7 @@ mod serve;
 mod terminal;
 pub(crate) mod worker;
 
-pub use exit::{exit_code, CliError};
+pub use exit::{exit_status, CliError, Code};
 use invoke::*;
 use review::*;
 
@@ -320,8 +320,9 @@ pub fn main() -> u8 {
         match Policy::effective(flag.and_then(Policy::parse), variable.as_deref()) {
             Ok(policy) => jig_verify::install(Verifier::for_command(policy, writes)),
             Err(message) => {
-                report_error("JIG_CONFIG_INVALID", &message);
-                return exit_code("JIG_CONFIG_INVALID");
+                let e = CliError::new(Code::ConfigInvalid, message);
+                report_error(e.code(), &e.to_string());
+                return exit_status(&e);
             }
         }
     }
@@ -431,7 +432,7 @@ pub fn main() -> u8 {
     match result {
         Ok(status) => status,
         Err(e) => {
-            report_error(&e.code, &e.message);
+            report_error(e.code(), &e.to_string());
             e.exit_code()
         }
     }
@@ -467,10 +468,10 @@ fn manpage() -> Result<u8, CliError> {
     let man = clap_mangen::Man::new(Cli::command());
     let mut out = Vec::new();
     man.render(&mut out)
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+        .map_err(|e| CliError::new(Code::Internal, e.to_string()))?;
     std::io::stdout()
         .write_all(&out)
-        .map_err(|e| CliError::new("JIG_OUTPUT_FAILED", e.to_string()))?;
+        .map_err(|e| CliError::new(Code::OutputFailed, e.to_string()))?;
     Ok(0)
 }
 
@@ -491,7 +492,7 @@ fn init(
     lang: Option<InitLang>,
     sdk: Option<PathBuf>,
 ) -> Result<u8, CliError> {
-    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let usage = |m: String| CliError::new(Code::Usage, m);
     let rust_sdk = match lang {
         Some(InitLang::Rust) => Some(rust_sdk(sdk)?),
         _ if sdk.is_some() => return Err(usage("--sdk is for --lang rust".into())),
@@ -507,7 +508,7 @@ fn init(
             sdk: rust_sdk.as_deref().unwrap_or_default(),
         },
     };
-    jig_project::init(destination, template).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    jig_project::init(destination, template).map_err(CliError::from)?;
     if bare {
         println!("created bare Jig project");
     } else if rust_sdk.is_some() {
@@ -531,7 +532,7 @@ fn init(
 /// this jig ([`INSTALLED_RUST_SDK`]).
 fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
     const CRATE: &str = "flow-sdk";
-    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let usage = |m: String| CliError::new(Code::Usage, m);
     let dir = match sdk {
         Some(dir) => dir,
         None => sdk::beside_executable(INSTALLED_RUST_SDK)
@@ -561,19 +562,15 @@ fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
 pub(crate) fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
     if !dir.join("jig.ts").is_file() {
         return Err(CliError::new(
-            "PROJECT_NOT_FOUND",
+            Code::ProjectNotFound,
             format!("no jig.ts in {}", dir.display()),
         ));
     }
-    std::fs::canonicalize(dir).map_err(|e| CliError::new("PROJECT_NOT_FOUND", e.to_string()))
+    std::fs::canonicalize(dir).map_err(|e| CliError::new(Code::ProjectNotFound, e.to_string()))
 }
 
 pub(crate) fn load_config(path: Option<&Path>) -> Result<HostConfig, CliError> {
-    HostConfig::load(path).map_err(|e| CliError::new(e.code(), e.to_string()))
-}
-
-fn state_error(e: state::StateError) -> CliError {
-    CliError::new(e.code(), e.to_string())
+    HostConfig::load(path).map_err(CliError::from)
 }
 
 /// `--input JSON|@FILE`. A file is opened once, must be a regular
@@ -581,7 +578,7 @@ fn state_error(e: state::StateError) -> CliError {
 pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
     // The reference's texts (HOST-FACTS §7); a refusal about a local file
     // names no host path, since a message can reach logs and other people.
-    let invalid = |m: &str| CliError::new("JIG_RUN_INPUT_INVALID", m);
+    let invalid = |m: &str| CliError::new(Code::InputInvalid, m);
     let Some(text) = text else {
         return Ok(json!({}));
     };
@@ -638,24 +635,19 @@ fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8
         Ok(state) => state,
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
             Some(served) => return client::runs(&served, show, None),
-            None => return Err(state_error(e)),
+            None => return Err(e.into()),
         },
-        Err(e) => return Err(state_error(e)),
+        Err(e) => return Err(e.into()),
     };
     let runs = state.runs();
-    runs.fence_lost()
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    runs.fence_lost().map_err(CliError::from)?;
     match show {
         None => {
-            let listed = runs
-                .list()
-                .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+            let listed = runs.list().map_err(CliError::from)?;
             print_runs(&listed, std::io::stdout().is_terminal());
         }
         Some(id) => {
-            let record = runs
-                .load(id)
-                .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+            let record = runs.load(id).map_err(CliError::from)?;
             println!("{}", flow::json::canonical_string(&record.value));
         }
     }
@@ -716,7 +708,7 @@ mod tests {
         assert_eq!(value, json!("@notes"));
         assert_eq!(read_input(None, Path::new(".")).unwrap(), json!({}));
         let err = read_input(Some("@/nonexistent/input.json"), Path::new(".")).unwrap_err();
-        assert_eq!(err.code, "JIG_RUN_INPUT_INVALID");
+        assert_eq!(err.code(), "JIG_RUN_INPUT_INVALID");
     }
 
     #[test]
@@ -732,9 +724,9 @@ mod tests {
         .unwrap();
         assert_eq!(read_input(Some("@at.json"), dir.path()).unwrap(), json!({}));
         let err = read_input(Some("@past.json"), dir.path()).unwrap_err();
-        assert_eq!(err.code, "JIG_RUN_INPUT_INVALID");
+        assert_eq!(err.code(), "JIG_RUN_INPUT_INVALID");
         assert_eq!(
-            err.message,
+            err.to_string(),
             "the selected --input file is larger than a FLOW JSON/1 document may be"
         );
     }

@@ -19,7 +19,7 @@ use jig_provider_api::{
 };
 use serde_json::{json, Value};
 
-use super::CliError;
+use super::{CliError, Code};
 
 mod scaffold;
 
@@ -32,12 +32,6 @@ const CORE_MODULE_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x
 /// The interfaces a component imports for outbound HTTP.
 const WASI_HTTP: &str = "wasi:http/";
 const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
-
-/// The code of a file that is no provider this host can load.
-const NOT_A_PROVIDER: &str = "PROVIDER_LOAD_FAILED";
-/// The code of grants the loader would refuse in a `[[providers]]` entry
-/// (`LoadError::ConfigInvalid`).
-const GRANTS_INVALID: &str = "PROVIDER_CONFIG_INVALID";
 
 #[derive(Subcommand, Debug)]
 pub enum ProviderAction {
@@ -107,7 +101,7 @@ pub fn main(action: ProviderAction, base: &Path) -> Result<u8, CliError> {
                 None => super::DEFAULT_TIMEOUT,
                 Some(text) => super::parse_timeout(&text).ok_or_else(|| {
                     CliError::new(
-                        "JIG_RUN_TIMEOUT_INVALID",
+                        Code::TimeoutInvalid,
                         format!("--timeout {text:?} is not a duration of at most 24h"),
                     )
                 })?,
@@ -130,7 +124,7 @@ pub fn main(action: ProviderAction, base: &Path) -> Result<u8, CliError> {
 fn kind_of(path: &Path) -> Result<ProviderKind, CliError> {
     let unreadable = |e: std::io::Error| {
         CliError::new(
-            "INVALID_REQUEST",
+            Code::InvalidRequest,
             format!("cannot read {}: {e}", path.display()),
         )
     };
@@ -142,7 +136,7 @@ fn kind_of(path: &Path) -> Result<ProviderKind, CliError> {
         .map_err(unreadable)?;
     let not = |what: &str| {
         CliError::new(
-            NOT_A_PROVIDER,
+            Code::NotAProvider,
             format!("{} is {what}, not a provider", path.display()),
         )
     };
@@ -181,14 +175,17 @@ fn load(
         ProviderKind::Wasm => jig_provider_wasm::WasmProvider::load(&decl),
         _ => jig_provider_native::NativeProvider::load(&decl),
     };
-    loaded.map_err(|e| CliError::new(e.code(), e.to_string()))
+    loaded.map_err(|e| CliError::Artifact {
+        code: e.code(),
+        message: e.to_string(),
+    })
 }
 
 fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
     let kind = kind_of(path)?;
     let bytes = std::fs::read(path).map_err(|e| {
         CliError::new(
-            "INVALID_REQUEST",
+            Code::InvalidRequest,
             format!("cannot read {}: {e}", path.display()),
         )
     })?;
@@ -196,7 +193,7 @@ fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
     let mut report = match kind {
         ProviderKind::Wasm => {
             let shape = jig_provider_wasm::component_shape(&bytes)
-                .map_err(|e| CliError::new(NOT_A_PROVIDER, e))?;
+                .map_err(|e| CliError::new(Code::NotAProvider, e))?;
             // A component importing wasi:http loads only with an http grant.
             // Inspecting makes no call, so one allowing no origin shows what
             // it serves and asks for while letting it reach nothing.
@@ -304,7 +301,8 @@ fn parse_grants(text: Option<&str>, kind: ProviderKind) -> Result<Grants, CliErr
     let Some(text) = text else {
         return Ok(Grants::default());
     };
-    let invalid = |reason: String| CliError::new(GRANTS_INVALID, format!("--grants: {reason}"));
+    let invalid =
+        |reason: String| CliError::new(Code::GrantsInvalid, format!("--grants: {reason}"));
     let value = dispatch::json(text.as_bytes()).map_err(|e| invalid(format!("not JSON/1: {e}")))?;
     let grants: Grants = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
     if kind != ProviderKind::Wasm && !grants.is_empty() {
@@ -321,14 +319,17 @@ fn parse_grants(text: Option<&str>, kind: ProviderKind) -> Result<Grants, CliErr
 fn call(args: CallArgs<'_>) -> Result<u8, CliError> {
     let Some((id, version)) = args.contract.rsplit_once('@') else {
         return Err(CliError::new(
-            "INVALID_REQUEST",
+            Code::InvalidRequest,
             format!("--contract {:?} is not ID@VERSION", args.contract),
         ));
     };
     let settings = match args.settings {
         None => Value::Null,
         Some(text) => dispatch::json(text.as_bytes()).map_err(|e| {
-            CliError::new("INVALID_SETTINGS", format!("--settings is not JSON/1: {e}"))
+            CliError::new(
+                Code::InvalidSettings,
+                format!("--settings is not JSON/1: {e}"),
+            )
         })?,
     };
     let kind = kind_of(args.file)?;
@@ -383,7 +384,7 @@ fn call(args: CallArgs<'_>) -> Result<u8, CliError> {
                 Some(details) => format!("{message} (details {details})"),
                 None => message,
             };
-            Err(CliError::new(code, message))
+            Err(CliError::Answered { code, message })
         }
     }
 }

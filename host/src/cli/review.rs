@@ -30,9 +30,12 @@ pub(super) fn review(
             diagnostic.push_str(&format!(" pointer {}", plan::ascii_quote(pointer)));
         }
         if e.is_candidate_invalid() {
-            CliError::new("INVALID_CANDIDATE", format!("{}; {diagnostic}", e.message))
+            CliError::new(
+                Code::InvalidCandidate,
+                format!("{}; {diagnostic}", e.message),
+            )
         } else {
-            CliError::new(e.code, e.message.clone())
+            CliError::Project(e)
         }
     })?;
     let mut state = match ProjectState::acquire(&root) {
@@ -40,23 +43,22 @@ pub(super) fn review(
         // A `jig serve` holds the project: admit beside it (its new Runs
         // take the new generation; its in-flight Runs keep theirs).
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
-            Some(_) => ProjectState::beside_holder(&root).map_err(state_error)?,
-            None => return Err(state_error(e)),
+            Some(_) => ProjectState::beside_holder(&root).map_err(CliError::from)?,
+            None => return Err(e.into()),
         },
-        Err(e) => return Err(state_error(e)),
+        Err(e) => return Err(e.into()),
     };
-    state.hold_admission().map_err(state_error)?;
-    let candidate =
-        plan::stage(&root, declarations).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    state.hold_admission().map_err(CliError::from)?;
+    let candidate = plan::stage(&root, declarations).map_err(CliError::from)?;
     let providers = ProviderSet::new(config.providers.clone());
-    let current = state.current().map_err(state_error)?;
+    let current = state.current().map_err(CliError::from)?;
     let mut proposed = plan::plan(
         &candidate,
         &config,
         &providers,
         current.as_ref().map(|g| g.number),
     )
-    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    .map_err(CliError::from)?;
     let store = state.store();
     let mut notes = Vec::new();
     let prepared = plan::prepare::prepare(
@@ -72,12 +74,12 @@ pub(super) fn review(
             note: &mut |note| notes.push(note),
         },
     )
-    .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    .map_err(CliError::from)?;
     let lock_bytes = plan::lock_bytes(&proposed["lock"]);
     if let Some(current) = &current {
         if plan::meaning(&current.plan) == plan::meaning(&proposed) {
             if state.read_lock().as_deref() != Some(&lock_bytes[..]) {
-                state.write_lock(&lock_bytes).map_err(state_error)?;
+                state.write_lock(&lock_bytes).map_err(CliError::from)?;
                 println!("jig.lock repaired to match the admitted project");
             }
             // The reference prints only the readiness line; a person on a
@@ -90,9 +92,9 @@ pub(super) fn review(
         }
     }
     for package in candidate.packages.values().chain(&prepared) {
-        store.put_package(package).map_err(state_error)?;
+        store.put_package(package).map_err(CliError::from)?;
     }
-    let plan_digest = state.retain_plan(&proposed).map_err(state_error)?;
+    let plan_digest = state.retain_plan(&proposed).map_err(CliError::from)?;
     let mut providers_view = serde_json::Map::new();
     for (path, execution) in proposed["execution"].as_object().into_iter().flatten() {
         for (slot, pin) in execution["providers"].as_object().into_iter().flatten() {
@@ -124,7 +126,7 @@ pub(super) fn review(
         let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
         if !interactive {
             return Err(CliError::new(
-                "JIG_APPROVAL_REQUIRED",
+                Code::ApprovalRequired,
                 "project changes require confirmation; rerun with --yes",
             ));
         }
@@ -135,14 +137,14 @@ pub(super) fn review(
         let answer = answer.trim().to_ascii_lowercase();
         if answer != "y" && answer != "yes" {
             return Err(CliError::new(
-                "JIG_CHANGES_DECLINED",
+                Code::ChangesDeclined,
                 "project changes were not admitted",
             ));
         }
     }
     state
         .apply(&plan_digest, current.as_ref().map(|g| g.number))
-        .map_err(state_error)?;
+        .map_err(CliError::from)?;
     // The trees of packages the new generation no longer runs go with the
     // one they served (best effort: a tree left behind is only disk).
     if let Some(admitted) = state.current().ok().flatten() {

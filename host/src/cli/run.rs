@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{
     client, finish_output, load_config, print_terminal, project_root, read_input, receive,
-    run_invocation, state_error, CliError, Receive,
+    run_invocation, CliError, Code, Receive,
 };
 use jig_engine::exec::submit::{self, Recorded};
 use jig_engine::exec::RootRun;
@@ -41,14 +41,6 @@ pub struct RunArgs<'a> {
     pub token_file: Option<&'a Path>,
 }
 
-fn refused(r: submit::Refusal) -> CliError {
-    CliError::new(r.code, r.message)
-}
-
-fn files_error(e: FilesError) -> CliError {
-    CliError::new(e.code, e.message)
-}
-
 /// The envelope probe, running on its own thread beside the package's
 /// verification. A Run refused before it takes the envelope still joins
 /// it when this is dropped, so what the probe made ahead (the cgroups of
@@ -73,11 +65,11 @@ impl Drop for Probe {
 }
 
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
-    let asked = submit::check(args.target, args.timeout, args.key).map_err(refused)?;
+    let asked = submit::check(args.target, args.timeout, args.key).map_err(CliError::from)?;
     let target_ref = asked.target.clone();
     let timeout = asked.timeout;
     let receive = receive::parse(args.receive)?;
-    let request = Request::parse(args.attach, args.select).map_err(files_error)?;
+    let request = Request::parse(args.attach, args.select).map_err(CliError::from)?;
     let input = read_input(args.input, args.dir)?;
     if let Some(served) = client::named(args.server, args.token_file)? {
         let local = project_root(args.dir)
@@ -92,9 +84,9 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         // A local daemon holds the project: submit to it.
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
             Some(served) => return submit_to(&served, &args, &request, input, None),
-            None => return Err(state_error(e)),
+            None => return Err(e.into()),
         },
-        Err(e) => return Err(state_error(e)),
+        Err(e) => return Err(e.into()),
     };
     // The envelope is probed (containment tools verified, cgroups found,
     // stale ones swept) while the package is read and verified below; the
@@ -120,9 +112,8 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         })))
     };
     let runs = state.runs();
-    runs.fence_lost()
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-    let resolved = submit::resolve_in(&state, current, &target_ref).map_err(refused)?;
+    runs.fence_lost().map_err(CliError::from)?;
+    let resolved = submit::resolve_in(&state, current, &target_ref).map_err(CliError::from)?;
     let package = &resolved.package;
     let generation = &resolved.generation;
     // Seed 002 §4: Run Checkpoint needs the installed command's `--out`
@@ -130,7 +121,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let checkpointing = resolved.checkpointing;
     if checkpointing && args.out.is_none() {
         return Err(CliError::new(
-            "JIG_RUN_FILES_INVALID",
+            Code::FilesInvalid,
             format!("{target_ref} keeps Run Checkpoints, which are delivered with --out DIR; give --out DIR"),
         ));
     }
@@ -139,9 +130,9 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         &request,
         args.out.is_some(),
     )
-    .map_err(files_error)?;
+    .map_err(CliError::from)?;
     receive::check(package, &receive)?;
-    let captured = files::capture(&request, args.dir).map_err(files_error)?;
+    let captured = files::capture(&request, args.dir).map_err(CliError::from)?;
     let destination = args
         .out
         .map(|out| files::prepare_destination(&args.dir.join(out), &captured.real_roots()));
@@ -166,15 +157,12 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     // The record becomes durable while the Run is prepared below; nothing
     // of it starts before (the executor waits on `commit`).
     let (recorded, commit) = submit::record_committing(&runs, args.key, identity.content, || {
-        let destination = destination
-            .transpose()
-            .map_err(|e| submit::Refusal::new(400, e.code, e.message))?;
+        let destination = destination.transpose().map_err(jig_engine::Error::from)?;
         let sandbox = envelope
             .join()
-            .map_err(|e| submit::Refusal::new(503, "UNAVAILABLE", e))?;
-        Ok((destination, sandbox))
-    })
-    .map_err(refused)?;
+            .map_err(jig_engine::Error::EnvelopeUnavailable)?;
+        Ok::<_, CliError>((destination, sandbox))
+    })?;
     let (mut record, (destination, sandbox)) = match recorded {
         Recorded::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Recorded::New(record, held) => (record, held),
@@ -184,12 +172,12 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     // before the record is durable is removed by the next fence).
     let unrecorded = |work_root: &Path| {
         let committed = commit.as_ref().map_or(Ok(()), |c| c.wait());
-        committed.map_err(|(code, message)| {
+        committed.map_err(|e| {
             let _ = files::remove_tree(work_root);
-            CliError::new(code, format!("the Run could not be recorded: {message}"))
+            CliError::from(e)
         })
     };
-    let work_root = state.run_dir(&record.id).map_err(state_error)?;
+    let work_root = state.run_dir(&record.id).map_err(CliError::from)?;
     let grants = submit::prepare_attachments(&captured, writable.as_deref(), &work_root)
         .map_err(|e| format!("cannot seal the attachments: {e}"));
     drop(captured);
@@ -200,7 +188,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             // Recorded but never dispatched: settle it as failed, not lost.
             let _ = files::remove_tree(&work_root);
             submit::settle_undispatched(&runs, &mut record, &message);
-            return Err(CliError::new("INTERNAL", message));
+            return Err(CliError::new(Code::Internal, message));
         }
     };
     let method = resolved.method(&target_ref);
@@ -260,7 +248,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         // Seed 002 §8: a known terminal is never downgraded by a later
         // coordinator loss; recovery then delivers the checkpoint under it.
         runs.note_execution(&mut record, submit::execution(&result))
-            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+            .map_err(CliError::from)?;
         state::crash_point("run-executed");
     }
     // The Run is fenced: its writable attachment can no longer change.
@@ -315,14 +303,14 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         terminal["delivery"] = match published {
             Ok(source) => json!({"status": "written", "destination": shown, "source": source}),
             Err(e) => {
-                let value = json!({"status": "failed", "destination": shown, "code": e.code});
+                let value = json!({"status": "failed", "destination": shown, "code": e.code()});
                 delivery_failure = Some(e);
                 value
             }
         };
     }
     runs.settle(&mut record, terminal.clone())
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        .map_err(CliError::from)?;
     if root_run.is_some() {
         // Settled: the aggregate is delivered (or never will be) and is
         // not kept past its Run.
@@ -341,7 +329,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         return Ok(2);
     }
     if let Some(e) = delivery_failure {
-        eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code);
+        eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code());
         return Ok(2);
     }
     Ok(status)
@@ -370,12 +358,12 @@ fn submit_to(
     }
     // The same capture and `--out` checks as a local file Run, here,
     // before anything is sent.
-    let captured = files::capture(request, args.dir).map_err(files_error)?;
+    let captured = files::capture(request, args.dir).map_err(CliError::from)?;
     let destination = args
         .out
         .map(|out| files::prepare_destination(&args.dir.join(out), &captured.real_roots()))
         .transpose()
-        .map_err(files_error)?;
+        .map_err(CliError::from)?;
     client::run_files(
         served,
         submitted,

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{load_config, parse_timeout, CliError};
+use super::{load_config, parse_timeout, CliError, Code};
 use jig_server::serve::{self, Limits, Options};
 
 #[derive(clap::Args, Debug)]
@@ -35,7 +35,7 @@ pub struct ServeArgs {
 /// With `-C DIR` the one project in DIR, named by its directory's basename
 /// (made a LocalName); else the configuration's `[[projects]]`.
 pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Result<u8, CliError> {
-    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let usage = |m: String| CliError::new(Code::Usage, m);
     let config = load_config(config)?;
     let table = config.serve.clone();
     let projects = match chdir {
@@ -97,7 +97,7 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         shutdown_grace,
         config,
     };
-    serve::serve(options).map_err(|e| CliError::new(e.code, e.message))?;
+    serve::serve(options).map_err(CliError::from)?;
     Ok(0)
 }
 

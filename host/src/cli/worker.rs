@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{load_config, parse_timeout, CliError};
+use super::{load_config, parse_timeout, CliError, Code};
 use jig_server::queue::{self, worker};
 
 /// Shared by `jig worker` and `jig serve`: where the database is.
@@ -32,7 +32,7 @@ impl DatabaseArgs {
             .or(table.password_file.clone());
         queue::connect_config(&url, password.as_deref())
             .map(Some)
-            .map_err(|e| CliError::new(e.code, e.message))
+            .map_err(CliError::from)
     }
 }
 
@@ -57,7 +57,7 @@ pub struct WorkerArgs {
 }
 
 pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
-    let usage = |m: String| CliError::new("JIG_USAGE", m);
+    let usage = |m: String| CliError::new(Code::Usage, m);
     let config = load_config(config)?;
     let Some(database) = args.database.resolve(&config.database)? else {
         return Err(usage(
@@ -98,7 +98,7 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+        .map_err(|e| CliError::new(Code::Internal, e.to_string()))?;
     runtime
         .block_on(async {
             let queue = queue::Queue::open(database).await?;
@@ -114,6 +114,6 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
             )
             .await
         })
-        .map_err(|e| CliError::new(e.code, e.message))?;
+        .map_err(CliError::from)?;
     Ok(0)
 }

@@ -374,9 +374,8 @@ impl Executor {
         let Some(commit) = &self.commit else {
             return Ok(());
         };
-        commit.wait().map_err(|(code, message)| {
-            Failure::new(code, format!("the Run could not be recorded: {message}"))
-                .with_details(json!({ "flowStarted": false }))
+        commit.wait().map_err(|e| {
+            Failure::new(e.code(), e.to_string()).with_details(json!({ "flowStarted": false }))
         })
     }
 

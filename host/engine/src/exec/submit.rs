@@ -19,44 +19,13 @@ use serde_json::json;
 
 use super::{AttachmentGrant, Diagnostics, Executor, Failure, Repository, Success, TargetRef};
 use crate::config::HostConfig;
+use crate::error::Error;
 use crate::files::Captured;
 use crate::providers::ProviderSet;
 use crate::state::{self, Generation, ProjectState, RunRecord, Runs, StateError, Submission};
 
 /// The longest idempotency key, in bytes.
 pub const MAX_KEY_BYTES: usize = 128;
-
-/// A refusal with the CLI's code, and the HTTP status that fits it for a
-/// client of the daemon.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
-    pub status: u16,
-    pub code: String,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(status: u16, code: impl Into<String>, message: impl Into<String>) -> Refusal {
-        Refusal {
-            status,
-            code: code.into(),
-            message: message.into(),
-        }
-    }
-
-    fn state(e: state::StateError) -> Refusal {
-        Refusal::new(500, e.code(), e.to_string())
-    }
-
-    fn runs(e: state::RunsError) -> Refusal {
-        let status = if e.code() == "SUBMISSION_CONFLICT" {
-            409
-        } else {
-            500
-        };
-        Refusal::new(status, e.code(), e.to_string())
-    }
-}
 
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -88,30 +57,14 @@ pub struct Asked {
 }
 
 /// Check a submission's target, timeout and key.
-pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<Asked, Refusal> {
-    let target_ref = TargetRef::parse(target).ok_or_else(|| {
-        Refusal::new(
-            400,
-            "JIG_RUN_TARGET_INVALID",
-            "the target must be flow:<path> or binding:<id>",
-        )
-    })?;
+pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<Asked, Error> {
+    let target_ref = TargetRef::parse(target).ok_or(Error::TargetMalformed)?;
     let timeout = match timeout {
         None => DEFAULT_TIMEOUT,
-        Some(text) => parse_timeout(text).ok_or_else(|| {
-            Refusal::new(
-                400,
-                "JIG_RUN_TIMEOUT_INVALID",
-                "--timeout must be a positive integer followed by ms, s, m, or h, up to 24h",
-            )
-        })?,
+        Some(text) => parse_timeout(text).ok_or(Error::TimeoutInvalid)?,
     };
     if key.is_some_and(|k| k.is_empty() || k.len() > MAX_KEY_BYTES) {
-        return Err(Refusal::new(
-            400,
-            "INVALID_REQUEST",
-            format!("--key must be 1 to {MAX_KEY_BYTES} bytes"),
-        ));
+        return Err(Error::KeyInvalid);
     }
     Ok(Asked {
         target: target_ref,
@@ -144,7 +97,7 @@ impl Resolved {
 }
 
 /// Resolve `target` in the project's current admitted generation.
-pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Refusal> {
+pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Error> {
     resolve_in(state, state.current(), target)
 }
 
@@ -154,43 +107,26 @@ pub fn resolve_in(
     state: &ProjectState,
     current: Result<Option<Generation>, StateError>,
     target: &TargetRef,
-) -> Result<Resolved, Refusal> {
-    let Some(generation) = current.map_err(Refusal::state)? else {
-        return Err(Refusal::new(
-            409,
-            "ADMISSION_MISSING",
-            "the project has no usable reviewed revision; complete jig review before running",
-        ));
+) -> Result<Resolved, Error> {
+    let Some(generation) = current? else {
+        return Err(Error::AdmissionMissing);
     };
     if !Executor::is_target(&generation.plan, target) {
         let targets = Executor::targets(&generation.plan);
-        return Err(Refusal::new(
-            404,
-            "JIG_RUN_TARGET_INVALID",
-            format!(
-                "{target} is not an admitted target; admitted: {}",
-                if targets.is_empty() {
-                    "none".into()
-                } else {
-                    targets.join(", ")
-                }
-            ),
-        ));
+        return Err(Error::TargetNotAdmitted {
+            target: target.to_string(),
+            admitted: if targets.is_empty() {
+                "none".into()
+            } else {
+                targets.join(", ")
+            },
+        });
     }
     let (package_path, package_digest, binding) = admitted_package(&generation.plan, target)
-        .ok_or_else(|| {
-            Refusal::new(
-                500,
-                "PROJECT_STATE_INVALID",
-                format!("{target} has no admitted package"),
-            )
+        .ok_or_else(|| Error::PackageMissing {
+            target: target.to_string(),
         })?;
-    let package = Arc::new(
-        state
-            .store()
-            .load_package(&package_digest)
-            .map_err(Refusal::state)?,
-    );
+    let package = Arc::new(state.store().load_package(&package_digest)?);
     let checkpointing = crate::plan::uses_run_checkpoint(&package);
     Ok(Resolved {
         generation,
@@ -275,27 +211,27 @@ pub fn replayed(
     runs: &Runs,
     key: Option<&str>,
     content: &Value,
-) -> Result<Option<RunRecord>, Refusal> {
+) -> Result<Option<RunRecord>, Error> {
     match key {
         None => Ok(None),
-        Some(key) => runs.lookup(key, content).map_err(Refusal::runs),
+        Some(key) => Ok(runs.lookup(key, content)?),
     }
 }
 
 /// Record the Run durably before anything dispatches it. `reserve` runs
 /// once the key is known to be new and may refuse (a daemon's bounds);
 /// what it returns is dropped if the Run turns out not to be new.
-pub fn record<H>(
+pub fn record<H, E: From<Error>>(
     runs: &Runs,
     key: Option<&str>,
     content: Value,
-    reserve: impl FnOnce() -> Result<H, Refusal>,
-) -> Result<Recorded<H>, Refusal> {
+    reserve: impl FnOnce() -> Result<H, E>,
+) -> Result<Recorded<H>, E> {
     if let Some(record) = replayed(runs, key, &content)? {
         return Ok(Recorded::Replay(record));
     }
     let held = reserve()?;
-    match runs.submit(key, content).map_err(Refusal::runs)? {
+    match runs.submit(key, content).map_err(Error::from)? {
         Submission::New(record) => Ok(Recorded::New(record, held)),
         Submission::Existing(record) => Ok(Recorded::Replay(record)),
     }
@@ -306,23 +242,23 @@ pub fn record<H>(
 /// envelope), and the caller gets the [`Commit`] that gates dispatch:
 /// nothing of the Run starts before [`Commit::wait`] succeeds, and a Run
 /// whose record failed was never recorded, so it is never settled.
-pub fn record_committing<H>(
+pub fn record_committing<H, E: From<Error>>(
     runs: &Runs,
     key: Option<&str>,
     content: Value,
-    reserve: impl FnOnce() -> Result<H, Refusal>,
-) -> Result<(Recorded<H>, Option<Arc<Commit>>), Refusal> {
+    reserve: impl FnOnce() -> Result<H, E>,
+) -> Result<(Recorded<H>, Option<Arc<Commit>>), E> {
     if let Some(record) = replayed(runs, key, &content)? {
         return Ok((Recorded::Replay(record), None));
     }
     let held = reserve()?;
-    match runs.prepare(key, content).map_err(Refusal::runs)? {
+    match runs.prepare(key, content).map_err(Error::from)? {
         Submission::New(record) => {
             let (writer, committed) = (runs.clone(), record.clone());
             let handle = std::thread::spawn(move || {
                 writer
                     .commit(&committed)
-                    .map_err(|e| (e.code().to_string(), e.to_string()))
+                    .map_err(|e| (e.code(), e.to_string()))
             });
             let commit = Commit {
                 handle: std::sync::Mutex::new(Some(handle)),
@@ -334,8 +270,8 @@ pub fn record_committing<H>(
     }
 }
 
-/// Whether a Run's record became durable, or why not: (code, message).
-type Committed = Result<(), (String, String)>;
+/// Whether a Run's record became durable, or why not: its code and words.
+type Committed = Result<(), (&'static str, String)>;
 
 /// A Run's record being made durable (see [`record_committing`]).
 pub struct Commit {
@@ -345,18 +281,19 @@ pub struct Commit {
 
 impl Commit {
     /// Wait until the record is durable (at most its two syncs), or say
-    /// why it could not be written: (code, message). Answers the same
-    /// every time.
-    pub fn wait(&self) -> Committed {
+    /// why it could not be written ([`Error::NotRecorded`]). Answers the
+    /// same every time.
+    pub fn wait(&self) -> Result<(), Error> {
         self.done
             .get_or_init(|| {
                 let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
                 match handle.map(std::thread::JoinHandle::join) {
                     Some(Ok(result)) => result,
-                    _ => Err(("INTERNAL".into(), "recording the Run did not finish".into())),
+                    _ => Err(("INTERNAL", "recording the Run did not finish".into())),
                 }
             })
             .clone()
+            .map_err(|(code, message)| Error::NotRecorded { code, message })
     }
 }
 
@@ -522,27 +459,25 @@ mod tests {
         assert!(check("flow:flows/a", None, Some(&at)).is_ok());
         for key in [past.as_str(), ""] {
             let refusal = check("flow:flows/a", None, Some(key)).unwrap_err();
-            assert_eq!(
-                (refusal.status, refusal.code.as_str()),
-                (400, "INVALID_REQUEST")
-            );
+            // The HTTP door answers it 400 (`jig_server::serve::api::status`).
+            assert!(matches!(refusal, Error::KeyInvalid), "{refusal:?}");
+            assert_eq!(refusal.code(), "INVALID_REQUEST");
         }
     }
 
     #[test]
     fn targets_and_timeouts_are_checked_with_the_cli_codes() {
         let code = |target: &str, timeout: Option<&str>| {
-            check(target, timeout, None).map(|_| ()).map_err(|r| r.code)
+            check(target, timeout, None)
+                .map(|_| ())
+                .map_err(|r| r.code())
         };
         assert_eq!(code("flow:flows/a", Some("90s")), Ok(()));
         assert_eq!(code("binding:b", None), Ok(()));
-        assert_eq!(
-            code("flows/a", None),
-            Err("JIG_RUN_TARGET_INVALID".to_string())
-        );
+        assert_eq!(code("flows/a", None), Err("JIG_RUN_TARGET_INVALID"));
         assert_eq!(
             code("flow:flows/a", Some("soon")),
-            Err("JIG_RUN_TIMEOUT_INVALID".to_string())
+            Err("JIG_RUN_TIMEOUT_INVALID")
         );
         let asked = check("flow:flows/a", Some("2s"), Some("k")).unwrap();
         assert_eq!(asked.timeout, Duration::from_secs(2));

@@ -396,7 +396,7 @@ mod tests {
         let code = |c: &Captured| {
             read_submission(&write_submission(b"{}", c).unwrap())
                 .map(|_| ())
-                .map_err(|e| e.code)
+                .map_err(|e| e.code())
         };
         let names: Vec<String> = (0..=MAX_FILES).map(|i| format!("f{i}")).collect();
         let at: Vec<(&str, &str, usize)> = names[..MAX_FILES]
@@ -440,7 +440,7 @@ mod tests {
         for path in [past.as_str(), deep.as_str()] {
             let tar = write_submission(b"{}", &captured(&[("docs", path, 1)])).unwrap();
             let err = read_submission(&tar).unwrap_err();
-            assert_eq!(err.code, "JIG_RUN_FILES_INVALID");
+            assert_eq!(err.code(), "JIG_RUN_FILES_INVALID");
         }
         let deep_at = vec!["d"; crate::files::MAX_COMPONENTS].join("/");
         let tar = write_submission(b"{}", &captured(&[("docs", &deep_at, 1)])).unwrap();
@@ -481,7 +481,7 @@ mod tests {
         ] {
             let err = read_submission(&raw_tar(path, kind, link)).err();
             assert_eq!(
-                err.map(|e| e.code),
+                err.map(|e| e.code()),
                 Some("JIG_RUN_FILES_INVALID"),
                 "{}",
                 String::from_utf8_lossy(path)
@@ -489,7 +489,7 @@ mod tests {
         }
         // The same refusal for a packet, with delivery's code.
         let err = read_packet(&raw_tar(b"files/../x", tar::EntryType::Regular, None));
-        assert_eq!(err.err().map(|e| e.code), Some("JIG_OUTPUT_INVALID"));
+        assert_eq!(err.err().map(|e| e.code()), Some("JIG_OUTPUT_INVALID"));
     }
 
     #[test]
@@ -506,6 +506,6 @@ mod tests {
         let many = captured(&many).roots["o"].files.clone();
         assert!(read_packet(&write_packet(&many[..MAX_OUTPUT_FILES], b"{}").unwrap()).is_ok());
         let err = read_packet(&write_packet(&many, b"{}").unwrap()).unwrap_err();
-        assert_eq!(err.code, "JIG_OUTPUT_INVALID");
+        assert_eq!(err.code(), "JIG_OUTPUT_INVALID");
     }
 }

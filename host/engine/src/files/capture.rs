@@ -468,7 +468,7 @@ mod tests {
 
     fn error(dir: &Path, selectors: &[&str]) -> String {
         let e = capture(&request(dir, selectors), Path::new("/")).unwrap_err();
-        assert_eq!(e.code, "JIG_RUN_FILES_INVALID");
+        assert_eq!(e.code(), "JIG_RUN_FILES_INVALID");
         e.message
     }
 

@@ -506,7 +506,7 @@ mod tests {
         std::fs::create_dir(&out).unwrap();
         std::fs::write(out.join("mine"), b"keep").unwrap();
         let err = publish(&destination, &[file("x", b"x")], &json!({})).unwrap_err();
-        assert_eq!(err.code, "JIG_OUTPUT_EXISTS");
+        assert_eq!(err.code(), "JIG_OUTPUT_EXISTS");
         assert_eq!(std::fs::read(out.join("mine")).unwrap(), b"keep");
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
@@ -519,7 +519,8 @@ mod tests {
     fn destinations_are_checked_before_dispatch() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("exists")).unwrap();
-        let code = |p: PathBuf, roots: &[PathBuf]| prepare_destination(&p, roots).unwrap_err().code;
+        let code =
+            |p: PathBuf, roots: &[PathBuf]| prepare_destination(&p, roots).unwrap_err().code();
         assert_eq!(code(dir.path().join("exists"), &[]), "JIG_OUTPUT_EXISTS");
         assert_eq!(
             code(dir.path().join("no/such/parent"), &[]),
@@ -574,7 +575,7 @@ mod tests {
         assert_eq!(read_output(dir.path()).unwrap().len(), MAX_OUTPUT_FILES);
         std::fs::write(dir.path().join("extra"), b"o").unwrap();
         let err = read_output(dir.path()).unwrap_err();
-        assert_eq!(err.code, "JIG_DELIVERY_FAILED");
+        assert_eq!(err.code(), "JIG_DELIVERY_FAILED");
         assert!(err.message.contains("more than 64 files"), "{err}");
     }
 
@@ -623,7 +624,7 @@ mod tests {
         std::fs::write(dir.path().join("d/f"), b"kept").unwrap();
         let handoff = Handoff::new();
         let empty = read_handoff(&handoff).unwrap_err();
-        assert_eq!(empty.code, "JIG_DELIVERY_FAILED");
+        assert_eq!(empty.code(), "JIG_DELIVERY_FAILED");
         assert!(empty.message.contains("not handed back"), "{empty}");
         let fd = nix::fcntl::open(
             dir.path(),

@@ -49,40 +49,58 @@ pub fn over_budget(started: std::time::Instant, budget: std::time::Duration) -> 
     started.elapsed() > budget
 }
 
-/// A refused file request or delivery, with its stable code.
+/// A refused file request or delivery, with its stable code ([`FilesError::code`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct FilesError {
-    pub code: &'static str,
+    pub kind: FilesErrorKind,
     pub message: String,
 }
 
+/// What about a file Run failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilesErrorKind {
+    /// `JIG_RUN_FILES_INVALID`: attachments that cannot be used.
+    Invalid,
+    /// `JIG_OUTPUT_INVALID`: an `--out` destination that cannot be used.
+    OutputInvalid,
+    /// `JIG_OUTPUT_EXISTS`: `--out` names something that exists.
+    OutputExists,
+    /// `JIG_DELIVERY_FAILED`: the packet could not be delivered.
+    Delivery,
+}
+
 impl FilesError {
-    pub fn invalid(message: impl Into<String>) -> FilesError {
+    fn new(kind: FilesErrorKind, message: impl Into<String>) -> FilesError {
         FilesError {
-            code: "JIG_RUN_FILES_INVALID",
+            kind,
             message: message.into(),
         }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> FilesError {
+        FilesError::new(FilesErrorKind::Invalid, message)
     }
 
     pub fn output_invalid(message: impl Into<String>) -> FilesError {
-        FilesError {
-            code: "JIG_OUTPUT_INVALID",
-            message: message.into(),
-        }
+        FilesError::new(FilesErrorKind::OutputInvalid, message)
     }
 
     pub fn output_exists(message: impl Into<String>) -> FilesError {
-        FilesError {
-            code: "JIG_OUTPUT_EXISTS",
-            message: message.into(),
-        }
+        FilesError::new(FilesErrorKind::OutputExists, message)
     }
 
     pub fn delivery(message: impl Into<String>) -> FilesError {
-        FilesError {
-            code: "JIG_DELIVERY_FAILED",
-            message: message.into(),
+        FilesError::new(FilesErrorKind::Delivery, message)
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self.kind {
+            FilesErrorKind::Invalid => "JIG_RUN_FILES_INVALID",
+            FilesErrorKind::OutputInvalid => "JIG_OUTPUT_INVALID",
+            FilesErrorKind::OutputExists => "JIG_OUTPUT_EXISTS",
+            FilesErrorKind::Delivery => "JIG_DELIVERY_FAILED",
         }
     }
 }
@@ -349,7 +367,7 @@ mod tests {
     #[test]
     fn malformed_duplicate_and_orphan_mappings_are_refused() {
         let code =
-            |a: &[&str], s: &[&str]| Request::parse(&strings(a), &strings(s)).unwrap_err().code;
+            |a: &[&str], s: &[&str]| Request::parse(&strings(a), &strings(s)).unwrap_err().code();
         assert_eq!(code(&["source"], &[]), "JIG_RUN_FILES_INVALID");
         assert_eq!(code(&["source="], &[]), "JIG_RUN_FILES_INVALID");
         assert_eq!(code(&["bad name=x"], &[]), "JIG_RUN_FILES_INVALID");
@@ -458,7 +476,7 @@ mod tests {
             check_request(&d, &request(&["source"]), true).unwrap(),
             Some("deliverables".into())
         );
-        let code = |r: &[&str], out: bool| check_request(&d, &request(r), out).unwrap_err().code;
+        let code = |r: &[&str], out: bool| check_request(&d, &request(r), out).unwrap_err().code();
         assert_eq!(code(&[], true), "JIG_RUN_FILES_INVALID");
         assert_eq!(code(&["source"], false), "JIG_RUN_FILES_INVALID");
         assert_eq!(code(&["source", "other"], true), "JIG_RUN_FILES_INVALID");

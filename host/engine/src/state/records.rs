@@ -471,13 +471,18 @@ fn recover_packet(
             }
             Ok(_) => Err(files::FilesError::delivery("delivery ran out of time")),
             // Published before the coordinator that settles it was lost.
-            Err(e) if e.code == "JIG_OUTPUT_EXISTS" && published_by(destination, run_id) => Ok(()),
+            Err(e)
+                if e.kind == crate::files::FilesErrorKind::OutputExists
+                    && published_by(destination, run_id) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     };
     terminal["delivery"] = match published {
         Ok(()) => json!({"status": "written", "destination": output, "source": "checkpoint"}),
-        Err(e) => json!({"status": "failed", "destination": output, "code": e.code}),
+        Err(e) => json!({"status": "failed", "destination": output, "code": e.code()}),
     };
     terminal
 }

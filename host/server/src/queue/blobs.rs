@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::{Queue, QueueError, BLOB_MISMATCH};
+use super::Queue;
+use crate::Error;
 use jig_provider_api::ProviderDecl;
 
 use jig_engine::files::{Captured, CapturedFile, CapturedRoot};
@@ -54,7 +55,7 @@ pub fn plan_layouts(plan: &Value) -> Vec<String> {
 }
 
 impl Queue {
-    pub(crate) async fn put_blob(&self, bytes: &[u8]) -> Result<String, QueueError> {
+    pub(crate) async fn put_blob(&self, bytes: &[u8]) -> Result<String, Error> {
         let digest = sha256_digest(bytes);
         let client = self.client().await?;
         client
@@ -63,26 +64,23 @@ impl Queue {
                 &[&digest, &bytes],
             )
             .await
-            .map_err(QueueError::db("publishing a blob"))?;
+            .map_err(Error::db("publishing a blob"))?;
         Ok(digest)
     }
 
     /// A blob's bytes, checked against the digest they are stored under.
-    pub async fn get_blob(&self, digest: &str) -> Result<Vec<u8>, QueueError> {
+    pub async fn get_blob(&self, digest: &str) -> Result<Vec<u8>, Error> {
         let client = self.client().await?;
         let row = client
             .query_opt("SELECT bytes FROM jig_blobs WHERE digest = $1", &[&digest])
             .await
-            .map_err(QueueError::db("fetching a blob"))?
-            .ok_or_else(|| {
-                QueueError::new(BLOB_MISMATCH, format!("blob {digest} is not published"))
-            })?;
+            .map_err(Error::db("fetching a blob"))?
+            .ok_or_else(|| Error::BlobMismatch(format!("blob {digest} is not published")))?;
         let bytes: Vec<u8> = row.get(0);
         if sha256_digest(&bytes) != digest {
-            return Err(QueueError::new(
-                BLOB_MISMATCH,
-                format!("blob {digest}: its bytes do not match its digest; nothing runs"),
-            ));
+            return Err(Error::BlobMismatch(format!(
+                "blob {digest}: its bytes do not match its digest; nothing runs"
+            )));
         }
         Ok(bytes)
     }
@@ -96,7 +94,7 @@ impl Queue {
         state: &ProjectState,
         generation: &Generation,
         providers: &[ProviderDecl],
-    ) -> Result<(), QueueError> {
+    ) -> Result<(), Error> {
         let number = generation.number as i64;
         let client = self.client().await?;
         let known = client
@@ -105,7 +103,7 @@ impl Queue {
                 &[&project, &number],
             )
             .await
-            .map_err(QueueError::db("reading the published generations"))?;
+            .map_err(Error::db("reading the published generations"))?;
         drop(client);
         if known.is_some() {
             return Ok(());
@@ -113,9 +111,7 @@ impl Queue {
         let store = state.store();
         let mut packages = BTreeMap::new();
         for digest in plan_packages(&generation.plan) {
-            let files = store
-                .get_package(&digest)
-                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            let files = store.get_package(&digest).map_err(Error::from)?;
             let mut manifest = serde_json::Map::new();
             for (path, bytes) in &files {
                 manifest.insert(path.clone(), json!(self.put_blob(bytes).await?));
@@ -125,9 +121,7 @@ impl Queue {
             packages.insert(digest, manifest_digest);
         }
         for digest in plan_layouts(&generation.plan) {
-            let bytes = store
-                .get_blob(&digest)
-                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            let bytes = store.get_blob(&digest).map_err(Error::from)?;
             self.put_blob(&bytes).await?;
         }
         let plan_digest = self
@@ -166,7 +160,7 @@ impl Queue {
                 &[&project, &number, &plan_digest, &lock_digest, &packages, &published],
             )
             .await
-            .map_err(QueueError::db("publishing a generation"))?;
+            .map_err(Error::db("publishing a generation"))?;
         Ok(())
     }
 }
@@ -212,7 +206,7 @@ pub struct FileRun {
 impl Queue {
     /// Publish a file Run's attachments and its description; returns the
     /// description's digest (recorded with the Run).
-    pub async fn publish_files(&self, run: &FileRun) -> Result<String, QueueError> {
+    pub async fn publish_files(&self, run: &FileRun) -> Result<String, Error> {
         let mut roots = serde_json::Map::new();
         for (name, root) in &run.captured.roots {
             let mut files = Vec::new();
@@ -235,8 +229,8 @@ impl Queue {
 
     /// A file Run's description and attachments, every blob checked
     /// against its digest after fetching.
-    pub async fn fetch_files(&self, digest: &str) -> Result<FileRun, QueueError> {
-        let invalid = |m: String| QueueError::new(BLOB_MISMATCH, m);
+    pub async fn fetch_files(&self, digest: &str) -> Result<FileRun, Error> {
+        let invalid = |m: String| Error::BlobMismatch(m);
         let description = flow::json::parse(&self.get_blob(digest).await?)
             .map_err(|e| invalid(format!("file Run {digest}: {e}")))?;
         let mut captured = Captured::default();
@@ -281,13 +275,13 @@ impl Queue {
         claim: &super::Claim,
         sequence: i64,
         aggregate: &Value,
-    ) -> Result<super::Write, QueueError> {
+    ) -> Result<super::Write, Error> {
         let text = String::from_utf8(flow::json::canonical(aggregate)).expect("UTF-8");
         let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
-            .map_err(QueueError::db("saving a checkpoint"))?;
+            .map_err(Error::db("saving a checkpoint"))?;
         let owned = tx
             .query_opt(
                 "SELECT 1 FROM jig_runs WHERE id = $1 AND epoch = $2 AND status = 'running'
@@ -295,7 +289,7 @@ impl Queue {
                 &[&claim.id, &claim.epoch],
             )
             .await
-            .map_err(QueueError::db("saving a checkpoint"))?;
+            .map_err(Error::db("saving a checkpoint"))?;
         if owned.is_none() {
             return Ok(super::Write::Refused);
         }
@@ -305,16 +299,16 @@ impl Queue {
             &[&claim.id],
         )
         .await
-        .map_err(QueueError::db("saving a checkpoint"))?;
+        .map_err(Error::db("saving a checkpoint"))?;
         tx.execute(
             "INSERT INTO jig_checkpoints (run_id, sequence, packet) VALUES ($1, $2, $3)",
             &[&claim.id, &sequence, &text],
         )
         .await
-        .map_err(QueueError::db("saving a checkpoint"))?;
+        .map_err(Error::db("saving a checkpoint"))?;
         tx.commit()
             .await
-            .map_err(QueueError::db("saving a checkpoint"))?;
+            .map_err(Error::db("saving a checkpoint"))?;
         Ok(super::Write::Accepted)
     }
 }
@@ -326,11 +320,10 @@ pub struct Cache {
 
 impl Cache {
     /// Open (creating, owner-private) the cache at `root`.
-    pub fn open(root: &Path) -> Result<Cache, QueueError> {
+    pub fn open(root: &Path) -> Result<Cache, Error> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let io = |e: std::io::Error| {
-            QueueError::new("INTERNAL", format!("worker cache {}: {e}", root.display()))
-        };
+        let io =
+            |e: std::io::Error| Error::Internal(format!("worker cache {}: {e}", root.display()));
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -358,7 +351,7 @@ impl Cache {
         queue: &Queue,
         project: &str,
         generation: i64,
-    ) -> Result<(Value, Vec<ProviderDecl>), QueueError> {
+    ) -> Result<(Value, Vec<ProviderDecl>), Error> {
         let client = queue.client().await?;
         let row = client
             .query_opt(
@@ -366,10 +359,9 @@ impl Cache {
                 &[&project, &generation],
             )
             .await
-            .map_err(QueueError::db("reading a published generation"))?
+            .map_err(Error::db("reading a published generation"))?
             .ok_or_else(|| {
-                QueueError::new(
-                    "ADMISSION_MISSING",
+                Error::NotPublished(
                     format!("project {project} generation {generation} is not published"),
                 )
             })?;
@@ -378,7 +370,7 @@ impl Cache {
         let packages: String = row.get(1);
         let providers: Option<String> = row.get(2);
         let packages: BTreeMap<String, String> = serde_json::from_str(&packages)
-            .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("generation manifest: {e}")))?;
+            .map_err(|e| Error::BlobMismatch(format!("generation manifest: {e}")))?;
         let plan_path = self
             .root
             .join("plans")
@@ -387,39 +379,33 @@ impl Cache {
             Ok(bytes) if sha256_digest(&bytes) == plan_digest => bytes,
             _ => {
                 let bytes = queue.get_blob(&plan_digest).await?;
-                jig_engine::state::write_atomic(&plan_path, &bytes)
-                    .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+                jig_engine::state::write_atomic(&plan_path, &bytes).map_err(Error::from)?;
                 bytes
             }
         };
         let plan = flow::json::parse(&plan_bytes)
-            .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("plan {plan_digest}: {e}")))?;
+            .map_err(|e| Error::BlobMismatch(format!("plan {plan_digest}: {e}")))?;
         let store = self.store();
         for (digest, manifest_digest) in &packages {
             if store.load_package(digest).is_ok() {
                 continue;
             }
             let manifest = flow::json::parse(&queue.get_blob(manifest_digest).await?)
-                .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("manifest: {e}")))?;
+                .map_err(|e| Error::BlobMismatch(format!("manifest: {e}")))?;
             let mut files = BTreeMap::new();
             for (path, blob) in manifest["files"].as_object().into_iter().flatten() {
                 let blob = blob.as_str().unwrap_or_default();
                 files.insert(path.clone(), queue.get_blob(blob).await?);
             }
             let package = flow::package::Package::from_files(files)
-                .map_err(|e| QueueError::new(BLOB_MISMATCH, format!("package {digest}: {e}")))?;
+                .map_err(|e| Error::BlobMismatch(format!("package {digest}: {e}")))?;
             if package.digest() != digest {
-                return Err(QueueError::new(
-                    BLOB_MISMATCH,
-                    format!(
-                        "package {digest}: the fetched files digest to {}",
-                        package.digest()
-                    ),
-                ));
+                return Err(Error::BlobMismatch(format!(
+                    "package {digest}: the fetched files digest to {}",
+                    package.digest()
+                )));
             }
-            store
-                .put_package(&package)
-                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            store.put_package(&package).map_err(Error::from)?;
         }
         for digest in plan_layouts(&plan) {
             if store.get_blob(&digest).is_ok() {
@@ -428,9 +414,7 @@ impl Cache {
             // `get_blob` checked the bytes against the digest; the store
             // keeps them under the digest they hash to.
             let bytes = queue.get_blob(&digest).await?;
-            store
-                .put_blob(&bytes)
-                .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+            store.put_blob(&bytes).map_err(Error::from)?;
         }
         let providers = self.providers(queue, providers.as_deref()).await?;
         Ok((plan, providers))
@@ -441,16 +425,15 @@ impl Cache {
         &self,
         queue: &Queue,
         published: Option<&str>,
-    ) -> Result<Vec<ProviderDecl>, QueueError> {
-        let invalid = |m: String| QueueError::new(BLOB_MISMATCH, m);
+    ) -> Result<Vec<ProviderDecl>, Error> {
+        let invalid = |m: String| Error::BlobMismatch(m);
         let Some(published) = published else {
             return Ok(Vec::new());
         };
         let published: serde_json::Map<String, Value> = serde_json::from_str(published)
             .map_err(|e| invalid(format!("published providers: {e}")))?;
         let dir = self.root.join("providers");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| QueueError::new("INTERNAL", format!("worker cache: {e}")))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::Internal(format!("worker cache: {e}")))?;
         let mut decls = Vec::new();
         for (name, entry) in published {
             let blob = entry["blob"].as_str().unwrap_or_default().to_string();
@@ -458,8 +441,7 @@ impl Cache {
             let cached = std::fs::read(&path).is_ok_and(|b| sha256_digest(&b) == blob);
             if !cached {
                 let bytes = queue.get_blob(&blob).await?;
-                jig_engine::state::write_atomic(&path, &bytes)
-                    .map_err(|e| QueueError::new(e.code(), e.to_string()))?;
+                jig_engine::state::write_atomic(&path, &bytes).map_err(Error::from)?;
             }
             let decl = json!({
                 "name": name,

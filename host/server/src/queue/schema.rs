@@ -1,7 +1,7 @@
 //! jig's own schema: forward-only migrations embedded in the binary, the
 //! applied version kept in `jig_schema`, checked at every start.
 
-use super::{QueueError, SCHEMA_NEWER, UNAVAILABLE};
+use crate::Error;
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
 /// Append only: an applied migration is never edited.
@@ -96,10 +96,9 @@ const MIGRATION_LOCK: i64 = 0x6a69_6721;
 
 /// Apply what is missing, in one transaction under an advisory lock;
 /// refuse a database whose schema is newer than [`SCHEMA_VERSION`].
-pub async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), QueueError> {
-    let db = |e: tokio_postgres::Error| {
-        QueueError::new(UNAVAILABLE, format!("migrating: {}", super::describe(&e)))
-    };
+pub async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), Error> {
+    let db =
+        |e: tokio_postgres::Error| Error::Database(format!("migrating: {}", super::describe(&e)));
     let tx = client.transaction().await.map_err(db)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
@@ -113,8 +112,7 @@ pub async fn migrate(client: &mut deadpool_postgres::Object) -> Result<(), Queue
         .map_err(db)?
         .get(0);
     if current > SCHEMA_VERSION {
-        return Err(QueueError::new(
-            SCHEMA_NEWER,
+        return Err(Error::SchemaNewer(
             format!(
                 "the database schema is version {current}; this jig knows versions up to {SCHEMA_VERSION} (upgrade jig)"
             ),

@@ -24,7 +24,8 @@ use serde_json::{json, Value};
 use tokio::sync::{watch, Semaphore};
 
 use super::blobs::Cache;
-use super::{Claim, Queue, QueueError, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
+use super::{Claim, Queue, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
+use crate::Error;
 use jig_engine::config::HostConfig;
 use jig_engine::exec::receive;
 use jig_engine::exec::{Executor, Invocation, RootChannels, TargetRef};
@@ -71,9 +72,8 @@ fn report_refused(worker: &str, claim: &Claim, write: &str) {
 }
 
 /// Run until SIGTERM/SIGINT: at most `concurrency` Runs at once.
-pub async fn run(queue: Queue, options: Options) -> Result<(), QueueError> {
-    let sandbox = jig_sandbox::select(&options.config.containment)
-        .map_err(|e| QueueError::new("UNAVAILABLE", e))?;
+pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
+    let sandbox = jig_sandbox::select(&options.config.containment).map_err(Error::Unavailable)?;
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",
@@ -286,9 +286,9 @@ impl Worker {
             Ok(fetched) => fetched,
             // The database is away: write nothing; the lease expires and
             // the Run returns to the queue (nothing ran).
-            Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
+            Err(e @ Error::Database(_)) => return self.abandon(claim, &e),
             // Settled before dispatch: nothing ran.
-            Err(e) => return Some((failed(e.code, e.message), None)),
+            Err(e) => return Some((failed(e.code(), e.to_string()), None)),
         };
         let Some(target) = TargetRef::parse(&claim.target) else {
             return Some((failed("JIG_RUN_TARGET_INVALID", claim.target.clone()), None));
@@ -309,8 +309,8 @@ impl Worker {
             None => None,
             Some(digest) => match self.queue.fetch_files(digest).await {
                 Ok(files) => Some(files),
-                Err(e) if e.code == super::UNAVAILABLE => return self.abandon(claim, &e),
-                Err(e) => return Some((failed(e.code, e.message), None)),
+                Err(e @ Error::Database(_)) => return self.abandon(claim, &e),
+                Err(e) => return Some((failed(e.code(), e.to_string()), None)),
             },
         };
         let work_root = self.cache.root().join("runs").join(&claim.id);
@@ -530,10 +530,11 @@ impl Worker {
     /// Give up an undispatched claim the database could not serve: it is
     /// not settled (the outage is not the Run's failure); its lease
     /// expires and the Run returns to the queue for any worker.
-    fn abandon(&self, claim: &Claim, e: &QueueError) -> Option<(Value, Option<String>)> {
+    fn abandon(&self, claim: &Claim, e: &Error) -> Option<(Value, Option<String>)> {
         eprintln!(
-            "jig worker: Run {}: not dispatched, left to its lease: {e}",
-            claim.id
+            "jig worker: Run {}: not dispatched, left to its lease: {}: {e}",
+            claim.id,
+            e.code()
         );
         None
     }
@@ -563,7 +564,7 @@ impl Worker {
                 terminal["method"] = files.method.clone();
                 terminal["input"] = files.input.clone();
                 terminal["checkpoint"] = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
-                terminal["delivery"] = json!({"status": "failed", "destination": jig_engine::state::PACKET_STORE, "code": e.code});
+                terminal["delivery"] = json!({"status": "failed", "destination": jig_engine::state::PACKET_STORE, "code": e.code()});
                 return None;
             }
             (None, Some(checkpoint)) => (checkpoint.output_files(), "checkpoint"),

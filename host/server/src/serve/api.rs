@@ -15,8 +15,8 @@ use axum::Router;
 use flow::json::Value;
 use serde_json::json;
 
-use super::runner::{Live, Refusal, ServedRun, Server};
-use super::ServeError;
+use super::runner::{Live, ServedRun, Server};
+use crate::Error;
 
 /// Request bodies are JSON/1 documents, bounded by its document limit.
 pub const MAX_BODY_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
@@ -81,11 +81,8 @@ pub fn router(server: Arc<Server>, token: Option<Arc<Vec<u8>>>) -> Router {
 }
 
 /// Read the bearer token TCP clients must present.
-pub fn read_token(path: &Path) -> Result<Arc<Vec<u8>>, ServeError> {
-    let unavailable = |m: String| ServeError {
-        code: "JIG_CONFIG_INVALID",
-        message: m,
-    };
+pub fn read_token(path: &Path) -> Result<Arc<Vec<u8>>, Error> {
+    let unavailable = Error::Config;
     let meta = std::fs::metadata(path)
         .map_err(|e| unavailable(format!("token file {}: {e}", path.display())))?;
     if meta.len() > MAX_TOKEN_BYTES {
@@ -145,9 +142,56 @@ fn error(status: u16, code: &str, message: &str) -> Response {
     json_response(status, &json!({"code": code, "message": message}))
 }
 
-/// A refused request as the HTTP answer its refusal names.
-fn refused(refusal: Refusal) -> Response {
-    error(refusal.status, &refusal.code, &refusal.message)
+/// A refused request as its HTTP answer: [`status`], code and message.
+fn refused(refusal: Error) -> Response {
+    error(status(&refusal), refusal.code(), &refusal.to_string())
+}
+
+/// The HTTP status of every failure the API answers, decided here and
+/// only here, from what failed (never from the code's text).
+pub fn status(e: &Error) -> u16 {
+    use jig_engine::files::FilesErrorKind;
+    use jig_engine::state::RunsError;
+    use jig_engine::Error as Engine;
+    match e {
+        Error::Engine(e) => match e {
+            Engine::TargetMalformed
+            | Engine::TimeoutInvalid
+            | Engine::KeyInvalid
+            | Engine::Receive(_) => 400,
+            Engine::Files(e) => match e.kind {
+                FilesErrorKind::Delivery => 500,
+                FilesErrorKind::Invalid
+                | FilesErrorKind::OutputInvalid
+                | FilesErrorKind::OutputExists => 400,
+            },
+            Engine::TargetNotAdmitted { .. } | Engine::Runs(RunsError::NotFound(_)) => 404,
+            Engine::AdmissionMissing | Engine::Runs(RunsError::Conflict) => 409,
+            Engine::EnvelopeUnavailable(_) | Engine::Plan(_) => 503,
+            Engine::Config(_)
+            | Engine::State(_)
+            | Engine::Runs(RunsError::State(_))
+            | Engine::PackageMissing { .. }
+            | Engine::NotRecorded { .. } => 500,
+        },
+        Error::RequestInvalid(_) => 400,
+        Error::BodyTooLarge(_) | Error::FilesTooLarge(_) => 413,
+        Error::ProjectNotFound(_) | Error::RunNotFound(_) | Error::PacketNotFound(_) => 404,
+        Error::Conflict(_) => 409,
+        Error::Exhausted(_) => 429,
+        Error::Closed
+        | Error::Busy(_)
+        | Error::NotPublished(_)
+        | Error::Unavailable(_)
+        | Error::Database(_) => 503,
+        Error::Project { .. }
+        | Error::Config(_)
+        | Error::DatabaseUrl(_)
+        | Error::SchemaNewer(_)
+        | Error::BlobMismatch(_)
+        | Error::Delivery(_)
+        | Error::Internal(_) => 500,
+    }
 }
 
 async fn health(State(server): State<Arc<Server>>) -> Response {
@@ -180,8 +224,8 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
 }
 
 /// The submission body: `{target, input?, key?, timeout?, receive?}`.
-fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
-    let invalid = |m: String| Refusal::new(400, "INVALID_REQUEST", m);
+fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Error> {
+    let invalid = Error::RequestInvalid;
     let value = flow::json::parse(bytes)
         .map_err(|e| invalid(format!("the body is not a JSON/1 document: {e}")))?;
     let Some(object) = value.as_object() else {
@@ -192,7 +236,7 @@ fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Refusal> {
             return Err(invalid(format!("unknown member {name:?}")));
         }
     }
-    let text = |name: &str| -> Result<Option<String>, Refusal> {
+    let text = |name: &str| -> Result<Option<String>, Error> {
         match object.get(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -235,21 +279,16 @@ struct SubmitQuery {
 
 /// A file Run's body: a tar of `request.json` (the JSON submission) and
 /// `attachments/NAME/...`, held to the capture limits with their codes.
-async fn parse_file_submission(body: Body) -> Result<ServedRun, Refusal> {
+async fn parse_file_submission(body: Body) -> Result<ServedRun, Error> {
     use jig_engine::files::archive::{read_submission, MAX_SUBMISSION_BYTES};
     let bytes = axum::body::to_bytes(body, MAX_SUBMISSION_BYTES)
         .await
         .map_err(|_| {
-            Refusal::new(
-                413,
-                "JIG_RUN_FILES_INVALID",
-                format!(
-                    "the tar is larger than the file Run limit of {MAX_SUBMISSION_BYTES} bytes"
-                ),
-            )
+            Error::FilesTooLarge(format!(
+                "the tar is larger than the file Run limit of {MAX_SUBMISSION_BYTES} bytes"
+            ))
         })?;
-    let (request, captured) =
-        read_submission(&bytes).map_err(|e| Refusal::new(400, e.code, e.message))?;
+    let (request, captured) = read_submission(&bytes)?;
     let mut request = parse_submission(&request)?;
     request.files = Some(captured);
     Ok(request)
@@ -274,11 +313,9 @@ async fn submit(
     } else {
         match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
             Ok(bytes) => parse_submission(&bytes),
-            Err(_) => Err(Refusal::new(
-                413,
-                "INVALID_REQUEST",
-                format!("the body is larger than the JSON/1 limit of {MAX_BODY_BYTES} bytes"),
-            )),
+            Err(_) => Err(Error::BodyTooLarge(format!(
+                "the body is larger than the JSON/1 limit of {MAX_BODY_BYTES} bytes"
+            ))),
         }
     };
     let request = match parsed {
@@ -466,12 +503,62 @@ mod tests {
     #[test]
     fn submission_bodies_are_strict() {
         assert!(parse_submission(br#"{"target":"flow:flows/a","input":1}"#).is_ok());
-        let code = |b: &[u8]| parse_submission(b).err().unwrap().code;
+        let code = |b: &[u8]| parse_submission(b).err().unwrap().code();
         assert_eq!(code(b"{"), "INVALID_REQUEST");
         assert_eq!(code(b"[]"), "INVALID_REQUEST");
         assert_eq!(code(br#"{"input":1}"#), "INVALID_REQUEST");
         assert_eq!(code(br#"{"target":"x","extra":1}"#), "INVALID_REQUEST");
         assert_eq!(code(br#"{"target":"x","receive":[1]}"#), "INVALID_REQUEST");
         assert_eq!(code(br#"{"target":"x","a":1,"a":2}"#), "INVALID_REQUEST");
+    }
+
+    #[test]
+    fn each_refusal_has_the_status_of_what_failed() {
+        use jig_engine::files::FilesError;
+        use jig_engine::state::RunsError;
+        use jig_engine::Error as Engine;
+        let cases: Vec<(Error, u16, &str)> = vec![
+            (
+                Engine::TargetMalformed.into(),
+                400,
+                "JIG_RUN_TARGET_INVALID",
+            ),
+            (
+                Engine::TargetNotAdmitted {
+                    target: "flow:x".into(),
+                    admitted: "none".into(),
+                }
+                .into(),
+                404,
+                "JIG_RUN_TARGET_INVALID",
+            ),
+            (Engine::KeyInvalid.into(), 400, "INVALID_REQUEST"),
+            (Engine::AdmissionMissing.into(), 409, "ADMISSION_MISSING"),
+            (RunsError::Conflict.into(), 409, "SUBMISSION_CONFLICT"),
+            (RunsError::NotFound("r".into()).into(), 404, "RUN_NOT_FOUND"),
+            (
+                FilesError::invalid("x").into(),
+                400,
+                "JIG_RUN_FILES_INVALID",
+            ),
+            (FilesError::delivery("x").into(), 500, "JIG_DELIVERY_FAILED"),
+            (Error::BodyTooLarge("x".into()), 413, "INVALID_REQUEST"),
+            (
+                Error::FilesTooLarge("x".into()),
+                413,
+                "JIG_RUN_FILES_INVALID",
+            ),
+            (Error::Exhausted("x".into()), 429, "RESOURCE_EXHAUSTED"),
+            (Error::Closed, 503, "PROJECT_CLOSED"),
+            (Error::Database("x".into()), 503, "JIG_DATABASE_UNAVAILABLE"),
+            (Error::PacketNotFound("r".into()), 404, "PACKET_NOT_FOUND"),
+        ];
+        for (error, expected, code) in cases {
+            assert_eq!(
+                (status(&error), error.code()),
+                (expected, code),
+                "{error:?}"
+            );
+        }
     }
 }

@@ -20,6 +20,8 @@ pub use runner::{Limits, ServedRun};
 
 use jig_engine::config::HostConfig;
 
+use crate::Error;
+
 /// Runs waiting for an active slot, when neither flag nor table says.
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 64;
 /// How long SIGTERM lets Runs finish before cancelling them.
@@ -42,22 +44,6 @@ pub struct Options {
     pub config: HostConfig,
     /// `--database`: enqueue Runs in PostgreSQL for `jig worker`s.
     pub database: Option<tokio_postgres::Config>,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct ServeError {
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl ServeError {
-    fn new(code: &'static str, message: impl Into<String>) -> ServeError {
-        ServeError {
-            code,
-            message: message.into(),
-        }
-    }
 }
 
 /// The default socket: `$XDG_RUNTIME_DIR/jig/jig.sock`, else
@@ -89,14 +75,10 @@ fn activated_listener() -> Option<std::os::unix::net::UnixListener> {
 /// Bind `path` (mode 0600, in a 0700 directory created if missing). A
 /// stale socket file from a killed daemon is replaced; anything else at
 /// that path is refused.
-fn bind_socket(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeError> {
+fn bind_socket(path: &Path) -> Result<std::os::unix::net::UnixListener, Error> {
     use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
-    let unavailable = |e: std::io::Error| {
-        ServeError::new(
-            "UNAVAILABLE",
-            format!("cannot listen on {}: {e}", path.display()),
-        )
-    };
+    let unavailable =
+        |e: std::io::Error| Error::Unavailable(format!("cannot listen on {}: {e}", path.display()));
     if let Some(parent) = path.parent() {
         if !parent.exists() {
             std::fs::DirBuilder::new()
@@ -109,18 +91,18 @@ fn bind_socket(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeErr
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(ServeError::new(
-                    "PROJECT_BUSY",
-                    format!("another jig serve listens on {}", path.display()),
-                ));
+                return Err(Error::Busy(format!(
+                    "another jig serve listens on {}",
+                    path.display()
+                )));
             }
             std::fs::remove_file(path).map_err(unavailable)?;
         }
         Ok(_) => {
-            return Err(ServeError::new(
-                "UNAVAILABLE",
-                format!("{} exists and is not a socket", path.display()),
-            ))
+            return Err(Error::Unavailable(format!(
+                "{} exists and is not a socket",
+                path.display()
+            )))
         }
         Err(_) => {}
     }
@@ -130,21 +112,19 @@ fn bind_socket(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeErr
 }
 
 /// Serve until SIGTERM or SIGINT, then drain (see [`runner::Server::drain`]).
-pub fn serve(options: Options) -> Result<(), ServeError> {
+pub fn serve(options: Options) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| ServeError::new("INTERNAL", e.to_string()))?;
+        .map_err(|e| Error::Internal(e.to_string()))?;
     runtime.block_on(serve_async(options))
 }
 
-async fn serve_async(options: Options) -> Result<(), ServeError> {
+async fn serve_async(options: Options) -> Result<(), Error> {
     let mut server = runner::Server::open(&options.projects, options.config, options.limits)?;
     if let Some(database) = options.database {
-        let queue = crate::queue::Queue::open(database)
-            .await
-            .map_err(|e| ServeError::new(e.code, e.message))?;
+        let queue = crate::queue::Queue::open(database).await?;
         server = server.with_queue(queue);
     }
     let server = Arc::new(server);
@@ -155,16 +135,16 @@ async fn serve_async(options: Options) -> Result<(), ServeError> {
     };
     listener
         .set_nonblocking(true)
-        .map_err(|e| ServeError::new("UNAVAILABLE", e.to_string()))?;
+        .map_err(|e| Error::Unavailable(e.to_string()))?;
     let listener = tokio::net::UnixListener::from_std(listener)
-        .map_err(|e| ServeError::new("UNAVAILABLE", e.to_string()))?;
+        .map_err(|e| Error::Unavailable(e.to_string()))?;
     let tcp = match &options.tcp {
         None => None,
         Some((address, token_file)) => {
             let token = api::read_token(token_file)?;
-            let tcp = tokio::net::TcpListener::bind(address).await.map_err(|e| {
-                ServeError::new("UNAVAILABLE", format!("cannot listen on {address}: {e}"))
-            })?;
+            let tcp = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| Error::Unavailable(format!("cannot listen on {address}: {e}")))?;
             Some((tcp, token))
         }
     };

@@ -20,10 +20,10 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::sync::{watch, Semaphore};
 
-use super::ServeError;
+use crate::Error;
 use jig_engine::config::HostConfig;
 use jig_engine::exec::receive;
-pub use jig_engine::exec::submit::Refusal;
+
 use jig_engine::exec::submit::{self, Recorded};
 use jig_engine::exec::{Invocation, RootChannels, TargetRef};
 use jig_engine::providers::ProviderSet;
@@ -214,26 +214,25 @@ impl Server {
         projects: &[(String, PathBuf)],
         config: HostConfig,
         limits: Limits,
-    ) -> Result<Server, ServeError> {
+    ) -> Result<Server, Error> {
         // One envelope provider for the process: its host cgroup is named
         // by the pid, so every Run's group is a child of that one group.
-        let sandbox = jig_sandbox::select(&config.containment)
-            .map_err(|e| ServeError::new("UNAVAILABLE", e))?;
+        let sandbox = jig_sandbox::select(&config.containment).map_err(Error::Unavailable)?;
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {
-                return Err(ServeError::new(
-                    "PROJECT_NOT_FOUND",
-                    format!("project {name}: no jig.ts in {}", root.display()),
-                ));
+                return Err(Error::ProjectNotFound(format!(
+                    "project {name}: no jig.ts in {}",
+                    root.display()
+                )));
             }
-            let state = ProjectState::acquire(root).map_err(|e| ServeError {
-                code: e.code(),
-                message: format!("project {name}: {e}"),
+            let state = ProjectState::acquire(root).map_err(|e| Error::Project {
+                name: name.clone(),
+                source: e.into(),
             })?;
-            let fenced = state.runs().fence_lost().map_err(|e| ServeError {
-                code: e.code(),
-                message: format!("project {name}: {e}"),
+            let fenced = state.runs().fence_lost().map_err(|e| Error::Project {
+                name: name.clone(),
+                source: e.into(),
             })?;
             if fenced > 0 {
                 eprintln!("jig serve: project {name}: {fenced} Run(s) left by a lost coordinator settled COORDINATOR_LOST");
@@ -301,13 +300,9 @@ impl Server {
         self.accepting.load(Ordering::SeqCst)
     }
 
-    fn project(&self, name: &str) -> Result<&Arc<Project>, Refusal> {
+    fn project(&self, name: &str) -> Result<&Arc<Project>, Error> {
         self.projects.get(name).ok_or_else(|| {
-            Refusal::new(
-                404,
-                "PROJECT_NOT_FOUND",
-                format!("this daemon serves no project {name:?}"),
-            )
+            Error::ProjectNotFound(format!("this daemon serves no project {name:?}"))
         })
     }
 
@@ -320,7 +315,7 @@ impl Server {
         self: &Arc<Self>,
         project_name: &str,
         request: ServedRun,
-    ) -> Result<(RunRecord, Option<Arc<Live>>), Refusal> {
+    ) -> Result<(RunRecord, Option<Arc<Live>>), Error> {
         let enqueue = match self.check_and_start(project_name, request)? {
             Started::Local(record, live) => return Ok((record, live)),
             Started::Queued(enqueue) => enqueue,
@@ -337,22 +332,17 @@ impl Server {
         self: &Arc<Self>,
         project_name: &str,
         request: ServedRun,
-    ) -> Result<Started, Refusal> {
+    ) -> Result<Started, Error> {
         let project = self.project(project_name)?.clone();
         if !self.accepting() {
-            return Err(Refusal::new(
-                503,
-                "PROJECT_CLOSED",
-                "the daemon is shutting down and accepts no new Runs",
-            ));
+            return Err(Error::Closed);
         }
         let asked = submit::check(
             &request.target,
             request.timeout.as_deref(),
             request.key.as_deref(),
         )?;
-        let names = receive::parse(&request.receive)
-            .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
+        let names = receive::parse(&request.receive).map_err(Error::from)?;
         // With a database, its key lock serialises instead (a thread
         // blocked here would hold a core the database call needs).
         let _one_at_a_time = self
@@ -362,7 +352,7 @@ impl Server {
         let state = &project.state;
         let resolved = submit::resolve(state, &asked.target)?;
         let target = &asked.target;
-        let files_invalid = |m: String| Refusal::new(400, "JIG_RUN_FILES_INVALID", m);
+        let files_invalid = |m: String| Error::from(jig_engine::files::FilesError::invalid(m));
         let declared = &resolved.package.metadata().attachments;
         // Seed 002 §4: checkpoints are delivered with the packet; with a
         // database any node can deliver a lost Run's last checkpoint.
@@ -381,7 +371,7 @@ impl Server {
                 &jig_engine::files::Request::default(),
                 false,
             )
-            .map_err(|e| Refusal::new(400, e.code, e.message))?,
+            .map_err(Error::from)?,
             // The same matching as `jig run --attach … --out DIR`: the
             // packet store is always the destination.
             Some(captured) => {
@@ -393,18 +383,17 @@ impl Server {
                         .collect(),
                 };
                 jig_engine::files::check_request(declared, &asked_roots, request.out)
-                    .map_err(|e| Refusal::new(400, e.code, e.message))?
+                    .map_err(Error::from)?
             }
         };
-        receive::check(&resolved.package, &names)
-            .map_err(|e| Refusal::new(400, e.code.clone(), e.message.clone()))?;
+        receive::check(&resolved.package, &names).map_err(Error::from)?;
         // The same content identity as `jig run` (a direct Run captures
         // nothing), so a key means the same thing through either door.
         let captured = match &request.files {
             Some(captured) => captured.clone(),
             None => {
                 jig_engine::files::capture(&jig_engine::files::Request::default(), state.root())
-                    .map_err(|e| Refusal::new(500, e.code, e.message))?
+                    .map_err(Error::from)?
             }
         };
         let identity = submit::identity(
@@ -460,14 +449,10 @@ impl Server {
                 })
                 .map(|_| Held(self.clone()))
                 .map_err(|_| {
-                    Refusal::new(
-                        429,
-                        "RESOURCE_EXHAUSTED",
-                        format!(
-                            "{} Runs are active and {} queued, the most this daemon holds",
-                            self.limits.max_active, self.limits.max_queued
-                        ),
-                    )
+                    Error::Exhausted(format!(
+                        "{} Runs are active and {} queued, the most this daemon holds",
+                        self.limits.max_active, self.limits.max_queued
+                    ))
                 })
         };
         let (record, held) =
@@ -663,33 +648,25 @@ impl Server {
         Ok(terminal)
     }
 
-    pub async fn record(&self, project: &str, id: &str) -> Result<RunRecord, Refusal> {
+    pub async fn record(&self, project: &str, id: &str) -> Result<RunRecord, Error> {
         if let Some((queue, _)) = &self.queue {
             self.project(project)?;
-            let run = queue
-                .load(project, id)
-                .await
-                .map_err(|e| Refusal::new(404, e.code, e.message))?;
+            let run = queue.load(project, id).await?;
             return Ok(RunRecord {
                 id: run.id,
                 value: run.value,
             });
         }
         let project = self.project(project)?;
-        project
-            .state
-            .runs()
-            .load(id)
-            .map_err(|e| Refusal::new(404, e.code(), e.to_string()))
+        project.state.runs().load(id).map_err(Error::from)
     }
 
-    pub async fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Refusal> {
+    pub async fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Error> {
         if let Some((queue, _)) = &self.queue {
             self.project(project)?;
             let runs = queue
                 .list(project, limit.min(i64::MAX as usize) as i64)
-                .await
-                .map_err(|e| Refusal::new(503, e.code, e.message))?;
+                .await?;
             return Ok(runs
                 .into_iter()
                 .map(|r| RunRecord {
@@ -699,11 +676,7 @@ impl Server {
                 .collect());
         }
         let project = self.project(project)?;
-        let mut runs = project
-            .state
-            .runs()
-            .list()
-            .map_err(|e| Refusal::new(500, e.code(), e.to_string()))?;
+        let mut runs = project.state.runs().list().map_err(Error::from)?;
         runs.truncate(limit);
         Ok(runs)
     }
@@ -711,48 +684,25 @@ impl Server {
     /// A file Run's published packet, as a tar: with a database, the blob
     /// its worker published (checked against its digest); else read from
     /// the packet store off the async workers.
-    pub async fn packet(
-        self: &Arc<Self>,
-        project_name: &str,
-        id: &str,
-    ) -> Result<Vec<u8>, Refusal> {
+    pub async fn packet(self: &Arc<Self>, project_name: &str, id: &str) -> Result<Vec<u8>, Error> {
         let record = self.record(project_name, id).await?;
         if let Some((queue, _)) = &self.queue {
-            let missing = Refusal::new(
-                404,
-                "PACKET_NOT_FOUND",
-                format!("Run {} has no delivered packet", record.id),
-            );
-            let unavailable = |e: crate::queue::QueueError| Refusal::new(503, e.code, e.message);
             let digest = queue
                 .packet(project_name, &record.id)
-                .await
-                .map_err(unavailable)?
-                .ok_or(missing)?;
-            return queue.get_blob(&digest).await.map_err(unavailable);
+                .await?
+                .ok_or(Error::PacketNotFound(record.id))?;
+            return queue.get_blob(&digest).await;
         }
         let this = self.clone();
         let project_name = project_name.to_string();
         tokio::task::spawn_blocking(move || this.local_packet(&project_name, record))
             .await
-            .unwrap_or_else(|e| {
-                Err(Refusal::new(
-                    500,
-                    "INTERNAL",
-                    format!("the packet read failed: {e}"),
-                ))
-            })
+            .unwrap_or_else(|e| Err(Error::Internal(format!("the packet read failed: {e}"))))
     }
 
-    fn local_packet(&self, project_name: &str, record: RunRecord) -> Result<Vec<u8>, Refusal> {
+    fn local_packet(&self, project_name: &str, record: RunRecord) -> Result<Vec<u8>, Error> {
         let project = self.project(project_name)?;
-        let missing = || {
-            Refusal::new(
-                404,
-                "PACKET_NOT_FOUND",
-                format!("Run {} has no delivered packet", record.id),
-            )
-        };
+        let missing = || Error::PacketNotFound(record.id.clone());
         let store = project
             .state
             .root()
@@ -762,7 +712,7 @@ impl Server {
         if record.terminal().is_none() || !dir.is_dir() {
             return Err(missing());
         }
-        let internal = |m: String| Refusal::new(500, "JIG_DELIVERY_FAILED", m);
+        let internal = Error::Delivery;
         let files =
             jig_engine::files::read_output(&dir.join(jig_engine::files::archive::PACKET_FILES_DIR))
                 .map_err(|e| internal(e.message))?;
@@ -777,13 +727,10 @@ impl Server {
     }
 
     /// Ask a Run to cancel. Returns whether it was still running here.
-    pub async fn cancel(&self, project: &str, id: &str) -> Result<(RunRecord, bool), Refusal> {
+    pub async fn cancel(&self, project: &str, id: &str) -> Result<(RunRecord, bool), Error> {
         let record = self.record(project, id).await?;
         if let Some((queue, _)) = &self.queue {
-            let unsettled = queue
-                .request_cancel(project, id)
-                .await
-                .map_err(|e| Refusal::new(503, e.code, e.message))?;
+            let unsettled = queue.request_cancel(project, id).await?;
             return Ok((record, unsettled));
         }
         let live = self.live(id).filter(|l| !l.finished.load(Ordering::SeqCst));
@@ -899,7 +846,7 @@ fn deliver(
         Ok((shown, source)) => {
             json!({"status": "written", "destination": shown, "source": source})
         }
-        Err(e) => json!({"status": "failed", "destination": PACKET_STORE, "code": e.code}),
+        Err(e) => json!({"status": "failed", "destination": PACKET_STORE, "code": e.code()}),
     };
 }
 

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::{sdk, CliError};
+use super::super::{sdk, CliError, Code};
 
 /// Where an installed jig keeps the provider SDK's sources (with the WIT
 /// world it binds, `../wit`), from its executable.
@@ -74,7 +74,7 @@ pub fn new(
     sdk: Option<&Path>,
     base: &Path,
 ) -> Result<u8, CliError> {
-    let invalid = |message: String| CliError::new("INVALID_REQUEST", message);
+    let invalid = |message: String| CliError::new(Code::InvalidRequest, message);
     if !valid_name(name) {
         return Err(invalid(format!(
             "{name:?} is not a provider name (a lower-case letter, then letters, digits and '-'; at most {MAX_NAME_CHARS})"
@@ -115,7 +115,7 @@ pub fn new(
         let path = dir.join(path);
         let failed = |e: std::io::Error| {
             CliError::new(
-                "INVALID_REQUEST",
+                Code::InvalidRequest,
                 format!("cannot write {}: {e}", path.display()),
             )
         };
@@ -158,8 +158,12 @@ fn found_sdk() -> Option<PathBuf> {
 /// The SDK directory as a TOML-safe absolute path, if it is the jig guest
 /// SDK.
 fn sdk_path(dir: &Path) -> Result<String, CliError> {
-    let invalid =
-        |why: &str| CliError::new("INVALID_REQUEST", format!("--sdk {}: {why}", dir.display()));
+    let invalid = |why: &str| {
+        CliError::new(
+            Code::InvalidRequest,
+            format!("--sdk {}: {why}", dir.display()),
+        )
+    };
     if !dir.join("Cargo.toml").is_file() {
         return Err(invalid("has no Cargo.toml"));
     }

@@ -6,7 +6,7 @@ use super::*;
 /// `--database`: submission publishes the generation's bytes and records
 /// the Run in PostgreSQL; its log follows the database's events.
 impl Server {
-    pub(super) async fn enqueue(&self, enqueue: Box<Enqueue>) -> Result<(String, bool), Refusal> {
+    pub(super) async fn enqueue(&self, enqueue: Box<Enqueue>) -> Result<(String, bool), Error> {
         let Enqueue {
             project_name,
             project,
@@ -18,14 +18,6 @@ impl Server {
         } = *enqueue;
         let project_name = project_name.as_str();
         let (queue, _) = self.queue.as_ref().expect("called with a queue");
-        let refusal = |e: crate::queue::QueueError| {
-            let status = match e.code {
-                "SUBMISSION_CONFLICT" => 409,
-                "RESOURCE_EXHAUSTED" => 429,
-                _ => 503,
-            };
-            Refusal::new(status, e.code, e.message)
-        };
         {
             queue
                 .publish(
@@ -34,11 +26,10 @@ impl Server {
                     &generation,
                     &self.config.providers,
                 )
-                .await
-                .map_err(refusal)?;
+                .await?;
             // A file Run's attachments travel as blobs by digest.
             let files = match &files {
-                Some(files) => Some(queue.publish_files(files).await.map_err(refusal)?),
+                Some(files) => Some(queue.publish_files(files).await?),
                 None => None,
             };
             let (run, new) = queue
@@ -53,8 +44,7 @@ impl Server {
                     &request.receive,
                     files.as_deref(),
                 )
-                .await
-                .map_err(refusal)?;
+                .await?;
             Ok((run.id, new))
         }
     }

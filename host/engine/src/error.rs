@@ -1,0 +1,82 @@
+//! The engine's one error type: every failure a door can meet on the way
+//! to a Run, each with the specification's stable code ([`Error::code`]).
+//!
+//! A door decides what a failure means to its caller (an exit status, an
+//! HTTP status) from the variant, in one function of its own; it never
+//! reads the code's text or the message's words to decide.
+
+use crate::config::ConfigError;
+use crate::exec::receive::ReceiveError;
+use crate::exec::submit::MAX_KEY_BYTES;
+use crate::files::FilesError;
+use crate::plan::PlanError;
+use crate::state::{RunsError, StateError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The host configuration cannot be read or is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The project's protected state: busy, unsafe, invalid or unreadable.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The Run records: a key reused with other content, a Run not found.
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+    /// Planning: an invalid candidate, or a target this host cannot run.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A file Run's attachments or destination.
+    #[error(transparent)]
+    Files(#[from] FilesError),
+    /// A `--receive` list the target cannot serve.
+    #[error(transparent)]
+    Receive(#[from] ReceiveError),
+    /// `JIG_RUN_TARGET_INVALID`: not `flow:<path>` or `binding:<id>`.
+    #[error("the target must be flow:<path> or binding:<id>")]
+    TargetMalformed,
+    /// `JIG_RUN_TARGET_INVALID`: well formed, but not an admitted target.
+    #[error("{target} is not an admitted target; admitted: {admitted}")]
+    TargetNotAdmitted { target: String, admitted: String },
+    /// `JIG_RUN_TIMEOUT_INVALID`.
+    #[error("--timeout must be a positive integer followed by ms, s, m, or h, up to 24h")]
+    TimeoutInvalid,
+    /// `INVALID_REQUEST`: an idempotency key of the wrong length.
+    #[error("--key must be 1 to {MAX_KEY_BYTES} bytes")]
+    KeyInvalid,
+    /// `ADMISSION_MISSING`: nothing was ever admitted.
+    #[error("the project has no usable reviewed revision; complete jig review before running")]
+    AdmissionMissing,
+    /// `PROJECT_STATE_INVALID`: an admitted target whose package the
+    /// admitted generation does not name.
+    #[error("{target} has no admitted package")]
+    PackageMissing { target: String },
+    /// The Run's record could not be made durable; it never ran. `code` is
+    /// the cause's own ([`RunsError::code`]).
+    #[error("the Run could not be recorded: {message}")]
+    NotRecorded { code: &'static str, message: String },
+    /// `UNAVAILABLE`: the execution envelope cannot be made here now.
+    #[error("{0}")]
+    EnvelopeUnavailable(String),
+}
+
+impl Error {
+    /// The stable code (seed 002 §12, HOST-FACTS §5).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Config(e) => e.code(),
+            Error::State(e) => e.code(),
+            Error::Runs(e) => e.code(),
+            Error::Plan(e) => e.code(),
+            Error::Files(e) => e.code(),
+            Error::Receive(e) => e.code(),
+            Error::TargetMalformed | Error::TargetNotAdmitted { .. } => "JIG_RUN_TARGET_INVALID",
+            Error::TimeoutInvalid => "JIG_RUN_TIMEOUT_INVALID",
+            Error::KeyInvalid => "INVALID_REQUEST",
+            Error::AdmissionMissing => "ADMISSION_MISSING",
+            Error::PackageMissing { .. } => "PROJECT_STATE_INVALID",
+            Error::NotRecorded { code, .. } => code,
+            Error::EnvelopeUnavailable(_) => "UNAVAILABLE",
+        }
+    }
+}
