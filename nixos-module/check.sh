@@ -5,7 +5,8 @@
 # (lib.evalModules; stand-ins only for NixOS's own options and for nixpkgs'
 # packages, in checks/): the tests in checks/tests.nix (units, host.toml,
 # assertions, each limit at its bound and one past it, the VM test's nodes),
-# and the module's option list against checks/options.expected.
+# the refusals in checks/refusals.nix with their messages, and the module's
+# option list against checks/options.expected.
 #
 # nixpkgs' lib is ../shared/nix/nixpkgs-lib/lib beside this checkout, or
 # $JIG_NIXPKGS_LIB (any nixpkgs' lib/ directory). nixpkgs itself is not
@@ -86,6 +87,27 @@ for case in results["failed"]:
     print("  expected:", json.dumps(case["expected"], sort_keys=True))
 print(len(results["passed"]), "passed,", len(results["failed"]), "failed")
 sys.exit(1 if results["failed"] else 0)
+PY
+
+step "refusals"
+# A Nix evaluation ends at its first error: each case is built in its own,
+# which must fail and say the case's message.
+python3 - "$nixpkgs_lib" <<'PY'
+import json, subprocess, sys
+lib = sys.argv[1]
+nix = ["nix-instantiate", "--eval", "--strict", "--argstr", "nixpkgsLib", lib]
+file = "nixos-module/checks/refusals.nix"
+messages = json.loads(subprocess.run(nix + ["--json", file], check=True, capture_output=True, text=True).stdout)
+# Nix indents the lines of a message; compare with whitespace collapsed.
+words = lambda s: " ".join(s.split())
+for name, message in sorted(messages.items()):
+    run = subprocess.run(nix + ["--argstr", "case", name, file], capture_output=True, text=True)
+    if run.returncode == 0:
+        sys.exit(f"FAILED {name}: built, not refused")
+    if words(message) not in words(run.stderr):
+        sys.exit(f"FAILED {name}: the refusal does not say\n  {message}\nbut:\n{run.stderr}")
+    print("ok", name)
+print(len(messages), "refused with their messages")
 PY
 
 step "option list"
