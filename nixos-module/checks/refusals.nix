@@ -54,7 +54,7 @@ let
     };
     "a secret named with 65 characters" = {
       host = serverWith { secrets.${repeat 65 "s"} = "/var/keys/s"; };
-      message = failedAssertion "services.jig.secrets.${repeat 65 "s"}: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}`";
+      message = failedAssertion "services.jig.secrets.${repeat 65 "s"}: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` (a systemd credential ID)";
     };
     "tcp without tokenFile" = {
       host = system.jig (removeAttrs hosts.serverCfg [ "server" ] // {

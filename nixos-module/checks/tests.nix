@@ -856,7 +856,7 @@ let
         "services.jig.projects.alices.user: a served project belongs to `jig`, not `alice`"
         "services.jig: set services.jig.agent or services.jig.settings.agent, not both"
         "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)"
-        "services.jig.secrets.bad/name: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` and the file be an absolute path outside the Nix store"
+        "services.jig.secrets.bad/name: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` (a systemd credential ID)"
       ];
     };
     "a token file without tcp is refused" = elem "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)" (
