@@ -5,11 +5,13 @@
 # Each is declared with the type NixOS gives it, so an option NixOS does not
 # have, a value of the wrong type or two conflicting definitions fail here as
 # in a NixOS build. Only the options these files touch are declared, and
-# only three things NixOS derives from them are modelled: a service's
-# `script` becomes its ExecStart, a user of `isNormalUser` gets the group
-# `users`, and `systemd.units.<unit>.text` is the unit file, in NixOS's
-# format (`attrsToSection`) but without the lines NixOS adds on its own
-# (PATH, X-Restart-Triggers, default dependencies).
+# only a few things NixOS derives from them are modelled: a service's
+# `script` becomes its ExecStart; a user of `isNormalUser` gets the group
+# `users`; a user must be exactly one of system or normal user and have a
+# group (NixOS's assertions, messages shortened); `systemd.units.<unit>.text`
+# is the unit file, in NixOS's format (`attrsToSection`) but without the
+# lines NixOS adds on its own (PATH, X-Restart-Triggers, default
+# dependencies).
 { config, lib, ... }:
 let
   inherit (lib) mkOption types;
