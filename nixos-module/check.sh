@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Offline checks of the Nix packaging: parses every Nix file, checks flake.lock
-# against the recorded nixpkgs pin, evaluates the flake inputs, runs the
-# evaluation tests in checks/tests.nix (flake outputs, package and module
-# evaluated against stub nixpkgs, limits at and past each bound) and compares
-# the module's option list with checks/options.expected.
+# against the recorded nixpkgs pin, evaluates the flake inputs, then evaluates
+# the flake, the package and the NixOS module with nixpkgs' real lib
+# (lib.evalModules; stand-ins only for NixOS's own options and for nixpkgs'
+# packages, in checks/): the tests in checks/tests.nix (units, host.toml,
+# assertions, each limit at its bound and one past it, the VM test's nodes),
+# the refusals in checks/refusals.nix with their messages, and the module's
+# option list against checks/options.expected.
 #
-# nixpkgs itself is not needed (and cannot be fetched here); building the
-# package and running the NixOS VM test is `nix flake check` on a Nix machine.
+# nixpkgs' lib is ../shared/nix/nixpkgs-lib/lib beside this checkout, or
+# $JIG_NIXPKGS_LIB (any nixpkgs' lib/ directory). nixpkgs itself is not
+# needed (and cannot be fetched here); building the package and running the
+# NixOS VM test is `nix flake check` on a Nix machine.
 # Exits non-zero on the first failing step.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 pins="${JIG_NIXPKGS_PINS:-$root/../shared/nix/nixpkgs-pins.json}"
+nixpkgs_lib="${JIG_NIXPKGS_LIB:-$root/../shared/nix/nixpkgs-lib/lib}"
 
 if ! command -v nix-instantiate >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -25,8 +31,16 @@ if ! command -v nix-instantiate >/dev/null 2>&1; then
   fi
 fi
 
+if [ ! -f "$nixpkgs_lib/modules.nix" ]; then
+  echo "check.sh: no nixpkgs lib at $nixpkgs_lib (set JIG_NIXPKGS_LIB to the lib/ directory of nixpkgs or of its nixpkgs.lib mirror)" >&2
+  exit 1
+fi
+nixpkgs_lib="$(cd "$nixpkgs_lib" && pwd)"
+
 step() { printf '== %s\n' "$1"; }
 eval_nix() { nix-instantiate --eval --strict "$@"; }
+# Evaluate a file of checks/ with nixpkgs' lib.
+eval_checks() { eval_nix --argstr nixpkgsLib "$nixpkgs_lib" "$@"; }
 
 cd "$root"
 
@@ -56,14 +70,50 @@ fi
 step "flake inputs"
 eval_nix -E '(import ./flake.nix).inputs'
 
+step "nixpkgs lib"
+version="$(eval_checks -E '{ nixpkgsLib }: (import ./nixos-module/checks/nixpkgs-lib.nix nixpkgsLib).version')"
+echo "lib ${version//\"/} at $nixpkgs_lib"
+
 step "evaluation tests"
-passed="$(eval_nix --json nixos-module/checks/tests.nix)"
-python3 -c 'import json, sys; names = json.loads(sys.argv[1]); print("\n".join("ok " + n for n in names)); print(len(names), "cases passed")' "$passed"
+results="$(eval_checks --json nixos-module/checks/tests.nix)"
+python3 - "$results" <<'PY'
+import json, sys
+results = json.loads(sys.argv[1])
+for name in results["passed"]:
+    print("ok", name)
+for case in results["failed"]:
+    print("FAILED", case["name"])
+    print("  result:  ", json.dumps(case["result"], sort_keys=True))
+    print("  expected:", json.dumps(case["expected"], sort_keys=True))
+print(len(results["passed"]), "passed,", len(results["failed"]), "failed")
+sys.exit(1 if results["failed"] else 0)
+PY
+
+step "refusals"
+# A Nix evaluation ends at its first error: each case is built in its own,
+# which must fail and say the case's message.
+python3 - "$nixpkgs_lib" <<'PY'
+import json, subprocess, sys
+lib = sys.argv[1]
+nix = ["nix-instantiate", "--eval", "--strict", "--argstr", "nixpkgsLib", lib]
+file = "nixos-module/checks/refusals.nix"
+messages = json.loads(subprocess.run(nix + ["--json", file], check=True, capture_output=True, text=True).stdout)
+# Nix indents the lines of a message; compare with whitespace collapsed.
+words = lambda s: " ".join(s.split())
+for name, message in sorted(messages.items()):
+    run = subprocess.run(nix + ["--argstr", "case", name, file], capture_output=True, text=True)
+    if run.returncode == 0:
+        sys.exit(f"FAILED {name}: built, not refused")
+    if words(message) not in words(run.stderr):
+        sys.exit(f"FAILED {name}: the refusal does not say\n  {message}\nbut:\n{run.stderr}")
+    print("ok", name)
+print(len(messages), "refused with their messages")
+PY
 
 step "option list"
 actual="$(mktemp)"
 trap 'rm -f "$actual"' EXIT
-eval_nix --json nixos-module/checks/options.nix \
+eval_checks --json nixos-module/checks/options.nix \
   | python3 -c 'import json, sys; sys.stdout.write(json.load(sys.stdin))' >"$actual"
 if ! diff -u nixos-module/checks/options.expected "$actual"; then
   echo "option list changed: update nixos-module/checks/options.expected if intended" >&2
@@ -87,7 +137,7 @@ if [ -x "$jig" ]; then
     echo "skip server: $jig does not know [serve]"
   fi
   for variant in $variants; do
-    eval_nix --json -A "$variant" nixos-module/checks/rendered.nix \
+    eval_checks --json -A "$variant" nixos-module/checks/rendered.nix \
       | python3 nixos-module/checks/totoml.py >"$rendered/$variant.toml"
     "$jig" config check "$rendered/$variant.toml" >/dev/null
     echo "ok $variant"

@@ -31,8 +31,8 @@ let
   };
 
   # A file handed to the server with LoadCredential=. A string, never a Nix
-  # path (which would be copied into the world-readable store); the
-  # assertions refuse a store path with the option's name.
+  # path (which would be copied into the world-readable store), and never a
+  # store path: the type refuses both, naming the option.
   credentialFile = types.addCheck types.str jigLib.isSecretFile // {
     description = "absolute path to a file outside the Nix store, handed over with LoadCredential";
   };
@@ -709,21 +709,13 @@ in
         message = "services.jig: set services.jig.agent or services.jig.settings.agent, not both";
       }
       {
-        assertion = cfg.agent == null || jigLib.isSecretFile cfg.agent.apiKeyFile;
-        message = "services.jig.agent.apiKeyFile: must be an absolute path outside the Nix store (the store is world-readable)";
-      }
-      {
-        assertion = cfg.server.tokenFile == null || jigLib.isSecretFile cfg.server.tokenFile;
-        message = "services.jig.server.tokenFile: must be an absolute path outside the Nix store (the store is world-readable)";
-      }
-      {
         assertion = (cfg.server.tcp == null) == (cfg.server.tokenFile == null);
         message = "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)";
       }
     ]
-    ++ lib.mapAttrsToList (name: file: {
-      assertion = jigLib.isSecretName name && jigLib.isSecretFile file;
-      message = "services.jig.secrets.${name}: the name must match `${jigLib.secretNamePattern}` and the file be an absolute path outside the Nix store";
+    ++ lib.mapAttrsToList (name: _: {
+      assertion = jigLib.isSecretName name;
+      message = "services.jig.secrets.${name}: the name must match `${jigLib.secretNamePattern}` (a systemd credential ID)";
     }) cfg.secrets;
 
     warnings =

@@ -1,8 +1,9 @@
 # Pure helpers shared by the package, the NixOS module and the offline checks.
 #
-# This file uses builtins only (never nixpkgs `lib`), so `check.sh` can evaluate
-# and test it on a machine without a nixpkgs checkout. It owns the spec limits
-# that the module enforces on operator input and the rendering of host.toml.
+# This file uses builtins only (never nixpkgs `lib`), so it takes no
+# arguments: the package, the module and the checks import it as it is. It
+# owns the spec limits that the module enforces on operator input and the
+# rendering of host.toml.
 let
   inherit (builtins)
     all
@@ -11,7 +12,6 @@ let
     elem
     filter
     foldl'
-    genList
     head
     isAttrs
     isList
@@ -387,7 +387,4 @@ rec {
     foldl' (
       acc: n: if elem n acc || length (filter (m: m == n) names) < 2 then acc else acc ++ [ n ]
     ) [ ] names;
-
-  # A string of `n` copies of `c` (used by the limit tests).
-  repeat = n: c: concatStringsSep "" (genList (_: c) n);
 }

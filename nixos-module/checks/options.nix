@@ -1,11 +1,11 @@
-# The option list of `services.jig`, one "path: type" per line, evaluated with
-# stub nixpkgs (../check.sh compares it with options.expected).
+# The option list of `services.jig`, one "path: type" per line, as nixpkgs'
+# lib documents it (lib.optionAttrSetToDocList: `*` stands for a list item,
+# `<name>` for an attribute name). ../check.sh compares it with
+# options.expected.
+{ nixpkgsLib }:
 let
-  stubs = import ./stubs.nix;
-  module = import ../default.nix {
-    config = { };
-    inherit (stubs) lib;
-    pkgs = stubs.pkgs "x86_64-linux";
-  };
+  inherit (import ./system.nix { inherit nixpkgsLib; }) lib nixos;
+  options = lib.optionAttrSetToDocList (nixos [ ../default.nix ]).options.services.jig;
+  shown = builtins.filter (o: o.visible != false && !o.internal) options;
 in
-builtins.concatStringsSep "\n" (stubs.optionList module.options) + "\n"
+lib.concatMapStrings (o: "${o.name}: ${o.type}\n") shown

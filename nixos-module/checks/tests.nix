@@ -1,253 +1,147 @@
-# Offline tests for the Nix files (run by ../check.sh through nix-instantiate).
-# Evaluates to the list of passed case names, or throws naming every failure.
+# Offline tests of the Nix files, run by ../check.sh through nix-instantiate.
+#
+# The flake, the package and the module are evaluated with nixpkgs' real
+# lib: the module as NixOS evaluates it (lib.evalModules, real option
+# types, mkIf/mkMerge/mkDefault, submodule defaults), beside stand-ins for
+# NixOS's own options (nixos.nix) and for nixpkgs' packages (pkgs.nix).
+#
+# Evaluates to { passed = [ name ]; failed = [ { name; result; expected; } ]; }.
+# A case is a boolean, or { expr; expected; } when a failure should show
+# both sides.
+{ nixpkgsLib }:
 let
   inherit (builtins)
     all
     any
     attrNames
-    concatStringsSep
     elem
     filter
+    fromJSON
     functionArgs
+    isBool
     isFunction
     length
     pathExists
     readFile
-    fromJSON
     stringLength
     tryEval
     ;
 
-  root = ../..;
+  system = import ./system.nix { inherit nixpkgsLib; };
+  inherit (system)
+    lib
+    root
+    workspace
+    pkgs
+    jig
+    nixos
+    builds
+    failedAssertions
+    hostToml
+    unitLines
+    ;
   jigLib = import ../lib.nix;
-  stubs = import ./stubs.nix;
-  inherit (jigLib) repeat;
-
-  cargoWorkspace = (fromTOML (readFile (root + "/Cargo.toml"))).workspace;
+  repeat = n: s: lib.strings.replicate n s;
+  store = builtins.storeDir;
 
   # ---- flake.nix and flake.lock -------------------------------------------
   flake = import (root + "/flake.nix");
   outputs = flake.outputs {
-    self = outputs;
-    inherit (stubs) nixpkgs;
+    # A flake's self is its outputs and its source in the store.
+    self = outputs // {
+      outPath = "${store}/00000000000000000000000000000000-source";
+    };
+    nixpkgs = {
+      inherit lib;
+      legacyPackages = lib.genAttrs system.systems system.pkgsFor;
+    };
   };
   lock = fromJSON (readFile (root + "/flake.lock"));
   locked = lock.nodes.nixpkgs.locked;
+  perSystem = pred: all pred system.systems;
 
-  perSystem =
-    pred: all pred stubs.systems;
-
-  # ---- nixos-module/package.nix -------------------------------------------
-  packageWith =
-    rustcVersion:
-    import ../package.nix {
-      inherit (stubs) lib;
-      rustPlatform = {
-        rust.rustc.version = rustcVersion;
-        # A derivation's attributes, with a store path to interpolate.
-        buildRustPackage = attrs: attrs // { outPath = "/nix/store/stub-${attrs.pname}"; };
+  # ---- nixos-module/package.nix, through the flake's callPackage ----------
+  package = outputs.packages.x86_64-linux.default;
+  withRustc =
+    version:
+    package.override {
+      rustPlatform = pkgs.rustPlatform // {
+        rust.rustc.version = version;
       };
-      inherit (stubs) formats;
-      makeBinaryWrapper = stubs.fakeDrv "make-binary-wrapper";
-      installShellFiles = stubs.fakeDrv "install-shell-files";
-      python3 = stubs.fakeDrv "python3";
-      bubblewrap = stubs.fakeDrv "bubblewrap";
     };
-  package = packageWith cargoWorkspace.package.rust-version;
-  # The VM test's script, for a machine node with stub tool paths.
-  vmTestScript = outputs.checks.x86_64-linux.module.testScript {
+  # Is this file of the repository in the package's source?
+  inSource = path: package.src.filter (toString (root + "/${path}")) "regular";
+
+  # ---- the VM test's nodes, evaluated as NixOS would ----------------------
+  vmTest = outputs.checks.x86_64-linux.module.test;
+  vmNode = name: nixos [ vmTest.nodes.${name} ];
+  vmMachine = vmNode "machine";
+  vmServer = vmNode "server";
+  vmQueued = vmNode "queued";
+  vmTestScript = vmTest.testScript {
     nodes = {
-      machine.services.jig = {
-        package.version = "0";
-        settings.containment.bwrap = "/b";
-        settings.runtimes.python = "/p";
-      };
-    };
-  };
-  sourcePaths = package.src.fileset.include.union;
-
-  # ---- nixos-module/default.nix -------------------------------------------
-  moduleWith =
-    cfg:
-    import ../default.nix {
-      config = {
-        services.jig = cfg;
-        users.users.alice.group = "staff";
-        users.users.bob.group = "";
-      };
-      inherit (stubs) lib;
-      pkgs = stubs.pkgs "x86_64-linux";
-    };
-  configOf = cfg: (moduleWith cfg).config.content;
-
-  goodCfg = {
-    enable = true;
-    package = stubs.fakeDrv "jig";
-    bubblewrapPackage = stubs.fakeDrv "bubblewrap" // {
-      version = "0.12.0";
-    };
-    settings = {
-      runtimes = {
-        python = "/opt/py/bin/python3";
-        node = null;
-        bun = null;
-        deno = null;
-      };
-      containment.bwrap = "/opt/bw/bin/bwrap";
-      agent = {
-        api = "chat-completions";
-        base-url = null;
-        model = "some-model";
-        api-key-file = "/run/credentials/jig/agent-key";
-      };
-      providers = [
-        {
-          name = "kv";
-          kind = "wasm";
-          path = "/opt/kv/kv.wasm";
-          settings.namespace = "demo";
-          secrets.token = "/run/credentials/jig/kv-token";
-        }
-        {
-          name = "checkpoint";
-          kind = "builtin";
-          path = null;
-          settings = { };
-          secrets = { };
-        }
-      ];
-    };
-    projects = {
-      intake = userProject {
-        path = "/srv/jig/intake";
-        user = "alice";
-      };
-      notes = userProject {
-        path = "/srv/jig/notes";
-        user = "bob";
-      };
-    };
-    server = serverOff;
-    worker = {
-      count = 0;
-      concurrency = 1;
-      database = null;
-    };
-    agent = null;
-    secrets = { };
-  };
-
-  # Two workers against one PostgreSQL with a password credential.
-  workerCfg = goodCfg // {
-    worker = {
-      count = 2;
-      concurrency = 3;
-      database = {
-        url = "postgresql:///jig?host=/run/postgresql&user=jig";
-        passwordFile = "/var/keys/jig-db";
-      };
-    };
-  };
-  workerServices = (builtins.elemAt (servicesOf workerCfg) 2).content;
-
-  # A project as the submodule would complete it.
-  userProject =
-    p:
-    {
-      group = null;
-      source = null;
-      admit = true;
-    }
-    // p;
-  servedProject =
-    name: p:
-    {
-      path = "/var/lib/jig/projects/${name}";
-      user = "jig";
-      group = null;
-      source = "/nix/store/00000000000000000000000000000000-${name}-src";
-      admit = true;
-    }
-    // p;
-
-  serverOff = {
-    enable = false;
-    maxActiveRuns = null;
-    maxQueuedRuns = null;
-    shutdownGrace = "30s";
-    tcp = null;
-    tokenFile = null;
-  };
-
-  # The server with every option set: two served projects (one admitted,
-  # one copied only), the Agent, a secret and TCP with a token.
-  serverCfg = goodCfg // {
-    settings = goodCfg.settings // {
-      agent = null;
-    };
-    server = serverOff // {
-      enable = true;
-      maxActiveRuns = 4;
-      maxQueuedRuns = 64;
-      shutdownGrace = "2m";
-      tcp = "127.0.0.1:8480";
-      tokenFile = "/var/keys/jig-token";
-    };
-    agent = {
-      api = "chat-completions";
-      baseUrl = "http://127.0.0.1:8080/v1";
-      model = "some-model";
-      apiKeyFile = "/var/keys/jig-agent";
-    };
-    secrets.deploy = "/var/keys/deploy";
-    projects = goodCfg.projects // {
-      greeter = servedProject "greeter" { };
-      drafts = servedProject "drafts" { admit = false; };
+      machine = vmMachine.config;
+      server = vmServer.config;
+      queued = vmQueued.config;
     };
   };
 
-  badServerCfg = serverCfg // {
-    settings = goodCfg.settings;
-    server = serverCfg.server // {
-      tokenFile = null;
-    };
-    agent = serverCfg.agent // {
-      apiKeyFile = "/nix/store/00000000000000000000000000000000-key";
-    };
-    secrets = {
-      "bad/name" = "/var/keys/x";
-      stored = "/nix/store/00000000000000000000000000000000-secret";
-    };
-    projects = serverCfg.projects // {
-      Upper = servedProject "Upper" { };
-      alices = servedProject "alices" { user = "alice"; };
+  # ---- nixos-module/default.nix --------------------------------------------
+  hosts = import ./hosts.nix system;
+  inherit (hosts)
+    users
+    settings
+    userProjects
+    userCfg
+    userWith
+    greeterSrc
+    serverCfg
+    serverWith
+    database
+    workerWith
+    ;
+
+  userHost = userWith { };
+  c = userHost.config;
+
+  serverHost = serverWith { };
+  s = serverHost.config;
+  jigService = s.systemd.services.jig;
+  admitGreeter = s.systemd.services.jig-admit-greeter;
+  admitDrafts = s.systemd.services.jig-admit-drafts;
+  jigUnit = unitLines serverHost "jig.service";
+
+  workerHost = workerWith { };
+  workerServices = lib.filterAttrs (n: _: lib.hasPrefix "jig-worker-" n) workerHost.config.systemd.services;
+
+  jigPackage = c.services.jig.package;
+  checkedHostToml = s.environment.etc."jig/host.toml".source;
+
+  # Does some line of `text` match the regex `re` (anywhere in the line)?
+  contains = re: text: any (l: builtins.match ".*${re}.*" l != null) (lib.splitString "\n" text);
+  # The comment lines right above the first line matching `line`.
+  commentAbove =
+    line: text:
+    let
+      before = lib.splitString "\n" (builtins.head (builtins.split "\n${line}" text));
+      go =
+        acc: rest:
+        if rest == [ ] || builtins.match " *#.*" (builtins.head rest) == null then
+          acc
+        else
+          go (acc + builtins.head rest) (builtins.tail rest);
+    in
+    go "" (lib.reverseList before);
+
+  # A tmpfiles.d directory entry as NixOS completes it.
+  dir = user: group: mode: {
+    d = {
+      type = "d";
+      inherit user group mode;
+      age = "-";
+      argument = "";
     };
   };
-
-  badCfg = goodCfg // {
-    bubblewrapPackage = stubs.fakeDrv "bubblewrap" // {
-      version = "0.11.0";
-    };
-    settings = goodCfg.settings // {
-      providers = goodCfg.settings.providers ++ [
-        {
-          name = "kv";
-          kind = "native";
-          path = null;
-          settings = { };
-          secrets = { };
-        }
-      ];
-    };
-    projects = goodCfg.projects // {
-      again = userProject {
-        path = "/srv/jig/intake";
-        user = "mallory";
-      };
-    };
-  };
-
-  failedAssertions = cfg: map (a: a.message) (filter (a: !a.assertion) (configOf cfg).assertions);
 
   expectedHostToml = {
     runtimes.python = "/opt/py/bin/python3";
@@ -271,32 +165,6 @@ let
       }
     ];
   };
-
-  tmpfiles = (configOf goodCfg).systemd.tmpfiles.settings."10-jig-projects";
-
-  # The server side of the module, evaluated with serverCfg.
-  serverConfig = configOf serverCfg;
-  servicesOf = cfg: (configOf cfg).systemd.services.contents;
-  serverServices = (builtins.elemAt (servicesOf serverCfg) 1).content;
-  jigService = serverServices.jig;
-  admitGreeter = serverServices.jig-admit-greeter;
-  admitDrafts = serverServices.jig-admit-drafts;
-  lines = text: filter builtins.isString (builtins.split "\n" text);
-  # Does one line of `hay` contain a match of the regex `needle`?
-  contains = needle: hay: any (l: builtins.match ".*${needle}.*" l != null) (lines hay);
-  # The comment lines right above the first line matching `line`.
-  commentAbove =
-    line: text:
-    let
-      before = lines (builtins.head (builtins.split "\n${line}" text));
-      go =
-        acc: rest:
-        if rest == [ ] || builtins.match " *#.*" (builtins.head rest) == null then
-          acc
-        else
-          go (acc + builtins.head rest) (builtins.tail rest);
-    in
-    go "" (builtins.genList (i: builtins.elemAt before (length before - 1 - i)) (length before));
 
   serveCreds = "/run/credentials/jig.service";
   expectedServeToml = removeAttrs expectedHostToml [ "agent" ] // {
@@ -329,6 +197,7 @@ let
 
   # ---- cases ----------------------------------------------------------------
   cases = {
+    # ---- lib.nix: each limit at its bound and one past it ------------------
     # Agent model (HOST-FACTS §6): at most 256 characters.
     "model of 256 characters is accepted" = jigLib.isModel (repeat 256 "a");
     "model of 257 characters is rejected" = !jigLib.isModel (repeat 257 "a");
@@ -353,11 +222,21 @@ let
     "base URL with userinfo is rejected" = !jigLib.isBaseUrl "https://user:pw@api.example.org/v1";
     "base URL with query is rejected" = !jigLib.isBaseUrl "https://api.example.org/v1?x=1";
     "base URL with fragment is rejected" = !jigLib.isBaseUrl "https://api.example.org/v1#x";
+    "http base URL to 127.0.0.1 is accepted" = jigLib.isBaseUrl "http://127.0.0.1:8080/v1";
+    "http base URL to localhost is accepted" = jigLib.isBaseUrl "http://localhost/v1";
+    "http base URL to [::1] is accepted" = jigLib.isBaseUrl "http://[::1]:8080";
+    "http base URL to another host is rejected" = !jigLib.isBaseUrl "http://api.example.org/v1";
+    "http base URL to a 127.* name is rejected" = !jigLib.isBaseUrl "http://127.0.0.1.example.org/v1";
+    "http base URL with a query is rejected" = !jigLib.isBaseUrl "http://127.0.0.1/v1?x=1";
+    "loopback base URL of 4096 characters is accepted" =
+      jigLib.isBaseUrl ("http://127.0.0.1/" + repeat (4096 - 17) "a");
+    "loopback base URL of 4097 characters is rejected" =
+      !jigLib.isBaseUrl ("http://127.0.0.1/" + repeat (4097 - 17) "a");
 
     # Secrets are paths outside the world-readable store.
     "secret file outside the store is accepted" = jigLib.isSecretFile "/run/credentials/jig/agent-key";
-    "secret file in the store is rejected" = !jigLib.isSecretFile "/nix/store/0000-key";
-    "the store itself is rejected as a secret file" = !jigLib.isSecretFile "/nix/store";
+    "secret file in the store is rejected" = !jigLib.isSecretFile "${store}/0000-key";
+    "the store itself is rejected as a secret file" = !jigLib.isSecretFile store;
     "relative secret file is rejected" = !jigLib.isSecretFile "keys/agent";
 
     "project path is accepted" = jigLib.isProjectPath "/srv/jig/intake";
@@ -369,38 +248,139 @@ let
     "project path with a space is rejected" = !jigLib.isProjectPath "/srv/a b";
     "relative project path is rejected" = !jigLib.isProjectPath "srv/x";
 
-    "duplicates are reported once each" = jigLib.duplicates [ "a" "b" "a" "c" "a" "b" ] == [ "a" "b" ];
+    "LocalName of 64 characters is accepted" = jigLib.isLocalName (repeat 64 "a");
+    "LocalName of 65 characters is rejected" = !jigLib.isLocalName (repeat 65 "a");
+    "LocalName with inner hyphens is accepted" = jigLib.isLocalName "my-project-2";
+    "LocalName with a double hyphen is rejected" = !jigLib.isLocalName "a--b";
+    "LocalName with upper case is rejected" = !jigLib.isLocalName "Upper";
+    "LocalName with a trailing hyphen is rejected" = !jigLib.isLocalName "a-";
+    "empty LocalName is rejected" = !jigLib.isLocalName "";
 
-    "host.toml drops nulls, empty provider fields and keeps the rest" =
-      jigLib.hostToml goodCfg.settings == expectedHostToml;
-    "host.toml without agent or providers has neither key" =
-      jigLib.hostToml {
+    "secret name of 64 characters is accepted" = jigLib.isSecretName (repeat 64 "a");
+    "secret name of 65 characters is rejected" = !jigLib.isSecretName (repeat 65 "a");
+    "secret name with . _ - is accepted" = jigLib.isSecretName "deploy_token.v2-x";
+    "secret name with / is rejected" = !jigLib.isSecretName "a/b";
+    "secret name with : is rejected" = !jigLib.isSecretName "a:b";
+    "empty secret name is rejected" = !jigLib.isSecretName "";
+
+    "durations with each unit are accepted" = all jigLib.isDuration [
+      "500ms"
+      "30s"
+      "2m"
+      "1h"
+    ];
+    "durations without a unit or with another are rejected" = !any jigLib.isDuration [
+      "30"
+      "1d"
+      "-1s"
+      "1.5s"
+      ""
+    ];
+    "durations convert to whole seconds, rounded up" = {
+      expr = map jigLib.durationSeconds [
+        "1ms"
+        "1000ms"
+        "1001ms"
+        "30s"
+        "2m"
+        "1h"
+        "010s"
+      ];
+      expected = [
+        1
+        1
+        2
+        30
+        120
+        3600
+        10
+      ];
+    };
+
+    "TCP port 65535 is accepted" = jigLib.isTcpAddress "0.0.0.0:65535";
+    "TCP port 65536 is rejected" = !jigLib.isTcpAddress "0.0.0.0:65536";
+    "TCP port 1 is accepted" = jigLib.isTcpAddress "localhost:1";
+    "TCP port 0 is rejected" = !jigLib.isTcpAddress "localhost:0";
+    "TCP [v6]:port is accepted" = jigLib.isTcpAddress "[::1]:8480";
+    "TCP without a host is rejected" = !jigLib.isTcpAddress "8480";
+    "TCP with a path is rejected" = !jigLib.isTcpAddress "host:80/x";
+
+    "run bounds of 1 are accepted" = jigLib.isPositiveInt 1;
+    "run bounds of 0 are rejected" = !jigLib.isPositiveInt 0;
+    "run bounds that are not integers are rejected" = !jigLib.isPositiveInt "4";
+
+    "a database URL with a password is refused" =
+      !jigLib.isDatabaseUrl "postgresql://jig:secret@db/jig"
+      && jigLib.isDatabaseUrl "postgresql://jig@db/jig"
+      && jigLib.isDatabaseUrl "postgres:///jig?host=/run/postgresql";
+
+    "duplicates are reported once each" = {
+      expr = jigLib.duplicates [
+        "a"
+        "b"
+        "a"
+        "c"
+        "a"
+        "b"
+      ];
+      expected = [
+        "a"
+        "b"
+      ];
+    };
+
+    "host.toml without agent or providers has neither key" = {
+      expr = jigLib.hostToml {
         runtimes.python = null;
         containment.bwrap = "/b";
         agent = null;
         providers = [ ];
-      } == {
+      };
+      expected = {
         runtimes = { };
         containment.bwrap = "/b";
       };
-    "host.toml keeps freeform keys" =
-      (jigLib.hostToml {
-        containment.bwrap = "/b";
-        extra.flag = true;
-      }).extra.flag;
+    };
+
+    "an admission unit's host.toml names that unit's credentials" =
+      let
+        creds = "/run/credentials/jig-admit-greeter.service";
+      in
+      {
+        expr = jigLib.serverTables {
+          credentials = creds;
+          inherit (s.services.jig) agent secrets server;
+          projects = { };
+        };
+        expected = {
+          agent = expectedServeToml.agent // {
+            api-key-file = "${creds}/agent-key";
+          };
+          secrets.deploy = "${creds}/secret-deploy";
+          serve = expectedServeToml.serve // {
+            token-file = "${creds}/serve-token";
+          };
+        };
+      };
+    "a worker's [database] names its own credential" = {
+      expr = jigLib.databaseTable (jigLib.credentialsDir "jig-worker-2.service") database;
+      expected = {
+        inherit (database) url;
+        password-file = "/run/credentials/jig-worker-2.service/database-password";
+      };
+    };
 
     # Workspace members for the package source.
-    "member dirs follow Cargo.toml" =
+    "member dirs follow Cargo.toml" = jigLib.memberDirs (root + "/Cargo.toml") == workspace.members;
+    "every member dir exists with a Cargo.toml" = all (d: pathExists (root + "/${d}/Cargo.toml")) (
       jigLib.memberDirs (root + "/Cargo.toml")
-      == map (m: m) cargoWorkspace.members;
-    "every member dir exists with a Cargo.toml" = all (
-      d: pathExists (root + "/${d}/Cargo.toml")
-    ) (jigLib.memberDirs (root + "/Cargo.toml"));
+    );
 
-    # flake.nix
+    # ---- flake.nix ---------------------------------------------------------
     "flake input is nixos-25.11" = flake.inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-25.11";
-    "flake outputs are the expected set" =
-      attrNames outputs == [
+    "flake outputs are the expected set" = {
+      expr = attrNames outputs;
+      expected = [
         "apps"
         "checks"
         "devShells"
@@ -410,6 +390,7 @@ let
         "overlays"
         "packages"
       ];
+    };
     "buildJigProvider builds the library for wasm32-wasip2 and installs the component" =
       let
         built = outputs.lib.buildJigProvider {
@@ -421,26 +402,38 @@ let
       in
       built.pname == "kv-provider"
       && built.cargoLock.lockFile == /nonexistent/kv/Cargo.lock
-      && builtins.match ".*cargo build --release --offline --lib --target wasm32-wasip2.*" built.buildPhase != null
-      && builtins.match ".*wasm32-wasip2/release/[*][.]wasm [$]out/lib/.*" built.installPhase != null
+      && contains "cargo build --release --offline --lib --target wasm32-wasip2" built.buildPhase
+      && contains "wasm32-wasip2/release/[*][.]wasm [$]out/lib/" built.installPhase
+      && contains "jig-provider-sdk = [{] path = \"[^\"]*/providers/sdk\" [}]" built.postPatch
       && built.doCheck == false
       && built.meta.description == "kept"
       && !(built ? pkgs);
     "flake has outputs for x86_64-linux and aarch64-linux" = all (
-      o: attrNames outputs.${o} == stubs.systems || attrNames outputs.${o} == [ "aarch64-linux" "x86_64-linux" ]
+      o:
+      attrNames outputs.${o} == [
+        "aarch64-linux"
+        "x86_64-linux"
+      ]
     ) [ "apps" "checks" "devShells" "formatter" "packages" ];
-    "packages.default is package.nix" = perSystem (
-      s: outputs.packages.${s}.default.callPackageOf == root + "/nixos-module/package.nix"
+    "packages.default and packages.jig are package.nix" = perSystem (
+      sys:
+      let
+        p = outputs.packages.${sys};
+      in
+      p.default.pname == "jig"
+      && p.default.system == sys
+      && p.default.cargoLock.lockFile == root + "/Cargo.lock"
+      && p.jig.outPath == p.default.outPath
     );
     "apps.default runs bin/jig of packages.default" = perSystem (
-      s:
-      outputs.apps.${s}.default.type == "app"
-      && outputs.apps.${s}.default.program == "${outputs.packages.${s}.default}/bin/jig"
+      sys:
+      outputs.apps.${sys}.default.type == "app"
+      && outputs.apps.${sys}.default.program == "${outputs.packages.${sys}.default}/bin/jig"
     );
     "devShell has the toolchain and runtimes" = perSystem (
-      s:
+      sys:
       let
-        names = map (p: p.name) outputs.devShells.${s}.default.packages;
+        names = map (p: p.pname) outputs.devShells.${sys}.default.packages;
       in
       all (n: elem n names) [
         "rustc"
@@ -456,63 +449,24 @@ let
       ]
     );
     "checks are the package and the VM test" = perSystem (
-      s:
-      attrNames outputs.checks.${s} == [
+      sys:
+      attrNames outputs.checks.${sys} == [
         "module"
         "package"
       ]
-      && outputs.checks.${s}.package == outputs.packages.${s}.default
-      && outputs.checks.${s}.module.runNixOSTest
+      && outputs.checks.${sys}.package.outPath == outputs.packages.${sys}.default.outPath
+      && outputs.checks.${sys}.module.test.name == "jig"
     );
-    "the VM test imports the module and enables it" =
-      let
-        machine = outputs.checks.x86_64-linux.module.nodes.machine { config = { }; };
-      in
-      machine.imports == [ (root + "/nixos-module/default.nix") ] && machine.services.jig.enable;
-    "the VM test's server node declares a served project, the Agent and the key outside the store" =
-      let
-        test = outputs.checks.x86_64-linux.module;
-        server = test.nodes.server { pkgs = stubs.pkgs "x86_64-linux"; };
-        jig = server.services.jig;
-        script = vmTestScript;
-      in
-      server.imports == [ (root + "/nixos-module/default.nix") ]
-      && jig.server.enable
-      && jig.projects.review.source == root + "/examples/review"
-      && pathExists (root + "/examples/review/bindings/reviewer.ts")
-      && jigLib.isBaseUrl jig.agent.baseUrl
-      && jigLib.isSecretFile jig.agent.apiKeyFile
-      && server.systemd.services.fake-agent.wantedBy == [ "multi-user.target" ]
-      && contains "--unix-socket /run/jig/jig.sock" script
-      && contains "http://jig/v1/projects/review/runs" script;
-    "the VM test's queued node runs PostgreSQL, serve --database and two workers, and submits a Run" =
-      let
-        test = outputs.checks.x86_64-linux.module;
-        queued = test.nodes.queued { };
-        jig = queued.services.jig;
-        script = vmTestScript;
-      in
-      queued.imports == [ (root + "/nixos-module/default.nix") ]
-      && queued.services.postgresql.enable
-      && queued.services.postgresql.ensureDatabases == [ "jig" ]
-      && jig.server.enable
-      && jigLib.isDatabaseUrl jig.server.database.url
-      && jig.worker.count == 2
-      && jig.worker.database == jig.server.database
-      && jig.projects.triage.source == root + "/examples/triage"
-      && pathExists (root + "/examples/triage/flows/code/flow.py")
-      && contains "jig-worker-2.service" script
-      && contains "http://jig/v1/projects/triage/runs" script;
-    "nixosModules.default is a NixOS module function" =
+    "nixosModules.default is the module" =
       isFunction outputs.nixosModules.default
       && functionArgs outputs.nixosModules.default == {
         config = false;
         lib = false;
         pkgs = false;
-      };
-    "overlay adds jig" =
-      (outputs.overlays.default (stubs.pkgs "x86_64-linux") { }).jig.callPackageOf
-      == root + "/nixos-module/package.nix";
+      }
+      && (nixos [ outputs.nixosModules.default ]).options.services.jig.enable.type.name == "bool";
+    "overlay adds jig" = (outputs.overlays.default pkgs pkgs).jig.pname == "jig";
+    "formatter is nixfmt-tree" = perSystem (sys: outputs.formatter.${sys}.pname == "nixfmt-tree");
 
     # flake.lock
     "flake.lock is version 7 with root and nixpkgs" =
@@ -531,24 +485,40 @@ let
       type = "github";
     };
 
-    # package.nix
+    # ---- package.nix -------------------------------------------------------
     "package builds only -p jig without tests" =
-      package.cargoBuildFlags == [ "-p" "jig" ] && package.doCheck == false;
+      package.cargoBuildFlags == [
+        "-p"
+        "jig"
+      ]
+      && package.doCheck == false;
     "package name and version come from the workspace" =
-      package.pname == "jig" && package.version == cargoWorkspace.package.version;
-    "package uses the workspace Cargo.lock" = package.cargoLock.lockFile == root + "/Cargo.lock";
+      package.pname == "jig" && package.version == workspace.package.version;
     "package installs jig-agent-acp, built alone from its own lock, beside jig" =
       package.passthru.acpWorker.cargoLock.lockFile == root + "/providers/acp/Cargo.lock"
       && package.passthru.acpWorker.pname == "jig-agent-acp"
-      && builtins.match ".*install -Dm0555 /nix/store/stub-jig-agent-acp/bin/jig-agent-acp \\$out/bin/jig-agent-acp.*wrapProgram.*" package.postInstall
-        != null;
-    "package source is the manifest, the lock, the provider WIT world and every member" =
-      sourcePaths == [
-        (root + "/Cargo.toml")
-        (root + "/Cargo.lock")
-        (root + "/providers/wit")
+      && contains "install -Dm0555 ${package.passthru.acpWorker}/bin/jig-agent-acp [$]out/bin/jig-agent-acp" package.postInstall;
+    # lib.fileset, evaluated for real: which files of this checkout the
+    # build sees.
+    "package source has the manifest, the lock, the provider WIT world and every member" = all inSource (
+      [
+        "Cargo.toml"
+        "Cargo.lock"
       ]
-      ++ map (d: root + "/${d}") (jigLib.memberDirs (root + "/Cargo.toml"));
+      ++ map (f: "providers/wit/${f}") (
+        attrNames (lib.filterAttrs (_: t: t == "regular") (builtins.readDir (root + "/providers/wit")))
+      )
+      ++ map (d: "${d}/Cargo.toml") (jigLib.memberDirs (root + "/Cargo.toml"))
+    );
+    "package source leaves out the rest of the checkout" = !any inSource [
+      "README.md"
+      "ARCHITECTURE.md"
+      "flake.nix"
+      "flake.lock"
+      "nixos-module/default.nix"
+      "examples/review/bindings/reviewer.ts"
+      "providers/acp/Cargo.toml"
+    ];
     "package installs the Rust and provider SDK sources under one workspace manifest" =
       builtins.match ".*cp -r sdk-rust flow \\$out/share/jig/.*cp -r providers/sdk providers/wit \\$out/share/jig/providers/.*members = .*\"flow.*\"sdk-rust.*\"providers/sdk.*Cargo.toml > \\$out/share/jig/Cargo.toml.*" package.postInstall
       != null;
@@ -556,187 +526,257 @@ let
       builtins.match ".*jig manpage > jig.1.*installManPage jig.1.*--bash <\\(\\$out/bin/jig completions bash\\).*--zsh <\\(\\$out/bin/jig completions zsh\\).*--fish <\\(\\$out/bin/jig completions fish\\).*" package.postInstall
       != null;
     "package wraps jig with a default JIG_CONFIG" =
-      builtins.match ".*wrapProgram \\$out/bin/jig --set-default JIG_CONFIG \\$out/share/jig/host.toml.*" package.postInstall
-      != null;
-    "package host.toml names python and bwrap by store path" =
-      package.passthru.hostToml.value == {
-        runtimes.python = "${stubs.fakeDrv "python3"}/bin/python3";
-        containment.bwrap = "${stubs.fakeDrv "bubblewrap"}/bin/bwrap";
+      contains "wrapProgram [$]out/bin/jig --set-default JIG_CONFIG [$]out/share/jig/host.toml" package.postInstall;
+    "package host.toml names python and bwrap by store path" = {
+      expr = fromJSON package.passthru.hostToml.value;
+      expected = {
+        runtimes.python = "${pkgs.python3}/bin/python3";
+        containment.bwrap = "${pkgs.bubblewrap}/bin/bwrap";
       };
-    "package refuses a rustc older than rust-version" = !(tryEval (packageWith "1.91.1").pname).success;
+    };
+    "package accepts rustc at rust-version and refuses the one before" =
+      (tryEval (withRustc workspace.package.rust-version).pname).success
+      && !(tryEval (withRustc "1.94.1").pname).success;
+    "package meta: Apache-2.0, Linux, main program jig" =
+      package.meta.license.spdxId == "Apache-2.0"
+      && package.meta.mainProgram == "jig"
+      && package.meta.platforms == system.systems;
 
-    # default.nix (config side, evaluated with a hand-made cfg)
-    "module is gated on enable" = (moduleWith goodCfg).config.condition;
-    "module writes /etc/jig/host.toml from settings" =
-      (configOf goodCfg).environment.etc."jig/host.toml".source.passthru.toml.value == expectedHostToml;
-    "module sets JIG_CONFIG" = (configOf goodCfg).environment.sessionVariables.JIG_CONFIG == "/etc/jig/host.toml";
-    "module installs jig and bubblewrap" =
-      map (p: p.name) (configOf goodCfg).environment.systemPackages == [ "jig" "bubblewrap" ];
-    "module allows unprivileged user namespaces" =
-      (configOf goodCfg).security.allowUserNamespaces && (configOf goodCfg).security.unprivilegedUsernsClone;
-    "module delegates cgroup controllers to user managers" =
-      (builtins.head (servicesOf goodCfg))."user@".serviceConfig.Delegate == "cpu cpuset io memory pids";
-    "module enables nix-ld by default" = (configOf goodCfg).programs.nix-ld.enable.value;
-    "module creates project root and .jig with owner and mode" =
-      tmpfiles.condition
-      && tmpfiles.content.contents == [
-        {
-          "/srv/jig/intake".d = {
-            user = "alice";
-            group = "staff";
-            mode = "0750";
-          };
-          "/srv/jig/intake/.jig".d = {
-            user = "alice";
-            group = "staff";
-            mode = "0700";
-          };
-        }
-        {
-          "/srv/jig/notes".d = {
-            user = "bob";
-            group = "users";
-            mode = "0750";
-          };
-          "/srv/jig/notes/.jig".d = {
-            user = "bob";
-            group = "users";
-            mode = "0700";
-          };
-        }
+    # ---- the module: a host whose users run jig ---------------------------
+    "module does nothing unless enabled" =
+      let
+        off = (jig { } [ users ]).config;
+      in
+      off.environment.etc == { }
+      && attrNames off.systemd.services == [ ]
+      && off.systemd.tmpfiles.settings == { }
+      && failedAssertions (jig { } [ users ]) == [ ];
+    "a valid configuration builds" = builds userHost;
+    "a valid configuration passes every assertion" = {
+      expr = failedAssertions userHost;
+      expected = [ ];
+    };
+    "a valid configuration has no warnings" = {
+      expr = c.warnings;
+      expected = [ ];
+    };
+    "module writes /etc/jig/host.toml from settings" = {
+      expr = hostToml userHost;
+      expected = expectedHostToml;
+    };
+    "host.toml keeps freeform keys" =
+      (hostToml (userWith { settings.extra.flag = true; })).extra.flag;
+    "module defaults the runtimes and bwrap to nixpkgs' by store path" = {
+      expr = hostToml (jig { enable = true; } [ ]);
+      expected = {
+        runtimes = {
+          python = "${pkgs.python3}/bin/python3";
+          node = "${pkgs.nodejs}/bin/node";
+          bun = "${pkgs.bun}/bin/bun";
+          deno = "${pkgs.deno}/bin/deno";
+        };
+        containment.bwrap = "${pkgs.bubblewrap}/bin/bwrap";
+      };
+    };
+    "module sets JIG_CONFIG" = c.environment.sessionVariables.JIG_CONFIG == "/etc/jig/host.toml";
+    "module installs jig and bubblewrap" = {
+      expr = map (p: p.pname) c.environment.systemPackages;
+      expected = [
+        "jig"
+        "bubblewrap"
       ];
-    "no projects means no tmpfiles rules" = !(configOf (goodCfg // { projects = { }; })).systemd.tmpfiles.settings."10-jig-projects".condition;
-    "a valid configuration passes every assertion" = failedAssertions goodCfg == [ ];
-    "a valid configuration has no warnings" = (configOf goodCfg).warnings == [ ];
-    "invalid configurations fail the right assertions" =
-      failedAssertions badCfg == [
+    };
+    "module's package is package.nix built with the system's nixpkgs" =
+      jigPackage.outPath == package.outPath;
+    "module allows unprivileged user namespaces" =
+      c.security.allowUserNamespaces && c.security.unprivilegedUsernsClone;
+    "module delegates cgroup controllers to user managers" =
+      elem "Delegate=cpu cpuset io memory pids" (unitLines userHost "user@.service");
+    "module enables nix-ld by default, and the operator may turn it off" =
+      c.programs.nix-ld.enable
+      && !(jig userCfg [
+        users
+        { programs.nix-ld.enable = false; }
+      ]).config.programs.nix-ld.enable;
+    "module creates project root and .jig with owner and mode" = {
+      expr = c.systemd.tmpfiles.settings."10-jig-projects";
+      expected = {
+        "/srv/jig/intake" = dir "alice" "staff" "0750";
+        "/srv/jig/intake/.jig" = dir "alice" "staff" "0700";
+        # bob's group is NixOS's default for a normal user.
+        "/srv/jig/notes" = dir "bob" "users" "0750";
+        "/srv/jig/notes/.jig" = dir "bob" "users" "0700";
+      };
+    };
+    "a project's group overrides the user's" =
+      let
+        rules = (userWith { projects.notes.group = "staff"; }).config.systemd.tmpfiles.settings;
+      in
+      rules."10-jig-projects"."/srv/jig/notes".d.group == "staff";
+    "no projects means no tmpfiles rules" =
+      !(jig (userCfg // { projects = { }; }) [ users ]).config.systemd.tmpfiles.settings ? "10-jig-projects";
+    "invalid configurations fail the right assertions" = {
+      expr = failedAssertions (
+        jig (
+          userCfg
+          // {
+            settings = userCfg.settings // {
+              providers = settings.providers ++ [
+                {
+                  name = "kv";
+                  kind = "native";
+                }
+              ];
+            };
+            projects = userProjects // {
+              again = {
+                path = "/srv/jig/intake";
+                user = "mallory";
+              };
+            };
+          }
+        ) [ users ]
+      );
+      expected = [
         "services.jig.settings.providers: duplicate names kv"
         "services.jig.projects: more than one project at /srv/jig/intake"
         "services.jig.settings.providers: provider `kv` of kind `native` must set `path`"
         "services.jig.projects.again.user: no user `mallory` in users.users"
       ];
-    "old bubblewrap warns" = length (configOf badCfg).warnings == 1;
+    };
+    "a builtin provider with a path is refused" =
+      failedAssertions (
+        jig (
+          userCfg
+          // {
+            settings = userCfg.settings // {
+              providers = [
+                {
+                  name = "checkpoint";
+                  kind = "builtin";
+                  path = "/opt/x.wasm";
+                }
+              ];
+            };
+          }
+        ) [ users ]
+      ) == [ "services.jig.settings.providers: provider `checkpoint` of kind `builtin` must not set `path`" ];
+    "old bubblewrap warns" = {
+      expr =
+        (userWith { bubblewrapPackage = pkgs.bubblewrap // { version = "0.11.0"; }; }).config.warnings;
+      expected = [
+        "services.jig: Bubblewrap 0.11.0 is older than 0.12, the minimum jig's containment is specified for; set services.jig.bubblewrapPackage to a newer one."
+      ];
+    };
+    "a user project needs its path and user" =
+      let
+        p = (userWith { projects.loose = { }; }).config.services.jig.projects.loose;
+      in
+      !(tryEval p.path).success && !(tryEval p.user).success;
 
     # ---- the server --------------------------------------------------------
-    "http base URL to 127.0.0.1 is accepted" = jigLib.isBaseUrl "http://127.0.0.1:8080/v1";
-    "http base URL to localhost is accepted" = jigLib.isBaseUrl "http://localhost/v1";
-    "http base URL to [::1] is accepted" = jigLib.isBaseUrl "http://[::1]:8080";
-    "http base URL to another host is rejected" = !jigLib.isBaseUrl "http://api.example.org/v1";
-    "http base URL to a 127.* name is rejected" = !jigLib.isBaseUrl "http://127.0.0.1.example.org/v1";
-    "http base URL with a query is rejected" = !jigLib.isBaseUrl "http://127.0.0.1/v1?x=1";
-    "loopback base URL of 4096 characters is accepted" =
-      jigLib.isBaseUrl ("http://127.0.0.1/" + repeat (4096 - 17) "a");
-    "loopback base URL of 4097 characters is rejected" =
-      !jigLib.isBaseUrl ("http://127.0.0.1/" + repeat (4097 - 17) "a");
-
-    "LocalName of 64 characters is accepted" = jigLib.isLocalName (repeat 64 "a");
-    "LocalName of 65 characters is rejected" = !jigLib.isLocalName (repeat 65 "a");
-    "LocalName with inner hyphens is accepted" = jigLib.isLocalName "my-project-2";
-    "LocalName with a double hyphen is rejected" = !jigLib.isLocalName "a--b";
-    "LocalName with upper case is rejected" = !jigLib.isLocalName "Upper";
-    "LocalName with a trailing hyphen is rejected" = !jigLib.isLocalName "a-";
-    "empty LocalName is rejected" = !jigLib.isLocalName "";
-
-    "secret name of 64 characters is accepted" = jigLib.isSecretName (repeat 64 "a");
-    "secret name of 65 characters is rejected" = !jigLib.isSecretName (repeat 65 "a");
-    "secret name with . _ - is accepted" = jigLib.isSecretName "deploy_token.v2-x";
-    "secret name with / is rejected" = !jigLib.isSecretName "a/b";
-    "secret name with : is rejected" = !jigLib.isSecretName "a:b";
-    "empty secret name is rejected" = !jigLib.isSecretName "";
-
-    "durations with each unit are accepted" = all jigLib.isDuration [ "500ms" "30s" "2m" "1h" ];
-    "durations without a unit or with another are rejected" = !any jigLib.isDuration [ "30" "1d" "-1s" "1.5s" "" ];
-    "durations convert to whole seconds, rounded up" =
-      map jigLib.durationSeconds [ "1ms" "1000ms" "1001ms" "30s" "2m" "1h" "010s" ] == [ 1 1 2 30 120 3600 10 ];
-
-    "TCP port 65535 is accepted" = jigLib.isTcpAddress "0.0.0.0:65535";
-    "TCP port 65536 is rejected" = !jigLib.isTcpAddress "0.0.0.0:65536";
-    "TCP port 1 is accepted" = jigLib.isTcpAddress "localhost:1";
-    "TCP port 0 is rejected" = !jigLib.isTcpAddress "localhost:0";
-    "TCP [v6]:port is accepted" = jigLib.isTcpAddress "[::1]:8480";
-    "TCP without a host is rejected" = !jigLib.isTcpAddress "8480";
-    "TCP with a path is rejected" = !jigLib.isTcpAddress "host:80/x";
-
-    "run bounds of 1 are accepted" = jigLib.isPositiveInt 1;
-    "run bounds of 0 are rejected" = !jigLib.isPositiveInt 0;
-    "run bounds that are not integers are rejected" = !jigLib.isPositiveInt "4";
-
     "no server: host.toml has no serve, projects, agent credential or secrets" =
-      (configOf goodCfg).environment.etc."jig/host.toml".source.passthru.toml.value == expectedHostToml;
-    "no server: no socket, no jig user, no server units" =
-      !(configOf goodCfg).systemd.sockets.jig.condition
-      && !(configOf goodCfg).users.users.condition
-      && !(builtins.elemAt (servicesOf goodCfg) 1).condition;
-    "no server: secrets name the operator's files" =
-      (configOf (goodCfg // { secrets.deploy = "/var/keys/deploy"; }))
-      .environment.etc."jig/host.toml".source.passthru.toml.value.secrets
-      == { deploy = "/var/keys/deploy"; };
-    "server host.toml has serve, projects and credential paths only" =
-      serverConfig.environment.etc."jig/host.toml".source.passthru.toml.value == expectedServeToml;
-    "host.toml is checked by jig config check at build time" =
-      let
-        checked = serverConfig.environment.etc."jig/host.toml".source;
-      in
-      contains "^/nix/store/[^ ]*-jig/bin/jig config check ${checked.passthru.toml}$" checked.script
-      && contains "^cp ${checked.passthru.toml} [$]out$" checked.script;
-    "jig.service serves the checked host.toml over the socket" =
-      jigService.serviceConfig.ExecStart
-      == "${stubs.fakeDrv "jig"}/bin/jig serve --config ${serverConfig.environment.etc."jig/host.toml".source}"
-      && jigService.requires == [ "jig.socket" ]
-      && elem "jig.socket" jigService.after;
-    "jig.socket listens on the socket for the jig group" =
-      serverConfig.systemd.sockets.jig.condition
-      && serverConfig.systemd.sockets.jig.content.listenStreams == [ "/run/jig/jig.sock" ]
-      && serverConfig.systemd.sockets.jig.content.socketConfig == {
-        SocketUser = "jig";
-        SocketGroup = "jig";
-        SocketMode = "0660";
-        DirectoryMode = "0755";
-      };
-    "jig.service runs as the jig system user with its state directory" =
-      jigService.serviceConfig.User == "jig"
-      && jigService.serviceConfig.Group == "jig"
-      && jigService.serviceConfig.StateDirectory == "jig"
-      && serverConfig.users.users.content.jig.isSystemUser
-      && serverConfig.users.users.content.jig.group == "jig"
-      && serverConfig.users.groups.content ? jig;
-    "jig.service delegates cpu, memory and pids" =
-      jigService.serviceConfig.Delegate == "cpu memory pids" && jigService.serviceConfig.KillMode == "control-group";
-    "jig.service stops within the grace plus the margin" = jigService.serviceConfig.TimeoutStopSec == "150s";
-    "jig.service gets the key, the secret and the token as credentials" =
-      jigService.serviceConfig.LoadCredential == [
-        "agent-key:/var/keys/jig-agent"
-        "secret-deploy:/var/keys/deploy"
-        "serve-token:/var/keys/jig-token"
+      !any (k: (hostToml userHost) ? ${k}) [
+        "serve"
+        "projects"
+        "secrets"
+        "database"
       ];
-    "jig.service is hardened where bubblewrap allows" =
-      let
-        c = jigService.serviceConfig;
-      in
-      c.NoNewPrivileges
-      && c.CapabilityBoundingSet == ""
-      && c.ProtectSystem == "strict"
-      && c.ProtectHome
-      && c.PrivateTmp
-      && c.PrivateDevices
-      && c.ProtectKernelModules
-      && c.ProtectKernelLogs
-      && c.RestrictSUIDSGID
-      && c.SystemCallArchitectures == "native"
-      && elem "@system-service" c.SystemCallFilter
-      && elem "@mount" c.SystemCallFilter;
-    "jig.service relaxes only what bubblewrap needs" =
-      let
-        c = jigService.serviceConfig;
-      in
-      !c.RestrictNamespaces
-      && !c.PrivateUsers
-      && !c.ProtectKernelTunables
-      && c.ProtectProc == "default"
-      && c.ProcSubset == "all"
-      && !c.ProtectControlGroups
-      && !c.MemoryDenyWriteExecute
-      && elem "AF_NETLINK" c.RestrictAddressFamilies;
+    "no server: no socket, no jig user, no server units" =
+      c.systemd.sockets == { }
+      && !(c.users.users ? jig)
+      && attrNames c.systemd.services == [ "user@" ];
+    "no server: secrets name the operator's files" = {
+      expr = (hostToml (userWith { secrets.deploy = "/var/keys/deploy"; })).secrets;
+      expected.deploy = "/var/keys/deploy";
+    };
+    "a valid server configuration builds" = builds serverHost;
+    "a valid server configuration passes every assertion" = {
+      expr = failedAssertions serverHost;
+      expected = [ ];
+    };
+    "server host.toml has serve, projects and credential paths only" = {
+      expr = hostToml serverHost;
+      expected = expectedServeToml;
+    };
+    "host.toml is checked by jig config check at build time" =
+      contains "^${jigPackage}/bin/jig config check ${checkedHostToml.toml}$" checkedHostToml.buildCommand
+      && contains "^cp ${checkedHostToml.toml} [$]out$" checkedHostToml.buildCommand;
+    "jig.service serves the checked host.toml over the socket" =
+      elem "ExecStart=${jigPackage}/bin/jig serve --config ${checkedHostToml}" jigUnit
+      && elem "Requires=jig.socket" jigUnit
+      && elem "After=jig.socket network-online.target" jigUnit
+      && jigService.wantedBy == [ "multi-user.target" ];
+    "a changed host.toml is a changed jig.service" =
+      s.systemd.units."jig.service".text
+      != (serverWith { server.maxActiveRuns = 5; }).config.systemd.units."jig.service".text;
+    "jig.socket listens on the socket for the jig group" = {
+      expr = unitLines serverHost "jig.socket";
+      expected = [
+        "[Unit]"
+        "Description=jig FLOW host API socket"
+        "[Socket]"
+        "DirectoryMode=0755"
+        "ListenStream=/run/jig/jig.sock"
+        "SocketGroup=jig"
+        "SocketMode=0660"
+        "SocketUser=jig"
+        ""
+      ];
+    };
+    "jig.socket is started at boot" = s.systemd.sockets.jig.wantedBy == [ "sockets.target" ];
+    "jig.service runs as the jig system user with its state directory" =
+      all (l: elem l jigUnit) [
+        "User=jig"
+        "Group=jig"
+        "StateDirectory=jig"
+        "StateDirectoryMode=0750"
+        "WorkingDirectory=/var/lib/jig"
+        "Environment=HOME=/var/lib/jig"
+      ]
+      && s.users.users.jig.isSystemUser
+      && s.users.users.jig.group == "jig"
+      && s.users.users.jig.home == "/var/lib/jig"
+      && s.users.groups ? jig;
+    "jig.service delegates cpu, memory and pids" =
+      elem "Delegate=cpu memory pids" jigUnit && elem "KillMode=control-group" jigUnit;
+    "jig.service stops within the grace plus the margin" = elem "TimeoutStopSec=150s" jigUnit;
+    "jig.service gets the key, the secret and the token as credentials" = {
+      expr = filter (lib.hasPrefix "LoadCredential=") jigUnit;
+      expected = [
+        "LoadCredential=agent-key:/var/keys/jig-agent"
+        "LoadCredential=secret-deploy:/var/keys/deploy"
+        "LoadCredential=serve-token:/var/keys/jig-token"
+      ];
+    };
+    "jig.service is hardened where bubblewrap allows" = all (l: elem l jigUnit) [
+      "NoNewPrivileges=true"
+      "CapabilityBoundingSet="
+      "AmbientCapabilities="
+      "ProtectSystem=strict"
+      "ProtectHome=true"
+      "PrivateTmp=true"
+      "PrivateDevices=true"
+      "PrivateIPC=true"
+      "ProtectKernelModules=true"
+      "ProtectKernelLogs=true"
+      "RestrictSUIDSGID=true"
+      "UMask=0077"
+      "SystemCallArchitectures=native"
+      "SystemCallFilter=@system-service"
+      "SystemCallFilter=@mount"
+      "SystemCallErrorNumber=EPERM"
+    ];
+    "jig.service relaxes only what bubblewrap needs" = all (l: elem l jigUnit) [
+      "RestrictNamespaces=false"
+      "PrivateUsers=false"
+      "ProtectKernelTunables=false"
+      "ProtectProc=default"
+      "ProcSubset=all"
+      "ProtectControlGroups=false"
+      "MemoryDenyWriteExecute=false"
+      "RestrictAddressFamilies=AF_NETLINK"
+    ];
     "every relaxation in the module is commented" =
       let
         text = readFile ../default.nix;
@@ -750,165 +790,296 @@ let
         "SystemCallFilter"
       ]
       && builtins.match ".*AF_NETLINK: bubblewrap.*" (commentAbove " *RestrictAddressFamilies = [[]" text) != null;
-    "jig.service may write the served projects" =
-      jigService.serviceConfig.ReadWritePaths == [
-        "/var/lib/jig/projects/drafts"
-        "/var/lib/jig/projects/greeter"
+    "jig.service may write the served projects" = {
+      expr = filter (lib.hasPrefix "ReadWritePaths=") jigUnit;
+      expected = [
+        "ReadWritePaths=/var/lib/jig/projects/drafts"
+        "ReadWritePaths=/var/lib/jig/projects/greeter"
       ];
-    "one admission unit per served project, none for user projects" =
-      attrNames serverServices == [
+    };
+    "one admission unit per served project, none for user projects" = {
+      expr = attrNames s.systemd.services;
+      expected = [
         "jig"
         "jig-admit-drafts"
         "jig-admit-greeter"
+        "user@"
       ];
+    };
     "admission runs before jig.service without holding it back" =
       admitGreeter.before == [ "jig.service" ]
       && elem "jig.service" admitGreeter.wantedBy
       && !(elem "jig-admit-greeter.service" jigService.requires)
-      && admitGreeter.serviceConfig.Type == "oneshot"
-      && admitGreeter.serviceConfig.RemainAfterExit;
+      && elem "Type=oneshot" (unitLines serverHost "jig-admit-greeter.service")
+      && elem "RemainAfterExit=true" (unitLines serverHost "jig-admit-greeter.service");
+    "admission's main process is its script" =
+      length (filter (lib.hasPrefix "ExecStart=") (unitLines serverHost "jig-admit-greeter.service")) == 1;
     "admission re-runs when the source changes" =
-      admitGreeter.restartTriggers == [ "/nix/store/00000000000000000000000000000000-greeter-src" ]
-      && contains "src='/nix/store/00000000000000000000000000000000-greeter-src'" admitGreeter.script;
+      admitGreeter.restartTriggers == [ greeterSrc ] && contains "src='${greeterSrc}'" admitGreeter.script;
     "admission copies the source and keeps the protected state" =
       contains "dest='/var/lib/jig/projects/greeter'" admitGreeter.script
       && contains "! -name '.jig' -exec rm -rf" admitGreeter.script
       && contains "cp -rT" admitGreeter.script
       && contains "if [[] -e \"[$]src/.jig\" []]; then" admitGreeter.script;
     "admission reviews with the admission unit's host.toml" =
-      contains "exec /nix/store/[^ ]*-jig/bin/jig -C \"[$]dest\" --config /nix/store/[^ ]*-jig-host-admit-greeter.toml review --yes" admitGreeter.script
+      contains "exec ${jigPackage}/bin/jig -C \"[$]dest\" --config ${store}/[^ ]*-jig-host-admit-greeter.toml review --yes" admitGreeter.script
       && admitGreeter.serviceConfig.LoadCredential == jigService.serviceConfig.LoadCredential;
-    "an admission unit's host.toml names that unit's credentials" =
-      let
-        creds = "/run/credentials/jig-admit-greeter.service";
-      in
-      (jigLib.serverTables {
-        credentials = creds;
-        inherit (serverCfg) agent secrets server;
-        projects = { };
-      }) == {
-        agent = expectedServeToml.agent // {
-          api-key-file = "${creds}/agent-key";
-        };
-        secrets.deploy = "${creds}/secret-deploy";
-        serve = expectedServeToml.serve // {
-          token-file = "${creds}/serve-token";
-        };
-      };
     "admit = false copies without reviewing" =
       contains "cp -rT" admitDrafts.script && !(contains "review --yes" admitDrafts.script);
     "served projects get a directory under the state directory" =
       let
-        rules = (configOf serverCfg).systemd.tmpfiles.settings."10-jig-projects".content.contents;
+        rules = s.systemd.tmpfiles.settings."10-jig-projects";
       in
-      builtins.head rules == {
-        "/var/lib/jig/projects".d = {
-          user = "jig";
-          group = "jig";
-          mode = "0750";
-        };
-      }
-      && elem {
-        "/var/lib/jig/projects/greeter".d = {
-          user = "jig";
-          group = "jig";
-          mode = "0750";
-        };
-        "/var/lib/jig/projects/greeter/.jig".d = {
-          user = "jig";
-          group = "jig";
-          mode = "0700";
-        };
-      } rules;
-    "a valid server configuration passes every assertion" = failedAssertions serverCfg == [ ];
-    "invalid server configurations fail the right assertions" =
-      failedAssertions badServerCfg == [
+      rules."/var/lib/jig/projects" == dir "jig" "jig" "0750"
+      && rules."/var/lib/jig/projects/greeter" == dir "jig" "jig" "0750"
+      && rules."/var/lib/jig/projects/greeter/.jig" == dir "jig" "jig" "0700";
+    "invalid server configurations fail the right assertions" = {
+      expr = failedAssertions (
+        jig (
+          serverCfg
+          // {
+            settings = userCfg.settings;
+            server = removeAttrs serverCfg.server [ "tokenFile" ];
+            secrets."bad/name" = "/var/keys/x";
+            projects = serverCfg.projects // {
+              Upper.source = greeterSrc;
+              alices = {
+                source = greeterSrc;
+                user = "alice";
+              };
+            };
+          }
+        ) [ users ]
+      );
+      expected = [
         "services.jig.projects.Upper: a served project's name must be a LocalName (`[a-z0-9]+(-[a-z0-9]+)*`, at most 64 characters)"
         "services.jig.projects.alices.user: a served project belongs to `jig`, not `alice`"
         "services.jig: set services.jig.agent or services.jig.settings.agent, not both"
-        "services.jig.agent.apiKeyFile: must be an absolute path outside the Nix store (the store is world-readable)"
         "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)"
-        "services.jig.secrets.bad/name: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` and the file be an absolute path outside the Nix store"
-        "services.jig.secrets.stored: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` and the file be an absolute path outside the Nix store"
+        "services.jig.secrets.bad/name: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` (a systemd credential ID)"
       ];
-    "a token in the store is refused" =
-      elem "services.jig.server.tokenFile: must be an absolute path outside the Nix store (the store is world-readable)" (
-        failedAssertions (
-          serverCfg
+    };
+    "a token file without tcp is refused" = elem "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)" (
+      failedAssertions (jig (serverCfg // { server = removeAttrs serverCfg.server [ "tcp" ]; }) [ users ])
+    );
+    "a served project without the server is refused" = {
+      expr = failedAssertions (userWith { projects.greeter.source = greeterSrc; });
+      expected = [
+        "services.jig.projects.greeter.user: no user `jig` in users.users"
+        "services.jig.projects.greeter.source: a served project needs services.jig.server.enable"
+      ];
+    };
+    "a refused configuration does not build" =
+      !builds (jig (serverCfg // { server = removeAttrs serverCfg.server [ "tokenFile" ]; }) [ users ]);
+
+    # ---- the server's bounds, through the options ----------------------------
+    # Each pair differs only in the value at its bound and one past it;
+    # past it, the option's type or an assertion refuses the build.
+    "agent.model of 256 characters builds, 257 is refused" =
+      builds (serverWith { agent.model = repeat 256 "m"; })
+      && !builds (serverWith { agent.model = repeat 257 "m"; });
+    "settings.agent.model of 256 characters builds, 257 is refused" =
+      builds (userWith { settings.agent.model = repeat 256 "m"; })
+      && !builds (userWith { settings.agent.model = repeat 257 "m"; });
+    "agent.baseUrl of 4096 characters builds, 4097 is refused" =
+      let
+        url = n: "https://h/" + repeat (n - 10) "a";
+      in
+      builds (serverWith { agent.baseUrl = url 4096; }) && !builds (serverWith { agent.baseUrl = url 4097; });
+    "agent.baseUrl over http builds only to a loopback host" =
+      builds (serverWith { agent.baseUrl = "http://localhost:8080/v1"; })
+      && !builds (serverWith { agent.baseUrl = "http://api.example.org/v1"; });
+    "server.maxActiveRuns of 1 builds, 0 is refused" =
+      builds (serverWith { server.maxActiveRuns = 1; }) && !builds (serverWith { server.maxActiveRuns = 0; });
+    "server.maxQueuedRuns of 1 builds, 0 is refused" =
+      builds (serverWith { server.maxQueuedRuns = 1; }) && !builds (serverWith { server.maxQueuedRuns = 0; });
+    "server.tcp port 65535 builds, 65536 is refused" =
+      builds (serverWith { server.tcp = "0.0.0.0:65535"; })
+      && !builds (serverWith { server.tcp = "0.0.0.0:65536"; });
+    "server.tcp port 1 builds, 0 is refused" =
+      builds (serverWith { server.tcp = "localhost:1"; }) && !builds (serverWith { server.tcp = "localhost:0"; });
+    "server.shutdownGrace in hours builds, in days is refused" =
+      builds (serverWith { server.shutdownGrace = "1h"; })
+      && !builds (serverWith { server.shutdownGrace = "1d"; });
+    "a served project named with 64 characters builds, 65 is refused" =
+      builds (serverWith { projects.${repeat 64 "p"}.source = greeterSrc; })
+      && !builds (serverWith { projects.${repeat 65 "p"}.source = greeterSrc; });
+    "a secret named with 64 characters builds, 65 is refused" =
+      builds (serverWith { secrets.${repeat 64 "s"} = "/var/keys/s"; })
+      && !builds (serverWith { secrets.${repeat 65 "s"} = "/var/keys/s"; });
+    "worker.concurrency of 1 builds, 0 is refused" =
+      builds (workerWith { worker.concurrency = 1; })
+      && !builds (workerWith { worker.concurrency = 0; });
+    "worker.count of 0 builds, -1 is refused" =
+      builds (workerWith { worker.count = 0; })
+      && !builds (workerWith { worker.count = -1; });
+    "a project path with .. is refused" =
+      !builds (userWith { projects.intake.path = "/srv/../intake"; });
+    "an unknown provider kind is refused" =
+      !builds (
+        jig (
+          userCfg
           // {
-            server = serverCfg.server // {
-              tokenFile = "/nix/store/00000000000000000000000000000000-token";
+            settings = settings // {
+              providers = [
+                {
+                  name = "py";
+                  kind = "python";
+                  path = "/opt/p";
+                }
+              ];
             };
           }
-        )
+        ) [ users ]
       );
+
+    # Keys never enter the store: a store path, or a Nix path (which would be
+    # copied there), is refused by the options' types.
+    "agent.apiKeyFile in the store is refused" =
+      !builds (serverWith { agent.apiKeyFile = "${store}/00000000000000000000000000000000-key"; });
+    "agent.apiKeyFile as a Nix path is refused" = !builds (serverWith { agent.apiKeyFile = ./tests.nix; });
+    "server.tokenFile in the store is refused" =
+      !builds (serverWith { server.tokenFile = "${store}/00000000000000000000000000000000-token"; });
+    "a secret in the store is refused" =
+      !builds (serverWith { secrets.stored = "${store}/00000000000000000000000000000000-secret"; });
+    "settings.agent.api-key-file in the store is refused" =
+      !builds (
+        userWith { settings.agent.api-key-file = "${store}/00000000000000000000000000000000-key"; }
+      );
+    "a provider secret in the store is refused" =
+      !builds (
+        jig (
+          userCfg
+          // {
+            settings = userCfg.settings // {
+              providers = [
+                {
+                  name = "kv";
+                  kind = "wasm";
+                  path = "/opt/kv.wasm";
+                  secrets.token = "${store}/00000000000000000000000000000000-token";
+                }
+              ];
+            };
+          }
+        ) [ users ]
+      );
+    "a database password in the store, or in the URL, is refused" =
+      !builds (serverWith { server.database = database // { passwordFile = "${store}/0-pw"; }; })
+      && !builds (serverWith { server.database.url = "postgresql://jig:secret@db/jig"; });
+
+    # ---- PostgreSQL: serve --database and workers ----------------------------
+    "server.database renders [database] with the credential path" = {
+      expr = (hostToml (serverWith { server.database = database; })).database;
+      expected = {
+        inherit (database) url;
+        password-file = "${serveCreds}/database-password";
+      };
+    };
+    "server.database's password reaches jig.service as a credential" = elem "LoadCredential=database-password:/var/keys/jig-db" (
+      unitLines (serverWith { server.database = database; }) "jig.service"
+    );
     "workers: one unit each, claiming with the configured concurrency" =
       attrNames workerServices == [
         "jig-worker-1"
         "jig-worker-2"
       ]
-      && contains "bin/jig worker --config .* --concurrency 3 --cache /var/cache/jig-worker-2" workerServices.jig-worker-2.serviceConfig.ExecStart;
+      && contains "^ExecStart=${jigPackage}/bin/jig worker --config ${store}/[^ ]*-jig-host-worker-2.toml --concurrency 3 --cache /var/cache/jig-worker-2$" workerHost.config.systemd.units."jig-worker-2.service".text;
     "workers: the database password is a credential, the cache owner-private" =
-      workerServices.jig-worker-1.serviceConfig.LoadCredential == [ "database-password:/var/keys/jig-db" ]
-      && workerServices.jig-worker-1.serviceConfig.CacheDirectoryMode == "0700"
-      && workerServices.jig-worker-1.serviceConfig.User == "jig";
-    "workers without a database are refused" = elem "services.jig.worker.database: workers need the database URL" (
-      failedAssertions (
-        workerCfg
-        // {
-          worker = workerCfg.worker // {
-            database = null;
-          };
-        }
-      )
-    );
-    "no workers by default" = (builtins.elemAt (servicesOf goodCfg) 2).condition == false;
-    "a database URL with a password is refused" =
-      !jigLib.isDatabaseUrl "postgresql://jig:secret@db/jig"
-      && jigLib.isDatabaseUrl "postgresql://jig@db/jig"
-      && jigLib.isDatabaseUrl "postgres:///jig?host=/run/postgresql";
-    "server.database renders [database] with the credential path" =
-      (jigLib.serverTables {
-        credentials = "/run/credentials/jig.service";
-        agent = null;
-        secrets = { };
-        projects = { };
-        server = serverCfg.server // {
-          database = {
-            url = "postgresql:///jig";
-            passwordFile = "/var/keys/jig-db";
-          };
-        };
-      }).database == {
-        url = "postgresql:///jig";
-        password-file = "/run/credentials/jig.service/database-password";
-      };
-    "server.database's password reaches jig.service as a credential" =
-      elem "database-password:/var/keys/jig-db" (jigLib.loadCredentials {
-        agent = null;
-        secrets = { };
-        server = serverCfg.server // {
-          database = {
-            url = "postgresql:///jig";
-            passwordFile = "/var/keys/jig-db";
-          };
-        };
-      });
-    "a served project without the server is refused" =
-      failedAssertions (
-        goodCfg
-        // {
-          projects.greeter = servedProject "greeter" { };
-        }
-      ) == [
-        "services.jig.projects.greeter.user: no user `jig` in users.users"
-        "services.jig.projects.greeter.source: a served project needs services.jig.server.enable"
+      let
+        lines = unitLines workerHost "jig-worker-1.service";
+      in
+      filter (lib.hasPrefix "LoadCredential=") lines == [ "LoadCredential=database-password:/var/keys/jig-db" ]
+      && all (l: elem l lines) [
+        "CacheDirectory=jig-worker-1"
+        "CacheDirectoryMode=0700"
+        "User=jig"
+        "NoNewPrivileges=true"
+        "After=network-online.target postgresql.service"
       ];
+    "a valid worker configuration builds" = builds workerHost;
+    "workers without a database are refused" = {
+      expr = failedAssertions (workerWith { worker.database = null; });
+      expected = [ "services.jig.worker.database: workers need the database URL" ];
+    };
+    "no workers by default" = workerServices != { } && !any (lib.hasPrefix "jig-worker-") (attrNames s.systemd.services);
+
+    # ---- test.nix: the VM test's nodes, as NixOS evaluates them -------------
+    "the VM test has the machine, server and queued nodes" =
+      attrNames vmTest.nodes == [
+        "machine"
+        "queued"
+        "server"
+      ];
+    "every VM test node builds" = all builds [
+      vmMachine
+      vmServer
+      vmQueued
+    ];
+    "machine: host.toml is what the test script asserts" =
+      let
+        toml = hostToml vmMachine;
+      in
+      !(toml ? agent)
+      && !(toml.runtimes ? bun)
+      && !(toml.runtimes ? deno)
+      && contains "bwrap = \"${toml.containment.bwrap}\"" vmTestScript
+      && contains "python = \"${toml.runtimes.python}\"" vmTestScript
+      && vmMachine.config.systemd.tmpfiles.settings."10-jig-projects"."/home/alice/intake" == dir "alice" "users" "0750";
+    "server: a served project, the Agent and the key outside the store" =
+      let
+        toml = hostToml vmServer;
+        jigCfg = vmServer.config.services.jig;
+      in
+      jigCfg.projects.review.source == root + "/examples/review"
+      && pathExists (root + "/examples/review/bindings/reviewer.ts")
+      && vmServer.config.systemd.services ? jig-admit-review
+      && toml.agent.api-key-file == "/run/credentials/jig.service/agent-key"
+      && toml.serve.socket == "/run/jig/jig.sock"
+      && !(lib.hasInfix "/var/keys" (builtins.toJSON toml))
+      && elem "jig.service" vmServer.config.systemd.services.fake-agent.before
+      && contains "'api-key-file = \"${toml.agent.api-key-file}\"' in host_toml" vmTestScript
+      && contains "--unix-socket ${toml.serve.socket}" vmTestScript
+      && contains "http://jig/v1/projects/review/runs" vmTestScript;
+    "queued: PostgreSQL before jig.service, two workers, a served project" =
+      let
+        q = vmQueued.config;
+      in
+      q.services.postgresql.enable
+      && q.services.postgresql.ensureDatabases == [ "jig" ]
+      && elem "postgresql.service" q.systemd.services.jig.after
+      && elem "jig.socket" q.systemd.services.jig.requires
+      && elem "postgresql.service" q.systemd.services.jig.requires
+      && q.systemd.services ? jig-worker-1
+      && q.systemd.services ? jig-worker-2
+      && q.systemd.services ? jig-admit-triage
+      && pathExists (root + "/examples/triage/flows/code/flow.py")
+      && (hostToml vmQueued).database.url == q.services.jig.worker.database.url
+      && contains "jig-worker-2.service" vmTestScript
+      && contains "http://jig/v1/projects/triage/runs" vmTestScript;
   };
 
-  failures = filter (name: !cases.${name}) (attrNames cases);
+  results = lib.mapAttrsToList (
+    name: case:
+    let
+      c' =
+        if isBool case then
+          {
+            expr = case;
+            expected = true;
+          }
+        else
+          case;
+    in
+    {
+      inherit name;
+      ok = c'.expr == c'.expected;
+      result = c'.expr;
+      inherit (c') expected;
+    }
+  ) cases;
 in
-if failures == [ ] then
-  attrNames cases
-else
-  throw "failed:\n  ${concatStringsSep "\n  " failures}"
+{
+  passed = map (r: r.name) (filter (r: r.ok) results);
+  failed = map (r: removeAttrs r [ "ok" ]) (filter (r: !r.ok) results);
+}
