@@ -23,6 +23,7 @@
 //! `jig` under test first on `PATH`, a private configuration home and no
 //! inherited Agent or server variables.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -167,6 +168,21 @@ fn steps(name: &str, fence_line: usize, body: &[&str]) -> Vec<Step> {
 struct Session {
     root: tempfile::TempDir,
     state: tempfile::TempDir,
+    /// Each command runs in a process group of its own; a daemon an
+    /// example started in the background (and did not stop, because the
+    /// chapter failed first) is stopped with its group.
+    groups: std::cell::RefCell<Vec<u32>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for group in self.groups.borrow().iter() {
+            let _ = Command::new("kill")
+                .args(["-TERM", "--", &format!("-{group}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
 }
 
 impl Session {
@@ -182,7 +198,11 @@ impl Session {
         )
         .unwrap();
         std::fs::write(state.path().join("env"), "").unwrap();
-        Session { root, state }
+        Session {
+            root,
+            state,
+            groups: Default::default(),
+        }
     }
 
     fn cwd(&self) -> PathBuf {
@@ -223,8 +243,10 @@ exit $status"#;
             .env("GUIDE_STATE", state)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
+            .process_group(0)
             .spawn()
             .expect("bash runs");
+        self.groups.borrow_mut().push(child.id());
         let mut stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut bytes = Vec::new();
