@@ -18,6 +18,7 @@ mod exec;
 mod failures;
 mod files;
 mod greeting;
+mod guide;
 mod npm_registry;
 mod overhead;
 mod provider_authoring;
