@@ -89,6 +89,13 @@ pub enum CliError {
     /// `PROJECT_UNAVAILABLE`); an invalid candidate is [`Code::InvalidCandidate`].
     #[error("{}", .0.message)]
     Project(ProjectError),
+    /// `INVALID_CANDIDATE`: the project was captured, and its definition
+    /// is invalid where the diagnostic says.
+    #[error(
+        "the project definition is invalid; {}",
+        jig_engine::plan::locate(.0.code, .0.path.as_deref(), .0.pointer.as_deref())
+    )]
+    Candidate(ProjectError),
     /// `jig init` could not create the project.
     #[error(transparent)]
     Init(#[from] InitError),
@@ -124,6 +131,7 @@ impl CliError {
             CliError::Engine(e) => e.code(),
             CliError::Server(e) => e.code(),
             CliError::Project(e) => e.code,
+            CliError::Candidate(_) => Code::InvalidCandidate.as_str(),
             CliError::Init(e) => e.code(),
             CliError::Artifact { code, .. } | CliError::ArtifactUnreadable { code, .. } => code,
             CliError::Answered { code, .. } => code,
@@ -138,6 +146,31 @@ impl CliError {
         match self {
             CliError::Command { code, .. } => CliError::Command { code, message },
             _ => CliError::Answered { code, message },
+        }
+    }
+
+    /// Each diagnostic's own explanation, for a person on a terminal: the
+    /// redirected form ([`std::fmt::Display`]) names only where they are.
+    pub fn details(&self) -> Vec<String> {
+        let located = |code: &str, path: Option<&str>, pointer: Option<&str>, message: &str| {
+            format!(
+                "{}: {message}",
+                jig_engine::plan::locate(code, path, pointer)
+            )
+        };
+        match self {
+            CliError::Engine(jig_engine::Error::Plan(e)) => e
+                .diagnostics()
+                .iter()
+                .map(|d| located(&d.code, d.path.as_deref(), d.pointer.as_deref(), &d.message))
+                .collect(),
+            CliError::Candidate(e) => vec![located(
+                e.code,
+                e.path.as_deref(),
+                e.pointer.as_deref(),
+                &e.message,
+            )],
+            _ => Vec::new(),
         }
     }
 
@@ -216,6 +249,7 @@ pub fn exit_status(e: &CliError) -> u8 {
             "PROJECT_NOT_FOUND" | "PROJECT_UNSAFE" => 1,
             _ => 2,
         },
+        CliError::Candidate(_) => 1,
         CliError::Init(InitError::DestinationExists(_)) => 1,
         CliError::Init(_) => 2,
         CliError::Artifact { .. } => 1,

@@ -86,7 +86,8 @@ enum Command {
         /// Admit without asking.
         #[arg(long)]
         yes: bool,
-        /// Show the complete current and proposed policy.
+        /// Show the complete current and proposed policy; when review
+        /// refuses, explain each diagnostic after the refusal line.
         #[arg(long)]
         details: bool,
         /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
@@ -321,12 +322,15 @@ pub fn main() -> u8 {
             Ok(policy) => jig_verify::install(Verifier::for_command(policy, writes)),
             Err(message) => {
                 let e = CliError::new(Code::ConfigInvalid, message);
-                report_error(e.code(), &e.to_string());
+                report_error(e.code(), &e.to_string(), &[]);
                 return exit_status(&e);
             }
         }
     }
     let base = cli.chdir.clone().unwrap_or_else(|| PathBuf::from("."));
+    // `jig review --details` explains each diagnostic on redirected
+    // stderr too, after the reference's line.
+    let explain = matches!(command, Command::Review { details: true, .. });
     let result = match command {
         Command::Completions { shell } => completions(shell),
         Command::Config { action } => config_check::config(&base, action),
@@ -432,20 +436,28 @@ pub fn main() -> u8 {
     match result {
         Ok(status) => status,
         Err(e) => {
-            report_error(e.code(), &e.to_string());
+            let details = e.details();
+            report_error(e.code(), &e.to_string(), &details);
+            if explain && !std::io::stderr().is_terminal() {
+                for detail in &details {
+                    eprintln!("  {detail}");
+                }
+            }
             e.exit_code()
         }
     }
 }
 
 /// A diagnostic on stderr: `CODE: message` when redirected (the form
-/// scripts read), or for a person the explanation, next action and code.
-pub(crate) fn report_error(code: &str, message: &str) {
+/// scripts read, exactly the reference's), or for a person the
+/// explanation, each diagnostic's own `details`, next action and code.
+pub(crate) fn report_error(code: &str, message: &str, details: &[String]) {
     if std::io::stderr().is_terminal() {
-        eprint!(
-            "{}",
-            terminal::render_failure(code, message, &terminal::Style::terminal())
-        );
+        let style = terminal::Style::terminal();
+        eprint!("{}", terminal::render_failure(code, message, &style));
+        for detail in details {
+            eprintln!("  {}", terminal::escape(detail));
+        }
     } else {
         eprintln!("{code}: {message}");
     }
@@ -485,6 +497,8 @@ enum InitLang {
 
 /// Where an installed jig keeps the Rust SDK's sources, from its executable.
 const INSTALLED_RUST_SDK: &str = "../share/jig/sdk-rust";
+/// The Rust SDK of the checkout this jig was built in.
+const CHECKOUT_RUST_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk-rust");
 
 fn init(
     destination: &Path,
@@ -529,14 +543,17 @@ fn init(
 
 /// The Rust SDK a `--lang rust` greeting builds against, as an absolute
 /// path safe inside Cargo.toml: `--sdk`, else the copy installed beside
-/// this jig ([`INSTALLED_RUST_SDK`]).
+/// this jig ([`INSTALLED_RUST_SDK`]), else the one of the checkout it was
+/// built in ([`CHECKOUT_RUST_SDK`]), as `jig provider new` finds its SDK.
 fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
     const CRATE: &str = "flow-sdk";
     let usage = |m: String| CliError::new(Code::Usage, m);
     let dir = match sdk {
         Some(dir) => dir,
         None => sdk::beside_executable(INSTALLED_RUST_SDK)
-            .filter(|dir| sdk::is_crate(dir, CRATE))
+            .into_iter()
+            .chain([PathBuf::from(CHECKOUT_RUST_SDK)])
+            .find(|dir| sdk::is_crate(dir, CRATE))
             .ok_or_else(|| {
                 usage(
                     "--lang rust needs the Rust SDK, and none is installed with this jig; \
@@ -655,6 +672,15 @@ fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8
 }
 
 /// The newest Runs: a table on a terminal, else one tab-separated line each.
+/// Whether an interrupted command still prints its terminal on stdout: for
+/// a person (stdout a terminal, no `--json`), or as the last line of a
+/// `--receive` stream, which always ends with one. A script reading
+/// stdout gets nothing, as from the reference; the exit status and
+/// `JIG_COMMAND_INTERRUPTED` on stderr say what happened.
+pub(crate) fn shows_interrupted(json_output: bool, stream: &Option<receive::Stream>) -> bool {
+    stream.is_some() || (!json_output && std::io::stdout().is_terminal())
+}
+
 fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
     if on_terminal {
         let rows: Vec<terminal::RunRow> = listed
@@ -686,6 +712,7 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
         );
         return;
     }
+    let mut out = std::io::stdout().lock();
     for record in listed.iter().take(client::LISTED_RUNS) {
         let target = record.value["target"].as_str().unwrap_or("");
         let status = record.status().as_str();
@@ -694,7 +721,11 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
             .pointer("/terminal/code")
             .and_then(Value::as_str)
             .unwrap_or("");
-        println!("{}\t{status}\t{target}\t{code}", record.id);
+        // A reader that stopped early (`jig runs | head -1`) is not a
+        // failure of the listing.
+        if writeln!(out, "{}\t{status}\t{target}\t{code}", record.id).is_err() {
+            return;
+        }
     }
 }
 

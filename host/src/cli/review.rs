@@ -22,18 +22,8 @@ pub(super) fn review(
     let root = project_root(dir)?;
     let config = load_config(config)?;
     let declarations = jig_project::capture(&root).map_err(|e| {
-        let mut diagnostic = e.code.to_string();
-        if let Some(path) = &e.path {
-            diagnostic.push_str(&format!(" at {}", plan::ascii_quote(path)));
-        }
-        if let Some(pointer) = &e.pointer {
-            diagnostic.push_str(&format!(" pointer {}", plan::ascii_quote(pointer)));
-        }
         if e.is_candidate_invalid() {
-            CliError::new(
-                Code::InvalidCandidate,
-                format!("{}; {diagnostic}", e.message),
-            )
+            CliError::Candidate(e)
         } else {
             CliError::Project(e)
         }

@@ -318,7 +318,12 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             eprintln!("JIG_CLEANUP_FAILED: the Run's checkpoint could not be removed: {e}");
         }
     }
-    let status = finish_output(&terminal, args.json, ran.stream);
+    let status = match interrupted && !super::shows_interrupted(args.json, &ran.stream) {
+        // The reference prints nothing on stdout for an interrupted
+        // command (HOST-FACTS §7); the Run's record keeps its terminal.
+        true => 2,
+        false => finish_output(&terminal, args.json, ran.stream),
+    };
     super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
         eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");

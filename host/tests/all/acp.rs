@@ -288,9 +288,8 @@ fn review_refuses_an_undiscoverable_or_uncredentialed_acp_client() {
         let run = review_with(dir.path(), env);
         assert_eq!(run.status, 2, "{env:?}: {run:?}");
         assert!(
-            run.stderr.contains(
-                "PROJECT_AGENT_UNAVAILABLE at \"flows/ask/FLOW.md\" pointer \"/uses/agent\""
-            ),
+            run.stderr
+                .contains("PROJECT_AGENT_UNAVAILABLE at \"flows/ask/FLOW.md\"\n"),
             "{run:?}"
         );
         assert!(!run.stderr.contains(KEY), "{run:?}");
@@ -352,11 +351,12 @@ fn without_the_installed_acp_worker_review_refuses_and_doctor_says_so() {
     let env = claude_env(&program);
     let env = pairs(&env);
     assert!(!lone_bin(dir.path()).join("jig-agent-acp").exists());
-    let run = lone_jig(dir.path(), &env, &["review", "--yes"]);
+    // `--details` explains each diagnostic after the reference's line.
+    let run = lone_jig(dir.path(), &env, &["review", "--yes", "--details"]);
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
         run.stderr
-            .contains("PROJECT_AGENT_UNAVAILABLE at \"flows/ask/FLOW.md\" pointer \"/uses/agent\""),
+            .contains("PROJECT_AGENT_UNAVAILABLE at \"flows/ask/FLOW.md\"\n"),
         "{run:?}"
     );
     assert!(

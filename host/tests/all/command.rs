@@ -589,7 +589,8 @@ fn refused(entry: &str, pointer: Option<&str>, text: &str) {
         "import {{ defineBinding, secret }} from \"@jigging/jig\";\nexport default defineBinding({{ package: \"flows/repair\", commands: {{ cli: {entry} }} }});\n"
     );
     let dir = command_project(&binding);
-    let run = run_jig(dir.path(), &["review", "--yes"]);
+    // `--details` adds each diagnostic's text after the reference's line.
+    let run = run_jig(dir.path(), &["review", "--yes", "--details"]);
     assert_eq!(run.status, 1, "{entry}: {run:?}");
     let located = match pointer {
         Some(pointer) => format!("at \"bindings/fixer.ts\" pointer \"{pointer}\""),

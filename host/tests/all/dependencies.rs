@@ -365,7 +365,7 @@ fn each_unsupported_lock_source_is_refused_before_any_fetch() {
             DEAD_REGISTRY,
             9,
         );
-        let run = run_jig(dir.path(), &["review", "--yes"]);
+        let run = run_jig(dir.path(), &["review", "--yes", "--details"]);
         assert_refused(&run, 1, "PACKAGE_BUN_SOURCE_UNSUPPORTED");
         assert!(
             run.stderr.contains("pointer \"/packages/x\"")
@@ -383,6 +383,17 @@ fn each_unsupported_lock_source_is_refused_before_any_fetch() {
     );
     let run = run_jig(dir.path(), &["review", "--yes"]);
     assert_refused(&run, 2, "PACKAGE_BUN_PREPARATION_FAILED");
+    // The reference's words (HOST-FACTS §7): fixed guidance, then where.
+    assert_eq!(
+        (run.stdout.as_str(), run.stderr.as_str()),
+        (
+            "",
+            "UNAVAILABLE: locked dependencies could not be prepared; check registry access \
+             and package availability; PACKAGE_BUN_PREPARATION_FAILED at \
+             \"flows/hello/package.json\"\n"
+        ),
+        "{run:?}"
+    );
     assert!(
         !run.stderr.contains("error:"),
         "no installer output: {run:?}"
@@ -941,7 +952,7 @@ fn files_and_aliases_share_4096_records() {
     assert_eq!(run_hello(&app)["count"], 2);
     // One record past it.
     write_files(dir.path(), &[("libs/wlib2/pad/past.txt", "")]);
-    let past = run_jig(&app, &["review", "--yes"]);
+    let past = run_jig(&app, &["review", "--yes", "--details"]);
     assert_refused(&past, 1, "PACKAGE_BUN_LIMIT_EXCEEDED");
     assert!(past.stderr.contains("file and alias records"), "{past:?}");
 }
@@ -1015,7 +1026,7 @@ fn an_installer_past_its_deadline_is_ended_and_the_review_fails() {
     let url = format!("http://127.0.0.1:{}/", stalled.port);
     let lock = registry.lock_for(GREET_1).replace(&registry.url, &url);
     let dir = project_with(GREET_1, Some(&lock), &url, stalled.port);
-    let run = run_jig(dir.path(), &["review", "--yes"]);
+    let run = run_jig(dir.path(), &["review", "--yes", "--details"]);
     assert_refused(&run, 2, "PACKAGE_BUN_PREPARATION_FAILED");
     assert!(run.stderr.contains("within 60 s"), "{run:?}");
     assert!(!dir.path().join("jig.lock").exists(), "nothing admitted");

@@ -151,3 +151,93 @@ fn a_declared_read_attachment_not_given_asks_for_exactly_one() {
         project.path(),
     );
 }
+
+#[test]
+fn an_invalid_binding_is_named_by_code_path_and_pointer_and_nothing_after() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(run_jig(dir.path(), &["init", "--bare", "p"]).status, 0);
+    let p = dir.path().join("p");
+    write_files(
+        &p,
+        &[
+            ("flows/review/FLOW.md", "---\nname: review\ndescription: Reviews.\n---\n"),
+            (
+                "flows/review/flow.py",
+                "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {\"outcome\": \"done\", \"output\": None}\n\nhandle(run)\n",
+            ),
+            (
+                "bindings/review.ts",
+                "import { defineBinding } from \"@jigging/jig\";\nexport default defineBinding({ package: \"./flows/review\", settings: { strict: true } });\n",
+            ),
+        ],
+    );
+    let refusal = "INVALID_CANDIDATE: the project definition is invalid; \
+                   PROJECT_BINDING_SETTINGS_INVALID at \"bindings/review.ts\" pointer \"/settings\"\n";
+    says(&run_jig(&p, &["review", "--yes"]), 1, "", refusal);
+    // `--details` explains each diagnostic after the same line.
+    let explained = run_jig(&p, &["review", "--yes", "--details"]);
+    assert_eq!((explained.status, explained.stdout.as_str()), (1, ""));
+    let (first, rest) = explained.stderr.split_at(refusal.len());
+    assert_eq!(first, refusal, "{explained:?}");
+    assert!(
+        rest.starts_with(
+            "  PROJECT_BINDING_SETTINGS_INVALID at \"bindings/review.ts\" pointer \"/settings\": "
+        ),
+        "{explained:?}"
+    );
+}
+
+#[test]
+fn an_agent_flow_without_an_endpoint_is_refused_with_fixed_guidance_and_its_flow_md() {
+    let dir = crate::agent::agent_project(crate::agent::FLOW_PY);
+    let run = crate::agent::review_with(dir.path(), &[]);
+    assert_eq!((run.status, run.stdout.as_str()), (2, ""), "{run:?}");
+    assert!(run.stderr.starts_with("UNAVAILABLE: "), "{run:?}");
+    assert!(
+        run.stderr
+            .ends_with("; PROJECT_AGENT_UNAVAILABLE at \"flows/ask/FLOW.md\"\n"),
+        "{run:?}"
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+}
+
+#[test]
+fn an_attachment_on_another_filesystem_or_over_the_budget_names_no_path() {
+    let project = files_example();
+    let out = tempfile::tempdir().unwrap();
+    let run = |source: &std::path::Path| {
+        run_jig(
+            project.path(),
+            &[
+                "run",
+                "flow:flows/summarize",
+                "--attach",
+                &format!("source={}", source.display()),
+                "--out",
+                out.path().join("o").to_str().unwrap(),
+            ],
+        )
+    };
+    let proc = std::path::Path::new("/proc");
+    let refused = run(proc);
+    refuses(
+        &refused,
+        1,
+        "JIG_RUN_FILES_INVALID",
+        "ext4, XFS, Btrfs, or tmpfs",
+        project.path(),
+    );
+    assert!(!refused.stderr.contains("/proc"), "{refused:?}");
+
+    let big = tempfile::tempdir().unwrap();
+    std::fs::write(big.path().join("big.bin"), vec![0u8; 8 * 1024 * 1024 + 1]).unwrap();
+    let refused = run(big.path());
+    refuses(
+        &refused,
+        1,
+        "JIG_RUN_FILES_INVALID",
+        "remaining 8388608-byte input budget",
+        big.path(),
+    );
+    assert!(!refused.stderr.contains("big.bin"), "{refused:?}");
+}

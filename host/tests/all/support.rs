@@ -54,6 +54,34 @@ pub fn output(out: Output) -> Run {
     }
 }
 
+/// The terminal of the newest Run of the project at `dir`, from its record
+/// (`jig runs`, then `jig runs show`): an interrupted `jig run` keeps it
+/// off stdout, as the reference does.
+pub fn newest_terminal(dir: &Path) -> serde_json::Value {
+    let listed = run_jig(dir, &["runs"]);
+    let id = listed
+        .stdout
+        .lines()
+        .next()
+        .and_then(|line| line.split('\t').next())
+        .unwrap_or_else(|| panic!("no Run is listed: {listed:?}"))
+        .to_string();
+    run_jig(dir, &["runs", "show", &id]).json()["terminal"].clone()
+}
+
+/// Exactly what an interrupted `jig run` says on redirected streams.
+pub fn assert_interrupted(run: &Run) {
+    assert_eq!(
+        (run.status, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            2,
+            "",
+            "JIG_COMMAND_INTERRUPTED: the command was interrupted\n"
+        ),
+        "{run:?}"
+    );
+}
+
 pub fn run_jig(dir: &Path, args: &[&str]) -> Run {
     output(jig(dir).args(args).output().expect("jig runs"))
 }

@@ -187,7 +187,7 @@ pub(crate) fn supported_filesystem(fd: &OwnedFd) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "it is on an unsupported filesystem (type {:#x}); use ext4, XFS, Btrfs or tmpfs",
+            "it is on an unsupported filesystem (type {:#x}); use ext4, XFS, Btrfs, or tmpfs",
             kind.0
         ))
     }
@@ -200,28 +200,26 @@ pub(crate) fn fd_path(fd: &OwnedFd) -> Result<PathBuf, String> {
 }
 
 /// Open an operator-named directory (its last component must not be a
-/// symlink), resolve where it really is, and refuse protected places.
+/// symlink), resolve where it really is, and refuse other filesystems and
+/// protected places. A refusal names no host path (HOST-FACTS §7): the
+/// caller names the attachment.
 pub fn open_root(path: &Path) -> Result<(OwnedFd, PathBuf, FileStat), String> {
-    let shown = quote(&path.to_string_lossy());
     let fd = nix::fcntl::open(
         path,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => format!("{shown} is a symbolic link"),
-        Ok(m) if !m.is_dir() => format!("{shown} is not a directory"),
-        _ => format!("cannot open {shown}: {e}"),
+        Ok(m) if m.file_type().is_symlink() => "its directory is a symbolic link".to_string(),
+        Ok(m) if !m.is_dir() => "it is not a directory".to_string(),
+        _ => format!("its directory cannot be opened: {e}"),
     })?;
+    supported_filesystem(&fd)?;
     let real = fd_path(&fd)?;
     if is_protected(&real) {
-        return Err(format!(
-            "{shown} is in a protected place ({})",
-            quote(&real.to_string_lossy())
-        ));
+        return Err("its directory is in a protected place".into());
     }
-    supported_filesystem(&fd).map_err(|m| format!("{shown}: {m}"))?;
-    let stat = fstat(&fd).map_err(|e| format!("cannot inspect {shown}: {e}"))?;
+    let stat = fstat(&fd).map_err(|e| format!("its directory cannot be inspected: {e}"))?;
     Ok((fd, real, stat))
 }
 
@@ -407,10 +405,13 @@ fn read_file(
         return Err(format!("more than {MAX_FILES} files"));
     }
     let size = before.st_size.max(0) as u64;
+    let remaining = MAX_CONTENT_BYTES.saturating_sub(budget.bytes);
     budget.bytes += size;
     if budget.bytes > MAX_CONTENT_BYTES {
+        // The reference's words, naming no path (HOST-FACTS §7).
         return Err(format!(
-            "more than {MAX_CONTENT_BYTES} bytes of content (at {shown})"
+            "the attached files exceed the remaining {remaining}-byte input budget \
+             ({MAX_CONTENT_BYTES} bytes of content in all)"
         ));
     }
     let fd = open_file_at(dir, leaf).map_err(|e| format!("cannot open {shown}: {e}"))?;

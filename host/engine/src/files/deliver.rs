@@ -249,13 +249,12 @@ pub struct Destination {
 /// Check `--out` before dispatch: the leaf must be absent beneath an
 /// existing parent, outside every selected input root and protected state.
 pub fn prepare_destination(out: &Path, input_roots: &[PathBuf]) -> Result<Destination, FilesError> {
-    let shown = quote(&out.to_string_lossy());
     let leaf = match out.file_name().map(|n| utf8_name(n, "--out")) {
         Some(Ok(leaf)) if check_relative(&leaf).is_ok() => leaf,
         _ => {
-            return Err(FilesError::output_invalid(format!(
-                "--out {shown} must end in a new directory name"
-            )))
+            return Err(FilesError::output_invalid(
+                "--out must end in a new directory name",
+            ))
         }
     };
     let parent = match out.parent() {
@@ -269,40 +268,34 @@ pub fn prepare_destination(out: &Path, input_roots: &[PathBuf]) -> Result<Destin
     )
     .map_err(|e| {
         FilesError::output_invalid(format!(
-            "the parent of --out {shown} is not an existing directory ({e})"
+            "the parent of --out is not an existing directory ({e})"
         ))
     })?;
     let real_parent = fd_path(&parent_fd).map_err(FilesError::output_invalid)?;
     let absolute = real_parent.join(&leaf);
     match fstatat(&parent_fd, leaf.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(_) => {
-            return Err(FilesError::output_exists(format!(
-                "--out {} already exists; choose a new directory",
-                quote(&absolute.to_string_lossy())
-            )))
+            return Err(FilesError::output_exists(
+                "--out already exists; choose a new directory",
+            ))
         }
         Err(nix::errno::Errno::ENOENT) => {}
         Err(e) => {
             return Err(FilesError::output_invalid(format!(
-                "cannot inspect --out {shown}: {e}"
+                "cannot inspect --out: {e}"
             )))
         }
     }
     if is_protected(&absolute) {
-        return Err(FilesError::output_invalid(format!(
-            "--out {} is in a protected place",
-            quote(&absolute.to_string_lossy())
-        )));
+        return Err(FilesError::output_invalid("--out is in a protected place"));
     }
-    if let Some(root) = input_roots.iter().find(|r| absolute.starts_with(r)) {
-        return Err(FilesError::output_invalid(format!(
-            "--out {} is inside the input folder {}",
-            quote(&absolute.to_string_lossy()),
-            quote(&root.to_string_lossy())
-        )));
+    if input_roots.iter().any(|r| absolute.starts_with(r)) {
+        return Err(FilesError::output_invalid(
+            "--out is inside an attached input folder",
+        ));
     }
     super::capture::supported_filesystem(&parent_fd)
-        .map_err(|m| FilesError::output_invalid(format!("--out {shown}: {m}")))?;
+        .map_err(|m| FilesError::output_invalid(format!("--out: {m}")))?;
     Ok(Destination {
         parent: parent_fd,
         leaf,
@@ -366,10 +359,7 @@ pub fn publish(
         )
         .map_err(|e| match e {
             nix::errno::Errno::EEXIST | nix::errno::Errno::ENOTEMPTY => {
-                FilesError::output_exists(format!(
-                    "--out {} appeared during the Run; nothing was published",
-                    quote(&destination.absolute.to_string_lossy())
-                ))
+                FilesError::output_exists("--out appeared during the Run; nothing was published")
             }
             e => FilesError::delivery(format!("cannot publish the packet: {e}")),
         })

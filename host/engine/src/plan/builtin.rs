@@ -18,7 +18,10 @@ use crate::config::HostConfig;
 /// The fixed guidance of an Agent-using target this host cannot serve. It
 /// names variables and rules only: never a key, a key file's path or a
 /// provider's answer.
-const AGENT_GUIDANCE: &str = "configure an Agent endpoint for this host (OPENAI_API_KEY and OPENAI_MODEL, optionally OPENAI_BASE_URL and OPENAI_API; or OPENROUTER_API_KEY and OPENROUTER_MODEL; or the [agent] table of host.toml; or a native ACP client with JIG_AGENT_CLIENT=codex|claude|pi and its credentials), check it with jig doctor, then review again";
+/// The diagnostic of an Agent-using target this host cannot serve.
+pub const AGENT_UNAVAILABLE: &str = "PROJECT_AGENT_UNAVAILABLE";
+
+pub const AGENT_GUIDANCE: &str = "this host has no usable Agent endpoint; configure an Agent endpoint for this host (OPENAI_API_KEY and OPENAI_MODEL, optionally OPENAI_BASE_URL and OPENAI_API; or OPENROUTER_API_KEY and OPENROUTER_MODEL; or the [agent] table of host.toml; or a native ACP client with JIG_AGENT_CLIENT=codex|claude|pi and its credentials), check it with jig doctor, then review again";
 
 /// The Plan pin of `slot` of the package at `path`, served by builtin
 /// `name`, or why this host cannot serve it.
@@ -33,7 +36,7 @@ pub fn plan(
         "project-command" | "project-command-credentialed" => {
             project_command(name, path, slot, config)
         }
-        "agent-run" => agent_run(path, slot, config),
+        "agent-run" => agent_run(path, config),
         _ => Ok(json!({ "kind": "builtin", "name": name })),
     }
 }
@@ -86,18 +89,15 @@ fn project_command(
 
 /// Agent Run: the host's Agent endpoint must be usable; its non-secret
 /// identity is the pin.
-fn agent_run(path: &str, slot: &str, config: &HostConfig) -> Result<Value, Diagnostic> {
+fn agent_run(path: &str, config: &HostConfig) -> Result<Value, Diagnostic> {
     let diagnostic = |message: String| Diagnostic {
-        code: "PROJECT_AGENT_UNAVAILABLE".into(),
+        code: AGENT_UNAVAILABLE.into(),
+        // The reference names the Flow's FLOW.md, without a pointer.
         path: Some(format!("{path}/FLOW.md")),
-        pointer: Some(format!("/uses/{slot}")),
+        pointer: None,
         message,
     };
-    let unavailable = |why: String| {
-        diagnostic(format!(
-            "this host has no usable Agent endpoint ({why}); {AGENT_GUIDANCE}"
-        ))
-    };
+    let unavailable = |why: String| diagnostic(format!("{why}; {AGENT_GUIDANCE}"));
     let endpoint = config
         .agent
         .endpoint()

@@ -42,15 +42,54 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// A review that cannot proceed. Its text is the reference's (HOST-FACTS
+/// §1.6, §7): fixed guidance, then each diagnostic as `CODE at "path"`
+/// and ` pointer "…"` when there is one, nothing after; each diagnostic's
+/// own explanation is in [`PlanError::diagnostics`] for a person.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     /// The candidate is invalid (`INVALID_CANDIDATE`).
-    #[error("{}", render_diagnostics("the project candidate is invalid", .0))]
+    #[error("{}", render_diagnostics("the project definition is invalid", .0))]
     Invalid(Vec<Diagnostic>),
-    /// Some target has no recipe or provider on this host (`UNAVAILABLE`).
-    #[error("{}", render_diagnostics("this host cannot run every target", .0))]
+    /// Some target has no recipe, provider or Agent endpoint on this
+    /// host, or its dependencies could not be prepared (`UNAVAILABLE`).
+    #[error("{}", render_diagnostics(unavailable_guidance(.0), .0))]
     Unavailable(Vec<Diagnostic>),
 }
+
+/// The fixed guidance of unavailable targets (seed 002 §7: no
+/// credentials, provider errors or installer output): the words for what
+/// every diagnostic has in common, else the general ones.
+fn unavailable_guidance(diagnostics: &[Diagnostic]) -> &'static str {
+    let all = |codes: &[&str]| diagnostics.iter().all(|d| codes.contains(&d.code.as_str()));
+    if all(&[builtin::AGENT_UNAVAILABLE]) {
+        builtin::AGENT_GUIDANCE
+    } else if all(&[
+        prepare::codes::PREPARATION_FAILED,
+        prepare::python_codes::PREPARATION_FAILED,
+    ]) {
+        UNPREPARED_GUIDANCE
+    } else if all(&[
+        prepare::codes::PERMISSION_REQUIRED,
+        prepare::python_codes::PERMISSION_REQUIRED,
+    ]) {
+        UNRESOLVED_GUIDANCE
+    } else {
+        UNAVAILABLE_GUIDANCE
+    }
+}
+
+/// Dependencies without a lock need resolution over the network.
+pub const UNRESOLVED_GUIDANCE: &str = "dependencies without a lock need resolution; review again \
+     with --allow-resolution-network to resolve them, or commit their lock";
+
+/// Seed 002 §7: what to do when a target cannot run here, without
+/// credentials or provider errors.
+pub const UNAVAILABLE_GUIDANCE: &str = "this host cannot run every target; configure the runtime, \
+     provider or Agent endpoint each diagnostic names, then review again";
+/// Seed 002 §7, the reference's words.
+pub const UNPREPARED_GUIDANCE: &str =
+    "locked dependencies could not be prepared; check registry access and package availability";
 
 impl PlanError {
     pub fn code(&self) -> &'static str {
@@ -59,20 +98,32 @@ impl PlanError {
             PlanError::Unavailable(_) => "UNAVAILABLE",
         }
     }
+
+    /// Each diagnostic, with its own explanation.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            PlanError::Invalid(d) | PlanError::Unavailable(d) => d,
+        }
+    }
+}
+
+/// `CODE at "path" pointer "…"`: where a diagnostic is, without its words.
+pub fn locate(code: &str, path: Option<&str>, pointer: Option<&str>) -> String {
+    let mut text = code.to_string();
+    if let Some(path) = path {
+        text.push_str(&format!(" at {}", ascii_quote(path)));
+    }
+    if let Some(pointer) = pointer {
+        text.push_str(&format!(" pointer {}", ascii_quote(pointer)));
+    }
+    text
 }
 
 fn render_diagnostics(hint: &str, diagnostics: &[Diagnostic]) -> String {
     let mut text = hint.to_string();
     for d in diagnostics {
         text.push_str("; ");
-        text.push_str(&d.code);
-        if let Some(path) = &d.path {
-            text.push_str(&format!(" at {}", ascii_quote(path)));
-        }
-        if let Some(pointer) = &d.pointer {
-            text.push_str(&format!(" pointer {}", ascii_quote(pointer)));
-        }
-        text.push_str(&format!(": {}", d.message));
+        text.push_str(&locate(&d.code, d.path.as_deref(), d.pointer.as_deref()));
     }
     text
 }

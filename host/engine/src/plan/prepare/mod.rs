@@ -22,6 +22,7 @@ use serde_json::json;
 pub mod layout;
 mod manifest;
 mod python;
+pub use python::codes as python_codes;
 mod workspace;
 
 pub use layout::Layout;
