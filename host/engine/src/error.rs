@@ -55,9 +55,9 @@ pub enum Error {
     /// the cause's own ([`RunsError::code`]).
     #[error("the Run could not be recorded: {message}")]
     NotRecorded { code: &'static str, message: String },
-    /// `UNAVAILABLE`: the execution envelope cannot be made here now.
-    #[error("{0}")]
-    EnvelopeUnavailable(String),
+    /// The execution envelope cannot be made here (its own code).
+    #[error(transparent)]
+    Envelope(#[from] jig_sandbox::Error),
 }
 
 impl Error {
@@ -76,7 +76,7 @@ impl Error {
             Error::AdmissionMissing => "ADMISSION_MISSING",
             Error::PackageMissing { .. } => "PROJECT_STATE_INVALID",
             Error::NotRecorded { code, .. } => code,
-            Error::EnvelopeUnavailable(_) => "UNAVAILABLE",
+            Error::Envelope(e) => e.code(),
         }
     }
 }

@@ -33,6 +33,8 @@ use flow::json::Value;
 use object::read::elf::{FileHeader, ProgramHeader};
 use serde_json::json;
 
+use crate::Error;
+
 /// At most this many ELF objects in one closure: a bigger one is refused,
 /// not walked.
 pub const MAX_OBJECTS: usize = 512;
@@ -220,9 +222,9 @@ static PROVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 
 /// The closure of the installed runtime `executable` whose verified digest
 /// is `digest`, with its standard library.
-pub fn runtime(executable: &Path, digest: &str, stdlib: Stdlib) -> Result<Arc<View>, String> {
+pub fn runtime(executable: &Path, digest: &str, stdlib: Stdlib) -> Result<Arc<View>, Error> {
     let real = std::fs::canonicalize(executable)
-        .map_err(|e| format!("{} cannot be resolved: {e}", executable.display()))?;
+        .map_err(|e| Error::View(format!("{} cannot be resolved: {e}", executable.display())))?;
     let key = format!(
         "{FORMAT}\0runtime\0{}\0{digest}\0{stdlib:?}",
         real.display()
@@ -240,7 +242,7 @@ pub fn runtime(executable: &Path, digest: &str, stdlib: Stdlib) -> Result<Arc<Vi
 /// The closure of an admitted native executable: `bytes` (verified, of the
 /// package with `digest`) as `entry` of the package tree at `tree`, whose
 /// own files are already shown and are therefore not part of the view.
-pub fn native(bytes: &[u8], digest: &str, entry: &str, tree: &Path) -> Result<Arc<View>, String> {
+pub fn native(bytes: &[u8], digest: &str, entry: &str, tree: &Path) -> Result<Arc<View>, Error> {
     let key = format!("{FORMAT}\0native\0{digest}\0{entry}\0{}", tree.display());
     kept(&key, || {
         let mut resolver = Resolver::new(Some(tree.to_path_buf()))?;
@@ -262,7 +264,7 @@ pub fn package(
     digest: &str,
     tree: &Path,
     runtime: &Path,
-) -> Result<Option<Arc<View>>, String> {
+) -> Result<Option<Arc<View>>, Error> {
     let objects: Vec<(&String, &Vec<u8>)> = files
         .iter()
         .filter(|(_, bytes)| bytes.starts_with(b"\x7fELF"))
@@ -270,7 +272,7 @@ pub fn package(
     if objects.is_empty() {
         return Ok(None);
     }
-    let machine = machine_of(runtime)?;
+    let machine = machine_of(runtime).map_err(Error::View)?;
     let key = format!("{FORMAT}\0package\0{digest}\0{machine}\0{}", tree.display());
     kept(&key, || {
         let mut resolver = Resolver::new(Some(tree.to_path_buf()))?;
@@ -294,7 +296,7 @@ pub fn package(
 
 /// The ELF machine of the installed executable at `path` (its header
 /// alone is read).
-pub fn machine_of(path: &Path) -> Result<u16, String> {
+pub(crate) fn machine_of(path: &Path) -> Result<u16, String> {
     use std::io::Read;
     let mut head = [0u8; 20];
     std::fs::File::open(path)
@@ -311,7 +313,7 @@ pub fn machine_of(path: &Path) -> Result<u16, String> {
 
 /// The view for `key`: kept (in memory or on disk) while it is current,
 /// else proved by `prove` and kept.
-fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<View>, String> {
+fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<View>, Error> {
     static MEMORY: OnceLock<Mutex<BTreeMap<String, Arc<View>>>> = OnceLock::new();
     let memory = MEMORY.get_or_init(Mutex::default);
     let held = memory
@@ -330,7 +332,7 @@ fn kept(key: &str, prove: impl FnOnce() -> Result<View, String>) -> Result<Arc<V
     let view = match stored {
         Some(view) => Arc::new(view),
         None => {
-            let view = prove()?;
+            let view = prove().map_err(Error::View)?;
             PROVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(key, mounts = view.mounts(), "runtime view proved");
             // Best effort: without it the next command proves again. A

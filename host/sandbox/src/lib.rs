@@ -23,6 +23,9 @@ pub mod closure;
 pub mod syscall;
 
 pub use budget::{Budget, Exhausted, Reservation};
+pub use error::Error;
+
+mod error;
 pub use bwrap::Bubblewrap;
 pub use cgroup::Limits;
 
@@ -204,8 +207,8 @@ impl Contained {
     }
 
     /// Confirm the envelope is empty and released.
-    pub fn cleanup(&mut self) -> Result<(), String> {
-        self.fence.cleanup()
+    pub fn cleanup(&mut self) -> Result<(), Error> {
+        self.fence.cleanup().map_err(Error::Cleanup)
     }
 }
 
@@ -246,7 +249,7 @@ pub(crate) fn open_directory(path: &Path) -> std::io::Result<OwnedFd> {
 /// The envelope this host uses for process recipes: the contained
 /// envelope, or an error naming what this machine lacks. The process-group
 /// launch only when the operator opted out with `[containment] mode = "none"`.
-pub fn select(config: &Containment) -> Result<std::sync::Arc<dyn Sandbox>, String> {
+pub fn select(config: &Containment) -> Result<std::sync::Arc<dyn Sandbox>, Error> {
     if config.mode == ContainmentMode::None {
         return Ok(std::sync::Arc::new(ProcessGroup));
     }
@@ -254,9 +257,9 @@ pub fn select(config: &Containment) -> Result<std::sync::Arc<dyn Sandbox>, Strin
 }
 
 /// Build the contained envelope, or say everything that is missing.
-pub fn contained(config: &Containment) -> Result<Bubblewrap, String> {
+pub fn contained(config: &Containment) -> Result<Bubblewrap, Error> {
     let mut missing = Vec::new();
-    let bwrap = find_bwrap(config.bwrap.as_deref())
+    let bwrap = find_bwrap_text(config.bwrap.as_deref())
         .map_err(|e| missing.push(e))
         .ok();
     if let Err(e) = user_namespaces() {
@@ -270,11 +273,11 @@ pub fn contained(config: &Containment) -> Result<Bubblewrap, String> {
         (Some((path, _)), Some(hierarchy)) if missing.is_empty() => {
             Ok(Bubblewrap::new(path, hierarchy))
         }
-        _ => Err(format!(
+        _ => Err(Error::Unavailable(format!(
             "process recipes cannot run contained on this host: {}; fix that, or opt out \
              explicitly with [containment] mode = \"none\" in host.toml (no isolation, no limits)",
             missing.join("; ")
-        )),
+        ))),
     }
 }
 
@@ -338,7 +341,7 @@ fn writable(hierarchy: &cgroup::Hierarchy) -> Result<(), String> {
 }
 
 /// What `jig doctor` says about the envelope `select` would give.
-pub fn describe(config: &Containment) -> Result<String, String> {
+pub fn describe(config: &Containment) -> Result<String, Error> {
     if config.mode == ContainmentMode::None {
         return Ok(
             "process-group (operator opt-out [containment] mode = \"none\": cleared \
@@ -347,7 +350,7 @@ pub fn describe(config: &Containment) -> Result<String, String> {
         );
     }
     let envelope = contained(config)?;
-    smoke_test(&envelope)?;
+    smoke_test(&envelope).map_err(Error::Unavailable)?;
     Ok(format!(
         "bubblewrap with cgroup {} (user, mount, PID, IPC, UTS, cgroup and network namespaces; \
          per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks; writable attachment \
@@ -472,7 +475,7 @@ pub enum Cgroup {
 impl Probe {
     pub fn run(configured_bwrap: Option<&std::path::Path>) -> Probe {
         Probe {
-            bwrap: find_bwrap(configured_bwrap),
+            bwrap: find_bwrap_text(configured_bwrap),
             user_namespaces: user_namespaces(),
             cgroup: cgroup(),
         }
@@ -510,7 +513,11 @@ pub fn version_text((a, b, c): (u32, u32, u32)) -> String {
 /// fallback when it is not), else the configured path, else the fixed dirs.
 /// Whichever is selected must report a version of at least
 /// [`BWRAP_MIN_VERSION`]; an older one is an error, never a fallback.
-pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, String), String> {
+pub fn find_bwrap(configured: Option<&std::path::Path>) -> Result<(PathBuf, String), Error> {
+    find_bwrap_text(configured).map_err(Error::Unavailable)
+}
+
+fn find_bwrap_text(configured: Option<&std::path::Path>) -> Result<(PathBuf, String), String> {
     let explicit = std::env::var_os("JIG_BWRAP_PATH")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from);
@@ -631,7 +638,7 @@ mod tests {
         let fake = dir.path().join("bwrap");
         std::fs::write(&fake, "#!/bin/sh\necho 'bubblewrap 0.6.1'\n").unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = find_bwrap(Some(&fake)).unwrap_err();
+        let err = find_bwrap(Some(&fake)).unwrap_err().to_string();
         assert!(
             err.contains("is bubblewrap 0.6.1, older than 0.7.0"),
             "{err}"

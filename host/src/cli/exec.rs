@@ -130,8 +130,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             temp.path().join("runs"),
             planned,
             providers,
-            jig_sandbox::select(&config.containment)
-                .map_err(|e| CliError::new(Code::Unavailable, e))?,
+            jig_sandbox::select(&config.containment).map_err(jig_engine::Error::from)?,
             temp.path().to_path_buf(),
         )
         .with_support_writer(super::write_runtime_support)

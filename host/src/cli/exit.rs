@@ -311,7 +311,7 @@ fn engine_status(e: &jig_engine::Error) -> u8 {
         | Engine::Receive(_)
         | Engine::AdmissionMissing
         | Engine::NotRecorded { .. }
-        | Engine::EnvelopeUnavailable(_) => 2,
+        | Engine::Envelope(_) => 2,
     }
 }
 

@@ -321,7 +321,7 @@ pub fn main() -> u8 {
         match Policy::effective(flag.and_then(Policy::parse), variable.as_deref()) {
             Ok(policy) => jig_verify::install(Verifier::for_command(policy, writes)),
             Err(message) => {
-                let e = CliError::new(Code::ConfigInvalid, message);
+                let e = CliError::new(Code::ConfigInvalid, message.to_string());
                 report_error(e.code(), &e.to_string(), &[]);
                 return exit_status(&e);
             }

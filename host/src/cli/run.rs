@@ -45,14 +45,18 @@ pub struct RunArgs<'a> {
 /// verification. A Run refused before it takes the envelope still joins
 /// it when this is dropped, so what the probe made ahead (the cgroups of
 /// a process root) is removed with the envelope before the command ends.
-struct Probe(Option<std::thread::JoinHandle<Result<Arc<dyn jig_sandbox::Sandbox>, String>>>);
+type Probed = Result<Arc<dyn jig_sandbox::Sandbox>, jig_sandbox::Error>;
+
+struct Probe(Option<std::thread::JoinHandle<Probed>>);
 
 impl Probe {
-    fn join(mut self) -> Result<Arc<dyn jig_sandbox::Sandbox>, String> {
+    fn join(mut self) -> Probed {
         let thread = self.0.take().expect("joined once");
-        thread
-            .join()
-            .unwrap_or_else(|_| Err("probing the envelope failed".into()))
+        thread.join().unwrap_or_else(|_| {
+            Err(jig_sandbox::Error::Unavailable(
+                "probing the envelope failed".into(),
+            ))
+        })
     }
 }
 
@@ -158,9 +162,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     // of it starts before (the executor waits on `commit`).
     let (recorded, commit) = submit::record_committing(&runs, args.key, identity.content, || {
         let destination = destination.transpose().map_err(jig_engine::Error::from)?;
-        let sandbox = envelope
-            .join()
-            .map_err(jig_engine::Error::EnvelopeUnavailable)?;
+        let sandbox = envelope.join().map_err(jig_engine::Error::from)?;
         Ok::<_, CliError>((destination, sandbox))
     })?;
     let (mut record, (destination, sandbox)) = match recorded {

@@ -87,18 +87,18 @@ impl Policy {
     /// The effective policy: the flag, else `JIG_VERIFICATION`, else
     /// `cached`. An invalid variable is a configuration error unless a
     /// valid flag overrides it.
-    pub fn effective(flag: Option<Policy>, variable: Option<&OsStr>) -> Result<Policy, String> {
+    pub fn effective(flag: Option<Policy>, variable: Option<&OsStr>) -> Result<Policy, Error> {
         if let Some(policy) = flag {
             return Ok(policy);
         }
         match variable {
             None => Ok(Policy::Cached),
             Some(value) => value.to_str().and_then(Policy::parse).ok_or_else(|| {
-                format!(
+                Error::PolicyInvalid(format!(
                     "{VARIABLE} must be {} (it is {:?})",
                     Policy::NAMES.join(", "),
                     value.to_string_lossy()
-                )
+                ))
             }),
         }
     }
@@ -535,19 +535,41 @@ fn write_cache(dir: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// `jig` (in its executable's directory), or the fixed reason it is not
 /// there. Its digest is taken with [`Verifier::digest`] like any other
 /// installed file's.
-pub fn installed(name: &str) -> Result<PathBuf, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the jig executable: {e}"))?;
+pub fn installed(name: &str) -> Result<PathBuf, Error> {
+    let missing = Error::NotInstalled;
+    let exe = std::env::current_exe()
+        .map_err(|e| missing(format!("cannot find the jig executable: {e}")))?;
     let path = exe
         .parent()
         .map(|dir| dir.join(name))
-        .ok_or_else(|| "the jig executable has no directory".to_string())?;
+        .ok_or_else(|| missing("the jig executable has no directory".to_string()))?;
     match std::fs::metadata(&path) {
         Ok(meta) if meta.is_file() && meta.mode() & 0o111 != 0 => Ok(path),
-        _ => Err(format!(
+        _ => Err(missing(format!(
             "{name} is not installed beside jig (expected the executable {}); install it with jig, or build it with `cargo build --manifest-path providers/acp/Cargo.toml --target-dir target`",
             path.display()
-        )),
+        ))),
+    }
+}
+
+/// This crate's one error type, each with its stable code ([`Error::code`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// `JIG_CONFIG_INVALID`: `JIG_VERIFICATION` names no policy.
+    #[error("{0}")]
+    PolicyInvalid(String),
+    /// `UNAVAILABLE`: a support program is not installed beside `jig`.
+    #[error("{0}")]
+    NotInstalled(String),
+}
+
+impl Error {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::PolicyInvalid(_) => "JIG_CONFIG_INVALID",
+            Error::NotInstalled(_) => "UNAVAILABLE",
+        }
     }
 }
 

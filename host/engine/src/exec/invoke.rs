@@ -514,7 +514,10 @@ pub(super) fn runtime_view(
             Some(bytes) => {
                 closure::native(bytes, &services.resolved.digest, &recipe.entrypoint, tree)
             }
-            None => Err(format!("the package has no {}", recipe.entrypoint)),
+            None => Err(jig_sandbox::Error::View(format!(
+                "the package has no {}",
+                recipe.entrypoint
+            ))),
         },
         (kind, Some(digest)) => {
             let stdlib = match kind {
@@ -523,7 +526,9 @@ pub(super) fn runtime_view(
             };
             closure::runtime(program, digest, stdlib)
         }
-        (_, None) => Err("the recipe has no verified runtime".into()),
+        (_, None) => Err(jig_sandbox::Error::View(
+            "the recipe has no verified runtime".into(),
+        )),
     };
     // The ELF files the package carries beside a runtime (extension
     // modules of prepared wheels, Node addons) bring their libraries too.

@@ -138,7 +138,7 @@ fn agent_pin(endpoint: &Endpoint) -> Result<Value, String> {
             )
         })?;
         pin["digest"] = json!(digest);
-        let worker = jig_verify::installed(acp::WORKER_PROGRAM)?;
+        let worker = jig_verify::installed(acp::WORKER_PROGRAM).map_err(|e| e.to_string())?;
         let worker = jig_verify::current()
             .digest(&worker)
             .map_err(|e| format!("cannot read {}: {e}", acp::WORKER_PROGRAM))?;

@@ -73,7 +73,8 @@ fn report_refused(worker: &str, claim: &Claim, write: &str) {
 
 /// Run until SIGTERM/SIGINT: at most `concurrency` Runs at once.
 pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
-    let sandbox = jig_sandbox::select(&options.config.containment).map_err(Error::Unavailable)?;
+    let sandbox =
+        jig_sandbox::select(&options.config.containment).map_err(jig_engine::Error::from)?;
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",

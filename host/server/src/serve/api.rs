@@ -167,7 +167,7 @@ pub fn status(e: &Error) -> u16 {
             },
             Engine::TargetNotAdmitted { .. } | Engine::Runs(RunsError::NotFound(_)) => 404,
             Engine::AdmissionMissing | Engine::Runs(RunsError::Conflict) => 409,
-            Engine::EnvelopeUnavailable(_) | Engine::Plan(_) => 503,
+            Engine::Envelope(_) | Engine::Plan(_) => 503,
             Engine::Config(_)
             | Engine::State(_)
             | Engine::Runs(RunsError::State(_))

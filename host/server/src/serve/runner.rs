@@ -217,7 +217,7 @@ impl Server {
     ) -> Result<Server, Error> {
         // One envelope provider for the process: its host cgroup is named
         // by the pid, so every Run's group is a child of that one group.
-        let sandbox = jig_sandbox::select(&config.containment).map_err(Error::Unavailable)?;
+        let sandbox = jig_sandbox::select(&config.containment).map_err(jig_engine::Error::from)?;
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {

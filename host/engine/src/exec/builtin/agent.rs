@@ -178,7 +178,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     let (program, args) = match &endpoint.native {
         Some(_) => (
             jig_verify::installed(acp::WORKER_PROGRAM)
-                .map_err(|e| CallError::operational("UNAVAILABLE", e))?,
+                .map_err(|e| CallError::operational(e.code(), e.to_string()))?,
             Vec::new(),
         ),
         None => (
