@@ -75,25 +75,25 @@ impl Budget {
     }
 
     /// Reserve one Flow envelope's ceiling, or `RESOURCE_EXHAUSTED`.
-    pub fn reserve(&self) -> Result<Reservation, Exhausted> {
+    pub fn reserve(&self) -> Result<Reservation, crate::Error> {
         self.reserve_limits(Limits::FLOW)
     }
 
     /// Reserve one envelope of the given ceiling (a builtin effect's own
     /// envelope reserves its ceiling, HOST-FACTS §5), or `RESOURCE_EXHAUSTED`.
-    pub fn reserve_limits(&self, limits: Limits) -> Result<Reservation, Exhausted> {
+    pub fn reserve_limits(&self, limits: Limits) -> Result<Reservation, crate::Error> {
         let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         if left.memory < limits.memory_bytes
             || left.tasks < limits.tasks
             || left.cpu_us < limits.cpu_quota_us
         {
-            return Err(Exhausted {
+            return Err(crate::Error::Exhausted(Exhausted {
                 code: RESOURCE_EXHAUSTED,
                 held: left.held,
                 memory_left: left.memory,
                 tasks_left: left.tasks,
                 cpu_left_us: left.cpu_us,
-            });
+            }));
         }
         left.memory -= limits.memory_bytes;
         left.tasks -= limits.tasks;
@@ -134,6 +134,10 @@ mod tests {
             .collect();
         assert_eq!(budget.held(), MAX_ENVELOPES);
         let past = budget.reserve().expect_err("one past the budget");
+        assert_eq!(past.code(), "RESOURCE_EXHAUSTED");
+        let crate::Error::Exhausted(past) = past else {
+            panic!("{past:?}")
+        };
         assert_eq!(past.code, "RESOURCE_EXHAUSTED");
         assert_eq!(past.held, 5);
         assert_eq!(past.memory_left, 0);

@@ -12,6 +12,9 @@ pub enum Error {
     /// cannot be built.
     #[error("{0}")]
     View(String),
+    /// `RESOURCE_EXHAUSTED`: the root's budget holds no further envelope.
+    #[error(transparent)]
+    Exhausted(#[from] crate::budget::Exhausted),
     /// `JIG_CLEANUP_FAILED`: an envelope's processes or cgroup could not be
     /// confirmed gone.
     #[error("{0}")]
@@ -23,6 +26,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::Unavailable(_) | Error::View(_) => "UNAVAILABLE",
+            Error::Exhausted(e) => e.code,
             Error::Cleanup(_) => "JIG_CLEANUP_FAILED",
         }
     }

@@ -151,14 +151,20 @@ fn the_rust_greeting_says_to_build_first_and_needs_an_sdk() {
         made.stdout.contains("next: cd ") && made.stdout.contains(" && ./build.sh && jig review"),
         "{made:?}"
     );
-    // This test build has no SDK installed beside it (../share/jig/sdk-rust).
-    let none = run_jig(dir.path(), &["init", "--lang", "rust", "other"]);
-    assert_eq!(none.status, 2, "{none:?}");
+    // This test build has no SDK installed beside it (../share/jig/sdk-rust):
+    // it finds the SDK of the checkout it was built in, as `jig provider
+    // new` does (issue 32).
+    let found = run_jig(dir.path(), &["init", "--lang", "rust", "found"]);
+    assert_eq!(found.status, 0, "{found:?}");
+    let manifest = std::fs::read_to_string(dir.path().join("found/src/hello/Cargo.toml")).unwrap();
+    let checkout = sdk.canonicalize().unwrap();
     assert!(
-        none.stderr.starts_with("JIG_USAGE: ") && none.stderr.contains("--sdk PATH"),
-        "{none:?}"
+        manifest.contains(&format!(
+            "flow-sdk = {{ path = \"{}\" }}",
+            checkout.display()
+        )),
+        "{manifest}"
     );
-    assert!(!dir.path().join("other").exists());
     // A directory that is not the Rust SDK, and --sdk without --lang rust.
     for args in [
         &["init", "--lang", "rust", "--sdk", ".", "other"][..],

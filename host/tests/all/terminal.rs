@@ -244,8 +244,10 @@ fn ctrl_c_says_cancelling_until_cleanup_is_confirmed() {
     let final_part = &seen.tty[done..];
     assert!(final_part.contains("cleanup complete"), "{seen:?}");
     assert!(!seen.tty.contains("execution succeeded"), "{seen:?}");
-    let terminal: serde_json::Value = serde_json::from_str(seen.stdout.trim_end()).unwrap();
-    assert_eq!(terminal["code"], "CANCELLED", "{seen:?}");
+    // A redirected stdout gets nothing (HOST-FACTS §7); the record keeps
+    // the cancelled terminal.
+    assert_eq!(seen.stdout, "", "{seen:?}");
+    assert_eq!(newest_terminal(dir.path())["code"], "CANCELLED", "{seen:?}");
 }
 
 #[test]

@@ -168,7 +168,7 @@ impl Executor {
             Ok(reservation) => reservation,
             Err(exhausted) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(Failure::new("RESOURCE_EXHAUSTED", exhausted.to_string()));
+                return Err(Failure::new(exhausted.code(), exhausted.to_string()));
             }
         };
         let outcome = self

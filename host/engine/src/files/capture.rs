@@ -523,7 +523,9 @@ mod tests {
 
     #[test]
     fn protected_roots_are_refused() {
-        assert!(error(Path::new("/proc"), &[]).contains("protected"));
+        // /proc is refused first for its filesystem, in the reference's
+        // words (HOST-FACTS §7).
+        assert!(error(Path::new("/proc"), &[]).contains("ext4, XFS, Btrfs, or tmpfs"));
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".jig/runs")).unwrap();
         assert!(error(&dir.path().join(".jig"), &[]).contains("protected"));

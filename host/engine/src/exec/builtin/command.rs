@@ -209,7 +209,7 @@ fn reserve(services: &InvocationServices) -> Result<jig_sandbox::Reservation, Ca
         .executor
         .budget
         .reserve_limits(Limits::COMMAND)
-        .map_err(|e| CallError::operational("RESOURCE_EXHAUSTED", e.to_string()))
+        .map_err(|e| CallError::operational(e.code(), e.to_string()))
 }
 
 /// What the envelope grants beyond the working directory.
