@@ -80,3 +80,27 @@ impl Error {
         }
     }
 }
+
+/// `From` each of the engine's module errors for a door's error type
+/// whose `Engine` variant holds an [`Error`], so `?` carries them through
+/// the engine's own error.
+#[macro_export]
+macro_rules! from_engine_errors {
+    ($door:ident) => {
+        $crate::from_engine_errors!(
+            $door: $crate::config::ConfigError,
+            $crate::state::StateError,
+            $crate::state::RunsError,
+            $crate::plan::PlanError,
+            $crate::files::FilesError,
+            $crate::exec::receive::ReceiveError
+        );
+    };
+    ($door:ident: $($error:ty),+) => {
+        $(impl From<$error> for $door {
+            fn from(e: $error) -> $door {
+                $door::Engine(e.into())
+            }
+        })+
+    };
+}

@@ -107,26 +107,4 @@ impl Error {
     }
 }
 
-impl From<jig_engine::state::StateError> for Error {
-    fn from(e: jig_engine::state::StateError) -> Error {
-        Error::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::files::FilesError> for Error {
-    fn from(e: jig_engine::files::FilesError) -> Error {
-        Error::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::exec::receive::ReceiveError> for Error {
-    fn from(e: jig_engine::exec::receive::ReceiveError) -> Error {
-        Error::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::state::RunsError> for Error {
-    fn from(e: jig_engine::state::RunsError) -> Error {
-        Error::Engine(e.into())
-    }
-}
+jig_engine::from_engine_errors!(Error);

@@ -180,41 +180,7 @@ impl CliError {
     }
 }
 
-impl From<jig_engine::exec::receive::ReceiveError> for CliError {
-    fn from(e: jig_engine::exec::receive::ReceiveError) -> CliError {
-        CliError::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::state::StateError> for CliError {
-    fn from(e: jig_engine::state::StateError) -> CliError {
-        CliError::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::state::RunsError> for CliError {
-    fn from(e: jig_engine::state::RunsError) -> CliError {
-        CliError::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::files::FilesError> for CliError {
-    fn from(e: jig_engine::files::FilesError) -> CliError {
-        CliError::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::plan::PlanError> for CliError {
-    fn from(e: jig_engine::plan::PlanError) -> CliError {
-        CliError::Engine(e.into())
-    }
-}
-
-impl From<jig_engine::config::ConfigError> for CliError {
-    fn from(e: jig_engine::config::ConfigError) -> CliError {
-        CliError::Engine(e.into())
-    }
-}
+jig_engine::from_engine_errors!(CliError);
 
 /// The exit status of every failure: 1 when the request was refused or
 /// declined and the caller can fix it; 2 when it was not the request's
