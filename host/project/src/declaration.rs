@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use serde_json::{json, Map, Value as Json};
 
 use crate::paths::{self, escape};
-use crate::{BindingDecl, ProjectError, SlotTarget};
+use crate::{BindingDecl, ProjectCode, ProjectError, SlotTarget};
 
 /// Largest `discover()` root list and exact member list (the JSON/1 container bound).
 pub const MAX_SOURCE_ENTRIES: usize = flow::json::MAX_ARRAY_ITEMS;
@@ -24,7 +24,7 @@ pub const MAX_COMMAND_PATH_SEGMENTS: usize = 16;
 /// Most test paths of one `test` command.
 pub const MAX_COMMAND_TESTS: usize = 16;
 
-const INVALID: &str = "PROJECT_DECLARATION_INVALID";
+const INVALID: ProjectCode = ProjectCode::DeclarationInvalid;
 const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
 
 fn invalid(pointer: impl Into<String>, message: impl Into<String>) -> ProjectError {
@@ -156,7 +156,7 @@ fn source(name: &str, value: &Json, pointer: &str) -> Result<Source, ProjectErro
     let collision_code = if is_discover {
         INVALID
     } else {
-        "PROJECT_MEMBER_COLLISION"
+        ProjectCode::MemberCollision
     };
     let mut by_fold: BTreeMap<String, (&str, usize)> = BTreeMap::new();
     for (path, i) in &canonical {
@@ -552,7 +552,7 @@ fn authoring_schema() -> Result<&'static flow::schema::Schema, ProjectError> {
         .as_ref()
         .map_err(|e| {
             ProjectError::new(
-                "PROJECT_UNAVAILABLE",
+                ProjectCode::Unavailable,
                 format!("the authoring schema does not compile: {e}"),
             )
         })
@@ -581,9 +581,12 @@ pub(crate) fn pointer_token(key: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The code as the diagnostics print it.
+    const INVALID: &str = super::INVALID.as_str();
+
     fn code(r: Result<ProjectDecl, ProjectError>) -> (&'static str, Option<String>) {
         let e = r.unwrap_err();
-        (e.code, e.pointer)
+        (e.code.as_str(), e.pointer)
     }
 
     #[test]
@@ -692,7 +695,10 @@ mod tests {
         let mut past = slots.clone();
         past.insert("extra".into(), json!("binding:x"));
         let e = binding(&json!({"package": "p", "slots": past}), "b.ts").unwrap_err();
-        assert_eq!((e.code, e.pointer.as_deref()), (INVALID, Some("/slots")));
+        assert_eq!(
+            (e.code.as_str(), e.pointer.as_deref()),
+            (INVALID, Some("/slots"))
+        );
 
         let cmds: Map<String, Json> = (0..MAX_COMMANDS)
             .map(|i| (format!("c{i}"), json!({"run": "src/a.ts"})))
@@ -800,7 +806,7 @@ mod tests {
         for (value, pointer) in cases {
             let e = binding(&value, "bindings/b.ts").unwrap_err();
             assert_eq!(
-                (e.code, e.pointer.as_deref()),
+                (e.code.as_str(), e.pointer.as_deref()),
                 (INVALID, Some(pointer)),
                 "{value}"
             );

@@ -14,7 +14,7 @@ use std::path::Path;
 use crate::declaration::{pointer_token, Source};
 use crate::paths::{self, escape};
 use crate::tree::{self, Kind};
-use crate::ProjectError;
+use crate::{ProjectCode, ProjectError};
 
 /// Most members one field may select (the lock's bound on targets and Bindings).
 pub const MAX_MEMBERS: usize = 4096;
@@ -54,7 +54,7 @@ pub(crate) fn bindings(
         let id = binding_id(&path).unwrap_or_default().to_owned();
         if let Some(other) = by_id.insert(id.clone(), path.clone()) {
             return Err(ProjectError::new(
-                "PROJECT_MEMBER_COLLISION",
+                ProjectCode::MemberCollision,
                 format!(
                     "{} and {} both declare Binding {id}",
                     escape(&other),
@@ -102,7 +102,7 @@ fn select(
     }
     if members.len() > MAX_MEMBERS {
         return Err(ProjectError::new(
-            "PROJECT_DECLARATION_INVALID",
+            ProjectCode::DeclarationInvalid,
             format!(
                 "{name} selects {} members; at most {MAX_MEMBERS} are allowed",
                 members.len()
@@ -114,7 +114,7 @@ fn select(
     for (path, pointer) in &members {
         if let Some(other) = folded.insert(paths::fold(path), path) {
             return Err(ProjectError::new(
-                "PROJECT_MEMBER_COLLISION",
+                ProjectCode::MemberCollision,
                 format!(
                     "{} and {} differ only by letter case or normalization",
                     escape(other),
@@ -134,7 +134,7 @@ fn add(
 ) -> Result<(), ProjectError> {
     if members.contains_key(&path) {
         return Err(ProjectError::new(
-            "PROJECT_MEMBER_COLLISION",
+            ProjectCode::MemberCollision,
             format!("{} is selected twice", escape(&path)),
         )
         .pointer(pointer));
@@ -172,7 +172,7 @@ fn discover(root: &Path, dir: &str, field: Field) -> Result<Vec<String>, Project
             Ok(canonical) => canonical,
             Err(e) => {
                 return Err(ProjectError::new(
-                    "PROJECT_DECLARATION_INVALID",
+                    ProjectCode::DeclarationInvalid,
                     format!("member {} cannot be selected: {}", escape(&path), e.message),
                 ))
             }
@@ -195,7 +195,7 @@ fn has_flow_md(root: &Path, dir: &str) -> Result<bool, ProjectError> {
         Some((_, Kind::File)) => Ok(true),
         Some((_, Kind::Symlink)) => Err(unsafe_link(&format!("{dir}/{FLOW_MD}"))),
         Some(_) => Err(ProjectError::new(
-            "PROJECT_DECLARATION_INVALID",
+            ProjectCode::DeclarationInvalid,
             format!(
                 "{} is not a regular file",
                 escape(&format!("{dir}/{FLOW_MD}"))
@@ -206,7 +206,7 @@ fn has_flow_md(root: &Path, dir: &str) -> Result<bool, ProjectError> {
 
 fn unsafe_link(path: &str) -> ProjectError {
     ProjectError::new(
-        "PROJECT_UNSAFE",
+        ProjectCode::Unsafe,
         format!(
             "{} is a symlink; Jig never follows links in project sources",
             escape(path)
@@ -218,7 +218,7 @@ fn unsafe_link(path: &str) -> ProjectError {
 fn exact(root: &Path, path: &str, field: Field) -> Result<(), ProjectError> {
     let missing = |why: &str| {
         ProjectError::new(
-            "PROJECT_MEMBER_MISSING",
+            ProjectCode::MemberMissing,
             format!("member {} {why}", escape(path)),
         )
     };
@@ -232,7 +232,7 @@ fn exact(root: &Path, path: &str, field: Field) -> Result<(), ProjectError> {
         Field::Bindings => {
             if binding_id(path).is_none() {
                 return Err(ProjectError::new(
-                    "PROJECT_DECLARATION_INVALID",
+                    ProjectCode::DeclarationInvalid,
                     format!(
                         "Binding member {} must be named <LocalName>.ts",
                         escape(path)

@@ -5,14 +5,66 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+/// The stable code of a project capture failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectCode {
+    /// `PROJECT_NOT_FOUND`.
+    NotFound,
+    /// `PROJECT_DECLARATION_INVALID`.
+    DeclarationInvalid,
+    /// `PROJECT_EVALUATION_FAILED`.
+    EvaluationFailed,
+    /// `PROJECT_MEMBER_MISSING`.
+    MemberMissing,
+    /// `PROJECT_MEMBER_COLLISION`.
+    MemberCollision,
+    /// `PROJECT_BUSY`.
+    Busy,
+    /// `PROJECT_UNSAFE`.
+    Unsafe,
+    /// `PROJECT_BINDING_PACKAGE_MISSING`.
+    BindingPackageMissing,
+    /// `PROJECT_BINDING_SLOT_MISSING`.
+    BindingSlotMissing,
+    /// `PROJECT_UNAVAILABLE`.
+    Unavailable,
+}
+
+impl ProjectCode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProjectCode::NotFound => "PROJECT_NOT_FOUND",
+            ProjectCode::DeclarationInvalid => "PROJECT_DECLARATION_INVALID",
+            ProjectCode::EvaluationFailed => "PROJECT_EVALUATION_FAILED",
+            ProjectCode::MemberMissing => "PROJECT_MEMBER_MISSING",
+            ProjectCode::MemberCollision => "PROJECT_MEMBER_COLLISION",
+            ProjectCode::Busy => "PROJECT_BUSY",
+            ProjectCode::Unsafe => "PROJECT_UNSAFE",
+            ProjectCode::BindingPackageMissing => "PROJECT_BINDING_PACKAGE_MISSING",
+            ProjectCode::BindingSlotMissing => "PROJECT_BINDING_SLOT_MISSING",
+            ProjectCode::Unavailable => "PROJECT_UNAVAILABLE",
+        }
+    }
+}
+
+impl fmt::Display for ProjectCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Tests and callers may compare a code with its text.
+impl PartialEq<&str> for ProjectCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A project capture failure: a stable diagnostic code, optionally located at
 /// a project path and a JSON pointer into that file's declaration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectError {
-    /// `PROJECT_NOT_FOUND`, `PROJECT_DECLARATION_INVALID`, `PROJECT_EVALUATION_FAILED`,
-    /// `PROJECT_MEMBER_MISSING`, `PROJECT_MEMBER_COLLISION`, `PROJECT_BUSY`, `PROJECT_UNSAFE`,
-    /// `PROJECT_BINDING_PACKAGE_MISSING`, `PROJECT_BINDING_SLOT_MISSING` or `PROJECT_UNAVAILABLE`.
-    pub code: &'static str,
+    pub code: ProjectCode,
     /// Canonical project path the diagnostic is about (`jig.ts`, `bindings/intake.ts`).
     pub path: Option<String>,
     /// JSON pointer into the evaluated declaration of `path`.
@@ -21,7 +73,7 @@ pub struct ProjectError {
 }
 
 impl ProjectError {
-    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ProjectCode, message: impl Into<String>) -> Self {
         Self {
             code,
             path: None,
@@ -51,13 +103,16 @@ impl ProjectError {
     pub fn is_candidate_invalid(&self) -> bool {
         !matches!(
             self.code,
-            "PROJECT_NOT_FOUND" | "PROJECT_UNSAFE" | "PROJECT_BUSY" | "PROJECT_UNAVAILABLE"
+            ProjectCode::NotFound
+                | ProjectCode::Unsafe
+                | ProjectCode::Busy
+                | ProjectCode::Unavailable
         )
     }
 
     pub(crate) fn io(path: &str, error: &io::Error) -> Self {
         Self::new(
-            "PROJECT_UNAVAILABLE",
+            ProjectCode::Unavailable,
             format!("cannot read {}: {error}", crate::paths::escape(path)),
         )
         .at(path)

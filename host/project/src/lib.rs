@@ -25,7 +25,7 @@ pub use declaration::{
     MAX_SOURCE_ENTRIES,
 };
 pub use discovery::{FLOW_MD, MAX_MEMBERS};
-pub use error::{InitError, ProjectError};
+pub use error::{InitError, ProjectCode, ProjectError};
 pub use evaluate::{EVALUATION_DEADLINE, EVALUATION_MEMORY_LIMIT, EVALUATION_STACK_LIMIT};
 pub use init::{init, Template, GITIGNORE, JIG_TS};
 pub use modules::{MAX_CLOSURE_BYTES, MAX_CLOSURE_MODULES, MAX_MODULE_BYTES, SDK_SPECIFIER};
@@ -128,13 +128,13 @@ pub fn capture(project_root: &Path) -> Result<Declarations, ProjectError> {
         .spawn(move || capture_with(&root, &mut |_| {}))
         .map_err(|e| {
             ProjectError::new(
-                "PROJECT_UNAVAILABLE",
+                ProjectCode::Unavailable,
                 format!("cannot start project capture: {e}"),
             )
         })?;
     worker.join().unwrap_or_else(|_| {
         Err(ProjectError::new(
-            "PROJECT_EVALUATION_FAILED",
+            ProjectCode::EvaluationFailed,
             "project capture stopped on an internal error",
         ))
     })
@@ -184,17 +184,17 @@ pub(crate) fn capture_with(
         Ok(tree::Kind::File) => {}
         Ok(_) => {
             return Err(ProjectError::new(
-                "PROJECT_NOT_FOUND",
+                ProjectCode::NotFound,
                 format!(
                     "{} has no jig.ts; create one with `jig init`",
                     root.display()
                 ),
             ))
         }
-        Err(e) if e.code == "PROJECT_UNSAFE" => return Err(e),
+        Err(e) if e.code == ProjectCode::Unsafe => return Err(e),
         Err(_) => {
             return Err(ProjectError::new(
-                "PROJECT_NOT_FOUND",
+                ProjectCode::NotFound,
                 format!("{} cannot be read as a project", root.display()),
             ))
         }
@@ -208,7 +208,7 @@ pub(crate) fn capture_with(
         }
     }
     Err(ProjectError::new(
-        "PROJECT_BUSY",
+        ProjectCode::Busy,
         format!("project sources kept changing during {CAPTURE_ATTEMPTS} capture attempts; try again when edits settle"),
     ))
 }
@@ -272,7 +272,7 @@ fn check_references(
     for decl in bindings.values() {
         if !is_flow(&decl.package) {
             return Err(ProjectError::new(
-                "PROJECT_BINDING_PACKAGE_MISSING",
+                ProjectCode::BindingPackageMissing,
                 format!(
                     "Binding package {} is not a selected Flow",
                     paths::escape(&decl.package)
@@ -288,7 +288,7 @@ fn check_references(
             };
             if !known {
                 return Err(ProjectError::new(
-                    "PROJECT_BINDING_SLOT_MISSING",
+                    ProjectCode::BindingSlotMissing,
                     format!(
                         "slot {slot} selects {}, which the project does not declare",
                         target.selector()

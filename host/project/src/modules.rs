@@ -19,7 +19,7 @@ use oxc_span::SourceType;
 use oxc_transformer::{TransformOptions, Transformer};
 
 use crate::tree::{self, Kind, ReadError};
-use crate::{paths, ProjectError};
+use crate::{paths, ProjectCode, ProjectError};
 
 /// The one bare specifier an author module may import.
 pub const SDK_SPECIFIER: &str = "@jigging/jig";
@@ -32,7 +32,7 @@ pub const MAX_CLOSURE_BYTES: usize = 1 << 20;
 /// compiler needs (see `CAPTURE_STACK_BYTES`).
 pub const MAX_MODULE_BYTES: usize = 64 << 10;
 
-const INVALID: &str = "PROJECT_DECLARATION_INVALID";
+const INVALID: ProjectCode = ProjectCode::DeclarationInvalid;
 
 /// One captured author module.
 #[derive(Debug)]
@@ -178,7 +178,7 @@ impl ModuleSet {
             }
             Err(ReadError::NotAFile(Kind::Symlink)) => {
                 return Err(ProjectError::new(
-                    "PROJECT_UNSAFE",
+                    ProjectCode::Unsafe,
                     format!(
                         "{} is a symlink; Jig never follows links in project sources",
                         paths::escape(path)

@@ -9,7 +9,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::ProjectError;
+use crate::{ProjectCode, ProjectError};
 
 /// What a project path names, without following symlinks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub(crate) fn lookup(root: &Path, rel: &str) -> Result<Kind, ProjectError> {
             Kind::Symlink => {
                 let through = segments[..=i].join("/");
                 return Err(ProjectError::new(
-                    "PROJECT_UNSAFE",
+                    ProjectCode::Unsafe,
                     format!(
                         "{} is a symlink; Jig never follows links in project sources",
                         crate::paths::escape(&through)
@@ -136,7 +136,7 @@ pub(crate) fn list_dir(
         Kind::Missing => return Ok(None),
         _ => {
             return Err(ProjectError::new(
-                "PROJECT_DECLARATION_INVALID",
+                ProjectCode::DeclarationInvalid,
                 format!(
                     "discovery root {} is not a directory",
                     crate::paths::escape(rel)

@@ -2,7 +2,7 @@
 //! place ([`exit_status`], HOST-FACTS §5) from what failed: the variant,
 //! never a code's prefix or a message's words.
 
-use jig_project::{InitError, ProjectError};
+use jig_project::{InitError, ProjectCode, ProjectError};
 
 /// The codes of failures the command line finds itself (its arguments,
 /// files it was given, its own output).
@@ -93,7 +93,7 @@ pub enum CliError {
     /// is invalid where the diagnostic says.
     #[error(
         "the project definition is invalid; {}",
-        jig_engine::plan::locate(.0.code, .0.path.as_deref(), .0.pointer.as_deref())
+        jig_engine::plan::locate(.0.code.as_str(), .0.path.as_deref(), .0.pointer.as_deref())
     )]
     Candidate(ProjectError),
     /// `jig init` could not create the project.
@@ -130,7 +130,7 @@ impl CliError {
         match self {
             CliError::Engine(e) => e.code(),
             CliError::Server(e) => e.code(),
-            CliError::Project(e) => e.code,
+            CliError::Project(e) => e.code.as_str(),
             CliError::Candidate(_) => Code::InvalidCandidate.as_str(),
             CliError::Init(e) => e.code(),
             CliError::Artifact { code, .. } | CliError::ArtifactUnreadable { code, .. } => code,
@@ -165,7 +165,7 @@ impl CliError {
                 .map(|d| located(&d.code, d.path.as_deref(), d.pointer.as_deref(), &d.message))
                 .collect(),
             CliError::Candidate(e) => vec![located(
-                e.code,
+                e.code.as_str(),
                 e.path.as_deref(),
                 e.pointer.as_deref(),
                 &e.message,
@@ -212,8 +212,16 @@ pub fn exit_status(e: &CliError) -> u8 {
             | Server::Internal(_) => 2,
         },
         CliError::Project(e) => match e.code {
-            "PROJECT_NOT_FOUND" | "PROJECT_UNSAFE" => 1,
-            _ => 2,
+            ProjectCode::NotFound | ProjectCode::Unsafe => 1,
+            ProjectCode::Busy | ProjectCode::Unavailable => 2,
+            // A captured candidate that is invalid is `Candidate`; these
+            // codes reach here only if a caller wraps one as `Project`.
+            ProjectCode::DeclarationInvalid
+            | ProjectCode::EvaluationFailed
+            | ProjectCode::MemberMissing
+            | ProjectCode::MemberCollision
+            | ProjectCode::BindingPackageMissing
+            | ProjectCode::BindingSlotMissing => 1,
         },
         CliError::Candidate(_) => 1,
         CliError::Init(InitError::DestinationExists(_)) => 1,

@@ -21,7 +21,7 @@ use rquickjs::{Context, Ctx, Function, Module, Object, Runtime, Value};
 use serde_json::Value as Json;
 
 use crate::modules::{self, Target, SDK_SPECIFIER};
-use crate::ProjectError;
+use crate::{ProjectCode, ProjectError};
 
 /// Wall-clock budget for evaluating every declaration of one capture attempt
 /// (HOST-FACTS §5 "Project evaluation 3 s").
@@ -39,8 +39,8 @@ const SDK_JS: &str = include_str!("sdk.js");
 /// Captured scripts shared by the evaluator and its loader.
 type Scripts = Rc<RefCell<BTreeMap<String, String>>>;
 
-const FAILED: &str = "PROJECT_EVALUATION_FAILED";
-const INVALID: &str = "PROJECT_DECLARATION_INVALID";
+const FAILED: ProjectCode = ProjectCode::EvaluationFailed;
+const INVALID: ProjectCode = ProjectCode::DeclarationInvalid;
 
 /// An evaluation runtime for one capture attempt.
 pub(crate) struct Evaluator {

@@ -27,7 +27,7 @@ pub const PROTECTED_ROOT: &str = ".jig";
 pub fn normalize(path: &str) -> Result<String, ProjectError> {
     let invalid = |why: &str| {
         Err(ProjectError::new(
-            "PROJECT_DECLARATION_INVALID",
+            crate::ProjectCode::DeclarationInvalid,
             format!("{} is not a valid project path: {why}", escape(path)),
         ))
     };

@@ -115,7 +115,7 @@ fn helper_errors_carry_the_documented_messages() {
         ));
         let e = p.refused();
         assert_eq!(
-            (e.code, e.path.as_deref()),
+            (e.code.as_str(), e.path.as_deref()),
             ("PROJECT_DECLARATION_INVALID", Some("jig.ts")),
             "{call}: {e}"
         );

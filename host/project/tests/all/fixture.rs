@@ -78,7 +78,7 @@ impl Project {
 
 /// `(code, path, pointer)` of an error, for compact assertions.
 pub fn located(e: &ProjectError) -> (&'static str, Option<&str>, Option<&str>) {
-    (e.code, e.path.as_deref(), e.pointer.as_deref())
+    (e.code.as_str(), e.path.as_deref(), e.pointer.as_deref())
 }
 
 /// A `jig.ts` selecting flows and bindings by discovery of the conventional roots.

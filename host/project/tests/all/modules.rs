@@ -64,7 +64,7 @@ fn forbidden_imports_reject_before_evaluation() {
         p.write("../outside.ts", "export default 1;\n");
         let e = p.refused();
         assert_eq!(
-            (e.code, e.path.as_deref()),
+            (e.code.as_str(), e.path.as_deref()),
             ("PROJECT_DECLARATION_INVALID", Some(path)),
             "{line}: {e}"
         );
@@ -237,7 +237,7 @@ fn deep_nesting_is_refused_without_crashing() {
         let e = p.refused();
         assert!(
             matches!(
-                e.code,
+                e.code.as_str(),
                 "PROJECT_DECLARATION_INVALID" | "PROJECT_EVALUATION_FAILED"
             ),
             "{}: {e}",
