@@ -87,6 +87,8 @@ pub struct Serve {
     pub max_queued_runs: Option<usize>,
     /// How long SIGTERM lets Runs finish before cancelling them ("30s").
     pub shutdown_grace: Option<String>,
+    /// Serve the web console on the TCP listener too (requires `tcp`).
+    pub console: Option<bool>,
 }
 
 /// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and
@@ -251,6 +253,9 @@ impl HostConfig {
         }
         if config.serve.tcp.is_some() && config.serve.token_file.is_none() {
             return Err("[serve] tcp requires token-file".into());
+        }
+        if config.serve.console == Some(true) && config.serve.tcp.is_none() {
+            return Err("[serve] console requires tcp".into());
         }
         Ok(config)
     }

@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// How long SIGTERM lets Runs finish before cancelling them (default 30s).
     #[arg(long, value_name = "DURATION")]
     shutdown_grace: Option<String>,
+    /// Serve the web console on the TCP listener too (sign in with the
+    /// bearer token); on the Unix socket it is reached through jig console.
+    #[arg(long, requires = "tcp")]
+    console: bool,
     #[command(flatten)]
     database: super::worker::DatabaseArgs,
 }
@@ -96,6 +100,7 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         },
         shutdown_grace,
         config,
+        console: args.console || table.console.unwrap_or(false),
     };
     serve::serve(options).map_err(CliError::from)?;
     Ok(0)
