@@ -356,6 +356,11 @@ path = "/var/lib/jig/projects/site"
         assert_eq!(config.projects[0].name, "site");
         assert!(HostConfig::parse("[serve]\nsockets='/x'\n").is_err());
         assert!(HostConfig::parse("[serve]\ntcp='127.0.0.1:1'\n").is_err());
+        assert!(HostConfig::parse("[serve]\nconsole=true\n").is_err());
+        assert!(
+            HostConfig::parse("[serve]\ntcp='127.0.0.1:1'\ntoken-file='/t'\nconsole=true\n")
+                .is_ok_and(|c| c.serve.console == Some(true))
+        );
         assert!(HostConfig::parse("[[projects]]\nname='a'\npath='rel'\n").is_err());
         assert!(HostConfig::parse("[[projects]]\nname='../a'\npath='/a'\n").is_err());
         let twice = "[[projects]]\nname='a'\npath='/a'\n[[projects]]\nname='a'\npath='/b'\n";

@@ -320,6 +320,14 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
         == Some("succeeded")));
     let terminal = browser.text("#terminal").unwrap();
     assert!(terminal.contains(r#""output":"slept""#), "{terminal}");
+    assert_eq!(
+        browser.script(
+            "return document.getElementById('cancel').offsetParent === null;",
+            serde_json::json!([])
+        ),
+        true,
+        "a settled Run still offers its cancel button"
+    );
     let events = browser.text("#events").unwrap();
     assert!(
         events.contains("<script>window.pwned=3</script>"),
@@ -353,6 +361,14 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     browser.goto(&format!("{base}/console/projects/p/runs"));
     browser.resize(390, 844);
     shot(&browser, "runs-phone");
+    // Dark when the system is.
+    browser.prefer_dark();
+    let background = browser.script(
+        "return getComputedStyle(document.body).backgroundColor;",
+        serde_json::json!([]),
+    );
+    assert_eq!(background, "rgb(22, 24, 28)", "not dark: {background}");
+    shot(&browser, "runs-phone-dark");
 }
 
 /// `curl` through the console's listener: (status, body).
@@ -534,4 +550,8 @@ fn on_tcp_the_console_signs_in_with_the_bearer_token() {
     assert!(browser.wait(5 * SECOND, |b| b.text("h1").as_deref() == Some("Sign in")));
     browser.goto(&format!("{base}/console/"));
     assert_eq!(browser.text("h1").as_deref(), Some("Sign in"));
+    // The console on TCP needs the TCP listener.
+    let run = run_jig(&root, &["-C", root.to_str().unwrap(), "serve", "--console"]);
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(run.stderr.starts_with("JIG_USAGE: "), "{run:?}");
 }

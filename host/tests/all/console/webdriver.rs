@@ -237,6 +237,18 @@ impl Browser {
         );
     }
 
+    /// Emulate a system that prefers dark colours (DevTools, through
+    /// chromedriver).
+    pub fn prefer_dark(&self) {
+        self.command(
+            "POST",
+            "/goog/cdp/execute",
+            Some(json!({"cmd": "Emulation.setEmulatedMedia", "params": {
+                "features": [{"name": "prefers-color-scheme", "value": "dark"}],
+            }})),
+        );
+    }
+
     /// A PNG of the viewport, written to `path` (its directory made).
     pub fn screenshot(&self, path: &Path) {
         let data = self.command("GET", "/screenshot", None);

@@ -47,7 +47,8 @@ function liveRun() {
     if (event.type === "terminal" && event.result) {
       document.getElementById("terminal").textContent = JSON.stringify(event.result);
       setStatus(String(event.result.status));
-      const outcome = event.result.outcome || (event.result.error && event.result.error.code) || "";
+      const outcome = event.result.outcome || event.result.code ||
+        (event.result.error && event.result.error.code) || "";
       const cell = document.getElementById("outcome");
       if (cell) cell.textContent = String(outcome);
       const cancel = document.getElementById("cancel");
@@ -141,7 +142,8 @@ function submitForm() {
     const problem = check(schema, input, "");
     if (problem) {
       e.preventDefault();
-      refuse("The input does not match input.schema.json at " + (problem.startsWith(":") ? "/" + problem : problem));
+      const where = problem.startsWith(":") ? "the top level" + problem : problem;
+      refuse("The input does not match input.schema.json at " + where);
     }
   });
 }

@@ -193,7 +193,7 @@ fn admitted(plan: &Value) -> Markup {
                         td {
                             @if let Some(providers) = exec.and_then(|e| e.get("providers")).and_then(Value::as_object) {
                                 @for (slot, provider) in providers {
-                                    div { code { (visible(slot)) } " → " code { (json_text(provider)) } }
+                                    div.provider { code { (visible(slot)) } " → " (provider_line(provider)) }
                                 }
                             }
                         }
@@ -225,6 +225,24 @@ fn admitted(plan: &Value) -> Markup {
     }
 }
 
+/// A pinned provider as review shows it: its name and kind, the Agent
+/// client's non-secret allowlist (client, API, endpoint, model) and the
+/// names of its grants; never a key, a key file or another private path.
+fn provider_line(provider: &Value) -> String {
+    let text = |field: &str| provider.get(field).and_then(Value::as_str).unwrap_or("");
+    let mut line = format!("{} ({})", visible(text("name")), visible(text("kind")));
+    for field in ["client", "api", "endpoint", "model"] {
+        if let Some(value) = provider.get(field).and_then(Value::as_str) {
+            line.push_str(&format!(" {field} {}", visible(value)));
+        }
+    }
+    if let Some(grants) = provider.get("grants").and_then(Value::as_array) {
+        let names: Vec<&str> = grants.iter().filter_map(Value::as_str).collect();
+        line.push_str(&format!(" grants {}", visible(&names.join(","))));
+    }
+    line
+}
+
 /// The filters and page of a Runs list.
 pub struct RunsQuery {
     pub status: Option<String>,
@@ -254,6 +272,7 @@ pub fn run_cells(record: &Value) -> (String, String, String, String) {
         .to_string();
     let outcome = record
         .pointer("/terminal/outcome")
+        .or_else(|| record.pointer("/terminal/code"))
         .or_else(|| record.pointer("/terminal/error/code"))
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -469,4 +488,45 @@ pub fn submit(
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn project_strings_are_text_and_control_characters_visible() {
+        assert_eq!(visible("a\u{7}b\nc"), "a\\u{0007}b\nc");
+        let rows = run_rows(
+            "p",
+            &[json!({"id": "r<1>", "target": "flow:<script>x</script>",
+                "terminal": {"status": "failed", "code": "<b>X\u{1}</b>"}})],
+        )
+        .into_string();
+        assert!(!rows.contains("<script>"), "{rows}");
+        assert!(!rows.contains("<b>"), "{rows}");
+        assert!(rows.contains("&lt;script&gt;"), "{rows}");
+        assert!(rows.contains("\\u{0001}"), "{rows}");
+        assert!(rows.contains("/runs/r%3C1%3E"), "{rows}");
+    }
+
+    #[test]
+    fn providers_show_only_what_review_shows() {
+        let line = provider_line(&json!({
+            "kind": "builtin", "name": "agent-run", "endpoint": "http://127.0.0.1:9/v1",
+            "model": "m", "apiKeyFile": "/secret/key", "settings": {"token": "t"},
+            "grants": ["cache"], "directories": ["/private"],
+        }));
+        assert_eq!(
+            line,
+            "agent-run (builtin) endpoint http://127.0.0.1:9/v1 model m grants cache"
+        );
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_796_316_716_507), "2026-12-03 16:51:56");
+    }
 }
