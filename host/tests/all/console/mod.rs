@@ -65,6 +65,15 @@ fn console_project() -> (tempfile::TempDir, PathBuf) {
             ("flows/typed/FLOW.md", &md("typed", "Doubles n.", "")),
             ("flows/typed/flow.py", TYPED_PY),
             ("flows/typed/input.schema.json", TYPED_SCHEMA),
+            (
+                "flows/copy/FLOW.md",
+                &md(
+                    "copy",
+                    "Copies its source, reversed.",
+                    "attachments:\n  source: read\n  deliverables: read-write\n",
+                ),
+            ),
+            ("flows/copy/flow.py", crate::serve::COPY_PY),
         ],
     );
     let reviewed = review(&root);
@@ -208,7 +217,7 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     // The projects page: the admitted targets and packages with digests;
     // the hostile description is text.
     assert_eq!(browser.text("h1").as_deref(), Some("Projects"));
-    assert_eq!(browser.count("code.digest"), 3);
+    assert_eq!(browser.count("code.digest"), 4);
     let descriptions = browser.script(
         "return [...document.querySelectorAll('td')].map(e => e.textContent).join('|');",
         serde_json::json!([]),
@@ -357,6 +366,39 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     let (_, record) = served.api("GET", &format!("/v1/projects/p/runs/{id}"));
     assert_ne!(record["terminal"]["status"], "succeeded", "{record}");
 
+    // A file Run's packet: its files listed, each one a download.
+    let source = root.parent().unwrap().join("source");
+    write_files(&source, &[("notes/a.txt", "one\n"), ("b.txt", "bee")]);
+    let out = root.parent().unwrap().join("out");
+    let run = run_jig(
+        &root,
+        &[
+            "run",
+            "--server",
+            &format!("unix:{}", served.socket.display()),
+            "flow:flows/copy",
+            "--attach",
+            &format!("source={}", source.display()),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let id = run.json()["runId"].as_str().unwrap().to_string();
+    browser.goto(&format!("{base}/console/projects/p/runs/{id}"));
+    assert_eq!(browser.count("table.files a[download]"), 2);
+    let fetched = browser.script(
+        "return fetch(document.querySelector('table.files a[href$=\"/b.txt\"]').href).then(r => r.text());",
+        serde_json::json!([]),
+    );
+    assert_eq!(fetched, "eeb");
+    browser.script(
+        "document.getElementById('packet').scrollIntoView();",
+        serde_json::json!([]),
+    );
+    shot(&browser, "run-packet");
+
     // Phone-sized: the list still reads.
     browser.goto(&format!("{base}/console/projects/p/runs"));
     browser.resize(390, 844);
@@ -421,6 +463,7 @@ fn without_a_session_every_page_and_action_is_refused() {
         run.clone(),
         format!("{run}/events"),
         format!("{run}/packet"),
+        format!("{run}/packet/files/b.txt"),
     ];
     for page in &pages {
         let (status, body) = fetch(page, &[]);

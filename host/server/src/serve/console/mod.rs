@@ -71,6 +71,10 @@ pub fn router(server: Arc<Server>, console: Arc<Console>, bearer: Option<Arc<Vec
         .route("/console/projects/{project}/runs/{id}/cancel", post(cancel))
         .route("/console/projects/{project}/runs/{id}/events", get(events))
         .route("/console/projects/{project}/runs/{id}/packet", get(packet))
+        .route(
+            "/console/projects/{project}/runs/{id}/packet/files/{*path}",
+            get(packet_file),
+        )
         .route_layer(axum::middleware::from_fn_with_state(door.clone(), gate))
         .with_state(door)
         .layer(axum::middleware::from_fn(headers))
@@ -468,11 +472,80 @@ async fn run(
         Ok(record) => record,
         Err(refusal) => return refuse(&door, Some(&session), refusal),
     };
+    // A settled file Run's delivered files, when its packet was published.
+    let files = match record.terminal().is_some() && has_attachments(&record.value) {
+        true => packet_files(&door.server, &project, &id)
+            .await
+            .ok()
+            .map(|files| {
+                files
+                    .into_iter()
+                    .map(|f| (f.path, f.bytes.len(), f.sha256))
+                    .collect::<Vec<_>>()
+            }),
+        false => None,
+    };
     let names = door.server.project_names();
     html(
         200,
-        pages::run(&frame("Run", &session, &names), &project, &record.value),
+        pages::run(
+            &frame("Run", &session, &names),
+            &project,
+            &record.value,
+            files.as_deref(),
+        ),
     )
+}
+
+fn has_attachments(record: &Value) -> bool {
+    record
+        .get("attachments")
+        .and_then(Value::as_object)
+        .is_some_and(|a| !a.is_empty())
+}
+
+/// The files of a Run's published packet ([`Server::packet`], read back
+/// under the delivery limits).
+async fn packet_files(
+    server: &Arc<Server>,
+    project: &str,
+    id: &str,
+) -> Result<Vec<jig_engine::files::CapturedFile>, Error> {
+    let tar = server.packet(project, id).await?;
+    let (files, _) = jig_engine::files::archive::read_packet(&tar)?;
+    Ok(files)
+}
+
+/// One file of a Run's packet, always as a download (never rendered here).
+async fn packet_file(
+    State(door): State<Door>,
+    axum::Extension(session): axum::Extension<Session>,
+    UrlPath((project, id, path)): UrlPath<(String, String, String)>,
+) -> Response {
+    let files = match packet_files(&door.server, &project, &id).await {
+        Ok(files) => files,
+        Err(refusal) => return refuse(&door, Some(&session), refusal),
+    };
+    let Some(file) = files.into_iter().find(|f| f.path == path) else {
+        return refuse(
+            &door,
+            Some(&session),
+            Error::PacketNotFound(format!("{id}/{path}")),
+        );
+    };
+    let name = path.rsplit('/').next().unwrap_or("file");
+    let disposition = format!("attachment; filename*=UTF-8''{}", pages::segment(name));
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        file.bytes,
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
 }
 
 /// The Run's event log as Server-Sent Events: the same lines

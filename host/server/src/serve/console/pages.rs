@@ -381,7 +381,10 @@ pub fn runs(
     )
 }
 
-pub fn run(frame: &Frame, project: &str, record: &Value) -> Markup {
+/// A delivered file: its path in the packet, its size and digest.
+pub type PacketFile = (String, usize, String);
+
+pub fn run(frame: &Frame, project: &str, record: &Value, files: Option<&[PacketFile]>) -> Markup {
     let id = record.get("id").and_then(Value::as_str).unwrap_or("");
     let (status, outcome, start, duration) = run_cells(record);
     let base = format!(
@@ -425,8 +428,21 @@ pub fn run(frame: &Frame, project: &str, record: &Value) -> Markup {
                 h2 { "Delivery" }
                 pre #delivery { (json_text(delivery)) }
             }
-            @if !record.get("attachments").and_then(Value::as_object).is_none_or(|a| a.is_empty()) && terminal.is_some() {
-                p { a href={ (base) "/packet" } download { "Download the packet (tar)" } }
+            @if let Some(files) = files {
+                h2 { "Packet" }
+                p { a #packet href={ (base) "/packet" } download { "Download the packet (tar)" } }
+                table.files {
+                    thead { tr { th { "file" } th { "bytes" } th { "sha256" } } }
+                    tbody {
+                        @for (path, size, sha256) in files {
+                            tr {
+                                td { a href={ (base) "/packet/files/" (path.split('/').map(segment).collect::<Vec<_>>().join("/")) } download { (visible(path)) } }
+                                td { (size) }
+                                td { code.digest { (sha256) } }
+                            }
+                        }
+                    }
+                }
             }
             h2 { "Record" }
             pre #record { (json_text(record)) }
