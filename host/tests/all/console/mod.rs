@@ -545,6 +545,22 @@ fn without_a_session_every_page_and_action_is_refused() {
     assert_eq!(browser.text("h1").as_deref(), Some("Sign in"));
     assert_eq!(browser.count("#runs"), 0);
     shot(&browser, "refused");
+
+    // After a restart the Run's event log is gone; its page's stream is
+    // its record's terminal.
+    drop(browser);
+    drop(served);
+    let mut again = Served::start(&root, &[]);
+    let link = again.console(&root);
+    let base = origin(&link);
+    assert_eq!(fetch(&link, &["-c", jar]).0, 303);
+    let (status, body) = fetch(
+        &format!("{base}/console/projects/p/runs/{id}/events"),
+        &["-b", jar, "-m", "10"],
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""type":"terminal""#), "{body}");
+    assert!(!body.contains("pending"), "{body}");
 }
 
 #[test]

@@ -38,6 +38,8 @@ connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 pub const PAGE_SIZE: usize = 50;
 /// How often a live list checks for new or settled Runs.
 const LIST_POLL: Duration = Duration::from_millis(250);
+/// How often a Run page without a held event log re-reads its record.
+const RECORD_POLL: Duration = Duration::from_millis(500);
 
 const SCRIPT: &str = include_str!("console.js");
 const STYLE: &str = include_str!("console.css");
@@ -592,12 +594,40 @@ async fn events(
             });
         }
         None => {
-            let line = match record.terminal() {
-                Some(terminal) => json!({"type": "terminal", "result": terminal}),
-                None => json!({"type": "status", "status": "pending", "runId": record.id}),
-            };
-            let _ = tx.try_send(frame(&flow::json::canonical(&line)));
-            let _ = tx.try_send(Ok(Bytes::from_static(b"event: end\ndata: {}\n\n")));
+            // No log held here (settled long ago, before a restart, or a
+            // worker's): the record, read again until it settles.
+            tokio::spawn(async move {
+                let mut record = record;
+                if record.terminal().is_none() {
+                    let pending =
+                        json!({"type": "status", "status": "pending", "runId": record.id});
+                    if tx
+                        .send(frame(&flow::json::canonical(&pending)))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                loop {
+                    if let Some(terminal) = record.terminal() {
+                        let line = json!({"type": "terminal", "result": terminal});
+                        let _ = tx.send(frame(&flow::json::canonical(&line))).await;
+                        let _ = tx
+                            .send(Ok(Bytes::from_static(b"event: end\ndata: {}\n\n")))
+                            .await;
+                        return;
+                    }
+                    tokio::time::sleep(RECORD_POLL).await;
+                    if tx.is_closed() {
+                        return;
+                    }
+                    record = match door.server.record(&project, &id).await {
+                        Ok(record) => record,
+                        Err(_) => return,
+                    };
+                }
+            });
         }
     }
     sse(rx)
