@@ -141,7 +141,12 @@ impl Browser {
                 "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
             }}})),
         );
-        assert_eq!(status, 200, "no browser session: {created}");
+        if status != 200 {
+            let mut driver = driver;
+            let _ = driver.kill();
+            let _ = driver.wait();
+            panic!("no browser session: {status} {created}");
+        }
         Browser {
             driver,
             port,
