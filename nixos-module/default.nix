@@ -589,6 +589,12 @@ in
         description = "The bearer token TCP clients must present, handed over with LoadCredential (`[serve] token-file` names the credential).";
       };
 
+      console = mkOption {
+        type = types.bool;
+        default = false;
+        description = "Serve the web console on the TCP listener too (`[serve] console`); operators sign in with the bearer token from `tokenFile`. Requires `tcp`. Without it the console is still reachable on the Unix socket through `jig console`.";
+      };
+
       database = mkOption {
         type = types.nullOr (types.submodule databaseModule);
         default = null;
@@ -711,6 +717,10 @@ in
       {
         assertion = (cfg.server.tcp == null) == (cfg.server.tokenFile == null);
         message = "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)";
+      }
+      {
+        assertion = !cfg.server.console || cfg.server.tcp != null;
+        message = "services.jig.server: `console` serves the console on the TCP listener, so it requires `tcp`";
       }
     ]
     ++ lib.mapAttrsToList (name: _: {

@@ -252,7 +252,7 @@ rec {
   # operator's files themselves (no server: jig is run at a shell).
   #   agent:    null or { api, baseUrl, model, apiKeyFile }
   #   secrets:  name -> file
-  #   server:   null or { maxActiveRuns, maxQueuedRuns, shutdownGrace, tcp, tokenFile }
+  #   server:   null or { maxActiveRuns, maxQueuedRuns, shutdownGrace, tcp, tokenFile, console }
   #   projects: name -> path of the projects jig serve serves
   serverTables =
     {
@@ -302,6 +302,7 @@ rec {
             shutdown-grace = server.shutdownGrace;
             tcp = server.tcp;
             token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;
+            console = if server.console or false then true else null;
           };
         }
         // (

@@ -699,6 +699,22 @@ let
       expr = hostToml serverHost;
       expected = expectedServeToml;
     };
+    "server.console renders [serve] console = true" = {
+      expr = (hostToml (serverWith { server.console = true; })).serve.console;
+      expected = true;
+    };
+    "the console without tcp is refused" =
+      elem "services.jig.server: `console` serves the console on the TCP listener, so it requires `tcp`"
+        (
+          failedAssertions (
+            jig (
+              serverCfg
+              // {
+                server = removeAttrs serverCfg.server [ "tcp" "tokenFile" ] // { console = true; };
+              }
+            ) [ users ]
+          )
+        );
     "host.toml is checked by jig config check at build time" =
       contains "^${jigPackage}/bin/jig config check ${checkedHostToml.toml}$" checkedHostToml.buildCommand
       && contains "^cp ${checkedHostToml.toml} [$]out$" checkedHostToml.buildCommand;

@@ -87,6 +87,8 @@ pub struct Serve {
     pub max_queued_runs: Option<usize>,
     /// How long SIGTERM lets Runs finish before cancelling them ("30s").
     pub shutdown_grace: Option<String>,
+    /// Serve the web console on the TCP listener too (requires `tcp`).
+    pub console: Option<bool>,
 }
 
 /// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and
@@ -252,6 +254,9 @@ impl HostConfig {
         if config.serve.tcp.is_some() && config.serve.token_file.is_none() {
             return Err("[serve] tcp requires token-file".into());
         }
+        if config.serve.console == Some(true) && config.serve.tcp.is_none() {
+            return Err("[serve] console requires tcp".into());
+        }
         Ok(config)
     }
 
@@ -351,6 +356,11 @@ path = "/var/lib/jig/projects/site"
         assert_eq!(config.projects[0].name, "site");
         assert!(HostConfig::parse("[serve]\nsockets='/x'\n").is_err());
         assert!(HostConfig::parse("[serve]\ntcp='127.0.0.1:1'\n").is_err());
+        assert!(HostConfig::parse("[serve]\nconsole=true\n").is_err());
+        assert!(
+            HostConfig::parse("[serve]\ntcp='127.0.0.1:1'\ntoken-file='/t'\nconsole=true\n")
+                .is_ok_and(|c| c.serve.console == Some(true))
+        );
         assert!(HostConfig::parse("[[projects]]\nname='a'\npath='rel'\n").is_err());
         assert!(HostConfig::parse("[[projects]]\nname='../a'\npath='/a'\n").is_err());
         let twice = "[[projects]]\nname='a'\npath='/a'\n[[projects]]\nname='a'\npath='/b'\n";

@@ -74,6 +74,14 @@ pub enum Error {
     /// token file) cannot be used.
     #[error("{0}")]
     Config(String),
+    /// `UNAUTHENTICATED`: a console request without a valid session, or a
+    /// sign-in with a wrong or spent token.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// `JIG_CONSOLE_CSRF_INVALID`: a console action without the session's
+    /// CSRF token (or from another origin).
+    #[error("{0}")]
+    CsrfInvalid(String),
     /// `INTERNAL`: a fault of this host (a cache, a runtime, a read).
     #[error("{0}")]
     Internal(String),
@@ -102,6 +110,8 @@ impl Error {
             Error::BlobMismatch(_) => BLOB_MISMATCH,
             Error::Project { source, .. } => source.code(),
             Error::Config(_) => "JIG_CONFIG_INVALID",
+            Error::Unauthenticated(_) => "UNAUTHENTICATED",
+            Error::CsrfInvalid(_) => "JIG_CONSOLE_CSRF_INVALID",
             Error::Internal(_) => "INTERNAL",
         }
     }

@@ -254,6 +254,15 @@ impl Endpoint {
     }
 }
 
+/// A one-time console sign-in ticket from the daemon (`jig console`).
+pub async fn console_ticket(endpoint: &Endpoint) -> Result<String, CliError> {
+    let value = endpoint.call("POST", "/v1/console/tickets", None).await?;
+    value["token"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| unavailable("the daemon answered a console ticket without a token"))
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -197,6 +197,8 @@ pub fn exit_status(e: &CliError) -> u8 {
             | Server::ProjectNotFound(_)
             | Server::Conflict(_)
             | Server::RunNotFound(_)
+            | Server::Unauthenticated(_)
+            | Server::CsrfInvalid(_)
             | Server::Config(_) => 1,
             Server::Busy(_)
             | Server::Closed

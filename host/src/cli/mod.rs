@@ -5,6 +5,7 @@
 mod author;
 mod client;
 mod config_check;
+mod console;
 mod doctor;
 mod exec;
 mod exit;
@@ -191,6 +192,8 @@ enum Command {
     },
     /// Serve admitted projects over HTTP on a Unix socket (see jig serve --help).
     Serve(serve::ServeArgs),
+    /// Open jig serve's web console in a browser on this machine: prints a one-time link.
+    Console(console::ConsoleArgs),
     /// Claim and execute Runs queued in PostgreSQL (see jig worker --help).
     Worker(worker::WorkerArgs),
     /// Print a shell completion script: jig completions bash|zsh|fish.
@@ -385,6 +388,7 @@ pub fn main() -> u8 {
         }),
         Command::Runs { action, server } => runs(&base, action, server),
         Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
+        Command::Console(args) => console::console(&base, args),
         Command::Worker(args) => worker::worker(cli.config.as_deref(), args),
         Command::Exec {
             package,

@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// How long SIGTERM lets Runs finish before cancelling them (default 30s).
     #[arg(long, value_name = "DURATION")]
     shutdown_grace: Option<String>,
+    /// Serve the web console on the TCP listener too (sign in with the
+    /// bearer token); on the Unix socket it is reached through jig console.
+    #[arg(long)]
+    console: bool,
     #[command(flatten)]
     database: super::worker::DatabaseArgs,
 }
@@ -62,6 +66,12 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         (Some(address), Some(token)) => Some((address, token)),
         (Some(_), None) => return Err(usage("--tcp requires --token-file".into())),
     };
+    let console = args.console || table.console.unwrap_or(false);
+    if console && tcp.is_none() {
+        return Err(usage(
+            "--console serves the console on the TCP listener: it requires --tcp (on the Unix socket, use jig console)".into(),
+        ));
+    }
     let grace_text = args.shutdown_grace.or(table.shutdown_grace);
     let shutdown_grace = match grace_text {
         None => serve::DEFAULT_SHUTDOWN_GRACE,
@@ -96,6 +106,7 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         },
         shutdown_grace,
         config,
+        console,
     };
     serve::serve(options).map_err(CliError::from)?;
     Ok(0)

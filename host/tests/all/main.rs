@@ -12,6 +12,7 @@ mod checkpoint;
 mod cli;
 mod command;
 mod config_check;
+mod console;
 mod containment;
 mod dependencies;
 mod exec;

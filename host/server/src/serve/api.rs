@@ -15,6 +15,7 @@ use axum::Router;
 use flow::json::Value;
 use serde_json::json;
 
+use super::console::Console;
 use super::runner::{Live, ServedRun, Server};
 use crate::Error;
 
@@ -43,9 +44,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/projects/{project}/runs/{id}/cancel"),
     ("GET", "/v1/projects/{project}/runs/{id}/events"),
     ("GET", "/v1/projects/{project}/runs/{id}/packet"),
+    ("POST", "/v1/console/tickets"),
 ];
 
-fn handler(method: &str, path: &str) -> MethodRouter<Arc<Server>> {
+fn handler(method: &str, path: &str, console: &Arc<Console>) -> MethodRouter<Arc<Server>> {
     match (method, path) {
         ("GET", "/v1/health") => get(health),
         ("GET", "/v1/openapi.json") => get(openapi),
@@ -56,20 +58,31 @@ fn handler(method: &str, path: &str) -> MethodRouter<Arc<Server>> {
         ("POST", "/v1/projects/{project}/runs/{id}/cancel") => post(cancel),
         ("GET", "/v1/projects/{project}/runs/{id}/events") => get(events),
         ("GET", "/v1/projects/{project}/runs/{id}/packet") => get(packet),
+        ("POST", "/v1/console/tickets") => {
+            let console = console.clone();
+            post(move || async move { ticket(&console) })
+        }
         _ => unreachable!("every listed route has a handler"),
     }
 }
 
 /// The router over [`ROUTES`]; with a token, every request must bear it.
-pub fn router(server: Arc<Server>, token: Option<Arc<Vec<u8>>>) -> Router {
+/// With `with_console`, the console's pages beside it under `/console`
+/// (they take a session cookie instead, see [`super::console`]).
+pub fn router(
+    server: Arc<Server>,
+    token: Option<Arc<Vec<u8>>>,
+    console: Arc<Console>,
+    with_console: bool,
+) -> Router {
     let mut routes = Router::new();
     for (method, path) in ROUTES {
-        routes = routes.route(path, handler(method, path));
+        routes = routes.route(path, handler(method, path, &console));
     }
     let routes = routes
         .fallback(|| async { error(404, "NOT_FOUND", "no such route") })
-        .with_state(server);
-    match token {
+        .with_state(server.clone());
+    let api = match token.clone() {
         None => routes,
         Some(token) => routes.layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
@@ -77,6 +90,27 @@ pub fn router(server: Arc<Server>, token: Option<Arc<Vec<u8>>>) -> Router {
                 async move { authorize(&token, req, next).await }
             },
         )),
+    };
+    if with_console {
+        api.merge(super::console::router(server, console, token))
+    } else {
+        api
+    }
+}
+
+/// `POST /v1/console/tickets`: a one-time console sign-in link's token,
+/// for a client the API already trusts (`jig console` does this).
+fn ticket(console: &Console) -> Response {
+    match console.mint_ticket() {
+        Ok(ticket) => json_response(
+            201,
+            &json!({
+                "token": ticket,
+                "path": format!("/console/login?token={ticket}"),
+                "expiresInSeconds": super::console::session::TICKET_TTL.as_secs(),
+            }),
+        ),
+        Err(refusal) => refused(refusal),
     }
 }
 
@@ -176,6 +210,8 @@ pub fn status(e: &Error) -> u16 {
         },
         Error::RequestInvalid(_) => 400,
         Error::BodyTooLarge(_) | Error::FilesTooLarge(_) => 413,
+        Error::Unauthenticated(_) => 401,
+        Error::CsrfInvalid(_) => 403,
         Error::ProjectNotFound(_) | Error::RunNotFound(_) | Error::PacketNotFound(_) => 404,
         Error::Conflict(_) => 409,
         Error::Exhausted(_) => 429,
@@ -224,7 +260,7 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
 }
 
 /// The submission body: `{target, input?, key?, timeout?, receive?}`.
-fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Error> {
+pub(super) fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Error> {
     let invalid = Error::RequestInvalid;
     let value = flow::json::parse(bytes)
         .map_err(|e| invalid(format!("the body is not a JSON/1 document: {e}")))?;
@@ -552,6 +588,12 @@ mod tests {
             (Error::Closed, 503, "PROJECT_CLOSED"),
             (Error::Database("x".into()), 503, "JIG_DATABASE_UNAVAILABLE"),
             (Error::PacketNotFound("r".into()), 404, "PACKET_NOT_FOUND"),
+            (Error::Unauthenticated("x".into()), 401, "UNAUTHENTICATED"),
+            (
+                Error::CsrfInvalid("x".into()),
+                403,
+                "JIG_CONSOLE_CSRF_INVALID",
+            ),
         ];
         for (error, expected, code) in cases {
             assert_eq!(

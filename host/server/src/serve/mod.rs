@@ -8,6 +8,7 @@
 //! work before anything is recorded.
 
 mod api;
+pub mod console;
 mod runner;
 
 use std::future::IntoFuture;
@@ -44,6 +45,9 @@ pub struct Options {
     pub config: HostConfig,
     /// `--database`: enqueue Runs in PostgreSQL for `jig worker`s.
     pub database: Option<tokio_postgres::Config>,
+    /// `--console`: serve the console on the TCP listener too (on the Unix
+    /// socket it is always there, reached through `jig console`).
+    pub console: bool,
 }
 
 /// The default socket: `$XDG_RUNTIME_DIR/jig/jig.sock`, else
@@ -151,20 +155,32 @@ async fn serve_async(options: Options) -> Result<(), Error> {
     if let Some(path) = &bound {
         server.publish_socket(path);
     }
+    let console = Arc::new(console::Console::default());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
     let unix = tokio::spawn(
-        axum::serve(listener, api::router(server.clone(), None))
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
+        axum::serve(
+            listener,
+            api::router(server.clone(), None, console.clone(), true),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future(),
     );
     let tcp = tcp.map(|(tcp, token)| {
         tokio::spawn(
-            axum::serve(tcp, api::router(server.clone(), Some(token)))
-                .with_graceful_shutdown(stopped(stop_rx.clone()))
-                .into_future(),
+            axum::serve(
+                tcp,
+                api::router(
+                    server.clone(),
+                    Some(token),
+                    console.clone(),
+                    options.console,
+                ),
+            )
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
         )
     });
     eprintln!(

@@ -722,6 +722,50 @@ impl Server {
             .map_err(|e| internal(format!("the packet cannot be written: {e}")))
     }
 
+    /// The current admitted generation of a served project, if any.
+    pub fn generation(&self, project: &str) -> Result<Option<state::Generation>, Error> {
+        Ok(self.project(project)?.state.current()?)
+    }
+
+    /// Each admitted target of a project's current generation with its
+    /// package as the next Run would resolve it (read and verified from the
+    /// store, the same [`submit::resolve`] a submission takes).
+    pub async fn targets(
+        self: &Arc<Self>,
+        project: &str,
+    ) -> Result<Vec<(String, Arc<Package>)>, Error> {
+        let this = self.clone();
+        let project = project.to_string();
+        tokio::task::spawn_blocking(move || {
+            let project = this.project(&project)?;
+            let Some(generation) = project.state.current()? else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            for target in jig_engine::exec::Executor::targets(&generation.plan) {
+                let Some(parsed) = TargetRef::parse(&target) else {
+                    continue;
+                };
+                let resolved =
+                    submit::resolve_in(&project.state, Ok(Some(generation.clone())), &parsed)?;
+                out.push((target, resolved.package));
+            }
+            Ok(out)
+        })
+        .await
+        .unwrap_or_else(|e| Err(Error::Internal(format!("reading the targets failed: {e}"))))
+    }
+
+    /// Runs executing now and Runs waiting for a slot, daemon-wide.
+    pub fn occupancy(&self) -> (usize, usize) {
+        let active = self
+            .limits
+            .max_active
+            .saturating_sub(self.slots.available_permits());
+        let held = self.held.load(Ordering::SeqCst);
+        (active, held.saturating_sub(active))
+    }
+
     pub fn live(&self, id: &str) -> Option<Arc<Live>> {
         self.live.lock().unwrap().get(id).cloned()
     }
