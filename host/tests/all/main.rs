@@ -30,6 +30,7 @@ mod python_sdk;
 mod queue;
 mod records;
 mod reference_texts;
+mod retention;
 mod rust_component;
 mod scenarios;
 mod serve;

@@ -3,6 +3,7 @@
 //! per-Run event log streams read from, and the drain on shutdown.
 
 mod queued;
+mod retention;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -151,6 +152,7 @@ struct Metrics {
     durations: Histogram,
     active: Gauge,
     queued: Gauge,
+    disk: retention::Disk,
 }
 
 impl Metrics {
@@ -178,7 +180,9 @@ impl Metrics {
             "Runs accepted and waiting for a slot",
             queued.clone(),
         );
+        let disk = retention::Disk::register(&mut registry);
         Metrics {
+            disk,
             registry,
             runs,
             durations,
@@ -751,6 +755,9 @@ impl Server {
                 }
                 Err(e) => eprintln!("jig serve: metrics: {e}"),
             }
+        }
+        if self.queue.is_none() {
+            self.measure_disk().await;
         }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.metrics.registry);
