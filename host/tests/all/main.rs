@@ -28,6 +28,7 @@ mod providers;
 mod python_dependencies;
 mod python_sdk;
 mod queue;
+mod queue_retention;
 mod records;
 mod reference_texts;
 mod retention;

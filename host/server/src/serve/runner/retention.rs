@@ -189,5 +189,38 @@ impl Server {
             .inc_by(report.freed_bytes);
     }
 
-    fn start_queue_retention(self: &Arc<Self>, _policy: retention::Policy) {}
+    /// `--database`: the same policy over the project's Runs in the
+    /// database, one bounded batch per project and sweep.
+    fn start_queue_retention(self: &Arc<Self>, policy: retention::Policy) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let Some((queue, _)) = &this.queue else {
+                return;
+            };
+            let mut pause = policy.interval;
+            loop {
+                tokio::time::sleep(pause).await;
+                pause = policy.interval;
+                for name in this.projects.keys() {
+                    let batch = crate::queue::RETENTION_BATCH;
+                    match queue.retain(name, &policy, batch).await {
+                        Ok(removed) => {
+                            if removed.runs.len() as i64 >= batch {
+                                pause = BACKLOG_PAUSE;
+                            }
+                            this.forget(
+                                name,
+                                &retention::Report {
+                                    runs: removed.runs,
+                                    freed_bytes: removed.freed_bytes,
+                                    ..Default::default()
+                                },
+                            );
+                        }
+                        Err(e) => eprintln!("jig serve: project {name}: retention: {e}"),
+                    }
+                }
+            }
+        });
+    }
 }
