@@ -225,7 +225,7 @@ fn gauge(metrics: &str, name: &str) -> u64 {
 #[test]
 fn serve_sweeps_while_it_takes_runs_and_the_records_level_off() {
     const CLIENTS: usize = 8;
-    const RUNS: usize = 120;
+    const RUNS: usize = 200;
     const KEEP: u64 = 20;
     let (_outer, root, config) = project_with(&format!(
         "[retention]\nmax-runs = {KEEP}\ninterval = \"1s\"\n"
