@@ -207,6 +207,44 @@ let
     };
   };
 
+  retentionDuration = types.addCheck types.str jigLib.isRetentionDuration // {
+    description = "duration matching `${jigLib.retentionDurationPattern}`, at most 3650d";
+  };
+
+  # `[retention]` (issue 35): what `jig serve` lets go of settled Runs and
+  # delivered packets; `jig gc` applies the same by hand.
+  retentionModule = {
+    options = {
+      maxAge = mkOption {
+        type = types.nullOr retentionDuration;
+        default = null;
+        example = "30d";
+        description = "Settled Runs older than this (since they settled) are removed with their checkpoints and packets (`[retention] max-age`).";
+      };
+      maxRuns = mkOption {
+        type = types.nullOr positive;
+        default = null;
+        example = 10000;
+        description = "At most this many settled Runs are kept per project, newest first (`[retention] max-runs`); with `maxAge` both apply.";
+      };
+      packetsMaxAge = mkOption {
+        type = types.nullOr retentionDuration;
+        default = null;
+        description = "Delivered packets older than this are removed (`[retention] packets-max-age`); null: `maxAge`.";
+      };
+      keyWindow = mkOption {
+        type = types.nullOr retentionDuration;
+        default = null;
+        description = "A Run with an idempotency key is kept at least this long after it settled, so its key replays it (`[retention] key-window`); null: jig's default, 24h. Afterwards the same key makes a new Run.";
+      };
+      interval = mkOption {
+        type = types.nullOr retentionDuration;
+        default = null;
+        description = "How often `jig serve` sweeps (`[retention] interval`); null: jig's default, 5m.";
+      };
+    };
+  };
+
   projectModule =
     { name, config, ... }:
     {
@@ -281,7 +319,8 @@ let
       inherit credentials server;
       inherit (cfg) agent secrets;
       projects = servedPaths;
-    };
+    }
+    // jigLib.retentionTable cfg.retention;
 
   # Rendered, then checked by `jig config check` at build time, so a bad
   # configuration fails the build rather than the service.
@@ -648,6 +687,20 @@ in
       '';
     };
 
+    retention = mkOption {
+      type = types.nullOr (types.submodule retentionModule);
+      default = null;
+      example = literalExpression ''
+        { maxAge = "30d"; maxRuns = 10000; }
+      '';
+      description = ''
+        Retention of settled Runs, their checkpoints and delivered packets,
+        written as `[retention]`; `jig serve` applies it periodically and
+        `jig gc` by hand. Pending Runs and the store are never removed.
+        null: no table, nothing is ever removed.
+      '';
+    };
+
     projects = mkOption {
       type = types.attrsOf (types.submodule projectModule);
       default = { };
@@ -677,6 +730,14 @@ in
       {
         assertion = jigLib.duplicates providerNames == [ ];
         message = "services.jig.settings.providers: duplicate names ${toString (jigLib.duplicates providerNames)}";
+      }
+      {
+        assertion =
+          cfg.retention == null
+          || cfg.retention.maxAge != null
+          || cfg.retention.maxRuns != null
+          || cfg.retention.packetsMaxAge != null;
+        message = "services.jig.retention: set maxAge, maxRuns or packetsMaxAge (null removes nothing)";
       }
       {
         assertion = jigLib.duplicates projectPaths == [ ];

@@ -183,6 +183,42 @@ rec {
   durationPattern = "[0-9]+(ms|s|m|h)";
   isDuration = s: isString s && match durationPattern s != null;
 
+  # `[retention]` durations, by jig's own rule: a positive integer followed
+  # by s, m, h or d, up to 3650 days.
+  retentionDurationPattern = "[1-9][0-9]*(s|m|h|d)";
+  maxRetentionSeconds = 3650 * 86400;
+  retentionUnitSeconds = {
+    s = 1;
+    m = 60;
+    h = 3600;
+    d = 86400;
+  };
+  isRetentionDuration =
+    s:
+    let
+      parts = if isString s then match "([1-9][0-9]{0,8})(s|m|h|d)" s else null;
+    in
+    parts != null
+    && builtins.fromJSON (builtins.elemAt parts 0) * retentionUnitSeconds.${builtins.elemAt parts 1}
+      <= maxRetentionSeconds;
+
+  # `[retention]` from services.jig.retention (null: no table, nothing is
+  # removed).
+  retentionTable =
+    retention:
+    if retention == null then
+      { }
+    else
+      {
+        retention = dropNulls {
+          max-age = retention.maxAge;
+          max-runs = retention.maxRuns;
+          packets-max-age = retention.packetsMaxAge;
+          key-window = retention.keyWindow;
+          interval = retention.interval;
+        };
+      };
+
   # `host:port` or `[v6]:port`, port 1-65535.
   maxPort = 65535;
   isTcpAddress =

@@ -32,6 +32,14 @@ let
       host = serverWith { agent.apiKeyFile = ./refusals.nix; };
       message = typeError "agent.apiKeyFile" "absolute path to a file outside the Nix store, handed over with LoadCredential";
     };
+    "retention.maxAge in weeks" = {
+      host = serverWith { retention.maxAge = "2w"; };
+      message = typeError "retention.maxAge" "null or duration matching `[1-9][0-9]*(s|m|h|d)`, at most 3650d";
+    };
+    "retention without a limit" = {
+      host = serverWith { retention.interval = "1m"; };
+      message = failedAssertion "services.jig.retention: set maxAge, maxRuns or packetsMaxAge (null removes nothing)";
+    };
     "server.maxActiveRuns of 0" = {
       host = serverWith { server.maxActiveRuns = 0; };
       message = typeError "server.maxActiveRuns" "null or positive integer";

@@ -1,5 +1,5 @@
 # The host.toml values the module renders for a host whose users run jig
-# (`plain`) and for a server with a database (`server`), for check.sh to
+# (`plain`) and for a server with a database and retention (`server`), for check.sh to
 # write out as TOML and hand to the real `jig config check`.
 { nixpkgsLib }:
 let
@@ -8,5 +8,14 @@ let
 in
 {
   plain = system.hostToml (hosts.userWith { });
-  server = system.hostToml (hosts.serverWith { server.database = hosts.database; });
+  server = system.hostToml (
+    hosts.serverWith {
+      server.database = hosts.database;
+      retention = {
+        maxAge = "30d";
+        maxRuns = 10000;
+        keyWindow = "12h";
+      };
+    }
+  );
 }

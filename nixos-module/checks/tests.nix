@@ -917,6 +917,43 @@ let
     "server.shutdownGrace in hours builds, in days is refused" =
       builds (serverWith { server.shutdownGrace = "1h"; })
       && !builds (serverWith { server.shutdownGrace = "1d"; });
+    "retention.maxAge of 3650d builds, 3651d and 30 days are refused" =
+      builds (serverWith { retention.maxAge = "3650d"; })
+      && !builds (serverWith { retention.maxAge = "3651d"; })
+      && !builds (serverWith { retention.maxAge = "30 days"; })
+      && !builds (serverWith { retention.maxAge = "0d"; });
+    "retention.maxRuns of 1 builds, 0 is refused" =
+      builds (serverWith { retention.maxRuns = 1; }) && !builds (serverWith { retention.maxRuns = 0; });
+    "retention without a limit is refused" =
+      !builds (serverWith { retention.interval = "1m"; })
+      && builds (serverWith { retention.packetsMaxAge = "7d"; });
+    "retention renders [retention] in the served host.toml" = {
+      expr =
+        (hostToml (serverWith {
+          retention = {
+            maxAge = "30d";
+            maxRuns = 10000;
+            keyWindow = "12h";
+            interval = "1m";
+          };
+        })).retention;
+      expected = {
+        max-age = "30d";
+        max-runs = 10000;
+        key-window = "12h";
+        interval = "1m";
+      };
+    };
+    "retention reaches a user host's host.toml, and none renders no table" = {
+      expr = [
+        (hostToml (userWith { retention.maxRuns = 5; })).retention
+        ((hostToml userHost) ? retention)
+      ];
+      expected = [
+        { max-runs = 5; }
+        false
+      ];
+    };
     "a served project named with 64 characters builds, 65 is refused" =
       builds (serverWith { projects.${repeat 64 "p"}.source = greeterSrc; })
       && !builds (serverWith { projects.${repeat 65 "p"}.source = greeterSrc; });

@@ -101,6 +101,25 @@ pub struct Database {
     pub password_file: Option<PathBuf>,
 }
 
+/// `[retention]`: what the operator lets go of settled Runs and delivered
+/// packets (issue 35). No table means nothing is ever removed; the rules
+/// are [`crate::state::retention::Policy`]'s.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Retention {
+    /// Settled Runs older than this go ("30d", "12h", "90m", "45s").
+    pub max_age: Option<String>,
+    /// Settled Runs kept per project, newest first.
+    pub max_runs: Option<u64>,
+    /// Delivered packets older than this go (default: `max-age`).
+    pub packets_max_age: Option<String>,
+    /// How long a keyed Run is kept after it settled, whatever the limits,
+    /// so its key replays it (default 24h).
+    pub key_window: Option<String>,
+    /// How often `jig serve` sweeps (default 5m).
+    pub interval: Option<String>,
+}
+
 /// One `[[projects]]` entry: a LocalName and the project's absolute path.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -172,6 +191,9 @@ pub struct HostConfig {
     /// `[[projects]]`: the projects `jig serve` serves without `-C`.
     #[serde(default)]
     pub projects: Vec<ServedProject>,
+    /// `[retention]`: absent, nothing is removed.
+    #[serde(default)]
+    pub retention: Option<Retention>,
     /// Where the configuration came from, for diagnostics and for resolving
     /// relative provider paths.
     #[serde(skip)]
@@ -257,7 +279,17 @@ impl HostConfig {
         if config.serve.console == Some(true) && config.serve.tcp.is_none() {
             return Err("[serve] console requires tcp".into());
         }
+        config.retention_policy()?;
         Ok(config)
+    }
+
+    /// The retention the operator declared, `None` without a `[retention]`
+    /// table; `Err` says what is wrong with the table.
+    pub fn retention_policy(&self) -> Result<Option<crate::state::retention::Policy>, String> {
+        self.retention
+            .as_ref()
+            .map(crate::state::retention::Policy::from_table)
+            .transpose()
     }
 
     /// The interpreter for a runtime: the configured absolute path, else the
@@ -365,5 +397,21 @@ path = "/var/lib/jig/projects/site"
         assert!(HostConfig::parse("[[projects]]\nname='../a'\npath='/a'\n").is_err());
         let twice = "[[projects]]\nname='a'\npath='/a'\n[[projects]]\nname='a'\npath='/b'\n";
         assert!(HostConfig::parse(twice).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn the_retention_table() {
+        assert!(HostConfig::parse("")
+            .unwrap()
+            .retention_policy()
+            .unwrap()
+            .is_none());
+        let config =
+            HostConfig::parse("[retention]\nmax-age = \"30d\"\nmax-runs = 1000\n").unwrap();
+        let policy = config.retention_policy().unwrap().unwrap();
+        assert_eq!(policy.max_runs, Some(1000));
+        let refused = HostConfig::parse("[retention]\nmax-age = \"30 days\"\n").unwrap_err();
+        assert!(refused.contains("[retention] max-age"), "{refused}");
+        assert!(HostConfig::parse("[retention]\nkeep = 1\n").is_err());
     }
 }

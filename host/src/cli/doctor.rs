@@ -9,7 +9,7 @@ use jig_sandbox::{Cgroup, Probe};
 /// JavaScript runtimes are optional host support.
 const REQUIRED: [&str; 3] = ["flow.py", "flow.wasm", "flow.bin"];
 
-pub fn doctor(config: &HostConfig) -> u8 {
+pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     let mut ok = true;
     println!("jig {}", env!("CARGO_PKG_VERSION"));
     if let Some(source) = &config.source {
@@ -101,6 +101,7 @@ pub fn doctor(config: &HostConfig) -> u8 {
             ok = false;
         }
     }
+    disk(config, base);
     agent(config);
     for provider in &config.providers {
         let path = provider.path.as_deref().unwrap_or(Path::new("(builtin)"));
@@ -115,6 +116,46 @@ pub fn doctor(config: &HostConfig) -> u8 {
         0
     } else {
         1
+    }
+}
+
+/// What the project `jig doctor` runs in keeps under `.jig/`, and the
+/// retention that bounds it (nothing is read but sizes and names).
+fn disk(config: &HostConfig, base: &Path) {
+    if !base.join("jig.ts").is_file() {
+        return;
+    }
+    let used = jig_engine::state::retention::usage(base);
+    println!("disk (this project's .jig):");
+    println!(
+        "  runs: {} ({} bytes with keys and checkpoints)",
+        used.runs.count, used.runs.bytes
+    );
+    println!(
+        "  packets: {} ({} bytes)",
+        used.packets.count, used.packets.bytes
+    );
+    println!(
+        "  store: {} artifacts ({} bytes)",
+        used.store.count, used.store.bytes
+    );
+    match config.retention_policy() {
+        Ok(Some(policy)) => {
+            let limit = |d: Option<std::time::Duration>| {
+                d.map_or("none".to_string(), |d| format!("{} s", d.as_secs()))
+            };
+            println!(
+                "  retention: max-age {}, max-runs {}, packets-max-age {}, key-window {} s",
+                limit(policy.max_age),
+                policy
+                    .max_runs
+                    .map_or("none".to_string(), |n| n.to_string()),
+                limit(policy.packets_max_age),
+                policy.key_window.as_secs()
+            );
+        }
+        Ok(None) => println!("  retention: none ([retention] not set; nothing is removed)"),
+        Err(why) => println!("  retention: invalid: {why}"),
     }
 }
 

@@ -9,6 +9,7 @@ mod console;
 mod doctor;
 mod exec;
 mod exit;
+mod gc;
 mod invoke;
 mod provider;
 mod review;
@@ -184,6 +185,13 @@ enum Command {
         action: Option<RunsAction>,
         #[command(flatten)]
         server: ServerArgs,
+    },
+    /// Apply the host configuration's [retention] to this project now:
+    /// remove settled Runs, their checkpoints and packets past the limits.
+    Gc {
+        /// Say what would be removed and the bytes it would free; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Check a host configuration file without running anything.
     Config {
@@ -431,7 +439,10 @@ pub fn main() -> u8 {
         },
         Command::Provider { action } => provider::main(action, &base),
         Command::Doctor { .. } => {
-            load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config))
+            load_config(cli.config.as_deref()).map(|config| doctor::doctor(&config, &base))
+        }
+        Command::Gc { dry_run } => {
+            load_config(cli.config.as_deref()).and_then(|config| gc::gc(&base, &config, dry_run))
         }
     };
     if verifies {

@@ -162,7 +162,7 @@ fn worker_with(pg: &Postgres, logs: &Path, n: usize, concurrency: &str, extra: &
     spawn(&home, &args, logs.join(format!("worker-{n}.log")))
 }
 
-struct Served {
+pub(crate) struct Served {
     process: Process,
     socket: PathBuf,
 }
@@ -173,7 +173,7 @@ impl Served {
     }
 
     /// [`Served::start`] with more `jig serve` arguments.
-    fn start_with(root: &Path, pg: &Postgres, logs: &Path, extra: &[&str]) -> Served {
+    pub(crate) fn start_with(root: &Path, pg: &Postgres, logs: &Path, extra: &[&str]) -> Served {
         let socket = logs.join("jig.sock");
         let url = pg.url();
         let mut args = vec![
@@ -200,7 +200,7 @@ impl Served {
         served
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let mut curl = Command::new("curl");
         curl.args(["-sS", "--unix-socket"]).arg(&self.socket).args([
             "-X",
@@ -248,7 +248,7 @@ impl Served {
 
     /// Submit without waiting a Run whose timeout is one second: the Run
     /// ID the daemon answered.
-    fn submit_expiring(&self, input: Value) -> String {
+    pub(crate) fn submit_expiring(&self, input: Value) -> String {
         let (status, body) = self.call(
             "POST",
             "/v1/projects/p/runs?wait=false",
@@ -266,12 +266,12 @@ impl Served {
     }
 }
 
-fn input(witness: &Path, n: usize, sleep: u64) -> Value {
+pub(crate) fn input(witness: &Path, n: usize, sleep: u64) -> Value {
     json!({"witness": witness, "n": n, "sleep": sleep})
 }
 
 /// Wait (bounded) until `done` holds, polling the database.
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
         assert!(started.elapsed() < limit, "timed out waiting for {what}");
@@ -915,7 +915,7 @@ fn a_stopped_worker_lets_its_run_finish_within_the_grace() {
 /// A running PostgreSQL, the admitted queued project (its temporary
 /// parent, then its root), and the logs directory with its witness file.
 /// Bound in this order, the database is dropped last.
-fn queue_fixture() -> (
+pub(crate) fn queue_fixture() -> (
     Postgres,
     tempfile::TempDir,
     PathBuf,

@@ -57,7 +57,7 @@ fn flow_md(name: &str, extra: &str) -> String {
 
 /// A reviewed project with `flows/echo`, `flows/sleep` and `flows/ticker`
 /// in `root`.
-fn served_project(root: &Path) {
+pub(crate) fn served_project(root: &Path) {
     write_files(
         root,
         &[
@@ -83,7 +83,7 @@ fn served_project(root: &Path) {
     review(root);
 }
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Option<Child>,
     socket: PathBuf,
     log: PathBuf,
@@ -91,7 +91,7 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(project: &Path, extra: &[&str]) -> Daemon {
+    pub(crate) fn start(project: &Path, extra: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("jig.sock");
         let log = dir.path().join("serve.log");
@@ -123,7 +123,7 @@ impl Daemon {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -134,7 +134,7 @@ impl Daemon {
     }
 
     /// One request: (HTTP status, body).
-    fn raw(
+    pub(crate) fn raw(
         &self,
         method: &str,
         path: &str,
@@ -173,29 +173,29 @@ impl Daemon {
         (status.trim().parse().unwrap_or(0), body.to_string())
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let bytes = body.map(|b| b.to_string().into_bytes());
         let (status, text) = self.raw(method, path, bytes.as_deref(), &[]);
         let value = serde_json::from_str(text.trim()).unwrap_or(Value::String(text));
         (status, value)
     }
 
-    fn submit(&self, body: Value) -> (u16, Value) {
+    pub(crate) fn submit(&self, body: Value) -> (u16, Value) {
         self.call("POST", "/v1/projects/p/runs", Some(body))
     }
 
-    fn runs(&self) -> Vec<Value> {
+    pub(crate) fn runs(&self) -> Vec<Value> {
         let (status, list) = self.call("GET", "/v1/projects/p/runs?limit=1000", None);
         assert_eq!(status, 200, "{list}");
         list["runs"].as_array().unwrap().clone()
     }
 
-    fn signal(&mut self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&mut self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(self.child.as_ref().unwrap().id() as i32);
         nix::sys::signal::kill(pid, signal).unwrap();
     }
 
-    fn wait(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn wait(&mut self) -> std::process::ExitStatus {
         self.child.take().unwrap().wait().unwrap()
     }
 }

@@ -10,6 +10,7 @@
 mod checkpoints;
 pub mod lock;
 mod records;
+pub mod retention;
 mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};

@@ -165,7 +165,12 @@ impl Runs {
         let Ok(existing) = std::fs::read_to_string(self.key_path(key)) else {
             return Ok(None);
         };
-        let record = self.load(existing.trim())?;
+        // A key whose Run retention removed is forgotten with it: the
+        // same key then makes a new Run (see `state::retention`).
+        let record = match self.load(existing.trim()) {
+            Err(RunsError::NotFound(_)) => return Ok(None),
+            found => found?,
+        };
         if record.value.get("contentDigest").and_then(Value::as_str)
             != Some(content_digest.as_str())
         {
@@ -303,6 +308,56 @@ impl Runs {
         Ok(records)
     }
 
+    /// The settled records beside the pending directory, in no order
+    /// (retention's candidates). A pending record an older jig kept there,
+    /// or one that cannot be read, is not a candidate.
+    pub(super) fn settled(&self) -> Vec<RunRecord> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let id = name.strip_suffix(".json")?;
+                let record = read_record(id, &entry.path()).ok()?;
+                (record.status() != RunStatus::Pending).then_some(record)
+            })
+            .collect()
+    }
+
+    /// Remove a settled Run's record, its key first (only while the key
+    /// still names this Run): a crash between the two leaves a record
+    /// whose key is forgotten, which the next sweep removes. Returns the
+    /// bytes removed (or, with `dry_run`, that would be).
+    pub(super) fn remove_settled(
+        &self,
+        record: &RunRecord,
+        dry_run: bool,
+    ) -> Result<u64, RunsError> {
+        let io = |e| RunsError::State(StateError::io("removing a Run record")(e));
+        let mut bytes = 0;
+        if let Some(key) = record.value.get("key").and_then(Value::as_str) {
+            let key_path = self.key_path(key);
+            if std::fs::read_to_string(&key_path).is_ok_and(|named| named.trim() == record.id) {
+                bytes += std::fs::metadata(&key_path).map_or(0, |m| m.len());
+                if !dry_run {
+                    remove_file(&key_path).map_err(io)?;
+                    super::crash_point("retention:key-removed");
+                }
+            }
+        }
+        let path = self.path(&record.id);
+        bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
+        if !dry_run {
+            remove_file(&path).map_err(io)?;
+            if let Ok(d) = std::fs::File::open(&self.dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(bytes)
+    }
+
     /// Settle Runs left pending by a coordinator that is gone: dispatch may
     /// have happened and no result can be proved, so they are lost, never
     /// replayed. Called while holding the project.
@@ -398,6 +453,14 @@ impl Runs {
         write_atomic(&self.path(&record.id), &bytes).map_err(RunsError::State)?;
         let _ = std::fs::remove_file(self.pending_path(&record.id));
         Ok(())
+    }
+}
+
+/// Remove `path`; already gone is done.
+fn remove_file(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -20,6 +20,7 @@
 //! fences a lost Run delivers its last checkpoint.
 
 pub mod blobs;
+mod retention;
 mod schema;
 pub mod worker;
 
@@ -30,6 +31,7 @@ use serde_json::{json, Value};
 
 use crate::Error;
 
+pub use retention::{Retained, RETENTION_BATCH};
 pub use schema::SCHEMA_VERSION;
 
 /// How long a claim or heartbeat holds a Run unless extended.

@@ -86,6 +86,21 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE jig_runs ADD COLUMN packet text;
      ALTER TABLE jig_runs ADD CONSTRAINT jig_runs_packet_settled CHECK (packet IS NULL OR status = 'settled');
      ALTER TABLE jig_generations ADD COLUMN providers text;",
+    // 4: retention (issue 35). When each Run settled, set by a trigger
+    // on every path that settles one; Runs settled before this migration
+    // age from their creation.
+    "ALTER TABLE jig_runs ADD COLUMN settled_at timestamptz;
+     UPDATE jig_runs SET settled_at = created WHERE status = 'settled';
+     CREATE FUNCTION jig_runs_settled_at() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+       IF NEW.status = 'settled' AND NEW.settled_at IS NULL THEN
+         NEW.settled_at := now();
+       END IF;
+       RETURN NEW;
+     END $$;
+     CREATE TRIGGER jig_runs_settled_at BEFORE INSERT OR UPDATE ON jig_runs
+       FOR EACH ROW EXECUTE FUNCTION jig_runs_settled_at();
+     CREATE INDEX jig_runs_settled ON jig_runs (project, seq) WHERE status = 'settled';",
 ];
 
 /// The schema version this binary writes and understands.

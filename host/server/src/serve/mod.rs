@@ -133,6 +133,7 @@ async fn serve_async(options: Options) -> Result<(), Error> {
     }
     let server = Arc::new(server);
     server.start_listening();
+    server.start_retention();
     let (listener, bound) = match activated_listener() {
         Some(listener) => (listener, None),
         None => (bind_socket(&options.socket)?, Some(options.socket.clone())),

@@ -3,6 +3,7 @@
 //! per-Run event log streams read from, and the drain on shutdown.
 
 mod queued;
+mod retention;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -32,6 +33,34 @@ use jig_engine::state::{self, ProjectState, RunRecord, PACKET_STORE};
 /// Finished Runs whose event logs stay readable in memory (older ones
 /// answer their events with the recorded terminal alone).
 pub const MAX_FINISHED_LOGS: usize = 256;
+/// The bytes those logs may hold together: one log is bounded by the
+/// `--receive` stream ([`receive::MAX_OUTPUT_BYTES`]), so without this 256
+/// of them could hold gigabytes. The newest log is kept whatever its size.
+pub const MAX_FINISHED_LOG_BYTES: usize = 64 * 1024 * 1024;
+
+/// The finished logs still in memory, oldest first, with their bytes.
+#[derive(Default)]
+struct Retired {
+    logs: VecDeque<(String, usize)>,
+    bytes: usize,
+}
+
+impl Retired {
+    /// Keep Run `id`'s log of `bytes`; returns the Runs whose logs go.
+    fn push(&mut self, id: String, bytes: usize) -> Vec<String> {
+        self.logs.push_back((id, bytes));
+        self.bytes += bytes;
+        let mut evicted = Vec::new();
+        while self.logs.len() > 1
+            && (self.logs.len() > MAX_FINISHED_LOGS || self.bytes > MAX_FINISHED_LOG_BYTES)
+        {
+            let (old, size) = self.logs.pop_front().expect("more than one");
+            self.bytes -= size;
+            evicted.push(old);
+        }
+        evicted
+    }
+}
 
 /// How many Runs the daemon holds at once.
 #[derive(Debug, Clone, Copy)]
@@ -91,6 +120,8 @@ struct Project {
 /// number of clients at their own pace (a slow client never holds the Run).
 pub struct Live {
     lines: Mutex<Vec<Arc<Vec<u8>>>>,
+    /// The bytes of `lines`.
+    bytes: AtomicUsize,
     appended: watch::Sender<usize>,
     cancel: watch::Sender<bool>,
     finished: AtomicBool,
@@ -100,6 +131,7 @@ impl Live {
     fn new() -> Arc<Live> {
         Arc::new(Live {
             lines: Mutex::new(Vec::new()),
+            bytes: AtomicUsize::new(0),
             appended: watch::channel(0).0,
             cancel: watch::channel(false).0,
             finished: AtomicBool::new(false),
@@ -107,6 +139,7 @@ impl Live {
     }
 
     fn push(&self, line: Vec<u8>) {
+        self.bytes.fetch_add(line.len(), Ordering::SeqCst);
         let mut lines = self.lines.lock().unwrap();
         lines.push(Arc::new(line));
         let n = lines.len();
@@ -151,6 +184,7 @@ struct Metrics {
     durations: Histogram,
     active: Gauge,
     queued: Gauge,
+    disk: retention::Disk,
 }
 
 impl Metrics {
@@ -178,7 +212,9 @@ impl Metrics {
             "Runs accepted and waiting for a slot",
             queued.clone(),
         );
+        let disk = retention::Disk::register(&mut registry);
         Metrics {
+            disk,
             registry,
             runs,
             durations,
@@ -199,7 +235,7 @@ pub struct Server {
     held: AtomicUsize,
     accepting: AtomicBool,
     live: Mutex<HashMap<String, Arc<Live>>>,
-    finished: Mutex<VecDeque<String>>,
+    finished: Mutex<Retired>,
     settled: tokio::sync::Notify,
     metrics: Metrics,
     /// `--database`: Runs are enqueued in PostgreSQL for `jig worker`s
@@ -255,7 +291,7 @@ impl Server {
             held: AtomicUsize::new(0),
             accepting: AtomicBool::new(true),
             live: Mutex::new(HashMap::new()),
-            finished: Mutex::new(VecDeque::new()),
+            finished: Mutex::new(Retired::default()),
             settled: tokio::sync::Notify::new(),
             metrics: Metrics::new(),
             queue: None,
@@ -526,16 +562,7 @@ impl Server {
         self.metrics
             .durations
             .observe(started.elapsed().as_secs_f64());
-        live.finished.store(true, Ordering::SeqCst);
-        live.appended.send_modify(|_| {});
-        let mut finished = self.finished.lock().unwrap();
-        finished.push_back(record.id.clone());
-        if finished.len() > MAX_FINISHED_LOGS {
-            if let Some(old) = finished.pop_front() {
-                self.live.lock().unwrap().remove(&old);
-            }
-        }
-        drop(finished);
+        self.retire(&record.id, &live);
         drop(held);
     }
 
@@ -766,6 +793,22 @@ impl Server {
         (active, held.saturating_sub(active))
     }
 
+    /// Mark Run `id`'s log complete and keep it among the finished logs,
+    /// within [`MAX_FINISHED_LOGS`] and [`MAX_FINISHED_LOG_BYTES`].
+    fn retire(&self, id: &str, live: &Live) {
+        live.finished.store(true, Ordering::SeqCst);
+        live.appended.send_modify(|_| {});
+        let evicted = self
+            .finished
+            .lock()
+            .unwrap()
+            .push(id.to_string(), live.bytes.load(Ordering::SeqCst));
+        let mut logs = self.live.lock().unwrap();
+        for old in evicted {
+            logs.remove(&old);
+        }
+    }
+
     pub fn live(&self, id: &str) -> Option<Arc<Live>> {
         self.live.lock().unwrap().get(id).cloned()
     }
@@ -795,6 +838,9 @@ impl Server {
                 }
                 Err(e) => eprintln!("jig serve: metrics: {e}"),
             }
+        }
+        if self.queue.is_none() {
+            self.measure_disk().await;
         }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.metrics.registry);
@@ -911,4 +957,33 @@ struct Enqueue {
     content: Value,
     timeout: Duration,
     files: Option<crate::queue::blobs::FileRun>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finished_logs_are_bounded_by_count_and_by_bytes() {
+        let mut retired = Retired::default();
+        for n in 0..MAX_FINISHED_LOGS {
+            assert!(retired.push(format!("r{n}"), 1).is_empty());
+        }
+        assert_eq!(retired.push("past".into(), 1), ["r0"]);
+        assert_eq!(retired.logs.len(), MAX_FINISHED_LOGS);
+
+        let mut retired = Retired::default();
+        assert!(retired
+            .push("a".into(), MAX_FINISHED_LOG_BYTES - 1)
+            .is_empty());
+        assert!(retired.push("b".into(), 1).is_empty(), "at the bound");
+        assert_eq!(retired.push("c".into(), 1), ["a"], "one byte past it");
+        assert_eq!(retired.bytes, 2);
+        // The newest log stays, whatever its size.
+        assert_eq!(
+            retired.push("huge".into(), MAX_FINISHED_LOG_BYTES + 1),
+            ["b", "c"]
+        );
+        assert_eq!(retired.logs.len(), 1);
+    }
 }

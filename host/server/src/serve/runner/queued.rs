@@ -82,7 +82,7 @@ impl Server {
     }
 
     /// A log fed from the database's events of Run `id` until its terminal.
-    pub(super) fn follow(&self, id: &str) -> Arc<Live> {
+    pub(super) fn follow(self: &Arc<Self>, id: &str) -> Arc<Live> {
         if let Some(live) = self.live(id) {
             return live;
         }
@@ -92,11 +92,12 @@ impl Server {
             .lock()
             .unwrap()
             .insert(id.to_string(), live.clone());
-        let (queue, mut woken, id, log) = (
+        let (queue, mut woken, id, log, this) = (
             queue.clone(),
             bump.subscribe(),
             id.to_string(),
             live.clone(),
+            self.clone(),
         );
         tokio::spawn(async move {
             let mut after = 0;
@@ -108,8 +109,8 @@ impl Server {
                             flow::json::parse(&line).is_ok_and(|v| v["type"] == "terminal");
                         log.push(line);
                         if terminal {
-                            log.finished.store(true, Ordering::SeqCst);
-                            log.appended.send_modify(|_| {});
+                            // Kept among the finished logs, within their bounds.
+                            this.retire(&id, &log);
                             return;
                         }
                     }

@@ -1,0 +1,586 @@
+//! Retention: which settled Runs, their checkpoints and delivered packets
+//! the operator's `[retention]` lets go, and the bytes `.jig/` holds.
+//! `jig gc` and `jig serve`'s periodic sweep both apply [`sweep`]; without
+//! a table nothing is removed, as a plain CLI project expects.
+//!
+//! The rules:
+//! - A settled Run goes when it is older than `max-age` (since it
+//!   settled) or past the newest `max-runs` settled Runs of the project
+//!   (newest by submission); with both set, both apply.
+//! - A keyed Run stays at least [`Policy::key_window`] after it settled
+//!   (default [`DEFAULT_KEY_WINDOW`]), whatever the limits, so its key
+//!   replays it. After its Run is removed a key is forgotten: the same key
+//!   makes a new Run.
+//! - A packet goes with its Run, or once older than `packets-max-age`
+//!   (default `max-age`); a checkpoint goes with its Run.
+//! - Never removed: a pending Run, its work, checkpoint or packet; the
+//!   store (the admitted generation's artifacts and those of older ones a
+//!   retained Run may name; the shared trees are bounded apart).
+//!
+//! Crash safety: a Run's key goes first, then its record (one unlink), then
+//! its checkpoint and packet (renamed aside, then removed). A reader sees
+//! the Run or not; a crash leaves at most an orphan checkpoint or packet
+//! nobody can reach, which the next sweep removes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flow::json::Value;
+
+use super::{ProjectState, RunRecord, StateError, PACKET_STORE};
+use crate::config::Retention;
+
+/// How long a keyed Run is kept after it settled when `key-window` is not
+/// set: a client retrying within a day gets its Run back.
+pub const DEFAULT_KEY_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// How often `jig serve` sweeps when `interval` is not set.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
+/// The longest duration the table accepts (ten years).
+pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
+/// Runs one sweep of `jig serve` removes at most; it sweeps again soon
+/// after when more are due, so a backlog never holds the project long.
+pub const SWEEP_BATCH: usize = 500;
+/// What a packet being removed is renamed to first, below `packets/`.
+const REMOVING_PREFIX: &str = ".removing-";
+
+/// `[retention]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub max_age: Option<Duration>,
+    pub max_runs: Option<usize>,
+    pub packets_max_age: Option<Duration>,
+    pub key_window: Duration,
+    pub interval: Duration,
+}
+
+impl Policy {
+    pub fn from_table(table: &Retention) -> Result<Policy, String> {
+        let duration = |key: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| parse_duration(t).map_err(|e| format!("[retention] {key}: {e}")))
+                .transpose()
+        };
+        let max_age = duration("max-age", &table.max_age)?;
+        let packets_max_age = duration("packets-max-age", &table.packets_max_age)?.or(max_age);
+        let max_runs = match table.max_runs {
+            Some(0) => return Err("[retention] max-runs must be at least 1".into()),
+            Some(n) => Some(usize::try_from(n).map_err(|_| "[retention] max-runs is too large")?),
+            None => None,
+        };
+        if max_age.is_none() && max_runs.is_none() && packets_max_age.is_none() {
+            return Err(
+                "[retention] needs max-age, max-runs or packets-max-age (without the table nothing is removed)"
+                    .into(),
+            );
+        }
+        Ok(Policy {
+            max_age,
+            max_runs,
+            packets_max_age,
+            key_window: duration("key-window", &table.key_window)?.unwrap_or(DEFAULT_KEY_WINDOW),
+            interval: duration("interval", &table.interval)?.unwrap_or(DEFAULT_INTERVAL),
+        })
+    }
+}
+
+/// A positive integer followed by `s`, `m`, `h` or `d`, up to [`MAX_DURATION`].
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || {
+        format!(
+            "{text:?} is not a duration: a positive integer followed by s, m, h or d, up to 3650d"
+        )
+    };
+    let split = text.len().checked_sub(1).ok_or_else(invalid)?;
+    let (number, unit) = text.split_at(split);
+    if number.is_empty() || number.starts_with('0') || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    let unit = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 24 * 3600,
+        _ => return Err(invalid()),
+    };
+    let n: u64 = number.parse().map_err(|_| invalid())?;
+    let seconds = n.checked_mul(unit).ok_or_else(invalid)?;
+    let duration = Duration::from_secs(seconds);
+    (duration <= MAX_DURATION)
+        .then_some(duration)
+        .ok_or_else(invalid)
+}
+
+/// What retention knows of one settled Run.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    pub id: String,
+    pub submitted_ms: u64,
+    pub settled_ms: u64,
+    pub keyed: bool,
+}
+
+impl Settled {
+    fn of(record: &RunRecord) -> Settled {
+        let ms = |field: &str| record.value.get(field).and_then(Value::as_u64);
+        let submitted_ms = ms("submittedAtUnixMs").unwrap_or(0);
+        Settled {
+            id: record.id.clone(),
+            submitted_ms,
+            // Records written before settlement times were kept age from
+            // their submission.
+            settled_ms: ms("settledAtUnixMs").unwrap_or(submitted_ms),
+            keyed: record.value.get("key").is_some_and(|k| !k.is_null()),
+        }
+    }
+}
+
+/// The ids among `settled` that `policy` removes at `now_ms`, newest first.
+pub fn expired(policy: &Policy, settled: &mut [Settled], now_ms: u64) -> Vec<String> {
+    settled.sort_by(|a, b| (b.submitted_ms, &b.id).cmp(&(a.submitted_ms, &a.id)));
+    let older =
+        |since: u64, limit: Duration| now_ms.saturating_sub(since) > limit.as_millis() as u64;
+    settled
+        .iter()
+        .enumerate()
+        .filter(|(rank, run)| {
+            let over_count = policy.max_runs.is_some_and(|max| *rank >= max);
+            let over_age = policy.max_age.is_some_and(|age| older(run.settled_ms, age));
+            let replayable = run.keyed && !older(run.settled_ms, policy.key_window);
+            (over_count || over_age) && !replayable
+        })
+        .map(|(_, run)| run.id.clone())
+        .collect()
+}
+
+/// What one sweep removed (or, dry, would remove).
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub runs: Vec<String>,
+    pub packets: Vec<String>,
+    pub checkpoints: usize,
+    pub freed_bytes: u64,
+    /// More was due than the sweep's budget allowed.
+    pub more: bool,
+}
+
+/// Apply `policy` to the project at `now_ms`, removing at most `budget`
+/// Runs (their packets and checkpoints with them) and as many expired
+/// packets. With `dry_run` nothing changes and the report says what would.
+pub fn sweep(
+    state: &ProjectState,
+    policy: &Policy,
+    now_ms: u64,
+    dry_run: bool,
+    budget: usize,
+) -> Result<Report, StateError> {
+    let runs = state.runs();
+    let checkpoints = state.checkpoints();
+    let packets = state.dir.join(PACKET_STORE);
+    let mut report = Report::default();
+    if !dry_run {
+        // Packets a crash left half-removed: nobody can reach them.
+        for (name, path) in entries(&packets) {
+            if name.starts_with(REMOVING_PREFIX) {
+                report.freed_bytes += tree_bytes(&path);
+                crate::files::remove_tree(&path).map_err(StateError::io("removing a packet"))?;
+            }
+        }
+    }
+    let records = runs.settled();
+    let mut settled: Vec<Settled> = records.iter().map(Settled::of).collect();
+    let due = expired(policy, &mut settled, now_ms);
+    report.more = due.len() > budget;
+    let by_id: std::collections::HashMap<&str, &RunRecord> =
+        records.iter().map(|r| (r.id.as_str(), r)).collect();
+    for id in due.iter().take(budget) {
+        let record = by_id[id.as_str()];
+        report.freed_bytes += runs.remove_settled(record, dry_run).map_err(|e| match e {
+            super::RunsError::State(e) => e,
+            other => StateError::Invalid {
+                message: other.to_string(),
+            },
+        })?;
+        super::crash_point("retention:record-removed");
+        let checkpoint = state.dir.join("checkpoints").join(format!("{id}.json"));
+        if let Ok(meta) = std::fs::metadata(&checkpoint) {
+            report.freed_bytes += meta.len();
+            report.checkpoints += 1;
+            if !dry_run {
+                checkpoints.remove(id)?;
+            }
+        }
+        if remove_packet(&packets, id, dry_run, &mut report.freed_bytes)? {
+            report.packets.push(id.clone());
+        }
+        report.runs.push(id.clone());
+    }
+    // Packets past their own age, and orphans (a Run removed by a sweep a
+    // crash interrupted): never the packet of a pending Run.
+    let removed: std::collections::HashSet<&str> = report.runs.iter().map(String::as_str).collect();
+    let settled_at: std::collections::HashMap<&str, u64> = settled
+        .iter()
+        .map(|s| (s.id.as_str(), s.settled_ms))
+        .collect();
+    let mut expired_packets = Vec::new();
+    for (id, _) in entries(&packets) {
+        if id.starts_with('.') || removed.contains(id.as_str()) {
+            continue;
+        }
+        let due = match settled_at.get(id.as_str()) {
+            Some(settled) => policy
+                .packets_max_age
+                .is_some_and(|age| now_ms.saturating_sub(*settled) > age.as_millis() as u64),
+            // No settled record: pending (kept), or gone (an orphan).
+            None => matches!(runs.load(&id), Err(super::RunsError::NotFound(_))),
+        };
+        if due {
+            expired_packets.push(id);
+        }
+    }
+    for id in expired_packets {
+        if remove_packet(&packets, &id, dry_run, &mut report.freed_bytes)? {
+            report.packets.push(id);
+        }
+    }
+    Ok(report)
+}
+
+/// Remove the packet of Run `id`, if it has one: renamed aside in one step
+/// (a reader finds it whole or not at all), then removed.
+fn remove_packet(
+    packets: &Path,
+    id: &str,
+    dry_run: bool,
+    freed: &mut u64,
+) -> Result<bool, StateError> {
+    let dir = packets.join(id);
+    if !dir.is_dir() {
+        return Ok(false);
+    }
+    *freed += tree_bytes(&dir);
+    if dry_run {
+        return Ok(true);
+    }
+    let aside = packets.join(format!("{REMOVING_PREFIX}{id}"));
+    std::fs::rename(&dir, &aside).map_err(StateError::io("removing a packet"))?;
+    super::crash_point("retention:packet-aside");
+    crate::files::remove_tree(&aside).map_err(StateError::io("removing a packet"))?;
+    Ok(true)
+}
+
+/// The (name, path) of every entry of `dir`; none when it cannot be read.
+fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Bytes of the regular files below `path` (or of `path` itself), read
+/// through no link.
+fn tree_bytes(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return if meta.is_file() { meta.len() } else { 0 };
+    }
+    entries(path).iter().map(|(_, p)| tree_bytes(p)).sum()
+}
+
+/// A count and the bytes it takes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// What a project's `.jig/` holds: Run records (with their keys and
+/// checkpoints), delivered packets, and the store.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub runs: Tally,
+    pub packets: Tally,
+    pub store: Tally,
+}
+
+/// Measure the project at `root` without owning it (read only; a served
+/// project can be measured beside its daemon).
+pub fn usage(root: &Path) -> Usage {
+    let dir = root.join(super::STATE_DIR);
+    let runs_dir = dir.join("runs");
+    let records = |d: &Path| {
+        entries(d)
+            .iter()
+            .filter(|(name, _)| name.ends_with(".json") && !name.starts_with('.'))
+            .count() as u64
+    };
+    let runs = Tally {
+        count: records(&runs_dir) + records(&runs_dir.join("pending")),
+        bytes: tree_bytes(&runs_dir) + tree_bytes(&dir.join("checkpoints")),
+    };
+    let packets_dir = dir.join(PACKET_STORE);
+    let packets = Tally {
+        count: entries(&packets_dir)
+            .iter()
+            .filter(|(name, _)| !name.starts_with('.'))
+            .count() as u64,
+        bytes: tree_bytes(&packets_dir),
+    };
+    let store_dir = dir.join("store");
+    let store = Tally {
+        count: (entries(&store_dir.join("packages")).len()
+            + entries(&store_dir.join("blobs")).len()) as u64,
+        bytes: tree_bytes(&store_dir),
+    };
+    Usage {
+        runs,
+        packets,
+        store,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::now_unix_ms as now_ms;
+
+    const S: u64 = 1000;
+    const DAY: u64 = 24 * 3600 * S;
+
+    fn policy(table: &str) -> Result<Policy, String> {
+        let table: Retention = toml::from_str(table).map_err(|e| e.to_string())?;
+        Policy::from_table(&table)
+    }
+
+    fn run(id: &str, submitted_ms: u64, settled_ms: u64, keyed: bool) -> Settled {
+        Settled {
+            id: id.into(),
+            submitted_ms,
+            settled_ms,
+            keyed,
+        }
+    }
+
+    #[test]
+    fn durations_at_and_past_their_bounds() {
+        assert_eq!(
+            parse_duration("30d").unwrap(),
+            Duration::from_secs(30 * 86400)
+        );
+        assert_eq!(
+            parse_duration("12h").unwrap(),
+            Duration::from_secs(12 * 3600)
+        );
+        assert_eq!(parse_duration("90m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("3650d").unwrap(), MAX_DURATION);
+        for bad in [
+            "",
+            "d",
+            "0s",
+            "01h",
+            "3651d",
+            "1.5h",
+            "-1d",
+            "1w",
+            "1 d",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_table_is_checked() {
+        let p = policy("max-age = \"30d\"\nmax-runs = 100").unwrap();
+        assert_eq!(p.max_age, Some(Duration::from_secs(30 * 86400)));
+        assert_eq!(p.packets_max_age, p.max_age);
+        assert_eq!(p.max_runs, Some(100));
+        assert_eq!(p.key_window, DEFAULT_KEY_WINDOW);
+        assert_eq!(p.interval, DEFAULT_INTERVAL);
+        let p = policy(
+            "max-runs = 1\npackets-max-age = \"1h\"\nkey-window = \"1s\"\ninterval = \"2s\"",
+        )
+        .unwrap();
+        assert_eq!(p.max_age, None);
+        assert_eq!(p.packets_max_age, Some(Duration::from_secs(3600)));
+        assert!(policy("").unwrap_err().contains("needs"));
+        assert!(policy("max-runs = 0").unwrap_err().contains("at least 1"));
+        assert!(policy("max-age = \"30\"").unwrap_err().contains("max-age"));
+        assert!(policy("max-ages = \"30d\"").is_err());
+    }
+
+    #[test]
+    fn the_age_limit_one_second_inside_and_past() {
+        let p = policy("max-age = \"1h\"").unwrap();
+        let now = 10 * DAY;
+        let mut runs = vec![
+            run("inside", 1, now - 3600 * S + S, false),
+            run("at", 2, now - 3600 * S, false),
+            run("past", 3, now - 3600 * S - S, false),
+        ];
+        assert_eq!(expired(&p, &mut runs, now), ["past"]);
+    }
+
+    #[test]
+    fn the_count_limit_at_and_one_past() {
+        let p = policy("max-runs = 3").unwrap();
+        let mut runs: Vec<Settled> = (0..3).map(|n| run(&format!("r{n}"), n, n, false)).collect();
+        assert!(expired(&p, &mut runs, DAY).is_empty());
+        runs.push(run("r3", 3, 3, false));
+        assert_eq!(expired(&p, &mut runs, DAY), ["r0"], "the oldest goes");
+    }
+
+    #[test]
+    fn both_limits_apply_and_a_key_keeps_its_run_within_the_window() {
+        let p = policy("max-age = \"1d\"\nmax-runs = 2\nkey-window = \"2d\"").unwrap();
+        let now = 10 * DAY;
+        let mut runs = vec![
+            run("new", now, now, false),
+            run("old", now - 2 * DAY, now - 2 * DAY, false),
+            run("third", now - 1, now - 1, false),
+            run("keyed-old", now - 3, now - DAY - S, true),
+            run("keyed-past", now - 4, now - 2 * DAY - S, true),
+        ];
+        let mut gone = expired(&p, &mut runs, now);
+        gone.sort();
+        assert_eq!(gone, ["keyed-past", "old"]);
+    }
+
+    fn project() -> (tempfile::TempDir, ProjectState) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("jig.ts"), "export default {};\n").unwrap();
+        let state = ProjectState::acquire(dir.path()).unwrap();
+        (dir, state)
+    }
+
+    /// A Run submitted (with `key`), settled, and given a packet and a
+    /// checkpoint file.
+    fn settled_run(state: &ProjectState, key: Option<&str>, n: u64) -> String {
+        let runs = state.runs();
+        let super::super::Submission::New(mut record) = runs
+            .submit(key, serde_json::json!({"target": "t", "n": n}))
+            .unwrap()
+        else {
+            panic!("a new Run");
+        };
+        runs.settle(&mut record, serde_json::json!({"status": "succeeded"}))
+            .unwrap();
+        let packet = state.dir.join(PACKET_STORE).join(&record.id);
+        std::fs::create_dir_all(packet.join("files")).unwrap();
+        std::fs::write(packet.join("result.json"), "{}").unwrap();
+        std::fs::write(
+            state
+                .dir
+                .join("checkpoints")
+                .join(format!("{}.json", record.id)),
+            "{}",
+        )
+        .unwrap();
+        record.id
+    }
+
+    fn tree(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, path) in entries(dir) {
+            out.push(name.clone());
+            if path.is_dir() {
+                out.extend(tree(&path).into_iter().map(|n| format!("{name}/{n}")));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_sweep_removes_runs_with_packets_and_checkpoints_and_keeps_pending_ones() {
+        let (dir, state) = project();
+        let old = settled_run(&state, None, 1);
+        std::thread::sleep(Duration::from_millis(5));
+        let kept = settled_run(&state, None, 2);
+        let super::super::Submission::New(pending) = state
+            .runs()
+            .submit(None, serde_json::json!({"target": "t", "n": 3}))
+            .unwrap()
+        else {
+            panic!("a new Run");
+        };
+        let p = policy("max-runs = 1").unwrap();
+        let before = tree(&dir.path().join(".jig"));
+        let dry = sweep(&state, &p, now_ms(), true, usize::MAX).unwrap();
+        assert_eq!(dry.runs, std::slice::from_ref(&old));
+        assert_eq!(dry.packets, std::slice::from_ref(&old));
+        assert_eq!(dry.checkpoints, 1);
+        assert!(dry.freed_bytes > 0);
+        assert_eq!(
+            tree(&dir.path().join(".jig")),
+            before,
+            "a dry run changes nothing"
+        );
+        let wet = sweep(&state, &p, now_ms(), false, usize::MAX).unwrap();
+        assert_eq!(wet.runs, dry.runs);
+        assert_eq!(wet.freed_bytes, dry.freed_bytes);
+        assert!(matches!(
+            state.runs().load(&old),
+            Err(super::super::RunsError::NotFound(_))
+        ));
+        assert!(!state.dir.join(PACKET_STORE).join(&old).exists());
+        assert!(state.runs().load(&kept).is_ok());
+        assert!(state.runs().load(&pending.id).is_ok());
+        assert!(sweep(&state, &p, now_ms(), false, usize::MAX)
+            .unwrap()
+            .runs
+            .is_empty());
+        let used = usage(dir.path());
+        assert_eq!(used.runs.count, 2);
+        assert_eq!(used.packets.count, 1);
+    }
+
+    #[test]
+    fn a_key_replays_within_its_window_and_makes_a_new_run_after_its_run_is_gone() {
+        let (_dir, state) = project();
+        let content = serde_json::json!({"target": "t", "n": 1});
+        let first = settled_run(&state, Some("k"), 1);
+        let p = policy("max-age = \"1s\"\nkey-window = \"1h\"").unwrap();
+        let later = now_ms() + 2 * 1000;
+        assert!(sweep(&state, &p, later, false, usize::MAX)
+            .unwrap()
+            .runs
+            .is_empty());
+        let Ok(super::super::Submission::Existing(replayed)) =
+            state.runs().submit(Some("k"), content.clone())
+        else {
+            panic!("a replay within the window");
+        };
+        assert_eq!(replayed.id, first);
+        let past = now_ms() + 3600 * 1000 + 1000;
+        assert_eq!(
+            sweep(&state, &p, past, false, usize::MAX).unwrap().runs,
+            std::slice::from_ref(&first)
+        );
+        let Ok(super::super::Submission::New(again)) = state.runs().submit(Some("k"), content)
+        else {
+            panic!("a new Run once the keyed Run is gone");
+        };
+        assert_ne!(again.id, first);
+    }
+
+    #[test]
+    fn a_budget_bounds_one_sweep() {
+        let (_dir, state) = project();
+        for n in 0..5 {
+            settled_run(&state, None, n);
+        }
+        let p = policy("max-runs = 1").unwrap();
+        let first = sweep(&state, &p, now_ms(), false, 2).unwrap();
+        assert_eq!((first.runs.len(), first.more), (2, true));
+        let second = sweep(&state, &p, now_ms(), false, 2).unwrap();
+        assert_eq!((second.runs.len(), second.more), (2, false));
+        assert_eq!(state.runs().list().unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,173 @@
+//! `[retention]` in database mode, against the real PostgreSQL the test
+//! support starts: each rule at its boundary, the key window, the batch
+//! bound, and queued Runs never touched.
+
+use serde_json::json;
+
+use jig_engine::config::Retention;
+use jig_engine::state::retention::Policy;
+use jig_server::queue::{connect_config, Queue};
+
+use crate::queue::{input, queue_fixture, wait_until, Served};
+use crate::support::*;
+
+fn policy(max_age: Option<&str>, max_runs: Option<u64>, key_window: Option<&str>) -> Policy {
+    Policy::from_table(&Retention {
+        max_age: max_age.map(str::to_string),
+        max_runs,
+        key_window: key_window.map(str::to_string),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Submit Run `n` (with `key`) and settle it: a timeout of 0 is past its
+/// deadline, so the queue's own sweep settles it DEADLINE_EXCEEDED.
+async fn settled(queue: &Queue, n: i64, key: Option<&str>) -> String {
+    let id = submit(queue, n, key, 0).await;
+    queue.sweep().await.unwrap();
+    id
+}
+
+async fn submit(queue: &Queue, n: i64, key: Option<&str>, timeout_ms: i64) -> String {
+    let (content, input) = (json!({"n": n}), json!(n));
+    let (run, _) = queue
+        .submit(
+            "p",
+            key,
+            1,
+            "flow:flows/x",
+            &input,
+            &content,
+            timeout_ms,
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    run.id
+}
+
+fn count(pg: &Postgres, table_where: &str) -> String {
+    pg.sql(&format!("SELECT count(*) FROM {table_where}"))
+}
+
+#[test]
+fn database_retention_at_each_boundary() {
+    let pg = Postgres::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+            .await
+            .unwrap();
+        // The count limit at and one past.
+        let mut ids = Vec::new();
+        for n in 0..3 {
+            ids.push(settled(&queue, n, None).await);
+        }
+        let pending = submit(&queue, 100, None, 600_000).await;
+        let three = policy(None, Some(3), None);
+        assert!(queue.retain("p", &three, 64).await.unwrap().runs.is_empty());
+        ids.push(settled(&queue, 3, None).await);
+        let removed = queue.retain("p", &three, 64).await.unwrap();
+        assert_eq!(removed.runs, [ids[0].clone()], "the oldest goes");
+        assert_eq!(count(&pg, &format!("jig_runs WHERE id = '{}'", ids[0])), "0");
+        assert_eq!(
+            count(&pg, &format!("jig_events WHERE run_id = '{}'", ids[0])),
+            "0"
+        );
+        assert_eq!(
+            pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{pending}'")),
+            "queued",
+            "a queued Run is never removed"
+        );
+
+        // The age limit one second inside and one second past.
+        let (inside, past) = (ids[1].clone(), ids[2].clone());
+        pg.sql(&format!(
+            "UPDATE jig_runs SET settled_at = now() - interval '3599 seconds' WHERE id = '{inside}'"
+        ));
+        pg.sql(&format!(
+            "UPDATE jig_runs SET settled_at = now() - interval '3601 seconds' WHERE id = '{past}'"
+        ));
+        let hour = policy(Some("1h"), None, None);
+        assert_eq!(queue.retain("p", &hour, 64).await.unwrap().runs, [past]);
+        assert!(queue.load("p", &inside).await.is_ok());
+
+        // A key replays within its window; once its Run is gone the same
+        // key makes a new Run.
+        let keyed = settled(&queue, 7, Some("k")).await;
+        pg.sql(&format!(
+            "UPDATE jig_runs SET settled_at = now() - interval '2 hours' WHERE id = '{keyed}'"
+        ));
+        let window = policy(Some("1h"), None, Some("3h"));
+        assert!(!queue
+            .retain("p", &window, 64)
+            .await
+            .unwrap()
+            .runs
+            .contains(&keyed));
+        assert_eq!(submit(&queue, 7, Some("k"), 0).await, keyed, "replayed");
+        pg.sql(&format!(
+            "UPDATE jig_runs SET settled_at = now() - interval '3 hours 1 second' WHERE id = '{keyed}'"
+        ));
+        assert!(queue
+            .retain("p", &window, 64)
+            .await
+            .unwrap()
+            .runs
+            .contains(&keyed));
+        assert_eq!(count(&pg, "jig_keys WHERE key = 'k'"), "0");
+        let again = submit(&queue, 7, Some("k"), 600_000).await;
+        assert_ne!(again, keyed, "a new Run under the forgotten key");
+
+        // One batch is bounded.
+        for n in 10..15 {
+            settled(&queue, n, None).await;
+        }
+        let one = policy(None, Some(1), None);
+        assert_eq!(queue.retain("p", &one, 2).await.unwrap().runs.len(), 2);
+        while !queue.retain("p", &one, 2).await.unwrap().runs.is_empty() {}
+        assert_eq!(count(&pg, "jig_runs WHERE status = 'settled'"), "1");
+        assert_eq!(
+            count(&pg, "jig_runs WHERE status <> 'settled'"),
+            "2",
+            "the queued Runs stay"
+        );
+    });
+}
+
+/// `jig serve --database` applies `[retention]` itself: Runs the queue's
+/// sweep settled are removed down to `max-runs`, and /metrics counts them.
+#[test]
+fn serve_with_a_database_sweeps_settled_runs() {
+    let (pg, outer, root, logs, witness) = queue_fixture();
+    let config = outer.path().join("host.toml");
+    std::fs::write(&config, "[retention]\nmax-runs = 1\ninterval = \"1s\"\n").unwrap();
+    let served = Served::start_with(
+        &root,
+        &pg,
+        logs.path(),
+        &["--config", config.to_str().unwrap()],
+    );
+    let ids: Vec<String> = (0..3)
+        .map(|n| served.submit_expiring(input(&witness, n, 0)))
+        .collect();
+    wait_until(
+        "retention kept the newest settled Run",
+        std::time::Duration::from_secs(30),
+        || count(&pg, "jig_runs") == "1",
+    );
+    assert_eq!(
+        pg.sql("SELECT id FROM jig_runs"),
+        ids[2],
+        "the newest is kept"
+    );
+    let (status, metrics) = served.call("GET", "/metrics", None);
+    assert_eq!(status, 200);
+    let text = metrics.as_str().unwrap_or_default().to_string();
+    assert!(
+        text.contains("jig_retention_removed_runs_total{project=\"p\"} 2"),
+        "{text}"
+    );
+}

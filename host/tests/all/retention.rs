@@ -1,0 +1,305 @@
+//! `[retention]` through the real binary: `jig gc` and its dry run, a key
+//! after its Run is gone, a crash in the middle of a sweep, `jig doctor`'s
+//! disk lines, and `jig serve` sweeping while it takes Runs (the bounded
+//! soak CI runs; `host/benches/soak.rs` is the long one).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::serve::{served_project, Daemon};
+use crate::support::*;
+
+/// A reviewed project `p` with the served Flows, and a host configuration
+/// holding `table` beside it (returned as `--config PATH`).
+fn project_with(table: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    served_project(&root);
+    let config = outer.path().join("host.toml");
+    std::fs::write(&config, table).unwrap();
+    let config = config.to_str().unwrap().to_string();
+    (outer, root, config)
+}
+
+fn jig_with(root: &Path, config: &str, args: &[&str]) -> Run {
+    let mut all = vec!["--config", config];
+    all.extend_from_slice(args);
+    run_jig(root, &all)
+}
+
+fn echo(root: &Path, config: &str, input: &str, key: Option<&str>) -> String {
+    let mut args = vec!["run", "flow:flows/echo", "--input", input, "--json"];
+    if let Some(key) = key {
+        args.extend(["--key", key]);
+    }
+    let run = jig_with(root, config, &args);
+    assert_eq!(run.status, 0, "{run:?}");
+    run.json()["runId"].as_str().unwrap().to_string()
+}
+
+fn listed(root: &Path) -> Vec<String> {
+    let run = run_jig(root, &["runs"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    run.stdout
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn without_a_table_gc_removes_nothing() {
+    let (_outer, root, config) = project_with("");
+    echo(&root, &config, "1", None);
+    let before = tree(&root.join(".jig/runs"));
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(
+        (gc.status, gc.stdout.as_str(), gc.stderr.as_str()),
+        (
+            0,
+            "no [retention] table in the host configuration; nothing is removed\n",
+            ""
+        )
+    );
+    assert_eq!(tree(&root.join(".jig/runs")), before);
+}
+
+#[test]
+fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
+    let (_outer, root, config) = project_with("[retention]\nmax-runs = 2\n");
+    let ids: Vec<String> = (0..4)
+        .map(|n| echo(&root, &config, &n.to_string(), None))
+        .collect();
+    let before = tree(&root.join(".jig"));
+    let dry = jig_with(&root, &config, &["gc", "--dry-run"]);
+    assert_eq!(dry.status, 0, "{dry:?}");
+    let lines: Vec<&str> = dry.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{dry:?}");
+    assert_eq!(lines[0], format!("would remove run {}", ids[1]));
+    assert_eq!(lines[1], format!("would remove run {}", ids[0]));
+    assert!(
+        lines[2].starts_with("would remove 2 Run(s), 0 packet(s), 0 checkpoint(s); would free "),
+        "{dry:?}"
+    );
+    assert_eq!(
+        tree(&root.join(".jig")),
+        before,
+        "a dry run changes nothing"
+    );
+
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(gc.status, 0, "{gc:?}");
+    assert_eq!(
+        gc.stdout
+            .replace("removed", "would remove")
+            .replace("freed", "would free"),
+        dry.stdout
+    );
+    assert_eq!(listed(&root), [ids[3].clone(), ids[2].clone()]);
+    let show = run_jig(&root, &["runs", "show", &ids[0]]);
+    assert_eq!(show.status, 1, "{show:?}");
+    assert!(show.stderr.starts_with("RUN_NOT_FOUND: "), "{show:?}");
+    // At the limit: nothing more goes.
+    let again = jig_with(&root, &config, &["gc"]);
+    assert_eq!(
+        again.stdout,
+        "removed 0 Run(s), 0 packet(s), 0 checkpoint(s); freed 0 bytes\n"
+    );
+}
+
+#[test]
+fn a_key_replays_within_its_window_and_makes_a_new_run_once_its_run_is_gone() {
+    let (_outer, root, config) =
+        project_with("[retention]\nmax-age = \"1s\"\nkey-window = \"2s\"\n");
+    let first = echo(&root, &config, "\"k\"", Some("k"));
+    std::thread::sleep(Duration::from_millis(1100));
+    // Past max-age, inside the key window: kept, and the key replays it.
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert!(gc.stdout.starts_with("removed 0 Run(s)"), "{gc:?}");
+    assert_eq!(echo(&root, &config, "\"k\"", Some("k")), first);
+    std::thread::sleep(Duration::from_millis(1000));
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(
+        gc.stdout.lines().next(),
+        Some(&*format!("removed run {first}"))
+    );
+    // The key was forgotten with its Run: the same key is a new Run.
+    let second = echo(&root, &config, "\"k\"", Some("k"));
+    assert_ne!(second, first);
+    assert_eq!(echo(&root, &config, "\"k\"", Some("k")), second);
+}
+
+#[test]
+fn a_crash_in_the_middle_of_a_sweep_leaves_whole_runs() {
+    let (_outer, root, config) = project_with("[retention]\nmax-runs = 1\nkey-window = \"1s\"\n");
+    let ids: Vec<String> = (0..3)
+        .map(|n| echo(&root, &config, &n.to_string(), Some(&format!("k{n}"))))
+        .collect();
+    std::thread::sleep(Duration::from_millis(1100));
+    for point in ["retention:key-removed", "retention:record-removed"] {
+        let crashed = output(
+            jig(&root)
+                .args(["--config", &config, "gc"])
+                .env("JIG_TEST_CRASH_AT", point)
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(crashed.status, 0, "{point}: {crashed:?}");
+        // Every listed Run reads whole; its key replays it or makes a new Run.
+        for id in listed(&root) {
+            let show = run_jig(&root, &["runs", "show", &id]);
+            assert_eq!(show.status, 0, "{point}: {show:?}");
+            assert_eq!(show.json()["terminal"]["status"], "succeeded");
+        }
+    }
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(gc.status, 0, "{gc:?}");
+    assert_eq!(listed(&root), [ids[2].clone()]);
+}
+
+#[test]
+fn doctor_shows_the_project_disk_and_its_retention() {
+    let (_outer, root, config) = project_with("[retention]\nmax-age = \"30d\"\n");
+    echo(&root, &config, "1", None);
+    let doctor = jig_with(&root, &config, &["doctor"]);
+    let text = doctor.stdout;
+    assert!(
+        text.contains("disk (this project's .jig):\n  runs: 1 ("),
+        "{text}"
+    );
+    assert!(text.contains("\n  packets: 0 (0 bytes)\n"), "{text}");
+    assert!(text.contains("\n  store: "), "{text}");
+    assert!(
+        text.contains("\n  retention: max-age 2592000 s, max-runs none, packets-max-age 2592000 s, key-window 86400 s\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn config_check_validates_the_table() {
+    let (outer, _root, _config) = project_with("");
+    let check = |table: &str| {
+        let path = outer.path().join("check.toml");
+        std::fs::write(&path, table).unwrap();
+        run_jig(outer.path(), &["config", "check", path.to_str().unwrap()])
+    };
+    let ok = check("[retention]\nmax-age = \"30d\"\nmax-runs = 1000\npackets-max-age = \"7d\"\n");
+    assert_eq!(
+        (ok.status, ok.stdout.as_str()),
+        (0, "configuration is valid\n")
+    );
+    for (table, says) in [
+        (
+            "[retention]\nmax-age = \"30 days\"\n",
+            "[retention] max-age",
+        ),
+        ("[retention]\nmax-runs = 0\n", "max-runs must be at least 1"),
+        ("[retention]\n", "[retention] needs"),
+        ("[retention]\nmax-ages = \"1d\"\n", "max-ages"),
+    ] {
+        let refused = check(table);
+        assert_eq!(refused.status, 1, "{table}: {refused:?}");
+        assert!(
+            refused.stderr.starts_with("JIG_CONFIG_INVALID: "),
+            "{refused:?}"
+        );
+        assert!(refused.stderr.contains(says), "{table}: {refused:?}");
+    }
+}
+
+/// A metric's value for project `p`.
+fn gauge(metrics: &str, name: &str) -> u64 {
+    let prefix = format!("{name}{{project=\"p\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name}: {metrics}"))
+        .parse()
+        .unwrap()
+}
+
+/// The CI soak: a few hundred Runs through `jig serve` sweeping every
+/// second with `max-runs`; every Run gets exactly one terminal, nothing
+/// pending is lost, and the records level off at the limit.
+#[test]
+fn serve_sweeps_while_it_takes_runs_and_the_records_level_off() {
+    const CLIENTS: usize = 8;
+    const RUNS: usize = 200;
+    const KEEP: u64 = 20;
+    let (_outer, root, config) = project_with(&format!(
+        "[retention]\nmax-runs = {KEEP}\ninterval = \"1s\"\n"
+    ));
+    let daemon = Daemon::start(&root, &["--config", &config]);
+    let started = Instant::now();
+    let terminals: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|client| {
+                let daemon = &daemon;
+                s.spawn(move || {
+                    (client..RUNS)
+                        .step_by(CLIENTS)
+                        .map(|n| {
+                            let (status, t) =
+                                daemon.submit(json!({"target": "flow:flows/echo", "input": n}));
+                            assert_eq!(status, 200, "{t}");
+                            t
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut outputs: Vec<u64> = terminals
+        .iter()
+        .map(|t| {
+            assert_eq!(t["status"], "succeeded", "{t}");
+            t["output"].as_u64().unwrap()
+        })
+        .collect();
+    outputs.sort();
+    assert_eq!(
+        outputs,
+        (0..RUNS as u64).collect::<Vec<_>>(),
+        "one terminal each"
+    );
+    let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+    assert!(
+        metrics.contains(&format!("jig_runs_total{{status=\"succeeded\"}} {RUNS}")),
+        "{metrics}"
+    );
+    // The next sweeps bring the records to the limit.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let metrics = loop {
+        let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+        if gauge(&metrics, "jig_retained_runs") == KEEP || Instant::now() > deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        gauge(&metrics, "jig_retained_runs"),
+        KEEP,
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(
+        gauge(&metrics, "jig_retention_removed_runs_total"),
+        RUNS as u64 - KEEP
+    );
+    assert!(gauge(&metrics, "jig_retained_run_bytes") > 0);
+    assert!(gauge(&metrics, "jig_store_bytes") > 0);
+    let records = daemon.runs();
+    assert_eq!(records.len(), KEEP as usize);
+    let newest: Vec<&Value> = records.iter().map(|r| &r["terminal"]["status"]).collect();
+    assert!(
+        newest.iter().all(|s| *s == "succeeded"),
+        "nothing pending is lost"
+    );
+    // Timed by the bench, not here: this only reports.
+    eprintln!("soak: {RUNS} Runs in {:?}", started.elapsed());
+}
