@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::serve::{served_project, Daemon};
 use crate::support::*;
@@ -232,28 +232,7 @@ fn serve_sweeps_while_it_takes_runs_and_the_records_level_off() {
     ));
     let daemon = Daemon::start(&root, &["--config", &config]);
     let started = Instant::now();
-    let terminals: Vec<Value> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..CLIENTS)
-            .map(|client| {
-                let daemon = &daemon;
-                s.spawn(move || {
-                    (client..RUNS)
-                        .step_by(CLIENTS)
-                        .map(|n| {
-                            let (status, t) =
-                                daemon.submit(json!({"target": "flow:flows/echo", "input": n}));
-                            assert_eq!(status, 200, "{t}");
-                            t
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+    let terminals: Vec<Value> = daemon.echo_concurrently(CLIENTS, RUNS);
     let mut outputs: Vec<u64> = terminals
         .iter()
         .map(|t| {

@@ -184,6 +184,32 @@ impl Daemon {
         self.call("POST", "/v1/projects/p/runs", Some(body))
     }
 
+    /// `runs` Runs of `flows/echo` (inputs 0..runs) from `clients`
+    /// concurrent clients, each waited for: their terminals.
+    pub(crate) fn echo_concurrently(&self, clients: usize, runs: usize) -> Vec<Value> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..clients)
+                .map(|client| {
+                    s.spawn(move || {
+                        (client..runs)
+                            .step_by(clients)
+                            .map(|n| {
+                                let (status, t) =
+                                    self.submit(json!({"target": "flow:flows/echo", "input": n}));
+                                assert_eq!(status, 200, "{t}");
+                                t
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        })
+    }
+
     pub(crate) fn runs(&self) -> Vec<Value> {
         let (status, list) = self.call("GET", "/v1/projects/p/runs?limit=1000", None);
         assert_eq!(status, 200, "{list}");
@@ -522,28 +548,7 @@ fn two_hundred_runs_from_sixteen_clients_each_reach_exactly_one_terminal() {
     const CLIENTS: usize = 16;
     const RUNS: usize = 200;
     let (_outer, _path, daemon) = start(&[]);
-    let terminals: Vec<Value> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..CLIENTS)
-            .map(|client| {
-                let daemon = &daemon;
-                s.spawn(move || {
-                    (client..RUNS)
-                        .step_by(CLIENTS)
-                        .map(|n| {
-                            let (status, t) =
-                                daemon.submit(json!({"target": "flow:flows/echo", "input": n}));
-                            assert_eq!(status, 200, "{t}");
-                            t
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+    let terminals: Vec<Value> = daemon.echo_concurrently(CLIENTS, RUNS);
     assert_eq!(terminals.len(), RUNS);
     let mut inputs: Vec<u64> = terminals
         .iter()

@@ -476,23 +476,12 @@ async fn events(
     match server.live(&id) {
         Some(live) => {
             tokio::spawn(async move {
-                let mut changes = live.subscribe();
-                let mut next = 0;
-                loop {
-                    let (lines, finished) = live.read_from(next);
-                    next += lines.len();
-                    for line in lines {
-                        if tx.send(Ok(frame(&line))).await.is_err() {
-                            return;
-                        }
-                    }
-                    if finished && live.read_from(next).0.is_empty() {
-                        return;
-                    }
-                    if changes.changed().await.is_err() {
-                        return;
-                    }
-                }
+                live.forward(|line| {
+                    let tx = tx.clone();
+                    let framed = frame(&line);
+                    async move { tx.send(Ok(framed)).await.is_ok() }
+                })
+                .await;
             });
         }
         None => {

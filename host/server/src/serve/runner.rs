@@ -163,6 +163,33 @@ impl Live {
     pub fn subscribe(&self) -> watch::Receiver<usize> {
         self.appended.subscribe()
     }
+
+    /// Hand every line of this log to `send`, from the first and then as
+    /// each is appended: `true` once the log is finished and every line
+    /// was sent, `false` when `send` says its reader went away.
+    pub async fn forward<F, Sent>(&self, mut send: F) -> bool
+    where
+        F: FnMut(Arc<Vec<u8>>) -> Sent,
+        Sent: std::future::Future<Output = bool>,
+    {
+        let mut changes = self.subscribe();
+        let mut next = 0;
+        loop {
+            let (lines, finished) = self.read_from(next);
+            next += lines.len();
+            for line in lines {
+                if !send(line).await {
+                    return false;
+                }
+            }
+            if finished && self.read_from(next).0.is_empty() {
+                return true;
+            }
+            if changes.changed().await.is_err() {
+                return false;
+            }
+        }
+    }
 }
 
 /// The `--receive` stream writes whole lines; each becomes one event.

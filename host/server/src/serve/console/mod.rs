@@ -571,25 +571,17 @@ async fn events(
     match door.server.live(&id) {
         Some(live) => {
             tokio::spawn(async move {
-                let mut changes = live.subscribe();
-                let mut next = 0;
-                loop {
-                    let (lines, finished) = live.read_from(next);
-                    next += lines.len();
-                    for line in lines {
-                        if tx.send(frame(&line)).await.is_err() {
-                            return;
-                        }
-                    }
-                    if finished && live.read_from(next).0.is_empty() {
-                        let _ = tx
-                            .send(Ok(Bytes::from_static(b"event: end\ndata: {}\n\n")))
-                            .await;
-                        return;
-                    }
-                    if changes.changed().await.is_err() {
-                        return;
-                    }
+                let finished = live
+                    .forward(|line| {
+                        let tx = tx.clone();
+                        let framed = frame(&line);
+                        async move { tx.send(framed).await.is_ok() }
+                    })
+                    .await;
+                if finished {
+                    let _ = tx
+                        .send(Ok(Bytes::from_static(b"event: end\ndata: {}\n\n")))
+                        .await;
                 }
             });
         }
