@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use crate::support::write_files;
+use crate::support::{free_port, write_files};
 
 /// Where .ci/setup installs verdaccio (`JIG_VERDACCIO_DIR` overrides).
 pub const VERDACCIO_DIR: &str = "/opt/jig-verdaccio";
@@ -38,14 +38,6 @@ fn verdaccio() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start() -> Registry {

@@ -758,11 +758,7 @@ fn tcp_requires_the_bearer_token_from_the_file() {
     let (outer, path) = served();
     let token = outer.path().join("token");
     std::fs::write(&token, "s3cret-token\n").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let daemon = Daemon::start(
         &path,
@@ -1052,11 +1048,7 @@ fn server_urls_and_tokens_are_checked_before_anything_is_sent() {
     );
     let token = outer.path().join("token");
     std::fs::write(&token, "s3cret-token\n").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let _daemon = Daemon::start(
         &path,

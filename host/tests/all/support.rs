@@ -82,6 +82,15 @@ pub fn assert_interrupted(run: &Run) {
     );
 }
 
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn run_jig(dir: &Path, args: &[&str]) -> Run {
     output(jig(dir).args(args).output().expect("jig runs"))
 }

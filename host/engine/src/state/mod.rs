@@ -14,7 +14,7 @@ pub mod retention;
 mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
-pub use records::{now_unix_ms, RunRecord, RunStatus, Runs, RunsError, Submission};
+pub use records::{now_unix_ms, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission};
 pub use store::Store;
 
 use std::fs::{File, OpenOptions};

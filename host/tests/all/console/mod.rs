@@ -194,12 +194,18 @@ fn one_browser() -> std::sync::MutexGuard<'static, ()> {
     ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The browser tests need Debian's chromium and chromedriver; without
+/// them they fail (never pass unseen): .ci/setup installs both.
+fn needs_a_browser() {
+    assert!(
+        webdriver::available(),
+        "chromium and chromedriver are not installed (.ci/setup installs them)"
+    );
+}
+
 #[test]
 fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
-    if !webdriver::available() {
-        eprintln!("skipped: chromium and chromedriver are not installed (.ci/setup installs them)");
-        return;
-    }
+    needs_a_browser();
     let _one = one_browser();
     let (_outer, root) = console_project();
     let mut served = Served::start(&root, &[]);
@@ -428,10 +434,7 @@ fn fetch(url: &str, extra: &[&str]) -> (u16, String) {
 
 #[test]
 fn without_a_session_every_page_and_action_is_refused() {
-    if !webdriver::available() {
-        eprintln!("skipped: chromium and chromedriver are not installed (.ci/setup installs them)");
-        return;
-    }
+    needs_a_browser();
     let _one = one_browser();
     let (outer, root) = console_project();
     let mut served = Served::start(&root, &[]);
@@ -565,19 +568,12 @@ fn without_a_session_every_page_and_action_is_refused() {
 
 #[test]
 fn on_tcp_the_console_signs_in_with_the_bearer_token() {
-    if !webdriver::available() {
-        eprintln!("skipped: chromium and chromedriver are not installed (.ci/setup installs them)");
-        return;
-    }
+    needs_a_browser();
     let _one = one_browser();
     let (outer, root) = console_project();
     let token = outer.path().join("token");
     std::fs::write(&token, "console-s3cret\n").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let _served = Served::start(
         &root,
