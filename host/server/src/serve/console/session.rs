@@ -162,13 +162,20 @@ mod tests {
     #[test]
     fn tickets_and_sessions_are_bounded() {
         let console = Console::default();
-        for _ in 0..MAX_TICKETS + 5 {
+        // At the bound every ticket is held; one past it, the oldest goes.
+        let first = console.mint_ticket().unwrap();
+        for _ in 1..MAX_TICKETS {
             console.mint_ticket().unwrap();
         }
-        assert!(console.tickets.lock().unwrap().len() <= MAX_TICKETS);
-        for _ in 0..MAX_SESSIONS + 5 {
+        assert_eq!(console.tickets.lock().unwrap().len(), MAX_TICKETS);
+        console.mint_ticket().unwrap();
+        assert_eq!(console.tickets.lock().unwrap().len(), MAX_TICKETS);
+        assert!(console.redeem(&first).is_err(), "the oldest ticket went");
+        for _ in 0..MAX_SESSIONS {
             console.open_session().unwrap();
         }
-        assert!(console.sessions.lock().unwrap().len() <= MAX_SESSIONS);
+        assert_eq!(console.sessions.lock().unwrap().len(), MAX_SESSIONS);
+        console.open_session().unwrap();
+        assert_eq!(console.sessions.lock().unwrap().len(), MAX_SESSIONS);
     }
 }
