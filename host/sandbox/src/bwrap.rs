@@ -62,13 +62,15 @@ struct HostGroup {
     /// A Run group made ahead of its launch ([`Sandbox::prepare`]), taken
     /// by the first spawn with the same limits.
     ready: Option<(Limits, Group)>,
+    /// Kept while no envelope is (a daemon between Runs).
+    keep: bool,
 }
 
 impl HostGroup {
     /// With no envelope left: remove a group made ahead that nothing took,
     /// then the host group.
     fn release_if_idle(&mut self) -> Result<(), String> {
-        if self.active > 0 {
+        if self.active > 0 || self.keep {
             return Ok(());
         }
         let mut failures = Vec::new();
@@ -377,6 +379,12 @@ impl Sandbox for Bubblewrap {
     fn shows_elsewhere(&self) -> bool {
         true
     }
+
+    fn keep_between_runs(&self, keep: bool) {
+        let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
+        host.keep = keep;
+        let _ = host.release_if_idle();
+    }
 }
 
 /// The bubblewrap options of the descriptor handoff.
@@ -659,6 +667,7 @@ impl Drop for Bubblewrap {
     /// A Run group made ahead that no launch took goes with the host.
     fn drop(&mut self) {
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
+        host.keep = false;
         let _ = host.release_if_idle();
     }
 }

@@ -233,6 +233,10 @@ pub trait Sandbox: Send + Sync {
     /// Prepare, ahead of a launch with `limits`, what it would otherwise
     /// make first (best effort: a launch that finds nothing made makes it).
     fn prepare(&self, _limits: Limits) {}
+    /// Keep what every launch would otherwise make again (the host's
+    /// parent cgroup) between Runs: a daemon sets it while it serves, and
+    /// clears it to release them once its Runs are done.
+    fn keep_between_runs(&self, _keep: bool) {}
 }
 
 /// Open a directory as the handoff descriptor.

@@ -319,17 +319,20 @@ pub fn main() -> u8 {
     }
     // The installation verification policy is captured once, before any
     // project is loaded, and kept for the whole command (seed 002 §9).
-    let (flag, verifies, writes) = match &command {
+    // A daemon's every Run is its own verification boundary.
+    let (flag, verifies, writes, daemon) = match &command {
         Command::Review { verification, .. } | Command::Run { verification, .. } => {
-            (verification.as_deref(), true, true)
+            (verification.as_deref(), true, true, false)
         }
-        Command::Doctor { verification } => (verification.as_deref(), true, false),
-        Command::Exec { .. } => (None, true, true),
-        _ => (None, false, false),
+        Command::Doctor { verification } => (verification.as_deref(), true, false, false),
+        Command::Exec { .. } => (None, true, true, false),
+        Command::Serve(_) | Command::Worker(_) => (None, true, true, true),
+        _ => (None, false, false, false),
     };
     if verifies {
         let variable = std::env::var_os(jig_verify::VARIABLE);
         match Policy::effective(flag.and_then(Policy::parse), variable.as_deref()) {
+            Ok(policy) if daemon => jig_verify::install(Verifier::for_daemon(policy)),
             Ok(policy) => jig_verify::install(Verifier::for_command(policy, writes)),
             Err(message) => {
                 let e = CliError::new(Code::ConfigInvalid, message.to_string());

@@ -272,3 +272,74 @@ fn bad_policies_are_usage_or_configuration_errors_before_anything_runs() {
     let run = f.jig_with(&["review", "--yes", "--verification", "strict"], &env);
     assert_eq!(run.status, 0, "{run:?}");
 }
+
+/// `jig serve` verifies the runtime at every Run, as `jig run` does, but
+/// under `cached` hashes it once: what it learned is written to the cache,
+/// and a later in-place edit (the modification time kept) is still seen at
+/// the next Run.
+#[test]
+fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
+    let f = fixture();
+    let review = f.jig(&["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    // The daemon must learn the digest itself.
+    std::fs::remove_file(f.cache_file()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("jig.sock");
+    let mut daemon = jig(f.project.path())
+        .env("XDG_CACHE_HOME", f.cache_home.path())
+        .env_remove("JIG_VERIFICATION")
+        .args([
+            "-C",
+            f.project.path().to_str().unwrap(),
+            "serve",
+            "--socket",
+        ])
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The served name: the directory's basename, lowercased, each run of
+    // other bytes one `-`.
+    let base = f.project.path().file_name().unwrap().to_str().unwrap();
+    let name = base
+        .to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    let submit = || {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--unix-socket"])
+            .arg(&socket)
+            .args(["-H", "content-type: application/json", "-d"])
+            .arg(r#"{"target":"flow:flows/hello","input":null}"#)
+            .arg(format!("http://jig/v1/projects/{name}/runs"))
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .unwrap_or_else(|_| serde_json::json!(String::from_utf8_lossy(&out.stdout)))
+    };
+    let started = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for _ in 0..2 {
+        let terminal = submit();
+        assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    }
+    let canonical = std::fs::canonicalize(&f.runtime).unwrap();
+    let cache = std::fs::read_to_string(f.cache_file()).unwrap();
+    assert!(cache.contains(&*canonical.to_string_lossy()), "{cache}");
+    f.edit_keeping_mtime();
+    let terminal = submit();
+    assert_eq!(terminal["code"], "REVIEW_REQUIRED", "{terminal}");
+    assert_eq!(
+        terminal["details"]["reason"],
+        "EXECUTION_ENVIRONMENT_CHANGED"
+    );
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}

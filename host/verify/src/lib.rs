@@ -186,7 +186,8 @@ pub struct Verifier {
     /// May this command update the cache? (`jig doctor` may not.)
     writes: bool,
     /// Keep what this command computed for the rest of it (a command
-    /// hashes a file once); off for library use outside one command.
+    /// hashes a file once); off for a daemon, where every Run is its own
+    /// verification boundary, and for library use outside one command.
     remember: bool,
     state: Mutex<State>,
 }
@@ -232,6 +233,19 @@ impl Verifier {
         Verifier::new(policy, cache_dir(writes), writes)
     }
 
+    /// The verifier of a daemon (`jig serve`, `jig worker`): every call is
+    /// its own verification boundary, so nothing is taken on trust from an
+    /// earlier Run except what the policy allows of the cache (under
+    /// `cached`, a digest while the file's metadata is unchanged: a stat,
+    /// not a hash of a 100 MB runtime on every Run). What it learns is
+    /// kept in memory and written back by [`Verifier::persist`].
+    pub fn for_daemon(policy: Policy) -> Verifier {
+        Verifier {
+            remember: false,
+            ..Verifier::new(policy, cache_dir(true), true)
+        }
+    }
+
     pub fn policy(&self) -> Policy {
         self.policy
     }
@@ -255,8 +269,11 @@ impl Verifier {
         let real = std::fs::canonicalize(path)?;
         let mut state = self.lock();
         if !self.remember {
+            // A new boundary: nothing this verifier saw counts unchecked.
             state.memo.clear();
-            state.fresh_probes.clear();
+            if self.policy == Policy::Strict {
+                state.fresh_probes.clear();
+            }
         }
         if let Some(digest) = state.memo.get(&real) {
             return Ok(digest.clone());
@@ -264,16 +281,23 @@ impl Verifier {
         let key = real.to_string_lossy().to_string();
         let before = std::fs::metadata(&real)?;
         let observed = Observed::of(&before);
+        let usable = |seen: &Observed| match self.policy {
+            Policy::Fast => true,
+            Policy::Cached => *seen == observed,
+            Policy::Strict => false,
+        };
+        // What this verifier hashed at an earlier boundary, then the cache.
+        if let Some((seen, digest)) = state.fresh.get(&key).cloned() {
+            if usable(&seen) {
+                state.memo.insert(real, digest.clone());
+                return Ok(digest);
+            }
+        }
         if self.cache.is_some() {
             self.load(&mut state);
             let stored = state.entries.as_ref().and_then(|e| e.get(&key)).cloned();
             if let Some((seen, digest)) = stored {
-                let usable = match self.policy {
-                    Policy::Fast => true,
-                    Policy::Cached => seen == observed,
-                    Policy::Strict => false,
-                };
-                if usable {
+                if usable(&seen) {
                     state.memo.insert(real, digest.clone());
                     state.fresh.insert(key, (seen, digest.clone()));
                     return Ok(digest);
@@ -285,9 +309,11 @@ impl Verifier {
         state.memo.insert(real.clone(), digest.clone());
         // Kept only when nothing changed while it was read.
         let after = Observed::of(&std::fs::metadata(&real)?);
-        if after == observed && self.cache.is_some() {
+        if after == observed && self.policy != Policy::Strict {
             state.fresh.insert(key, (observed, digest.clone()));
-            state.learned = true;
+            if self.cache.is_some() {
+                state.learned = true;
+            }
         }
         Ok(digest)
     }
@@ -307,8 +333,8 @@ impl Verifier {
         // Answers are kept only for tools this command verified (or that
         // the cache still holds), so a replaced tool's answers go with it.
         let mut probes = state.probes.take().unwrap_or_default();
-        probes.extend(std::mem::take(&mut state.fresh_probes));
-        let fresh = std::mem::take(&mut state.fresh);
+        probes.extend(state.fresh_probes.clone());
+        let fresh = state.fresh.clone();
         // The entries just verified go last, so a full cache drops entries
         // this command did not verify first.
         for key in fresh.keys() {
@@ -337,6 +363,11 @@ impl Verifier {
             "probes": Value::Object(probes),
         });
         let _ = write_cache(dir, &flow::json::canonical(&value));
+        // Written: a daemon calling this after every Run writes again only
+        // when it learns something new.
+        state.learned = false;
+        state.entries = None;
+        state.probes = None;
     }
 
     /// Read the cache file once per command, for its entries and its
@@ -801,6 +832,56 @@ mod tests {
         assert_eq!(v.probe(&tool, "version", ask).unwrap(), "tool 2");
         let strict = Verifier::new(Policy::Strict, Some(cache), true);
         assert_eq!(strict.probe(&tool, "version", ask).unwrap(), "tool 3");
+    }
+
+    #[test]
+    fn a_daemon_hashes_a_file_once_while_it_is_unchanged_and_again_after_a_change() {
+        let base = private_base();
+        let cache = safe_route(base.path(), true).unwrap();
+        let file = base.path().join("runtime");
+        std::fs::write(&file, b"revision a").unwrap();
+        let daemon = Verifier {
+            remember: false,
+            ..Verifier::new(Policy::Cached, Some(cache.clone()), true)
+        };
+        let first = daemon.digest(&file).unwrap();
+        for _ in 0..3 {
+            assert_eq!(daemon.digest(&file).unwrap(), first);
+        }
+        assert_eq!(daemon.hashed(), 1, "each Run stats, none hashes again");
+        daemon.persist();
+        assert!(cache.join(CACHE_FILE).exists(), "what it learned is kept");
+        std::fs::remove_file(cache.join(CACHE_FILE)).unwrap();
+        daemon.digest(&file).unwrap();
+        daemon.persist();
+        assert!(
+            !cache.join(CACHE_FILE).exists(),
+            "nothing new learned, nothing written"
+        );
+        // The same length, the modification time kept: the change time
+        // still moves, and the next boundary hashes the new bytes.
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::fs::write(&file, b"revision b").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let second = daemon.digest(&file).unwrap();
+        assert_ne!(second, first);
+        assert_eq!(daemon.hashed(), 2);
+        assert_eq!(daemon.digest(&file).unwrap(), second);
+        assert_eq!(daemon.hashed(), 2);
+        // Under `strict` every boundary hashes.
+        let strict = Verifier {
+            remember: false,
+            ..Verifier::new(Policy::Strict, Some(cache), true)
+        };
+        for _ in 0..3 {
+            strict.digest(&file).unwrap();
+        }
+        assert_eq!(strict.hashed(), 3);
     }
 
     #[test]

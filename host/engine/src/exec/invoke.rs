@@ -322,7 +322,7 @@ impl Executor {
         // sources in the Run's support directory.
         let compiled_sdk = recipe.kind == RecipeKind::Python && self.store.is_durable();
         if recipe.kind != RecipeKind::Native && !compiled_sdk {
-            self.ensure_support()?;
+            self.ensure_support(recipe.kind)?;
         }
         let js_support = self.support.join(JS_SUPPORT);
         let (program, args): (PathBuf, Vec<std::ffi::OsString>) =

@@ -223,11 +223,12 @@ pub struct Executor {
     agent: jig_provider_builtin::agent::endpoint::Table,
     /// What the tree is waiting on now, for the live status line.
     waiting: Arc<Waiting>,
-    /// Writes the bundled SDKs into `support`: done once, and only when a
-    /// recipe that loads them (Python, Bun, Deno, Node) first starts, so a
-    /// `flow.bin` or `flow.wasm` Run never pays for it.
+    /// Writes the bundled SDKs into `support`: each once, and only when a
+    /// recipe that loads it (Python, Bun, Deno, Node) first starts, so a
+    /// `flow.bin` or `flow.wasm` Run never pays for it, nor a Bun Run for
+    /// Python's.
     support_writer: Option<SupportWriter>,
-    support_written: std::sync::Mutex<Option<Result<(), String>>>,
+    support_written: std::sync::Mutex<BTreeMap<RecipeKind, Result<(), String>>>,
     /// The root's package, already read and verified by the caller in this
     /// process (`jig run` needs it before the Run is recorded): taken by the
     /// first Run of that digest instead of a second read and digest pass.
@@ -247,8 +248,8 @@ pub struct Repository {
     pub secrets: BTreeMap<String, PathBuf>,
 }
 
-/// Writes the bundled SDKs below a Run's support directory.
-pub type SupportWriter = fn(&std::path::Path) -> std::io::Result<()>;
+/// Writes the bundled SDK a runtime loads below a Run's support directory.
+pub type SupportWriter = fn(&std::path::Path, RecipeKind) -> std::io::Result<()>;
 
 /// Counts of what a Run tree waits on: child Flows, Agent calls, commands.
 #[derive(Debug, Default)]
@@ -295,7 +296,7 @@ impl Executor {
             agent: Default::default(),
             waiting: Arc::default(),
             support_writer: None,
-            support_written: std::sync::Mutex::new(None),
+            support_written: std::sync::Mutex::default(),
             loaded: std::sync::Mutex::new(None),
             commit: None,
             repository: None,
@@ -315,9 +316,9 @@ impl Executor {
         self
     }
 
-    /// The bundled SDKs are in place (written now if this is the first
-    /// recipe that loads them).
-    fn ensure_support(&self) -> Result<(), Failure> {
+    /// The bundled SDK `kind` loads is in place (written now if this is
+    /// the first recipe of that kind).
+    fn ensure_support(&self, kind: RecipeKind) -> Result<(), Failure> {
         let Some(writer) = self.support_writer else {
             return Ok(());
         };
@@ -326,7 +327,8 @@ impl Executor {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let result = written
-            .get_or_insert_with(|| writer(&self.support).map_err(|e| e.to_string()))
+            .entry(kind)
+            .or_insert_with(|| writer(&self.support, kind).map_err(|e| e.to_string()))
             .clone();
         result.map_err(|e| {
             Failure::new(

@@ -251,10 +251,13 @@ fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String
 }
 include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
 
-/// Write the bundled SDKs under `dir` as read-only files: `python/jiggy/`
-/// (for `PYTHONPATH`), `node_modules/@jigging/flow/` (found by Bun and Node
-/// walking up from a package below `dir`), and `import_map.json` for Deno.
-pub fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
+/// Write the bundled SDK `kind` loads under `dir` as read-only files:
+/// `python/jiggy/` (for `PYTHONPATH`), `node_modules/@jigging/flow/` (found
+/// by Bun and Node walking up from a package below `dir`), and with it
+/// `import_map.json` for Deno. A runtime gets only its own SDK: a Bun Run
+/// writes no Python.
+pub fn write_runtime_support(dir: &Path, kind: crate::plan::RecipeKind) -> std::io::Result<()> {
+    use crate::plan::RecipeKind;
     use std::os::unix::fs::PermissionsExt;
     let write = |target: PathBuf, bytes: &[u8]| -> std::io::Result<()> {
         if let Some(parent) = target.parent() {
@@ -263,15 +266,25 @@ pub fn write_runtime_support(dir: &Path) -> std::io::Result<()> {
         std::fs::write(&target, bytes)?;
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))
     };
-    for (path, bytes) in PYTHON_SDK {
-        write(dir.join(crate::exec::PYTHON_SUPPORT).join(path), bytes)?;
+    match kind {
+        RecipeKind::Python => {
+            for (path, bytes) in PYTHON_SDK {
+                write(dir.join(crate::exec::PYTHON_SUPPORT).join(path), bytes)?;
+            }
+        }
+        RecipeKind::Bun | RecipeKind::Node | RecipeKind::Deno => {
+            for (path, bytes) in JS_SDK {
+                write(dir.join(crate::exec::JS_SUPPORT).join(path), bytes)?;
+            }
+            if kind == RecipeKind::Deno {
+                let map = json!({ "imports": { "@jigging/flow": format!("./{}/index.js", crate::exec::JS_SUPPORT) } });
+                write(
+                    dir.join(crate::exec::DENO_IMPORT_MAP),
+                    flow::json::canonical_string(&map).as_bytes(),
+                )?;
+            }
+        }
+        RecipeKind::Native | RecipeKind::Wasm => {}
     }
-    for (path, bytes) in JS_SDK {
-        write(dir.join(crate::exec::JS_SUPPORT).join(path), bytes)?;
-    }
-    let map = json!({ "imports": { "@jigging/flow": format!("./{}/index.js", crate::exec::JS_SUPPORT) } });
-    write(
-        dir.join(crate::exec::DENO_IMPORT_MAP),
-        flow::json::canonical_string(&map).as_bytes(),
-    )
+    Ok(())
 }

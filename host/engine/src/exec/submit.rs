@@ -108,7 +108,19 @@ pub fn resolve_in(
     current: Result<Option<Generation>, StateError>,
     target: &TargetRef,
 ) -> Result<Resolved, Error> {
-    let Some(generation) = current? else {
+    resolve_with(current?, target, |digest| {
+        Ok(Arc::new(state.store().load_package(digest)?))
+    })
+}
+
+/// [`resolve`] in `generation`, the target's package given by `load`
+/// (read and verified from the store, or held by a daemon that did so).
+pub fn resolve_with(
+    generation: Option<Generation>,
+    target: &TargetRef,
+    load: impl FnOnce(&str) -> Result<Arc<Package>, Error>,
+) -> Result<Resolved, Error> {
+    let Some(generation) = generation else {
         return Err(Error::AdmissionMissing);
     };
     if !Executor::is_target(&generation.plan, target) {
@@ -126,7 +138,7 @@ pub fn resolve_in(
         .ok_or_else(|| Error::PackageMissing {
             target: target.to_string(),
         })?;
-    let package = Arc::new(state.store().load_package(&package_digest)?);
+    let package = load(&package_digest)?;
     let checkpointing = crate::plan::uses_run_checkpoint(&package);
     Ok(Resolved {
         generation,

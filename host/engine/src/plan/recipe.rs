@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::config::HostConfig;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RecipeKind {
     /// `flow.py` under CPython ≥ 3.11 with the bundled Python SDK.
     Python,

@@ -195,6 +195,20 @@ impl ProjectState {
 
     /// The current admitted generation, if any.
     pub fn current(&self) -> Result<Option<Generation>, StateError> {
+        let Some((number, plan_digest)) = self.admitted()? else {
+            return Ok(None);
+        };
+        let plan = self.load_plan(&plan_digest)?;
+        Ok(Some(Generation {
+            number,
+            plan,
+            plan_digest,
+        }))
+    }
+
+    /// The admission pointer alone: the current generation's number and
+    /// Plan digest (a daemon holding that generation reads nothing more).
+    pub fn admitted(&self) -> Result<Option<(u64, String)>, StateError> {
         let pointer = self.dir.join("admission").join("current");
         let bytes = match std::fs::read(&pointer) {
             Ok(bytes) => bytes,
@@ -209,12 +223,7 @@ impl ProjectState {
                 message: "admission pointer has an unknown shape".into(),
             });
         };
-        let plan = self.load_plan(plan_digest)?;
-        Ok(Some(Generation {
-            number,
-            plan,
-            plan_digest: plan_digest.to_string(),
-        }))
+        Ok(Some((number, plan_digest.to_string())))
     }
 
     /// Admit a retained Plan: write `jig.lock` durably, then advance the

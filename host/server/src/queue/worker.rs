@@ -75,6 +75,8 @@ fn report_refused(worker: &str, claim: &Claim, write: &str) {
 pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
     let sandbox =
         jig_sandbox::select(&options.config.containment).map_err(jig_engine::Error::from)?;
+    // Its parent cgroup is made once, not again for every Run.
+    sandbox.keep_between_runs(true);
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",
@@ -170,6 +172,7 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
         worker.cancel_all.send_replace(true);
         let _ = slots.acquire_many(all).await;
     }
+    worker.sandbox.keep_between_runs(false);
     eprintln!(
         "{}",
         json!({"event": "jig.worker.stopped", "worker": worker.name})
@@ -236,6 +239,8 @@ impl Worker {
         terminal["runId"] = json!(claim.id);
         self.write_terminal(&claim, &terminal, packet.as_deref())
             .await;
+        // What this Run's verification learned is kept for the next worker.
+        let _ = tokio::task::spawn_blocking(|| jig_verify::current().persist()).await;
     }
 
     /// Write the terminal; a database outage is waited out (the write is

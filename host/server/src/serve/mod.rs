@@ -200,6 +200,7 @@ async fn serve_async(options: Options) -> Result<(), Error> {
     );
     wait_for_signal().await;
     server.drain(options.shutdown_grace).await;
+    server.release_envelope();
     let _ = stop_tx.send(true);
     // Open keep-alive connections and finished streams end promptly.
     let _ = tokio::time::timeout(Duration::from_secs(5), unix).await;

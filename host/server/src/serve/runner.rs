@@ -114,6 +114,66 @@ struct Project {
     /// Key lookup and recording happen one submission at a time, so two
     /// submissions with one key make one Run.
     submitting: Mutex<()>,
+    /// The admitted generation as last read, with the packages of its
+    /// targets read and verified once: while the admission pointer names
+    /// it, a submission reads the pointer and nothing more.
+    admitted: Mutex<Option<Admitted>>,
+}
+
+struct Admitted {
+    generation: state::Generation,
+    /// Package/1 digest → the package, read and verified from the store.
+    packages: BTreeMap<String, Arc<Package>>,
+}
+
+impl Project {
+    /// The current generation, read again only when the admission pointer
+    /// moved (a `jig review` admitted another).
+    fn generation(&self) -> Result<Option<state::Generation>, Error> {
+        let Some((number, plan_digest)) = self.state.admitted()? else {
+            *self.admitted.lock().unwrap() = None;
+            return Ok(None);
+        };
+        {
+            let held = self.admitted.lock().unwrap();
+            if let Some(held) = held.as_ref().filter(|a| {
+                a.generation.number == number && a.generation.plan_digest == plan_digest
+            }) {
+                return Ok(Some(held.generation.clone()));
+            }
+        }
+        let generation = self.state.current()?;
+        *self.admitted.lock().unwrap() = generation.clone().map(|generation| Admitted {
+            generation,
+            packages: BTreeMap::new(),
+        });
+        Ok(generation)
+    }
+
+    /// [`submit::resolve`] against the held generation and packages.
+    fn resolve(&self, target: &TargetRef) -> Result<submit::Resolved, Error> {
+        let generation = self.generation()?;
+        let plan_digest = generation.as_ref().map(|g| g.plan_digest.clone());
+        let resolved = submit::resolve_with(generation, target, |digest| {
+            let held = self.admitted.lock().unwrap().as_ref().and_then(|a| {
+                let same = Some(&a.generation.plan_digest) == plan_digest.as_ref();
+                a.packages.get(digest).filter(|_| same).cloned()
+            });
+            if let Some(package) = held {
+                return Ok(package);
+            }
+            let package = Arc::new(self.state.store().load_package(digest)?);
+            if let Some(admitted) = self.admitted.lock().unwrap().as_mut() {
+                if Some(&admitted.generation.plan_digest) == plan_digest.as_ref() {
+                    admitted
+                        .packages
+                        .insert(digest.to_string(), package.clone());
+                }
+            }
+            Ok(package)
+        })?;
+        Ok(resolved)
+    }
 }
 
 /// One Run's event log: NDJSON lines, appended by the Run, read by any
@@ -281,6 +341,8 @@ impl Server {
         // One envelope provider for the process: its host cgroup is named
         // by the pid, so every Run's group is a child of that one group.
         let sandbox = jig_sandbox::select(&config.containment).map_err(jig_engine::Error::from)?;
+        // Its parent cgroup is made once, not again for every Run.
+        sandbox.keep_between_runs(true);
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {
@@ -305,6 +367,7 @@ impl Server {
                 Arc::new(Project {
                     state,
                     submitting: Mutex::new(()),
+                    admitted: Mutex::new(None),
                 }),
             );
         }
@@ -413,7 +476,7 @@ impl Server {
             .is_none()
             .then(|| project.submitting.lock().unwrap());
         let state = &project.state;
-        let resolved = submit::resolve(state, &asked.target)?;
+        let resolved = project.resolve(&asked.target)?;
         let target = &asked.target;
         let files_invalid = |m: String| Error::from(jig_engine::files::FilesError::invalid(m));
         let declared = &resolved.package.metadata().attachments;
@@ -591,6 +654,10 @@ impl Server {
             .observe(started.elapsed().as_secs_f64());
         self.retire(&record.id, &live);
         drop(held);
+        // What this Run's verification learned (a runtime hashed for the
+        // first time or after it changed) is kept for the next daemon;
+        // nothing is written when nothing was learned.
+        let _ = tokio::task::spawn_blocking(|| jig_verify::current().persist()).await;
     }
 
     /// Execute one recorded Run to its terminal, channel lines into its
@@ -778,12 +845,12 @@ impl Server {
 
     /// The current admitted generation of a served project, if any.
     pub fn generation(&self, project: &str) -> Result<Option<state::Generation>, Error> {
-        Ok(self.project(project)?.state.current()?)
+        self.project(project)?.generation()
     }
 
     /// Each admitted target of a project's current generation with its
-    /// package as the next Run would resolve it (read and verified from the
-    /// store, the same [`submit::resolve`] a submission takes).
+    /// package as the next Run would resolve it (the same resolution a
+    /// submission takes).
     pub async fn targets(
         self: &Arc<Self>,
         project: &str,
@@ -792,7 +859,7 @@ impl Server {
         let project = project.to_string();
         tokio::task::spawn_blocking(move || {
             let project = this.project(&project)?;
-            let Some(generation) = project.state.current()? else {
+            let Some(generation) = project.generation()? else {
                 return Ok(Vec::new());
             };
             let mut out = Vec::new();
@@ -800,9 +867,7 @@ impl Server {
                 let Some(parsed) = TargetRef::parse(&target) else {
                     continue;
                 };
-                let resolved =
-                    submit::resolve_in(&project.state, Ok(Some(generation.clone())), &parsed)?;
-                out.push((target, resolved.package));
+                out.push((target, project.resolve(&parsed)?.package));
             }
             Ok(out)
         })
@@ -897,6 +962,11 @@ impl Server {
             live.cancel.send_replace(true);
         }
         let _ = tokio::time::timeout(super::CANCEL_FENCE_BUDGET, all_settled()).await;
+    }
+
+    /// Release what the envelope kept between Runs (after [`Server::drain`]).
+    pub fn release_envelope(&self) {
+        self.sandbox.keep_between_runs(false);
     }
 }
 
