@@ -42,6 +42,10 @@ pub enum Error {
     /// `PACKET_NOT_FOUND`: the Run delivered no packet.
     #[error("Run {0} has no delivered packet")]
     PacketNotFound(String),
+    /// `JIG_INPUT_NOT_RETAINED`: the Run's input was not kept (recorded
+    /// before inputs were), only its digest.
+    #[error("Run {0} has no kept input, only its inputDigest")]
+    InputNotRetained(String),
     /// `ADMISSION_MISSING`: the generation a queued Run names was never
     /// published to the database.
     #[error("{0}")]
@@ -101,6 +105,7 @@ impl Error {
             Error::Conflict(_) => "SUBMISSION_CONFLICT",
             Error::RunNotFound(_) => "RUN_NOT_FOUND",
             Error::PacketNotFound(_) => "PACKET_NOT_FOUND",
+            Error::InputNotRetained(_) => "JIG_INPUT_NOT_RETAINED",
             Error::NotPublished(_) => "ADMISSION_MISSING",
             Error::Delivery(_) => "JIG_DELIVERY_FAILED",
             Error::Unavailable(_) => "UNAVAILABLE",

@@ -197,6 +197,7 @@ pub fn exit_status(e: &CliError) -> u8 {
             | Server::ProjectNotFound(_)
             | Server::Conflict(_)
             | Server::RunNotFound(_)
+            | Server::InputNotRetained(_)
             | Server::Unauthenticated(_)
             | Server::CsrfInvalid(_)
             | Server::Config(_) => 1,

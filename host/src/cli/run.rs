@@ -160,11 +160,12 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     // Everything that can refuse the Run does so before it is recorded.
     // The record becomes durable while the Run is prepared below; nothing
     // of it starts before (the executor waits on `commit`).
-    let (recorded, commit) = submit::record_committing(&runs, args.key, identity.content, || {
-        let destination = destination.transpose().map_err(jig_engine::Error::from)?;
-        let sandbox = envelope.join().map_err(jig_engine::Error::from)?;
-        Ok::<_, CliError>((destination, sandbox))
-    })?;
+    let (recorded, commit) =
+        submit::record_committing(&runs, args.key, identity.content, &input, || {
+            let destination = destination.transpose().map_err(jig_engine::Error::from)?;
+            let sandbox = envelope.join().map_err(jig_engine::Error::from)?;
+            Ok::<_, CliError>((destination, sandbox))
+        })?;
     let (mut record, (destination, sandbox)) = match recorded {
         Recorded::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Recorded::New(record, held) => (record, held),

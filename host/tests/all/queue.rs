@@ -69,7 +69,7 @@ fn queued_project() -> (tempfile::TempDir, PathBuf) {
     (outer, root)
 }
 
-struct Process {
+pub(crate) struct Process {
     child: Option<Child>,
     log: PathBuf,
 }
@@ -131,7 +131,13 @@ fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
 /// Workers start in a directory of their own (with only a host
 /// configuration, containment off like the project's): they never read
 /// the project directory, only the bytes published in the database.
-fn worker(_root: &Path, pg: &Postgres, logs: &Path, n: usize, concurrency: &str) -> Process {
+pub(crate) fn worker(
+    _root: &Path,
+    pg: &Postgres,
+    logs: &Path,
+    n: usize,
+    concurrency: &str,
+) -> Process {
     worker_with(pg, logs, n, concurrency, &[])
 }
 

@@ -237,13 +237,17 @@ pub fn record<H, E: From<Error>>(
     runs: &Runs,
     key: Option<&str>,
     content: Value,
+    input: &Value,
     reserve: impl FnOnce() -> Result<H, E>,
 ) -> Result<Recorded<H>, E> {
     if let Some(record) = replayed(runs, key, &content)? {
         return Ok(Recorded::Replay(record));
     }
     let held = reserve()?;
-    match runs.submit(key, content).map_err(Error::from)? {
+    match runs
+        .submit(key, content, Some(input))
+        .map_err(Error::from)?
+    {
         Submission::New(record) => Ok(Recorded::New(record, held)),
         Submission::Existing(record) => Ok(Recorded::Replay(record)),
     }
@@ -258,6 +262,7 @@ pub fn record_committing<H, E: From<Error>>(
     runs: &Runs,
     key: Option<&str>,
     content: Value,
+    input: &Value,
     reserve: impl FnOnce() -> Result<H, E>,
 ) -> Result<(Recorded<H>, Option<Arc<Commit>>), E> {
     if let Some(record) = replayed(runs, key, &content)? {
@@ -265,11 +270,12 @@ pub fn record_committing<H, E: From<Error>>(
     }
     let held = reserve()?;
     match runs.prepare(key, content).map_err(Error::from)? {
-        Submission::New(record) => {
+        Submission::New(mut record) => {
+            let kept = state::retain_input(&mut record, input);
             let (writer, committed) = (runs.clone(), record.clone());
             let handle = std::thread::spawn(move || {
                 writer
-                    .commit(&committed)
+                    .commit(&committed, kept.as_deref())
                     .map_err(|e| (e.code(), e.to_string()))
             });
             let commit = Commit {

@@ -14,7 +14,10 @@ pub mod retention;
 mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
-pub use records::{now_unix_ms, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission};
+pub use records::{
+    now_unix_ms, retain_input, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission,
+    INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
+};
 pub use store::Store;
 
 use std::fs::{File, OpenOptions};

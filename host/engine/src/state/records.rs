@@ -30,8 +30,31 @@ impl RunStatus {
 #[derive(Debug, Clone)]
 pub struct RunRecord {
     pub id: String,
-    /// `{target, inputDigest, generation, pid, submittedAtUnixMs, key?, contentDigest, terminal?}`
+    /// `{target, inputDigest, inputRetained?, generation, pid, submittedAtUnixMs, key?, contentDigest, terminal?}`
     pub value: Value,
+}
+
+/// The record field saying the Run's input is kept beside it
+/// ([`Runs::input`]); records written before it existed lack it, and show
+/// only the input's digest.
+pub const INPUT_RETAINED: &str = "inputRetained";
+/// The most input bytes kept with a Run: the JSON/1 document limit every
+/// door already holds an input to, so nothing a Run accepted is too large.
+pub const MAX_RETAINED_INPUT_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
+
+/// The canonical bytes of `input` to keep with a new Run, when within
+/// [`MAX_RETAINED_INPUT_BYTES`], and `record` marked as keeping them.
+pub fn retain_input(record: &mut RunRecord, input: &Value) -> Option<Vec<u8>> {
+    let bytes = flow::json::canonical(input);
+    if bytes.len() > MAX_RETAINED_INPUT_BYTES {
+        return None;
+    }
+    record
+        .value
+        .as_object_mut()
+        .expect("run content is an object")
+        .insert(INPUT_RETAINED.into(), json!(true));
+    Some(bytes)
 }
 
 impl RunRecord {
@@ -78,6 +101,14 @@ impl Runs {
     /// project's history.
     fn pending_path(&self, id: &str) -> PathBuf {
         self.dir.join(PENDING_DIR).join(format!("{id}.json"))
+    }
+
+    /// Where a Run's input is kept: `inputs/<id>.json`, its canonical
+    /// JSON/1 bytes. Written after its record and removed after it, so a
+    /// record never outlives a sweep without its input, and an input
+    /// without a record is an orphan ([`Runs::orphan_inputs`]).
+    fn input_path(&self, id: &str) -> PathBuf {
+        self.dir.join(INPUTS_DIR).join(format!("{id}.json"))
     }
 
     /// The pending directory, made once. A `runs/` written before it
@@ -179,13 +210,19 @@ impl Runs {
         Ok(Some(record))
     }
 
-    /// Record a new Run before dispatch. With an idempotency key, the same key
-    /// and identical content return the existing Run; changed content is
-    /// `SUBMISSION_CONFLICT`.
-    pub fn submit(&self, key: Option<&str>, content: Value) -> Result<Submission, RunsError> {
-        let submission = self.prepare(key, content)?;
-        if let Submission::New(record) = &submission {
-            self.commit(record)?;
+    /// Record a new Run before dispatch, keeping `input` with it. With an
+    /// idempotency key, the same key and identical content return the
+    /// existing Run; changed content is `SUBMISSION_CONFLICT`.
+    pub fn submit(
+        &self,
+        key: Option<&str>,
+        content: Value,
+        input: Option<&Value>,
+    ) -> Result<Submission, RunsError> {
+        let mut submission = self.prepare(key, content)?;
+        if let Submission::New(record) = &mut submission {
+            let kept = input.and_then(|input| retain_input(record, input));
+            self.commit(record, kept.as_deref())?;
         }
         Ok(submission)
     }
@@ -212,8 +249,9 @@ impl Runs {
         Ok(Submission::New(RunRecord { id, value }))
     }
 
-    /// Make a prepared Run's record durable, then its key's.
-    pub fn commit(&self, record: &RunRecord) -> Result<(), RunsError> {
+    /// Make a prepared Run's record durable, then its key's, then the
+    /// input [`retain_input`] kept for it.
+    pub fn commit(&self, record: &RunRecord, input: Option<&[u8]>) -> Result<(), RunsError> {
         super::pause_point("run-record");
         super::crash_point("run-record");
         self.store(record)?;
@@ -223,7 +261,51 @@ impl Runs {
                 .map_err(|e| RunsError::State(StateError::io("recording the key")(e)))?;
             write_atomic(&key_path, record.id.as_bytes()).map_err(RunsError::State)?;
         }
+        if let Some(bytes) = input {
+            let path = self.input_path(&record.id);
+            super::create_private_dir(path.parent().unwrap())?;
+            write_atomic(&path, bytes).map_err(RunsError::State)?;
+        }
         Ok(())
+    }
+
+    /// The input kept with Run `record`: `None` when the record keeps none
+    /// (written before inputs were kept, or over the bound) or when it is
+    /// gone or is not the input its digest names.
+    pub fn input(&self, record: &RunRecord) -> Result<Option<Value>, RunsError> {
+        if record.value.get(INPUT_RETAINED) != Some(&json!(true)) {
+            return Ok(None);
+        }
+        let bytes = match std::fs::read(self.input_path(&record.id)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RunsError::State(StateError::io("reading a Run's input")(e))),
+        };
+        let digest = record.value.get("inputDigest").and_then(Value::as_str);
+        if bytes.len() > MAX_RETAINED_INPUT_BYTES || digest != Some(sha256_digest(&bytes).as_str())
+        {
+            return Ok(None);
+        }
+        Ok(flow::json::parse(&bytes).ok())
+    }
+
+    /// Kept inputs whose Run has no record (a sweep a crash interrupted
+    /// after the record went): (id, path). An input is written after its
+    /// record, so one without a record is never a Run being submitted.
+    pub(super) fn orphan_inputs(&self) -> Vec<(String, PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(self.dir.join(INPUTS_DIR)) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let id = name.strip_suffix(".json")?.to_string();
+                let gone =
+                    !id.starts_with('.') && matches!(self.load(&id), Err(RunsError::NotFound(_)));
+                gone.then(|| (id, entry.path()))
+            })
+            .collect()
     }
 
     /// Settle a pending Run with its one terminal.
@@ -354,6 +436,14 @@ impl Runs {
             if let Ok(d) = std::fs::File::open(&self.dir) {
                 let _ = d.sync_all();
             }
+            super::crash_point("retention:record-unlinked");
+        }
+        // The input after the record: a crash between leaves an orphan
+        // input, never a record without its input.
+        let input = self.input_path(&record.id);
+        bytes += std::fs::metadata(&input).map_or(0, |m| m.len());
+        if !dry_run {
+            remove_file(&input).map_err(io)?;
         }
         Ok(bytes)
     }
@@ -466,6 +556,8 @@ fn remove_file(path: &std::path::Path) -> std::io::Result<()> {
 
 /// The records of the Runs not settled yet, below `runs/`.
 const PENDING_DIR: &str = "pending";
+/// The inputs kept with the Runs, below `runs/` ([`Runs::input`]).
+const INPUTS_DIR: &str = "inputs";
 /// Where [`PENDING_DIR`] is built before it is renamed into place.
 const PENDING_STAGING: &str = ".pending-staging";
 /// The marker an older jig kept beside a pending record (`<id>.pending`).
@@ -683,7 +775,8 @@ mod tests {
     #[test]
     fn a_pending_record_lives_apart_until_it_is_settled() {
         let (dir, runs) = fresh_runs();
-        let Submission::New(mut record) = runs.submit(None, json!({"target": "t"})).unwrap() else {
+        let Submission::New(mut record) = runs.submit(None, json!({"target": "t"}), None).unwrap()
+        else {
             panic!("a new Run");
         };
         let id = record.id.clone();
@@ -711,6 +804,66 @@ mod tests {
     }
 
     #[test]
+    fn an_input_is_kept_with_its_run_and_an_older_record_has_none() {
+        let (dir, runs) = fresh_runs();
+        let input = json!({"text": "<b>hi</b>"});
+        let digest = sha256_digest(&flow::json::canonical(&input));
+        let content = json!({"target": "t", "inputDigest": digest});
+        let Submission::New(mut record) = runs.submit(None, content, Some(&input)).unwrap() else {
+            panic!("a new Run");
+        };
+        assert_eq!(record.value[INPUT_RETAINED], true);
+        runs.settle(&mut record, json!({"status": "succeeded"}))
+            .unwrap();
+        let loaded = runs.load(&record.id).unwrap();
+        assert_eq!(runs.input(&loaded).unwrap(), Some(input));
+        assert_eq!(
+            names(&dir.path().join("runs/inputs")),
+            [format!("{}.json", record.id)]
+        );
+        // Bytes that are not the input the record names are not shown.
+        std::fs::write(
+            dir.path().join(format!("runs/inputs/{}.json", record.id)),
+            b"{\"text\":\"other\"}",
+        )
+        .unwrap();
+        assert_eq!(runs.input(&loaded).unwrap(), None);
+        // A record written before inputs were kept: its digest alone.
+        let older = RunRecord {
+            id: "run-old".into(),
+            value: json!({"id": "run-old", "inputDigest": digest}),
+        };
+        assert_eq!(runs.input(&older).unwrap(), None);
+        // Without an input nothing is kept.
+        let Submission::New(bare) = runs.submit(None, json!({"target": "t"}), None).unwrap() else {
+            panic!("a new Run");
+        };
+        assert!(bare.value.get(INPUT_RETAINED).is_none());
+    }
+
+    #[test]
+    fn an_input_is_kept_up_to_the_document_limit_and_not_one_byte_past() {
+        let mut record = RunRecord {
+            id: "run-1".into(),
+            value: json!({}),
+        };
+        // A JSON string's canonical bytes are its characters and two quotes.
+        let at = json!("a".repeat(MAX_RETAINED_INPUT_BYTES - 2));
+        assert_eq!(
+            retain_input(&mut record, &at).map(|b| b.len()),
+            Some(MAX_RETAINED_INPUT_BYTES)
+        );
+        assert_eq!(record.value[INPUT_RETAINED], true);
+        let mut record = RunRecord {
+            id: "run-2".into(),
+            value: json!({}),
+        };
+        let past = json!("a".repeat(MAX_RETAINED_INPUT_BYTES - 1));
+        assert_eq!(retain_input(&mut record, &past), None);
+        assert!(record.value.get(INPUT_RETAINED).is_none());
+    }
+
+    #[test]
     fn work_without_a_pending_record_is_removed_and_a_pending_runs_is_not() {
         let (dir, runs) = fresh_runs();
         let work = dir.path().join("work");
@@ -722,7 +875,7 @@ mod tests {
         assert_eq!(runs.fence_lost().unwrap(), 0);
         assert!(!work.join(&record.id).exists());
         // A pending Run of this process keeps its work.
-        runs.commit(&record).unwrap();
+        runs.commit(&record, None).unwrap();
         std::fs::create_dir_all(work.join(&record.id).join("0/scratch")).unwrap();
         assert_eq!(runs.fence_lost().unwrap(), 0);
         assert!(work.join(&record.id).join("0/scratch").exists());

@@ -18,9 +18,9 @@
 //!   retained Run may name; the shared trees are bounded apart).
 //!
 //! Crash safety: a Run's key goes first, then its record (one unlink), then
-//! its checkpoint and packet (renamed aside, then removed). A reader sees
-//! the Run or not; a crash leaves at most an orphan checkpoint or packet
-//! nobody can reach, which the next sweep removes.
+//! its kept input, checkpoint and packet (renamed aside, then removed). A
+//! reader sees the Run or not; a crash leaves at most an orphan input,
+//! checkpoint or packet nobody can reach, which the next sweep removes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -213,6 +213,18 @@ pub fn sweep(
             report.packets.push(id.clone());
         }
         report.runs.push(id.clone());
+    }
+    // Inputs whose record a sweep a crash interrupted removed.
+    for (_, path) in runs.orphan_inputs() {
+        report.freed_bytes += tree_bytes(&path);
+        if !dry_run {
+            std::fs::remove_file(&path)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(StateError::io("removing a Run's input"))?;
+        }
     }
     // Packets past their own age, and orphans (a Run removed by a sweep a
     // crash interrupted): never the packet of a pending Run.
@@ -463,9 +475,11 @@ mod tests {
     /// checkpoint file.
     fn settled_run(state: &ProjectState, key: Option<&str>, n: u64) -> String {
         let runs = state.runs();
-        let super::super::Submission::New(mut record) = runs
-            .submit(key, serde_json::json!({"target": "t", "n": n}))
-            .unwrap()
+        let input = serde_json::json!({"n": n});
+        let digest = super::super::sha256_digest(&flow::json::canonical(&input));
+        let content = serde_json::json!({"target": "t", "n": n, "inputDigest": digest});
+        let super::super::Submission::New(mut record) =
+            runs.submit(key, content, Some(&input)).unwrap()
         else {
             panic!("a new Run");
         };
@@ -505,7 +519,12 @@ mod tests {
         let kept = settled_run(&state, None, 2);
         let super::super::Submission::New(pending) = state
             .runs()
-            .submit(None, serde_json::json!({"target": "t", "n": 3}))
+            .submit(
+                None,
+                serde_json::json!({"target": "t", "n": 3,
+                    "inputDigest": super::super::sha256_digest(b"3")}),
+                Some(&serde_json::json!(3)),
+            )
             .unwrap()
         else {
             panic!("a new Run");
@@ -530,8 +549,23 @@ mod tests {
             Err(super::super::RunsError::NotFound(_))
         ));
         assert!(!state.dir.join(PACKET_STORE).join(&old).exists());
-        assert!(state.runs().load(&kept).is_ok());
-        assert!(state.runs().load(&pending.id).is_ok());
+        assert!(!state
+            .dir
+            .join("runs/inputs")
+            .join(format!("{old}.json"))
+            .exists());
+        let kept_record = state.runs().load(&kept).unwrap();
+        assert_eq!(
+            state.runs().input(&kept_record).unwrap(),
+            Some(serde_json::json!({"n": 2}))
+        );
+        assert_eq!(
+            state
+                .runs()
+                .input(&state.runs().load(&pending.id).unwrap())
+                .unwrap(),
+            Some(serde_json::json!(3))
+        );
         assert!(sweep(&state, &p, now_ms(), false, usize::MAX)
             .unwrap()
             .runs
@@ -544,7 +578,8 @@ mod tests {
     #[test]
     fn a_key_replays_within_its_window_and_makes_a_new_run_after_its_run_is_gone() {
         let (_dir, state) = project();
-        let content = serde_json::json!({"target": "t", "n": 1});
+        let digest = super::super::sha256_digest(b"{\"n\":1}");
+        let content = serde_json::json!({"target": "t", "n": 1, "inputDigest": digest});
         let first = settled_run(&state, Some("k"), 1);
         let p = policy("max-age = \"1s\"\nkey-window = \"1h\"").unwrap();
         let later = now_ms() + 2 * 1000;
@@ -553,7 +588,7 @@ mod tests {
             .runs
             .is_empty());
         let Ok(super::super::Submission::Existing(replayed)) =
-            state.runs().submit(Some("k"), content.clone())
+            state.runs().submit(Some("k"), content.clone(), None)
         else {
             panic!("a replay within the window");
         };
@@ -563,11 +598,36 @@ mod tests {
             sweep(&state, &p, past, false, usize::MAX).unwrap().runs,
             std::slice::from_ref(&first)
         );
-        let Ok(super::super::Submission::New(again)) = state.runs().submit(Some("k"), content)
+        let Ok(super::super::Submission::New(again)) =
+            state.runs().submit(Some("k"), content, None)
         else {
             panic!("a new Run once the keyed Run is gone");
         };
         assert_ne!(again.id, first);
+    }
+
+    #[test]
+    fn an_input_a_crash_left_without_its_record_goes_with_the_next_sweep() {
+        let (_dir, state) = project();
+        let gone = settled_run(&state, None, 1);
+        let kept = settled_run(&state, None, 2);
+        // A sweep that unlinked the record and crashed before the input.
+        std::fs::remove_file(state.dir.join("runs").join(format!("{gone}.json"))).unwrap();
+        let inputs = state.dir.join("runs/inputs");
+        assert!(inputs.join(format!("{gone}.json")).exists());
+        let p = policy("max-runs = 10").unwrap();
+        let dry = sweep(&state, &p, now_ms(), true, usize::MAX).unwrap();
+        assert!(dry.runs.is_empty());
+        // The orphan input and the orphan packet's `result.json`.
+        assert_eq!(dry.freed_bytes, "{\"n\":1}".len() as u64 + 2);
+        assert!(inputs.join(format!("{gone}.json")).exists());
+        sweep(&state, &p, now_ms(), false, usize::MAX).unwrap();
+        assert!(!inputs.join(format!("{gone}.json")).exists());
+        let record = state.runs().load(&kept).unwrap();
+        assert_eq!(
+            state.runs().input(&record).unwrap(),
+            Some(serde_json::json!({"n": 2}))
+        );
     }
 
     #[test]

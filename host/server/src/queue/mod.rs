@@ -186,6 +186,15 @@ impl Claim {
     }
 }
 
+/// A project's Runs in the database, in three numbers: how many, the
+/// newest's sequence and how many settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub runs: i64,
+    pub newest: i64,
+    pub settled: i64,
+}
+
 /// What happened to a fenced write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
@@ -422,6 +431,41 @@ impl Queue {
             .map_err(Error::db("reading a Run"))?
             .ok_or_else(|| Error::RunNotFound(id.to_string()))?;
         Ok(stored(&row))
+    }
+
+    /// The input of Run `id` of `project`, as recorded (its canonical
+    /// JSON/1 text, removed with the row by retention).
+    pub async fn input(&self, project: &str, id: &str) -> Result<Option<Value>, Error> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT input FROM jig_runs WHERE project = $1 AND id = $2",
+                &[&project, &id],
+            )
+            .await
+            .map_err(Error::db("reading a Run's input"))?
+            .ok_or_else(|| Error::RunNotFound(id.to_string()))?;
+        let text: String = row.get(0);
+        Ok(flow::json::parse(text.as_bytes()).ok())
+    }
+
+    /// What changes when a Run of `project` is recorded, settles or is
+    /// removed (what the console's live list follows).
+    pub async fn tally(&self, project: &str) -> Result<Tally, Error> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT count(*), coalesce(max(seq), 0), count(*) FILTER (WHERE status = 'settled')
+                 FROM jig_runs WHERE project = $1",
+                &[&project],
+            )
+            .await
+            .map_err(Error::db("counting Runs"))?;
+        Ok(Tally {
+            runs: row.get(0),
+            newest: row.get(1),
+            settled: row.get(2),
+        })
     }
 
     /// The newest `limit` Runs of `project`.
@@ -818,6 +862,8 @@ fn stored(row: &tokio_postgres::Row) -> StoredRun {
         "generation": generation,
         "contentDigest": digest,
         "inputDigest": input_digest,
+        // Every row keeps its input (`GET .../runs/{id}/input`).
+        "inputRetained": true,
         "submittedAtUnixMs": created,
     });
     if let Some(key) = key {

@@ -44,6 +44,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/projects/{project}/runs/{id}/cancel"),
     ("GET", "/v1/projects/{project}/runs/{id}/events"),
     ("GET", "/v1/projects/{project}/runs/{id}/packet"),
+    ("GET", "/v1/projects/{project}/runs/{id}/input"),
     ("POST", "/v1/console/tickets"),
 ];
 
@@ -58,6 +59,7 @@ fn handler(method: &str, path: &str, console: &Arc<Console>) -> MethodRouter<Arc
         ("POST", "/v1/projects/{project}/runs/{id}/cancel") => post(cancel),
         ("GET", "/v1/projects/{project}/runs/{id}/events") => get(events),
         ("GET", "/v1/projects/{project}/runs/{id}/packet") => get(packet),
+        ("GET", "/v1/projects/{project}/runs/{id}/input") => get(input),
         ("POST", "/v1/console/tickets") => {
             let console = console.clone();
             post(move || async move { ticket(&console) })
@@ -212,7 +214,10 @@ pub fn status(e: &Error) -> u16 {
         Error::BodyTooLarge(_) | Error::FilesTooLarge(_) => 413,
         Error::Unauthenticated(_) => 401,
         Error::CsrfInvalid(_) => 403,
-        Error::ProjectNotFound(_) | Error::RunNotFound(_) | Error::PacketNotFound(_) => 404,
+        Error::ProjectNotFound(_)
+        | Error::RunNotFound(_)
+        | Error::PacketNotFound(_)
+        | Error::InputNotRetained(_) => 404,
         Error::Conflict(_) => 409,
         Error::Exhausted(_) => 429,
         Error::Closed
@@ -428,6 +433,18 @@ async fn show(
 ) -> Response {
     match server.record(&project, &id).await {
         Ok(record) => json_response(200, &record.value),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// The Run's input, its canonical bytes as kept.
+async fn input(
+    State(server): State<Arc<Server>>,
+    UrlPath((project, id)): UrlPath<(String, String)>,
+) -> Response {
+    match server.input(&project, &id).await {
+        Ok((_, Some(input))) => json_response(200, &input),
+        Ok((record, None)) => refused(Error::InputNotRetained(record.id)),
         Err(refusal) => refused(refusal),
     }
 }

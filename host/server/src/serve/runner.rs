@@ -2,6 +2,7 @@
 //! rules, a bounded queue in front of a fixed number of active slots, the
 //! per-Run event log streams read from, and the drain on shutdown.
 
+mod changes;
 mod queued;
 mod retention;
 
@@ -110,6 +111,8 @@ struct FileRun {
 
 /// One project the daemon holds open for as long as it serves.
 struct Project {
+    /// The name it is served under.
+    name: String,
     state: ProjectState,
     /// Key lookup and recording happen one submission at a time, so two
     /// submissions with one key make one Run.
@@ -325,6 +328,8 @@ pub struct Server {
     finished: Mutex<Retired>,
     settled: tokio::sync::Notify,
     metrics: Metrics,
+    /// What the console's live Run lists wait on ([`changes`]).
+    changes: changes::Changes,
     /// `--database`: Runs are enqueued in PostgreSQL for `jig worker`s
     /// instead of executed here (issue 21); bumped on every NOTIFY.
     queue: Option<(crate::queue::Queue, watch::Sender<u64>)>,
@@ -365,6 +370,7 @@ impl Server {
             held.insert(
                 name.clone(),
                 Arc::new(Project {
+                    name: name.clone(),
                     state,
                     submitting: Mutex::new(()),
                     admitted: Mutex::new(None),
@@ -372,6 +378,7 @@ impl Server {
             );
         }
         Ok(Server {
+            changes: changes::Changes::new(held.keys()),
             projects: held,
             providers: Arc::new(ProviderSet::new(config.providers.clone())),
             config: Arc::new(config),
@@ -447,6 +454,9 @@ impl Server {
             Started::Queued(enqueue) => enqueue,
         };
         let (id, new) = self.enqueue(enqueue).await?;
+        if new {
+            self.runs_changed(project_name);
+        }
         let record = self.record(project_name, &id).await?;
         let live = (record.terminal().is_none()).then(|| self.follow(&id));
         Ok((record, live.filter(|_| new)))
@@ -581,11 +591,17 @@ impl Server {
                     ))
                 })
         };
-        let (record, held) =
-            match submit::record(&runs, asked.key.as_deref(), identity.content, reserve)? {
-                Recorded::Replay(record) => return Ok(Started::Local(record, None)),
-                Recorded::New(record, held) => (record, held),
-            };
+        let (record, held) = match submit::record(
+            &runs,
+            asked.key.as_deref(),
+            identity.content,
+            &request.input,
+            reserve,
+        )? {
+            Recorded::Replay(record) => return Ok(Started::Local(record, None)),
+            Recorded::New(record, held) => (record, held),
+        };
+        self.runs_changed(project_name);
         let live = Live::new();
         live.push_value(&json!({"type": "status", "status": "queued", "runId": record.id}));
         self.live
@@ -642,6 +658,7 @@ impl Server {
         if let Err(e) = runs.settle(&mut record, terminal.clone()) {
             eprintln!("jig serve: Run {} could not be settled: {e}", record.id);
         }
+        self.runs_changed(&project.name);
         drop(permit);
         self.metrics.active.dec();
         let status = terminal["status"].as_str().unwrap_or("lost").to_string();
@@ -780,6 +797,26 @@ impl Server {
         }
         let project = self.project(project)?;
         project.state.runs().load(id).map_err(Error::from)
+    }
+
+    /// Run `id`'s record and the input kept with it, if any: the row's
+    /// input with a database, else the one kept beside the record.
+    pub async fn input(
+        &self,
+        project: &str,
+        id: &str,
+    ) -> Result<(RunRecord, Option<Value>), Error> {
+        let record = self.record(project, id).await?;
+        if let Some((queue, _)) = &self.queue {
+            let input = queue.input(project, id).await?;
+            return Ok((record, input));
+        }
+        let runs = self.project(project)?.state.runs();
+        let read = record.clone();
+        let input = tokio::task::spawn_blocking(move || runs.input(&read))
+            .await
+            .unwrap_or_else(|e| Err(jig_engine::state::RunsError::NotFound(e.to_string())))?;
+        Ok((record, input))
     }
 
     pub async fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Error> {

@@ -4,6 +4,7 @@
 //! listener with `--console`. Screenshots of the main pages go to
 //! `$JIG_CONSOLE_SHOTS` when it is set.
 
+mod schema_corpus;
 mod webdriver;
 
 use std::io::{BufRead, BufReader};
@@ -264,7 +265,8 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     );
     shot(&browser, "runs");
 
-    // Its page: the output as text, control character escaped.
+    // Its page: the input and the output as text, control character
+    // escaped; the input kept is also the API's.
     browser.click("#runs a");
     assert!(browser.wait(5 * SECOND, |b| b.text("#terminal").is_some()));
     let terminal = browser.text("#terminal").unwrap();
@@ -272,7 +274,16 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
         terminal.contains(r#""output":"<script>window.pwned=2</script>\u0007""#),
         "{terminal}"
     );
+    assert_eq!(
+        browser.text("#input").as_deref(),
+        Some(r#""<script>window.pwned=2</script>\u0007""#)
+    );
     not_pwned(&browser);
+    let id = browser.url().rsplit('/').next().unwrap().to_string();
+    let (status, input) = served.api("GET", &format!("/v1/projects/p/runs/{id}/input"));
+    assert_eq!(status, 200, "{input}");
+    assert_eq!(input, "<script>window.pwned=2</script>\u{7}");
+    shot(&browser, "run-input");
 
     // The submit form refuses input that is not JSON, or not the target's
     // input schema, before anything is sent.
@@ -609,4 +620,363 @@ fn on_tcp_the_console_signs_in_with_the_bearer_token() {
     let run = run_jig(&root, &["-C", root.to_str().unwrap(), "serve", "--console"]);
     assert_eq!(run.status, 2, "{run:?}");
     assert!(run.stderr.starts_with("JIG_USAGE: "), "{run:?}");
+}
+
+#[test]
+fn the_page_checks_input_against_schema_1_as_the_host_does() {
+    needs_a_browser();
+    let _one = one_browser();
+    let (_outer, root) = console_project();
+    let mut served = Served::start(&root, &[]);
+    let link = served.console(&root);
+    let base = origin(&link);
+    let browser = Browser::start();
+    browser.goto(&link);
+    browser.goto(&format!("{base}/console/projects/p/submit"));
+    let corpus = schema_corpus::corpus();
+    let started = Instant::now();
+    let mut answers = Vec::new();
+    for chunk in corpus.chunks(400) {
+        let cases: Vec<Value> = chunk
+            .iter()
+            .map(|c| serde_json::json!([c.schema, c.value]))
+            .collect();
+        let got = browser.script(
+            "return arguments[0].map(([schema, value]) => { \
+               try { return window.jigSchema1.validate(schema, value) === null; } \
+               catch (e) { return 'thrown: ' + e.message; } });",
+            serde_json::json!([cases]),
+        );
+        answers.extend(got.as_array().unwrap().iter().cloned());
+    }
+    assert_eq!(answers.len(), corpus.len());
+    let shown = |v: &Value| {
+        let text = v.to_string();
+        match text.char_indices().nth(200) {
+            Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+            None => text,
+        }
+    };
+    let differ: Vec<String> = corpus
+        .iter()
+        .zip(&answers)
+        .filter(|(case, page)| **page != Value::Bool(case.accepted))
+        .map(|(case, page)| {
+            format!(
+                "{} with {}: flow {}, the page {page}",
+                shown(&case.schema),
+                shown(&case.value),
+                case.accepted
+            )
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} of {} cases differ:\n{}",
+        differ.len(),
+        corpus.len(),
+        differ.join("\n")
+    );
+    let accepted = corpus.iter().filter(|c| c.accepted).count();
+    assert!(
+        accepted > 1000 && corpus.len() - accepted > 1000,
+        "a corpus that is mostly one answer proves little: {accepted} of {} accepted",
+        corpus.len()
+    );
+    eprintln!(
+        "{} cases ({accepted} accepted) agree, checked in {:?}",
+        corpus.len(),
+        started.elapsed()
+    );
+    // The form uses the same validator: refused at the failing place.
+    browser.script(
+        "document.getElementById('target').value = 'flow:flows/typed';",
+        serde_json::json!([]),
+    );
+    browser.fill("#input", r#"{"n":2.5}"#);
+    browser.click("#submit button[type=submit]");
+    assert!(browser.wait(SECOND, |b| b
+        .text("#input-error")
+        .is_some_and(|t| t.contains("at /n (type)"))));
+}
+
+/// The session cookie `jig console`'s link sets, as `name=value`.
+fn session_cookie(link: &str, jar: &Path) -> String {
+    assert_eq!(fetch(link, &["-c", jar.to_str().unwrap()]).0, 303);
+    let jar = std::fs::read_to_string(jar).unwrap();
+    let line = jar
+        .lines()
+        .find(|l| l.contains("jig_console"))
+        .expect("a session cookie");
+    let fields: Vec<&str> = line.split('\t').collect();
+    format!("{}={}", fields[5], fields[6])
+}
+
+/// Open the live Run list of `p` through the console's listener and
+/// read its answer's head: its status.
+fn open_live_list(base: &str, cookie: &str) -> (u16, std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let address = base.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /console/projects/p/runs/live HTTP/1.1\r\nHost: {address}\r\nCookie: {cookie}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "the answer ended early");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, stream)
+}
+
+#[test]
+fn live_run_lists_are_bounded_and_a_closed_one_frees_its_place() {
+    // Without a browser: the daemon's bound on open live lists, through
+    // `jig console`, at the bound and one past it.
+    const MAX_LIST_VIEWERS: usize = 64;
+    let (outer, root) = console_project();
+    let mut served = Served::start(&root, &[]);
+    let link = served.console(&root);
+    let base = origin(&link);
+    let cookie = session_cookie(&link, &outer.path().join("jar"));
+    let mut open = Vec::new();
+    for n in 0..MAX_LIST_VIEWERS {
+        let (status, stream) = open_live_list(&base, &cookie);
+        assert_eq!(status, 200, "live list {n}");
+        open.push(stream);
+    }
+    let (status, mut refused) = open_live_list(&base, &cookie);
+    assert_eq!(status, 429);
+    let mut body = String::new();
+    let _ = std::io::Read::read_to_string(&mut refused, &mut body);
+    assert!(body.contains("RESOURCE_EXHAUSTED"), "{body}");
+    // A list whose browser went away gives its place back.
+    drop(open.pop());
+    let started = Instant::now();
+    loop {
+        let (status, stream) = open_live_list(&base, &cookie);
+        if status == 200 {
+            open.push(stream);
+            break;
+        }
+        assert!(
+            started.elapsed() < 5 * SECOND,
+            "the closed list's place was kept"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Each open list hears of a new Run, pushed.
+    let run = run_jig(
+        &root,
+        &[
+            "run",
+            "--server",
+            &format!("unix:{}", served.socket.display()),
+            "flow:flows/echo",
+            "--input",
+            "1",
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    for stream in open.iter_mut().take(3) {
+        let mut seen = String::new();
+        let mut buf = [0u8; 256];
+        while seen.matches("event: changed").count() < 2 {
+            let n = std::io::Read::read(stream, &mut buf).unwrap();
+            assert!(n > 0, "the list closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+}
+
+#[test]
+fn a_run_recorded_before_inputs_were_kept_shows_its_digest() {
+    let (outer, root) = console_project();
+    // A Run recorded locally, then made what an older jig wrote: no
+    // inputRetained, no input beside it.
+    let run = run_jig(
+        &root,
+        &[
+            "run",
+            "flow:flows/echo",
+            "--input",
+            r#"{"old":true}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let id = run.json()["runId"].as_str().unwrap().to_string();
+    let record_path = root.join(format!(".jig/runs/{id}.json"));
+    let mut record: Value = serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap();
+    assert_eq!(record["inputRetained"], true, "{record}");
+    let input_path = root.join(format!(".jig/runs/inputs/{id}.json"));
+    assert_eq!(std::fs::read(&input_path).unwrap(), br#"{"old":true}"#);
+    // A second Run keeps its input across the daemon's start.
+    let kept = run_jig(
+        &root,
+        &[
+            "run",
+            "flow:flows/echo",
+            "--input",
+            r#"{"new":1}"#,
+            "--json",
+        ],
+    );
+    let kept = kept.json()["runId"].as_str().unwrap().to_string();
+    record.as_object_mut().unwrap().remove("inputRetained");
+    std::fs::write(&record_path, record.to_string()).unwrap();
+    std::fs::remove_file(&input_path).unwrap();
+
+    let mut served = Served::start(&root, &[]);
+    let (status, body) = served.api("GET", &format!("/v1/projects/p/runs/{id}/input"));
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["code"], "JIG_INPUT_NOT_RETAINED", "{body}");
+    let (status, body) = served.api("GET", &format!("/v1/projects/p/runs/{kept}/input"));
+    assert_eq!((status, body), (200, serde_json::json!({"new": 1})));
+    let link = served.console(&root);
+    let base = origin(&link);
+    let jar = outer.path().join("jar");
+    session_cookie(&link, &jar);
+    let jar = jar.to_str().unwrap();
+    let (status, page) = fetch(
+        &format!("{base}/console/projects/p/runs/{id}"),
+        &["-b", jar],
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Input not retained"), "{page}");
+    assert!(
+        page.contains(record["inputDigest"].as_str().unwrap()),
+        "{page}"
+    );
+    let (status, page) = fetch(
+        &format!("{base}/console/projects/p/runs/{kept}"),
+        &["-b", jar],
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(r#"<pre id="input">{&quot;new&quot;:1}</pre>"#),
+        "{page}"
+    );
+    // Without a session neither the page nor its input is shown.
+    let (status, page) = fetch(&format!("{base}/console/projects/p/runs/{kept}"), &[]);
+    assert_eq!(status, 401);
+    assert!(!page.contains("new"), "{page}");
+}
+
+#[test]
+fn with_a_database_and_a_worker_the_console_lists_follows_and_cancels() {
+    needs_a_browser();
+    let _one = one_browser();
+    let pg = Postgres::start();
+    let (outer, root) = console_project();
+    let logs = outer.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut served = Served::start(&root, &["--database", &pg.url()]);
+    let _worker = crate::queue::worker(&root, &pg, &logs, 1, "2");
+    let link = served.console(&root);
+    let base = origin(&link);
+    let browser = Browser::start();
+    browser.goto(&link);
+
+    // A Run submitted by the CLI is listed, pushed, and its status
+    // follows what the worker (another process) records.
+    browser.goto(&format!("{base}/console/projects/p/runs"));
+    assert_eq!(browser.count("#runs tr"), 0);
+    let submitted = Instant::now();
+    let mut cli = jig(&root)
+        .args(["run", "--server"])
+        .arg(format!("unix:{}", served.socket.display()))
+        .args(["flow:flows/echo", "--input", r#"{"from":"<i>cli</i>"}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        browser.wait(SECOND, |b| b.count("#runs tr") == 1),
+        "the CLI's Run did not show within a second"
+    );
+    eprintln!("listed after {:?}", submitted.elapsed());
+    assert!(
+        browser.wait(30 * SECOND, |b| b.text("#runs .status").as_deref()
+            == Some("succeeded")),
+        "the worker's terminal did not reach the list"
+    );
+    cli.wait().unwrap();
+    shot(&browser, "database-runs");
+    browser.click("#runs a");
+    assert!(browser.wait(5 * SECOND, |b| b
+        .text("#terminal")
+        .is_some_and(|t| t.contains(r#""output":{"from":"<i>cli</i>"}"#))));
+    assert_eq!(
+        browser.text("#input").as_deref(),
+        Some(r#"{"from":"<i>cli</i>"}"#)
+    );
+    assert_eq!(browser.count("main i"), 0);
+    let id = browser.url().rsplit('/').next().unwrap().to_string();
+    let (status, input) = served.api("GET", &format!("/v1/projects/p/runs/{id}/input"));
+    assert_eq!(
+        (status, input),
+        (200, serde_json::json!({"from": "<i>cli</i>"}))
+    );
+
+    // A pending Run's events arrive live from the database, then its terminal.
+    browser.goto(&format!("{base}/console/projects/p/submit"));
+    browser.script(
+        "document.getElementById('target').value = 'flow:flows/slow';",
+        serde_json::json!([]),
+    );
+    browser.fill("#input", "1");
+    browser.click("#submit button[type=submit]");
+    assert!(browser.wait(5 * SECOND, |b| b.url().contains("/runs/run-")));
+    let data = |b: &Browser| {
+        b.script(
+            "return [...document.querySelectorAll('#events strong')].filter(e => e.textContent === 'data').length;",
+            serde_json::json!([]),
+        )
+        .as_u64()
+        .unwrap()
+    };
+    assert!(browser.wait(30 * SECOND, |b| data(b) >= 1));
+    assert!(data(&browser) < 3, "the events did not arrive one by one");
+    shot(&browser, "database-run-pending");
+    assert!(browser.wait(10 * SECOND, |b| data(b) == 3));
+    assert!(browser.wait(15 * SECOND, |b| b.text("#status").as_deref()
+        == Some("succeeded")));
+    assert!(browser
+        .text("#terminal")
+        .unwrap()
+        .contains(r#""output":"slept""#));
+    assert_eq!(browser.text("#input").as_deref(), Some("1"));
+    not_pwned(&browser);
+
+    // Cancel a pending Run the worker holds.
+    browser.goto(&format!("{base}/console/projects/p/submit"));
+    browser.script(
+        "document.getElementById('target').value = 'flow:flows/slow';",
+        serde_json::json!([]),
+    );
+    browser.fill("#input", "120");
+    browser.click("#submit button[type=submit]");
+    assert!(browser.wait(5 * SECOND, |b| b.count("#cancel button") == 1));
+    let id = browser.url().rsplit('/').next().unwrap().to_string();
+    assert!(browser.wait(30 * SECOND, |b| data(b) >= 1));
+    browser.click("#cancel button");
+    assert!(
+        browser.wait(30 * SECOND, |b| b
+            .text("#status")
+            .is_some_and(|s| s != "pending" && s != "running")),
+        "the cancelled Run did not settle"
+    );
+    let (_, record) = served.api("GET", &format!("/v1/projects/p/runs/{id}"));
+    assert_eq!(record["terminal"]["status"], "failed", "{record}");
+    assert_eq!(record["terminal"]["code"], "CANCELLED", "{record}");
+    shot(&browser, "database-run-cancelled");
 }

@@ -36,8 +36,6 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 /// Runs on one page of the list.
 pub const PAGE_SIZE: usize = 50;
-/// How often a live list checks for new or settled Runs.
-const LIST_POLL: Duration = Duration::from_millis(250);
 /// How often a Run page without a held event log re-reads its record.
 const RECORD_POLL: Duration = Duration::from_millis(500);
 
@@ -424,34 +422,34 @@ async fn rows(
     }
 }
 
-/// Server-Sent Events: `changed` whenever the project's newest Runs or
-/// their statuses change (checked every [`LIST_POLL`]).
-async fn list_live(State(door): State<Door>, UrlPath(project): UrlPath<String>) -> Response {
+/// Server-Sent Events: `changed` once at the start (what changed between
+/// the page and this stream) and whenever one of the project's Runs is
+/// recorded, settles or is removed ([`Server::watch_runs`]; at most
+/// `MAX_LIST_VIEWERS` lists at once).
+async fn list_live(
+    State(door): State<Door>,
+    axum::Extension(session): axum::Extension<Session>,
+    UrlPath(project): UrlPath<String>,
+) -> Response {
+    let changes = match door.server.watch_runs(&project) {
+        Ok(changes) => changes,
+        Err(refusal) => return refuse(&door, Some(&session), refusal),
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(4);
     tokio::spawn(async move {
-        let mut last: Option<Vec<(String, &'static str)>> = None;
+        // The whole subscription moves here, its place among the viewers
+        // with it (a field alone would leave the place behind).
+        let mut changes = changes;
+        let changed = || Ok(Bytes::from_static(b"event: changed\ndata: {}\n\n"));
         loop {
-            let seen = match door.server.list(&project, PAGE_SIZE).await {
-                Ok(records) => records
-                    .iter()
-                    .map(|r| (r.id.clone(), r.status().as_str()))
-                    .collect::<Vec<_>>(),
-                Err(_) => return,
-            };
-            if last.as_ref().is_some_and(|l| *l != seen) {
-                let event = Bytes::from_static(b"event: changed\ndata: {}\n\n");
-                if tx.send(Ok(event)).await.is_err() {
-                    return;
-                }
-            } else if tx
-                .send(Ok(Bytes::from_static(b": tick\n\n")))
-                .await
-                .is_err()
-            {
+            if tx.send(changed()).await.is_err() {
                 return;
             }
-            last = Some(seen);
-            tokio::time::sleep(LIST_POLL).await;
+            // The viewer's place is held until its browser goes away.
+            tokio::select! {
+                _ = tx.closed() => return,
+                moved = changes.notices.changed() => if moved.is_err() { return },
+            }
         }
     });
     sse(rx)
@@ -470,8 +468,8 @@ async fn run(
     axum::Extension(session): axum::Extension<Session>,
     UrlPath((project, id)): UrlPath<(String, String)>,
 ) -> Response {
-    let record = match door.server.record(&project, &id).await {
-        Ok(record) => record,
+    let (record, input) = match door.server.input(&project, &id).await {
+        Ok(found) => found,
         Err(refusal) => return refuse(&door, Some(&session), refusal),
     };
     // A settled file Run's delivered files, when its packet was published.
@@ -494,6 +492,7 @@ async fn run(
             &frame("Run", &session, &names),
             &project,
             &record.value,
+            input.as_ref(),
             files.as_deref(),
         ),
     )

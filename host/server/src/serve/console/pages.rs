@@ -367,7 +367,15 @@ pub fn runs(
 /// A delivered file: its path in the packet, its size and digest.
 pub type PacketFile = (String, usize, String);
 
-pub fn run(frame: &Frame, project: &str, record: &Value, files: Option<&[PacketFile]>) -> Markup {
+/// A Run's page: its summary, input (when kept), live events, terminal,
+/// delivery, packet files and record.
+pub fn run(
+    frame: &Frame,
+    project: &str,
+    record: &Value,
+    input: Option<&Value>,
+    files: Option<&[PacketFile]>,
+) -> Markup {
     let id = record.get("id").and_then(Value::as_str).unwrap_or("");
     let (status, outcome, start, duration) = run_cells(record);
     let base = format!(
@@ -397,6 +405,11 @@ pub fn run(frame: &Frame, project: &str, record: &Value, files: Option<&[PacketF
                     input type="hidden" name="csrf" value=(frame.csrf.unwrap_or(""));
                     button.danger type="submit" { "Cancel this Run" }
                 }
+            }
+            h2 { "Input" }
+            @match input {
+                Some(input) => pre #input { (json_text(input)) },
+                None => p #input.meta { "Input not retained (recorded before jig kept inputs); its digest is above." },
             }
             h2 { "Events" }
             p.meta { "Channel items the submission asked to receive, and status changes, as they arrive." }

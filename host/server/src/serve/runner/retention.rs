@@ -177,6 +177,7 @@ impl Server {
             live.remove(id);
         }
         drop(live);
+        self.runs_changed(project);
         self.metrics
             .disk
             .removed
