@@ -168,7 +168,7 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    fn start(root: &Path, pg: &Postgres, logs: &Path) -> Served {
+    pub(crate) fn start(root: &Path, pg: &Postgres, logs: &Path) -> Served {
         Served::start_with(root, pg, logs, &[])
     }
 
@@ -233,6 +233,19 @@ impl Served {
         let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
         let value = serde_json::from_str(body.trim()).unwrap_or(Value::String(body.into()));
         (status.trim().parse().unwrap_or(0), value)
+    }
+
+    /// Follow `path` (an event stream) with curl, its body written to
+    /// `out` as it arrives.
+    pub(crate) fn stream(&self, path: &str, out: &Path) -> Child {
+        Command::new("curl")
+            .args(["-sSN", "--unix-socket"])
+            .arg(&self.socket)
+            .arg(format!("http://jig{path}"))
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     /// Submit without waiting: the Run ID the daemon answered.

@@ -8,6 +8,8 @@ use jig_engine::config::Retention;
 use jig_engine::state::retention::Policy;
 use jig_server::queue::{connect_config, Queue};
 
+use std::time::{Duration, Instant};
+
 use crate::queue::{input, queue_fixture, wait_until, Served};
 use crate::support::*;
 
@@ -169,5 +171,54 @@ fn serve_with_a_database_sweeps_settled_runs() {
     assert!(
         text.contains("jig_retention_removed_runs_total{project=\"p\"} 2"),
         "{text}"
+    );
+}
+
+/// A daemon following a Run's events in the database, whose Run is
+/// removed before it read the terminal (here: its rows deleted by hand
+/// while the Run is still queued, with no worker to take it), ends the
+/// stream with a `removed` line naming `RUN_NOT_FOUND` instead of polling
+/// forever; the Run then answers 404 `RUN_NOT_FOUND`.
+#[test]
+fn a_follower_whose_run_was_removed_ends_the_stream() {
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let served = Served::start(&root, &pg, logs.path());
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1h"})),
+    );
+    assert_eq!(status, 202, "{body}");
+    let id = body["runId"].as_str().unwrap().to_string();
+    let out = logs.path().join("events.ndjson");
+    let mut stream = served.stream(&format!("/v1/projects/p/runs/{id}/events"), &out);
+    wait_until("the stream began", Duration::from_secs(20), || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("queued"))
+    });
+    pg.sql(&format!(
+        "BEGIN; DELETE FROM jig_events WHERE run_id = '{id}'; \
+         DELETE FROM jig_runs WHERE id = '{id}'; COMMIT"
+    ));
+    let started = Instant::now();
+    let ended = loop {
+        if let Some(status) = stream.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = stream.kill();
+            panic!("the stream still polls a removed Run");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ended.success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "removed", "{text}");
+    assert_eq!(last["code"], "RUN_NOT_FOUND");
+    assert_eq!(last["runId"], id.as_str());
+    let (status, body) = served.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("RUN_NOT_FOUND"))
     );
 }
