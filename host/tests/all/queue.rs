@@ -116,8 +116,13 @@ impl Drop for Process {
 }
 
 fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
+    spawn_env(root, args, log, &[])
+}
+
+fn spawn_env(root: &Path, args: &[&str], log: PathBuf, env: &[(&str, &str)]) -> Process {
     let child = jig(root)
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -174,6 +179,17 @@ impl Served {
 
     /// [`Served::start`] with more `jig serve` arguments.
     pub(crate) fn start_with(root: &Path, pg: &Postgres, logs: &Path, extra: &[&str]) -> Served {
+        Served::start_env(root, pg, logs, extra, &[])
+    }
+
+    /// [`Served::start_with`] with more environment.
+    pub(crate) fn start_env(
+        root: &Path,
+        pg: &Postgres,
+        logs: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Served {
         let socket = logs.join("jig.sock");
         let url = pg.url();
         let mut args = vec![
@@ -186,7 +202,7 @@ impl Served {
             &url,
         ];
         args.extend_from_slice(extra);
-        let process = spawn(root, &args, logs.join("serve.log"));
+        let process = spawn_env(root, &args, logs.join("serve.log"), env);
         let served = Served { process, socket };
         let started = Instant::now();
         while !(served.socket.exists() && served.call("GET", "/v1/health", None).0 == 200) {
@@ -233,6 +249,11 @@ impl Served {
         let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
         let value = serde_json::from_str(body.trim()).unwrap_or(Value::String(body.into()));
         (status.trim().parse().unwrap_or(0), value)
+    }
+
+    /// Wait (bounded) for the daemon to exit on its own.
+    pub(crate) fn exited(&mut self, limit: Duration) -> std::process::ExitStatus {
+        self.process.exited(limit)
     }
 
     /// Follow `path` (an event stream) with curl, its body written to

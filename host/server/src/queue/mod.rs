@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::Error;
 
-pub use retention::{Retained, RETENTION_BATCH};
+pub use retention::{Collected, Retained, RETENTION_BATCH, STORE_BATCH, STORE_GRACE};
 pub use schema::SCHEMA_VERSION;
 
 /// How long a claim or heartbeat holds a Run unless extended.

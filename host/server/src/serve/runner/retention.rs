@@ -230,6 +230,13 @@ impl Server {
                         Err(e) => eprintln!("jig serve: project {name}: retention: {e}"),
                     }
                 }
+                // The store is the database's, shared by every project.
+                let batch = crate::queue::STORE_BATCH;
+                match queue.collect_store(crate::queue::STORE_GRACE, batch).await {
+                    Ok(collected) if collected.blobs as i64 >= batch => pause = BACKLOG_PAUSE,
+                    Ok(_) => {}
+                    Err(e) => eprintln!("jig serve: retention of the store: {e}"),
+                }
             }
         });
     }
