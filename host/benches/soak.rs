@@ -8,8 +8,16 @@
 //!
 //! `cargo bench -p jig --bench soak` runs 20,000 Runs; `SOAK_RUNS`,
 //! `SOAK_KEEP` (`max-runs`, default 1000), `SOAK_SAMPLE` (Runs between
-//! samples, default 250) and `SOAK_CLIENTS` (default 8) change it. The CI
-//! form is `host/tests/all/retention.rs`.
+//! samples, default 250) and `SOAK_CLIENTS` (default 8) change it. A short
+//! form, to check the command line and the plot (about a minute, built
+//! without optimisation):
+//!
+//! ```text
+//! SOAK_RUNS=200 SOAK_KEEP=20 SOAK_SAMPLE=20 SOAK_OUT=/tmp/soak \
+//!     cargo bench -p jig --bench soak --profile dev
+//! ```
+//!
+//! The CI form is `host/tests/all/retention.rs`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -315,13 +323,64 @@ fn main() {
 }
 
 /// A PNG of two panels, disk (top) and RSS (bottom) against Runs, drawn
-/// by hand (no plotting crate is available offline): axes, a grid line per
-/// quarter, and the curve. The CSV carries the numbers.
+/// by hand (no plotting crate is available offline): axes with their
+/// labels and units, a tick value per quarter, a legend, and the curves.
+/// The text is a 5x7 bitmap font of the few characters the labels use.
+/// The CSV carries the numbers.
 mod plot {
     use super::Sample;
 
     const W: usize = 800;
-    const H: usize = 600;
+    const H: usize = 640;
+    /// Where the plotting area of each panel begins and ends, across.
+    const LEFT: i64 = 110;
+    const RIGHT: i64 = W as i64 - 40;
+    const PANEL_HEIGHT: i64 = 210;
+    const BLACK: [u8; 3] = [0, 0, 0];
+    const DISK: [u8; 3] = [31, 119, 180];
+    const RSS: [u8; 3] = [214, 39, 40];
+    /// Each glyph pixel is this many canvas pixels square.
+    const SCALE: i64 = 2;
+    /// A glyph's advance: 5 columns and a space.
+    const ADVANCE: i64 = 6 * SCALE;
+
+    /// The rows of a 5x7 glyph (bit 4 leftmost); blank for a character
+    /// the labels do not use.
+    fn glyph(c: char) -> [u8; 7] {
+        match c {
+            '0' => [0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E],
+            '1' => [0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E],
+            '2' => [0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F],
+            '3' => [0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E],
+            '4' => [0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02],
+            '5' => [0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E],
+            '6' => [0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E],
+            '7' => [0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08],
+            '8' => [0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E],
+            '9' => [0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C],
+            '.' => [0, 0, 0, 0, 0, 0x0C, 0x0C],
+            '(' => [0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02],
+            ')' => [0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08],
+            'B' => [0x1E, 0x11, 0x11, 0x1E, 0x11, 0x11, 0x1E],
+            'M' => [0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11],
+            'R' => [0x1E, 0x11, 0x11, 0x1E, 0x14, 0x12, 0x11],
+            'S' => [0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E],
+            'a' => [0, 0, 0x0E, 0x01, 0x0F, 0x11, 0x0F],
+            'd' => [0x01, 0x01, 0x0D, 0x13, 0x11, 0x11, 0x0F],
+            'e' => [0, 0, 0x0E, 0x11, 0x1F, 0x10, 0x0E],
+            'f' => [0x06, 0x09, 0x08, 0x1C, 0x08, 0x08, 0x08],
+            'g' => [0, 0x0F, 0x11, 0x11, 0x0F, 0x01, 0x0E],
+            'i' => [0x04, 0, 0x0C, 0x04, 0x04, 0x04, 0x0E],
+            'j' => [0x02, 0, 0x06, 0x02, 0x02, 0x12, 0x0C],
+            'k' => [0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12],
+            'm' => [0, 0, 0x1A, 0x15, 0x15, 0x11, 0x11],
+            'n' => [0, 0, 0x16, 0x19, 0x11, 0x11, 0x11],
+            'o' => [0, 0, 0x0E, 0x11, 0x11, 0x11, 0x0E],
+            's' => [0, 0, 0x0E, 0x10, 0x0E, 0x01, 0x1E],
+            'u' => [0, 0, 0x11, 0x11, 0x11, 0x13, 0x0D],
+            _ => [0; 7],
+        }
+    }
 
     struct Canvas(Vec<[u8; 3]>);
 
@@ -341,23 +400,79 @@ mod plot {
                 }
             }
         }
+        fn fill(&mut self, (x0, y0): (i64, i64), (w, h): (i64, i64), c: [u8; 3]) {
+            for y in y0..y0 + h {
+                for x in x0..x0 + w {
+                    self.set(x, y, c);
+                }
+            }
+        }
+        /// `text` with its top left at (x, y), left to right; or, `upward`,
+        /// with its bottom left there, read bottom to top (a y axis label).
+        fn text(&mut self, (x, y): (i64, i64), text: &str, c: [u8; 3], upward: bool) {
+            for (i, ch) in text.chars().enumerate() {
+                for (row, bits) in glyph(ch).iter().enumerate() {
+                    for col in 0..5i64 {
+                        if bits & (0x10 >> col) == 0 {
+                            continue;
+                        }
+                        let along = i as i64 * ADVANCE + col * SCALE;
+                        let (px, py) = match upward {
+                            false => (x + along, y + row as i64 * SCALE),
+                            true => (x + row as i64 * SCALE, y - along - SCALE),
+                        };
+                        self.fill((px, py), (SCALE, SCALE), c);
+                    }
+                }
+            }
+        }
     }
 
-    fn panel(canvas: &mut Canvas, top: i64, points: &[(f64, f64)], color: [u8; 3]) {
-        let (left, right, height) = (60i64, W as i64 - 20, 240i64);
+    fn width(text: &str) -> i64 {
+        text.chars().count() as i64 * ADVANCE
+    }
+
+    /// A tick value, with the decimals a panel whose top is `max` needs
+    /// to tell its quarters apart.
+    fn tick(value: f64, max: f64) -> String {
+        let decimals = match max {
+            m if m >= 100.0 => 0,
+            m if m >= 10.0 => 1,
+            m if m >= 1.0 => 2,
+            _ => 3,
+        };
+        format!("{value:.decimals$}")
+    }
+
+    /// One panel at `top`: grid, axes, tick values per quarter, the y
+    /// label (`y_label`, its unit in it), the x label, and the curve.
+    fn panel(canvas: &mut Canvas, top: i64, points: &[(f64, f64)], y_label: &str, color: [u8; 3]) {
         let grey = [200, 200, 200];
-        for q in 0..=4 {
-            let y = top + height * q / 4;
-            canvas.line((left, y), (right, y), grey);
-        }
-        canvas.line((left, top), (left, top + height), [0, 0, 0]);
-        canvas.line((left, top + height), (right, top + height), [0, 0, 0]);
+        let bottom = top + PANEL_HEIGHT;
         let max_x = points.iter().map(|p| p.0).fold(1.0, f64::max);
-        let max_y = points.iter().map(|p| p.1).fold(1.0, f64::max);
+        let max_y = points.iter().map(|p| p.1).fold(0.1, f64::max);
+        for q in 0..=4 {
+            let y = bottom - PANEL_HEIGHT * q / 4;
+            canvas.line((LEFT, y), (RIGHT, y), grey);
+            let value = tick(max_y * q as f64 / 4.0, max_y);
+            canvas.text((LEFT - 8 - width(&value), y - 7), &value, BLACK, false);
+            let x = LEFT + (RIGHT - LEFT) * q / 4;
+            canvas.line((x, bottom), (x, bottom + 5), BLACK);
+            let runs = format!("{:.0}", max_x * q as f64 / 4.0);
+            let at = (x - width(&runs) / 2).min(W as i64 - 4 - width(&runs));
+            canvas.text((at, bottom + 9), &runs, BLACK, false);
+        }
+        canvas.line((LEFT, top), (LEFT, bottom), BLACK);
+        canvas.line((LEFT, bottom), (RIGHT, bottom), BLACK);
+        let middle = top + PANEL_HEIGHT / 2 + width(y_label) / 2;
+        canvas.text((8, middle), y_label, BLACK, true);
+        let x_label = "Runs";
+        let center = (LEFT + RIGHT) / 2 - width(x_label) / 2;
+        canvas.text((center, bottom + 29), x_label, BLACK, false);
         let at = |(x, y): (f64, f64)| {
             (
-                left + ((x / max_x) * (right - left) as f64) as i64,
-                top + height - ((y / max_y) * height as f64) as i64,
+                LEFT + ((x / max_x) * (RIGHT - LEFT) as f64) as i64,
+                bottom - ((y / max_y) * PANEL_HEIGHT as f64) as i64,
             )
         };
         for pair in points.windows(2) {
@@ -365,18 +480,39 @@ mod plot {
         }
     }
 
+    /// The legend, across the top: a swatch and the name of each curve.
+    fn legend(canvas: &mut Canvas, entries: &[(&str, [u8; 3])]) {
+        let mut x = LEFT;
+        for (name, color) in entries {
+            canvas.fill((x, 12), (24, 6), *color);
+            canvas.text((x + 32, 8), name, BLACK, false);
+            x += 32 + width(name) + 40;
+        }
+    }
+
     pub fn write(path: &std::path::Path, samples: &[Sample]) {
+        const MIB: f64 = 1024.0 * 1024.0;
         let mut canvas = Canvas(vec![[255, 255, 255]; W * H]);
         let disk: Vec<(f64, f64)> = samples
             .iter()
-            .map(|s| (s.runs as f64, s.disk as f64))
+            .map(|s| (s.runs as f64, s.disk as f64 / MIB))
             .collect();
         let rss: Vec<(f64, f64)> = samples
             .iter()
-            .map(|s| (s.runs as f64, s.rss_kib as f64))
+            .map(|s| (s.runs as f64, s.rss_kib as f64 / 1024.0))
             .collect();
-        panel(&mut canvas, 30, &disk, [31, 119, 180]);
-        panel(&mut canvas, 320, &rss, [214, 39, 40]);
+        legend(
+            &mut canvas,
+            &[("disk of .jig (MiB)", DISK), ("daemon RSS (MiB)", RSS)],
+        );
+        panel(&mut canvas, 45, &disk, "disk of .jig (MiB)", DISK);
+        panel(
+            &mut canvas,
+            45 + PANEL_HEIGHT + 85,
+            &rss,
+            "daemon RSS (MiB)",
+            RSS,
+        );
         let mut raw = Vec::with_capacity(H * (1 + 3 * W));
         for row in canvas.0.chunks(W) {
             raw.push(0);

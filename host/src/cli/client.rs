@@ -478,6 +478,8 @@ async fn receive(served: &Served, path: &str) -> Result<u8, CliError> {
             match event["type"].as_str() {
                 Some("status") => continue,
                 Some("terminal") => terminal = Some(event["result"].clone()),
+                // Retention removed the Run before its terminal was read.
+                Some("removed") => return Err(refusal(404, &event)),
                 _ => {}
             }
             if stdout

@@ -1,5 +1,6 @@
 //! `jig gc [--dry-run]`: apply the host configuration's `[retention]` to
-//! the project now, and say what went and the bytes freed. Without the
+//! the project now, then collect the store of what nothing names any more,
+//! and say what went and the bytes freed. Without the
 //! table nothing is removed. While `jig serve` holds the project it applies
 //! retention itself, and `jig gc` is refused `PROJECT_BUSY`.
 
@@ -31,6 +32,7 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
     };
     let verb = if dry_run { "would remove" } else { "removed" };
     let (mut runs, mut packets, mut checkpoints, mut freed) = (0, 0, 0, 0);
+    let mut removed_runs = Vec::new();
     let now = state::now_unix_ms();
     loop {
         // The same batches `jig serve` sweeps in; a dry run sees them all
@@ -48,6 +50,7 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
             println!("{verb} packet {id}");
         }
         runs += report.runs.len();
+        removed_runs.extend(report.runs);
         packets += report.packets.len();
         checkpoints += report.checkpoints;
         freed += report.freed_bytes;
@@ -55,8 +58,24 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
             break;
         }
     }
+    // Then the store: what no admitted generation or remaining Run names.
+    let store = retention::collect_store(&state, dry_run, &removed_runs)?;
+    for digest in &store.plans {
+        println!("{verb} plan {digest}");
+    }
+    for digest in &store.packages {
+        println!("{verb} package {digest}");
+    }
+    if store.deferred {
+        println!("the store was left as it is: a review is admitting this project");
+    }
+    freed += store.freed_bytes;
     println!(
-        "{verb} {runs} Run(s), {packets} packet(s), {checkpoints} checkpoint(s); {} {freed} bytes",
+        "{verb} {runs} Run(s), {packets} packet(s), {checkpoints} checkpoint(s); \
+         {} Plan(s), {} package(s), {} blob(s) of the store; {} {freed} bytes",
+        store.plans.len(),
+        store.packages.len(),
+        store.blobs,
         if dry_run { "would free" } else { "freed" }
     );
     Ok(0)

@@ -28,12 +28,15 @@ pub(super) fn review(
             CliError::Project(e)
         }
     })?;
-    let mut state = match ProjectState::acquire(&root) {
-        Ok(state) => state,
+    let (mut state, beside_a_daemon) = match ProjectState::acquire(&root) {
+        Ok(state) => (state, false),
         // A `jig serve` holds the project: admit beside it (its new Runs
         // take the new generation; its in-flight Runs keep theirs).
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
-            Some(_) => ProjectState::beside_holder(&root).map_err(CliError::from)?,
+            Some(_) => (
+                ProjectState::beside_holder(&root).map_err(CliError::from)?,
+                true,
+            ),
             None => return Err(e.into()),
         },
         Err(e) => return Err(e.into()),
@@ -136,8 +139,10 @@ pub(super) fn review(
         .apply(&plan_digest, current.as_ref().map(|g| g.number))
         .map_err(CliError::from)?;
     // The trees of packages the new generation no longer runs go with the
-    // one they served (best effort: a tree left behind is only disk).
-    if let Some(admitted) = state.current().ok().flatten() {
+    // one they served (best effort: a tree left behind is only disk). Not
+    // beside a daemon: its Runs in flight of the old generation run from
+    // those trees; its retention removes them with their packages.
+    if let Some(admitted) = state.current().ok().flatten().filter(|_| !beside_a_daemon) {
         state
             .store()
             .prune_trees(&jig_engine::plan::package_digests(&admitted.plan));

@@ -116,8 +116,13 @@ impl Drop for Process {
 }
 
 fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
+    spawn_env(root, args, log, &[])
+}
+
+fn spawn_env(root: &Path, args: &[&str], log: PathBuf, env: &[(&str, &str)]) -> Process {
     let child = jig(root)
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -174,12 +179,23 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    fn start(root: &Path, pg: &Postgres, logs: &Path) -> Served {
+    pub(crate) fn start(root: &Path, pg: &Postgres, logs: &Path) -> Served {
         Served::start_with(root, pg, logs, &[])
     }
 
     /// [`Served::start`] with more `jig serve` arguments.
     pub(crate) fn start_with(root: &Path, pg: &Postgres, logs: &Path, extra: &[&str]) -> Served {
+        Served::start_env(root, pg, logs, extra, &[])
+    }
+
+    /// [`Served::start_with`] with more environment.
+    pub(crate) fn start_env(
+        root: &Path,
+        pg: &Postgres,
+        logs: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Served {
         let socket = logs.join("jig.sock");
         let url = pg.url();
         let mut args = vec![
@@ -192,7 +208,7 @@ impl Served {
             &url,
         ];
         args.extend_from_slice(extra);
-        let process = spawn(root, &args, logs.join("serve.log"));
+        let process = spawn_env(root, &args, logs.join("serve.log"), env);
         let served = Served { process, socket };
         let started = Instant::now();
         while !(served.socket.exists() && served.call("GET", "/v1/health", None).0 == 200) {
@@ -239,6 +255,24 @@ impl Served {
         let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
         let value = serde_json::from_str(body.trim()).unwrap_or(Value::String(body.into()));
         (status.trim().parse().unwrap_or(0), value)
+    }
+
+    /// Wait (bounded) for the daemon to exit on its own.
+    pub(crate) fn exited(&mut self, limit: Duration) -> std::process::ExitStatus {
+        self.process.exited(limit)
+    }
+
+    /// Follow `path` (an event stream) with curl, its body written to
+    /// `out` as it arrives.
+    pub(crate) fn stream(&self, path: &str, out: &Path) -> Child {
+        Command::new("curl")
+            .args(["-sSN", "--unix-socket"])
+            .arg(&self.socket)
+            .arg(format!("http://jig{path}"))
+            .stdout(std::fs::File::create(out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     /// Submit without waiting: the Run ID the daemon answered.

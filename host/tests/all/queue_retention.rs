@@ -8,6 +8,8 @@ use jig_engine::config::Retention;
 use jig_engine::state::retention::Policy;
 use jig_server::queue::{connect_config, Queue};
 
+use std::time::{Duration, Instant};
+
 use crate::queue::{input, queue_fixture, wait_until, Served};
 use crate::support::*;
 
@@ -170,4 +172,275 @@ fn serve_with_a_database_sweeps_settled_runs() {
         text.contains("jig_retention_removed_runs_total{project=\"p\"} 2"),
         "{text}"
     );
+}
+
+/// A daemon following a Run's events in the database, whose Run is
+/// removed before it read the terminal (here: its rows deleted by hand
+/// while the Run is still queued, with no worker to take it), ends the
+/// stream with a `removed` line naming `RUN_NOT_FOUND` instead of polling
+/// forever; the Run then answers 404 `RUN_NOT_FOUND`.
+#[test]
+fn a_follower_whose_run_was_removed_ends_the_stream() {
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let served = Served::start(&root, &pg, logs.path());
+    let (status, body) = served.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "timeout": "1h"})),
+    );
+    assert_eq!(status, 202, "{body}");
+    let id = body["runId"].as_str().unwrap().to_string();
+    let out = logs.path().join("events.ndjson");
+    let mut stream = served.stream(&format!("/v1/projects/p/runs/{id}/events"), &out);
+    wait_until("the stream began", Duration::from_secs(20), || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.contains("queued"))
+    });
+    pg.sql(&format!(
+        "BEGIN; DELETE FROM jig_events WHERE run_id = '{id}'; \
+         DELETE FROM jig_runs WHERE id = '{id}'; COMMIT"
+    ));
+    let started = Instant::now();
+    let ended = loop {
+        if let Some(status) = stream.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = stream.kill();
+            panic!("the stream still polls a removed Run");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ended.success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "removed", "{text}");
+    assert_eq!(last["code"], "RUN_NOT_FOUND");
+    assert_eq!(last["runId"], id.as_str());
+    let (status, body) = served.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("RUN_NOT_FOUND"))
+    );
+}
+
+/// Publish the admitted generation of the project at `root` (the library
+/// call `jig serve --database` makes before recording a Run of it).
+async fn publish(queue: &Queue, root: &std::path::Path) -> i64 {
+    let state = jig_engine::state::ProjectState::acquire(root).unwrap();
+    let generation = state.current().unwrap().unwrap();
+    queue.publish("p", &state, &generation, &[]).await.unwrap();
+    generation.number as i64
+}
+
+/// Change `flows/witness` (a comment) and admit it.
+fn admit_a_change(root: &std::path::Path, n: usize) {
+    let path = root.join("flows/witness/flow.py");
+    let source = std::fs::read_to_string(&path).unwrap() + &format!("# change {n}\n");
+    std::fs::write(&path, source).unwrap();
+    review(root);
+}
+
+/// Set when everything in the store was last stored or published.
+fn age_store(pg: &Postgres, seconds: u64) {
+    pg.sql(&format!(
+        "UPDATE jig_blobs SET stored_at = now() - interval '{seconds} seconds'; \
+         UPDATE jig_generations SET published = now() - interval '{seconds} seconds'"
+    ));
+}
+
+/// A file Run's description with one attachment file, published.
+async fn publish_files(queue: &Queue, text: &str) -> String {
+    use jig_engine::files::{Captured, CapturedFile, CapturedRoot};
+    let mut captured = Captured::default();
+    captured.roots.insert(
+        "source".into(),
+        CapturedRoot {
+            real: std::path::PathBuf::new(),
+            files: vec![CapturedFile {
+                path: "a.txt".into(),
+                sha256: jig_engine::files::sha256_hex(text.as_bytes()),
+                bytes: text.as_bytes().to_vec(),
+            }],
+        },
+    );
+    let run = jig_server::queue::blobs::FileRun {
+        captured,
+        writable: None,
+        out: false,
+        method: json!({}),
+        input: json!({}),
+        configuration: serde_json::Value::Null,
+    };
+    queue.publish_files(&run).await.unwrap()
+}
+
+/// The database's store: a generation goes once no Run names it and it
+/// is not the project's newest, a blob once nothing kept names it, each
+/// only past the grace (one second inside kept, one second past gone);
+/// a blob stored again starts its grace again; what a Run names (its
+/// generation, its file Run's attachments) is kept; a worker reads the
+/// kept generation whole and is told plainly the removed one is gone.
+#[test]
+fn database_store_collection_at_each_boundary() {
+    use jig_server::queue::blobs::Cache;
+    let (pg, _outer, root, _logs, _witness) = queue_fixture();
+    let grace = Duration::from_secs(3600);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+            .await
+            .unwrap();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(cache_dir.path()).unwrap();
+        assert_eq!(publish(&queue, &root).await, 1);
+        // A Run of generation 1, queued; then generation 2.
+        let queued = submit(&queue, 1, None, 600_000).await;
+        admit_a_change(&root, 2);
+        assert_eq!(publish(&queue, &root).await, 2);
+        let files = publish_files(&queue, "attached").await;
+        let blobs = count(&pg, "jig_blobs");
+
+        // Unnamed but young: kept (a Run about to name it is safe).
+        assert_eq!(queue.collect_store(grace, 1024).await.unwrap().blobs, 0);
+        age_store(&pg, 3599);
+        let inside = queue.collect_store(grace, 1024).await.unwrap();
+        assert_eq!((inside.generations, inside.blobs), (0, 0));
+        assert_eq!(count(&pg, "jig_blobs"), blobs);
+
+        // One second past: generation 1 is named by its queued Run and
+        // stays; the file Run's blobs, named by nothing, go.
+        age_store(&pg, 3601);
+        let past = queue.collect_store(grace, 1024).await.unwrap();
+        assert_eq!((past.generations, past.blobs), (0, 2), "{past:?}");
+        assert!(past.freed_bytes > 0);
+        assert_eq!(
+            count(&pg, &format!("jig_blobs WHERE digest = '{files}'")),
+            "0"
+        );
+
+        // Stored again after aging: its grace starts again, and a Run
+        // naming it keeps it for good.
+        let files = publish_files(&queue, "attached again").await;
+        age_store(&pg, 3601);
+        let again = publish_files(&queue, "attached again").await;
+        assert_eq!(again, files);
+        assert_eq!(queue.collect_store(grace, 1024).await.unwrap().blobs, 0);
+        let (run, _) = queue
+            .submit(
+                "p",
+                None,
+                2,
+                "flow:flows/witness",
+                &json!(1),
+                &json!({"f": 1}),
+                600_000,
+                &[],
+                Some(&files),
+            )
+            .await
+            .unwrap();
+        age_store(&pg, 3601);
+        assert_eq!(queue.collect_store(grace, 1024).await.unwrap().blobs, 0);
+        let fetched = queue.fetch_files(&files).await.unwrap();
+        assert_eq!(
+            fetched.captured.roots["source"].files[0].bytes,
+            b"attached again"
+        );
+
+        // Generation 1's last Run settled and removed: the generation and
+        // the blobs only it named go; generation 2 reads whole.
+        pg.sql(&format!(
+            "UPDATE jig_runs SET deadline = now() WHERE id = '{queued}'"
+        ));
+        queue.sweep().await.unwrap();
+        pg.sql(&format!(
+            "UPDATE jig_runs SET settled_at = now() - interval '2 hours' WHERE id = '{queued}'"
+        ));
+        let hour = policy(Some("1h"), None, None);
+        assert_eq!(queue.retain("p", &hour, 64).await.unwrap().runs, [queued]);
+        age_store(&pg, 3601);
+        let gone = queue.collect_store(grace, 1024).await.unwrap();
+        assert_eq!(gone.generations, 1, "{gone:?}");
+        // The changed file, its package's manifest, the Plan and the lock.
+        assert_eq!(gone.blobs, 4, "{gone:?}");
+        assert_eq!(count(&pg, "jig_generations"), "1");
+        assert!(cache.generation(&queue, "p", 2).await.is_ok());
+        let refused = cache.generation(&queue, "p", 1).await.unwrap_err();
+        assert_eq!(refused.code(), "ADMISSION_MISSING", "{refused}");
+        assert!(queue.fetch_files(&files).await.is_ok(), "{run:?}");
+        let nothing = queue.collect_store(grace, 1024).await.unwrap();
+        assert_eq!((nothing.generations, nothing.blobs), (0, 0));
+    });
+}
+
+/// A crash in the middle of a database sweep: `jig serve` is stopped
+/// (aborted, as `kill -9` would) inside the transaction of a Run batch,
+/// after its first statement, and later inside a store collection, after
+/// the generations went and before the blobs. Each time readers find the
+/// old state whole (every Run with its events; the generation published
+/// and readable by a worker), and the next daemon's sweep completes.
+#[test]
+fn a_crash_in_the_middle_of_a_database_sweep_leaves_the_old_state() {
+    use jig_server::queue::blobs::Cache;
+    let (pg, outer, root, logs, witness) = queue_fixture();
+    let config = outer.path().join("host.toml");
+    std::fs::write(&config, "[retention]\nmax-runs = 1\ninterval = \"1s\"\n").unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    let crash = |point| [("JIG_TEST_CRASH_AT", point)];
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(cache_dir.path()).unwrap();
+    let read_generation = |n: i64| {
+        runtime.block_on(async {
+            let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+                .await
+                .unwrap();
+            cache.generation(&queue, "p", n).await.map(|_| ())
+        })
+    };
+
+    let mut served = Served::start_env(
+        &root,
+        &pg,
+        logs.path(),
+        &args,
+        &crash("queue-retention:events-removed"),
+    );
+    let ids: Vec<String> = (0..3)
+        .map(|n| served.submit_expiring(input(&witness, n, 0)))
+        .collect();
+    assert!(!served.exited(Duration::from_secs(60)).success());
+    assert_eq!(count(&pg, "jig_runs WHERE status = 'settled'"), "3");
+    for id in &ids {
+        let events = count(&pg, &format!("jig_events WHERE run_id = '{id}'"));
+        assert!(events.parse::<u64>().unwrap() >= 2, "{id}: {events} events");
+    }
+
+    admit_a_change(&root, 2);
+    let mut served = Served::start_env(
+        &root,
+        &pg,
+        logs.path(),
+        &args,
+        &crash("queue-store:generations-removed"),
+    );
+    let newest = served.submit_expiring(input(&witness, 9, 0));
+    wait_until(
+        "the interrupted Run sweep completed",
+        Duration::from_secs(30),
+        || pg.sql("SELECT string_agg(id, ',') FROM jig_runs") == newest,
+    );
+    age_store(&pg, 7200);
+    assert!(!served.exited(Duration::from_secs(60)).success());
+    assert_eq!(count(&pg, "jig_generations"), "2");
+    read_generation(1).expect("generation 1 whole after the crash");
+
+    let _served = Served::start_with(&root, &pg, logs.path(), &args);
+    wait_until(
+        "the next store collection completed",
+        Duration::from_secs(30),
+        || count(&pg, "jig_generations") == "1",
+    );
+    read_generation(2).expect("generation 2 whole");
+    assert_eq!(read_generation(1).unwrap_err().code(), "ADMISSION_MISSING");
 }

@@ -79,7 +79,10 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
     assert_eq!(lines[0], format!("would remove run {}", ids[1]));
     assert_eq!(lines[1], format!("would remove run {}", ids[0]));
     assert!(
-        lines[2].starts_with("would remove 2 Run(s), 0 packet(s), 0 checkpoint(s); would free "),
+        lines[2].starts_with(
+            "would remove 2 Run(s), 0 packet(s), 0 checkpoint(s); \
+             0 Plan(s), 0 package(s), 0 blob(s) of the store; would free "
+        ),
         "{dry:?}"
     );
     assert_eq!(
@@ -104,7 +107,8 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
     let again = jig_with(&root, &config, &["gc"]);
     assert_eq!(
         again.stdout,
-        "removed 0 Run(s), 0 packet(s), 0 checkpoint(s); freed 0 bytes\n"
+        "removed 0 Run(s), 0 packet(s), 0 checkpoint(s); \
+         0 Plan(s), 0 package(s), 0 blob(s) of the store; freed 0 bytes\n"
     );
 }
 
@@ -156,6 +160,192 @@ fn a_crash_in_the_middle_of_a_sweep_leaves_whole_runs() {
     let gc = jig_with(&root, &config, &["gc"]);
     assert_eq!(gc.status, 0, "{gc:?}");
     assert_eq!(listed(&root), [ids[2].clone()]);
+}
+
+/// The package digest the admitted generation runs for `path`.
+fn admitted_package(root: &Path, path: &str) -> String {
+    let pointer: Value =
+        serde_json::from_slice(&std::fs::read(root.join(".jig/admission/current")).unwrap())
+            .unwrap();
+    let hex = pointer["plan"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:");
+    let plan: Value =
+        serde_json::from_slice(&std::fs::read(root.join(".jig/plans").join(hex)).unwrap()).unwrap();
+    plan["lock"]["packages"][path]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Is package `digest` in the project's store?
+fn stored(root: &Path, digest: &str) -> bool {
+    root.join(".jig/store/packages")
+        .join(digest.trim_start_matches("sha256:"))
+        .exists()
+}
+
+/// Change `flows/echo` (a comment) and admit it: a new generation with a
+/// new echo package. Returns that package's digest.
+fn admit_a_new_echo(root: &Path, n: usize) -> String {
+    let path = root.join("flows/echo/flow.py");
+    let mut source = std::fs::read_to_string(&path).unwrap();
+    source.push_str(&format!("# generation {n}\n"));
+    std::fs::write(&path, source).unwrap();
+    review(root);
+    admitted_package(root, "flows/echo")
+}
+
+#[test]
+fn gc_collects_the_store_no_generation_or_run_names() {
+    let (_outer, root, config) = project_with("[retention]\nmax-runs = 1\n");
+    let first_echo = admitted_package(&root, "flows/echo");
+    let first = echo(&root, &config, "1", None);
+    // At the limit: the one Run retained names generation 1, which keeps
+    // its package although generation 2 is admitted.
+    let second_echo = admit_a_new_echo(&root, 2);
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert!(
+        gc.stdout
+            .ends_with("0 Plan(s), 0 package(s), 0 blob(s) of the store; freed 0 bytes\n"),
+        "{gc:?}"
+    );
+    assert!(stored(&root, &first_echo));
+    // One past: generation 1's last Run goes, and its package with it.
+    let second = echo(&root, &config, "2", None);
+    let before = tree(&root.join(".jig"));
+    let dry = jig_with(&root, &config, &["gc", "--dry-run"]);
+    assert_eq!(dry.status, 0, "{dry:?}");
+    let lines: Vec<&str> = dry.stdout.lines().collect();
+    assert_eq!(lines[0], format!("would remove run {first}"), "{dry:?}");
+    assert!(lines[1].starts_with("would remove plan sha256:"), "{dry:?}");
+    assert_eq!(lines[2], format!("would remove package {first_echo}"));
+    assert!(
+        lines[3].starts_with(
+            "would remove 1 Run(s), 0 packet(s), 0 checkpoint(s); \
+             1 Plan(s), 1 package(s), 1 blob(s) of the store; would free "
+        ),
+        "{dry:?}"
+    );
+    let would_free: u64 = lines[3].rsplit(' ').nth(1).unwrap().parse().unwrap();
+    assert!(would_free > 0);
+    assert_eq!(
+        tree(&root.join(".jig")),
+        before,
+        "a dry run changes nothing"
+    );
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(
+        gc.stdout
+            .replace("removed", "would remove")
+            .replace("freed", "would free"),
+        dry.stdout
+    );
+    assert!(!stored(&root, &first_echo));
+    assert!(stored(&root, &second_echo));
+    assert_eq!(listed(&root), [second]);
+    // What is admitted still runs.
+    echo(&root, &config, "3", None);
+}
+
+#[test]
+fn a_crash_in_the_middle_of_a_store_collection_leaves_what_is_named_whole() {
+    let (_outer, root, config) = project_with("[retention]\nmax-runs = 1\n");
+    let mut old = vec![admitted_package(&root, "flows/echo")];
+    old.push(admit_a_new_echo(&root, 2));
+    let current = admit_a_new_echo(&root, 3);
+    echo(&root, &config, "1", None);
+    for point in [
+        "retention:store-plan-removed",
+        "retention:store-package-removed",
+    ] {
+        let crashed = output(
+            jig(&root)
+                .args(["--config", &config, "gc"])
+                .env("JIG_TEST_CRASH_AT", point)
+                .output()
+                .unwrap(),
+        );
+        assert_ne!(crashed.status, 0, "{point}: {crashed:?}");
+        // The admitted generation reads whole, runs, and needs no review.
+        echo(&root, &config, "2", None);
+        let ready = run_jig(&root, &["review", "--yes"]);
+        assert_eq!(ready.stdout, "project is ready\n", "{point}: {ready:?}");
+    }
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(gc.status, 0, "{gc:?}");
+    assert!(old.iter().all(|d| !stored(&root, d)), "{gc:?}");
+    assert!(stored(&root, &current));
+    let again = jig_with(&root, &config, &["gc"]);
+    assert!(
+        again
+            .stdout
+            .ends_with("0 Plan(s), 0 package(s), 0 blob(s) of the store; freed 0 bytes\n"),
+        "{again:?}"
+    );
+    echo(&root, &config, "3", None);
+}
+
+/// `jig serve` collects the store while it takes Runs and a review admits
+/// beside it: a Run in flight of the old generation keeps that
+/// generation's package through the sweeps; once no Run names it, a sweep
+/// removes it.
+#[test]
+fn serve_keeps_the_package_of_a_run_in_flight_across_a_review() {
+    let (_outer, root, config) = project_with("[retention]\nmax-runs = 1\ninterval = \"1s\"\n");
+    let daemon = Daemon::start(&root, &["--config", &config]);
+    let old_sleep = admitted_package(&root, "flows/sleep");
+    let (status, started) = daemon.call(
+        "POST",
+        "/v1/projects/p/runs?wait=false",
+        Some(serde_json::json!({"target": "flow:flows/sleep", "input": 4})),
+    );
+    assert_eq!(status, 202, "{started}");
+    let id = started["runId"].as_str().unwrap().to_string();
+    // A review admits a new sleep beside the daemon while the Run sleeps.
+    let path = root.join("flows/sleep/flow.py");
+    let source = std::fs::read_to_string(&path).unwrap() + "# generation 2\n";
+    std::fs::write(&path, source).unwrap();
+    review(&root);
+    let new_sleep = admitted_package(&root, "flows/sleep");
+    assert_ne!(new_sleep, old_sleep);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        stored(&root, &old_sleep),
+        "two sweeps kept the Run's package"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let terminal = loop {
+        let (_, record) = daemon.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+        if !record["terminal"].is_null() || Instant::now() > deadline {
+            break record["terminal"].clone();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    // A Run of generation 2, then max-runs removes the old Run, and the
+    // next sweeps its generation's package.
+    let (status, next) =
+        daemon.submit(serde_json::json!({"target": "flow:flows/echo", "input": 1}));
+    assert_eq!(
+        (status, &next["status"]),
+        (200, &Value::from("succeeded")),
+        "{next}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while stored(&root, &old_sleep) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!stored(&root, &old_sleep), "{}", daemon.log());
+    assert!(stored(&root, &new_sleep));
+    let (status, again) =
+        daemon.submit(serde_json::json!({"target": "flow:flows/sleep", "input": 0}));
+    assert_eq!(
+        (status, &again["status"]),
+        (200, &Value::from("succeeded")),
+        "{again}"
+    );
 }
 
 #[test]

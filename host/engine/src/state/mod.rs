@@ -155,6 +155,21 @@ impl ProjectState {
         Ok(())
     }
 
+    /// The admission lock for as long as the guard lives, without
+    /// waiting: `PROJECT_BUSY` while a review is admitting. Store
+    /// collection holds it, so no review writes a package it has not yet
+    /// admitted while the collection decides what is unreferenced.
+    /// `None` when this value already holds it.
+    pub(crate) fn admission_guard(&self) -> Result<Option<Flock<File>>, StateError> {
+        if self.admission.is_some() {
+            return Ok(None);
+        }
+        lock_file(&self.dir, "admission.lock", || StateError::Busy {
+            message: "a review is admitting this project".into(),
+        })
+        .map(Some)
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -408,6 +408,35 @@ impl Runs {
             .collect()
     }
 
+    /// The generation of every Run recorded, pending or settled, but
+    /// those in `gone`. The pending ones are read first: a Run settling
+    /// meanwhile is then found in one place or the other, never missed.
+    pub(super) fn generations(
+        &self,
+        gone: &[String],
+    ) -> Result<std::collections::BTreeSet<u64>, RunsError> {
+        let mut generations = std::collections::BTreeSet::new();
+        let mut note = |record: &RunRecord| {
+            if gone.contains(&record.id) {
+                return;
+            }
+            if let Some(n) = record.value.get("generation").and_then(Value::as_u64) {
+                generations.insert(n);
+            }
+        };
+        for id in self.pending_ids()? {
+            match self.load(&id) {
+                Ok(record) => note(&record),
+                Err(RunsError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for record in self.settled() {
+            note(&record);
+        }
+        Ok(generations)
+    }
+
     /// Remove a settled Run's record, its key first (only while the key
     /// still names this Run): a crash between the two leaves a record
     /// whose key is forgotten, which the next sweep removes. Returns the

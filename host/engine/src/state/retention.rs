@@ -13,14 +13,19 @@
 //!   makes a new Run.
 //! - A packet goes with its Run, or once older than `packets-max-age`
 //!   (default `max-age`); a checkpoint goes with its Run.
-//! - Never removed: a pending Run, its work, checkpoint or packet; the
-//!   store (the admitted generation's artifacts and those of older ones a
-//!   retained Run may name; the shared trees are bounded apart).
+//! - Never removed: a pending Run, its work, checkpoint or packet.
+//! - The store ([`collect_store`]): a retained Plan, package or blob goes
+//!   once nothing names it: not the admitted generation, nor the
+//!   generation of any recorded Run, pending or settled.
 //!
 //! Crash safety: a Run's key goes first, then its record (one unlink), then
 //! its kept input, checkpoint and packet (renamed aside, then removed). A
 //! reader sees the Run or not; a crash leaves at most an orphan input,
-//! checkpoint or packet nobody can reach, which the next sweep removes.
+//! checkpoint or packet nobody can reach, which the next sweep removes. The
+//! store goes from the top of what names what down: Plans, then package
+//! manifests (each one unlink; a package's shared tree renamed aside
+//! first), then blobs, so a crash leaves only unnamed entries, which the
+//! next collection removes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -41,7 +46,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
 /// after when more are due, so a backlog never holds the project long.
 pub const SWEEP_BATCH: usize = 500;
 /// What a packet being removed is renamed to first, below `packets/`.
-const REMOVING_PREFIX: &str = ".removing-";
+pub(super) const REMOVING_PREFIX: &str = ".removing-";
 
 /// `[retention]`, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,6 +285,141 @@ fn remove_packet(
     Ok(true)
 }
 
+/// What collecting the store removed (or, dry, would remove).
+#[derive(Debug, Default, Clone)]
+pub struct Collected {
+    pub plans: Vec<String>,
+    pub packages: Vec<String>,
+    pub blobs: usize,
+    pub freed_bytes: u64,
+    /// A review held the admission lock: the store was left as it was,
+    /// for the next collection.
+    pub deferred: bool,
+}
+
+/// Remove from the store what nothing names any more: the retained Plans
+/// that are neither the admitted generation's nor possibly the Plan of a
+/// generation some recorded Run (pending or settled) ran, the packages
+/// those Plans do not name, and the blobs neither those Plans nor the
+/// kept packages name. With `dry_run` nothing changes.
+///
+/// The caller keeps new Runs from being recorded meanwhile (it owns the
+/// project, or holds the daemon's submission lock), so every Run that can
+/// still read the store is among the records read here. The admission
+/// lock is taken (without waiting; busy, the collection is
+/// [`Collected::deferred`]) so no review is between writing the packages
+/// of a Plan and admitting it.
+///
+/// A generation's Plan is not recorded by number: the Plans that may be
+/// generation `n`'s are those retained with base `n - 1` (none for 1),
+/// every one of them kept while a Run of `n` is. Every `sha256:` digest a
+/// kept Plan holds anywhere (its packages, prepared packages, layouts) is
+/// kept. The Runs in `runs_gone` count as removed (those a dry sweep would
+/// remove), so a dry run says what the sweep and collection would free.
+pub fn collect_store(
+    state: &ProjectState,
+    dry_run: bool,
+    runs_gone: &[String],
+) -> Result<Collected, StateError> {
+    let mut collected = Collected::default();
+    let _admission = match state.admission_guard() {
+        Ok(guard) => guard,
+        Err(StateError::Busy { .. }) => {
+            collected.deferred = true;
+            return Ok(collected);
+        }
+        Err(e) => return Err(e),
+    };
+    let current = state.current()?;
+    let generations = state.runs().generations(runs_gone).map_err(|e| match e {
+        super::RunsError::State(e) => e,
+        other => StateError::Invalid {
+            message: other.to_string(),
+        },
+    })?;
+    let plans_dir = state.dir.join("plans");
+    let mut kept_plans = Vec::new();
+    let mut unnamed_plans = Vec::new();
+    for (name, path) in entries(&plans_dir) {
+        if name.starts_with('.') {
+            continue;
+        }
+        let digest = format!("sha256:{name}");
+        let plan = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| flow::json::parse(&bytes).ok());
+        let Some(plan) = plan else {
+            // Unreadable: not ours to judge; kept, and it keeps nothing.
+            continue;
+        };
+        let generation = match plan.get("base") {
+            Some(Value::Null) | None => Some(1),
+            Some(base) => base.as_u64().and_then(|b| b.checked_add(1)),
+        };
+        let admitted = current.as_ref().is_some_and(|g| g.plan_digest == digest);
+        if admitted || generation.is_some_and(|n| generations.contains(&n)) {
+            kept_plans.push(plan);
+        } else {
+            unnamed_plans.push((digest, path));
+        }
+    }
+    let mut named = std::collections::BTreeSet::new();
+    for plan in &kept_plans {
+        digests_in(plan, &mut named);
+    }
+    let store = state.store();
+    let (packages, blobs) = store.contents();
+    let mut unnamed_packages = Vec::new();
+    for digest in packages {
+        if !named.contains(&digest) {
+            unnamed_packages.push(digest);
+            continue;
+        }
+        match store.manifest_blobs(&digest) {
+            Some(files) => named.extend(files),
+            // A kept package whose manifest cannot be read: which blobs it
+            // needs is unknown, so none is removed.
+            None => named.extend(blobs.iter().cloned()),
+        }
+    }
+    // Top down: Plans, then packages, then blobs.
+    for (digest, path) in unnamed_plans {
+        collected.freed_bytes += tree_bytes(&path);
+        if !dry_run {
+            std::fs::remove_file(&path).map_err(StateError::io("removing a retained Plan"))?;
+            super::crash_point("retention:store-plan-removed");
+        }
+        collected.plans.push(digest);
+    }
+    for digest in unnamed_packages {
+        collected.freed_bytes += store.remove_package(&digest, dry_run)?;
+        collected.packages.push(digest);
+    }
+    for digest in blobs.iter().filter(|d| !named.contains(*d)) {
+        collected.freed_bytes += store.remove_blob(digest, dry_run)?;
+        collected.blobs += 1;
+    }
+    if !dry_run {
+        collected.freed_bytes += store.remove_trees_aside()?;
+    }
+    Ok(collected)
+}
+
+/// Every `sha256:<64 hex>` string anywhere in `value`.
+fn digests_in(value: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match value {
+        Value::String(s) => {
+            let hex = s.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                out.insert(s.clone());
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| digests_in(v, out)),
+        Value::Object(map) => map.values().for_each(|v| digests_in(v, out)),
+        _ => {}
+    }
+}
+
 /// The (name, path) of every entry of `dir`; none when it cannot be read.
 fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
     std::fs::read_dir(dir)
@@ -294,7 +434,7 @@ fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Bytes of the regular files below `path` (or of `path` itself), read
 /// through no link.
-fn tree_bytes(path: &Path) -> u64 {
+pub(super) fn tree_bytes(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
     };
@@ -604,6 +744,158 @@ mod tests {
             panic!("a new Run once the keyed Run is gone");
         };
         assert_ne!(again.id, first);
+    }
+
+    fn package(word: &str) -> flow::package::Package {
+        let files = std::collections::BTreeMap::from([
+            (
+                "FLOW.md".to_string(),
+                format!("---\nname: {word}\ndescription: A package.\n---\n").into_bytes(),
+            ),
+            ("flow.py".to_string(), format!("# {word}\n").into_bytes()),
+            ("shared.txt".to_string(), b"in every package\n".to_vec()),
+        ]);
+        flow::package::Package::from_files(files).unwrap()
+    }
+
+    /// Retain `package` and a Plan on `base` naming it; admit it unless
+    /// `declined`. Returns the Plan's digest.
+    fn plan_for(
+        state: &ProjectState,
+        package: &flow::package::Package,
+        base: Option<u64>,
+        declined: bool,
+    ) -> String {
+        state.store().put_package(package).unwrap();
+        let plan = serde_json::json!({
+            "base": base,
+            "lock": {"bindings": {}, "packages": {"flows/x": {"digest": package.digest(), "directRun": true, "uses": {}}}},
+            "execution": {},
+        });
+        let digest = state.retain_plan(&plan).unwrap();
+        if !declined {
+            state.apply(&digest, base).unwrap();
+        }
+        digest
+    }
+
+    /// A Run of `generation`, settled unless `pending`.
+    fn run_of(state: &ProjectState, generation: u64, pending: bool) -> String {
+        let super::super::Submission::New(mut record) = state
+            .runs()
+            .submit(
+                None,
+                serde_json::json!({"target": "t", "generation": generation}),
+                None,
+            )
+            .unwrap()
+        else {
+            panic!("a new Run");
+        };
+        if !pending {
+            state
+                .runs()
+                .settle(&mut record, serde_json::json!({"status": "succeeded"}))
+                .unwrap();
+        }
+        record.id
+    }
+
+    fn stored(state: &ProjectState) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let (mut packages, mut blobs) = state.store().contents();
+        packages.sort();
+        blobs.sort();
+        let plans = tree(&state.dir.join("plans"));
+        (plans, packages, blobs)
+    }
+
+    #[test]
+    fn the_store_keeps_what_the_admitted_generation_or_a_recorded_run_names() {
+        let (dir, state) = project();
+        let (a, b, c) = (package("a"), package("b"), package("c"));
+        let plan_a = plan_for(&state, &a, None, false);
+        let old = run_of(&state, 1, false);
+        let plan_b = plan_for(&state, &b, Some(1), false);
+        let plan_c = plan_for(&state, &c, Some(2), true);
+        run_of(&state, 2, false);
+        // The admission lock's file aside (any review makes it).
+        let contents = || {
+            let mut all = tree(&dir.path().join(".jig"));
+            all.retain(|name| name != "admission.lock");
+            all
+        };
+        let before = contents();
+        let (_, _, blobs) = stored(&state);
+        assert_eq!(blobs.len(), 7, "three packages share one blob");
+
+        // The declined Plan and its package go; generation 1 stays while
+        // its Run is retained (at the limit), generation 2 is admitted.
+        let dry = collect_store(&state, true, &[]).unwrap();
+        assert_eq!(dry.plans, std::slice::from_ref(&plan_c));
+        assert_eq!(dry.packages, [c.digest().to_string()]);
+        assert_eq!((dry.blobs, dry.deferred), (2, false));
+        assert!(dry.freed_bytes > 0);
+        assert_eq!(contents(), before, "a dry run changes nothing");
+        let wet = collect_store(&state, false, &[]).unwrap();
+        assert_eq!((wet.plans, wet.packages), (dry.plans, dry.packages));
+        assert_eq!((wet.blobs, wet.freed_bytes), (dry.blobs, dry.freed_bytes));
+        assert!(state.store().load_package(a.digest()).is_ok());
+        assert!(state.store().load_package(b.digest()).is_ok());
+        assert!(state.store().load_package(c.digest()).is_err());
+        assert!(state.load_plan(&plan_a).is_ok());
+
+        // One past: generation 1's last Run removed, its Plan and package
+        // go; the blob package b shares stays.
+        let p = policy("max-runs = 1").unwrap();
+        assert_eq!(
+            sweep(&state, &p, now_ms(), false, usize::MAX).unwrap().runs,
+            [old]
+        );
+        let gone = collect_store(&state, false, &[]).unwrap();
+        assert_eq!(gone.plans, [plan_a]);
+        assert_eq!(gone.packages, [a.digest().to_string()]);
+        assert_eq!(gone.blobs, 2);
+        assert_eq!(
+            state.store().load_package(b.digest()).unwrap().digest(),
+            b.digest()
+        );
+        assert_eq!(state.current().unwrap().unwrap().plan_digest, plan_b);
+        let (plans, packages, blobs) = stored(&state);
+        assert_eq!((plans.len(), packages.len(), blobs.len()), (1, 1, 3));
+        let again = collect_store(&state, false, &[]).unwrap();
+        assert!(again.plans.is_empty() && again.packages.is_empty() && again.blobs == 0);
+    }
+
+    #[test]
+    fn a_pending_run_keeps_its_generation() {
+        let (_dir, state) = project();
+        let (a, b) = (package("a"), package("b"));
+        plan_for(&state, &a, None, false);
+        run_of(&state, 1, true);
+        plan_for(&state, &b, Some(1), false);
+        let collected = collect_store(&state, false, &[]).unwrap();
+        assert!(collected.packages.is_empty(), "{collected:?}");
+        assert!(state.store().load_package(a.digest()).is_ok());
+    }
+
+    #[test]
+    fn a_review_admitting_beside_the_holder_defers_the_collection() {
+        let (dir, state) = project();
+        let (a, b) = (package("a"), package("b"));
+        plan_for(&state, &a, None, false);
+        // A review beside the daemon: its package is written before the
+        // Plan is admitted, and names nothing yet.
+        let admitting = ProjectState::beside_holder(dir.path()).unwrap();
+        admitting.store().put_package(&b).unwrap();
+        let collected = collect_store(&state, false, &[]).unwrap();
+        assert!(collected.deferred, "{collected:?}");
+        assert!(state.store().load_package(b.digest()).is_ok());
+        plan_for(&admitting, &b, Some(1), false);
+        drop(admitting);
+        let collected = collect_store(&state, false, &[]).unwrap();
+        assert!(!collected.deferred);
+        assert_eq!(collected.packages, [a.digest().to_string()]);
+        assert!(state.store().load_package(b.digest()).is_ok());
     }
 
     #[test]

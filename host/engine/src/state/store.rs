@@ -322,6 +322,96 @@ impl Store {
         Store::write_tree(&self.get_package(digest)?, dest)
     }
 
+    /// The digests of the retained packages and of the blobs, as their
+    /// file names say (temporary files of an unfinished write skipped).
+    pub(super) fn contents(&self) -> (Vec<String>, Vec<String>) {
+        let names = |sub: &str| -> Vec<String> {
+            std::fs::read_dir(self.dir.join(sub))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (!name.starts_with('.')).then(|| format!("sha256:{name}"))
+                })
+                .collect()
+        };
+        (names("packages"), names("blobs"))
+    }
+
+    /// The blobs the manifest of package `digest` names; `None` when the
+    /// manifest cannot be read as one.
+    pub(super) fn manifest_blobs(&self, digest: &str) -> Option<Vec<String>> {
+        let bytes = std::fs::read(self.package_path(digest)).ok()?;
+        let manifest = flow::json::parse(&bytes).ok()?;
+        manifest
+            .get("files")?
+            .as_object()?
+            .values()
+            .map(|blob| blob.as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Remove package `digest`: its manifest (one unlink: a reader finds
+    /// the package whole or not at all), then its shared tree, renamed
+    /// aside first so no half-removed tree is ever under its name, and its
+    /// seal. Its blobs are the caller's to remove, after. Returns the bytes
+    /// freed (with `dry_run`, that would be).
+    pub(super) fn remove_package(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
+        let io = StateError::io("removing a package from the store");
+        let manifest = self.package_path(digest);
+        let tree = self.tree_path(digest);
+        let seal = self.seal_path(digest);
+        let bytes = super::retention::tree_bytes(&manifest)
+            + super::retention::tree_bytes(&tree)
+            + super::retention::tree_bytes(&seal);
+        if dry_run {
+            return Ok(bytes);
+        }
+        remove_existing(&manifest).map_err(io)?;
+        super::crash_point("retention:store-package-removed");
+        if tree.exists() {
+            let aside = self.dir.join(TREES).join(format!(
+                "{}{}",
+                super::retention::REMOVING_PREFIX,
+                digest_hex(digest)
+            ));
+            std::fs::rename(&tree, &aside).map_err(StateError::io("removing a package tree"))?;
+            crate::files::remove_tree(&aside).map_err(StateError::io("removing a package tree"))?;
+        }
+        remove_existing(&seal).map_err(StateError::io("removing a package tree"))?;
+        Ok(bytes)
+    }
+
+    /// Remove blob `digest` (one unlink); returns its bytes.
+    pub(super) fn remove_blob(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
+        let path = self.blob_path(digest);
+        let bytes = super::retention::tree_bytes(&path);
+        if !dry_run {
+            remove_existing(&path).map_err(StateError::io("removing a blob from the store"))?;
+        }
+        Ok(bytes)
+    }
+
+    /// Remove the shared trees a crash left renamed aside; returns the
+    /// bytes freed.
+    pub(super) fn remove_trees_aside(&self) -> Result<u64, StateError> {
+        let mut freed = 0;
+        for entry in std::fs::read_dir(self.dir.join(TREES))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(super::retention::REMOVING_PREFIX) {
+                freed += super::retention::tree_bytes(&entry.path());
+                crate::files::remove_tree(&entry.path())
+                    .map_err(StateError::io("removing a package tree"))?;
+            }
+        }
+        Ok(freed)
+    }
+
     fn used_bytes(&self) -> u64 {
         std::fs::read_dir(self.dir.join("blobs"))
             .map(|entries| {
@@ -332,6 +422,14 @@ impl Store {
                     .sum()
             })
             .unwrap_or(0)
+    }
+}
+
+/// Remove the file at `path`; one already gone is no error.
+fn remove_existing(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 

@@ -60,7 +60,10 @@ impl Queue {
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO jig_blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+                // Stored again: its grace starts again (see
+                // `retention::STORE_GRACE`), refreshed at most each minute.
+                "INSERT INTO jig_blobs (digest, bytes) VALUES ($1, $2) ON CONFLICT (digest)
+                 DO UPDATE SET stored_at = now() WHERE jig_blobs.stored_at < now() - interval '1 minute'",
                 &[&digest, &bytes],
             )
             .await
@@ -97,9 +100,12 @@ impl Queue {
     ) -> Result<(), Error> {
         let number = generation.number as i64;
         let client = self.client().await?;
+        // Published already: touched, so the store's collection (which
+        // spares what was published within its grace) leaves it to the
+        // Run about to name it.
         let known = client
             .query_opt(
-                "SELECT 1 FROM jig_generations WHERE project = $1 AND generation = $2",
+                "UPDATE jig_generations SET published = now() WHERE project = $1 AND generation = $2 RETURNING 1",
                 &[&project, &number],
             )
             .await

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::Error;
 
-pub use retention::{Retained, RETENTION_BATCH};
+pub use retention::{Collected, Retained, RETENTION_BATCH, STORE_BATCH, STORE_GRACE};
 pub use schema::SCHEMA_VERSION;
 
 /// How long a claim or heartbeat holds a Run unless extended.
@@ -821,25 +821,39 @@ impl Queue {
         Ok(row.and_then(|r| r.get(0)))
     }
 
-    /// Stream events of a Run after sequence `after`: (seq, line).
-    pub async fn events_after(&self, id: &str, after: i64) -> Result<Vec<(i64, Vec<u8>)>, Error> {
+    /// Stream events of a Run after sequence `after`: (seq, line), or
+    /// `None` once the Run's row is gone (retention removed it with its
+    /// events). One statement reads both, so a Run removed between two
+    /// reads is never mistaken for one with nothing new.
+    pub async fn events_after(
+        &self,
+        id: &str,
+        after: i64,
+    ) -> Result<Option<Vec<(i64, Vec<u8>)>>, Error> {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT seq, line FROM jig_events WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                "SELECT e.seq, e.line FROM jig_runs r
+                 LEFT JOIN jig_events e ON e.run_id = r.id AND e.seq > $2
+                 WHERE r.id = $1 ORDER BY e.seq",
                 &[&id, &after],
             )
             .await
             .map_err(Error::db("reading events"))?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let line: String = r.get(1);
-                let mut bytes = line.into_bytes();
-                bytes.push(b'\n');
-                (r.get(0), bytes)
-            })
-            .collect())
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(
+            rows.iter()
+                .filter_map(|r| {
+                    let seq: Option<i64> = r.get(0);
+                    let line: Option<String> = r.get(1);
+                    let mut bytes = line?.into_bytes();
+                    bytes.push(b'\n');
+                    Some((seq?, bytes))
+                })
+                .collect(),
+        ))
     }
 }
 

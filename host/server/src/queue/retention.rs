@@ -10,10 +10,12 @@
 //! nodes may sweep at once. A batch commits whole or not at all: a crash
 //! leaves the old state or the new one.
 //!
-//! Blobs: only a removed Run's packet goes (its bytes name that Run, so no
-//! other row shares it), and only while nothing else names its digest. The
-//! generations' blobs (the admitted one's and those a retained Run may
-//! still run) and the attachments of file Runs are not collected here.
+//! Blobs: a removed Run's packet goes with it (its bytes name that Run, so
+//! no other row shares it) while nothing else names its digest. The rest
+//! of the store is [`Queue::collect_store`]'s: generations no Run names and
+//! blobs nothing kept names (a generation's Plan, lock, manifests, files,
+//! layouts and providers; a file Run's description and attachments; a
+//! packet; a checkpoint), past [`STORE_GRACE`] since they were stored.
 
 use jig_engine::state::retention::Policy;
 
@@ -22,6 +24,13 @@ use crate::Error;
 
 /// Runs one batch removes at most.
 pub const RETENTION_BATCH: i64 = 256;
+/// Blobs one store collection removes at most.
+pub const STORE_BATCH: i64 = 1024;
+/// How long a blob or a published generation nothing names is kept after
+/// it was last stored or published: a writer names what it stored within
+/// this (publishing then submitting, settling with a packet), as git keeps
+/// young unreachable objects for its concurrent writers.
+pub const STORE_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// What one batch removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -92,6 +101,8 @@ impl Queue {
             tx.execute(statement, &[&ids])
                 .await
                 .map_err(Error::db("applying retention"))?;
+            // A process stopped here (tests) leaves the batch uncommitted.
+            jig_engine::state::crash_point("queue-retention:events-removed");
         }
         let freed = tx
             .query(BLOBS_SQL, &[&packets])
@@ -100,6 +111,85 @@ impl Queue {
         tx.commit().await.map_err(Error::db("applying retention"))?;
         Ok(Retained {
             runs: ids,
+            blobs: freed.len() as u64,
+            freed_bytes: freed
+                .iter()
+                .map(|r| r.get::<_, Option<i32>>(0).unwrap_or(0).max(0) as u64)
+                .sum(),
+        })
+    }
+}
+
+/// What one store collection removed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Collected {
+    pub generations: u64,
+    pub blobs: u64,
+    pub freed_bytes: u64,
+}
+
+/// Published generations no Run names, but each project's newest, past
+/// the grace.
+const GENERATIONS_SQL: &str = "
+    DELETE FROM jig_generations g
+    WHERE g.published < now() - make_interval(secs => $1)
+      AND g.generation < (SELECT max(m.generation) FROM jig_generations m WHERE m.project = g.project)
+      AND NOT EXISTS (SELECT 1 FROM jig_runs r WHERE r.project = g.project AND r.generation = g.generation)";
+
+/// Blobs nothing kept names, past the grace: every `sha256:` digest named
+/// by a generation row, a Run row or a checkpoint, or inside a blob those
+/// name that names others (a Plan, a package manifest, a file Run's
+/// description) is kept.
+const UNNAMED_BLOBS_SQL: &str = "
+    WITH containers AS (
+        SELECT b.bytes FROM jig_blobs b WHERE b.digest IN (
+            SELECT plan_digest FROM jig_generations
+            UNION SELECT m.value FROM jig_generations g, json_each_text(g.packages::json) m
+            UNION SELECT files FROM jig_runs WHERE files IS NOT NULL)
+    ), named AS (
+        SELECT (regexp_matches(convert_from(bytes, 'UTF8'), 'sha256:[0-9a-f]{64}', 'g'))[1] AS digest
+            FROM containers
+        UNION SELECT (regexp_matches(plan_digest || ' ' || coalesce(lock_digest, '') || ' ' ||
+                                     packages || ' ' || coalesce(providers, ''),
+                                     'sha256:[0-9a-f]{64}', 'g'))[1] FROM jig_generations
+        UNION SELECT packet FROM jig_runs WHERE packet IS NOT NULL
+        UNION SELECT files FROM jig_runs WHERE files IS NOT NULL
+        UNION SELECT (regexp_matches(packet, 'sha256:[0-9a-f]{64}', 'g'))[1] FROM jig_checkpoints
+    ), unnamed AS (
+        SELECT b.digest FROM jig_blobs b
+        WHERE b.stored_at < now() - make_interval(secs => $1)
+          AND b.digest NOT IN (SELECT digest FROM named WHERE digest IS NOT NULL)
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM jig_blobs b USING unnamed u WHERE b.digest = u.digest
+    RETURNING octet_length(b.bytes)";
+
+impl Queue {
+    /// Remove from the database's store what nothing names, in one
+    /// transaction: published generations no Run names (each project's
+    /// newest kept), then at most `batch` blobs nothing kept names, each
+    /// untouched for `grace`. A crash leaves the old state or the new one.
+    pub async fn collect_store(
+        &self,
+        grace: std::time::Duration,
+        batch: i64,
+    ) -> Result<Collected, Error> {
+        let mut client = self.client().await?;
+        let db = || Error::db("collecting the store");
+        let tx = client.transaction().await.map_err(db())?;
+        let grace = grace.as_secs_f64();
+        let generations = tx.execute(GENERATIONS_SQL, &[&grace]).await.map_err(db())?;
+        if generations > 0 {
+            jig_engine::state::crash_point("queue-store:generations-removed");
+        }
+        let freed = tx
+            .query(UNNAMED_BLOBS_SQL, &[&grace, &batch])
+            .await
+            .map_err(db())?;
+        tx.commit().await.map_err(db())?;
+        Ok(Collected {
+            generations,
             blobs: freed.len() as u64,
             freed_bytes: freed
                 .iter()

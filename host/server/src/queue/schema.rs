@@ -101,6 +101,12 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER jig_runs_settled_at BEFORE INSERT OR UPDATE ON jig_runs
        FOR EACH ROW EXECUTE FUNCTION jig_runs_settled_at();
      CREATE INDEX jig_runs_settled ON jig_runs (project, seq) WHERE status = 'settled';",
+    // 5: store collection (issue 35). When each blob was last stored:
+    // a blob written again refreshes it, and only a blob nothing names
+    // that is older than the grace is removed, so a writer between
+    // storing a blob and naming it (publishing, submitting, settling)
+    // never loses it. Blobs stored before this migration age from it.
+    "ALTER TABLE jig_blobs ADD COLUMN stored_at timestamptz NOT NULL DEFAULT now();",
 ];
 
 /// The schema version this binary writes and understands.

@@ -938,6 +938,22 @@ impl Server {
         }
     }
 
+    /// End the log of a Run whose record is gone (retention removed it
+    /// before its terminal was read): its last line says so with the
+    /// code `GET` of the Run now answers, `RUN_NOT_FOUND`, and the log is
+    /// dropped, not kept among the finished ones.
+    fn gone(&self, id: &str, live: &Live) {
+        live.push_value(&json!({
+            "type": "removed",
+            "runId": id,
+            "code": "RUN_NOT_FOUND",
+            "message": format!("Run {id} was removed by [retention] before its terminal was read"),
+        }));
+        live.finished.store(true, Ordering::SeqCst);
+        live.appended.send_modify(|_| {});
+        self.live.lock().unwrap().remove(id);
+    }
+
     pub fn live(&self, id: &str) -> Option<Arc<Live>> {
         self.live.lock().unwrap().get(id).cloned()
     }

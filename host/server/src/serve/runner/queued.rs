@@ -102,17 +102,21 @@ impl Server {
         tokio::spawn(async move {
             let mut after = 0;
             loop {
-                if let Ok(events) = queue.events_after(&id, after).await {
-                    for (seq, line) in events {
-                        after = seq;
-                        let terminal =
-                            flow::json::parse(&line).is_ok_and(|v| v["type"] == "terminal");
-                        log.push(line);
-                        if terminal {
-                            // Kept among the finished logs, within their bounds.
-                            this.retire(&id, &log);
-                            return;
-                        }
+                let events = match queue.events_after(&id, after).await {
+                    Ok(Some(events)) => events,
+                    // Removed by retention before its terminal was read:
+                    // the log ends saying so, and is not kept.
+                    Ok(None) => return this.gone(&id, &log),
+                    Err(_) => Vec::new(),
+                };
+                for (seq, line) in events {
+                    after = seq;
+                    let terminal = flow::json::parse(&line).is_ok_and(|v| v["type"] == "terminal");
+                    log.push(line);
+                    if terminal {
+                        // Kept among the finished logs, within their bounds.
+                        this.retire(&id, &log);
+                        return;
                     }
                 }
                 let _ = tokio::time::timeout(crate::queue::FALLBACK_POLL, woken.changed()).await;

@@ -2,10 +2,14 @@
 //! background sweep, and the disk each project's `.jig/` holds, measured
 //! for `/metrics`.
 //!
-//! A sweep runs on a blocking thread beside the Runs: it never takes the
-//! submission lock (what it removes is settled and immutable, and a key is
-//! removed before its record, so a submission finds the Run or makes a new
-//! one) and removes at most [`retention::SWEEP_BATCH`] Runs at a time.
+//! A sweep runs on a blocking thread beside the Runs: removing Runs, it
+//! never takes the submission lock (what it removes is settled and
+//! immutable, and a key is removed before its record, so a submission
+//! finds the Run or makes a new one) and removes at most
+//! [`retention::SWEEP_BATCH`] Runs at a time. Collecting the store, it
+//! holds the submission lock (no Run resolves a package or is recorded
+//! meanwhile) and the admission lock (skipped this time while a review
+//! beside the daemon admits).
 
 use super::*;
 
@@ -143,13 +147,19 @@ impl Server {
                 for (name, project) in &this.projects {
                     let (project, swept_policy) = (project.clone(), policy.clone());
                     let swept = tokio::task::spawn_blocking(move || {
-                        retention::sweep(
+                        let mut report = retention::sweep(
                             &project.state,
                             &swept_policy,
                             state::now_unix_ms(),
                             false,
                             retention::SWEEP_BATCH,
-                        )
+                        )?;
+                        // The store, while no submission resolves a
+                        // package or records a Run.
+                        let _one_at_a_time = project.submitting.lock().unwrap();
+                        let collected = retention::collect_store(&project.state, false, &[])?;
+                        report.freed_bytes += collected.freed_bytes;
+                        Ok::<_, state::StateError>(report)
                     })
                     .await;
                     match swept {
@@ -220,6 +230,13 @@ impl Server {
                         }
                         Err(e) => eprintln!("jig serve: project {name}: retention: {e}"),
                     }
+                }
+                // The store is the database's, shared by every project.
+                let batch = crate::queue::STORE_BATCH;
+                match queue.collect_store(crate::queue::STORE_GRACE, batch).await {
+                    Ok(collected) if collected.blobs as i64 >= batch => pause = BACKLOG_PAUSE,
+                    Ok(_) => {}
+                    Err(e) => eprintln!("jig serve: retention of the store: {e}"),
                 }
             }
         });
