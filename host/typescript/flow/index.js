@@ -7,7 +7,6 @@
 
 import process from "node:process";
 import fs from "node:fs";
-import { Console } from "node:console";
 import * as json1 from "./json1.js";
 
 // Run/1 §1 framing and request budgets.
@@ -1380,8 +1379,11 @@ function guard(promise) {
 
 // --- stdio takeover -----------------------------------------------------------------------------
 
-/** Replace the global console and process.stdout.write with stderr-backed ones. */
-function redirectApplicationOutput() {
+/**
+ * Replace the global console and process.stdout.write with stderr-backed
+ * ones (`Console` from `node:console`, loaded only on this path).
+ */
+function redirectApplicationOutput(Console) {
   const stderr = process.stderr;
   const replacement = new Console({ stdout: stderr, stderr });
   Object.defineProperty(globalThis, "console", {
@@ -1396,6 +1398,54 @@ function redirectApplicationOutput() {
 let handled = false;
 
 /**
+ * On Bun, the stdio takeover at the descriptor level: the protocol keeps a
+ * second descriptor of stdout, and fd 1 is reopened on stderr, so whatever
+ * the application writes to stdout (console.log, process.stdout, Bun.stdout)
+ * reaches stderr. Bun's node-compatible `process.stdin`/`stdout`/`stderr`
+ * streams and `node:console` cost a Run about 40 ms of CPU to set up (half a
+ * contained Run's CPU quota), and this touches none of them. Returns the
+ * protocol descriptor, or null (nothing changed) when the descriptors cannot
+ * be arranged so, for the stream path to take over instead.
+ */
+function takeOverDescriptors() {
+  let protocol = null;
+  try {
+    protocol = fs.openSync("/dev/fd/1", fs.constants.O_WRONLY);
+    fs.closeSync(1);
+  } catch {
+    if (protocol !== null) fs.closeSync(protocol);
+    return null;
+  }
+  let reopened = null;
+  try {
+    reopened = fs.openSync("/dev/fd/2", fs.constants.O_WRONLY);
+  } catch {
+    // fd 1 is closed: application output is lost, never mixed into the
+    // protocol stream.
+  }
+  if (reopened !== null && reopened !== 1) fs.closeSync(reopened);
+  return protocol;
+}
+
+/** Feed the session from Bun's native stdin stream. */
+async function readBunStdin(session) {
+  let reader;
+  try {
+    reader = globalThis.Bun.stdin.stream().getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) {
+        session.onEnd("eof");
+        return;
+      }
+      session.onData(value);
+    }
+  } catch {
+    session.onEnd("error");
+  }
+}
+
+/**
  * Serve one Run/1 invocation with `handler`, then exit the process: 0 after
  * the root response is written, 1 after a fatal channel failure.
  */
@@ -1403,6 +1453,21 @@ export function handle(handler) {
   if (typeof handler !== "function") return Promise.reject(new TypeError("handle() needs an async handler function"));
   if (handled) return Promise.reject(new Error("handle() serves exactly one Run per process"));
   handled = true;
+  const bunFd = typeof globalThis.Bun === "object" && globalThis.Bun !== null ? takeOverDescriptors() : null;
+  if (bunFd !== null) {
+    return new Promise((resolve) => {
+      const session = new Session(handler, bunFd, (status) => {
+        resolve();
+        process.exit(status);
+      });
+      readBunStdin(session);
+    });
+  }
+  return import("node:console").then(({ Console }) => serveStreams(handler, Console));
+}
+
+/** Serve through the runtime's stdio streams (Node, Deno, or Bun as a fallback). */
+function serveStreams(handler, Console) {
   // Capture the transport first: protocol frames go to fd 1 through our own writes.
   const outFd = 1;
   const stdin = process.stdin;
@@ -1417,7 +1482,7 @@ export function handle(handler) {
       process.exit(status);
     };
     const session = new Session(handler, outFd, exit);
-    redirectApplicationOutput();
+    redirectApplicationOutput(Console);
     stdin.on("data", (chunk) => session.onData(chunk instanceof Uint8Array ? chunk : new TextEncoder().encode(chunk)));
     stdin.on("end", () => session.onEnd("eof"));
     stdin.on("error", () => session.onEnd("error"));

@@ -129,6 +129,8 @@ pub struct Stream {
     tx: Option<mpsc::Sender<Vec<u8>>>,
     shared: Arc<Shared>,
     writer: Option<std::thread::JoinHandle<()>>,
+    /// Disconnected when the writer thread ends (its sender dropped).
+    writer_done: std::sync::mpsc::Receiver<()>,
     fault: watch::Sender<Option<OutputFault>>,
 }
 
@@ -143,7 +145,9 @@ impl Stream {
             failed: AtomicBool::new(false),
         });
         let state = shared.clone();
+        let (done, writer_done) = std::sync::mpsc::channel::<()>();
         let writer = std::thread::spawn(move || {
+            let _done = done;
             while let Some(line) = rx.blocking_recv() {
                 for piece in line.chunks(WRITE_CHUNK) {
                     state
@@ -164,6 +168,7 @@ impl Stream {
             tx: Some(tx),
             shared,
             writer: Some(writer),
+            writer_done,
             fault,
         }
     }
@@ -273,14 +278,20 @@ impl Stream {
             // The queue drains while each write keeps within the timeout
             // (also after the budget fault: what was accepted, and the
             // terminal, are still written).
+            // Woken the moment the writer ends, not at the next poll.
             loop {
-                if writer.is_finished() {
+                if writer.is_finished() || self.stalled() {
                     break;
                 }
-                if self.stalled() {
-                    break;
+                match self.writer_done.recv_timeout(Duration::from_millis(10)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => {
+                        // Its last act is dropping the sender: let it exit.
+                        let _ = writer.join();
+                        self.check();
+                        return self.fault();
+                    }
                 }
-                std::thread::sleep(Duration::from_millis(10));
             }
         }
         if writer.is_finished() {

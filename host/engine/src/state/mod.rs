@@ -426,6 +426,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     write_atomic_at(path, bytes, None)
 }
 
+/// [`write_atomic`] without its two syncs: a reader sees the whole file or
+/// none, but a crash may lose it. For what is kept beside a record to be
+/// shown, not to recover from (a Run's input: a lost one reads as not
+/// retained), so it costs no disk flush before dispatch.
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::Builder::new()
+        .prefix(".jig-write-")
+        .tempfile_in(dir)
+        .map_err(StateError::io(format!("writing {}", path.display())))?;
+    temp.write_all(bytes)
+        .map_err(StateError::io(format!("writing {}", path.display())))?;
+    temp.persist(path)
+        .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
+    Ok(())
+}
+
 fn write_atomic_at(path: &Path, bytes: &[u8], point: Option<&str>) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut temp = tempfile::Builder::new()

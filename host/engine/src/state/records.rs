@@ -262,9 +262,11 @@ impl Runs {
             write_atomic(&key_path, record.id.as_bytes()).map_err(RunsError::State)?;
         }
         if let Some(bytes) = input {
+            // Kept to be shown, not to recover the Run: unsynced (a crash
+            // may lose it, and the Run's page then says it is not kept).
             let path = self.input_path(&record.id);
             super::create_private_dir(path.parent().unwrap())?;
-            write_atomic(&path, bytes).map_err(RunsError::State)?;
+            super::write_unsynced(&path, bytes).map_err(RunsError::State)?;
         }
         Ok(())
     }

@@ -1,0 +1,528 @@
+//! A Run through `jig serve` against the bare runtime doing the same
+//! exchange (issue 34), for `flow.ts` on Bun, `flow.py` on Python and a
+//! native `flow.bin`, all measured in one run on the same machine:
+//!
+//! - **bare**: the runtime answering one `flow/run` frame on stdin with the
+//!   bundled SDK beside it (`bun --no-install flow.ts`, `python3 flow.py`
+//!   with the SDK on `PYTHONPATH`), and the bubblewrap floor
+//!   (`bwrap --unshare-all --die-with-parent … /usr/bin/true`);
+//! - **served**: submit-to-terminal of `POST /v1/projects/p/runs` over the
+//!   daemon's Unix socket, one at a time (p50, p99), and a whole `jig run`
+//!   of `flow.ts` in the project (it finds the daemon and submits to it);
+//! - **throughput**: Runs/s of `flow.ts` and `flow.bin` with 1, 2, 4 and 8
+//!   clients, beside the bound of this machine (cores divided by the bare
+//!   exchange time), first in an empty project, then again after the
+//!   project holds `JIG_BENCH_SETTLED` settled Runs (default 10,000), with
+//!   the daemon's peak and current memory then.
+//!
+//! ```text
+//! cargo bench -p jig --bench runtimes
+//! JIG_BENCH_BINARIES=before=/path/to/old/jig,after=target/release/jig \
+//!     cargo bench -p jig --bench runtimes
+//! ```
+//!
+//! `JIG_BENCH_BINARIES` measures several builds of `jig` in the same run
+//! (before and after a change); without it the bench measures the `jig`
+//! it was built with. `JIG_BENCH_SAMPLES` (default 60) sets the sequential
+//! samples behind each p50/p99, and `JIG_BENCH_SETTLED=0` skips the
+//! settled-project half.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INPUT: &str = "\"bench\"";
+const EXPECTED: &str = "Hello, bench!";
+const FLOW_TS: &str = "import { handle } from \"@jigging/flow\";\n\nawait handle(async (run) => {\n  const name = typeof run.input === \"string\" ? run.input : \"world\";\n  return { outcome: \"done\", output: { message: `Hello, ${name}!` } };\n});\n";
+const PACKAGE_JSON: &str = "{\n  \"name\": \"hello\",\n  \"private\": true,\n  \"type\": \"module\",\n  \"dependencies\": {\n    \"@jigging/flow\": \"1.0.0\"\n  }\n}\n";
+const FLOW_PY: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    name = ctx.input if isinstance(ctx.input, str) else \"world\"\n    return {\"outcome\": \"done\", \"output\": {\"message\": f\"Hello, {name}!\"}}\n\nhandle(run)\n";
+const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\n\nexport default defineJig({\n  flows: discover(\"./flows\"),\n  bindings: discover(\"./bindings\"),\n});\n";
+const CLIENTS: [usize; 4] = [1, 2, 4, 8];
+/// Runs each throughput figure is measured over (split among the clients).
+const THROUGHPUT_RUNS: usize = 48;
+
+fn main() {
+    let samples = env_usize("JIG_BENCH_SAMPLES", 60);
+    let settled = env_usize("JIG_BENCH_SETTLED", 10_000);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let greet = build_greet();
+    let bare = Bare::new(&greet);
+    println!(
+        "# A Run through jig serve against the bare runtime ({cores} cores, {samples} samples)\n"
+    );
+    let bare_ts = bare.sample(samples, Bare::bun);
+    let bare_py = bare.sample(samples, Bare::python);
+    let floor = bare.sample(samples, Bare::bwrap);
+    println!("| bare exchange | p50 | p99 |\n| --- | --- | --- |");
+    for (name, s) in [
+        ("bun flow.ts", &bare_ts),
+        ("python3 flow.py", &bare_py),
+        ("bwrap … /usr/bin/true", &floor),
+    ] {
+        println!("| {name} | {} | {} |", ms(s.p50), ms(s.p99));
+    }
+    for (name, jig) in binaries() {
+        println!("\n## {name}: {}\n", jig.display());
+        let served = Served::start(&jig, &greet);
+        let ts = served.sample(samples, "flow:flows/ts");
+        let py = served.sample(samples, "flow:flows/py");
+        let bin = served.sample(samples, "flow:flows/bin");
+        let run = sample(samples, || served.jig_run("flow:flows/ts"));
+        println!("| served Run | p50 | p99 | p50 / bare |\n| --- | --- | --- | --- |");
+        for (what, s, base) in [
+            ("flow.ts through jig serve", &ts, &bare_ts),
+            ("flow.ts, jig run (submits to the daemon)", &run, &bare_ts),
+            ("flow.py through jig serve", &py, &bare_py),
+            ("flow.bin through jig serve", &bin, &floor),
+        ] {
+            println!(
+                "| {what} | {} | {} | {:.2}× |",
+                ms(s.p50),
+                ms(s.p99),
+                ratio(s.p50, base.p50)
+            );
+        }
+        let empty = served.throughput();
+        println!("\nRuns/s, empty project (bound: {cores} cores / bare exchange):\n");
+        print_throughput(&empty, cores, &bare_ts, &floor);
+        if settled == 0 {
+            continue;
+        }
+        let started = Instant::now();
+        served.fill(settled);
+        println!(
+            "\nSettled {} Runs in {:.1} s; the daemon's memory: peak {} MiB, now {} MiB.",
+            served.settled(),
+            started.elapsed().as_secs_f64(),
+            served.memory_kib("VmHWM") / 1024,
+            served.memory_kib("VmRSS") / 1024
+        );
+        let full = served.throughput();
+        println!(
+            "\nRuns/s with {} settled Runs (change against the empty project):\n",
+            served.settled()
+        );
+        println!("| target | clients | Runs/s | empty | change |\n| --- | --- | --- | --- | --- |");
+        for ((target, clients, rate), (_, _, before)) in full.iter().zip(&empty) {
+            println!(
+                "| {target} | {clients} | {rate:.1} | {before:.1} | {:+.1}% |",
+                (rate / before - 1.0) * 100.0
+            );
+        }
+    }
+}
+
+fn print_throughput(rows: &[(&str, usize, f64)], cores: usize, ts: &Stats, bin: &Stats) {
+    println!("| target | clients | Runs/s | bound |\n| --- | --- | --- | --- |");
+    for (target, clients, rate) in rows {
+        let bare = if target.ends_with("ts") { ts } else { bin };
+        let bound = cores as f64 / bare.p50.as_secs_f64();
+        println!("| {target} | {clients} | {rate:.1} | {bound:.1} |");
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The builds of `jig` to measure, by name.
+fn binaries() -> Vec<(String, PathBuf)> {
+    match std::env::var("JIG_BENCH_BINARIES") {
+        Ok(list) if !list.is_empty() => list
+            .split(',')
+            .map(|item| match item.split_once('=') {
+                Some((name, path)) => (name.to_string(), PathBuf::from(path)),
+                None => (item.to_string(), PathBuf::from(item)),
+            })
+            .collect(),
+        _ => vec![(
+            "this build".to_string(),
+            PathBuf::from(env!("CARGO_BIN_EXE_jig")),
+        )],
+    }
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+}
+
+fn sample(n: usize, mut once: impl FnMut()) -> Stats {
+    let mut times: Vec<Duration> = (0..n.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            once();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    Stats {
+        p50: at(0.5),
+        p99: at(0.99),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The Rust SDK's `greet` example, built in release into `target/guests`.
+fn build_greet() -> PathBuf {
+    let target = workspace().join("target/guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(workspace())
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "flow-sdk",
+            "--example",
+            "greet",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the greet example failed");
+    target.join("release/examples/greet")
+}
+
+/// The bare runtimes, each with its SDK beside it, in a scratch directory.
+struct Bare {
+    dir: tempfile::TempDir,
+    greet: PathBuf,
+}
+
+impl Bare {
+    fn new(greet: &Path) -> Bare {
+        let dir = tempfile::tempdir().unwrap();
+        let js = dir.path().join("node_modules/@jigging/flow");
+        std::fs::create_dir_all(&js).unwrap();
+        for entry in std::fs::read_dir(workspace().join("host/typescript/flow")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), js.join(entry.file_name())).unwrap();
+        }
+        // Python's SDK as a Run gets it: compiled once (by the warm-up
+        // exchange, into this copy), imported from bytecode after.
+        let python = dir.path().join("python/jiggy");
+        copy_tree(&workspace().join("host/python/jiggy"), &python);
+        std::fs::write(dir.path().join("flow.ts"), FLOW_TS).unwrap();
+        std::fs::write(dir.path().join("flow.py"), FLOW_PY).unwrap();
+        std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
+        Bare {
+            dir,
+            greet: greet.to_path_buf(),
+        }
+    }
+
+    fn sample(&self, n: usize, run: fn(&Bare)) -> Stats {
+        run(self);
+        sample(n, || run(self))
+    }
+
+    fn bun(&self) {
+        let mut command = Command::new("bun");
+        command.args(["--no-install", "flow.ts"]);
+        self.exchange(command);
+    }
+
+    fn python(&self) {
+        let mut command = Command::new("python3");
+        command
+            .arg("flow.py")
+            .env("PYTHONPATH", self.dir.path().join("python"));
+        self.exchange(command);
+    }
+
+    /// The envelope alone: bubblewrap's namespaces around `true`.
+    fn bwrap(&self) {
+        let status = Command::new("bwrap")
+            .args(["--unshare-all", "--die-with-parent", "--new-session"])
+            .args(["--ro-bind", "/usr", "/usr"])
+            .args([
+                "--symlink",
+                "usr/lib",
+                "/lib",
+                "--symlink",
+                "usr/lib64",
+                "/lib64",
+            ])
+            .args([
+                "--symlink",
+                "usr/bin",
+                "/bin",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+            ])
+            .args(["--", "/usr/bin/true"])
+            .stdin(Stdio::null())
+            .status()
+            .expect("bwrap runs");
+        assert!(status.success());
+        let _ = &self.greet;
+    }
+
+    /// Write one `flow/run` frame, read the one response frame, close
+    /// stdin, wait for the exit.
+    fn exchange(&self, mut command: Command) {
+        let mut child = command
+            .current_dir(self.dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the runtime starts");
+        let frame = serde_json::json!({
+            "jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": {
+                "protocol": "run/1", "input": "bench", "settings": {}, "attachments": {},
+                "scratch": self.dir.path().join("scratch"),
+                "deadlineUnixMs": 4_102_444_800_000u64,
+            }
+        });
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(format!("{frame}\n").as_bytes()).unwrap();
+        let mut response = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut response)
+            .unwrap();
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+        assert!(response.contains(EXPECTED), "{response}");
+    }
+}
+
+/// Copy the regular files below `from` to `to` (no bytecode caches).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "__pycache__" {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// A project with the three Flows, reviewed, served by one build of `jig`.
+struct Served {
+    jig: PathBuf,
+    dir: tempfile::TempDir,
+    cache: tempfile::TempDir,
+    socket: PathBuf,
+    daemon: Child,
+}
+
+impl Served {
+    fn start(jig: &Path, greet: &Path) -> Served {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("p");
+        let flows = root.join("flows");
+        for (name, files) in [
+            (
+                "ts",
+                vec![("flow.ts", FLOW_TS), ("package.json", PACKAGE_JSON)],
+            ),
+            ("py", vec![("flow.py", FLOW_PY)]),
+            ("bin", vec![]),
+        ] {
+            let flow = flows.join(name);
+            std::fs::create_dir_all(&flow).unwrap();
+            std::fs::write(
+                flow.join("FLOW.md"),
+                format!("---\nname: {name}\ndescription: Greets the name given.\n---\n"),
+            )
+            .unwrap();
+            for (file, text) in files {
+                std::fs::write(flow.join(file), text).unwrap();
+            }
+        }
+        std::fs::copy(greet, flows.join("bin/flow.bin")).unwrap();
+        std::fs::write(root.join("jig.ts"), JIG_TS).unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let mut served = Served {
+            jig: jig.to_path_buf(),
+            socket: dir.path().join("jig.sock"),
+            dir,
+            cache,
+            daemon: Command::new("true").spawn().unwrap(),
+        };
+        let review = served.jig(&["review", "--yes"]).output().unwrap();
+        assert!(review.status.success(), "{review:?}");
+        let _ = served.daemon.wait();
+        served.daemon = served
+            .jig(&["serve", "--socket"])
+            .arg(&served.socket)
+            .args(["--max-queued-runs", "256", "-C"])
+            .arg(served.root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&served.socket).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(60), "no daemon");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Warm every cache the daemon keeps (verification, runtime views).
+        for target in ["flow:flows/ts", "flow:flows/py", "flow:flows/bin"] {
+            for _ in 0..3 {
+                served.submit(target);
+            }
+        }
+        served
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("p")
+    }
+
+    fn jig(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.jig);
+        command
+            .current_dir(self.root())
+            .env_remove("JIG_CONFIG")
+            .env_remove("JIG_VERIFICATION")
+            .env_remove("JIG_SERVER")
+            .env("XDG_CONFIG_HOME", self.dir.path().join(".config"))
+            .env("XDG_CACHE_HOME", self.cache.path())
+            .env("NO_COLOR", "1")
+            .args(args)
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// One Run over the socket, waiting for its terminal.
+    fn submit(&self, target: &str) {
+        let body = format!("{{\"target\":\"{target}\",\"input\":{INPUT}}}");
+        let mut stream = std::os::unix::net::UnixStream::connect(&self.socket).unwrap();
+        write!(
+            stream,
+            "POST /v1/projects/p/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(
+            response.starts_with("HTTP/1.1 200") && response.contains(EXPECTED),
+            "{response}"
+        );
+    }
+
+    fn sample(&self, n: usize, target: &str) -> Stats {
+        sample(n, || self.submit(target))
+    }
+
+    /// A whole `jig run` in the served project.
+    fn jig_run(&self, target: &str) {
+        let out = self
+            .jig(&["run", target, "--input", INPUT])
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains(EXPECTED));
+    }
+
+    /// Runs/s of `THROUGHPUT_RUNS` Runs split among `clients` threads.
+    fn rate(&self, target: &str, clients: usize) -> f64 {
+        let each = THROUGHPUT_RUNS.div_ceil(clients);
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..clients {
+                scope.spawn(|| {
+                    for _ in 0..each {
+                        self.submit(target);
+                    }
+                });
+            }
+        });
+        (each * clients) as f64 / started.elapsed().as_secs_f64()
+    }
+
+    fn throughput(&self) -> Vec<(&'static str, usize, f64)> {
+        let mut rows = Vec::new();
+        for target in ["flow:flows/ts", "flow:flows/bin"] {
+            for clients in CLIENTS {
+                rows.push((target, clients, self.rate(target, clients)));
+            }
+        }
+        rows
+    }
+
+    /// Settle `flow.bin` Runs with 4 clients until the project holds `n`.
+    fn fill(&self, n: usize) {
+        let missing = n.saturating_sub(self.settled());
+        let clients = 4;
+        let each = missing.div_ceil(clients);
+        std::thread::scope(|scope| {
+            for _ in 0..clients {
+                scope.spawn(|| {
+                    for _ in 0..each {
+                        self.submit("flow:flows/bin");
+                    }
+                });
+            }
+        });
+    }
+
+    /// Settled Run records in the project.
+    fn settled(&self) -> usize {
+        std::fs::read_dir(self.root().join(".jig/runs"))
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// A `/proc/<daemon>/status` figure in KiB.
+    fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.daemon.id())).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // SIGTERM: the daemon drains and releases its cgroups.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.daemon.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.daemon.wait();
+    }
+}
