@@ -5,7 +5,10 @@
 //! - **bare**: the runtime answering one `flow/run` frame on stdin with the
 //!   bundled SDK beside it (`bun --no-install flow.ts`, `python3 flow.py`
 //!   with the SDK on `PYTHONPATH`), and the bubblewrap floor
-//!   (`bwrap --unshare-all --die-with-parent … /usr/bin/true`);
+//!   (`bwrap --unshare-all --die-with-parent … /usr/bin/true`); and the
+//!   runtime exchanges again inside a cgroup with the CPU ceiling of every
+//!   contained Flow (half a CPU per 100 ms period, HOST-FACTS §5), the
+//!   floor a contained Run can reach (needs a writable `cpu` controller);
 //! - **served**: submit-to-terminal of `POST /v1/projects/p/runs` over the
 //!   daemon's Unix socket, one at a time (p50, p99), and a whole `jig run`
 //!   of `flow.ts` in the project (it finds the daemon and submits to it);
@@ -62,6 +65,35 @@ fn main() {
     ] {
         println!("| {name} | {} | {} |", ms(s.p50), ms(s.p99));
     }
+    // The same exchanges under the CPU ceiling every contained Flow gets
+    // (half a CPU per 100 ms period): the floor a contained Run can reach.
+    let ceiling = CpuCeiling::new();
+    let (capped_ts, capped_py) = match &ceiling {
+        Some(ceiling) => {
+            let capped = Bare {
+                ceiling: Some(ceiling.tasks.clone()),
+                ..bare.clone()
+            };
+            (
+                Some(capped.sample(samples, Bare::bun)),
+                Some(capped.sample(samples, Bare::python)),
+            )
+        }
+        None => (None, None),
+    };
+    match (&capped_ts, &capped_py) {
+        (Some(ts), Some(py)) => {
+            println!("| bun flow.ts, 0.5 CPU | {} | {} |", ms(ts.p50), ms(ts.p99));
+            println!(
+                "| python3 flow.py, 0.5 CPU | {} | {} |",
+                ms(py.p50),
+                ms(py.p99)
+            );
+        }
+        _ => println!(
+            "\n(no writable cgroup cpu controller here: the 0.5-CPU floor is not measured)"
+        ),
+    }
     for (name, jig) in binaries() {
         println!("\n## {name}: {}\n", jig.display());
         let served = Served::start(&jig, &greet);
@@ -69,18 +101,26 @@ fn main() {
         let py = served.sample(samples, "flow:flows/py");
         let bin = served.sample(samples, "flow:flows/bin");
         let run = sample(samples, || served.jig_run("flow:flows/ts"));
-        println!("| served Run | p50 | p99 | p50 / bare |\n| --- | --- | --- | --- |");
-        for (what, s, base) in [
-            ("flow.ts through jig serve", &ts, &bare_ts),
-            ("flow.ts, jig run (submits to the daemon)", &run, &bare_ts),
-            ("flow.py through jig serve", &py, &bare_py),
-            ("flow.bin through jig serve", &bin, &floor),
+        println!("| served Run | p50 | p99 | p50 / bare | p50 / bare at 0.5 CPU |\n| --- | --- | --- | --- | --- |");
+        for (what, s, base, capped) in [
+            ("flow.ts through jig serve", &ts, &bare_ts, &capped_ts),
+            (
+                "flow.ts, jig run (submits to the daemon)",
+                &run,
+                &bare_ts,
+                &capped_ts,
+            ),
+            ("flow.py through jig serve", &py, &bare_py, &capped_py),
+            ("flow.bin through jig serve", &bin, &floor, &None),
         ] {
             println!(
-                "| {what} | {} | {} | {:.2}× |",
+                "| {what} | {} | {} | {:.2}× | {} |",
                 ms(s.p50),
                 ms(s.p99),
-                ratio(s.p50, base.p50)
+                ratio(s.p50, base.p50),
+                capped
+                    .as_ref()
+                    .map_or("".to_string(), |c| format!("{:.2}×", ratio(s.p50, c.p50)))
             );
         }
         let empty = served.throughput();
@@ -205,10 +245,59 @@ fn build_greet() -> PathBuf {
     target.join("release/examples/greet")
 }
 
+/// A cgroup with the contained Flow's CPU ceiling (cgroup v1 `cpu`, or v2
+/// with `cpu` delegated to the root), removed on drop.
+struct CpuCeiling {
+    dir: PathBuf,
+    /// The file a process writes its pid to, to enter.
+    tasks: PathBuf,
+}
+
+impl CpuCeiling {
+    fn new() -> Option<CpuCeiling> {
+        let name = format!("jig-bench-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/cpu");
+        if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            std::fs::create_dir(&dir).ok()?;
+            let set = std::fs::write(dir.join("cpu.cfs_period_us"), "100000")
+                .and_then(|()| std::fs::write(dir.join("cpu.cfs_quota_us"), "50000"));
+            let ceiling = CpuCeiling {
+                tasks: dir.join("tasks"),
+                dir,
+            };
+            return set.is_ok().then_some(ceiling);
+        }
+        let v2 = Path::new("/sys/fs/cgroup");
+        let delegated = std::fs::read_to_string(v2.join("cgroup.subtree_control")).ok()?;
+        if !delegated.split_whitespace().any(|c| c == "cpu") {
+            return None;
+        }
+        let dir = v2.join(&name);
+        std::fs::create_dir(&dir).ok()?;
+        let ceiling = CpuCeiling {
+            tasks: dir.join("cgroup.procs"),
+            dir: dir.clone(),
+        };
+        std::fs::write(dir.join("cpu.max"), "50000 100000")
+            .ok()
+            .map(|()| ceiling)
+    }
+}
+
+impl Drop for CpuCeiling {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
 /// The bare runtimes, each with its SDK beside it, in a scratch directory.
+#[derive(Clone)]
 struct Bare {
-    dir: tempfile::TempDir,
+    dir: std::sync::Arc<tempfile::TempDir>,
     greet: PathBuf,
+    /// Run each exchange inside this cgroup (its tasks file).
+    ceiling: Option<PathBuf>,
 }
 
 impl Bare {
@@ -228,8 +317,9 @@ impl Bare {
         std::fs::write(dir.path().join("flow.py"), FLOW_PY).unwrap();
         std::fs::create_dir_all(dir.path().join("scratch")).unwrap();
         Bare {
-            dir,
+            dir: std::sync::Arc::new(dir),
             greet: greet.to_path_buf(),
+            ceiling: None,
         }
     }
 
@@ -285,6 +375,28 @@ impl Bare {
     /// Write one `flow/run` frame, read the one response frame, close
     /// stdin, wait for the exit.
     fn exchange(&self, mut command: Command) {
+        if let Some(tasks) = &self.ceiling {
+            use std::os::fd::AsRawFd;
+            use std::os::unix::process::CommandExt;
+            let file = std::fs::OpenOptions::new().write(true).open(tasks).unwrap();
+            let fd = file.as_raw_fd();
+            // SAFETY: one write(2) on a descriptor the parent holds open.
+            unsafe {
+                command.pre_exec(
+                    move || match nix::libc::write(fd, b"0".as_ptr().cast(), 1) {
+                        1 => Ok(()),
+                        _ => Err(std::io::Error::last_os_error()),
+                    },
+                );
+            }
+            self.spawn_exchange(command);
+            drop(file);
+            return;
+        }
+        self.spawn_exchange(command);
+    }
+
+    fn spawn_exchange(&self, mut command: Command) {
         let mut child = command
             .current_dir(self.dir.path())
             .stdin(Stdio::piped())
