@@ -130,7 +130,7 @@ pub struct Stream {
     shared: Arc<Shared>,
     writer: Option<std::thread::JoinHandle<()>>,
     /// Disconnected when the writer thread ends (its sender dropped).
-    writer_done: std::sync::mpsc::Receiver<()>,
+    writer_done: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
     fault: watch::Sender<Option<OutputFault>>,
 }
 
@@ -168,7 +168,7 @@ impl Stream {
             tx: Some(tx),
             shared,
             writer: Some(writer),
-            writer_done,
+            writer_done: std::sync::Mutex::new(writer_done),
             fault,
         }
     }
@@ -283,7 +283,8 @@ impl Stream {
                 if writer.is_finished() || self.stalled() {
                     break;
                 }
-                match self.writer_done.recv_timeout(Duration::from_millis(10)) {
+                let done = self.writer_done.get_mut().unwrap_or_else(|e| e.into_inner());
+                match done.recv_timeout(Duration::from_millis(10)) {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                     _ => {
                         // Its last act is dropping the sender: let it exit.
