@@ -283,7 +283,10 @@ impl Stream {
                 if writer.is_finished() || self.stalled() {
                     break;
                 }
-                let done = self.writer_done.get_mut().unwrap_or_else(|e| e.into_inner());
+                let done = self
+                    .writer_done
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner());
                 match done.recv_timeout(Duration::from_millis(10)) {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                     _ => {
