@@ -16,9 +16,12 @@
 //! component.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+
+#[path = "support/greet.rs"]
+mod greet;
 
 fn main() {
     // Build and lay out the component before timing anything.
@@ -31,36 +34,11 @@ struct Fixture {
     greet: PathBuf,
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Builds `greet` in release into `target/guests` (a separate target dir,
-/// so the outer cargo's lock is not involved) and lays out the package.
+/// Builds `greet` ([`greet::build`]) and lays out the package.
 fn fixture() -> &'static Fixture {
     static CELL: OnceLock<Fixture> = OnceLock::new();
     CELL.get_or_init(|| {
-        let target = workspace().join("target/guests");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace())
-            .args([
-                "build",
-                "--quiet",
-                "--release",
-                "-p",
-                "flow-sdk",
-                "--example",
-                "greet",
-            ])
-            .arg("--target-dir")
-            .arg(&target)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the greet example failed");
+        let built = greet::build();
         let dir = tempfile::tempdir().unwrap();
         let package = dir.path().join("greet");
         std::fs::create_dir_all(&package).unwrap();
@@ -70,7 +48,7 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         let greet = package.join("flow.bin");
-        std::fs::copy(target.join("release/examples/greet"), &greet).unwrap();
+        std::fs::copy(&built, &greet).unwrap();
         std::fs::write(
             dir.path().join("host.toml"),
             "[containment]\nmode = \"none\"\n",

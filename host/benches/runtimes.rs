@@ -35,6 +35,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/greet.rs"]
+mod greet;
+use greet::workspace;
+
 const INPUT: &str = "\"bench\"";
 const EXPECTED: &str = "Hello, bench!";
 const FLOW_TS: &str = "import { handle } from \"@jigging/flow\";\n\nawait handle(async (run) => {\n  const name = typeof run.input === \"string\" ? run.input : \"world\";\n  return { outcome: \"done\", output: { message: `Hello, ${name}!` } };\n});\n";
@@ -49,7 +53,7 @@ fn main() {
     let samples = env_usize("JIG_BENCH_SAMPLES", 60);
     let settled = env_usize("JIG_BENCH_SETTLED", 10_000);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let greet = build_greet();
+    let greet = greet::build();
     let bare = Bare::new(&greet);
     println!(
         "# A Run through jig serve against the bare runtime ({cores} cores, {samples} samples)\n"
@@ -215,36 +219,6 @@ fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The Rust SDK's `greet` example, built in release into `target/guests`.
-fn build_greet() -> PathBuf {
-    let target = workspace().join("target/guests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(workspace())
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "flow-sdk",
-            "--example",
-            "greet",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the greet example failed");
-    target.join("release/examples/greet")
-}
-
 /// A cgroup with the contained Flow's CPU ceiling (cgroup v1 `cpu`, or v2
 /// with `cpu` delegated to the root), removed on drop.
 struct CpuCeiling {
@@ -336,8 +310,11 @@ impl Bare {
 
     fn python(&self) {
         let mut command = Command::new("python3");
+        // Without `site`: the envelope shows the standard library alone, so
+        // a Run never pays for this machine's site-packages (`.pth` hooks
+        // such as certifi's cost ~45 ms here).
         command
-            .arg("flow.py")
+            .args(["-S", "flow.py"])
             .env("PYTHONPATH", self.dir.path().join("python"));
         self.exchange(command);
     }

@@ -431,19 +431,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 /// shown, not to recover from (a Run's input: a lost one reads as not
 /// retained), so it costs no disk flush before dispatch.
 pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".jig-write-")
-        .tempfile_in(dir)
-        .map_err(StateError::io(format!("writing {}", path.display())))?;
-    temp.write_all(bytes)
-        .map_err(StateError::io(format!("writing {}", path.display())))?;
-    temp.persist(path)
-        .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
-    Ok(())
+    write_replacing(path, bytes, false, None)
 }
 
 fn write_atomic_at(path: &Path, bytes: &[u8], point: Option<&str>) -> Result<(), StateError> {
+    write_replacing(path, bytes, true, point)
+}
+
+/// Write `bytes` beside `path` and rename them over it; with `sync`, the
+/// file before the rename and its directory after.
+fn write_replacing(
+    path: &Path,
+    bytes: &[u8],
+    sync: bool,
+    point: Option<&str>,
+) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut temp = tempfile::Builder::new()
         .prefix(".jig-write-")
@@ -451,16 +453,20 @@ fn write_atomic_at(path: &Path, bytes: &[u8], point: Option<&str>) -> Result<(),
         .map_err(StateError::io(format!("writing {}", path.display())))?;
     temp.write_all(bytes)
         .map_err(StateError::io(format!("writing {}", path.display())))?;
-    temp.as_file()
-        .sync_all()
-        .map_err(StateError::io(format!("syncing {}", path.display())))?;
+    if sync {
+        temp.as_file()
+            .sync_all()
+            .map_err(StateError::io(format!("syncing {}", path.display())))?;
+    }
     if let Some(point) = point {
         crash_point(&format!("{point}-written"));
     }
     temp.persist(path)
         .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+    if sync {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
     }
     Ok(())
 }

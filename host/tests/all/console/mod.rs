@@ -316,22 +316,8 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     assert_eq!(served.runs().len(), before + 1);
 
     // A pending Run's page shows its events as they arrive, then its terminal.
-    browser.goto(&format!("{base}/console/projects/p/submit"));
-    browser.script(
-        "document.getElementById('target').value = 'flow:flows/slow';",
-        serde_json::json!([]),
-    );
-    browser.fill("#input", "1");
-    browser.click("#submit button[type=submit]");
-    assert!(browser.wait(5 * SECOND, |b| b.url().contains("/runs/run-")));
-    let data = |b: &Browser| {
-        b.script(
-            "return [...document.querySelectorAll('#events strong')].filter(e => e.textContent === 'data').length;",
-            serde_json::json!([]),
-        )
-        .as_u64()
-        .unwrap()
-    };
+    submit_slow(&browser, &base);
+    let data = data_events;
     assert!(browser.wait(5 * SECOND, |b| data(b) >= 1));
     let first = data(&browser);
     assert!(first < 3, "the events did not arrive one by one");
@@ -928,22 +914,8 @@ fn with_a_database_and_a_worker_the_console_lists_follows_and_cancels() {
     );
 
     // A pending Run's events arrive live from the database, then its terminal.
-    browser.goto(&format!("{base}/console/projects/p/submit"));
-    browser.script(
-        "document.getElementById('target').value = 'flow:flows/slow';",
-        serde_json::json!([]),
-    );
-    browser.fill("#input", "1");
-    browser.click("#submit button[type=submit]");
-    assert!(browser.wait(5 * SECOND, |b| b.url().contains("/runs/run-")));
-    let data = |b: &Browser| {
-        b.script(
-            "return [...document.querySelectorAll('#events strong')].filter(e => e.textContent === 'data').length;",
-            serde_json::json!([]),
-        )
-        .as_u64()
-        .unwrap()
-    };
+    submit_slow(&browser, &base);
+    let data = data_events;
     assert!(browser.wait(30 * SECOND, |b| data(b) >= 1));
     assert!(data(&browser) < 3, "the events did not arrive one by one");
     shot(&browser, "database-run-pending");
@@ -979,4 +951,26 @@ fn with_a_database_and_a_worker_the_console_lists_follows_and_cancels() {
     assert_eq!(record["terminal"]["status"], "failed", "{record}");
     assert_eq!(record["terminal"]["code"], "CANCELLED", "{record}");
     shot(&browser, "database-run-cancelled");
+}
+
+/// Submit `flow:flows/slow` from the console's form and wait for its page.
+fn submit_slow(browser: &Browser, base: &str) {
+    browser.goto(&format!("{base}/console/projects/p/submit"));
+    browser.script(
+        "document.getElementById('target').value = 'flow:flows/slow';",
+        serde_json::json!([]),
+    );
+    browser.fill("#input", "1");
+    browser.click("#submit button[type=submit]");
+    assert!(browser.wait(5 * SECOND, |b| b.url().contains("/runs/run-")));
+}
+
+/// The `data` events a Run's page shows so far.
+fn data_events(b: &Browser) -> u64 {
+    b.script(
+        "return [...document.querySelectorAll('#events strong')].filter(e => e.textContent === 'data').length;",
+        serde_json::json!([]),
+    )
+    .as_u64()
+    .unwrap()
 }
