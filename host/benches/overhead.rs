@@ -15,7 +15,6 @@
 //! a copy of the package into `runs/0/package`) before it starts the
 //! component.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -82,7 +81,7 @@ fn jig_exec() {
 #[divan::bench(sample_count = 40)]
 fn bare_pipe_peer() {
     let fixture = fixture();
-    let mut child = Command::new(&fixture.greet)
+    let child = Command::new(&fixture.greet)
         .current_dir(fixture.dir.path().join("scratch"))
         .env_clear()
         .stdin(Stdio::piped())
@@ -90,20 +89,5 @@ fn bare_pipe_peer() {
         .stderr(Stdio::null())
         .spawn()
         .expect("greet starts");
-    let frame = serde_json::json!({
-        "jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": {
-            "protocol": "run/1", "input": "bench", "settings": {}, "attachments": {},
-            "channels": {}, "scratch": fixture.dir.path().join("scratch"),
-            "deadlineUnixMs": 4_102_444_800_000u64,
-        }
-    });
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(format!("{frame}\n").as_bytes()).unwrap();
-    let mut response = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut response)
-        .unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
-    assert!(response.contains(EXPECTED), "{response}");
+    greet::exchange(child, &fixture.dir.path().join("scratch"), EXPECTED);
 }

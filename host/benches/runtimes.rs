@@ -30,7 +30,7 @@
 //! samples behind each p50/p99, and `JIG_BENCH_SETTLED=0` skips the
 //! settled-project half.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -374,29 +374,14 @@ impl Bare {
     }
 
     fn spawn_exchange(&self, mut command: Command) {
-        let mut child = command
+        let child = command
             .current_dir(self.dir.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("the runtime starts");
-        let frame = serde_json::json!({
-            "jsonrpc": "2.0", "id": "host:1", "method": "flow/run", "params": {
-                "protocol": "run/1", "input": "bench", "settings": {}, "attachments": {},
-                "scratch": self.dir.path().join("scratch"),
-                "deadlineUnixMs": 4_102_444_800_000u64,
-            }
-        });
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(format!("{frame}\n").as_bytes()).unwrap();
-        let mut response = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut response)
-            .unwrap();
-        drop(stdin);
-        assert!(child.wait().unwrap().success());
-        assert!(response.contains(EXPECTED), "{response}");
+        greet::exchange(child, &self.dir.path().join("scratch"), EXPECTED);
     }
 }
 

@@ -142,14 +142,7 @@ fn a_crash_in_the_middle_of_a_sweep_leaves_whole_runs() {
         .collect();
     std::thread::sleep(Duration::from_millis(1100));
     for point in ["retention:key-removed", "retention:record-removed"] {
-        let crashed = output(
-            jig(&root)
-                .args(["--config", &config, "gc"])
-                .env("JIG_TEST_CRASH_AT", point)
-                .output()
-                .unwrap(),
-        );
-        assert_ne!(crashed.status, 0, "{point}: {crashed:?}");
+        gc_crashing_at(&root, &config, point);
         // Every listed Run reads whole; its key replays it or makes a new Run.
         for id in listed(&root) {
             let show = run_jig(&root, &["runs", "show", &id]);
@@ -260,14 +253,7 @@ fn a_crash_in_the_middle_of_a_store_collection_leaves_what_is_named_whole() {
         "retention:store-plan-removed",
         "retention:store-package-removed",
     ] {
-        let crashed = output(
-            jig(&root)
-                .args(["--config", &config, "gc"])
-                .env("JIG_TEST_CRASH_AT", point)
-                .output()
-                .unwrap(),
-        );
-        assert_ne!(crashed.status, 0, "{point}: {crashed:?}");
+        gc_crashing_at(&root, &config, point);
         // The admitted generation reads whole, runs, and needs no review.
         echo(&root, &config, "2", None);
         let ready = run_jig(&root, &["review", "--yes"]);
@@ -471,4 +457,16 @@ fn serve_sweeps_while_it_takes_runs_and_the_records_level_off() {
     );
     // Timed by the bench, not here: this only reports.
     eprintln!("soak: {RUNS} Runs in {:?}", started.elapsed());
+}
+
+/// `jig gc` with a crash injected at `point`: it must not succeed.
+fn gc_crashing_at(root: &std::path::Path, config: &str, point: &str) {
+    let crashed = output(
+        jig(root)
+            .args(["--config", config, "gc"])
+            .env("JIG_TEST_CRASH_AT", point)
+            .output()
+            .unwrap(),
+    );
+    assert_ne!(crashed.status, 0, "{point}: {crashed:?}");
 }

@@ -349,13 +349,7 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     shot(&browser, "run-settled");
 
     // Cancel a pending Run from its page.
-    browser.goto(&format!("{base}/console/projects/p/submit"));
-    browser.script(
-        "document.getElementById('target').value = 'flow:flows/slow';",
-        serde_json::json!([]),
-    );
-    browser.fill("#input", "120");
-    browser.click("#submit button[type=submit]");
+    fill_slow(&browser, &base, "120");
     assert!(browser.wait(5 * SECOND, |b| b.count("#cancel button") == 1));
     let id = browser.url().rsplit('/').next().unwrap().to_string();
     assert!(browser.wait(5 * SECOND, |b| data(b) >= 1));
@@ -930,13 +924,7 @@ fn with_a_database_and_a_worker_the_console_lists_follows_and_cancels() {
     not_pwned(&browser);
 
     // Cancel a pending Run the worker holds.
-    browser.goto(&format!("{base}/console/projects/p/submit"));
-    browser.script(
-        "document.getElementById('target').value = 'flow:flows/slow';",
-        serde_json::json!([]),
-    );
-    browser.fill("#input", "120");
-    browser.click("#submit button[type=submit]");
+    fill_slow(&browser, &base, "120");
     assert!(browser.wait(5 * SECOND, |b| b.count("#cancel button") == 1));
     let id = browser.url().rsplit('/').next().unwrap().to_string();
     assert!(browser.wait(30 * SECOND, |b| data(b) >= 1));
@@ -953,15 +941,20 @@ fn with_a_database_and_a_worker_the_console_lists_follows_and_cancels() {
     shot(&browser, "database-run-cancelled");
 }
 
-/// Submit `flow:flows/slow` from the console's form and wait for its page.
-fn submit_slow(browser: &Browser, base: &str) {
+/// Submit `flow:flows/slow` with `input` from the console's form.
+fn fill_slow(browser: &Browser, base: &str, input: &str) {
     browser.goto(&format!("{base}/console/projects/p/submit"));
     browser.script(
         "document.getElementById('target').value = 'flow:flows/slow';",
         serde_json::json!([]),
     );
-    browser.fill("#input", "1");
+    browser.fill("#input", input);
     browser.click("#submit button[type=submit]");
+}
+
+/// Submit `flow:flows/slow` from the console's form and wait for its page.
+fn submit_slow(browser: &Browser, base: &str) {
+    fill_slow(browser, base, "1");
     assert!(browser.wait(5 * SECOND, |b| b.url().contains("/runs/run-")));
 }
 
