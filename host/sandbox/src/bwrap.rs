@@ -64,6 +64,9 @@ struct HostGroup {
     ready: Option<(Limits, Group)>,
     /// Kept while no envelope is (a daemon between Runs).
     keep: bool,
+    /// A daemon let go of what it kept (its drain is over): nothing more
+    /// is made ahead, so nothing is left behind at its exit.
+    released: bool,
 }
 
 impl HostGroup {
@@ -360,12 +363,14 @@ impl Sandbox for Bubblewrap {
 
     /// Make the host group and one Run group with `limits` now, on the
     /// caller's thread, so the launch that follows finds them made: the
-    /// CLI does this while the package is read and verified. A group
-    /// nothing takes is removed with the host group (or, should the host
-    /// die first, swept by the next host like any stale group).
+    /// CLI does this while the package is read and verified, a daemon
+    /// after each Run for the next. A group nothing takes is removed with
+    /// the host group (or, should the host die first, swept by the next
+    /// host like any stale group); after a daemon released what it kept,
+    /// nothing is made ahead.
     fn prepare(&self, limits: Limits) {
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
-        if host.ready.is_some() {
+        if host.ready.is_some() || host.released {
             return;
         }
         match self.new_run_group(&mut host, limits) {
@@ -383,6 +388,7 @@ impl Sandbox for Bubblewrap {
     fn keep_between_runs(&self, keep: bool) {
         let mut host = self.host.lock().unwrap_or_else(|e| e.into_inner());
         host.keep = keep;
+        host.released = !keep;
         let _ = host.release_if_idle();
     }
 }
@@ -687,6 +693,50 @@ mod tests {
             host: Arc::default(),
             counter: AtomicU64::new(0),
         }
+    }
+
+    /// A daemon's Bubblewrap whose v2 cgroups are recorded, not made.
+    fn recorded(sys: &Arc<crate::syscall::recording::Recording>) -> Bubblewrap {
+        let files = [
+            "cgroup.procs",
+            "cgroup.events",
+            "cgroup.kill",
+            "cgroup.subtree_control",
+        ];
+        sys.dir("/cg/jig.slice")
+            .makes("/cg/jig.slice", &files)
+            .makes("/cg/jig.slice", &["memory.max", "pids.max", "cpu.max"]);
+        Bubblewrap {
+            bwrap: "/usr/bin/bwrap".into(),
+            hierarchy: Hierarchy::with_syscall(
+                super::super::cgroup::Layout::V2 {
+                    base: "/cg/jig.slice".into(),
+                },
+                sys.clone(),
+            ),
+            host: Arc::default(),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn a_daemon_makes_the_next_group_ahead_until_it_lets_go() {
+        let sys = Arc::new(crate::syscall::recording::Recording::new());
+        let bw = recorded(&sys);
+        let host = format!("/cg/jig.slice/{}", Bubblewrap::host_group_name());
+        bw.keep_between_runs(true);
+        bw.prepare(Limits::FLOW);
+        assert!(sys.has_dir(format!("{host}/run-0")), "{:?}", sys.calls());
+        // A second prepare while one waits makes no other.
+        bw.prepare(Limits::FLOW);
+        assert!(!sys.has_dir(format!("{host}/run-1")));
+        // Letting go removes the waiting group and the host group, and
+        // nothing is made ahead after it.
+        bw.keep_between_runs(false);
+        assert!(!sys.has_dir(format!("{host}/run-0")));
+        assert!(!sys.has_dir(&host));
+        bw.prepare(Limits::FLOW);
+        assert!(!sys.has_dir(&host), "{:?}", sys.calls());
     }
 
     fn launch() -> Launch {

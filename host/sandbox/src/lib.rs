@@ -235,7 +235,8 @@ pub trait Sandbox: Send + Sync {
     fn prepare(&self, _limits: Limits) {}
     /// Keep what every launch would otherwise make again (the host's
     /// parent cgroup) between Runs: a daemon sets it while it serves, and
-    /// clears it to release them once its Runs are done.
+    /// clears it to release them once its Runs are done (after which
+    /// [`Sandbox::prepare`] makes nothing).
     fn keep_between_runs(&self, _keep: bool) {}
 }
 

@@ -77,6 +77,7 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
         jig_sandbox::select(&options.config.containment).map_err(jig_engine::Error::from)?;
     // Its parent cgroup is made once, not again for every Run.
     sandbox.keep_between_runs(true);
+    sandbox.prepare(jig_sandbox::Limits::FLOW);
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",
@@ -239,8 +240,14 @@ impl Worker {
         terminal["runId"] = json!(claim.id);
         self.write_terminal(&claim, &terminal, packet.as_deref())
             .await;
-        // What this Run's verification learned is kept for the next worker.
-        let _ = tokio::task::spawn_blocking(|| jig_verify::current().persist()).await;
+        // What this Run's verification learned is kept for the next
+        // worker; the next Run's group is made now, not on its way.
+        let sandbox = self.sandbox.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            jig_verify::current().persist();
+            sandbox.prepare(jig_sandbox::Limits::FLOW);
+        })
+        .await;
     }
 
     /// Write the terminal; a database outage is waited out (the write is

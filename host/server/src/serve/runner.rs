@@ -346,8 +346,10 @@ impl Server {
         // One envelope provider for the process: its host cgroup is named
         // by the pid, so every Run's group is a child of that one group.
         let sandbox = jig_sandbox::select(&config.containment).map_err(jig_engine::Error::from)?;
-        // Its parent cgroup is made once, not again for every Run.
+        // Its parent cgroup is made once, not again for every Run, and
+        // the first Run's own group is made before any Run arrives.
         sandbox.keep_between_runs(true);
+        sandbox.prepare(jig_sandbox::Limits::FLOW);
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {
@@ -673,8 +675,14 @@ impl Server {
         drop(held);
         // What this Run's verification learned (a runtime hashed for the
         // first time or after it changed) is kept for the next daemon;
-        // nothing is written when nothing was learned.
-        let _ = tokio::task::spawn_blocking(|| jig_verify::current().persist()).await;
+        // nothing is written when nothing was learned. The next Run's
+        // group is made now, after this Run has answered, not on its way.
+        let sandbox = self.sandbox.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            jig_verify::current().persist();
+            sandbox.prepare(jig_sandbox::Limits::FLOW);
+        })
+        .await;
     }
 
     /// Execute one recorded Run to its terminal, channel lines into its
