@@ -601,6 +601,23 @@ fn markup_is_parsed_as_documented() {
 }
 
 #[test]
+fn fixtures_and_interrupts_are_parsed_as_documented() {
+    let text = "<!-- guide: fixture port -->\n<!-- guide: interrupt 2s -->\n```console\n$ sleep 9\n[exit status 130]\n```\n";
+    let blocks = parse("t.md", text);
+    assert!(matches!(&blocks[0], Block::Fixture { name } if name == "port"));
+    let Block::Console { interrupt, .. } = &blocks[1] else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(*interrupt, Some(Duration::from_secs(2)));
+}
+
+#[test]
+#[should_panic(expected = "the fixtures are")]
+fn an_unknown_fixture_is_refused() {
+    parse("t.md", "<!-- guide: fixture nix -->\n");
+}
+
+#[test]
 #[should_panic(expected = "must be a `console` block")]
 fn an_unmarked_shell_block_is_refused() {
     parse("t.md", "```sh\njig review\n```\n");

@@ -12,8 +12,9 @@
 //!   (`jig::cli::Code`, `REQUEST_FAULT_CODES`) is listed with the status
 //!   `exit_status` gives it, and every code the table lists has that status.
 //! - The Run terminal codes (`flow::wire::ErrorCode`), every key the host
-//!   configuration parser accepts, and every route the daemon serves are
-//!   documented.
+//!   configuration parser accepts, every environment variable the Agent
+//!   endpoint, the ACP clients and installation verification read, and
+//!   every route the daemon serves are documented.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -257,6 +258,7 @@ fn the_command_reference_lists_every_option_and_hides_the_hidden() {
         assert!(names.contains(nested), "{names:?}");
     }
     assert!(!names.iter().any(|n| n.starts_with("manpage")), "{names:?}");
+    assert!(!rendered.contains("manpage"), "a hidden command is shown");
     // What the reference would show without words: a doc comment is due.
     let mut unexplained = Vec::new();
     for (words, command, _) in &listed {
@@ -495,4 +497,24 @@ fn every_served_route_is_in_the_guide() {
         .map(|(method, path)| format!("{method} {path}"))
         .collect();
     assert_eq!(documented, served, "serving.md's HTTP API table");
+}
+
+#[test]
+fn every_variable_jig_reads_for_agents_and_verification_is_in_the_reference() {
+    let text = std::fs::read_to_string(reference_path()).unwrap();
+    let section =
+        &text[text.find("## Environment").unwrap()..text.find("## HTTP endpoints").unwrap()];
+    let (documented, _) = codes_in(section);
+    let read = jig_provider_builtin::agent::endpoint::ENV_VARS
+        .iter()
+        .chain(&jig_provider_builtin::agent::acp::ENV_VARS)
+        .chain(&[jig_verify::VARIABLE]);
+    let missing: BTreeSet<&str> = read
+        .filter(|v| !documented.contains(**v))
+        .copied()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in the Reference's Environment: {missing:?}"
+    );
 }
