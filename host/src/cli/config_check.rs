@@ -23,7 +23,10 @@ use jig_engine::config::HostConfig;
 #[derive(Subcommand, Debug)]
 pub(super) enum ConfigAction {
     /// Validate a host configuration without running anything.
-    Check { file: PathBuf },
+    Check {
+        /// The host configuration file (TOML).
+        file: PathBuf,
+    },
 }
 
 pub(super) fn config(base: &Path, action: ConfigAction) -> Result<u8, CliError> {

@@ -50,6 +50,30 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code the command line finds itself, for the Reference's test
+    /// (host/tests/all/reference.rs): each is documented with its status.
+    pub const ALL: [Code; 19] = [
+        Code::Usage,
+        Code::InvalidRequest,
+        Code::InvalidSettings,
+        Code::InvalidCandidate,
+        Code::InvalidInput,
+        Code::ProjectNotFound,
+        Code::InputInvalid,
+        Code::TimeoutInvalid,
+        Code::FilesInvalid,
+        Code::ConfigInvalid,
+        Code::ChangesDeclined,
+        Code::ApprovalRequired,
+        Code::SchemaLimitExceeded,
+        Code::NotAProvider,
+        Code::GrantsInvalid,
+        Code::OutputFailed,
+        Code::Interrupted,
+        Code::Unavailable,
+        Code::Internal,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Code::Usage => "JIG_USAGE",
@@ -296,29 +320,36 @@ fn engine_status(e: &jig_engine::Error) -> u8 {
 /// refusals, a provider's operational errors): the codes that mean the
 /// request was at fault, exactly; anything else was not.
 fn answered_status(code: &str) -> u8 {
-    match code {
-        "INVALID_REQUEST"
-        | "INVALID_INPUT"
-        | "PROJECT_NOT_FOUND"
-        | "PROJECT_UNSAFE"
-        | "PROJECT_STATE_INVALID"
-        | "INVALID_CANDIDATE"
-        | "LOCK_MISMATCH"
-        | "PLAN_NOT_FOUND"
-        | "STALE_PLAN"
-        | "JIG_RUN_TARGET_INVALID"
-        | "JIG_RUN_INPUT_INVALID"
-        | "JIG_RUN_FILES_INVALID"
-        | "JIG_RUN_TIMEOUT_INVALID"
-        | "JIG_OUTPUT_INVALID"
-        | "JIG_OUTPUT_EXISTS"
-        | "SUBMISSION_CONFLICT"
-        | "RUN_NOT_FOUND"
-        | "JIG_CONFIG_INVALID"
-        | "INVALID_SETTINGS" => 1,
-        _ => 2,
+    if REQUEST_FAULT_CODES.contains(&code) {
+        1
+    } else {
+        2
     }
 }
+
+/// The codes another party may answer with that mean the request was at
+/// fault (exit status 1); every other answered code exits 2.
+pub const REQUEST_FAULT_CODES: [&str; 19] = [
+    "INVALID_REQUEST",
+    "INVALID_INPUT",
+    "PROJECT_NOT_FOUND",
+    "PROJECT_UNSAFE",
+    "PROJECT_STATE_INVALID",
+    "INVALID_CANDIDATE",
+    "LOCK_MISMATCH",
+    "PLAN_NOT_FOUND",
+    "STALE_PLAN",
+    "JIG_RUN_TARGET_INVALID",
+    "JIG_RUN_INPUT_INVALID",
+    "JIG_RUN_FILES_INVALID",
+    "JIG_RUN_TIMEOUT_INVALID",
+    "JIG_OUTPUT_INVALID",
+    "JIG_OUTPUT_EXISTS",
+    "SUBMISSION_CONFLICT",
+    "RUN_NOT_FOUND",
+    "JIG_CONFIG_INVALID",
+    "INVALID_SETTINGS",
+];
 
 /// `jig run`'s status from the printed terminal.
 pub fn run_exit_code(status: &str) -> u8 {

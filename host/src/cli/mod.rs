@@ -19,7 +19,7 @@ mod serve;
 mod terminal;
 pub(crate) mod worker;
 
-pub use exit::{exit_status, CliError, Code};
+pub use exit::{exit_status, CliError, Code, REQUEST_FAULT_CODES};
 use invoke::*;
 use review::*;
 
@@ -69,6 +69,7 @@ pub struct Cli {
 enum Command {
     /// Create a project: the greeting project, or with --bare only the skeleton.
     Init {
+        /// Only the skeleton: jig.ts, flows/ and bindings/, no greeting.
         #[arg(long, conflicts_with = "lang")]
         bare: bool,
         /// The greeting's language: flow.ts with its package.json (default), flow.py,
@@ -77,8 +78,9 @@ enum Command {
         lang: Option<InitLang>,
         /// For --lang rust: the Rust SDK (sdk-rust) to build against; default: the
         /// one installed with this jig.
-        #[arg(long, requires = "lang")]
+        #[arg(long, value_name = "PATH", requires = "lang")]
         sdk: Option<PathBuf>,
+        /// The project directory to create; it must not exist.
         directory: PathBuf,
     },
     /// Capture the project, show what would change, and admit it.
@@ -102,6 +104,7 @@ enum Command {
     },
     /// Run an admitted target: flow:<path> or binding:<id>.
     Run {
+        /// flow:<path> (an admitted package) or binding:<id>.
         target: String,
         /// The input: JSON text, or @FILE to read JSON from a file.
         #[arg(long, value_name = "JSON|@FILE")]
@@ -136,7 +139,9 @@ enum Command {
     /// Run one package directory directly, for local testing of your own
     /// code (admits nothing).
     Exec {
+        /// The package directory (Package/1).
         package: PathBuf,
+        /// The input: JSON text, or @FILE to read JSON from a file.
         #[arg(long, value_name = "JSON|@FILE")]
         input: Option<String>,
         /// The Run's settings object (validated against settings.schema.json).
@@ -145,8 +150,10 @@ enum Command {
         /// Serve child slot SLOT with the package in DIR (repeatable).
         #[arg(long = "child", value_name = "SLOT=DIR")]
         children: Vec<String>,
+        /// Root deadline: a positive integer with ms, s, m or h (at most 24h).
         #[arg(long, value_name = "DURATION")]
         timeout: Option<String>,
+        /// Print the terminal as one JSON line even on a terminal.
         #[arg(long)]
         json: bool,
         /// Receive the package's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
@@ -187,7 +194,8 @@ enum Command {
         server: ServerArgs,
     },
     /// Apply the host configuration's [retention] to this project now:
-    /// remove settled Runs, their checkpoints and packets past the limits.
+    /// remove settled Runs, their checkpoints and packets past the limits,
+    /// then the stored Plans, packages and blobs nothing names any more.
     Gc {
         /// Say what would be removed and the bytes it would free; change nothing.
         #[arg(long)]
@@ -198,14 +206,16 @@ enum Command {
         #[command(subcommand)]
         action: config_check::ConfigAction,
     },
-    /// Serve admitted projects over HTTP on a Unix socket (see jig serve --help).
+    /// Serve admitted projects over HTTP: on a Unix socket, on TCP with a
+    /// token, and with --database through PostgreSQL and jig workers.
     Serve(serve::ServeArgs),
     /// Open jig serve's web console in a browser on this machine: prints a one-time link.
     Console(console::ConsoleArgs),
-    /// Claim and execute Runs queued in PostgreSQL (see jig worker --help).
+    /// Claim and execute Runs that jig serve --database queued in PostgreSQL.
     Worker(worker::WorkerArgs),
     /// Print a shell completion script: jig completions bash|zsh|fish.
     Completions {
+        /// The shell to print the script for.
         #[arg(value_enum)]
         shell: CompletionShell,
     },
@@ -236,13 +246,17 @@ enum CompletionShell {
 enum PackageAction {
     /// Name, entrypoint, schemas, uses, attachments, outcomes, size and digest.
     Inspect {
+        /// The package directory.
         dir: PathBuf,
+        /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
     },
     /// The Package/1 digest.
     Digest {
+        /// The package directory.
         dir: PathBuf,
+        /// Print one JSON document instead of the digest alone.
         #[arg(long)]
         json: bool,
     },
@@ -252,9 +266,12 @@ enum PackageAction {
 enum ContractAction {
     /// The Capability Contract/1 digest (Channel Contract/1 with --channel or by $schema).
     Digest {
+        /// The descriptor (JSON).
         file: PathBuf,
+        /// Digest it as a Channel Contract/1 descriptor.
         #[arg(long)]
         channel: bool,
+        /// Print one JSON document instead of the digest alone.
         #[arg(long)]
         json: bool,
     },
@@ -264,14 +281,19 @@ enum ContractAction {
 enum SchemaAction {
     /// Compile a Schema/1 file.
     Check {
+        /// The Schema/1 file (JSON).
         file: PathBuf,
+        /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Validate an instance; prints the diagnostic and the work units spent.
     Validate {
+        /// The Schema/1 file (JSON).
         schema: PathBuf,
+        /// The instance document (JSON/1).
         instance: PathBuf,
+        /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -280,7 +302,10 @@ enum SchemaAction {
 #[derive(Subcommand, Debug)]
 enum RunsAction {
     /// Print one Run record.
-    Show { id: String },
+    Show {
+        /// The Run ID (run-…), as `jig runs` lists it.
+        id: String,
+    },
 }
 
 /// Run the command line; returns the process exit status.

@@ -39,6 +39,7 @@ pub enum ProviderAction {
     New {
         /// The provider's name (lower-case letters, digits and '-').
         name: String,
+        /// The provider's source language; each builds a WASM component.
         #[arg(long, value_enum)]
         lang: scaffold::Lang,
         /// Where to make it (default: ./NAME); must be missing or empty.
@@ -51,16 +52,20 @@ pub enum ProviderAction {
     },
     /// Kind, world or ABI version, served contracts and imports of a provider file.
     Inspect {
+        /// The provider file: a WASM component (.wasm) or a native library (.so).
         file: PathBuf,
+        /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Make one call into a provider file, as a Flow's capability/call would.
     Call {
+        /// The provider file: a WASM component (.wasm) or a native library (.so).
         file: PathBuf,
         /// The contract: ID@VERSION (the provider's descriptor gives the digest).
         #[arg(long, value_name = "ID@VERSION")]
         contract: String,
+        /// The contract's method to call.
         #[arg(long, value_name = "METHOD")]
         method: String,
         /// The call's input: JSON text, or @FILE.

@@ -82,7 +82,7 @@ handle(run)
 
 /// One answer of the test endpoint.
 #[derive(Clone)]
-enum Reply {
+pub(crate) enum Reply {
     Json(u16, Value),
     /// Read the whole request, wait, then answer.
     Slow(Duration, Value),
@@ -112,7 +112,7 @@ impl Seen {
 
 /// A real HTTP/1.1 server on 127.0.0.1 that answers every request with
 /// the same [`Reply`] and records what it got.
-struct Endpoint {
+pub(crate) struct Endpoint {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
     /// Requests whose client hung up while a slow answer was pending.
@@ -120,7 +120,7 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn start(reply: Reply) -> Endpoint {
+    pub(crate) fn start(reply: Reply) -> Endpoint {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -163,7 +163,7 @@ impl Endpoint {
         panic!("the endpoint never got {n} requests");
     }
 
-    fn base_url(&self) -> String {
+    pub(crate) fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
@@ -253,7 +253,7 @@ fn serve(
     );
 }
 
-fn responses_text(text: &str) -> Value {
+pub(crate) fn responses_text(text: &str) -> Value {
     json!({"id": "resp_1", "object": "response", "status": "completed", "output": [
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}]})
 }

@@ -9,7 +9,8 @@
 //!   output it shows, stdout and stderr together, as a terminal would.
 //!   `[..]` matches the rest of a line and `...` on its own line any number
 //!   of lines (snapbox); `[ROOT]` stands for the chapter's scratch directory,
-//!   `[DIGEST]` for a `sha256:<64 hex>` digest and `[RUN]` for a Run ID. A
+//!   `[DIGEST]` for a `sha256:<64 hex>` digest and `[RUN]` for a Run ID
+//!   (a local one, or one queued in PostgreSQL). A
 //!   last output line `[exit status N]` says the command exits N; without
 //!   it the command must exit 0.
 //! - `<!-- guide: file PATH -->` before a fenced block writes the block's
@@ -17,6 +18,24 @@
 //! - `<!-- guide: skip REASON -->` before a block says why it cannot run
 //!   here. A `sh`, `bash` or `shell` block must carry it: an example either
 //!   runs or says why not.
+//! - `<!-- guide: interrupt AFTER -->` before a console block sends SIGINT
+//!   to its first command's process group AFTER (`500ms`, `2s`) it
+//!   started, as Ctrl-C in a terminal would.
+//! - `<!-- guide: fixture NAME -->` on a line of its own provides what an
+//!   example needs from the test support, from there to the chapter's end:
+//!   - `examples`: a copy of the checkout's `examples/` directory as
+//!     `examples/` in the session's current directory;
+//!   - `port`: `$PORT`, a loopback TCP port nothing listens on, shown in
+//!     output as `[PORT]`;
+//!   - `postgres`: a PostgreSQL of its own on a Unix socket (as
+//!     host/tests/all/queue.rs starts one), its URL in `$DATABASE_URL`;
+//!   - `agent-endpoint`: the local OpenAI-compatible (Responses API)
+//!     endpoint of host/tests/all/agent.rs, answering every request with
+//!     [`AGENT_ANSWER`]; its base URL in `$AGENT_BASE_URL`, shown as
+//!     `[AGENT_BASE_URL]`;
+//!   - `acp-agent`: the ACP test agent of host/tests/all/acp.rs (on the
+//!     npm SDK `.ci/setup` installs) in `$ACP_AGENT`, shown as
+//!     `[ACP_AGENT]`, and the ACP worker beside the `jig` under test.
 //!
 //! A chapter is one session in a scratch directory of its own, run by bash
 //! (so `cd` and `export` carry over, as they would for a reader), with the
@@ -28,16 +47,42 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::workspace;
+use crate::agent::{responses_text, Endpoint, Reply};
+use crate::support::{acp_worker, copy_dir, free_port, workspace, Postgres};
 
 /// A command that takes longer than this is a hung example.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What `<!-- guide: fixture NAME -->` may name (see the header).
+const FIXTURES: [&str; 5] = [
+    "examples",
+    "port",
+    "postgres",
+    "agent-endpoint",
+    "acp-agent",
+];
+
+/// What the `agent-endpoint` fixture's model answers, to every request.
+const AGENT_ANSWER: &str = r#"{"verdict":"approve","concerns":[]}"#;
+
 #[derive(Debug)]
 enum Block {
-    Console { line: usize, steps: Vec<Step> },
-    File { path: String, text: String },
-    Skipped { line: usize, reason: String },
+    Console {
+        line: usize,
+        steps: Vec<Step>,
+        interrupt: Option<Duration>,
+    },
+    Fixture {
+        name: String,
+    },
+    File {
+        path: String,
+        text: String,
+    },
+    Skipped {
+        line: usize,
+        reason: String,
+    },
 }
 
 #[derive(Debug)]
@@ -80,10 +125,23 @@ fn parse(name: &str, text: &str) -> Vec<Block> {
                 .trim();
             let (kind, arg) = rest.split_once(' ').unwrap_or((rest, ""));
             assert!(
-                matches!(kind, "file" | "skip") && !arg.trim().is_empty(),
-                "{name}:{}: a guide marker is `file PATH` or `skip REASON`",
+                matches!(kind, "file" | "skip" | "interrupt" | "fixture") && !arg.trim().is_empty(),
+                "{name}:{}: a guide marker is `file PATH`, `skip REASON`, `interrupt AFTER` \
+                 or `fixture NAME`",
                 i + 1
             );
+            if kind == "fixture" {
+                assert!(
+                    FIXTURES.contains(&arg.trim()),
+                    "{name}:{}: the fixtures are {FIXTURES:?}",
+                    i + 1
+                );
+                blocks.push(Block::Fixture {
+                    name: arg.trim().to_string(),
+                });
+                i += 1;
+                continue;
+            }
             marker = Some((kind.to_string(), arg.trim().to_string()));
             i += 1;
             continue;
@@ -111,10 +169,24 @@ fn parse(name: &str, text: &str) -> Vec<Block> {
                 line: fence_line,
                 reason,
             }),
+            Some((kind, after)) if kind == "interrupt" => {
+                assert_eq!(
+                    language, "console",
+                    "{name}:{fence_line}: `interrupt` goes before a console block"
+                );
+                let after = jig_engine::exec::submit::parse_timeout(&after)
+                    .unwrap_or_else(|| panic!("{name}:{fence_line}: interrupt after `{after}`?"));
+                blocks.push(Block::Console {
+                    line: fence_line,
+                    steps: steps(name, fence_line, &body),
+                    interrupt: Some(after),
+                })
+            }
             Some((_, path)) => blocks.push(Block::File { path, text }),
             None if language == "console" => blocks.push(Block::Console {
                 line: fence_line,
                 steps: steps(name, fence_line, &body),
+                interrupt: None,
             }),
             None if matches!(language, "sh" | "bash" | "shell") => panic!(
                 "{name}:{fence_line}: a shell example must be a `console` block that runs, \
@@ -172,6 +244,10 @@ struct Session {
     /// example started in the background (and did not stop, because the
     /// chapter failed first) is stopped with its group.
     groups: std::cell::RefCell<Vec<u32>>,
+    /// The chapter's PostgreSQL, stopped after its daemons.
+    postgres: std::cell::RefCell<Option<Postgres>>,
+    /// The chapter's Agent endpoint, serving until the test process ends.
+    endpoint: std::cell::RefCell<Option<Endpoint>>,
 }
 
 impl Drop for Session {
@@ -202,6 +278,64 @@ impl Session {
             root,
             state,
             groups: Default::default(),
+            postgres: Default::default(),
+            endpoint: Default::default(),
+        }
+    }
+
+    /// Provide fixture `name` (see the header) from here on; the
+    /// placeholder for a value it makes up, if any.
+    fn fixture(&self, name: &str) -> Option<(&'static str, String)> {
+        let export = |variable: &str, value: &str| {
+            let mut env = std::fs::OpenOptions::new()
+                .append(true)
+                .open(self.state.path().join("env"))
+                .unwrap();
+            let quoted = value.replace('\'', "'\\''");
+            std::io::Write::write_all(
+                &mut env,
+                format!("export {variable}='{quoted}'\n").as_bytes(),
+            )
+            .unwrap();
+        };
+        match name {
+            "examples" => {
+                copy_dir(&workspace().join("examples"), &self.cwd().join("examples"));
+                None
+            }
+            "port" => {
+                let port = free_port().to_string();
+                export("PORT", &port);
+                Some(("[PORT]", port))
+            }
+            "postgres" => {
+                let postgres = Postgres::start();
+                export("DATABASE_URL", &postgres.url());
+                *self.postgres.borrow_mut() = Some(postgres);
+                None
+            }
+            "agent-endpoint" => {
+                let endpoint = Endpoint::start(Reply::Json(200, responses_text(AGENT_ANSWER)));
+                export("AGENT_BASE_URL", &endpoint.base_url());
+                let url = endpoint.base_url();
+                *self.endpoint.borrow_mut() = Some(endpoint);
+                Some(("[AGENT_BASE_URL]", url))
+            }
+            "acp-agent" => {
+                // The worker beside the jig under test (built once if missing).
+                acp_worker();
+                let fixture = workspace().join("host/tests/fixtures/acp");
+                assert!(
+                    fixture
+                        .join("node_modules/@agentclientprotocol/sdk/package.json")
+                        .is_file(),
+                    "the ACP SDK is missing: run .ci/setup"
+                );
+                let program = fixture.join("claude-acp");
+                export("ACP_AGENT", program.to_str().unwrap());
+                Some(("[ACP_AGENT]", program.display().to_string()))
+            }
+            other => unreachable!("fixture {other} is not in FIXTURES"),
         }
     }
 
@@ -213,7 +347,9 @@ impl Session {
         )
     }
 
-    fn run(&self, command: &str) -> (i32, String) {
+    /// Run `command`; with `interrupt`, SIGINT to its process group that
+    /// long after it started.
+    fn run(&self, command: &str, interrupt: Option<Duration>) -> (i32, String) {
         const SCRIPT: &str = r#"exec 2>&1
 cd -- "$(cat "$GUIDE_STATE/cwd")" || exit 99
 . "$GUIDE_STATE/env"
@@ -254,9 +390,16 @@ exit $status"#;
             bytes
         });
         let started = Instant::now();
+        let mut interrupt = interrupt;
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
+            }
+            if interrupt.is_some_and(|after| started.elapsed() >= after) {
+                interrupt = None;
+                let _ = Command::new("kill")
+                    .args(["-INT", "--", &format!("-{}", child.id())])
+                    .status();
             }
             if started.elapsed() > COMMAND_TIMEOUT {
                 let _ = child.kill();
@@ -295,6 +438,12 @@ fn placeholders(output: &str) -> String {
                     continue;
                 }
             }
+            // A Run queued in PostgreSQL: `run-` and 32 hex digits.
+            if id.bytes().take_while(u8::is_ascii_hexdigit).count() == 32 {
+                out.push_str("[RUN]");
+                rest = &id[32..];
+                continue;
+            }
         }
         let c = rest.chars().next().unwrap();
         out.push(c);
@@ -321,10 +470,6 @@ fn run_chapter(chapter: &Path) -> Outcome {
     redactions
         .insert("[ROOT]", session.root.path().to_path_buf())
         .unwrap();
-    // Paths are shown as they are (no `\` to `/` rewriting: JSON escapes).
-    let assert = snapbox::Assert::new()
-        .redact_with(redactions)
-        .normalize_paths(false);
     let mut outcome = Outcome {
         ran: 0,
         skipped: Vec::new(),
@@ -340,10 +485,20 @@ fn run_chapter(chapter: &Path) -> Outcome {
                 std::fs::create_dir_all(target.parent().unwrap()).unwrap();
                 std::fs::write(target, text).unwrap();
             }
-            Block::Console { line, steps } => {
+            Block::Fixture { name: fixture } => {
+                if let Some((placeholder, value)) = session.fixture(&fixture) {
+                    redactions.insert(placeholder, value).unwrap();
+                }
+            }
+            Block::Console {
+                line,
+                steps,
+                interrupt,
+            } => {
                 outcome.ran += 1;
-                for step in steps {
-                    let (status, output) = session.run(&step.command);
+                for (i, step) in steps.into_iter().enumerate() {
+                    let interrupt = interrupt.filter(|_| i == 0);
+                    let (status, output) = session.run(&step.command, interrupt);
                     let actual = placeholders(&output);
                     let mut problems = Vec::new();
                     if status != step.status {
@@ -352,6 +507,10 @@ fn run_chapter(chapter: &Path) -> Outcome {
                             step.status
                         ));
                     }
+                    // Paths are shown as they are (no `\` to `/` rewriting: JSON escapes).
+                    let assert = snapbox::Assert::new()
+                        .redact_with(redactions.clone())
+                        .normalize_paths(false);
                     if let Err(e) = assert.try_eq(
                         Some(&"jig"),
                         actual.clone().into(),
@@ -416,6 +575,10 @@ fn placeholders_cover_digests_and_run_ids() {
         placeholders(&format!("{digest} run-1796314902523-002bd1ff70\tsucceeded")),
         "[DIGEST] [RUN]\tsucceeded"
     );
+    assert_eq!(
+        placeholders(&format!("\"run-{}\"", "0f".repeat(16))),
+        "\"[RUN]\""
+    );
     // Too short to be a digest, not a Run ID: left alone.
     assert_eq!(placeholders("sha256:abc run-x"), "sha256:abc run-x");
 }
@@ -435,6 +598,23 @@ fn markup_is_parsed_as_documented() {
     assert_eq!(steps[0].expected, "JIG_RUN_TARGET_INVALID: [..]\n");
     assert_eq!(steps[1].command, "echo a \\\n  b");
     assert_eq!(steps[1].status, 0);
+}
+
+#[test]
+fn fixtures_and_interrupts_are_parsed_as_documented() {
+    let text = "<!-- guide: fixture port -->\n<!-- guide: interrupt 2s -->\n```console\n$ sleep 9\n[exit status 130]\n```\n";
+    let blocks = parse("t.md", text);
+    assert!(matches!(&blocks[0], Block::Fixture { name } if name == "port"));
+    let Block::Console { interrupt, .. } = &blocks[1] else {
+        panic!("{blocks:?}")
+    };
+    assert_eq!(*interrupt, Some(Duration::from_secs(2)));
+}
+
+#[test]
+#[should_panic(expected = "the fixtures are")]
+fn an_unknown_fixture_is_refused() {
+    parse("t.md", "<!-- guide: fixture nix -->\n");
 }
 
 #[test]

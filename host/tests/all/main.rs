@@ -31,6 +31,7 @@ mod python_sdk;
 mod queue;
 mod queue_retention;
 mod records;
+mod reference;
 mod reference_texts;
 mod retention;
 mod rust_component;
