@@ -27,8 +27,11 @@
 //! `JIG_BENCH_BINARIES` measures several builds of `jig` in the same run
 //! (before and after a change); without it the bench measures the `jig`
 //! it was built with. `JIG_BENCH_SAMPLES` (default 60) sets the sequential
-//! samples behind each p50/p99, and `JIG_BENCH_SETTLED=0` skips the
-//! settled-project half.
+//! samples behind each p50/p99, `JIG_BENCH_THROUGHPUT_RUNS` (default 160)
+//! the Runs behind each throughput figure, and `JIG_BENCH_SETTLED=0` skips
+//! the settled-project half. The bare exchanges also show their CPU time
+//! (every thread): above half a CPU per 100 ms period, the contained
+//! Flow's ceiling throttles it.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -46,8 +49,9 @@ const PACKAGE_JSON: &str = "{\n  \"name\": \"hello\",\n  \"private\": true,\n  \
 const FLOW_PY: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    name = ctx.input if isinstance(ctx.input, str) else \"world\"\n    return {\"outcome\": \"done\", \"output\": {\"message\": f\"Hello, {name}!\"}}\n\nhandle(run)\n";
 const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\n\nexport default defineJig({\n  flows: discover(\"./flows\"),\n  bindings: discover(\"./bindings\"),\n});\n";
 const CLIENTS: [usize; 4] = [1, 2, 4, 8];
-/// Runs each throughput figure is measured over (split among the clients).
-const THROUGHPUT_RUNS: usize = 48;
+/// Runs each throughput figure is measured over (split among the
+/// clients), unless `JIG_BENCH_THROUGHPUT_RUNS` says otherwise.
+const THROUGHPUT_RUNS: usize = 160;
 
 fn main() {
     let samples = env_usize("JIG_BENCH_SAMPLES", 60);
@@ -61,13 +65,18 @@ fn main() {
     let bare_ts = bare.sample(samples, Bare::bun);
     let bare_py = bare.sample(samples, Bare::python);
     let floor = bare.sample(samples, Bare::bwrap);
-    println!("| bare exchange | p50 | p99 |\n| --- | --- | --- |");
+    println!("| bare exchange | p50 | p99 | CPU per exchange |\n| --- | --- | --- | --- |");
     for (name, s) in [
         ("bun flow.ts", &bare_ts),
         ("python3 flow.py", &bare_py),
         ("bwrap … /usr/bin/true", &floor),
     ] {
-        println!("| {name} | {} | {} |", ms(s.p50), ms(s.p99));
+        println!(
+            "| {name} | {} | {} | {} |",
+            ms(s.p50),
+            ms(s.p99),
+            s.cpu.map_or(String::new(), ms)
+        );
     }
     // The same exchanges under the CPU ceiling every contained Flow gets
     // (half a CPU per 100 ms period): the floor a contained Run can reach.
@@ -87,9 +96,13 @@ fn main() {
     };
     match (&capped_ts, &capped_py) {
         (Some(ts), Some(py)) => {
-            println!("| bun flow.ts, 0.5 CPU | {} | {} |", ms(ts.p50), ms(ts.p99));
             println!(
-                "| python3 flow.py, 0.5 CPU | {} | {} |",
+                "| bun flow.ts, 0.5 CPU | {} | {} | |",
+                ms(ts.p50),
+                ms(ts.p99)
+            );
+            println!(
+                "| python3 flow.py, 0.5 CPU | {} | {} | |",
                 ms(py.p50),
                 ms(py.p99)
             );
@@ -105,7 +118,9 @@ fn main() {
         let py = served.sample(samples, "flow:flows/py");
         let bin = served.sample(samples, "flow:flows/bin");
         let run = sample(samples, || served.jig_run("flow:flows/ts"));
-        println!("| served Run | p50 | p99 | p50 / bare | p50 / bare at 0.5 CPU |\n| --- | --- | --- | --- | --- |");
+        // A contained Run is at least the envelope and the runtime: the
+        // bare exchange plus the bubblewrap floor.
+        println!("| served Run | p50 | p99 | p50 / bare | p50 / bare at 0.5 CPU | p50 / (bare + bwrap floor) |\n| --- | --- | --- | --- | --- | --- |");
         for (what, s, base, capped) in [
             ("flow.ts through jig serve", &ts, &bare_ts, &capped_ts),
             (
@@ -117,8 +132,13 @@ fn main() {
             ("flow.py through jig serve", &py, &bare_py, &capped_py),
             ("flow.bin through jig serve", &bin, &floor, &None),
         ] {
+            let enveloped = if std::ptr::eq(base, &floor) {
+                String::new()
+            } else {
+                format!("{:.2}×", ratio(s.p50, base.p50 + floor.p50))
+            };
             println!(
-                "| {what} | {} | {} | {:.2}× | {} |",
+                "| {what} | {} | {} | {:.2}× | {} | {enveloped} |",
                 ms(s.p50),
                 ms(s.p99),
                 ratio(s.p50, base.p50),
@@ -193,6 +213,23 @@ fn binaries() -> Vec<(String, PathBuf)> {
 struct Stats {
     p50: Duration,
     p99: Duration,
+    /// CPU (user and system, every thread) of one exchange, on average:
+    /// measured for the bare exchanges.
+    cpu: Option<Duration>,
+}
+
+/// The CPU time of this process's waited-for children so far.
+fn children_cpu() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given; it was zeroed.
+    let usage = unsafe {
+        nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let time = |t: nix::libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 fn sample(n: usize, mut once: impl FnMut()) -> Stats {
@@ -208,6 +245,7 @@ fn sample(n: usize, mut once: impl FnMut()) -> Stats {
     Stats {
         p50: at(0.5),
         p99: at(0.99),
+        cpu: None,
     }
 }
 
@@ -299,7 +337,10 @@ impl Bare {
 
     fn sample(&self, n: usize, run: fn(&Bare)) -> Stats {
         run(self);
-        sample(n, || run(self))
+        let before = children_cpu();
+        let mut stats = sample(n, || run(self));
+        stats.cpu = Some((children_cpu() - before) / n.max(1) as u32);
+        stats
     }
 
     fn bun(&self) {
@@ -527,7 +568,7 @@ impl Served {
 
     /// Runs/s of `THROUGHPUT_RUNS` Runs split among `clients` threads.
     fn rate(&self, target: &str, clients: usize) -> f64 {
-        let each = THROUGHPUT_RUNS.div_ceil(clients);
+        let each = env_usize("JIG_BENCH_THROUGHPUT_RUNS", THROUGHPUT_RUNS).div_ceil(clients);
         let started = Instant::now();
         std::thread::scope(|scope| {
             for _ in 0..clients {

@@ -6,7 +6,8 @@
 //! verdicts: every Run exactly one terminal, nothing pending left, list and
 //! key lookup at the end against the start.
 //!
-//! `cargo bench -p jig --bench soak` runs 20,000 Runs; `SOAK_RUNS`,
+//! `cargo bench -p jig --bench soak` runs 20,000 Runs (of the `jig` in
+//! `JIG_BENCH_BINARY`, when set, else the one built with it); `SOAK_RUNS`,
 //! `SOAK_KEEP` (`max-runs`, default 1000), `SOAK_SAMPLE` (Runs between
 //! samples, default 250) and `SOAK_CLIENTS` (default 8) change it. A short
 //! form, to check the command line and the plot (about a minute, built
@@ -39,8 +40,16 @@ fn setting(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The `jig` soaked: `JIG_BENCH_BINARY` (a release build kept aside), or
+/// the one this bench was built with.
+fn binary() -> PathBuf {
+    std::env::var_os("JIG_BENCH_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_jig")))
+}
+
 fn jig(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_jig"));
+    let mut command = Command::new(binary());
     command
         .current_dir(dir)
         .env_remove("JIG_CONFIG")

@@ -523,3 +523,72 @@ fn two_bun_runs_share_one_tree_and_a_tampered_one_fails_closed() {
     assert_eq!(run.status, 1, "{run:?}");
     assert_eq!(run.json()["code"], "PROJECT_STATE_INVALID", "{run:?}");
 }
+
+/// A `flow.ts` that reports where `@jigging/flow` was imported from.
+const SDK_WHERE_TS: &str = "import { handle } from \"@jigging/flow\";\n\nawait handle(async () => {\n  const url = import.meta.resolve(\"@jigging/flow\");\n  return { outcome: \"done\", output: { sdk: url } };\n});\n";
+
+/// The bundled JavaScript SDK is one shared read-only tree of the store
+/// (per jig build), shown where Bun finds `@jigging/flow`: no Run writes
+/// it, and a tampered tree stops the next Run and is not repaired.
+#[test]
+fn bun_runs_import_the_sdk_from_one_shared_tree_and_a_tampered_one_fails_closed() {
+    let Some(bun) = ["/usr/bin/bun", "/usr/local/bin/bun"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        panic!("bun is not installed (npm install -g bun); CI installs it");
+    };
+    let dir = project(&[
+        ("flows/sdk/FLOW.md", FLOW_MD),
+        ("flows/sdk/flow.ts", SDK_WHERE_TS),
+        (
+            ".test-config-home/jig/host.toml",
+            &format!("[runtimes]\nbun = \"{bun}\"\ndeno = \"/nonexistent/deno\"\n"),
+        ),
+    ]);
+    let cache = reviewed_with_cache(dir.path(), 0o700);
+    let first = output_of(dir.path(), cache.path(), "flow:flows/sdk");
+    let support = dir.path().join(".jig/store/support");
+    let after_first = listing(&support);
+    let trees: Vec<_> = after_first
+        .iter()
+        .filter(|(p, ..)| p.parent() == Some(support.as_path()) && p.is_dir())
+        .map(|(p, ..)| p.clone())
+        .collect();
+    assert_eq!(trees.len(), 1, "one JavaScript SDK tree: {after_first:?}");
+    assert!(
+        trees[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("js-"),
+        "{trees:?}"
+    );
+    let second = output_of(dir.path(), cache.path(), "flow:flows/sdk");
+    // The second Run neither writes the tree nor anything beside it.
+    assert_eq!(listing(&support), after_first);
+    // The SDK is found at the Run's own node_modules, never at the store.
+    for output in [&first, &second] {
+        let sdk = output["sdk"].as_str().unwrap();
+        assert!(sdk.contains("/node_modules/@jigging/flow/"), "{output}");
+        assert!(!sdk.contains("/store/"), "{output}");
+    }
+    let index = trees[0].join("flow/index.js");
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes.extend_from_slice(b"\n// tampered\n");
+    std::fs::write(&index, &bytes).unwrap();
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let run = run_with_cache(
+        dir.path(),
+        cache.path(),
+        &["run", "flow:flows/sdk", "--input", "null"],
+    );
+    assert_eq!(run.status, 1, "{run:?}");
+    assert_eq!(run.json()["code"], "EXECUTION_FAILED", "{run:?}");
+    assert_eq!(
+        std::fs::read(&index).unwrap(),
+        bytes,
+        "never silently repaired"
+    );
+}

@@ -321,7 +321,14 @@ impl Executor {
         // one command, so there, like the JavaScript runtimes, it gets the
         // sources in the Run's support directory.
         let compiled_sdk = recipe.kind == RecipeKind::Python && self.store.is_durable();
-        if recipe.kind != RecipeKind::Native && !compiled_sdk {
+        // Bun and Node find `@jigging/flow` by walking up from the package:
+        // a lasting store keeps one shared tree of it, shown at the Run's
+        // `node_modules/@jigging/flow`, where an envelope can show a tree
+        // elsewhere; otherwise the Run's support directory gets the files.
+        let shared_js = matches!(recipe.kind, RecipeKind::Bun | RecipeKind::Node)
+            && self.store.is_durable()
+            && self.sandbox.shows_elsewhere();
+        if recipe.kind != RecipeKind::Native && !compiled_sdk && !shared_js {
             self.ensure_support(recipe.kind)?;
         }
         let js_support = self.support.join(JS_SUPPORT);
@@ -412,6 +419,11 @@ impl Executor {
                 env.push(("PYTHONPATH".into(), path.to_string_lossy().to_string()));
                 env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
                 env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+            }
+            RecipeKind::Bun | RecipeKind::Node if shared_js => {
+                let tree = sdk::javascript(&self.store.support_dir(), sdk::JS_SDK)
+                    .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
+                shown.push((tree, js_support.clone()));
             }
             RecipeKind::Bun | RecipeKind::Node => read_only.push(js_support.clone()),
             RecipeKind::Deno => {

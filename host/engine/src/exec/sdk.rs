@@ -1,16 +1,20 @@
-//! The bundled Python SDK as one read-only directory per jig build and
-//! runtime, with its bytecode compiled once, instead of source written and
-//! compiled again by every Run.
+//! The bundled SDKs as one read-only directory per jig build (and, for
+//! Python, per runtime), instead of files written by every Run: the Python
+//! SDK with its bytecode compiled once, the JavaScript SDK (`@jigging/flow`
+//! for Bun and Node) as it is embedded.
 //!
-//! The directory is content-addressed: its name is the digest of the SDK's
-//! paths and bytes and of the runtime that compiled it. It is made once
-//! (staged privately, compiled with `compileall` into unchecked-hash
-//! bytecode so it is reproducible and never rewritten, its files made read-only,
-//! sealed with the digest of every file, renamed into place) and checked
-//! against that seal and the embedded sources on every use; a directory that
-//! differs fails closed and is never repaired behind the caller's back. A
-//! Run imports the SDK from its bytecode and writes none
-//! (`PYTHONDONTWRITEBYTECODE` stays set).
+//! A directory is content-addressed: its name is the digest of the SDK's
+//! paths and bytes (and of the runtime that compiled it). It is made once
+//! (staged privately, for Python compiled with `compileall` into
+//! unchecked-hash bytecode so it is reproducible and never rewritten, its
+//! files made read-only, sealed with the digest of every file, renamed into
+//! place) and checked against that seal and the embedded sources on every
+//! use; a directory that differs fails closed and is never repaired behind
+//! the caller's back. Within one process, a directory whose every file and
+//! directory still has the device, inode, size, times and mode it had when
+//! it was last checked in full is not read again: no write can keep all of
+//! them (the change time cannot be set back). A Python Run imports the SDK
+//! from its bytecode and writes none (`PYTHONDONTWRITEBYTECODE` stays set).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +22,32 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-/// What the seal and the directory name are computed under.
-const FORMAT: &str = "jig-python-sdk/1";
+/// One bundled SDK kept as a shared tree.
+#[derive(Debug, Clone, Copy)]
+struct Bundle {
+    /// What the seal and the directory name are computed under.
+    format: &'static str,
+    /// The directory name's prefix (`<prefix>-<hex>`).
+    prefix: &'static str,
+    /// Where the SDK's files are below the tree.
+    root: &'static str,
+    /// In messages.
+    name: &'static str,
+}
+
+const PYTHON_BUNDLE: Bundle = Bundle {
+    format: "jig-python-sdk/1",
+    prefix: "python",
+    root: IMPORT_ROOT,
+    name: "Python SDK",
+};
+
+const JS_BUNDLE: Bundle = Bundle {
+    format: "jig-js-sdk/1",
+    prefix: "js",
+    root: "flow",
+    name: "JavaScript SDK",
+};
 /// The seal beside each directory: `<name>.seal`.
 const SEAL_SUFFIX: &str = ".seal";
 /// The fixed timestamp the bytecode is compiled under (it is not written
@@ -35,49 +63,71 @@ pub const IMPORT_ROOT: &str = "python";
 /// The Python SDK `files` (relative path, bytes) compiled by `runtime`, as a
 /// read-only tree below `root`; returns its import root (for `PYTHONPATH`).
 pub fn python(root: &Path, runtime: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, String> {
-    let name = tree_name(runtime, files);
+    shared(root, PYTHON_BUNDLE, Some(runtime), files)
+}
+
+/// The JavaScript SDK `files` as a read-only tree below `root`; returns the
+/// directory Bun and Node import as `@jigging/flow` (a Run shows it at its
+/// `node_modules/@jigging/flow`).
+pub fn javascript(root: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, String> {
+    shared(root, JS_BUNDLE, None, files)
+}
+
+/// `bundle`'s tree of `files` below `root` (made now if absent, checked
+/// if present); returns its import root.
+fn shared(
+    root: &Path,
+    bundle: Bundle,
+    runtime: Option<&Path>,
+    files: &[(&str, &[u8])],
+) -> Result<PathBuf, String> {
+    let name = tree_name(bundle, runtime, files);
     let tree = root.join(&name);
     let seal = root.join(format!("{name}{SEAL_SUFFIX}"));
     if std::fs::symlink_metadata(&tree).is_ok() {
-        check(&tree, &seal, files).map_err(|what| changed(&tree, &what))?;
-        return Ok(tree.join(IMPORT_ROOT));
+        check(bundle, &tree, &seal, files).map_err(|what| changed(bundle, &tree, &what))?;
+        return Ok(tree.join(bundle.root));
     }
-    make(root, &tree, &seal, runtime, files)?;
-    Ok(tree.join(IMPORT_ROOT))
+    make(root, bundle, &tree, &seal, runtime, files)?;
+    Ok(tree.join(bundle.root))
 }
 
-fn changed(tree: &Path, what: &str) -> String {
+fn changed(bundle: Bundle, tree: &Path, what: &str) -> String {
     format!(
-        "the bundled Python SDK at {} was changed after it was made ({what}); remove it to have \
-         it made again",
+        "the bundled {} at {} was changed after it was made ({what}); remove it to have it \
+         made again",
+        bundle.name,
         tree.display()
     )
 }
 
-/// The digest of the SDK's paths and bytes and the runtime's path.
-fn tree_name(runtime: &Path, files: &[(&str, &[u8])]) -> String {
+/// The digest of the SDK's paths and bytes (and the runtime's path).
+fn tree_name(bundle: Bundle, runtime: Option<&Path>, files: &[(&str, &[u8])]) -> String {
     let sources: serde_json::Map<String, serde_json::Value> = files
         .iter()
         .map(|(path, bytes)| (path.to_string(), json!(crate::state::sha256_digest(bytes))))
         .collect();
-    let identity = json!({
-        "format": FORMAT,
-        "runtime": runtime.to_string_lossy(),
+    let mut identity = json!({
+        "format": bundle.format,
         "files": sources,
     });
+    if let Some(runtime) = runtime {
+        identity["runtime"] = json!(runtime.to_string_lossy());
+    }
     let digest = crate::state::sha256_digest(&flow::json::canonical(&identity));
-    format!("python-{}", digest.trim_start_matches("sha256:"))
+    format!("{}-{}", bundle.prefix, digest.trim_start_matches("sha256:"))
 }
 
 fn make(
     root: &Path,
+    bundle: Bundle,
     tree: &Path,
     seal: &Path,
-    runtime: &Path,
+    runtime: Option<&Path>,
     files: &[(&str, &[u8])],
 ) -> Result<PathBuf, String> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let io = |e: std::io::Error| format!("cannot stage the bundled Python SDK: {e}");
+    let io = |e: std::io::Error| format!("cannot stage the bundled {}: {e}", bundle.name);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -89,41 +139,25 @@ fn make(
         .map_err(io)?;
     let staged = temp.path().join("tree");
     for (path, bytes) in files {
-        let target = staged.join(IMPORT_ROOT).join(path);
+        let target = staged.join(bundle.root).join(path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
         std::fs::write(&target, bytes).map_err(io)?;
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444)).map_err(io)?;
     }
-    // Compiled where the tree will be, so tracebacks name the final paths.
-    let out = Command::new(runtime)
-        .args(["-I", "-S", "-m", "compileall", "-q", "-d"])
-        .arg(tree.join(IMPORT_ROOT))
-        .args(["--invalidation-mode", "unchecked-hash"])
-        .arg(staged.join(IMPORT_ROOT))
-        .env_clear()
-        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot compile the bundled Python SDK: {e}"))?;
-    if !out.status.success() {
-        let _ = std::fs::remove_dir_all(&staged);
-        return Err(format!(
-            "cannot compile the bundled Python SDK with {}: {}",
-            runtime.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+    if let Some(runtime) = runtime {
+        compile(runtime, tree, &staged)?;
     }
     let sealed = seal_tree(&staged).map_err(io).and_then(|digests| {
         let compiled = digests.keys().filter(|p| p.ends_with(".pyc")).count();
-        if compiled < files.len() {
+        if runtime.is_some() && compiled < files.len() {
             return Err(format!(
                 "compileall made {compiled} bytecode files for {} sources",
                 files.len()
             ));
         }
-        let value = json!({ "format": FORMAT, "files": digests });
+        let value = json!({ "format": bundle.format, "files": digests });
         crate::state::write_atomic(seal, &flow::json::canonical(&value)).map_err(|e| e.to_string())
     });
     if let Err(e) = sealed {
@@ -139,14 +173,38 @@ fn make(
         // Made meanwhile by another Run of this host: use that one.
         Err(_) if tree.is_dir() => {
             let _ = std::fs::remove_dir_all(&staged);
-            check(tree, seal, files).map_err(|what| changed(tree, &what))?;
+            check(bundle, tree, seal, files).map_err(|what| changed(bundle, tree, &what))?;
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&staged);
-            return Err(format!("cannot publish the bundled Python SDK: {e}"));
+            return Err(format!("cannot publish the bundled {}: {e}", bundle.name));
         }
     }
     Ok(tree.to_path_buf())
+}
+
+/// Compile the staged Python SDK with `runtime` into unchecked-hash
+/// bytecode, naming the paths it will have at `tree`.
+fn compile(runtime: &Path, tree: &Path, staged: &Path) -> Result<(), String> {
+    let out = Command::new(runtime)
+        .args(["-I", "-S", "-m", "compileall", "-q", "-d"])
+        .arg(tree.join(IMPORT_ROOT))
+        .args(["--invalidation-mode", "unchecked-hash"])
+        .arg(staged.join(IMPORT_ROOT))
+        .env_clear()
+        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot compile the bundled Python SDK: {e}"))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(staged);
+        return Err(format!(
+            "cannot compile the bundled Python SDK with {}: {}",
+            runtime.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
 }
 
 /// Give every directory its mode (deepest first), make every file
@@ -185,9 +243,82 @@ fn seal_tree(root: &Path) -> std::io::Result<BTreeMap<String, String>> {
 
 /// Does `tree` hold exactly what its seal lists (bytes by digest, read-only
 /// files, owner-private directories, nothing else), with the sources the
-/// embedded ones? `Err`
-/// names the first difference.
-fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String> {
+/// embedded ones? `Err` names the first difference. A tree this process
+/// checked in full is not read again while every entry looks as it did.
+fn check(bundle: Bundle, tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String> {
+    static CHECKED: std::sync::Mutex<BTreeMap<PathBuf, Vec<Looks>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let looks = looks(tree, seal)?;
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    if checked.get(tree) == Some(&looks) {
+        return Ok(());
+    }
+    checked.remove(tree);
+    check_fully(bundle, tree, seal, files)?;
+    // Kept only when nothing moved while it was read.
+    if self::looks(tree, seal)? == looks {
+        checked.insert(tree.to_path_buf(), looks);
+    }
+    Ok(())
+}
+
+/// How one entry of a tree (or its seal) looks: its path and the metadata
+/// any change to it changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Looks {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// The seal and every entry below `tree`, read through no link, in a fixed
+/// order.
+fn looks(tree: &Path, seal: &Path) -> Result<Vec<Looks>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let of = |path: &Path| -> Result<Looks, String> {
+        let meta =
+            std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Looks {
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    };
+    let mut all = vec![of(seal)?, of(tree)?];
+    let mut stack = vec![tree.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        entries.sort();
+        for path in entries {
+            let entry = of(&path)?;
+            if entry.mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
+                stack.push(path);
+            }
+            all.push(entry);
+        }
+    }
+    Ok(all)
+}
+
+/// [`check`], reading and hashing every file.
+fn check_fully(
+    bundle: Bundle,
+    tree: &Path,
+    seal: &Path,
+    files: &[(&str, &[u8])],
+) -> Result<(), String> {
     use std::io::Read;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let bytes = std::fs::read(seal).map_err(|e| format!("its seal: {e}"))?;
@@ -195,10 +326,10 @@ fn check(tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String
     let sealed = value
         .get("files")
         .and_then(|f| f.as_object())
-        .filter(|_| value.get("format").and_then(|f| f.as_str()) == Some(FORMAT))
+        .filter(|_| value.get("format").and_then(|f| f.as_str()) == Some(bundle.format))
         .ok_or("its seal has another shape")?;
     for (path, bytes) in files {
-        let rel = format!("{IMPORT_ROOT}/{path}");
+        let rel = format!("{}/{path}", bundle.root);
         let digest = crate::state::sha256_digest(bytes);
         if sealed.get(&rel).and_then(|d| d.as_str()) != Some(digest.as_str()) {
             return Err(format!("{rel} is not this build's source"));
@@ -287,4 +418,63 @@ pub fn write_runtime_support(dir: &Path, kind: crate::plan::RecipeKind) -> std::
         RecipeKind::Native | RecipeKind::Wasm => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const FILES: &[(&str, &[u8])] = &[("index.js", b"export {};\n"), ("package.json", b"{}\n")];
+
+    #[test]
+    fn a_tree_is_made_once_and_a_change_after_a_kept_check_is_still_seen() {
+        let root = tempfile::tempdir().unwrap();
+        let support = root.path().join("support");
+        let tree = javascript(&support, FILES).unwrap();
+        assert!(tree.ends_with("flow"), "{}", tree.display());
+        let name = tree
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(name.starts_with("js-"), "{name}");
+        assert_eq!(
+            std::fs::read(tree.join("index.js")).unwrap(),
+            b"export {};\n"
+        );
+        // Checked in full once, then kept: the same answer.
+        assert_eq!(javascript(&support, FILES).unwrap(), tree);
+        assert_eq!(javascript(&support, FILES).unwrap(), tree);
+        // Same size, new bytes: the change time moved, so it is read again.
+        let index = tree.join("index.js");
+        std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(&index, b"export {};\r").unwrap();
+        std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let refused = javascript(&support, FILES).unwrap_err();
+        assert!(
+            refused.contains("index.js has different bytes"),
+            "{refused}"
+        );
+        // A file added beside the SDK is refused too.
+        std::fs::write(&index, b"export {};\n").unwrap_or_else(|_| {
+            std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o644)).unwrap();
+            std::fs::write(&index, b"export {};\n").unwrap();
+            std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o444)).unwrap();
+        });
+        std::fs::write(tree.join("extra.js"), b"").unwrap();
+        let refused = javascript(&support, FILES).unwrap_err();
+        assert!(refused.contains("extra.js is not part of it"), "{refused}");
+    }
+
+    #[test]
+    fn another_build_of_the_sdk_gets_a_tree_of_its_own() {
+        let root = tempfile::tempdir().unwrap();
+        let a = javascript(root.path(), FILES).unwrap();
+        let b = javascript(root.path(), &[("index.js", b"export const x = 1;\n")]).unwrap();
+        assert_ne!(a, b);
+        assert!(a.exists() && b.exists());
+    }
 }
