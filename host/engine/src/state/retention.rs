@@ -16,7 +16,9 @@
 //! - Never removed: a pending Run, its work, checkpoint or packet.
 //! - The store ([`collect_store`]): a retained Plan, package or blob goes
 //!   once nothing names it: not the admitted generation, nor the
-//!   generation of any recorded Run, pending or settled.
+//!   generation of any recorded Run, pending or settled. The bundled SDK
+//!   trees of other jig builds below the store go by their own rule, their
+//!   last use ([`crate::exec::sdk::collect`]), which the same callers apply.
 //!
 //! Crash safety: a Run's key goes first, then its record (one unlink), then
 //! its kept input, checkpoint and packet (renamed aside, then removed). A
