@@ -154,6 +154,18 @@ pub(crate) fn worker_with(
     concurrency: &str,
     extra: &[&str],
 ) -> Process {
+    worker_env(pg, logs, n, concurrency, extra, &[])
+}
+
+/// [`worker_with`] with more environment.
+pub(crate) fn worker_env(
+    pg: &Postgres,
+    logs: &Path,
+    n: usize,
+    concurrency: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Process {
     let cache = logs.join(format!("cache-{n}"));
     let home = logs.join(format!("worker-home-{n}"));
     write_files(
@@ -176,7 +188,7 @@ pub(crate) fn worker_with(
         cache.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    spawn(&home, &args, logs.join(format!("worker-{n}.log")))
+    spawn_env(&home, &args, logs.join(format!("worker-{n}.log")), env)
 }
 
 pub(crate) struct Served {

@@ -569,3 +569,50 @@ fn a_worker_keeps_what_a_run_it_executes_uses() {
     );
     assert!(cached(&cache, &admitted_package(&root, "flows/witness")));
 }
+
+/// A worker aborted in the middle of a cache collection, after generation
+/// 1's package manifest went and before its shared tree and blobs: the
+/// package reads as not cached (never half there), the next worker's
+/// collection at start removes the rest, and Runs of the current
+/// generation run.
+#[test]
+fn a_crash_in_the_middle_of_a_cache_collection_leaves_only_what_is_fetched_again() {
+    use crate::queue::{run_status, worker_env, worker_with};
+    use crate::retention::admitted_package;
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let cache = logs.path().join("cache-0");
+    let served = Served::start(&root, &pg, logs.path());
+    let first = admitted_package(&root, "flows/witness");
+    let tree = cache
+        .join("store/trees")
+        .join(first.trim_start_matches("sha256:"));
+    let settled = |id: &str| {
+        wait_until("the Run settled", Duration::from_secs(60), || {
+            run_status(&pg, id) == "settled"
+        });
+        let terminal = served.terminal(id);
+        assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    };
+    let mut crashing = worker_env(
+        &pg,
+        logs.path(),
+        0,
+        "1",
+        &["--cache-interval", "1s"],
+        &[("JIG_TEST_CRASH_AT", "retention:store-package-removed")],
+    );
+    settled(&served.submit("one", input(&witness, 1, 0)));
+    assert!(tree.exists());
+    // Generation 2 published: the next collection stops the worker, maybe
+    // before or while it runs this Run (which then ends as it may).
+    admit_a_change(&root, 2);
+    served.submit("two", input(&witness, 2, 0));
+    assert!(!crashing.exited(Duration::from_secs(30)).success());
+    assert!(!cached(&cache, &first));
+    assert!(tree.exists(), "stopped before its tree went");
+
+    let worker = worker_with(&pg, logs.path(), 0, "1", &["--cache-interval", "1s"]);
+    settled(&served.submit("three", input(&witness, 3, 0)));
+    assert!(!tree.exists(), "{}", worker.log());
+    assert!(cached(&cache, &admitted_package(&root, "flows/witness")));
+}
