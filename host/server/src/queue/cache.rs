@@ -9,7 +9,10 @@
 //!   published generation and every generation a queued, claimed or
 //!   running Run names ([`Queue::current_generations`]).
 //!
-//! Everything else goes: the Plans, packages (with their shared trees),
+//! Names decide, not an idle time: a generation that is not its project's
+//! newest and that no waiting Run names is never claimed again, so the
+//! cache holds at most each project's newest generation and those of the
+//! Runs still to run. Everything else goes: the Plans, packages (with their shared trees),
 //! blobs and provider files of older generations, the work roots of Runs
 //! not executing here (a crashed worker's leftovers), and the bundled SDK
 //! trees of other jig builds idle past their grace
