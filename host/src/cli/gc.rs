@@ -1,6 +1,7 @@
 //! `jig gc [--dry-run]`: apply the host configuration's `[retention]` to
-//! the project now, then collect the store of what nothing names any more,
-//! and say what went and the bytes freed. Without the
+//! the project now, then collect the store of what nothing names any more
+//! (and the bundled SDK trees of other jig builds no Run has used within
+//! their grace), and say what went and the bytes freed. Without the
 //! table nothing is removed. While `jig serve` holds the project it applies
 //! retention itself, and `jig gc` is refused `PROJECT_BUSY`.
 
@@ -69,13 +70,19 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
     if store.deferred {
         println!("the store was left as it is: a review is admitting this project");
     }
-    freed += store.freed_bytes;
+    // The bundled SDK trees of other jig builds, idle past their grace.
+    let sdk = jig_engine::exec::sdk::collect_support(&state.store(), dry_run)?;
+    for name in &sdk.trees {
+        println!("{verb} SDK tree {name}");
+    }
+    freed += store.freed_bytes + sdk.freed_bytes;
     println!(
         "{verb} {runs} Run(s), {packets} packet(s), {checkpoints} checkpoint(s); \
-         {} Plan(s), {} package(s), {} blob(s) of the store; {} {freed} bytes",
+         {} Plan(s), {} package(s), {} blob(s), {} SDK tree(s) of the store; {} {freed} bytes",
         store.plans.len(),
         store.packages.len(),
         store.blobs,
+        sdk.trees.len(),
         if dry_run { "would free" } else { "freed" }
     );
     Ok(0)

@@ -54,6 +54,10 @@ pub struct WorkerArgs {
     /// $XDG_CACHE_HOME/jig/worker, else ~/.cache/jig/worker).
     #[arg(long, value_name = "DIR")]
     cache: Option<PathBuf>,
+    /// How often the cache is rid of what no current generation or Run
+    /// executing here names (default 10m; also once at start).
+    #[arg(long, value_name = "DURATION")]
+    cache_interval: Option<String>,
 }
 
 pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
@@ -80,6 +84,14 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
         Some(text) => parse_timeout(&text).ok_or_else(|| {
             usage(format!(
                 "shutdown grace {text:?} is not a positive duration like 30s or 2m"
+            ))
+        })?,
+    };
+    let cache_interval = match args.cache_interval {
+        None => queue::cache::CACHE_INTERVAL,
+        Some(text) => parse_timeout(&text).ok_or_else(|| {
+            usage(format!(
+                "cache interval {text:?} is not a positive duration like 10m"
             ))
         })?,
     };
@@ -110,6 +122,7 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
                     cache,
                     config,
                     shutdown_grace,
+                    cache_interval,
                 },
             )
             .await

@@ -75,7 +75,7 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
@@ -88,7 +88,7 @@ impl Process {
     }
 
     /// Wait (bounded) for the process to exit on its own.
-    fn exited(&mut self, limit: Duration) -> std::process::ExitStatus {
+    pub(crate) fn exited(&mut self, limit: Duration) -> std::process::ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
@@ -115,7 +115,7 @@ impl Drop for Process {
     }
 }
 
-fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
+pub(crate) fn spawn(root: &Path, args: &[&str], log: PathBuf) -> Process {
     spawn_env(root, args, log, &[])
 }
 
@@ -147,7 +147,25 @@ pub(crate) fn worker(
 }
 
 /// [`worker`] with more arguments.
-fn worker_with(pg: &Postgres, logs: &Path, n: usize, concurrency: &str, extra: &[&str]) -> Process {
+pub(crate) fn worker_with(
+    pg: &Postgres,
+    logs: &Path,
+    n: usize,
+    concurrency: &str,
+    extra: &[&str],
+) -> Process {
+    worker_env(pg, logs, n, concurrency, extra, &[])
+}
+
+/// [`worker_with`] with more environment.
+pub(crate) fn worker_env(
+    pg: &Postgres,
+    logs: &Path,
+    n: usize,
+    concurrency: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Process {
     let cache = logs.join(format!("cache-{n}"));
     let home = logs.join(format!("worker-home-{n}"));
     write_files(
@@ -170,7 +188,7 @@ fn worker_with(pg: &Postgres, logs: &Path, n: usize, concurrency: &str, extra: &
         cache.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    spawn(&home, &args, logs.join(format!("worker-{n}.log")))
+    spawn_env(&home, &args, logs.join(format!("worker-{n}.log")), env)
 }
 
 pub(crate) struct Served {
@@ -276,7 +294,7 @@ impl Served {
     }
 
     /// Submit without waiting: the Run ID the daemon answered.
-    fn submit(&self, key: &str, input: Value) -> String {
+    pub(crate) fn submit(&self, key: &str, input: Value) -> String {
         let (status, body) = self.call(
             "POST",
             "/v1/projects/p/runs?wait=false",
@@ -299,7 +317,7 @@ impl Served {
     }
 
     /// The Run's recorded terminal (null while it is unsettled).
-    fn terminal(&self, id: &str) -> Value {
+    pub(crate) fn terminal(&self, id: &str) -> Value {
         let (status, body) = self.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
         assert_eq!(status, 200, "{body}");
         body["terminal"].clone()
@@ -978,7 +996,7 @@ fn logs_and_witness() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// A Run's status column.
-fn run_status(pg: &Postgres, id: &str) -> String {
+pub(crate) fn run_status(pg: &Postgres, id: &str) -> String {
     pg.sql(&format!("SELECT status FROM jig_runs WHERE id = '{id}'"))
 }
 

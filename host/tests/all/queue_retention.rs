@@ -444,3 +444,175 @@ fn a_crash_in_the_middle_of_a_database_sweep_leaves_the_old_state() {
     read_generation(2).expect("generation 2 whole");
     assert_eq!(read_generation(1).unwrap_err().code(), "ADMISSION_MISSING");
 }
+
+/// Is package `digest` in the worker cache at `cache`?
+fn cached(cache: &std::path::Path, digest: &str) -> bool {
+    cache
+        .join("store/packages")
+        .join(digest.trim_start_matches("sha256:"))
+        .exists()
+}
+
+/// The `jig.worker.cache` lines of a worker's log.
+fn cache_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "jig.worker.cache")
+        .collect()
+}
+
+/// A worker's cache keeps what the current generations name: a work root
+/// a crashed worker left goes at start; a second worker on the same cache
+/// is refused; once generation 2 is the project's newest and no Run names
+/// generation 1, a collection removes generation 1's package (logged with
+/// the bytes freed) and keeps generation 2's; a Run still runs.
+#[test]
+fn a_worker_collects_what_no_current_generation_names_from_its_cache() {
+    use crate::queue::{run_status, spawn, worker_with};
+    use crate::retention::admitted_package;
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let cache = logs.path().join("cache-0");
+    write_files(&cache.join("runs/run_crashed"), &[("scratch/a.txt", "x")]);
+    let served = Served::start(&root, &pg, logs.path());
+    let first = admitted_package(&root, "flows/witness");
+    let worker = worker_with(&pg, logs.path(), 0, "1", &["--cache-interval", "1s"]);
+    let settled = |id: &str| {
+        wait_until("the Run settled", Duration::from_secs(60), || {
+            run_status(&pg, id) == "settled"
+        });
+        let terminal = served.terminal(id);
+        assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    };
+    settled(&served.submit("one", input(&witness, 1, 0)));
+    assert!(cached(&cache, &first));
+    assert!(!cache.join("runs/run_crashed").exists(), "{}", worker.log());
+    let started = cache_lines(&worker.log());
+    assert_eq!(
+        started[0]["workRoots"],
+        json!(["run_crashed"]),
+        "{started:?}"
+    );
+
+    let url = pg.url();
+    let mut twin = spawn(
+        &logs.path().join("worker-home-0"),
+        &[
+            "worker",
+            "--database",
+            &url,
+            "--cache",
+            cache.to_str().unwrap(),
+        ],
+        logs.path().join("twin.log"),
+    );
+    assert!(!twin.exited(Duration::from_secs(30)).success());
+    assert!(twin.log().starts_with("PROJECT_BUSY: "), "{}", twin.log());
+
+    admit_a_change(&root, 2);
+    let second = admitted_package(&root, "flows/witness");
+    assert_ne!(second, first);
+    settled(&served.submit("two", input(&witness, 2, 0)));
+    wait_until(
+        "a collection removed generation 1's package",
+        Duration::from_secs(30),
+        || !cached(&cache, &first),
+    );
+    assert!(cached(&cache, &second));
+    let removed = cache_lines(&worker.log())
+        .into_iter()
+        .find(|l| l["packages"] == json!([first.clone()]))
+        .unwrap_or_else(|| panic!("{}", worker.log()));
+    assert!(removed["freedBytes"].as_u64().unwrap() > 0, "{removed}");
+    assert!(removed["plans"].as_u64().unwrap() >= 1, "{removed}");
+    settled(&served.submit("three", input(&witness, 3, 0)));
+    assert!(cached(&cache, &second));
+}
+
+/// What a Run executing on a worker uses stays in its cache through the
+/// collections during it, even once the database no longer names its
+/// generation (its row is made to name generation 2, so only the worker's
+/// own set of executing Runs keeps generation 1); once the Run ended, the
+/// next collection removes it.
+#[test]
+fn a_worker_keeps_what_a_run_it_executes_uses() {
+    use crate::queue::{run_status, worker_with};
+    use crate::retention::admitted_package;
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let cache = logs.path().join("cache-0");
+    let served = Served::start(&root, &pg, logs.path());
+    let first = admitted_package(&root, "flows/witness");
+    let worker = worker_with(&pg, logs.path(), 0, "2", &["--cache-interval", "1s"]);
+    let slow = served.submit("slow", input(&witness, 1, 6));
+    wait_until("the slow Run dispatched", Duration::from_secs(60), || {
+        run_status(&pg, &slow) == "running"
+    });
+    admit_a_change(&root, 2);
+    let quick = served.submit("quick", input(&witness, 2, 0));
+    pg.sql(&format!(
+        "UPDATE jig_runs SET generation = 2 WHERE id = '{slow}'"
+    ));
+    wait_until("the quick Run settled", Duration::from_secs(60), || {
+        run_status(&pg, &quick) == "settled"
+    });
+    // Collections each second while the slow Run executes.
+    while run_status(&pg, &slow) != "settled" {
+        assert!(cached(&cache, &first), "{}", worker.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let terminal = served.terminal(&slow);
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    assert_eq!(terminal["output"], 1, "{terminal}");
+    wait_until(
+        "a collection removed generation 1's package",
+        Duration::from_secs(30),
+        || !cached(&cache, &first),
+    );
+    assert!(cached(&cache, &admitted_package(&root, "flows/witness")));
+}
+
+/// A worker aborted in the middle of a cache collection, after generation
+/// 1's package manifest went and before its shared tree and blobs: the
+/// package reads as not cached (never half there), the next worker's
+/// collection at start removes the rest, and Runs of the current
+/// generation run.
+#[test]
+fn a_crash_in_the_middle_of_a_cache_collection_leaves_only_what_is_fetched_again() {
+    use crate::queue::{run_status, worker_env, worker_with};
+    use crate::retention::admitted_package;
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let cache = logs.path().join("cache-0");
+    let served = Served::start(&root, &pg, logs.path());
+    let first = admitted_package(&root, "flows/witness");
+    let tree = cache
+        .join("store/trees")
+        .join(first.trim_start_matches("sha256:"));
+    let settled = |id: &str| {
+        wait_until("the Run settled", Duration::from_secs(60), || {
+            run_status(&pg, id) == "settled"
+        });
+        let terminal = served.terminal(id);
+        assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    };
+    let mut crashing = worker_env(
+        &pg,
+        logs.path(),
+        0,
+        "1",
+        &["--cache-interval", "1s"],
+        &[("JIG_TEST_CRASH_AT", "retention:store-package-removed")],
+    );
+    settled(&served.submit("one", input(&witness, 1, 0)));
+    assert!(tree.exists());
+    // Generation 2 published: the next collection stops the worker, maybe
+    // before or while it runs this Run (which then ends as it may).
+    admit_a_change(&root, 2);
+    served.submit("two", input(&witness, 2, 0));
+    assert!(!crashing.exited(Duration::from_secs(30)).success());
+    assert!(!cached(&cache, &first));
+    assert!(tree.exists(), "stopped before its tree went");
+
+    let worker = worker_with(&pg, logs.path(), 0, "1", &["--cache-interval", "1s"]);
+    settled(&served.submit("three", input(&witness, 3, 0)));
+    assert!(!tree.exists(), "{}", worker.log());
+    assert!(cached(&cache, &admitted_package(&root, "flows/witness")));
+}

@@ -81,7 +81,7 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
     assert!(
         lines[2].starts_with(
             "would remove 2 Run(s), 0 packet(s), 0 checkpoint(s); \
-             0 Plan(s), 0 package(s), 0 blob(s) of the store; would free "
+             0 Plan(s), 0 package(s), 0 blob(s), 0 SDK tree(s) of the store; would free "
         ),
         "{dry:?}"
     );
@@ -108,7 +108,7 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
     assert_eq!(
         again.stdout,
         "removed 0 Run(s), 0 packet(s), 0 checkpoint(s); \
-         0 Plan(s), 0 package(s), 0 blob(s) of the store; freed 0 bytes\n"
+         0 Plan(s), 0 package(s), 0 blob(s), 0 SDK tree(s) of the store; freed 0 bytes\n"
     );
 }
 
@@ -156,7 +156,7 @@ fn a_crash_in_the_middle_of_a_sweep_leaves_whole_runs() {
 }
 
 /// The package digest the admitted generation runs for `path`.
-fn admitted_package(root: &Path, path: &str) -> String {
+pub(crate) fn admitted_package(root: &Path, path: &str) -> String {
     let pointer: Value =
         serde_json::from_slice(&std::fs::read(root.join(".jig/admission/current")).unwrap())
             .unwrap();
@@ -200,8 +200,9 @@ fn gc_collects_the_store_no_generation_or_run_names() {
     let second_echo = admit_a_new_echo(&root, 2);
     let gc = jig_with(&root, &config, &["gc"]);
     assert!(
-        gc.stdout
-            .ends_with("0 Plan(s), 0 package(s), 0 blob(s) of the store; freed 0 bytes\n"),
+        gc.stdout.ends_with(
+            "0 Plan(s), 0 package(s), 0 blob(s), 0 SDK tree(s) of the store; freed 0 bytes\n"
+        ),
         "{gc:?}"
     );
     assert!(stored(&root, &first_echo));
@@ -217,7 +218,7 @@ fn gc_collects_the_store_no_generation_or_run_names() {
     assert!(
         lines[3].starts_with(
             "would remove 1 Run(s), 0 packet(s), 0 checkpoint(s); \
-             1 Plan(s), 1 package(s), 1 blob(s) of the store; would free "
+             1 Plan(s), 1 package(s), 1 blob(s), 0 SDK tree(s) of the store; would free "
         ),
         "{dry:?}"
     );
@@ -265,9 +266,9 @@ fn a_crash_in_the_middle_of_a_store_collection_leaves_what_is_named_whole() {
     assert!(stored(&root, &current));
     let again = jig_with(&root, &config, &["gc"]);
     assert!(
-        again
-            .stdout
-            .ends_with("0 Plan(s), 0 package(s), 0 blob(s) of the store; freed 0 bytes\n"),
+        again.stdout.ends_with(
+            "0 Plan(s), 0 package(s), 0 blob(s), 0 SDK tree(s) of the store; freed 0 bytes\n"
+        ),
         "{again:?}"
     );
     echo(&root, &config, "3", None);
@@ -332,6 +333,102 @@ fn serve_keeps_the_package_of_a_run_in_flight_across_a_review() {
         (200, &Value::from("succeeded")),
         "{again}"
     );
+}
+
+/// Set `path`'s mtime to `age` ago.
+fn age_file(path: &Path, age: Duration) {
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+}
+
+/// The bundled SDK trees another jig build left: `jig gc` removes one
+/// whose last use (its seal's mtime) is one second past the grace, with its
+/// seal, and keeps one ten seconds inside it; this build's tree stays
+/// however long unused; a dry run lists the same and changes nothing; the
+/// project still runs.
+#[test]
+fn gc_collects_the_sdk_trees_of_other_builds_past_their_grace() {
+    use jig_engine::exec::sdk::SUPPORT_GRACE;
+    let (_outer, root, config) = project_with("[retention]\nmax-runs = 100\n");
+    echo(&root, &config, "1", None);
+    let support = root.join(".jig/store/support");
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&support)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let [ours, ours_seal] = <[String; 2]>::try_from(listing()).unwrap();
+    assert_eq!(ours_seal, format!("{ours}.seal"));
+    // Two trees of "another build": copies of this one whose seals name
+    // other sources.
+    let stale = format!("python-{}", "a".repeat(64));
+    let fresh = format!("python-{}", "b".repeat(64));
+    let mut seal: Value =
+        serde_json::from_slice(&std::fs::read(support.join(&ours_seal)).unwrap()).unwrap();
+    let source = seal["files"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .find(|k| k.ends_with(".py"))
+        .unwrap()
+        .clone();
+    seal["files"][&source] = Value::from(format!("sha256:{}", "0".repeat(64)));
+    for (name, age) in [
+        (&stale, SUPPORT_GRACE + Duration::from_secs(1)),
+        (&fresh, SUPPORT_GRACE - Duration::from_secs(10)),
+    ] {
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(support.join(&ours))
+            .arg(support.join(name))
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        let path = support.join(format!("{name}.seal"));
+        std::fs::write(&path, serde_json::to_vec(&seal).unwrap()).unwrap();
+        age_file(&path, age);
+    }
+    age_file(&support.join(&ours_seal), SUPPORT_GRACE * 10);
+
+    let before = tree(&root.join(".jig"));
+    let dry = jig_with(&root, &config, &["gc", "--dry-run"]);
+    assert_eq!(dry.status, 0, "{dry:?}");
+    let lines: Vec<&str> = dry.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("would remove SDK tree {stale}"),
+        "{dry:?}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "would remove 0 Run(s), 0 packet(s), 0 checkpoint(s); \
+             0 Plan(s), 0 package(s), 0 blob(s), 1 SDK tree(s) of the store; would free "
+        ),
+        "{dry:?}"
+    );
+    let would_free: u64 = lines[1].rsplit(' ').nth(1).unwrap().parse().unwrap();
+    assert!(would_free > 0, "{dry:?}");
+    assert_eq!(
+        tree(&root.join(".jig")),
+        before,
+        "a dry run changes nothing"
+    );
+    let gc = jig_with(&root, &config, &["gc"]);
+    assert_eq!(
+        gc.stdout
+            .replace("removed", "would remove")
+            .replace("freed", "would free"),
+        dry.stdout
+    );
+    let mut kept = vec![ours, ours_seal, format!("{fresh}.seal"), fresh];
+    kept.sort();
+    assert_eq!(listing(), kept);
+    echo(&root, &config, "2", None);
 }
 
 #[test]

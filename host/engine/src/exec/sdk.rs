@@ -15,10 +15,17 @@
 //! it was last checked in full is not read again: no write can keep all of
 //! them (the change time cannot be set back). A Python Run imports the SDK
 //! from its bytecode and writes none (`PYTHONDONTWRITEBYTECODE` stays set).
+//!
+//! Every use stamps the seal's mtime (its last use), so the store's
+//! collection ([`collect_support`]) can let go of the trees of other jig builds
+//! (each upgrade that changes an SDK leaves one) once no Run can still be
+//! using them: [`SUPPORT_GRACE`] after their last use, longer than the
+//! longest Run. The trees of this build are never collected.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
@@ -59,6 +66,23 @@ const SOURCE_DATE_EPOCH: &str = "0";
 const DIR_MODE: u32 = 0o700;
 /// Where the SDK's import root is below the tree (`PYTHONPATH`).
 pub const IMPORT_ROOT: &str = "python";
+/// How long after its last use a tree of another jig build is kept: an
+/// hour past the longest Run ([`MAX_TIMEOUT`]), so a Run of that build
+/// (an older daemon still serving, a CLI Run) that stamped it when it
+/// started has ended before the tree goes. A tree that went is made again
+/// by the next Run of its build that wants it.
+///
+/// [`MAX_TIMEOUT`]: crate::exec::submit::MAX_TIMEOUT
+pub const SUPPORT_GRACE: Duration =
+    Duration::from_secs(crate::exec::submit::MAX_TIMEOUT.as_secs() + 3600);
+/// A use stamps the seal again only once its stamp is this old, so a busy
+/// host does not write the stamp at every Run.
+const STAMP_RESOLUTION: Duration = Duration::from_secs(60);
+/// What a tree being collected is renamed to first (then removed): its
+/// name is whole or gone, never half-removed.
+const REMOVING_PREFIX: &str = ".removing-";
+/// The prefix of a tree being made (a private temporary directory).
+const STAGING_PREFIX: &str = ".jig-sdk-";
 
 /// The Python SDK `files` (relative path, bytes) compiled by `runtime`, as a
 /// read-only tree below `root`; returns its import root (for `PYTHONPATH`).
@@ -86,10 +110,24 @@ fn shared(
     let seal = root.join(format!("{name}{SEAL_SUFFIX}"));
     if std::fs::symlink_metadata(&tree).is_ok() {
         check(bundle, &tree, &seal, files).map_err(|what| changed(bundle, &tree, &what))?;
+        stamp_use(&seal);
         return Ok(tree.join(bundle.root));
     }
     make(root, bundle, &tree, &seal, runtime, files)?;
     Ok(tree.join(bundle.root))
+}
+
+/// Note a use of the tree sealed by `seal`: its mtime is its last use. A
+/// stamp that cannot be written costs nothing but an earlier collection
+/// (this build's trees are never collected).
+fn stamp_use(seal: &Path) {
+    let now = SystemTime::now();
+    let recent = std::fs::metadata(seal)
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| now.duration_since(at).unwrap_or_default() < STAMP_RESOLUTION);
+    if !recent {
+        let _ = std::fs::File::open(seal).and_then(|f| f.set_modified(now));
+    }
 }
 
 fn changed(bundle: Bundle, tree: &Path, what: &str) -> String {
@@ -380,6 +418,159 @@ fn check_fully(
     }
     Ok(())
 }
+/// What collecting the bundled SDK trees removed (or, dry, would remove).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Collected {
+    /// The names of the trees (`python-…`, `js-…`).
+    pub trees: Vec<String>,
+    pub freed_bytes: u64,
+}
+
+/// Remove below `root` (a store's support directory) the SDK trees that
+/// are not of `sdks` (this build's SDK files, by bundle), with their seals, once their
+/// last use (the seal's mtime) is more than [`SUPPORT_GRACE`] before
+/// `now`; a tree without a seal ages from its own mtime. Also
+/// removed: a seal left without its tree and a staging directory a
+/// crashed make left, past the same grace (a make in progress is young),
+/// and a tree a crashed collection left renamed aside. With `dry_run`
+/// nothing changes.
+///
+/// A tree goes renamed aside first, then its seal, then its files: a
+/// crash leaves no tree under its name, and a Run that wants it makes it
+/// again (overwriting a seal left behind).
+fn collect(
+    root: &Path,
+    sdks: &[(Bundle, &[(&str, &[u8])])],
+    now: SystemTime,
+    dry_run: bool,
+) -> std::io::Result<Collected> {
+    let mut collected = Collected::default();
+    // Each bundle's tree prefix with the sources of this build.
+    let current: Vec<(Bundle, String, BTreeMap<String, String>)> = sdks
+        .iter()
+        .map(|(bundle, files)| {
+            let sources = files
+                .iter()
+                .map(|(path, bytes)| {
+                    (
+                        format!("{}/{path}", bundle.root),
+                        crate::state::sha256_digest(bytes),
+                    )
+                })
+                .collect();
+            (*bundle, format!("{}-", bundle.prefix), sources)
+        })
+        .collect();
+    let bundle_of = |name: &str| {
+        current
+            .iter()
+            .find(|(_, prefix, _)| name.starts_with(prefix.as_str()))
+    };
+    let idle = |path: &Path| {
+        std::fs::symlink_metadata(path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| now.duration_since(at).unwrap_or_default() > SUPPORT_GRACE)
+    };
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(collected),
+        Err(e) => return Err(e),
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let path = root.join(&name);
+        let bytes = || crate::state::retention::tree_bytes(&path);
+        if name.starts_with(REMOVING_PREFIX) {
+            if !dry_run {
+                collected.freed_bytes += bytes();
+                crate::files::remove_tree(&path)?;
+            }
+            continue;
+        }
+        if name.starts_with(STAGING_PREFIX) {
+            if idle(&path) {
+                collected.freed_bytes += bytes();
+                if !dry_run {
+                    crate::files::remove_tree(&path)?;
+                }
+            }
+            continue;
+        }
+        if let Some(tree) = name.strip_suffix(SEAL_SUFFIX) {
+            // A seal without its tree (a make between writing the seal and
+            // publishing the tree is young).
+            if bundle_of(tree).is_some() && !root.join(tree).exists() && idle(&path) {
+                collected.freed_bytes += bytes();
+                if !dry_run {
+                    remove_existing(&path)?;
+                }
+            }
+            continue;
+        }
+        let Some((bundle, _, sources)) = bundle_of(&name) else {
+            continue;
+        };
+        let seal = root.join(format!("{name}{SEAL_SUFFIX}"));
+        if sealed_sources(*bundle, &seal).is_some_and(|sealed| sealed == *sources) {
+            continue;
+        }
+        let last_use = if seal.exists() { &seal } else { &path };
+        if !idle(last_use) {
+            continue;
+        }
+        collected.freed_bytes += bytes() + crate::state::retention::tree_bytes(&seal);
+        collected.trees.push(name.clone());
+        if dry_run {
+            continue;
+        }
+        let aside = root.join(format!("{REMOVING_PREFIX}{name}"));
+        std::fs::rename(&path, &aside)?;
+        crate::state::crash_point("sdk:tree-aside");
+        remove_existing(&seal)?;
+        crate::files::remove_tree(&aside)?;
+    }
+    Ok(collected)
+}
+
+/// Collect (as `collect` does) `store`'s support directory with this build's SDKs, now.
+pub fn collect_support(
+    store: &crate::state::Store,
+    dry_run: bool,
+) -> Result<Collected, crate::state::StateError> {
+    let sdks = [(PYTHON_BUNDLE, PYTHON_SDK), (JS_BUNDLE, JS_SDK)];
+    collect(&store.support_dir(), &sdks, SystemTime::now(), dry_run).map_err(
+        crate::state::StateError::io("collecting the bundled SDK trees"),
+    )
+}
+
+/// The sources (relative path to digest) a seal lists: what identifies
+/// the build that made its tree. `None` when it cannot be read as one.
+fn sealed_sources(bundle: Bundle, seal: &Path) -> Option<BTreeMap<String, String>> {
+    let value = flow::json::parse(&std::fs::read(seal).ok()?).ok()?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(bundle.format) {
+        return None;
+    }
+    value
+        .get("files")?
+        .as_object()?
+        .iter()
+        .filter(|(path, _)| !path.ends_with(".pyc"))
+        .map(|(path, digest)| Some((path.clone(), digest.as_str()?.to_string())))
+        .collect()
+}
+
+/// Remove the file at `path`; one already gone is no error.
+fn remove_existing(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
 
 /// Write the bundled SDK `kind` loads under `dir` as read-only files:
@@ -476,5 +667,165 @@ mod tests {
         let b = javascript(root.path(), &[("index.js", b"export const x = 1;\n")]).unwrap();
         assert_ne!(a, b);
         assert!(a.exists() && b.exists());
+    }
+
+    const OURS: &[(&str, &[u8])] = &[("jiggy/flow.py", b"ours")];
+    const THEIRS: &[(&str, &[u8])] = &[("jiggy/flow.py", b"theirs")];
+
+    fn set_mtime(path: &Path, at: SystemTime) {
+        std::fs::File::open(path).unwrap().set_modified(at).unwrap();
+    }
+
+    /// A sealed tree `name` of `files` below `root` (sources and one
+    /// bytecode file, as `make` leaves them), last used `age` before `now`.
+    fn sealed(root: &Path, name: &str, files: &[(&str, &[u8])], now: SystemTime, age: Duration) {
+        let mut digests = serde_json::Map::new();
+        for (path, bytes) in files {
+            let file = root.join(name).join(IMPORT_ROOT).join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, bytes).unwrap();
+            digests.insert(
+                format!("{IMPORT_ROOT}/{path}"),
+                json!(crate::state::sha256_digest(bytes)),
+            );
+        }
+        digests.insert(
+            format!("{IMPORT_ROOT}/jiggy/__pycache__/flow.cpython-312.pyc"),
+            json!(crate::state::sha256_digest(name.as_bytes())),
+        );
+        let seal = root.join(format!("{name}{SEAL_SUFFIX}"));
+        let value = json!({"format": PYTHON_BUNDLE.format, "files": digests});
+        std::fs::write(&seal, flow::json::canonical(&value)).unwrap();
+        set_mtime(&seal, now - age);
+    }
+
+    fn names(root: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn another_builds_tree_goes_one_second_past_its_grace_and_not_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let now = SystemTime::now();
+        sealed(root, "python-inside", THEIRS, now, SUPPORT_GRACE - SECOND);
+        sealed(root, "python-past", THEIRS, now, SUPPORT_GRACE + SECOND);
+        let before = names(root);
+        let dry = collect(root, &[(PYTHON_BUNDLE, OURS)], now, true).unwrap();
+        assert_eq!(dry.trees, ["python-past"]);
+        assert!(dry.freed_bytes > 0);
+        assert_eq!(names(root), before, "a dry run changes nothing");
+        let wet = collect(root, &[(PYTHON_BUNDLE, OURS)], now, false).unwrap();
+        assert_eq!(wet, dry);
+        assert_eq!(names(root), ["python-inside", "python-inside.seal"]);
+        assert_eq!(
+            collect(root, &[(PYTHON_BUNDLE, OURS)], now, false).unwrap(),
+            Collected::default()
+        );
+    }
+
+    #[test]
+    fn this_builds_trees_stay_however_long_unused() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let long = SUPPORT_GRACE * 10;
+        sealed(dir.path(), "python-ours", OURS, now, long);
+        sealed(dir.path(), "python-ours-other-runtime", OURS, now, long);
+        assert_eq!(
+            collect(dir.path(), &[(PYTHON_BUNDLE, OURS)], now, false)
+                .unwrap()
+                .trees
+                .len(),
+            0
+        );
+        assert_eq!(names(dir.path()).len(), 4);
+    }
+
+    #[test]
+    fn a_tree_without_a_seal_ages_from_its_own_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let now = SystemTime::now();
+        for (name, age) in [
+            ("python-young", SUPPORT_GRACE - SECOND),
+            ("python-old", SUPPORT_GRACE + SECOND),
+        ] {
+            sealed(root, name, THEIRS, now, age);
+            std::fs::remove_file(root.join(format!("{name}.seal"))).unwrap();
+            set_mtime(&root.join(name), now - age);
+        }
+        let collected = collect(root, &[(PYTHON_BUNDLE, OURS)], now, false).unwrap();
+        assert_eq!(collected.trees, ["python-old"]);
+        assert_eq!(names(root), ["python-young"]);
+    }
+
+    /// What crashes leave: a seal without its tree and a staging
+    /// directory go past the grace (younger, a make may be writing them);
+    /// a tree renamed aside goes at once.
+    #[test]
+    fn leftovers_of_a_crash_go_and_a_make_in_progress_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let now = SystemTime::now();
+        for (name, age) in [
+            ("python-a", SUPPORT_GRACE - SECOND),
+            ("python-b", SUPPORT_GRACE + SECOND),
+        ] {
+            sealed(root, name, OURS, now, age);
+            crate::files::remove_tree(&root.join(name)).unwrap();
+        }
+        for (name, age) in [
+            (".jig-sdk-young", SUPPORT_GRACE - SECOND),
+            (".jig-sdk-old", SUPPORT_GRACE + SECOND),
+        ] {
+            std::fs::create_dir_all(root.join(name).join("tree")).unwrap();
+            set_mtime(&root.join(name), now - age);
+        }
+        sealed(root, ".removing-python-c", THEIRS, now, Duration::ZERO);
+        std::fs::remove_file(root.join(".removing-python-c.seal")).unwrap();
+        let collected = collect(root, &[(PYTHON_BUNDLE, OURS)], now, false).unwrap();
+        assert!(collected.trees.is_empty(), "{collected:?}");
+        assert_eq!(names(root), [".jig-sdk-young", "python-a.seal"]);
+    }
+
+    /// JavaScript trees are collected by the same rule, by their own
+    /// sources: another build's goes past the grace, this build's stays.
+    #[test]
+    fn another_builds_javascript_tree_goes_and_this_builds_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let ours: &[(&str, &[u8])] = &[("index.js", b"export {};\n")];
+        let theirs: &[(&str, &[u8])] = &[("index.js", b"export const old = 1;\n")];
+        let kept = javascript(root, ours).unwrap();
+        let old = javascript(root, theirs).unwrap();
+        let now = SystemTime::now() + SUPPORT_GRACE + SECOND;
+        let sdks = [(PYTHON_BUNDLE, OURS), (JS_BUNDLE, ours)];
+        let collected = collect(root, &sdks, now, false).unwrap();
+        let old_name = old.parent().unwrap().file_name().unwrap().to_string_lossy();
+        assert_eq!(collected.trees, [old_name.to_string()]);
+        assert!(kept.exists() && !old.exists());
+    }
+
+    #[test]
+    fn a_use_stamps_the_seal_at_most_once_a_minute() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = dir.path().join("python-x.seal");
+        std::fs::write(&seal, "{}").unwrap();
+        let modified = || std::fs::metadata(&seal).unwrap().modified().unwrap();
+        let inside = SystemTime::now() - (STAMP_RESOLUTION - SECOND);
+        set_mtime(&seal, inside);
+        stamp_use(&seal);
+        assert_eq!(modified(), inside, "stamped within the minute: kept");
+        let past = SystemTime::now() - STAMP_RESOLUTION;
+        set_mtime(&seal, past);
+        stamp_use(&seal);
+        assert!(modified() > past, "stamped again");
     }
 }

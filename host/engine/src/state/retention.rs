@@ -16,7 +16,9 @@
 //! - Never removed: a pending Run, its work, checkpoint or packet.
 //! - The store ([`collect_store`]): a retained Plan, package or blob goes
 //!   once nothing names it: not the admitted generation, nor the
-//!   generation of any recorded Run, pending or settled.
+//!   generation of any recorded Run, pending or settled. The bundled SDK
+//!   trees of other jig builds below the store go by their own rule, their
+//!   last use ([`crate::exec::sdk::collect_support`]), which the same callers apply.
 //!
 //! Crash safety: a Run's key goes first, then its record (one unlink), then
 //! its kept input, checkpoint and packet (renamed aside, then removed). A
@@ -368,20 +370,6 @@ pub fn collect_store(
         digests_in(plan, &mut named);
     }
     let store = state.store();
-    let (packages, blobs) = store.contents();
-    let mut unnamed_packages = Vec::new();
-    for digest in packages {
-        if !named.contains(&digest) {
-            unnamed_packages.push(digest);
-            continue;
-        }
-        match store.manifest_blobs(&digest) {
-            Some(files) => named.extend(files),
-            // A kept package whose manifest cannot be read: which blobs it
-            // needs is unknown, so none is removed.
-            None => named.extend(blobs.iter().cloned()),
-        }
-    }
     // Top down: Plans, then packages, then blobs.
     for (digest, path) in unnamed_plans {
         collected.freed_bytes += tree_bytes(&path);
@@ -391,18 +379,21 @@ pub fn collect_store(
         }
         collected.plans.push(digest);
     }
-    for digest in unnamed_packages {
-        collected.freed_bytes += store.remove_package(&digest, dry_run)?;
-        collected.packages.push(digest);
-    }
-    for digest in blobs.iter().filter(|d| !named.contains(*d)) {
-        collected.freed_bytes += store.remove_blob(digest, dry_run)?;
-        collected.blobs += 1;
-    }
-    if !dry_run {
-        collected.freed_bytes += store.remove_trees_aside()?;
-    }
+    let unnamed = store.collect(&named, dry_run)?;
+    collected.packages = unnamed.packages;
+    collected.blobs = unnamed.blobs;
+    collected.freed_bytes += unnamed.freed_bytes;
     Ok(collected)
+}
+
+/// What [`Store::collect`] removed (or, dry, would remove).
+///
+/// [`Store::collect`]: super::Store::collect
+#[derive(Debug, Default, Clone)]
+pub struct Unnamed {
+    pub packages: Vec<String>,
+    pub blobs: usize,
+    pub freed_bytes: u64,
 }
 
 /// Every `sha256:<64 hex>` string anywhere in `value`.
@@ -434,7 +425,7 @@ fn entries(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Bytes of the regular files below `path` (or of `path` itself), read
 /// through no link.
-pub(super) fn tree_bytes(path: &Path) -> u64 {
+pub fn tree_bytes(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
     };

@@ -341,7 +341,7 @@ impl Store {
 
     /// The blobs the manifest of package `digest` names; `None` when the
     /// manifest cannot be read as one.
-    pub(super) fn manifest_blobs(&self, digest: &str) -> Option<Vec<String>> {
+    fn manifest_blobs(&self, digest: &str) -> Option<Vec<String>> {
         let bytes = std::fs::read(self.package_path(digest)).ok()?;
         let manifest = flow::json::parse(&bytes).ok()?;
         manifest
@@ -352,12 +352,72 @@ impl Store {
             .collect()
     }
 
+    /// Remove what `named` does not name: every package whose digest it
+    /// does not hold, then every blob neither it nor a kept package's
+    /// manifest names, then the shared trees a crash left renamed aside.
+    /// Each removal is one unlink (a package's manifest first, its shared
+    /// tree renamed aside before it is removed), from what names down to
+    /// what is named, so a crash leaves only unnamed entries: a reader
+    /// finds a package whole or not at all, and the next collection
+    /// removes the rest. With `dry_run` nothing changes.
+    pub fn collect(
+        &self,
+        named: &std::collections::BTreeSet<String>,
+        dry_run: bool,
+    ) -> Result<super::retention::Unnamed, StateError> {
+        let mut named = named.clone();
+        let (packages, blobs) = self.contents();
+        let mut unnamed = super::retention::Unnamed::default();
+        let mut unnamed_packages = Vec::new();
+        for digest in packages {
+            if !named.contains(&digest) {
+                unnamed_packages.push(digest);
+                continue;
+            }
+            match self.manifest_blobs(&digest) {
+                Some(files) => named.extend(files),
+                // A kept package whose manifest cannot be read: which blobs
+                // it needs is unknown, so none is removed.
+                None => named.extend(blobs.iter().cloned()),
+            }
+        }
+        for digest in &unnamed_packages {
+            unnamed.freed_bytes += self.remove_package(digest, dry_run)?;
+        }
+        // A shared tree whose package went before it (a crash between the
+        // two): nothing can name it any more.
+        for entry in std::fs::read_dir(self.dir.join(TREES))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let digest = format!("sha256:{name}");
+            if name.starts_with('.')
+                || unnamed_packages.contains(&digest)
+                || self.package_path(&digest).exists()
+            {
+                continue;
+            }
+            unnamed.freed_bytes += self.remove_tree_of(&digest, dry_run)?;
+        }
+        unnamed.packages = unnamed_packages;
+        for digest in blobs.iter().filter(|d| !named.contains(*d)) {
+            unnamed.freed_bytes += self.remove_blob(digest, dry_run)?;
+            unnamed.blobs += 1;
+        }
+        if !dry_run {
+            unnamed.freed_bytes += self.remove_trees_aside()?;
+        }
+        Ok(unnamed)
+    }
+
     /// Remove package `digest`: its manifest (one unlink: a reader finds
     /// the package whole or not at all), then its shared tree, renamed
     /// aside first so no half-removed tree is ever under its name, and its
     /// seal. Its blobs are the caller's to remove, after. Returns the bytes
     /// freed (with `dry_run`, that would be).
-    pub(super) fn remove_package(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
+    fn remove_package(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
         let io = StateError::io("removing a package from the store");
         let manifest = self.package_path(digest);
         let tree = self.tree_path(digest);
@@ -370,6 +430,20 @@ impl Store {
         }
         remove_existing(&manifest).map_err(io)?;
         super::crash_point("retention:store-package-removed");
+        self.remove_tree_of(digest, false)?;
+        Ok(bytes)
+    }
+
+    /// Remove the shared tree of package `digest`, renamed aside first so
+    /// no half-removed tree is ever under its name, and its seal. Returns
+    /// the bytes freed (with `dry_run`, that would be).
+    fn remove_tree_of(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
+        let tree = self.tree_path(digest);
+        let seal = self.seal_path(digest);
+        let bytes = super::retention::tree_bytes(&tree) + super::retention::tree_bytes(&seal);
+        if dry_run {
+            return Ok(bytes);
+        }
         if tree.exists() {
             let aside = self.dir.join(TREES).join(format!(
                 "{}{}",
@@ -384,7 +458,7 @@ impl Store {
     }
 
     /// Remove blob `digest` (one unlink); returns its bytes.
-    pub(super) fn remove_blob(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
+    fn remove_blob(&self, digest: &str, dry_run: bool) -> Result<u64, StateError> {
         let path = self.blob_path(digest);
         let bytes = super::retention::tree_bytes(&path);
         if !dry_run {
@@ -395,7 +469,7 @@ impl Store {
 
     /// Remove the shared trees a crash left renamed aside; returns the
     /// bytes freed.
-    pub(super) fn remove_trees_aside(&self) -> Result<u64, StateError> {
+    fn remove_trees_aside(&self) -> Result<u64, StateError> {
         let mut freed = 0;
         for entry in std::fs::read_dir(self.dir.join(TREES))
             .into_iter()
@@ -732,6 +806,27 @@ mod tests {
             nix::sys::stat::UtimensatFlags::NoFollowSymlink,
         )
         .unwrap();
+    }
+
+    /// A crash between removing a package's manifest and its shared tree
+    /// leaves the tree without its package: the next collection removes
+    /// it (and its seal); a named package keeps its tree.
+    #[test]
+    fn a_tree_whose_package_went_goes_with_the_next_collection() {
+        let (_dir, store, package) = fixture();
+        store.put_package(&package).unwrap();
+        let tree = store.package_tree(&package).unwrap();
+        let named = std::collections::BTreeSet::from([package.digest().to_string()]);
+        assert_eq!(store.collect(&named, false).unwrap().freed_bytes, 0);
+        assert!(tree.exists());
+        std::fs::remove_file(store.package_path(package.digest())).unwrap();
+        let dry = store.collect(&named, true).unwrap();
+        assert!(dry.freed_bytes >= ENTRY_BYTES as u64, "{dry:?}");
+        assert!(tree.exists(), "a dry run changes nothing");
+        let collected = store.collect(&named, false).unwrap();
+        assert_eq!(collected.freed_bytes, dry.freed_bytes);
+        assert!(!tree.exists());
+        assert!(!store.seal_path(package.digest()).exists());
     }
 
     #[test]

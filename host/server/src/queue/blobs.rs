@@ -319,7 +319,9 @@ impl Queue {
     }
 }
 
-/// A worker's local cache of verified admitted bytes, by digest.
+/// A worker's local cache of verified admitted bytes, by digest (what it
+/// keeps: [`super::cache`]).
+#[derive(Clone)]
 pub struct Cache {
     root: PathBuf,
 }
@@ -339,6 +341,30 @@ impl Cache {
         Ok(Cache {
             root: root.to_path_buf(),
         })
+    }
+
+    /// Hold the cache for this process alone, until the returned file is
+    /// dropped: a worker removes from its cache what its own Runs do not
+    /// use, so two workers cannot share one.
+    pub fn lock(&self) -> Result<std::fs::File, Error> {
+        let path = self.root.join(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::Internal(format!("worker cache {}: {e}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Busy(format!(
+                "another jig worker uses the cache {}; give each worker its own --cache",
+                self.root.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::Internal(format!(
+                "worker cache {}: {e}",
+                path.display()
+            ))),
+        }
     }
 
     pub fn store(&self) -> Store {

@@ -20,6 +20,7 @@
 //! fences a lost Run delivers its last checkpoint.
 
 pub mod blobs;
+pub mod cache;
 mod retention;
 mod schema;
 pub mod worker;

@@ -12,6 +12,13 @@
 //! A Run whose deadline (recorded at submission) has passed when it is
 //! claimed is settled `DEADLINE_EXCEEDED` before dispatch: nothing runs.
 //!
+//! Its cache of admitted bytes is bounded: collected at start and every
+//! `--cache-interval` of what neither a Run executing here nor the
+//! database's current generations name ([`super::cache`]), each collection
+//! that removes something reported as one JSON line
+//! `{"event":"jig.worker.cache",...}` with the bytes it freed. A worker
+//! holds its cache alone (a second one on the same directory is refused).
+//!
 //! On SIGTERM/SIGINT a worker stops claiming, gives back claims it has not
 //! dispatched, lets its dispatched Runs finish within the shutdown grace,
 //! then cancels them and writes their terminals (fenced) before it exits.
@@ -24,6 +31,7 @@ use serde_json::{json, Value};
 use tokio::sync::{watch, Semaphore};
 
 use super::blobs::Cache;
+use super::cache::{CacheCollected, Kept};
 use super::{Claim, Queue, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
 use crate::Error;
 use jig_engine::config::HostConfig;
@@ -44,6 +52,8 @@ pub struct Options {
     pub config: HostConfig,
     /// After a stop signal, how long dispatched Runs may still finish.
     pub shutdown_grace: Duration,
+    /// How often the cache is collected (and once at start).
+    pub cache_interval: Duration,
 }
 
 struct Worker {
@@ -61,6 +71,25 @@ struct Worker {
     stopping: AtomicBool,
     /// The shutdown grace is over: cancel every Run held here.
     cancel_all: watch::Sender<bool>,
+    /// The Runs executing here, by (Run ID, epoch): the generation each
+    /// runs. The cache keeps what they use.
+    executing: std::sync::Mutex<std::collections::HashMap<(String, i64), (String, i64)>>,
+    /// Held by a cache collection from reading [`Worker::executing`] to its
+    /// last removal, and by a Run while it joins that set: no Run starts
+    /// using the cache while a collection removes from it.
+    cache_gate: tokio::sync::Mutex<()>,
+}
+
+/// A Run's place in [`Worker::executing`], left when dropped.
+struct Executing {
+    worker: Arc<Worker>,
+    key: (String, i64),
+}
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        self.worker.executing.lock().unwrap().remove(&self.key);
+    }
 }
 
 /// The machine-readable line for a refused late write.
@@ -95,11 +124,24 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
         lease: options.lease,
         stopping: AtomicBool::new(false),
         cancel_all: watch::channel(false).0,
+        executing: Default::default(),
+        cache_gate: Default::default(),
     });
+    let _alone = worker.cache.lock()?;
     eprintln!(
         "{}",
         json!({"event": "jig.worker.started", "worker": worker.name, "concurrency": options.concurrency})
     );
+    // The cache: leftovers of an earlier worker go before any claim, then
+    // what no current generation names, every interval.
+    worker.collect_cache().await;
+    let (collector, interval) = (worker.clone(), options.cache_interval);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(interval).await;
+            collector.collect_cache().await;
+        }
+    });
     // Any worker sweeps expired leases; the statements are idempotent.
     let sweeper = worker.clone();
     tokio::spawn(async move {
@@ -192,7 +234,74 @@ async fn stop_signal() {
 }
 
 impl Worker {
+    /// Join the Runs executing here, under the cache gate.
+    async fn join_executing(self: &Arc<Self>, claim: &Claim) -> Executing {
+        let _gate = self.cache_gate.lock().await;
+        let key = (claim.id.clone(), claim.epoch);
+        self.executing
+            .lock()
+            .unwrap()
+            .insert(key.clone(), (claim.project.clone(), claim.generation));
+        Executing {
+            worker: self.clone(),
+            key,
+        }
+    }
+
+    /// Collect the cache (see [`super::cache`]); a failure is logged and
+    /// left for the next collection.
+    async fn collect_cache(&self) {
+        match self.try_collect_cache().await {
+            Ok(collected) if collected.is_empty() => {}
+            Ok(c) => eprintln!(
+                "{}",
+                json!({
+                    "event": "jig.worker.cache", "worker": self.name,
+                    "plans": c.plans, "packages": c.packages, "blobs": c.blobs,
+                    "providers": c.providers, "sdkTrees": c.sdk_trees,
+                    "workRoots": c.work_roots, "freedBytes": c.freed_bytes,
+                })
+            ),
+            Err(e) => eprintln!("jig worker: cache: {}: {e}", e.code()),
+        }
+    }
+
+    async fn try_collect_cache(&self) -> Result<CacheCollected, Error> {
+        let _gate = self.cache_gate.lock().await;
+        let executing: Vec<((String, i64), (String, i64))> = self
+            .executing
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let generations: Vec<(String, i64)> = executing.iter().map(|(_, g)| g.clone()).collect();
+        let current = self.queue.current_generations(&generations).await?;
+        if let Some((project, number)) = generations.iter().find(|(p, n)| {
+            !current
+                .iter()
+                .any(|g| &g.project == p && g.generation == *n)
+        }) {
+            // What a Run executing here uses is not known: nothing goes.
+            return Err(Error::NotPublished(format!(
+                "project {project} generation {number}, run here, is not published; \
+                 the cache is collected next time"
+            )));
+        }
+        let cache = self.cache.clone();
+        let runs: std::collections::HashSet<String> =
+            executing.into_iter().map(|((id, _), _)| id).collect();
+        tokio::task::spawn_blocking(move || {
+            let kept = Kept::of(&current, |digest| cache.cached_plan(digest));
+            cache.collect(&kept, &runs)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("worker cache: {e}")))?
+    }
+
     async fn execute(self: Arc<Self>, claim: Claim) {
+        // From here until this Run ends, the cache keeps what it uses.
+        let _executing = self.join_executing(&claim).await;
         let (cancel_tx, cancel_rx) = watch::channel(false);
         // The end of the shutdown grace cancels this Run too.
         let shutdown = {

@@ -159,6 +159,10 @@ impl Server {
                         let _one_at_a_time = project.submitting.lock().unwrap();
                         let collected = retention::collect_store(&project.state, false, &[])?;
                         report.freed_bytes += collected.freed_bytes;
+                        // Other jig builds' SDK trees, idle past their grace.
+                        let store = project.state.store();
+                        let sdk = jig_engine::exec::sdk::collect_support(&store, false)?;
+                        report.freed_bytes += sdk.freed_bytes;
                         Ok::<_, state::StateError>(report)
                     })
                     .await;
