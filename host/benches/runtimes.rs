@@ -12,6 +12,8 @@
 //! - **served**: submit-to-terminal of `POST /v1/projects/p/runs` over the
 //!   daemon's Unix socket, one at a time (p50, p99), and a whole `jig run`
 //!   of `flow.ts` in the project (it finds the daemon and submits to it);
+//!   every build measured serves at once and they are sampled in turn, so
+//!   the machine's drift over the run falls on all of them alike;
 //! - **throughput**: Runs/s of `flow.ts` and `flow.bin` with 1, 2, 4 and 8
 //!   clients, beside the bound of this machine (cores divided by the bare
 //!   exchange time), first in an empty project, then again after the
@@ -111,13 +113,36 @@ fn main() {
             "\n(no writable cgroup cpu controller here: the 0.5-CPU floor is not measured)"
         ),
     }
-    for (name, jig) in binaries() {
+    // Every build serves at once, and the served Runs are sampled in turn
+    // (one of each kind from each build, then again): a drift of the
+    // machine over the run falls on every build alike.
+    let builds: Vec<(String, PathBuf, Served)> = binaries()
+        .into_iter()
+        .map(|(name, jig)| {
+            let served = Served::start(&jig, &greet);
+            (name, jig, served)
+        })
+        .collect();
+    settle_disk();
+    let mut times = vec![[(); 4].map(|()| Vec::new()); builds.len()];
+    for _ in 0..samples.max(1) {
+        for ((_, _, served), times) in builds.iter().zip(&mut times) {
+            for (target, times) in ["flow:flows/ts", "flow:flows/py", "flow:flows/bin"]
+                .into_iter()
+                .zip(times.iter_mut())
+            {
+                let started = Instant::now();
+                served.submit(target);
+                times.push(started.elapsed());
+            }
+            let started = Instant::now();
+            served.jig_run("flow:flows/ts");
+            times[3].push(started.elapsed());
+        }
+    }
+    for ((name, jig, served), times) in builds.into_iter().zip(times) {
         println!("\n## {name}: {}\n", jig.display());
-        let served = Served::start(&jig, &greet);
-        let ts = served.sample(samples, "flow:flows/ts");
-        let py = served.sample(samples, "flow:flows/py");
-        let bin = served.sample(samples, "flow:flows/bin");
-        let run = sample(samples, || served.jig_run("flow:flows/ts"));
+        let [ts, py, bin, run] = times.map(stats);
         // A contained Run is at least the envelope and the runtime: the
         // bare exchange plus the bubblewrap floor.
         println!("| served Run | p50 | p99 | p50 / bare | p50 / bare at 0.5 CPU | p50 / (bare + bwrap floor) |\n| --- | --- | --- | --- | --- | --- |");
@@ -155,10 +180,13 @@ fn main() {
         }
         let started = Instant::now();
         served.fill(settled);
+        let filled = started.elapsed();
+        // The fill's writes reach the disk before the next figure.
+        settle_disk();
         println!(
             "\nSettled {} Runs in {:.1} s; the daemon's memory: peak {} MiB, now {} MiB.",
             served.settled(),
-            started.elapsed().as_secs_f64(),
+            filled.as_secs_f64(),
             served.memory_kib("VmHWM") / 1024,
             served.memory_kib("VmRSS") / 1024
         );
@@ -174,7 +202,18 @@ fn main() {
                 (rate / before - 1.0) * 100.0
             );
         }
+        // The daemon stops and its project (every record of the fill) is
+        // removed before the next build is measured: those removals
+        // reach the disk first, or they slow the next build's Runs
+        // (each syncs its record).
+        drop(served);
+        settle_disk();
     }
+}
+
+/// Write everything dirty to the disk and wait for it.
+fn settle_disk() {
+    nix::unistd::sync();
 }
 
 fn print_throughput(rows: &[(&str, usize, f64)], cores: usize, ts: &Stats, bin: &Stats) {
@@ -233,13 +272,17 @@ fn children_cpu() -> Duration {
 }
 
 fn sample(n: usize, mut once: impl FnMut()) -> Stats {
-    let mut times: Vec<Duration> = (0..n.max(1))
+    let times: Vec<Duration> = (0..n.max(1))
         .map(|_| {
             let started = Instant::now();
             once();
             started.elapsed()
         })
         .collect();
+    stats(times)
+}
+
+fn stats(mut times: Vec<Duration>) -> Stats {
     times.sort();
     let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     Stats {
@@ -344,18 +387,21 @@ impl Bare {
     }
 
     fn bun(&self) {
-        let mut command = Command::new("bun");
+        let mut command = Command::new(runtime("bun"));
         command.args(["--no-install", "flow.ts"]);
         self.exchange(command);
     }
 
     fn python(&self) {
-        let mut command = Command::new("python3");
+        let mut command = Command::new(runtime("python3"));
         // Without `site`: the envelope shows the standard library alone, so
         // a Run never pays for this machine's site-packages (`.pth` hooks
-        // such as certifi's cost ~45 ms here).
+        // such as certifi's cost ~45 ms here). Bytecode is written (by the
+        // warm-up exchange) whatever the caller's environment says, as a
+        // Run imports the SDK compiled.
         command
             .args(["-S", "flow.py"])
+            .env_remove("PYTHONDONTWRITEBYTECODE")
             .env("PYTHONPATH", self.dir.path().join("python"));
         self.exchange(command);
     }
@@ -424,6 +470,17 @@ impl Bare {
             .expect("the runtime starts");
         greet::exchange(child, &self.dir.path().join("scratch"), EXPECTED);
     }
+}
+
+/// The interpreter jig runs for `name`: the first in its runtime
+/// directories, so the bare exchange never goes through a version
+/// manager's shim on `PATH` (a shell script, tens of milliseconds).
+fn runtime(name: &str) -> PathBuf {
+    jig_engine::config::RUNTIME_DIRS
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 /// Copy the regular files below `from` to `to` (no bytecode caches).
@@ -549,10 +606,6 @@ impl Served {
             response.starts_with("HTTP/1.1 200") && response.contains(EXPECTED),
             "{response}"
         );
-    }
-
-    fn sample(&self, n: usize, target: &str) -> Stats {
-        sample(n, || self.submit(target))
     }
 
     /// A whole `jig run` in the served project.

@@ -377,10 +377,7 @@ impl Runs {
                 }
             }
         }
-        let mut records = ids
-            .iter()
-            .map(|id| self.load(id))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut records = self.load_listed(&ids)?;
         records.sort_by_key(|r| {
             std::cmp::Reverse(
                 r.value
@@ -389,6 +386,24 @@ impl Runs {
                     .unwrap_or(0),
             )
         });
+        Ok(records)
+    }
+
+    /// The records of `ids`, read from a listing of the directories: one
+    /// removed since (retention, beside a daemon) is not listed, and the
+    /// rest still are.
+    fn load_listed(
+        &self,
+        ids: &std::collections::BTreeSet<String>,
+    ) -> Result<Vec<RunRecord>, RunsError> {
+        let mut records = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.load(id) {
+                Ok(record) => records.push(record),
+                Err(RunsError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(records)
     }
 
@@ -801,6 +816,25 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// A record removed between the listing of the directory and its read
+    /// (retention beside a daemon) is left out; the others are listed.
+    #[test]
+    fn a_record_removed_while_listing_is_left_out_not_an_error() {
+        let (dir, runs) = fresh_runs();
+        let settled = dir.path().join("runs");
+        std::fs::write(settled.join("run-a.json"), record("run-a", Some(lost()))).unwrap();
+        let ids: std::collections::BTreeSet<String> =
+            ["run-a".to_string(), "run-gone".to_string()].into();
+        let listed = runs.load_listed(&ids).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, "run-a");
+        // An unreadable record is still an error, not left out.
+        std::fs::write(settled.join("run-b.json"), b"not JSON").unwrap();
+        let ids: std::collections::BTreeSet<String> =
+            ["run-a".to_string(), "run-b".to_string()].into();
+        assert!(runs.load_listed(&ids).is_err());
     }
 
     #[test]
