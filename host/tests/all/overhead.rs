@@ -470,25 +470,33 @@ fn a_pending_run_left_by_an_older_jig_beside_the_settled_ones_is_still_fenced() 
 /// inode of the file it runs from.
 const WHERE_AM_I_TS: &str = "import { handle } from \"@jigging/flow\";\nimport { statSync } from \"node:fs\";\nimport { fileURLToPath } from \"node:url\";\n\nawait handle(async () => {\n  const path = fileURLToPath(import.meta.url);\n  return { outcome: \"done\", output: { inode: statSync(path).ino, path } };\n});\n";
 
-/// Bun Runs share the one read-only tree of their package too, and a
-/// tampered tree stops the next Run before the Flow starts.
-#[test]
-fn two_bun_runs_share_one_tree_and_a_tampered_one_fails_closed() {
-    use std::os::unix::fs::MetadataExt;
+/// A project with `flows/<name>/flow.ts` of `source`, run by this
+/// machine's Bun (and never by Deno).
+fn bun_project(name: &str, source: &str) -> tempfile::TempDir {
     let Some(bun) = ["/usr/bin/bun", "/usr/local/bin/bun"]
         .into_iter()
         .find(|p| Path::new(p).exists())
     else {
         panic!("bun is not installed (npm install -g bun); CI installs it");
     };
-    let dir = project(&[
-        ("flows/where/FLOW.md", FLOW_MD),
-        ("flows/where/flow.ts", WHERE_AM_I_TS),
-        (
-            ".test-config-home/jig/host.toml",
-            &format!("[runtimes]\nbun = \"{bun}\"\ndeno = \"/nonexistent/deno\"\n"),
-        ),
-    ]);
+    let (md, ts) = (
+        format!("flows/{name}/FLOW.md"),
+        format!("flows/{name}/flow.ts"),
+    );
+    let config = format!("[runtimes]\nbun = \"{bun}\"\ndeno = \"/nonexistent/deno\"\n");
+    project(&[
+        (md.as_str(), FLOW_MD),
+        (ts.as_str(), source),
+        (".test-config-home/jig/host.toml", config.as_str()),
+    ])
+}
+
+/// Bun Runs share the one read-only tree of their package too, and a
+/// tampered tree stops the next Run before the Flow starts.
+#[test]
+fn two_bun_runs_share_one_tree_and_a_tampered_one_fails_closed() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = bun_project("where", WHERE_AM_I_TS);
     let cache = reviewed_with_cache(dir.path(), 0o700);
     let where_am_i = || {
         run_with_cache(
@@ -532,20 +540,7 @@ const SDK_WHERE_TS: &str = "import { handle } from \"@jigging/flow\";\n\nawait h
 /// it, and a tampered tree stops the next Run and is not repaired.
 #[test]
 fn bun_runs_import_the_sdk_from_one_shared_tree_and_a_tampered_one_fails_closed() {
-    let Some(bun) = ["/usr/bin/bun", "/usr/local/bin/bun"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        panic!("bun is not installed (npm install -g bun); CI installs it");
-    };
-    let dir = project(&[
-        ("flows/sdk/FLOW.md", FLOW_MD),
-        ("flows/sdk/flow.ts", SDK_WHERE_TS),
-        (
-            ".test-config-home/jig/host.toml",
-            &format!("[runtimes]\nbun = \"{bun}\"\ndeno = \"/nonexistent/deno\"\n"),
-        ),
-    ]);
+    let dir = bun_project("sdk", SDK_WHERE_TS);
     let cache = reviewed_with_cache(dir.path(), 0o700);
     let first = output_of(dir.path(), cache.path(), "flow:flows/sdk");
     let support = dir.path().join(".jig/store/support");

@@ -23,6 +23,32 @@ fn project_with(table: &str) -> (tempfile::TempDir, std::path::PathBuf, String) 
     (outer, root, config)
 }
 
+/// `jig gc --dry-run`, then `jig gc`: the dry run changes nothing and
+/// would free some bytes, and the gc does and says just what it said.
+/// Returns the dry run's lines.
+fn gc_as_its_dry_run_said(root: &Path, config: &str) -> Vec<String> {
+    let before = tree(&root.join(".jig"));
+    let dry = jig_with(root, config, &["gc", "--dry-run"]);
+    assert_eq!(dry.status, 0, "{dry:?}");
+    let last = dry.stdout.lines().last().unwrap_or_default();
+    let would_free: u64 = last.rsplit(' ').nth(1).unwrap().parse().unwrap();
+    assert!(would_free > 0, "{dry:?}");
+    assert_eq!(
+        tree(&root.join(".jig")),
+        before,
+        "a dry run changes nothing"
+    );
+    let gc = jig_with(root, config, &["gc"]);
+    assert_eq!(gc.status, 0, "{gc:?}");
+    assert_eq!(
+        gc.stdout
+            .replace("removed", "would remove")
+            .replace("freed", "would free"),
+        dry.stdout
+    );
+    dry.stdout.lines().map(String::from).collect()
+}
+
 fn jig_with(root: &Path, config: &str, args: &[&str]) -> Run {
     let mut all = vec!["--config", config];
     all.extend_from_slice(args);
@@ -71,11 +97,8 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
     let ids: Vec<String> = (0..4)
         .map(|n| echo(&root, &config, &n.to_string(), None))
         .collect();
-    let before = tree(&root.join(".jig"));
-    let dry = jig_with(&root, &config, &["gc", "--dry-run"]);
-    assert_eq!(dry.status, 0, "{dry:?}");
-    let lines: Vec<&str> = dry.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{dry:?}");
+    let lines = gc_as_its_dry_run_said(&root, &config);
+    assert_eq!(lines.len(), 3, "{lines:?}");
     assert_eq!(lines[0], format!("would remove run {}", ids[1]));
     assert_eq!(lines[1], format!("would remove run {}", ids[0]));
     assert!(
@@ -83,21 +106,7 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
             "would remove 2 Run(s), 0 packet(s), 0 checkpoint(s); \
              0 Plan(s), 0 package(s), 0 blob(s), 0 SDK tree(s) of the store; would free "
         ),
-        "{dry:?}"
-    );
-    assert_eq!(
-        tree(&root.join(".jig")),
-        before,
-        "a dry run changes nothing"
-    );
-
-    let gc = jig_with(&root, &config, &["gc"]);
-    assert_eq!(gc.status, 0, "{gc:?}");
-    assert_eq!(
-        gc.stdout
-            .replace("removed", "would remove")
-            .replace("freed", "would free"),
-        dry.stdout
+        "{lines:?}"
     );
     assert_eq!(listed(&root), [ids[3].clone(), ids[2].clone()]);
     let show = run_jig(&root, &["runs", "show", &ids[0]]);
@@ -208,33 +217,19 @@ fn gc_collects_the_store_no_generation_or_run_names() {
     assert!(stored(&root, &first_echo));
     // One past: generation 1's last Run goes, and its package with it.
     let second = echo(&root, &config, "2", None);
-    let before = tree(&root.join(".jig"));
-    let dry = jig_with(&root, &config, &["gc", "--dry-run"]);
-    assert_eq!(dry.status, 0, "{dry:?}");
-    let lines: Vec<&str> = dry.stdout.lines().collect();
-    assert_eq!(lines[0], format!("would remove run {first}"), "{dry:?}");
-    assert!(lines[1].starts_with("would remove plan sha256:"), "{dry:?}");
+    let lines = gc_as_its_dry_run_said(&root, &config);
+    assert_eq!(lines[0], format!("would remove run {first}"), "{lines:?}");
+    assert!(
+        lines[1].starts_with("would remove plan sha256:"),
+        "{lines:?}"
+    );
     assert_eq!(lines[2], format!("would remove package {first_echo}"));
     assert!(
         lines[3].starts_with(
             "would remove 1 Run(s), 0 packet(s), 0 checkpoint(s); \
              1 Plan(s), 1 package(s), 1 blob(s), 0 SDK tree(s) of the store; would free "
         ),
-        "{dry:?}"
-    );
-    let would_free: u64 = lines[3].rsplit(' ').nth(1).unwrap().parse().unwrap();
-    assert!(would_free > 0);
-    assert_eq!(
-        tree(&root.join(".jig")),
-        before,
-        "a dry run changes nothing"
-    );
-    let gc = jig_with(&root, &config, &["gc"]);
-    assert_eq!(
-        gc.stdout
-            .replace("removed", "would remove")
-            .replace("freed", "would free"),
-        dry.stdout
+        "{lines:?}"
     );
     assert!(!stored(&root, &first_echo));
     assert!(stored(&root, &second_echo));
@@ -395,35 +390,18 @@ fn gc_collects_the_sdk_trees_of_other_builds_past_their_grace() {
     }
     age_file(&support.join(&ours_seal), SUPPORT_GRACE * 10);
 
-    let before = tree(&root.join(".jig"));
-    let dry = jig_with(&root, &config, &["gc", "--dry-run"]);
-    assert_eq!(dry.status, 0, "{dry:?}");
-    let lines: Vec<&str> = dry.stdout.lines().collect();
+    let lines = gc_as_its_dry_run_said(&root, &config);
     assert_eq!(
         lines[0],
         format!("would remove SDK tree {stale}"),
-        "{dry:?}"
+        "{lines:?}"
     );
     assert!(
         lines[1].starts_with(
             "would remove 0 Run(s), 0 packet(s), 0 checkpoint(s); \
              0 Plan(s), 0 package(s), 0 blob(s), 1 SDK tree(s) of the store; would free "
         ),
-        "{dry:?}"
-    );
-    let would_free: u64 = lines[1].rsplit(' ').nth(1).unwrap().parse().unwrap();
-    assert!(would_free > 0, "{dry:?}");
-    assert_eq!(
-        tree(&root.join(".jig")),
-        before,
-        "a dry run changes nothing"
-    );
-    let gc = jig_with(&root, &config, &["gc"]);
-    assert_eq!(
-        gc.stdout
-            .replace("removed", "would remove")
-            .replace("freed", "would free"),
-        dry.stdout
+        "{lines:?}"
     );
     let mut kept = vec![ours, ours_seal, format!("{fresh}.seal"), fresh];
     kept.sort();

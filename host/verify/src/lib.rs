@@ -104,9 +104,11 @@ impl Policy {
     }
 }
 
-/// The metadata a `cached` digest is valid for.
+/// The metadata a `cached` digest is valid for: no write to a file keeps
+/// all of it (its change time cannot be set back). Also how other kept
+/// checks (the bundled SDK trees) tell that a file is as it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Observed {
+pub struct Observed {
     dev: u64,
     ino: u64,
     uid: u32,
@@ -119,7 +121,7 @@ struct Observed {
 }
 
 impl Observed {
-    fn of(meta: &std::fs::Metadata) -> Observed {
+    pub fn of(meta: &std::fs::Metadata) -> Observed {
         Observed {
             dev: meta.dev(),
             ino: meta.ino(),

@@ -302,35 +302,18 @@ fn check(bundle: Bundle, tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> R
 
 /// How one entry of a tree (or its seal) looks: its path and the metadata
 /// any change to it changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Looks {
-    path: PathBuf,
-    dev: u64,
-    ino: u64,
-    mode: u32,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
+type Looks = (PathBuf, jig_verify::Observed);
 
 /// The seal and every entry below `tree`, read through no link, in a fixed
 /// order.
 fn looks(tree: &Path, seal: &Path) -> Result<Vec<Looks>, String> {
-    use std::os::unix::fs::MetadataExt;
-    let of = |path: &Path| -> Result<Looks, String> {
+    let of = |path: &Path| -> Result<(Looks, bool), String> {
         let meta =
             std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Looks {
-            path: path.to_path_buf(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mode: meta.mode(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        })
+        let looks = (path.to_path_buf(), jig_verify::Observed::of(&meta));
+        Ok((looks, meta.is_dir()))
     };
-    let mut all = vec![of(seal)?, of(tree)?];
+    let mut all = vec![of(seal)?.0, of(tree)?.0];
     let mut stack = vec![tree.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -340,8 +323,8 @@ fn looks(tree: &Path, seal: &Path) -> Result<Vec<Looks>, String> {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         entries.sort();
         for path in entries {
-            let entry = of(&path)?;
-            if entry.mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
+            let (entry, is_dir) = of(&path)?;
+            if is_dir {
                 stack.push(path);
             }
             all.push(entry);

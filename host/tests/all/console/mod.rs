@@ -356,12 +356,14 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
     browser.click("#cancel button");
     assert!(
         browser.wait(15 * SECOND, |b| b
-            .text("#status")
-            .is_some_and(|s| s != "pending")),
+            .text("#terminal")
+            .is_some_and(|t| t.contains(r#""status""#))),
         "the cancelled Run did not settle"
     );
+    assert_eq!(browser.text("#status").as_deref(), Some("failed"));
     let (_, record) = served.api("GET", &format!("/v1/projects/p/runs/{id}"));
-    assert_ne!(record["terminal"]["status"], "succeeded", "{record}");
+    assert_eq!(record["terminal"]["status"], "failed", "{record}");
+    assert_eq!(record["terminal"]["code"], "CANCELLED", "{record}");
 
     // A file Run's packet: its files listed, each one a download.
     let source = root.parent().unwrap().join("source");
@@ -929,12 +931,15 @@ fn with_a_database_and_a_worker_the_console_lists_follows_and_cancels() {
     let id = browser.url().rsplit('/').next().unwrap().to_string();
     assert!(browser.wait(30 * SECOND, |b| data(b) >= 1));
     browser.click("#cancel button");
+    // Settled means its terminal arrived (a replayed "queued" status is
+    // not settled).
     assert!(
         browser.wait(30 * SECOND, |b| b
-            .text("#status")
-            .is_some_and(|s| s != "pending" && s != "running")),
+            .text("#terminal")
+            .is_some_and(|t| t.contains(r#""status""#))),
         "the cancelled Run did not settle"
     );
+    assert_eq!(browser.text("#status").as_deref(), Some("failed"));
     let (_, record) = served.api("GET", &format!("/v1/projects/p/runs/{id}"));
     assert_eq!(record["terminal"]["status"], "failed", "{record}");
     assert_eq!(record["terminal"]["code"], "CANCELLED", "{record}");
