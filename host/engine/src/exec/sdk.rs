@@ -29,6 +29,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
+/// An embedded SDK's files: (path relative to its root, bytes).
+type Files<'a> = &'a [(&'a str, &'a [u8])];
+
 /// One bundled SDK kept as a shared tree.
 #[derive(Debug, Clone, Copy)]
 struct Bundle {
@@ -423,7 +426,7 @@ pub struct Collected {
 /// again (overwriting a seal left behind).
 fn collect(
     root: &Path,
-    sdks: &[(Bundle, &[(&str, &[u8])])],
+    sdks: &[(Bundle, Files)],
     now: SystemTime,
     dry_run: bool,
 ) -> std::io::Result<Collected> {
