@@ -29,8 +29,10 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
+use crate::state::retention::REMOVING_PREFIX;
+
 /// An embedded SDK's files: (path relative to its root, bytes).
-type Files<'a> = &'a [(&'a str, &'a [u8])];
+pub type Files<'a> = &'a [(&'a str, &'a [u8])];
 
 /// One bundled SDK kept as a shared tree.
 #[derive(Debug, Clone, Copy)]
@@ -81,22 +83,19 @@ pub const SUPPORT_GRACE: Duration =
 /// A use stamps the seal again only once its stamp is this old, so a busy
 /// host does not write the stamp at every Run.
 const STAMP_RESOLUTION: Duration = Duration::from_secs(60);
-/// What a tree being collected is renamed to first (then removed): its
-/// name is whole or gone, never half-removed.
-const REMOVING_PREFIX: &str = ".removing-";
 /// The prefix of a tree being made (a private temporary directory).
 const STAGING_PREFIX: &str = ".jig-sdk-";
 
 /// The Python SDK `files` (relative path, bytes) compiled by `runtime`, as a
 /// read-only tree below `root`; returns its import root (for `PYTHONPATH`).
-pub fn python(root: &Path, runtime: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, String> {
+pub fn python(root: &Path, runtime: &Path, files: Files) -> Result<PathBuf, String> {
     shared(root, PYTHON_BUNDLE, Some(runtime), files)
 }
 
 /// The JavaScript SDK `files` as a read-only tree below `root`; returns the
 /// directory Bun and Node import as `@jigging/flow` (a Run shows it at its
 /// `node_modules/@jigging/flow`).
-pub fn javascript(root: &Path, files: &[(&str, &[u8])]) -> Result<PathBuf, String> {
+pub fn javascript(root: &Path, files: Files) -> Result<PathBuf, String> {
     shared(root, JS_BUNDLE, None, files)
 }
 
@@ -106,7 +105,7 @@ fn shared(
     root: &Path,
     bundle: Bundle,
     runtime: Option<&Path>,
-    files: &[(&str, &[u8])],
+    files: Files,
 ) -> Result<PathBuf, String> {
     let name = tree_name(bundle, runtime, files);
     let tree = root.join(&name);
@@ -143,7 +142,7 @@ fn changed(bundle: Bundle, tree: &Path, what: &str) -> String {
 }
 
 /// The digest of the SDK's paths and bytes (and the runtime's path).
-fn tree_name(bundle: Bundle, runtime: Option<&Path>, files: &[(&str, &[u8])]) -> String {
+fn tree_name(bundle: Bundle, runtime: Option<&Path>, files: Files) -> String {
     let sources: serde_json::Map<String, serde_json::Value> = files
         .iter()
         .map(|(path, bytes)| (path.to_string(), json!(crate::state::sha256_digest(bytes))))
@@ -165,7 +164,7 @@ fn make(
     tree: &Path,
     seal: &Path,
     runtime: Option<&Path>,
-    files: &[(&str, &[u8])],
+    files: Files,
 ) -> Result<PathBuf, String> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let io = |e: std::io::Error| format!("cannot stage the bundled {}: {e}", bundle.name);
@@ -286,7 +285,7 @@ fn seal_tree(root: &Path) -> std::io::Result<BTreeMap<String, String>> {
 /// files, owner-private directories, nothing else), with the sources the
 /// embedded ones? `Err` names the first difference. A tree this process
 /// checked in full is not read again while every entry looks as it did.
-fn check(bundle: Bundle, tree: &Path, seal: &Path, files: &[(&str, &[u8])]) -> Result<(), String> {
+fn check(bundle: Bundle, tree: &Path, seal: &Path, files: Files) -> Result<(), String> {
     static CHECKED: std::sync::Mutex<BTreeMap<PathBuf, Vec<Looks>>> =
         std::sync::Mutex::new(BTreeMap::new());
     let looks = looks(tree, seal)?;
@@ -337,12 +336,7 @@ fn looks(tree: &Path, seal: &Path) -> Result<Vec<Looks>, String> {
 }
 
 /// [`check`], reading and hashing every file.
-fn check_fully(
-    bundle: Bundle,
-    tree: &Path,
-    seal: &Path,
-    files: &[(&str, &[u8])],
-) -> Result<(), String> {
+fn check_fully(bundle: Bundle, tree: &Path, seal: &Path, files: Files) -> Result<(), String> {
     use std::io::Read;
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let bytes = std::fs::read(seal).map_err(|e| format!("its seal: {e}"))?;
@@ -492,7 +486,7 @@ fn collect(
             if bundle_of(tree).is_some() && !root.join(tree).exists() && idle(&path) {
                 collected.freed_bytes += bytes();
                 if !dry_run {
-                    remove_existing(&path)?;
+                    crate::files::remove_tree(&path)?;
                 }
             }
             continue;
@@ -516,7 +510,7 @@ fn collect(
         let aside = root.join(format!("{REMOVING_PREFIX}{name}"));
         std::fs::rename(&path, &aside)?;
         crate::state::crash_point("sdk:tree-aside");
-        remove_existing(&seal)?;
+        crate::files::remove_tree(&seal)?;
         crate::files::remove_tree(&aside)?;
     }
     Ok(collected)
@@ -547,14 +541,6 @@ fn sealed_sources(bundle: Bundle, seal: &Path) -> Option<BTreeMap<String, String
         .filter(|(path, _)| !path.ends_with(".pyc"))
         .map(|(path, digest)| Some((path.clone(), digest.as_str()?.to_string())))
         .collect()
-}
-
-/// Remove the file at `path`; one already gone is no error.
-fn remove_existing(path: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
 }
 
 include!(concat!(env!("OUT_DIR"), "/python_sdk.rs"));
@@ -664,7 +650,7 @@ mod tests {
 
     /// A sealed tree `name` of `files` below `root` (sources and one
     /// bytecode file, as `make` leaves them), last used `age` before `now`.
-    fn sealed(root: &Path, name: &str, files: &[(&str, &[u8])], now: SystemTime, age: Duration) {
+    fn sealed(root: &Path, name: &str, files: Files, now: SystemTime, age: Duration) {
         let mut digests = serde_json::Map::new();
         for (path, bytes) in files {
             let file = root.join(name).join(IMPORT_ROOT).join(path);

@@ -47,8 +47,11 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
 /// Runs one sweep of `jig serve` removes at most; it sweeps again soon
 /// after when more are due, so a backlog never holds the project long.
 pub const SWEEP_BATCH: usize = 500;
-/// What a packet being removed is renamed to first, below `packets/`.
-pub(super) const REMOVING_PREFIX: &str = ".removing-";
+/// What an entry being removed is renamed to first (a packet below
+/// `packets/`, a shared tree, an SDK tree, a worker's work root), so its
+/// name is whole or gone and the next collection removes what a crash
+/// left aside.
+pub const REMOVING_PREFIX: &str = ".removing-";
 
 /// `[retention]`, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,13 +37,12 @@ use serde_json::Value;
 use super::blobs::{plan_layouts, Cache};
 use super::Queue;
 use crate::Error;
+use jig_engine::state::retention::REMOVING_PREFIX;
 use jig_engine::state::{digest_hex, sha256_digest};
 
 /// How often a worker collects its cache when `--cache-interval` is not
 /// given.
 pub const CACHE_INTERVAL: Duration = Duration::from_secs(10 * 60);
-/// What an entry being removed is renamed to first.
-const REMOVING_PREFIX: &str = ".removing-";
 /// A temporary file of an unfinished write (`.` first) is removed once
 /// this old: a write in progress is younger.
 const TEMPORARY_GRACE: Duration = Duration::from_secs(3600);
@@ -206,7 +205,7 @@ impl Cache {
                     continue;
                 }
                 collected.freed_bytes += tree_bytes(&path);
-                remove_file(&path).map_err(io("removing a cached file"))?;
+                jig_engine::files::remove_tree(&path).map_err(io("removing a cached file"))?;
                 if !unfinished {
                     *count += 1;
                 }
@@ -261,14 +260,6 @@ fn older_than(path: &Path, age: Duration) -> bool {
     std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .is_ok_and(|at| at.elapsed().unwrap_or_default() > age)
-}
-
-/// Remove the file at `path`; one already gone is no error.
-fn remove_file(path: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
 }
 
 #[cfg(test)]
