@@ -601,6 +601,12 @@ in
         description = "At most this many queued Runs (`[serve] max-queued-runs`); past it a submission is refused RESOURCE_EXHAUSTED. null: jig's default.";
       };
 
+      envelopesAhead = mkOption {
+        type = types.nullOr types.ints.unsigned;
+        default = null;
+        description = "For how many recently run targets the next Run's envelope is made ahead and held before its program runs (`[serve] envelopes-ahead`); 0 makes none. null: jig's default (8).";
+      };
+
       shutdownGrace = mkOption {
         type = types.addCheck types.str jigLib.isDuration // {
           description = "duration matching `${jigLib.durationPattern}`";

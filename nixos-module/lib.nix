@@ -288,7 +288,7 @@ rec {
   # operator's files themselves (no server: jig is run at a shell).
   #   agent:    null or { api, baseUrl, model, apiKeyFile }
   #   secrets:  name -> file
-  #   server:   null or { maxActiveRuns, maxQueuedRuns, shutdownGrace, tcp, tokenFile, console }
+  #   server:   null or { maxActiveRuns, maxQueuedRuns, envelopesAhead, shutdownGrace, tcp, tokenFile, console }
   #   projects: name -> path of the projects jig serve serves
   serverTables =
     {
@@ -335,6 +335,7 @@ rec {
             socket = socketPath;
             max-active-runs = server.maxActiveRuns;
             max-queued-runs = server.maxQueuedRuns;
+            envelopes-ahead = server.envelopesAhead or null;
             shutdown-grace = server.shutdownGrace;
             tcp = server.tcp;
             token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;

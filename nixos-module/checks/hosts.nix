@@ -80,6 +80,7 @@ rec {
       enable = true;
       maxActiveRuns = 4;
       maxQueuedRuns = 64;
+      envelopesAhead = 4;
       shutdownGrace = "2m";
       tcp = "127.0.0.1:8480";
       tokenFile = "/var/keys/jig-token";

@@ -179,6 +179,7 @@ let
       socket = "/run/jig/jig.sock";
       max-active-runs = 4;
       max-queued-runs = 64;
+      envelopes-ahead = 4;
       shutdown-grace = "2m";
       tcp = "127.0.0.1:8480";
       token-file = "${serveCreds}/serve-token";
@@ -909,6 +910,8 @@ let
       builds (serverWith { server.maxActiveRuns = 1; }) && !builds (serverWith { server.maxActiveRuns = 0; });
     "server.maxQueuedRuns of 1 builds, 0 is refused" =
       builds (serverWith { server.maxQueuedRuns = 1; }) && !builds (serverWith { server.maxQueuedRuns = 0; });
+    "server.envelopesAhead of 0 builds, -1 is refused" =
+      builds (serverWith { server.envelopesAhead = 0; }) && !builds (serverWith { server.envelopesAhead = -1; });
     "server.tcp port 65535 builds, 65536 is refused" =
       builds (serverWith { server.tcp = "0.0.0.0:65535"; })
       && !builds (serverWith { server.tcp = "0.0.0.0:65536"; });

@@ -85,6 +85,9 @@ pub struct Serve {
     pub max_active_runs: Option<usize>,
     /// Runs accepted and waiting for a slot (default 64).
     pub max_queued_runs: Option<usize>,
+    /// For how many recently run targets the next Run's envelope is made
+    /// ahead (default 8; 0 makes none).
+    pub envelopes_ahead: Option<usize>,
     /// How long SIGTERM lets Runs finish before cancelling them ("30s").
     pub shutdown_grace: Option<String>,
     /// Serve the web console on the TCP listener too (requires `tcp`).

@@ -280,81 +280,11 @@ impl Sandbox for Bubblewrap {
     }
 
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained> {
-        let group = self
-            .run_group(launch.limits)
-            .map_err(std::io::Error::other)?;
-        let mut fence = CgroupFence {
-            group: Some(group),
-            host: self.host.clone(),
-        };
-        let group = fence.group.as_ref().expect("set above");
-        let procs: Vec<std::fs::File> = group
-            .entry_files()
-            .iter()
-            .map(|p| std::fs::OpenOptions::new().write(true).open(p))
-            .collect::<std::io::Result<_>>()?;
-        let fds: Vec<RawFd> = procs.iter().map(AsRawFd::as_raw_fd).collect();
-        let outputs: Vec<PathBuf> = launch
-            .attachments
-            .iter()
-            .filter(|(_, writable)| *writable)
-            .map(|(path, _)| path.clone())
-            .collect();
-        // With a writable attachment, bubblewrap reports the sandbox pid
-        // and waits until the host holds the attachment's directory.
-        let handoff = if outputs.is_empty() {
-            None
-        } else {
-            Some(Pipes::new()?)
-        };
-        let mut command = tokio::process::Command::new(&self.bwrap);
-        command.args(self.arguments(launch));
-        if handoff.is_some() {
-            command.args(handoff_arguments());
-        }
-        command
-            .arg("--")
-            .arg(&launch.program)
-            .args(&launch.args)
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let passed = handoff.as_ref().map(Pipes::child_ends);
-        // SAFETY: the hook runs in the forked child before exec and only
-        // makes raw system calls (write, fcntl, dup2, close_range) on
-        // descriptors opened by the parent; it allocates nothing and takes
-        // no locks.
-        unsafe {
-            command.pre_exec(move || {
-                enter_cgroup(&fds)?;
-                pass_handoff(passed)
-            });
-        }
-        let spawned = command.spawn();
-        drop(procs);
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(e) => {
-                let _ = fence.cleanup();
-                return Err(e);
-            }
-        };
-        let Some(pipes) = handoff else {
-            return Ok(Contained::new(child, Box::new(fence)));
-        };
-        match pipes.receive(&outputs) {
-            Ok(held) => Ok(Contained::new(child, Box::new(fence)).with_outputs(held)),
-            Err(e) => {
-                let _ = child.start_kill();
-                fence.kill_all();
-                let _ = fence.cleanup();
-                Err(e)
-            }
-        }
+        self.start(launch, false)
+    }
+
+    fn spawn_held(&self, launch: &Launch) -> std::io::Result<Contained> {
+        self.start(launch, true)
     }
 
     fn bounded_output(&self, _path: &Path) -> std::io::Result<OwnedFd> {
@@ -390,6 +320,111 @@ impl Sandbox for Bubblewrap {
         host.keep = keep;
         host.released = !keep;
         let _ = host.release_if_idle();
+    }
+}
+
+impl Bubblewrap {
+    /// Start `launch` in a new envelope; `held`, bubblewrap waits on
+    /// [`BLOCK_FD`] after making it, before it executes the program.
+    fn start(&self, launch: &Launch, held: bool) -> std::io::Result<Contained> {
+        if held && launch.attachments.iter().any(|(_, writable)| *writable) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "a launch with a writable attachment cannot be held",
+            ));
+        }
+        let group = self
+            .run_group(launch.limits)
+            .map_err(std::io::Error::other)?;
+        let mut fence = CgroupFence {
+            group: Some(group),
+            host: self.host.clone(),
+        };
+        let group = fence.group.as_ref().expect("set above");
+        let procs: Vec<std::fs::File> = group
+            .entry_files()
+            .iter()
+            .map(|p| std::fs::OpenOptions::new().write(true).open(p))
+            .collect::<std::io::Result<_>>()?;
+        let fds: Vec<RawFd> = procs.iter().map(AsRawFd::as_raw_fd).collect();
+        let outputs: Vec<PathBuf> = launch
+            .attachments
+            .iter()
+            .filter(|(_, writable)| *writable)
+            .map(|(path, _)| path.clone())
+            .collect();
+        // With a writable attachment, bubblewrap reports the sandbox pid
+        // and waits until the host holds the attachment's directory.
+        let handoff = if outputs.is_empty() {
+            None
+        } else {
+            Some(Pipes::new()?)
+        };
+        // Held: bubblewrap makes the envelope, then waits on the gate.
+        let gate = if held {
+            Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+        } else {
+            None
+        };
+        let mut command = tokio::process::Command::new(&self.bwrap);
+        command.args(self.arguments(launch));
+        if handoff.is_some() {
+            command.args(handoff_arguments());
+        }
+        if gate.is_some() {
+            command.args(["--block-fd".to_string(), BLOCK_FD.to_string()]);
+        }
+        command
+            .arg("--")
+            .arg(&launch.program)
+            .args(&launch.args)
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let passed = match (&handoff, &gate) {
+            (Some(pipes), _) => Passed::Handoff(pipes.child_ends()),
+            (None, Some((read, _))) => Passed::Gate(read.as_raw_fd()),
+            (None, None) => Passed::Nothing,
+        };
+        // SAFETY: the hook runs in the forked child before exec and only
+        // makes raw system calls (write, fcntl, dup2, close_range) on
+        // descriptors opened by the parent; it allocates nothing and takes
+        // no locks.
+        unsafe {
+            command.pre_exec(move || {
+                enter_cgroup(&fds)?;
+                pass_handoff(passed)
+            });
+        }
+        let spawned = command.spawn();
+        drop(procs);
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = fence.cleanup();
+                return Err(e);
+            }
+        };
+        let Some(pipes) = handoff else {
+            let contained = Contained::new(child, Box::new(fence));
+            return Ok(match gate {
+                Some((_, write)) => contained.held_at(write),
+                None => contained,
+            });
+        };
+        match pipes.receive(&outputs) {
+            Ok(held) => Ok(Contained::new(child, Box::new(fence)).with_outputs(held)),
+            Err(e) => {
+                let _ = child.start_kill();
+                fence.kill_all();
+                let _ = fence.cleanup();
+                Err(e)
+            }
+        }
     }
 }
 
@@ -437,7 +472,7 @@ impl Bubblewrap {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let passed = Some(pipes.child_ends());
+        let passed = Passed::Handoff(pipes.child_ends());
         // SAFETY: as in `spawn`: raw system calls only.
         unsafe {
             command.pre_exec(move || pass_handoff(passed));
@@ -583,13 +618,22 @@ fn is_output_tmpfs(fd: &OwnedFd, host_dev: Option<u64>) -> bool {
         && host_dev != Some(stat.st_dev)
 }
 
+/// What the forked child passes bubblewrap: nothing, the handoff pipes
+/// (info, block), or a held envelope's gate.
+#[derive(Clone, Copy)]
+enum Passed {
+    Nothing,
+    Handoff((RawFd, RawFd)),
+    Gate(RawFd),
+}
+
 /// In the forked child: put the handoff pipes at [`INFO_FD`] and
-/// [`BLOCK_FD`] (inherited), everything else above stderr close-on-exec.
-/// Async-signal-safe: raw syscalls only.
-fn pass_handoff(passed: Option<(RawFd, RawFd)>) -> std::io::Result<()> {
+/// [`BLOCK_FD`] (or the gate at [`BLOCK_FD`]), inherited, everything else
+/// above stderr close-on-exec. Async-signal-safe: raw syscalls only.
+fn pass_handoff(passed: Passed) -> std::io::Result<()> {
     let first_closed = match passed {
-        None => 3,
-        Some((info, block)) => {
+        Passed::Nothing => 3,
+        Passed::Handoff((info, block)) => {
             // Move both out of the way first: either may sit at 3 or 4.
             // SAFETY: fcntl/dup2 on descriptors the parent keeps open.
             unsafe {
@@ -600,6 +644,16 @@ fn pass_handoff(passed: Option<(RawFd, RawFd)>) -> std::io::Result<()> {
                     || nix::libc::dup2(info, INFO_FD) < 0
                     || nix::libc::dup2(block, BLOCK_FD) < 0
                 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            BLOCK_FD as u32 + 1
+        }
+        Passed::Gate(gate) => {
+            // SAFETY: as above, on the one descriptor the parent keeps open.
+            unsafe {
+                let gate = nix::libc::fcntl(gate, nix::libc::F_DUPFD, 16);
+                if gate < 0 || nix::libc::dup2(gate, BLOCK_FD) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

@@ -72,8 +72,9 @@ pub enum ContainmentMode {
 }
 
 /// What one contained process is granted. Paths are host paths; an
-/// envelope may show them at the same location inside.
-#[derive(Debug, Clone)]
+/// envelope may show them at the same location inside. Two equal launches
+/// start the same process in the same envelope.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
     pub program: PathBuf,
     pub args: Vec<OsString>,
@@ -142,6 +143,9 @@ pub struct Contained {
     /// The leader's pid, spared by the SIGTERM (it is the envelope's own
     /// monitor; its death would SIGKILL the tree before the grace).
     leader: Option<u32>,
+    /// A held envelope's gate ([`Sandbox::spawn_held`]): one byte written
+    /// to it lets the program be executed.
+    gate: Option<OwnedFd>,
 }
 
 /// How an envelope ends everything a Run started.
@@ -167,7 +171,36 @@ impl Contained {
             fence,
             outputs: Vec::new(),
             leader,
+            gate: None,
         }
+    }
+
+    /// The same, held at `gate` until [`Contained::open_gate`].
+    pub fn held_at(mut self, gate: OwnedFd) -> Contained {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Is the program still held (its envelope made, nothing executed)?
+    pub fn is_held(&self) -> bool {
+        self.gate.is_some()
+    }
+
+    /// Let a held envelope execute its program, once; an envelope that
+    /// was not held (or was opened) has nothing to open. An envelope that
+    /// ended while it was held fails here (the pipe has no reader), and
+    /// the caller starts another.
+    pub fn open_gate(&mut self) -> std::io::Result<()> {
+        let Some(gate) = self.gate.take() else {
+            return Ok(());
+        };
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Err(std::io::Error::other(format!(
+                "the held envelope ended before it was opened ({status})"
+            )));
+        }
+        nix::unistd::write(&gate, b"x")?;
+        Ok(())
     }
 
     /// The same, holding the writable attachments' directories.
@@ -222,6 +255,18 @@ impl Drop for Contained {
 pub trait Sandbox: Send + Sync {
     fn name(&self) -> &'static str;
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained>;
+    /// Make `launch`'s envelope now and hold it before its program is
+    /// executed, until [`Contained::open_gate`]: the namespaces, mounts and
+    /// cgroup are ready, and nothing of the program has run. A launch with
+    /// a writable attachment cannot be held, nor can an envelope that has
+    /// no gate (`Unsupported`). The process that holds it must outlive it:
+    /// the envelope dies with the thread that spawned it.
+    fn spawn_held(&self, _launch: &Launch) -> std::io::Result<Contained> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this envelope cannot be made ahead of its launch",
+        ))
+    }
     /// A writable attachment for an in-process recipe (`flow.wasm`): the
     /// directory descriptor of the same bounded filesystem a process recipe
     /// gets at `path`. The caller owns it; closing it releases everything.

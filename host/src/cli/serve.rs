@@ -25,6 +25,11 @@ pub struct ServeArgs {
     /// Runs waiting for a slot; past it RESOURCE_EXHAUSTED (default 64).
     #[arg(long, value_name = "N")]
     max_queued_runs: Option<usize>,
+    /// For how many recently run targets the next Run's envelope is made
+    /// ahead, held before its program runs (default [serve] envelopes-ahead,
+    /// else 8; 0 makes none).
+    #[arg(long, value_name = "N")]
+    envelopes_ahead: Option<usize>,
     /// How long SIGTERM lets Runs finish before cancelling them (default 30s).
     #[arg(long, value_name = "DURATION")]
     shutdown_grace: Option<String>,
@@ -103,6 +108,10 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
                 .max_queued_runs
                 .or(table.max_queued_runs)
                 .unwrap_or(serve::DEFAULT_MAX_QUEUED_RUNS),
+            envelopes_ahead: args
+                .envelopes_ahead
+                .or(table.envelopes_ahead)
+                .unwrap_or(serve::DEFAULT_ENVELOPES_AHEAD),
         },
         shutdown_grace,
         config,

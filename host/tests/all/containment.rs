@@ -1099,3 +1099,163 @@ fn a_carried_extension_brings_its_libraries() {
     assert_eq!(run.status, 0, "{} carried: {run:?}", library.display());
     assert_eq!(run.json()["output"], "loaded", "{run:?}");
 }
+
+/// The name `jig serve -C DIR` gives the project in DIR (its basename as a
+/// LocalName).
+fn served_name(root: &Path) -> String {
+    let base = root
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_ascii_lowercase();
+    base.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The work roots a daemon made ahead in the project at `root`.
+pub(crate) fn ahead_roots(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root.join(".jig/work")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ahead-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Processes of envelopes made ahead in the project at `root` that run
+/// `program` (flow.py or flow.bin): (pid, the file it executes).
+fn held_processes(root: &Path, program: &str) -> Vec<(u32, PathBuf)> {
+    let needle = root.join(".jig/work/ahead-").to_string_lossy().into_owned();
+    processes_mentioning(&needle)
+        .into_iter()
+        .filter(|(_, cmdline)| cmdline.contains(program))
+        .filter_map(|(pid, _)| {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+            Some((pid, exe))
+        })
+        .collect()
+}
+
+/// `jig_runs_started_ahead_total` of a daemon.
+pub(crate) fn started_ahead(daemon: &crate::serve::Daemon) -> u64 {
+    let (status, text) = daemon.raw("GET", "/metrics", None, &[]);
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("jig_runs_started_ahead_total "))
+        .unwrap_or_else(|| panic!("no jig_runs_started_ahead_total in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `jig serve` makes the next Run's envelope ahead of it (after a Run of
+/// the same target answered) and holds it before the program is executed:
+/// nothing of the package runs and nothing is written before the Run. The
+/// next Run starts in it, gets what a fresh envelope gives (its own output,
+/// a private scratch), and after the daemon stops nothing is left: no
+/// process, cgroup, mount, scratch or work root.
+#[test]
+fn a_served_run_starts_in_an_envelope_made_ahead_that_ran_nothing_before_it() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let runs = format!("/v1/projects/{}/runs", served_name(root));
+    let mut daemon = crate::serve::Daemon::start(root, &[]);
+    let pid = daemon.pid();
+    let bwrap = std::fs::canonicalize(jig_sandbox::find_bwrap(None).unwrap().0).unwrap();
+    let mut started = 0;
+    for (target, program) in TARGETS.iter().zip(["flow.py", "flow.bin"]) {
+        let submit = |attack: Value| {
+            let (status, terminal) = daemon.call(
+                "POST",
+                &runs,
+                Some(json!({"target": target, "input": attack})),
+            );
+            assert_eq!(status, 200, "{terminal}");
+            assert_eq!(terminal["status"], "succeeded", "{terminal}");
+            terminal["output"].clone()
+        };
+        assert_eq!(submit(json!({"attack": "noop"}))["ok"], true, "{target}");
+        // Made after the Run answered: wait for it.
+        let until = Instant::now() + Duration::from_secs(20);
+        while held_processes(root, program).is_empty() {
+            assert!(
+                Instant::now() < until,
+                "no envelope made ahead for {target}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        // Only bubblewrap waits there; the program was never executed.
+        let held = held_processes(root, program);
+        assert!(
+            held.iter().all(|(_, exe)| *exe == bwrap),
+            "{target}: a program ran ahead of its Run: {held:?}"
+        );
+        for ahead in ahead_roots(root) {
+            let scratch = ahead.join("0/scratch");
+            let written: Vec<_> = std::fs::read_dir(&scratch).unwrap().flatten().collect();
+            assert!(written.is_empty(), "{target}: {written:?}");
+        }
+        assert_eq!(started_ahead(&daemon), started, "{target}");
+        // The next Run of it starts there, contained as ever: it writes
+        // its scratch, and not beside its own program.
+        let scratch_file = "written-in-scratch";
+        let report = submit(json!({"attack": "writes", "paths": [scratch_file]}));
+        let entries = report.as_object().unwrap();
+        let (path, beside) = entries.iter().find(|(p, _)| p.ends_with("escape")).unwrap();
+        assert_eq!(beside["ok"], false, "{target}: wrote {path}");
+        assert_eq!(report[scratch_file]["ok"], true, "{target}: {report}");
+        started += 1;
+        assert_eq!(started_ahead(&daemon), started, "{target}");
+    }
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(daemon.wait().success(), "{}", daemon.log());
+    assert_nothing_left(root, pid);
+    assert_eq!(ahead_roots(root), Vec::<PathBuf>::new());
+}
+
+/// Held envelopes die with a killed daemon, and the next daemon removes
+/// their work roots before it serves; with `--envelopes-ahead 0` nothing
+/// is made ahead.
+#[test]
+fn envelopes_made_ahead_die_with_a_killed_daemon_and_none_are_made_when_turned_off() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let runs = format!("/v1/projects/{}/runs", served_name(root));
+    let noop = json!({"target": TARGETS[1], "input": {"attack": "noop"}});
+    let mut daemon = crate::serve::Daemon::start(root, &[]);
+    let (status, terminal) = daemon.call("POST", &runs, Some(noop.clone()));
+    assert_eq!((status, &terminal["status"]), (200, &json!("succeeded")));
+    let until = Instant::now() + Duration::from_secs(20);
+    while held_processes(root, "flow.bin").is_empty() {
+        assert!(Instant::now() < until, "no envelope made ahead");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let made = ahead_roots(root);
+    assert_eq!(made.len(), 1, "{made:?}");
+    daemon.signal(nix::sys::signal::Signal::SIGKILL);
+    daemon.wait();
+    let needle = root.to_string_lossy().into_owned();
+    let until = Instant::now() + Duration::from_secs(5);
+    while !processes_mentioning(&needle).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "outlived the daemon: {:?}",
+            processes_mentioning(&needle)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let daemon = crate::serve::Daemon::start(root, &["--envelopes-ahead", "0"]);
+    assert!(!made[0].exists(), "{} was not removed", made[0].display());
+    for _ in 0..2 {
+        let (status, terminal) = daemon.call("POST", &runs, Some(noop.clone()));
+        assert_eq!((status, &terminal["status"]), (200, &json!("succeeded")));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ahead_roots(root), Vec::<PathBuf>::new());
+    assert_eq!(started_ahead(&daemon), 0);
+}

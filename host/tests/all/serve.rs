@@ -216,6 +216,10 @@ impl Daemon {
         list["runs"].as_array().unwrap().clone()
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
     pub(crate) fn signal(&mut self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(self.child.as_ref().unwrap().id() as i32);
         nix::sys::signal::kill(pid, signal).unwrap();
@@ -1100,6 +1104,12 @@ fn review_advances_the_generation_while_the_daemon_serves() {
     );
     assert_eq!(status, 202, "{slow}");
     let slow = slow["runId"].as_str().unwrap().to_string();
+    // The first Run left the next echo Run's envelope made ahead...
+    let until = Instant::now() + Duration::from_secs(20);
+    while crate::containment::ahead_roots(&path).is_empty() {
+        assert!(Instant::now() < until, "no envelope made ahead");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let changed = ECHO_PY.replace("'output': context.input", "'output': ['v2', context.input]");
     std::fs::write(path.join("flows/echo/flow.py"), changed).unwrap();
     let reviewed = run_jig(&path, &["review", "--yes"]);
@@ -1112,6 +1122,8 @@ fn review_advances_the_generation_while_the_daemon_serves() {
     let (status, second) = daemon.submit(json!({"target": "flow:flows/echo", "input": "x"}));
     assert_eq!(status, 200, "{second}");
     assert_eq!(second["output"], json!(["v2", "x"]), "{second}");
+    // ...which, made for the old generation, was not the one it started in.
+    assert_eq!(crate::containment::started_ahead(&daemon), 0);
     let record = |id: &str| {
         daemon
             .call("GET", &format!("/v1/projects/p/runs/{id}"), None)

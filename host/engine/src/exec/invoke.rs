@@ -255,7 +255,6 @@ impl Executor {
             deadline_unix_ms: invocation.deadline_unix_ms,
             channels: services.grants.clone(),
         };
-        let entry = package_dir.join(entrypoint);
         if recipe.kind == RecipeKind::Wasm {
             params.scratch = "/scratch".into();
             // The bytes verified when the package was loaded, not a re-read
@@ -316,6 +315,77 @@ impl Executor {
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
+        let launch = self.process_launch(
+            &services.resolved,
+            &services.package,
+            (package_dir, package_tree, entrypoint),
+            scratch,
+            &invocation.attachments,
+        )?;
+        self.dispatchable()?;
+        let mut contained = match self.take_ahead(&launch) {
+            Some(contained) => contained,
+            None => self.sandbox.spawn(&launch).map_err(|e| {
+                Failure::new(
+                    "EXECUTION_FAILED",
+                    format!("cannot start {}: {e}", launch.program.display()),
+                )
+            })?,
+        };
+        let stdin = contained.child.stdin.take().expect("piped stdin");
+        let stdout = contained.child.stdout.take().expect("piped stdout");
+        let stderr = tokio::spawn(collect_stderr(
+            contained.child.stderr.take().expect("piped stderr"),
+        ));
+        let services: Arc<dyn Services> = services.clone();
+        let report = peer::serve(stdout, stdin, params, services, limits()).await;
+        let wait_for = exit_wait(&report);
+        let exit = match tokio::time::timeout(wait_for, contained.child.wait()).await {
+            Ok(Ok(status)) => Exit {
+                code: status.code(),
+                killed: false,
+            },
+            _ => {
+                // SIGTERM, the kill grace, then SIGKILL to what remains.
+                contained.terminate().await;
+                Exit {
+                    code: None,
+                    killed: true,
+                }
+            }
+        };
+        let fenced = contained.cleanup();
+        // Fenced: the writable attachment can no longer change.
+        hand_back(&invocation.attachments, contained.take_outputs());
+        let diagnostics = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
+            Ok(Ok(d)) => d,
+            _ => Diagnostics::default(),
+        };
+        if let Err(e) = fenced {
+            return Err(Failure {
+                code: "JIG_CLEANUP_FAILED".into(),
+                message: format!("the Run's processes could not be fenced and removed: {e}"),
+                details: None,
+                diagnostics,
+            });
+        }
+        Ok((report, exit, diagnostics))
+    }
+
+    /// The envelope a process recipe runs in: its program and arguments,
+    /// environment, SDK, package tree and runtime view. A Run made ahead
+    /// ([`Executor::launch_ahead`]) is the same launch, so its envelope is
+    /// the one this Run would have started.
+    pub(super) fn process_launch(
+        &self,
+        resolved: &Resolved,
+        package: &Package,
+        (package_dir, package_tree, entrypoint): (&std::path::Path, Option<&std::path::Path>, &str),
+        scratch: &std::path::Path,
+        attachments: &[AttachmentGrant],
+    ) -> Result<Launch, Failure> {
+        let recipe = &resolved.recipe;
+        let entry = package_dir.join(entrypoint);
         // Python imports its SDK from the shared compiled tree (below) of a
         // lasting store; a throwaway store (`jig exec`) would compile it for
         // one command, so there, like the JavaScript runtimes, it gets the
@@ -365,13 +435,13 @@ impl Executor {
                             package_dir.display(),
                             scratch.display(),
                             js_support.display(),
-                            deno_paths(&invocation.attachments, false)
+                            deno_paths(attachments, false)
                         )
                         .into(),
                         format!(
                             "--allow-write={}{}",
                             scratch.display(),
-                            deno_paths(&invocation.attachments, true)
+                            deno_paths(attachments, true)
                         )
                         .into(),
                         entry.clone().into(),
@@ -411,7 +481,7 @@ impl Executor {
                     python
                 };
                 let mut path = python.into_os_string();
-                if services.resolved.prepared {
+                if resolved.prepared {
                     // The reviewed wheels, after the bundled SDK.
                     path.push(":");
                     path.push(package_dir.join(crate::plan::prepare::PYTHON_SITE));
@@ -439,14 +509,15 @@ impl Executor {
         }
         let view = if self.sandbox.shows_elsewhere() {
             Some(runtime_view(
-                services,
+                resolved,
+                package,
                 &program,
                 package_tree.unwrap_or(package_dir),
             )?)
         } else {
             None
         };
-        let launch = Launch {
+        Ok(Launch {
             view,
             program,
             args,
@@ -456,76 +527,29 @@ impl Executor {
             scratch: scratch.to_path_buf(),
             read_only,
             shown,
-            attachments: invocation
-                .attachments
+            attachments: attachments
                 .iter()
                 .map(|a| (a.host.clone(), a.writable))
                 .collect(),
             limits: jig_sandbox::Limits::FLOW,
             network: false,
-        };
-        self.dispatchable()?;
-        let mut contained = self.sandbox.spawn(&launch).map_err(|e| {
-            Failure::new(
-                "EXECUTION_FAILED",
-                format!("cannot start {}: {e}", launch.program.display()),
-            )
-        })?;
-        let stdin = contained.child.stdin.take().expect("piped stdin");
-        let stdout = contained.child.stdout.take().expect("piped stdout");
-        let stderr = tokio::spawn(collect_stderr(
-            contained.child.stderr.take().expect("piped stderr"),
-        ));
-        let services: Arc<dyn Services> = services.clone();
-        let report = peer::serve(stdout, stdin, params, services, limits()).await;
-        let wait_for = exit_wait(&report);
-        let exit = match tokio::time::timeout(wait_for, contained.child.wait()).await {
-            Ok(Ok(status)) => Exit {
-                code: status.code(),
-                killed: false,
-            },
-            _ => {
-                // SIGTERM, the kill grace, then SIGKILL to what remains.
-                contained.terminate().await;
-                Exit {
-                    code: None,
-                    killed: true,
-                }
-            }
-        };
-        let fenced = contained.cleanup();
-        // Fenced: the writable attachment can no longer change.
-        hand_back(&invocation.attachments, contained.take_outputs());
-        let diagnostics = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
-            Ok(Ok(d)) => d,
-            _ => Diagnostics::default(),
-        };
-        if let Err(e) = fenced {
-            return Err(Failure {
-                code: "JIG_CLEANUP_FAILED".into(),
-                message: format!("the Run's processes could not be fenced and removed: {e}"),
-                details: None,
-                diagnostics,
-            });
-        }
-        Ok((report, exit, diagnostics))
+        })
     }
 }
 
 /// The proved runtime closure a process recipe is shown instead of the
 /// host's `/usr` (seed 002 §9); unprovable fails closed, before launch.
 pub(super) fn runtime_view(
-    services: &InvocationServices,
+    resolved: &Resolved,
+    package: &Package,
     program: &std::path::Path,
     tree: &std::path::Path,
 ) -> Result<Arc<jig_sandbox::closure::View>, Failure> {
     use jig_sandbox::closure::{self, Stdlib};
-    let recipe = &services.resolved.recipe;
+    let recipe = &resolved.recipe;
     let proved = match (recipe.kind, &recipe.runtime_digest) {
-        (RecipeKind::Native, _) => match services.package.files().get(&recipe.entrypoint) {
-            Some(bytes) => {
-                closure::native(bytes, &services.resolved.digest, &recipe.entrypoint, tree)
-            }
+        (RecipeKind::Native, _) => match package.files().get(&recipe.entrypoint) {
+            Some(bytes) => closure::native(bytes, &resolved.digest, &recipe.entrypoint, tree),
             None => Err(jig_sandbox::Error::View(format!(
                 "the package has no {}",
                 recipe.entrypoint
@@ -548,9 +572,9 @@ pub(super) fn runtime_view(
         if recipe.kind == RecipeKind::Native {
             return Ok(view);
         }
-        let files = services.package.files();
+        let files = package.files();
         Ok(
-            match closure::package(files, &services.resolved.digest, tree, program)? {
+            match closure::package(files, &resolved.digest, tree, program)? {
                 Some(carried) => Arc::new(view.with(&carried)),
                 None => view,
             },

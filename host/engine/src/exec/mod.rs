@@ -3,6 +3,7 @@
 //! ended. Child Flows run through the same path with the Binding's slots;
 //! capability calls go to the provider the review pinned.
 
+mod ahead;
 mod builtin;
 pub mod channels;
 mod invoke;
@@ -36,6 +37,7 @@ use tokio::sync::watch;
 use crate::plan::{Recipe, RecipeKind};
 use crate::providers::ProviderSet;
 use crate::state::Store;
+pub use ahead::Ahead;
 use jig_sandbox::{Launch, Sandbox};
 use outcome::*;
 use peer::{BoxFuture, PeerLimits, PeerReport, Services};
@@ -239,6 +241,9 @@ pub struct Executor {
     /// The root's record, still being made durable while the Run is
     /// prepared: nothing starts before it is (see [`Executor::dispatchable`]).
     commit: Option<Arc<submit::Commit>>,
+    /// The root's envelope, made ahead by a daemon ([`Executor::with_ahead`]).
+    ahead: std::sync::Mutex<Option<Ahead>>,
+    started_ahead: std::sync::atomic::AtomicBool,
 }
 
 /// The project's repository root and the operator's secret map.
@@ -300,6 +305,8 @@ impl Executor {
             loaded: std::sync::Mutex::new(None),
             commit: None,
             repository: None,
+            ahead: std::sync::Mutex::new(None),
+            started_ahead: Default::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES, TAR_TYPE};
-pub use runner::{Limits, ServedRun};
+pub use runner::{Limits, ServedRun, DEFAULT_ENVELOPES_AHEAD};
 
 use jig_engine::config::HostConfig;
 

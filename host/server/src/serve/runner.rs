@@ -27,7 +27,7 @@ use jig_engine::config::HostConfig;
 use jig_engine::exec::receive;
 
 use jig_engine::exec::submit::{self, Recorded};
-use jig_engine::exec::{Invocation, RootChannels, TargetRef};
+use jig_engine::exec::{Ahead, Invocation, RootChannels, TargetRef};
 use jig_engine::providers::ProviderSet;
 use jig_engine::state::{self, ProjectState, RunRecord, PACKET_STORE};
 
@@ -68,6 +68,28 @@ impl Retired {
 pub struct Limits {
     pub max_active: usize,
     pub max_queued: usize,
+    /// For how many targets the envelope of the next Run is made ahead
+    /// (see [`Ahead`]); 0 makes none.
+    pub envelopes_ahead: usize,
+}
+
+/// The default of [`Limits::envelopes_ahead`]: a held envelope is two
+/// sleeping bubblewrap processes, a cgroup and an empty scratch.
+pub const DEFAULT_ENVELOPES_AHEAD: usize = 8;
+
+/// The envelopes made ahead, by (project, target), with when each was made
+/// (the oldest goes first when more are wanted than the limit).
+#[derive(Default)]
+struct Aheads {
+    made: BTreeMap<(String, String), (Instant, PathBuf, Ahead)>,
+    /// The daemon let go of its envelope: nothing more is made ahead.
+    closed: bool,
+}
+
+/// End a held envelope and remove its work root.
+fn discard((_, root, ahead): (Instant, PathBuf, Ahead)) {
+    drop(ahead);
+    let _ = jig_engine::files::remove_tree(&root);
 }
 
 /// A parsed submission (`POST /v1/projects/{project}/runs`).
@@ -274,6 +296,8 @@ struct Metrics {
     durations: Histogram,
     active: Gauge,
     queued: Gauge,
+    /// Runs whose envelope was made ahead of them and used.
+    ahead: Counter,
     disk: retention::Disk,
 }
 
@@ -302,8 +326,15 @@ impl Metrics {
             "Runs accepted and waiting for a slot",
             queued.clone(),
         );
+        let ahead = Counter::default();
+        registry.register(
+            "jig_runs_started_ahead",
+            "Runs that started in an envelope made ahead of them",
+            ahead.clone(),
+        );
         let disk = retention::Disk::register(&mut registry);
         Metrics {
+            ahead,
             disk,
             registry,
             runs,
@@ -333,6 +364,10 @@ pub struct Server {
     /// `--database`: Runs are enqueued in PostgreSQL for `jig worker`s
     /// instead of executed here (issue 21); bumped on every NOTIFY.
     queue: Option<(crate::queue::Queue, watch::Sender<u64>)>,
+    /// The next Run's envelope of recently run targets, made ahead.
+    aheads: Mutex<Aheads>,
+    /// Names the work roots of envelopes made ahead.
+    ahead_counter: AtomicUsize,
 }
 
 impl Server {
@@ -394,6 +429,8 @@ impl Server {
             settled: tokio::sync::Notify::new(),
             metrics: Metrics::new(),
             queue: None,
+            aheads: Mutex::new(Aheads::default()),
+            ahead_counter: AtomicUsize::new(0),
         })
     }
 
@@ -645,6 +682,14 @@ impl Server {
         self.metrics.queued.dec();
         self.metrics.active.inc();
         live.push_value(&json!({"type": "status", "status": "running", "runId": record.id}));
+        // A Run without files may leave the next Run's envelope made ahead.
+        let next = dispatch.files.is_none().then(|| {
+            (
+                dispatch.target.clone(),
+                dispatch.plan.clone(),
+                dispatch.package.clone(),
+            )
+        });
         let terminal = self
             .run_one(&project, &record, &live, dispatch)
             .await
@@ -672,6 +717,11 @@ impl Server {
             .durations
             .observe(started.elapsed().as_secs_f64());
         self.retire(&record.id, &live);
+        // After this Run answered, and before its slot is free (a drain
+        // waits for it): the next Run's envelope.
+        if let Some((target, plan, package)) = next {
+            self.make_ahead(&project, target, plan, package).await;
+        }
         drop(held);
         // What this Run's verification learned (a runtime hashed for the
         // first time or after it changed) is kept for the next daemon;
@@ -696,7 +746,16 @@ impl Server {
     ) -> Result<Value, String> {
         let state = &project.state;
         let sandbox = self.sandbox.clone();
-        let work_root = state.run_dir(&record.id).map_err(|e| e.to_string())?;
+        // The envelope made ahead for this target comes with the work root
+        // it was made in.
+        let ahead = match dispatch.files {
+            None => self.take_ahead(&project.name, &dispatch.target),
+            Some(_) => None,
+        };
+        let (work_root, ahead) = match ahead {
+            Some((root, ahead)) => (root, Some(ahead)),
+            None => (state.run_dir(&record.id).map_err(|e| e.to_string())?, None),
+        };
         let grants = match &dispatch.files {
             None => Vec::new(),
             Some(files) => {
@@ -715,7 +774,7 @@ impl Server {
             }
         };
         let handoff = grants.iter().find_map(|g| g.output.clone());
-        let executor = Arc::new(submit::executor(
+        let executor = submit::executor(
             state,
             dispatch.plan,
             &self.config,
@@ -725,7 +784,11 @@ impl Server {
             // Verified at submission; used only if its digest is the one
             // the root Run resolves.
             Some(dispatch.package.clone()),
-        ));
+        );
+        let executor = Arc::new(match ahead {
+            Some(ahead) => executor.with_ahead(ahead),
+            None => executor,
+        });
         let mut channels = RootChannels::none();
         let broker = channels.broker.clone();
         let host = channels.host;
@@ -768,6 +831,9 @@ impl Server {
                 }
             }
         };
+        if executor.started_ahead() {
+            self.metrics.ahead.inc();
+        }
         broker.fail_held_writers(host);
         let _ = pump.await;
         broker.finish(host, true);
@@ -1025,9 +1091,95 @@ impl Server {
         let _ = tokio::time::timeout(super::CANCEL_FENCE_BUDGET, all_settled()).await;
     }
 
-    /// Release what the envelope kept between Runs (after [`Server::drain`]).
+    /// Release what the envelope kept between Runs (after [`Server::drain`]):
+    /// the envelopes made ahead end, and nothing more is made.
     pub fn release_envelope(&self) {
+        let made = {
+            let mut aheads = self.aheads.lock().unwrap();
+            aheads.closed = true;
+            std::mem::take(&mut aheads.made)
+        };
+        made.into_values().for_each(discard);
         self.sandbox.keep_between_runs(false);
+    }
+
+    /// The envelope made ahead for `target` of `project`, if it is still
+    /// held: (its work root, the envelope).
+    fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
+        let key = (project.to_string(), target.to_string());
+        let (made, root, mut ahead) = self.aheads.lock().unwrap().made.remove(&key)?;
+        if ahead.is_ready() {
+            return Some((root, ahead));
+        }
+        discard((made, root, ahead));
+        None
+    }
+
+    /// Make the envelope of the next Run of `target` ahead, after a Run of
+    /// it answered (a target with one held already keeps it). Best effort:
+    /// whatever fails here, the next Run starts its own envelope.
+    async fn make_ahead(
+        &self,
+        project: &Arc<Project>,
+        target: TargetRef,
+        plan: Value,
+        package: Arc<Package>,
+    ) {
+        let key = (project.name.clone(), target.to_string());
+        {
+            let aheads = self.aheads.lock().unwrap();
+            if self.limits.envelopes_ahead == 0
+                || aheads.closed
+                || aheads.made.contains_key(&key)
+                || !self.accepting.load(Ordering::SeqCst)
+            {
+                return;
+            }
+        }
+        let n = self.ahead_counter.fetch_add(1, Ordering::Relaxed);
+        let Ok(root) = project.state.run_dir(&format!("ahead-{n}")) else {
+            return;
+        };
+        let executor = submit::executor(
+            &project.state,
+            plan,
+            &self.config,
+            self.providers.clone(),
+            self.sandbox.clone(),
+            root.clone(),
+            Some(package),
+        );
+        // Hashing, trees and the runtime view: off the runtime's threads.
+        let launch = tokio::task::spawn_blocking(move || executor.launch_ahead(&target)).await;
+        // The envelope is spawned here, on a runtime worker: it lives as
+        // long as the thread that spawned it.
+        let ahead = match launch {
+            Ok(Ok(Some(launch))) => Ahead::start(&*self.sandbox, launch).ok(),
+            _ => None,
+        };
+        let Some(ahead) = ahead else {
+            let _ = jig_engine::files::remove_tree(&root);
+            return;
+        };
+        let mut aheads = self.aheads.lock().unwrap();
+        if aheads.closed {
+            drop(aheads);
+            discard((Instant::now(), root, ahead));
+            return;
+        }
+        let mut gone = Vec::new();
+        gone.extend(aheads.made.insert(key, (Instant::now(), root, ahead)));
+        while aheads.made.len() > self.limits.envelopes_ahead {
+            let oldest = aheads
+                .made
+                .iter()
+                .min_by_key(|(_, (made, _, _))| *made)
+                .map(|(key, _)| key.clone())
+                .expect("more than the limit, so not empty");
+            gone.extend(aheads.made.remove(&oldest));
+        }
+        drop(aheads);
+        gone.into_iter().for_each(discard);
     }
 }
 

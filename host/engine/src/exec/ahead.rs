@@ -1,0 +1,141 @@
+//! A root Run's envelope made ahead of the Run. A daemon that has just run
+//! a target makes the envelope its next Run of that target would start (the
+//! same [`Launch`]: program, arguments, environment, package and SDK trees,
+//! runtime view, a private scratch in a work root of its own) and holds it
+//! before the program is executed ([`Sandbox::spawn_held`]). The next Run
+//! takes it with that work root: when its own launch is equal, the gate is
+//! opened once the Run's record is durable, and the Run pays for neither
+//! the namespaces, the mounts nor the cgroup on its way.
+//!
+//! Nothing of the package runs ahead: only the envelope is made. The Run's
+//! checks (admitted target, execution environment, input) are all made
+//! again at the Run, before the gate opens; a launch that differs in any
+//! way (a new generation, another runtime) ends the held envelope and
+//! starts a fresh one.
+
+use super::*;
+use jig_sandbox::Contained;
+
+/// A held envelope and the launch it was made for.
+pub struct Ahead {
+    launch: Launch,
+    contained: Contained,
+}
+
+impl Ahead {
+    /// Make `launch`'s envelope in `sandbox` and hold it. Call it from a
+    /// thread that lives as long as the daemon (a runtime worker, never a
+    /// blocking-pool thread): the envelope dies with the thread that
+    /// spawned it.
+    pub fn start(sandbox: &dyn Sandbox, launch: Launch) -> std::io::Result<Ahead> {
+        let contained = sandbox.spawn_held(&launch)?;
+        Ok(Ahead { launch, contained })
+    }
+
+    /// Is it still held, and its envelope still there?
+    pub fn is_ready(&mut self) -> bool {
+        self.contained.is_held() && matches!(self.contained.child.try_wait(), Ok(None))
+    }
+}
+
+impl Executor {
+    /// The launch the next root Run of `target` would start, with its
+    /// private directories made in this executor's work root: exactly what
+    /// that Run's executor, made with the same work root, builds at launch.
+    /// `None` for a target whose envelope is not made ahead: `flow.wasm`
+    /// (in-process), Deno, a workspace layout, a private package copy, an
+    /// envelope that cannot show a shared tree elsewhere, or a target whose
+    /// execution environment no longer verifies (its Run will say so).
+    pub fn launch_ahead(&self, target: &TargetRef) -> Result<Option<Launch>, Failure> {
+        let resolved = self.resolve(target, true)?;
+        let kind = resolved.recipe.kind;
+        let shared = matches!(
+            kind,
+            RecipeKind::Native | RecipeKind::Python | RecipeKind::Bun | RecipeKind::Node
+        );
+        if !shared
+            || resolved.layout.is_some()
+            || !self.store.is_durable()
+            || !self.sandbox.shows_elsewhere()
+        {
+            return Ok(None);
+        }
+        let verified = resolved
+            .recipe
+            .verify()
+            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent))
+            .and_then(|()| self.providers.verify_grants(&resolved.providers));
+        if verified.is_err() {
+            return Ok(None);
+        }
+        let loaded = {
+            let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+            loaded
+                .as_ref()
+                .filter(|p| p.digest() == resolved.digest)
+                .cloned()
+        };
+        let package = match loaded {
+            Some(package) => package,
+            None => Arc::new(
+                self.store
+                    .load_package(&resolved.digest)
+                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+            ),
+        };
+        // The root invocation's directory: the first of this work root.
+        let dir = self.work_root.join("0");
+        let scratch = dir.join("scratch");
+        std::fs::create_dir_all(&scratch).map_err(|e| {
+            Failure::new(
+                "EXECUTION_FAILED",
+                format!("cannot prepare the Run ahead: {e}"),
+            )
+        })?;
+        let tree = self
+            .store
+            .package_tree(&package)
+            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        let launch = self.process_launch(
+            &resolved,
+            &package,
+            (
+                &dir.join("package"),
+                Some(&tree),
+                &resolved.recipe.entrypoint,
+            ),
+            &scratch,
+            &[],
+        )?;
+        Ok(Some(launch))
+    }
+
+    /// Start the root's process in `ahead` when the launch is the same.
+    pub fn with_ahead(self, ahead: Ahead) -> Executor {
+        *self.ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(ahead);
+        self
+    }
+
+    /// The held envelope made for exactly `launch`, opened; `None` (and
+    /// the held one ended) when there is none, it differs, or it cannot be
+    /// opened.
+    pub(super) fn take_ahead(&self, launch: &Launch) -> Option<Contained> {
+        let ahead = self
+            .ahead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        if ahead.launch != *launch {
+            return None;
+        }
+        let mut contained = ahead.contained;
+        contained.open_gate().ok()?;
+        self.started_ahead.store(true, Ordering::SeqCst);
+        Some(contained)
+    }
+
+    /// Did the root start in the envelope made ahead of it?
+    pub fn started_ahead(&self) -> bool {
+        self.started_ahead.load(Ordering::SeqCst)
+    }
+}
