@@ -27,8 +27,10 @@
 //! ```
 //!
 //! `JIG_BENCH_BINARIES` measures several builds of `jig` in the same run
-//! (before and after a change); without it the bench measures the `jig`
-//! it was built with. `JIG_BENCH_SAMPLES` (default 60) sets the sequential
+//! (before and after a change; `name=path arg…` serves with those further
+//! arguments, e.g. `cold=target/release/jig --envelopes-ahead 0`); without
+//! it the bench measures the `jig` it was built with. Each build's section
+//! says how many of its Runs started in an envelope made ahead. `JIG_BENCH_SAMPLES` (default 60) sets the sequential
 //! samples behind each p50/p99, `JIG_BENCH_THROUGHPUT_RUNS` (default 160)
 //! the Runs behind each throughput figure, and `JIG_BENCH_SETTLED=0` skips
 //! the settled-project half. The bare exchanges also show their CPU time
@@ -118,8 +120,8 @@ fn main() {
     // machine over the run falls on every build alike.
     let builds: Vec<(String, PathBuf, Served)> = binaries()
         .into_iter()
-        .map(|(name, jig)| {
-            let served = Served::start(&jig, &greet);
+        .map(|(name, jig, args)| {
+            let served = Served::start(&jig, &greet, &args);
             (name, jig, served)
         })
         .collect();
@@ -141,7 +143,13 @@ fn main() {
         }
     }
     for ((name, jig, served), times) in builds.into_iter().zip(times) {
-        println!("\n## {name}: {}\n", jig.display());
+        println!("\n## {name}: {} {}\n", jig.display(), served.args.join(" "));
+        if let Some(ahead) = served.started_ahead() {
+            println!(
+                "{ahead} of the daemon's {} Runs so far started in an envelope made ahead.\n",
+                served.answered()
+            );
+        }
         let [ts, py, bin, run] = times.map(stats);
         // A contained Run is at least the envelope and the runtime: the
         // bare exchange plus the bubblewrap floor.
@@ -233,18 +241,24 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 /// The builds of `jig` to measure, by name.
-fn binaries() -> Vec<(String, PathBuf)> {
+/// The builds to measure: (name, binary, further `jig serve` arguments).
+/// `name=path arg…` serves with those arguments (e.g. `cold=target/release/jig
+/// --envelopes-ahead 0`).
+fn binaries() -> Vec<(String, PathBuf, Vec<String>)> {
     match std::env::var("JIG_BENCH_BINARIES") {
         Ok(list) if !list.is_empty() => list
             .split(',')
-            .map(|item| match item.split_once('=') {
-                Some((name, path)) => (name.to_string(), PathBuf::from(path)),
-                None => (item.to_string(), PathBuf::from(item)),
+            .map(|item| {
+                let (name, rest) = item.split_once('=').unwrap_or((item, item));
+                let mut words = rest.split_whitespace();
+                let path = PathBuf::from(words.next().unwrap_or(rest));
+                (name.to_string(), path, words.map(str::to_string).collect())
             })
             .collect(),
         _ => vec![(
             "this build".to_string(),
             PathBuf::from(env!("CARGO_BIN_EXE_jig")),
+            Vec::new(),
         )],
     }
 }
@@ -507,10 +521,12 @@ struct Served {
     cache: tempfile::TempDir,
     socket: PathBuf,
     daemon: Child,
+    /// Further `jig serve` arguments.
+    args: Vec<String>,
 }
 
 impl Served {
-    fn start(jig: &Path, greet: &Path) -> Served {
+    fn start(jig: &Path, greet: &Path, args: &[String]) -> Served {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("p");
@@ -544,6 +560,7 @@ impl Served {
             dir,
             cache,
             daemon: Command::new("true").spawn().unwrap(),
+            args: args.to_vec(),
         };
         let review = served.jig(&["review", "--yes"]).output().unwrap();
         assert!(review.status.success(), "{review:?}");
@@ -551,7 +568,9 @@ impl Served {
         served.daemon = served
             .jig(&["serve", "--socket"])
             .arg(&served.socket)
-            .args(["--max-queued-runs", "256", "-C"])
+            .args(["--max-queued-runs", "256"])
+            .args(args)
+            .arg("-C")
             .arg(served.root())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -606,6 +625,41 @@ impl Served {
             response.starts_with("HTTP/1.1 200") && response.contains(EXPECTED),
             "{response}"
         );
+    }
+
+    /// The daemon's `/metrics` text.
+    fn metrics(&self) -> String {
+        let mut stream = std::os::unix::net::UnixStream::connect(&self.socket).unwrap();
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    }
+
+    /// One counter of `/metrics` (summed over its labels).
+    fn counter(&self, name: &str) -> Option<u64> {
+        let text = self.metrics();
+        let values: Vec<u64> = text
+            .lines()
+            .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    }
+
+    /// How many Runs started in an envelope made ahead (`None`: a build
+    /// that does not make them).
+    fn started_ahead(&self) -> Option<u64> {
+        self.counter("jig_runs_started_ahead_total")
+    }
+
+    /// How many Runs the daemon has settled.
+    fn answered(&self) -> u64 {
+        self.counter("jig_runs_total").unwrap_or(0)
     }
 
     /// A whole `jig run` in the served project.

@@ -13,13 +13,16 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use super::cgroup::{Group, Hierarchy, Limits, EMPTY_WAIT, HOST_GROUP_PREFIX};
-use super::{open_directory, Contained, Fence, Launch, Sandbox, OUTPUT_TMPFS_BYTES};
+use super::{open_directory, Contained, Fence, Hold, Launch, Sandbox, OUTPUT_TMPFS_BYTES};
 
 /// The descriptor numbers bubblewrap is given for the handoff: it reports
 /// the sandbox's pid on `INFO_FD` and waits on `BLOCK_FD` before it execs
 /// the payload.
 const INFO_FD: RawFd = 3;
 const BLOCK_FD: RawFd = 4;
+/// Where a payload held at its own gate ([`Hold::Payload`]) finds it; the
+/// handoff then moves up by one.
+pub const PAYLOAD_GATE_FD: RawFd = 3;
 /// How long the host waits for bubblewrap to report and mount the
 /// writable attachment before it gives up on the launch.
 const HANDOFF_WAIT: Duration = Duration::from_secs(5);
@@ -280,11 +283,11 @@ impl Sandbox for Bubblewrap {
     }
 
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained> {
-        self.start(launch, false)
+        self.start(launch, None)
     }
 
-    fn spawn_held(&self, launch: &Launch) -> std::io::Result<Contained> {
-        self.start(launch, true)
+    fn spawn_held(&self, launch: &Launch, hold: Hold) -> std::io::Result<Contained> {
+        self.start(launch, Some(hold))
     }
 
     fn bounded_output(&self, _path: &Path) -> std::io::Result<OwnedFd> {
@@ -324,13 +327,16 @@ impl Sandbox for Bubblewrap {
 }
 
 impl Bubblewrap {
-    /// Start `launch` in a new envelope; `held`, bubblewrap waits on
-    /// [`BLOCK_FD`] after making it, before it executes the program.
-    fn start(&self, launch: &Launch, held: bool) -> std::io::Result<Contained> {
-        if held && launch.attachments.iter().any(|(_, writable)| *writable) {
+    /// Start `launch` in a new envelope, held as `hold` says: bubblewrap
+    /// waits on the gate after making it, before it executes the program
+    /// ([`Hold::Envelope`]), or the program finds it at
+    /// [`PAYLOAD_GATE_FD`] ([`Hold::Payload`]).
+    fn start(&self, launch: &Launch, hold: Option<Hold>) -> std::io::Result<Contained> {
+        let writable = launch.attachments.iter().any(|(_, writable)| *writable);
+        if hold == Some(Hold::Envelope) && writable {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
-                "a launch with a writable attachment cannot be held",
+                "an envelope with a writable attachment cannot be held before exec",
             ));
         }
         let group = self
@@ -360,19 +366,34 @@ impl Bubblewrap {
         } else {
             Some(Pipes::new()?)
         };
-        // Held: bubblewrap makes the envelope, then waits on the gate.
-        let gate = if held {
-            Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
-        } else {
-            None
+        // Held: the gate's read end goes to bubblewrap or to the program.
+        let gate = match hold {
+            Some(_) => Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?),
+            None => None,
         };
+        // Where each passed descriptor lands: a payload's gate first, the
+        // handoff after it.
+        let first = match hold {
+            Some(Hold::Payload) => PAYLOAD_GATE_FD + 1,
+            _ => INFO_FD,
+        };
+        let mut placed: Vec<(RawFd, RawFd)> = Vec::new();
         let mut command = tokio::process::Command::new(&self.bwrap);
         command.args(self.arguments(launch));
-        if handoff.is_some() {
-            command.args(handoff_arguments());
+        if let Some(pipes) = &handoff {
+            let (info, block) = pipes.child_ends();
+            placed.extend([(info, first), (block, first + 1)]);
+            command.args(handoff_arguments(first, first + 1));
         }
-        if gate.is_some() {
-            command.args(["--block-fd".to_string(), BLOCK_FD.to_string()]);
+        match (hold, &gate) {
+            (Some(Hold::Envelope), Some((read, _))) => {
+                placed.push((read.as_raw_fd(), BLOCK_FD));
+                command.args(["--block-fd".to_string(), BLOCK_FD.to_string()]);
+            }
+            (Some(Hold::Payload), Some((read, _))) => {
+                placed.push((read.as_raw_fd(), PAYLOAD_GATE_FD))
+            }
+            _ => {}
         }
         command
             .arg("--")
@@ -385,11 +406,7 @@ impl Bubblewrap {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let passed = match (&handoff, &gate) {
-            (Some(pipes), _) => Passed::Handoff(pipes.child_ends()),
-            (None, Some((read, _))) => Passed::Gate(read.as_raw_fd()),
-            (None, None) => Passed::Nothing,
-        };
+        let passed = Passed::new(&placed);
         // SAFETY: the hook runs in the forked child before exec and only
         // makes raw system calls (write, fcntl, dup2, close_range) on
         // descriptors opened by the parent; it allocates nothing and takes
@@ -409,32 +426,33 @@ impl Bubblewrap {
                 return Err(e);
             }
         };
-        let Some(pipes) = handoff else {
-            let contained = Contained::new(child, Box::new(fence));
-            return Ok(match gate {
-                Some((_, write)) => contained.held_at(write),
-                None => contained,
-            });
+        let held = match handoff {
+            None => Vec::new(),
+            Some(pipes) => match pipes.receive(&outputs) {
+                Ok(held) => held,
+                Err(e) => {
+                    let _ = child.start_kill();
+                    fence.kill_all();
+                    let _ = fence.cleanup();
+                    return Err(e);
+                }
+            },
         };
-        match pipes.receive(&outputs) {
-            Ok(held) => Ok(Contained::new(child, Box::new(fence)).with_outputs(held)),
-            Err(e) => {
-                let _ = child.start_kill();
-                fence.kill_all();
-                let _ = fence.cleanup();
-                Err(e)
-            }
-        }
+        let contained = Contained::new(child, Box::new(fence)).with_outputs(held);
+        Ok(match gate {
+            Some((_, write)) => contained.held_at(write),
+            None => contained,
+        })
     }
 }
 
 /// The bubblewrap options of the descriptor handoff.
-fn handoff_arguments() -> [String; 4] {
+fn handoff_arguments(info: RawFd, block: RawFd) -> [String; 4] {
     [
         "--info-fd".into(),
-        INFO_FD.to_string(),
+        info.to_string(),
         "--block-fd".into(),
-        BLOCK_FD.to_string(),
+        block.to_string(),
     ]
 }
 
@@ -462,7 +480,7 @@ impl Bubblewrap {
                 "--tmpfs",
                 HOLDER_MOUNT,
             ])
-            .args(handoff_arguments())
+            .args(handoff_arguments(INFO_FD, BLOCK_FD))
             // There is nothing to run: once released, the exec of this
             // absent placeholder fails and the holder exits.
             .args(["--", "/nonexistent/jig-output-holder"])
@@ -472,7 +490,8 @@ impl Bubblewrap {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        let passed = Passed::Handoff(pipes.child_ends());
+        let (info, block) = pipes.child_ends();
+        let passed = Passed::new(&[(info, INFO_FD), (block, BLOCK_FD)]);
         // SAFETY: as in `spawn`: raw system calls only.
         unsafe {
             command.pre_exec(move || pass_handoff(passed));
@@ -618,48 +637,48 @@ fn is_output_tmpfs(fd: &OwnedFd, host_dev: Option<u64>) -> bool {
         && host_dev != Some(stat.st_dev)
 }
 
-/// What the forked child passes bubblewrap: nothing, the handoff pipes
-/// (info, block), or a held envelope's gate.
+/// The descriptors the forked child passes bubblewrap, each moved to its
+/// number there (at most three: a payload's gate and the handoff pipes).
 #[derive(Clone, Copy)]
-enum Passed {
-    Nothing,
-    Handoff((RawFd, RawFd)),
-    Gate(RawFd),
+struct Passed {
+    fds: [(RawFd, RawFd); 3],
+    len: usize,
 }
 
-/// In the forked child: put the handoff pipes at [`INFO_FD`] and
-/// [`BLOCK_FD`] (or the gate at [`BLOCK_FD`]), inherited, everything else
-/// above stderr close-on-exec. Async-signal-safe: raw syscalls only.
+impl Passed {
+    fn new(placed: &[(RawFd, RawFd)]) -> Passed {
+        assert!(placed.len() <= 3, "at most three descriptors are passed");
+        let mut fds = [(-1, -1); 3];
+        fds[..placed.len()].copy_from_slice(placed);
+        Passed {
+            fds,
+            len: placed.len(),
+        }
+    }
+}
+
+/// In the forked child: put each passed descriptor at its number
+/// (inherited), everything else above stderr close-on-exec.
+/// Async-signal-safe: raw syscalls only, no allocation.
 fn pass_handoff(passed: Passed) -> std::io::Result<()> {
-    let first_closed = match passed {
-        Passed::Nothing => 3,
-        Passed::Handoff((info, block)) => {
-            // Move both out of the way first: either may sit at 3 or 4.
-            // SAFETY: fcntl/dup2 on descriptors the parent keeps open.
-            unsafe {
-                let info = nix::libc::fcntl(info, nix::libc::F_DUPFD, 16);
-                let block = nix::libc::fcntl(block, nix::libc::F_DUPFD, 16);
-                if info < 0
-                    || block < 0
-                    || nix::libc::dup2(info, INFO_FD) < 0
-                    || nix::libc::dup2(block, BLOCK_FD) < 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            BLOCK_FD as u32 + 1
+    let fds = &passed.fds[..passed.len];
+    let mut moved = [-1; 3];
+    // Out of the way first: a source may sit at another's number.
+    for (i, (from, _)) in fds.iter().enumerate() {
+        // SAFETY: fcntl on a descriptor the parent keeps open.
+        moved[i] = unsafe { nix::libc::fcntl(*from, nix::libc::F_DUPFD, 16) };
+        if moved[i] < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        Passed::Gate(gate) => {
-            // SAFETY: as above, on the one descriptor the parent keeps open.
-            unsafe {
-                let gate = nix::libc::fcntl(gate, nix::libc::F_DUPFD, 16);
-                if gate < 0 || nix::libc::dup2(gate, BLOCK_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            BLOCK_FD as u32 + 1
+    }
+    let mut first_closed = 3;
+    for (i, (_, to)) in fds.iter().enumerate() {
+        // SAFETY: dup2 of a descriptor made above onto a fixed number.
+        if unsafe { nix::libc::dup2(moved[i], *to) } < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-    };
+        first_closed = first_closed.max(*to as u32 + 1);
+    }
     // SAFETY: close_range only changes descriptor flags.
     let r = unsafe {
         nix::libc::syscall(

@@ -133,6 +133,19 @@ impl Launch {
     }
 }
 
+/// Where a held launch waits for [`Contained::open_gate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Bubblewrap makes the envelope and waits before it executes the
+    /// program: nothing of the program runs.
+    Envelope,
+    /// The program is executed with the gate's read end as descriptor 3
+    /// ([`bwrap::PAYLOAD_GATE_FD`]) and waits on it itself: a runtime's
+    /// host-provided preload, which reads one byte and closes it before
+    /// any package code is loaded.
+    Payload,
+}
+
 /// A started process and everything it may have started: the envelope
 /// fences the whole tree, not only the leader.
 pub struct Contained {
@@ -255,13 +268,15 @@ impl Drop for Contained {
 pub trait Sandbox: Send + Sync {
     fn name(&self) -> &'static str;
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained>;
-    /// Make `launch`'s envelope now and hold it before its program is
-    /// executed, until [`Contained::open_gate`]: the namespaces, mounts and
-    /// cgroup are ready, and nothing of the program has run. A launch with
-    /// a writable attachment cannot be held, nor can an envelope that has
+    /// Make `launch`'s envelope now and hold it until
+    /// [`Contained::open_gate`]: the namespaces, mounts and cgroup are
+    /// ready, and the program is either not executed yet
+    /// ([`Hold::Envelope`]) or executed with the gate as its descriptor 3,
+    /// to wait on itself ([`Hold::Payload`]). A launch with a writable
+    /// attachment cannot be held before exec, nor can an envelope that has
     /// no gate (`Unsupported`). The process that holds it must outlive it:
     /// the envelope dies with the thread that spawned it.
-    fn spawn_held(&self, _launch: &Launch) -> std::io::Result<Contained> {
+    fn spawn_held(&self, _launch: &Launch, _hold: Hold) -> std::io::Result<Contained> {
         Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,
             "this envelope cannot be made ahead of its launch",

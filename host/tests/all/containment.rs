@@ -1102,7 +1102,7 @@ fn a_carried_extension_brings_its_libraries() {
 
 /// The name `jig serve -C DIR` gives the project in DIR (its basename as a
 /// LocalName).
-fn served_name(root: &Path) -> String {
+pub(crate) fn served_name(root: &Path) -> String {
     let base = root
         .file_name()
         .unwrap()

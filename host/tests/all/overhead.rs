@@ -587,3 +587,79 @@ fn bun_runs_import_the_sdk_from_one_shared_tree_and_a_tampered_one_fails_closed(
         "never silently repaired"
     );
 }
+
+/// A `flow.ts` that writes a file in its scratch as soon as its module
+/// runs, and reports how Bun started it.
+const STARTED_TS: &str = r#"import { handle } from "@jigging/flow";
+import { writeFileSync } from "node:fs";
+
+writeFileSync("module-ran", "");
+await handle(async () => ({
+  outcome: "done",
+  output: { main: import.meta.main, argv: process.argv.slice(1), bunMain: Bun.main },
+}));
+"#;
+
+/// A daemon starts the next Bun Run's runtime ahead of it, with the SDK
+/// loaded and its gate preloaded: the package's module does not run (its
+/// scratch stays empty) until the Run opens the gate, and then it runs as
+/// a Run started at once does, as the main module.
+#[test]
+fn a_served_bun_run_made_ahead_ran_no_package_code_before_it() {
+    use crate::containment::{ahead_roots, served_name, started_ahead};
+    let dir = bun_project("started", STARTED_TS);
+    let root = dir.path();
+    let reviewed = review(root);
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let runs = format!("/v1/projects/{}/runs", served_name(root));
+    let daemon = crate::serve::Daemon::start(root, &[]);
+    let submit = || {
+        let body = serde_json::json!({"target": "flow:flows/started", "input": null});
+        let (status, terminal) = daemon.call("POST", &runs, Some(body));
+        assert_eq!(status, 200, "{terminal}");
+        assert_eq!(terminal["status"], "succeeded", "{terminal}");
+        terminal["output"].clone()
+    };
+    let first = submit();
+    // Bun itself waits in the held envelope, at the SDK's gate.
+    let needle = root.join(".jig/work/ahead-").to_string_lossy().into_owned();
+    let waiting = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
+            let bun = exe
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("bun"));
+            bun && cmdline.contains(&needle) && cmdline.contains("gate.js")
+        })
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !waiting() {
+        assert!(std::time::Instant::now() < until, "no Bun started ahead");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let made = ahead_roots(root);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let scratch = made[0].join("0/scratch");
+    assert!(scratch.is_dir());
+    assert!(
+        !scratch.join("module-ran").exists(),
+        "the package's module ran ahead of its Run"
+    );
+    assert_eq!(started_ahead(&daemon), 0);
+    let second = submit();
+    assert_eq!(started_ahead(&daemon), 1);
+    for output in [&first, &second] {
+        assert_eq!(output["main"], true, "{output}");
+        let argv = output["argv"].as_array().unwrap();
+        assert_eq!(argv.len(), 1, "{output}");
+        assert!(
+            argv[0].as_str().unwrap().ends_with("/package/flow.ts"),
+            "{output}"
+        );
+        let main = output["bunMain"].as_str().unwrap();
+        assert!(main.ends_with("/package/flow.ts"), "{output}");
+    }
+}

@@ -2,23 +2,24 @@
 //! a target makes the envelope its next Run of that target would start (the
 //! same [`Launch`]: program, arguments, environment, package and SDK trees,
 //! runtime view, a private scratch in a work root of its own) and holds it
-//! before the program is executed ([`Sandbox::spawn_held`]). The next Run
-//! takes it with that work root: when its own launch is equal, the gate is
-//! opened once the Run's record is durable, and the Run pays for neither
-//! the namespaces, the mounts nor the cgroup on its way.
+//! ([`Sandbox::spawn_held`]): before the program is executed, or, for Bun,
+//! in the runtime's preload of the SDK's gate, which has loaded the SDK and
+//! waits before the package's entrypoint is loaded. The next Run takes it
+//! with that work root: when its own launch is equal, the gate is opened
+//! once the Run's record is durable, and the Run pays for neither the
+//! namespaces, the mounts, the cgroup nor (Bun) the runtime's start.
 //!
-//! Nothing of the package runs ahead: only the envelope is made. The Run's
+//! Nothing of the package runs ahead. The Run's
 //! checks (admitted target, execution environment, input) are all made
 //! again at the Run, before the gate opens; a launch that differs in any
 //! way (a new generation, another runtime) ends the held envelope and
 //! starts a fresh one.
 
 use super::*;
-use jig_sandbox::Contained;
 
 /// A held envelope and the launch it was made for.
 pub struct Ahead {
-    launch: Launch,
+    process: ProcessLaunch,
     contained: Contained,
 }
 
@@ -27,9 +28,9 @@ impl Ahead {
     /// thread that lives as long as the daemon (a runtime worker, never a
     /// blocking-pool thread): the envelope dies with the thread that
     /// spawned it.
-    pub fn start(sandbox: &dyn Sandbox, launch: Launch) -> std::io::Result<Ahead> {
-        let contained = sandbox.spawn_held(&launch)?;
-        Ok(Ahead { launch, contained })
+    pub fn start(sandbox: &dyn Sandbox, process: ProcessLaunch) -> std::io::Result<Ahead> {
+        let contained = sandbox.spawn_held(&process.launch, process.hold())?;
+        Ok(Ahead { process, contained })
     }
 
     /// Is it still held, and its envelope still there?
@@ -46,7 +47,7 @@ impl Executor {
     /// (in-process), Deno, a workspace layout, a private package copy, an
     /// envelope that cannot show a shared tree elsewhere, or a target whose
     /// execution environment no longer verifies (its Run will say so).
-    pub fn launch_ahead(&self, target: &TargetRef) -> Result<Option<Launch>, Failure> {
+    pub fn launch_ahead(&self, target: &TargetRef) -> Result<Option<ProcessLaunch>, Failure> {
         let resolved = self.resolve(target, true)?;
         let kind = resolved.recipe.kind;
         let shared = matches!(
@@ -116,16 +117,16 @@ impl Executor {
         self
     }
 
-    /// The held envelope made for exactly `launch`, opened; `None` (and
+    /// The held envelope made for exactly `process`, opened; `None` (and
     /// the held one ended) when there is none, it differs, or it cannot be
     /// opened.
-    pub(super) fn take_ahead(&self, launch: &Launch) -> Option<Contained> {
+    pub(super) fn take_ahead(&self, process: &ProcessLaunch) -> Option<Contained> {
         let ahead = self
             .ahead
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()?;
-        if ahead.launch != *launch {
+        if ahead.process != *process {
             return None;
         }
         let mut contained = ahead.contained;

@@ -315,7 +315,7 @@ impl Executor {
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
-        let launch = self.process_launch(
+        let process = self.process_launch(
             &services.resolved,
             &services.package,
             (package_dir, package_tree, entrypoint),
@@ -323,12 +323,12 @@ impl Executor {
             &invocation.attachments,
         )?;
         self.dispatchable()?;
-        let mut contained = match self.take_ahead(&launch) {
+        let mut contained = match self.take_ahead(&process) {
             Some(contained) => contained,
-            None => self.sandbox.spawn(&launch).map_err(|e| {
+            None => self.start_process(&process).map_err(|e| {
                 Failure::new(
                     "EXECUTION_FAILED",
-                    format!("cannot start {}: {e}", launch.program.display()),
+                    format!("cannot start {}: {e}", process.launch.program.display()),
                 )
             })?,
         };
@@ -383,7 +383,7 @@ impl Executor {
         (package_dir, package_tree, entrypoint): (&std::path::Path, Option<&std::path::Path>, &str),
         scratch: &std::path::Path,
         attachments: &[AttachmentGrant],
-    ) -> Result<Launch, Failure> {
+    ) -> Result<ProcessLaunch, Failure> {
         let recipe = &resolved.recipe;
         let entry = package_dir.join(entrypoint);
         // Python imports its SDK from the shared compiled tree (below) of a
@@ -409,6 +409,17 @@ impl Executor {
                     (runtime.clone(), vec![entry.clone().into()])
                 }
                 // Bun must never install: the bundled SDK is found by walking up.
+                // With the shared SDK tree, the SDK's gate is preloaded:
+                // the runtime may be started ahead of its Run (`gate.js`).
+                (RecipeKind::Bun, Some(runtime)) if shared_js => (
+                    runtime.clone(),
+                    vec![
+                        "--no-install".into(),
+                        "--preload".into(),
+                        js_support.join(JS_GATE).into(),
+                        entry.clone().into(),
+                    ],
+                ),
                 (RecipeKind::Bun, Some(runtime)) => (
                     runtime.clone(),
                     vec!["--no-install".into(), entry.clone().into()],
@@ -517,7 +528,8 @@ impl Executor {
         } else {
             None
         };
-        Ok(Launch {
+        let gate = (recipe.kind == RecipeKind::Bun && shared_js).then_some(Hold::Payload);
+        let launch = Launch {
             view,
             program,
             args,
@@ -533,7 +545,36 @@ impl Executor {
                 .collect(),
             limits: jig_sandbox::Limits::FLOW,
             network: false,
-        })
+        };
+        Ok(ProcessLaunch { launch, gate })
+    }
+
+    /// Start `process` now: at once, or, for a program that waits on its
+    /// gate, held and opened at once.
+    pub(super) fn start_process(&self, process: &ProcessLaunch) -> std::io::Result<Contained> {
+        match process.gate {
+            None => self.sandbox.spawn(&process.launch),
+            Some(hold) => {
+                let mut contained = self.sandbox.spawn_held(&process.launch, hold)?;
+                contained.open_gate()?;
+                Ok(contained)
+            }
+        }
+    }
+}
+
+/// A process recipe's launch, and the gate its program waits on itself
+/// ([`Hold::Payload`]: a runtime with the SDK's preloaded gate), if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessLaunch {
+    pub(super) launch: Launch,
+    pub(super) gate: Option<Hold>,
+}
+
+impl ProcessLaunch {
+    /// How it is held when made ahead: at its own gate, else before exec.
+    pub(super) fn hold(&self) -> Hold {
+        self.gate.unwrap_or(Hold::Envelope)
     }
 }
 

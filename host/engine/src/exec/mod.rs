@@ -38,7 +38,8 @@ use crate::plan::{Recipe, RecipeKind};
 use crate::providers::ProviderSet;
 use crate::state::Store;
 pub use ahead::Ahead;
-use jig_sandbox::{Launch, Sandbox};
+pub use invoke::ProcessLaunch;
+use jig_sandbox::{Contained, Hold, Launch, Sandbox};
 use outcome::*;
 use peer::{BoxFuture, PeerLimits, PeerReport, Services};
 pub use services::RootChannels;
@@ -48,6 +49,8 @@ use services::*;
 /// is an ancestor of every package directory of that Run.
 pub const PYTHON_SUPPORT: &str = "python";
 pub const JS_SUPPORT: &str = "node_modules/@jigging/flow";
+/// The SDK's preloaded gate (`host/typescript/flow/gate.js`), in its tree.
+pub const JS_GATE: &str = "gate.js";
 pub const DENO_IMPORT_MAP: &str = "import_map.json";
 
 /// Diagnostics kept from a component's stderr (the tail, lossy UTF-8).

@@ -77,19 +77,33 @@ pub struct Limits {
 /// sleeping bubblewrap processes, a cgroup and an empty scratch.
 pub const DEFAULT_ENVELOPES_AHEAD: usize = 8;
 
-/// The envelopes made ahead, by (project, target), with when each was made
-/// (the oldest goes first when more are wanted than the limit).
+/// How long a Run waits for its target's envelope that is being made
+/// ahead (making it costs what the Run's own start would), at most.
+pub const AHEAD_WAIT: Duration = Duration::from_secs(2);
+
+/// The envelopes made ahead, by (project, target).
 #[derive(Default)]
 struct Aheads {
-    made: BTreeMap<(String, String), (Instant, PathBuf, Ahead)>,
+    made: BTreeMap<(String, String), Slot>,
     /// The daemon let go of its envelope: nothing more is made ahead.
     closed: bool,
 }
 
+/// One target's envelope made ahead.
+enum Slot {
+    /// Being made; woken when it is held (or failed).
+    Making(Arc<tokio::sync::Notify>),
+    /// Held: when it was made (the oldest goes first when more are wanted
+    /// than the limit), its work root, the envelope.
+    Held(Instant, PathBuf, Box<Ahead>),
+}
+
 /// End a held envelope and remove its work root.
-fn discard((_, root, ahead): (Instant, PathBuf, Ahead)) {
-    drop(ahead);
-    let _ = jig_engine::files::remove_tree(&root);
+fn discard(slot: Slot) {
+    if let Slot::Held(_, root, ahead) = slot {
+        drop(ahead);
+        let _ = jig_engine::files::remove_tree(&root);
+    }
 }
 
 /// A parsed submission (`POST /v1/projects/{project}/runs`).
@@ -749,7 +763,7 @@ impl Server {
         // The envelope made ahead for this target comes with the work root
         // it was made in.
         let ahead = match dispatch.files {
-            None => self.take_ahead(&project.name, &dispatch.target),
+            None => self.take_ahead(&project.name, &dispatch.target).await,
             Some(_) => None,
         };
         let (work_root, ahead) = match ahead {
@@ -1099,20 +1113,48 @@ impl Server {
             aheads.closed = true;
             std::mem::take(&mut aheads.made)
         };
-        made.into_values().for_each(discard);
+        for slot in made.into_values() {
+            if let Slot::Making(made) = &slot {
+                made.notify_waiters();
+            }
+            discard(slot);
+        }
         self.sandbox.keep_between_runs(false);
     }
 
     /// The envelope made ahead for `target` of `project`, if it is still
-    /// held: (its work root, the envelope).
-    fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
+    /// held: (its work root, the envelope). One being made is waited for
+    /// (at most [`AHEAD_WAIT`]) rather than a second envelope made.
+    async fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
         let key = (project.to_string(), target.to_string());
-        let (made, root, mut ahead) = self.aheads.lock().unwrap().made.remove(&key)?;
-        if ahead.is_ready() {
-            return Some((root, ahead));
+        let mut waited = false;
+        loop {
+            let being_made = {
+                let mut aheads = self.aheads.lock().unwrap();
+                match aheads.made.remove(&key)? {
+                    Slot::Held(made, root, mut ahead) => {
+                        drop(aheads);
+                        if ahead.is_ready() {
+                            return Some((root, *ahead));
+                        }
+                        discard(Slot::Held(made, root, ahead));
+                        return None;
+                    }
+                    Slot::Making(made) => {
+                        // Registered before the lock is let go: a wake-up
+                        // in between is not missed.
+                        let woken = made.clone().notified_owned();
+                        aheads.made.insert(key.clone(), Slot::Making(made));
+                        woken
+                    }
+                }
+            };
+            if waited {
+                return None;
+            }
+            waited = true;
+            let _ = tokio::time::timeout(AHEAD_WAIT, being_made).await;
         }
-        discard((made, root, ahead));
-        None
     }
 
     /// Make the envelope of the next Run of `target` ahead, after a Run of
@@ -1126,8 +1168,9 @@ impl Server {
         package: Arc<Package>,
     ) {
         let key = (project.name.clone(), target.to_string());
+        let making = Arc::new(tokio::sync::Notify::new());
         {
-            let aheads = self.aheads.lock().unwrap();
+            let mut aheads = self.aheads.lock().unwrap();
             if self.limits.envelopes_ahead == 0
                 || aheads.closed
                 || aheads.made.contains_key(&key)
@@ -1135,11 +1178,59 @@ impl Server {
             {
                 return;
             }
+            aheads
+                .made
+                .insert(key.clone(), Slot::Making(making.clone()));
         }
+        // Whatever happens below, the slot stops being made and its
+        // waiters are woken.
+        let made = self.hold_ahead(project, target, plan, package).await;
+        let mut aheads = self.aheads.lock().unwrap();
+        let ours =
+            matches!(aheads.made.get(&key), Some(Slot::Making(m)) if Arc::ptr_eq(m, &making));
+        let mut gone = Vec::new();
+        match made {
+            Some((root, ahead)) if ours && !aheads.closed => {
+                aheads
+                    .made
+                    .insert(key, Slot::Held(Instant::now(), root, Box::new(ahead)));
+            }
+            Some((root, ahead)) => gone.push(Slot::Held(Instant::now(), root, Box::new(ahead))),
+            None if ours => {
+                aheads.made.remove(&key);
+            }
+            None => {}
+        }
+        while aheads.made.len() > self.limits.envelopes_ahead {
+            let oldest = aheads
+                .made
+                .iter()
+                .filter_map(|(key, slot)| match slot {
+                    Slot::Held(made, ..) => Some((*made, key.clone())),
+                    Slot::Making(_) => None,
+                })
+                .min();
+            let Some((_, oldest)) = oldest else {
+                break;
+            };
+            gone.extend(aheads.made.remove(&oldest));
+        }
+        drop(aheads);
+        making.notify_waiters();
+        gone.into_iter().for_each(discard);
+    }
+
+    /// Make and hold the envelope of the next Run of `target`: (its work
+    /// root, the envelope), or `None` when it is not made.
+    async fn hold_ahead(
+        &self,
+        project: &Arc<Project>,
+        target: TargetRef,
+        plan: Value,
+        package: Arc<Package>,
+    ) -> Option<(PathBuf, Ahead)> {
         let n = self.ahead_counter.fetch_add(1, Ordering::Relaxed);
-        let Ok(root) = project.state.run_dir(&format!("ahead-{n}")) else {
-            return;
-        };
+        let root = project.state.run_dir(&format!("ahead-{n}")).ok()?;
         let executor = submit::executor(
             &project.state,
             plan,
@@ -1157,29 +1248,13 @@ impl Server {
             Ok(Ok(Some(launch))) => Ahead::start(&*self.sandbox, launch).ok(),
             _ => None,
         };
-        let Some(ahead) = ahead else {
-            let _ = jig_engine::files::remove_tree(&root);
-            return;
-        };
-        let mut aheads = self.aheads.lock().unwrap();
-        if aheads.closed {
-            drop(aheads);
-            discard((Instant::now(), root, ahead));
-            return;
+        match ahead {
+            Some(ahead) => Some((root, ahead)),
+            None => {
+                let _ = jig_engine::files::remove_tree(&root);
+                None
+            }
         }
-        let mut gone = Vec::new();
-        gone.extend(aheads.made.insert(key, (Instant::now(), root, ahead)));
-        while aheads.made.len() > self.limits.envelopes_ahead {
-            let oldest = aheads
-                .made
-                .iter()
-                .min_by_key(|(_, (made, _, _))| *made)
-                .map(|(key, _)| key.clone())
-                .expect("more than the limit, so not empty");
-            gone.extend(aheads.made.remove(&oldest));
-        }
-        drop(aheads);
-        gone.into_iter().for_each(discard);
     }
 }
 
