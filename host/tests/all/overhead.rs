@@ -588,6 +588,104 @@ fn bun_runs_import_the_sdk_from_one_shared_tree_and_a_tampered_one_fails_closed(
     );
 }
 
+/// A `flow.py` that writes a file in its scratch as soon as its module
+/// runs, and reports how Python started it.
+const STARTED_PY: &str = r#"import sys
+
+open("module-ran", "w").close()
+
+from jiggy.flow import handle
+
+
+async def run(ctx):
+    return {
+        "outcome": "done",
+        "output": {"name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__},
+    }
+
+
+handle(run)
+"#;
+
+/// A daemon starts the next Python Run's interpreter ahead of it, waiting
+/// at the SDK's gate: the package's module does not run until the Run
+/// opens it, and then it runs as the `__main__` script it always was.
+#[test]
+fn a_served_python_run_made_ahead_ran_no_package_code_before_it() {
+    let dir = project(&[
+        ("flows/started/FLOW.md", FLOW_MD),
+        ("flows/started/flow.py", STARTED_PY),
+    ]);
+    let outputs = made_ahead_twice(dir.path(), "python3");
+    for output in &outputs {
+        assert_eq!(output["name"], "__main__", "{output}");
+        let argv = output["argv"].as_array().unwrap();
+        assert_eq!(argv.len(), 1, "{output}");
+        assert!(
+            argv[0].as_str().unwrap().ends_with("/package/flow.py"),
+            "{output}"
+        );
+        assert_eq!(argv[0], output["file"], "{output}");
+        assert!(
+            output["path0"].as_str().unwrap().ends_with("/package"),
+            "{output}"
+        );
+    }
+}
+
+/// Review the project at `root` (one Flow, `flows/started`), serve it and
+/// run the Flow twice: the second Run must start in the envelope made
+/// ahead after the first, where the runtime (its executable's name starts
+/// with `runtime`) waits and the package's module has not run (it writes
+/// `module-ran` in its scratch). The two outputs.
+fn made_ahead_twice(root: &Path, runtime: &str) -> Vec<serde_json::Value> {
+    use crate::containment::{ahead_roots, served_name, started_ahead};
+    let reviewed = review(root);
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    let runs = format!("/v1/projects/{}/runs", served_name(root));
+    let daemon = crate::serve::Daemon::start(root, &[]);
+    let submit = || {
+        let body = serde_json::json!({"target": "flow:flows/started", "input": null});
+        let (status, terminal) = daemon.call("POST", &runs, Some(body));
+        assert_eq!(status, 200, "{terminal}");
+        assert_eq!(terminal["status"], "succeeded", "{terminal}");
+        terminal["output"].clone()
+    };
+    let first = submit();
+    let needle = root.join(".jig/work/ahead-").to_string_lossy().into_owned();
+    let waiting = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
+            let named = exe
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(runtime));
+            named && String::from_utf8_lossy(&cmdline).contains(&needle)
+        })
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !waiting() {
+        assert!(
+            std::time::Instant::now() < until,
+            "no {runtime} started ahead"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let made = ahead_roots(root);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let scratch = made[0].join("0/scratch");
+    assert!(scratch.is_dir());
+    assert!(
+        !scratch.join("module-ran").exists(),
+        "the package's module ran ahead of its Run"
+    );
+    assert_eq!(started_ahead(&daemon), 0);
+    let second = submit();
+    assert_eq!(started_ahead(&daemon), 1);
+    vec![first, second]
+}
+
 /// A `flow.ts` that writes a file in its scratch as soon as its module
 /// runs, and reports how Bun started it.
 const STARTED_TS: &str = r#"import { handle } from "@jigging/flow";
@@ -606,52 +704,9 @@ await handle(async () => ({
 /// a Run started at once does, as the main module.
 #[test]
 fn a_served_bun_run_made_ahead_ran_no_package_code_before_it() {
-    use crate::containment::{ahead_roots, served_name, started_ahead};
     let dir = bun_project("started", STARTED_TS);
-    let root = dir.path();
-    let reviewed = review(root);
-    assert_eq!(reviewed.status, 0, "{reviewed:?}");
-    let runs = format!("/v1/projects/{}/runs", served_name(root));
-    let daemon = crate::serve::Daemon::start(root, &[]);
-    let submit = || {
-        let body = serde_json::json!({"target": "flow:flows/started", "input": null});
-        let (status, terminal) = daemon.call("POST", &runs, Some(body));
-        assert_eq!(status, 200, "{terminal}");
-        assert_eq!(terminal["status"], "succeeded", "{terminal}");
-        terminal["output"].clone()
-    };
-    let first = submit();
-    // Bun itself waits in the held envelope, at the SDK's gate.
-    let needle = root.join(".jig/work/ahead-").to_string_lossy().into_owned();
-    let waiting = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
-            let bun = exe
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("bun"));
-            bun && cmdline.contains(&needle) && cmdline.contains("gate.js")
-        })
-    };
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !waiting() {
-        assert!(std::time::Instant::now() < until, "no Bun started ahead");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let made = ahead_roots(root);
-    assert_eq!(made.len(), 1, "{made:?}");
-    let scratch = made[0].join("0/scratch");
-    assert!(scratch.is_dir());
-    assert!(
-        !scratch.join("module-ran").exists(),
-        "the package's module ran ahead of its Run"
-    );
-    assert_eq!(started_ahead(&daemon), 0);
-    let second = submit();
-    assert_eq!(started_ahead(&daemon), 1);
-    for output in [&first, &second] {
+    let outputs = made_ahead_twice(dir.path(), "bun");
+    for output in &outputs {
         assert_eq!(output["main"], true, "{output}");
         let argv = output["argv"].as_array().unwrap();
         assert_eq!(argv.len(), 1, "{output}");

@@ -398,6 +398,9 @@ impl Executor {
         let shared_js = matches!(recipe.kind, RecipeKind::Bun | RecipeKind::Node)
             && self.store.is_durable()
             && self.sandbox.shows_elsewhere();
+        // A Python Run waits at the SDK's gate (a `sitecustomize`) where the
+        // envelope can be made ahead with the interpreter started.
+        let python_gate = compiled_sdk && self.sandbox.shows_elsewhere() && !resolved.prepared;
         if recipe.kind != RecipeKind::Native && !compiled_sdk && !shared_js {
             self.ensure_support(recipe.kind)?;
         }
@@ -491,7 +494,15 @@ impl Executor {
                     read_only.push(python.clone());
                     python
                 };
-                let mut path = python.into_os_string();
+                // The SDK's gate first (see `PYTHON_GATE`), with the shared
+                // compiled SDK and no reviewed wheels (their modules must
+                // not be importable before the Run).
+                let mut path = std::ffi::OsString::new();
+                if python_gate {
+                    path.push(python.join(PYTHON_GATE));
+                    path.push(":");
+                }
+                path.push(python);
                 if resolved.prepared {
                     // The reviewed wheels, after the bundled SDK.
                     path.push(":");
@@ -528,7 +539,8 @@ impl Executor {
         } else {
             None
         };
-        let gate = (recipe.kind == RecipeKind::Bun && shared_js).then_some(Hold::Payload);
+        let gate =
+            ((recipe.kind == RecipeKind::Bun && shared_js) || python_gate).then_some(Hold::Payload);
         let launch = Launch {
             view,
             program,

@@ -51,6 +51,9 @@ pub const PYTHON_SUPPORT: &str = "python";
 pub const JS_SUPPORT: &str = "node_modules/@jigging/flow";
 /// The SDK's preloaded gate (`host/typescript/flow/gate.js`), in its tree.
 pub const JS_GATE: &str = "gate.js";
+/// The directory, in the Python SDK's tree, of its gate: a `sitecustomize`
+/// (`host/python/jiggy/_gate/`), first on a gated Run's `PYTHONPATH`.
+pub const PYTHON_GATE: &str = "jiggy/_gate";
 pub const DENO_IMPORT_MAP: &str = "import_map.json";
 
 /// Diagnostics kept from a component's stderr (the tail, lossy UTF-8).
