@@ -74,7 +74,9 @@ pub struct Limits {
 }
 
 /// The default of [`Limits::envelopes_ahead`]: a held envelope is two
-/// sleeping bubblewrap processes, a cgroup and an empty scratch.
+/// sleeping bubblewrap processes (3 MiB), a cgroup and an empty scratch,
+/// and for Bun or Python the runtime waiting at the SDK's gate (about
+/// 30 or 20 MiB).
 pub const DEFAULT_ENVELOPES_AHEAD: usize = 8;
 
 /// How long a Run waits for its target's envelope that is being made
