@@ -346,6 +346,9 @@ impl Bubblewrap {
             group: Some(group),
             host: self.host.clone(),
         };
+        if hold.is_some() {
+            fence.set_idle(true);
+        }
         let group = fence.group.as_ref().expect("set above");
         let procs: Vec<std::fs::File> = group
             .entry_files()
@@ -727,6 +730,12 @@ impl Fence for CgroupFence {
     fn kill_all(&mut self) {
         if let Some(group) = &self.group {
             group.kill_all();
+        }
+    }
+
+    fn set_idle(&mut self, idle: bool) {
+        if let Some(group) = &self.group {
+            let _ = group.set_idle(idle);
         }
     }
 

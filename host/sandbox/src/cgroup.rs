@@ -300,6 +300,14 @@ impl Hierarchy {
     }
 }
 
+/// A group's CPU weight among its siblings (v2 `cpu.weight`, v1
+/// `cpu.shares`): the least, for an envelope made ahead of its Run, and
+/// the kernel's default.
+const CPU_WEIGHT_IDLE: &str = "1";
+const CPU_WEIGHT_DEFAULT: &str = "100";
+const CPU_SHARES_IDLE: &str = "2";
+const CPU_SHARES_DEFAULT: &str = "1024";
+
 /// One cgroup, present in one (v2) or several (v1) hierarchies.
 #[derive(Debug)]
 pub struct Group {
@@ -392,6 +400,26 @@ impl Group {
                     continue;
                 }
                 write_value(&*self.sys, &path, &value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Weigh this group's CPU against its siblings: `idle`, the least
+    /// (it gets CPU nothing else wants), else the default. A hierarchy
+    /// without the weight (no `cpu` controller) is left as it is.
+    pub fn set_idle(&self, idle: bool) -> Result<(), String> {
+        for (controller, dir) in &self.dirs {
+            let (file, value) = match (self.v2, controller.as_str(), idle) {
+                (true, _, true) => ("cpu.weight", CPU_WEIGHT_IDLE),
+                (true, _, false) => ("cpu.weight", CPU_WEIGHT_DEFAULT),
+                (false, "cpu", true) => ("cpu.shares", CPU_SHARES_IDLE),
+                (false, "cpu", false) => ("cpu.shares", CPU_SHARES_DEFAULT),
+                _ => continue,
+            };
+            let path = dir.join(file);
+            if self.sys.exists(&path) {
+                write_value(&*self.sys, &path, value)?;
             }
         }
         Ok(())

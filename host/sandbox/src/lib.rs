@@ -170,6 +170,9 @@ pub trait Fence: Send {
     fn populated(&mut self) -> bool;
     /// Kill every process of the envelope now (the leader included).
     fn kill_all(&mut self);
+    /// Give the envelope the least CPU (`idle`: it was made ahead of its
+    /// Run and waits), or its due share again.
+    fn set_idle(&mut self, _idle: bool) {}
     /// After the leader exited or was killed: kill what remains, wait until
     /// nothing remains, and release the envelope's resources. An error is a
     /// cleanup failure the Run must report, never hide.
@@ -212,6 +215,7 @@ impl Contained {
                 "the held envelope ended before it was opened ({status})"
             )));
         }
+        self.fence.set_idle(false);
         nix::unistd::write(&gate, b"x")?;
         Ok(())
     }
@@ -269,8 +273,10 @@ pub trait Sandbox: Send + Sync {
     fn name(&self) -> &'static str;
     fn spawn(&self, launch: &Launch) -> std::io::Result<Contained>;
     /// Make `launch`'s envelope now and hold it until
-    /// [`Contained::open_gate`]: the namespaces, mounts and cgroup are
-    /// ready, and the program is either not executed yet
+    /// [`Contained::open_gate`], with the least CPU weight until then (what
+    /// it does while held takes only CPU nothing else wants): the
+    /// namespaces, mounts and cgroup are ready, and the program is either
+    /// not executed yet
     /// ([`Hold::Envelope`]) or executed with the gate as its descriptor 3,
     /// to wait on itself ([`Hold::Payload`]). A launch with a writable
     /// attachment cannot be held before exec, nor can an envelope that has

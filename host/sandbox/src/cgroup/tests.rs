@@ -47,6 +47,19 @@ fn groups_are_limited_killed_and_removed() {
             assert_eq!(read(dir, "pids.max"), "448");
         }
     }
+    // Held ahead of its Run, the group weighs least; opened, the default.
+    let weight = |dir: &Path| match ["cpu.weight", "cpu.shares"].map(|f| dir.join(f)) {
+        [v2, _] if v2.exists() => Some(read(dir, "cpu.weight")),
+        [_, v1] if v1.exists() => Some(read(dir, "cpu.shares")),
+        _ => None,
+    };
+    run.set_idle(true).unwrap();
+    let idle: Vec<String> = run.dirs().filter_map(weight).collect();
+    assert!(idle.iter().all(|w| w == "1" || w == "2"), "{idle:?}");
+    run.set_idle(false).unwrap();
+    let due: Vec<String> = run.dirs().filter_map(weight).collect();
+    assert!(due.iter().all(|w| w == "100" || w == "1024"), "{due:?}");
+    assert_eq!(idle.len(), due.len());
     // A shell that forks a sleeper, inside the run group.
     let mut child = std::process::Command::new("/bin/sh")
         .args(["-c", "read go; sleep 60 & sleep 60"])

@@ -79,10 +79,6 @@ pub struct Limits {
 /// 30 or 20 MiB).
 pub const DEFAULT_ENVELOPES_AHEAD: usize = 8;
 
-/// How long a Run waits for its target's envelope that is being made
-/// ahead (making it costs what the Run's own start would), at most.
-pub const AHEAD_WAIT: Duration = Duration::from_secs(2);
-
 /// The envelopes made ahead, by (project, target).
 #[derive(Default)]
 struct Aheads {
@@ -93,8 +89,8 @@ struct Aheads {
 
 /// One target's envelope made ahead.
 enum Slot {
-    /// Being made; woken when it is held (or failed).
-    Making(Arc<tokio::sync::Notify>),
+    /// Being made (its token: the maker's own).
+    Making(Arc<()>),
     /// Held: when it was made (the oldest goes first when more are wanted
     /// than the limit), its work root, the envelope.
     Held(Instant, PathBuf, Box<Ahead>),
@@ -765,7 +761,7 @@ impl Server {
         // The envelope made ahead for this target comes with the work root
         // it was made in.
         let ahead = match dispatch.files {
-            None => self.take_ahead(&project.name, &dispatch.target).await,
+            None => self.take_ahead(&project.name, &dispatch.target),
             Some(_) => None,
         };
         let (work_root, ahead) = match ahead {
@@ -1115,47 +1111,29 @@ impl Server {
             aheads.closed = true;
             std::mem::take(&mut aheads.made)
         };
-        for slot in made.into_values() {
-            if let Slot::Making(made) = &slot {
-                made.notify_waiters();
-            }
-            discard(slot);
-        }
+        made.into_values().for_each(discard);
         self.sandbox.keep_between_runs(false);
     }
 
-    /// The envelope made ahead for `target` of `project`, if it is still
-    /// held: (its work root, the envelope). One being made is waited for
-    /// (at most [`AHEAD_WAIT`]) rather than a second envelope made.
-    async fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
+    /// The envelope made ahead for `target` of `project`, if it is held:
+    /// (its work root, the envelope). One still being made is not waited
+    /// for (it runs on CPU nothing else wants; the Run starts its own).
+    fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
         let key = (project.to_string(), target.to_string());
-        let mut waited = false;
-        loop {
-            let being_made = {
-                let mut aheads = self.aheads.lock().unwrap();
-                match aheads.made.remove(&key)? {
-                    Slot::Held(made, root, mut ahead) => {
-                        drop(aheads);
-                        if ahead.is_ready() {
-                            return Some((root, *ahead));
-                        }
-                        discard(Slot::Held(made, root, ahead));
-                        return None;
-                    }
-                    Slot::Making(made) => {
-                        // Registered before the lock is let go: a wake-up
-                        // in between is not missed.
-                        let woken = made.clone().notified_owned();
-                        aheads.made.insert(key.clone(), Slot::Making(made));
-                        woken
-                    }
+        let mut aheads = self.aheads.lock().unwrap();
+        match aheads.made.remove(&key)? {
+            Slot::Held(made, root, mut ahead) => {
+                drop(aheads);
+                if ahead.is_ready() {
+                    return Some((root, *ahead));
                 }
-            };
-            if waited {
-                return None;
+                discard(Slot::Held(made, root, ahead));
+                None
             }
-            waited = true;
-            let _ = tokio::time::timeout(AHEAD_WAIT, being_made).await;
+            making @ Slot::Making(_) => {
+                aheads.made.insert(key, making);
+                None
+            }
         }
     }
 
@@ -1170,13 +1148,16 @@ impl Server {
         package: Arc<Package>,
     ) {
         let key = (project.name.clone(), target.to_string());
-        let making = Arc::new(tokio::sync::Notify::new());
+        let making = Arc::new(());
         {
             let mut aheads = self.aheads.lock().unwrap();
+            // Not while Runs wait for a slot: the CPU is theirs, and the
+            // next of them would not find it made yet.
             if self.limits.envelopes_ahead == 0
                 || aheads.closed
                 || aheads.made.contains_key(&key)
                 || !self.accepting.load(Ordering::SeqCst)
+                || self.metrics.queued.get() > 0
             {
                 return;
             }
@@ -1184,8 +1165,7 @@ impl Server {
                 .made
                 .insert(key.clone(), Slot::Making(making.clone()));
         }
-        // Whatever happens below, the slot stops being made and its
-        // waiters are woken.
+        // Whatever happens below, the slot stops being made.
         let made = self.hold_ahead(project, target, plan, package).await;
         let mut aheads = self.aheads.lock().unwrap();
         let ours =
@@ -1218,7 +1198,6 @@ impl Server {
             gone.extend(aheads.made.remove(&oldest));
         }
         drop(aheads);
-        making.notify_waiters();
         gone.into_iter().for_each(discard);
     }
 
