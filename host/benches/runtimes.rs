@@ -53,6 +53,8 @@ const PACKAGE_JSON: &str = "{\n  \"name\": \"hello\",\n  \"private\": true,\n  \
 const FLOW_PY: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    name = ctx.input if isinstance(ctx.input, str) else \"world\"\n    return {\"outcome\": \"done\", \"output\": {\"message\": f\"Hello, {name}!\"}}\n\nhandle(run)\n";
 const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\n\nexport default defineJig({\n  flows: discover(\"./flows\"),\n  bindings: discover(\"./bindings\"),\n});\n";
 const CLIENTS: [usize; 4] = [1, 2, 4, 8];
+/// The pause before each build's turn of served samples.
+const BETWEEN_BUILDS: Duration = Duration::from_millis(250);
 /// Runs each throughput figure is measured over (split among the
 /// clients), unless `JIG_BENCH_THROUGHPUT_RUNS` says otherwise.
 const THROUGHPUT_RUNS: usize = 160;
@@ -129,6 +131,10 @@ fn main() {
     let mut times = vec![[(); 4].map(|()| Vec::new()); builds.len()];
     for _ in 0..samples.max(1) {
         for ((_, _, served), times) in builds.iter().zip(&mut times) {
+            // What the previous build's daemon does after its Runs
+            // answered (the next Run's envelope made ahead) is over before
+            // this build's Runs start: daemons do not measure each other.
+            std::thread::sleep(BETWEEN_BUILDS);
             for (target, times) in ["flow:flows/ts", "flow:flows/py", "flow:flows/bin"]
                 .into_iter()
                 .zip(times.iter_mut())

@@ -190,6 +190,20 @@ fn wait_for_component(needle: &str) {
     }
 }
 
+/// Wait (up to 5 s) until no process mentions `needle`: everything of
+/// it died with `host`, which was killed.
+fn wait_for_none_mentioning(needle: &str, host: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !processes_mentioning(needle).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "outlived {host}: {:?}",
+            processes_mentioning(needle)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -740,15 +754,7 @@ fn a_killed_host_takes_its_envelope_along_and_the_next_host_sweeps_its_cgroup() 
     child.kill().unwrap();
     child.wait().unwrap();
     // The envelope dies with its host (no process of the project remains).
-    let until = Instant::now() + Duration::from_secs(5);
-    while !processes_mentioning(&needle).is_empty() {
-        assert!(
-            Instant::now() < until,
-            "outlived the host: {:?}",
-            processes_mentioning(&needle)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_none_mentioning(&needle, "the host");
     // The next host removes the dead host's groups before it runs anything.
     let w = attack(root, TARGETS[1], json!({"attack": "noop"}), &[]);
     assert_eq!(succeeded(&w)["ok"], true);
@@ -1247,16 +1253,7 @@ fn envelopes_made_ahead_die_with_a_killed_daemon_and_none_are_made_when_turned_o
     assert_eq!(made.len(), 1, "{made:?}");
     daemon.signal(nix::sys::signal::Signal::SIGKILL);
     daemon.wait();
-    let needle = root.to_string_lossy().into_owned();
-    let until = Instant::now() + Duration::from_secs(5);
-    while !processes_mentioning(&needle).is_empty() {
-        assert!(
-            Instant::now() < until,
-            "outlived the daemon: {:?}",
-            processes_mentioning(&needle)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_none_mentioning(&root.to_string_lossy(), "the daemon");
     let daemon = crate::serve::Daemon::start(root, &["--envelopes-ahead", "0"]);
     assert!(!made[0].exists(), "{} was not removed", made[0].display());
     for _ in 0..2 {

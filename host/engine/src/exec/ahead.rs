@@ -61,29 +61,10 @@ impl Executor {
         {
             return Ok(None);
         }
-        let verified = resolved
-            .recipe
-            .verify()
-            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent))
-            .and_then(|()| self.providers.verify_grants(&resolved.providers));
-        if verified.is_err() {
+        if self.verify_environment(&resolved).is_err() {
             return Ok(None);
         }
-        let loaded = {
-            let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-            loaded
-                .as_ref()
-                .filter(|p| p.digest() == resolved.digest)
-                .cloned()
-        };
-        let package = match loaded {
-            Some(package) => package,
-            None => Arc::new(
-                self.store
-                    .load_package(&resolved.digest)
-                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
-            ),
-        };
+        let package = self.package(&resolved)?;
         // The root invocation's directory: the first of this work root.
         let dir = self.work_root.join("0");
         let scratch = dir.join("scratch");

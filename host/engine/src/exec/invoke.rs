@@ -12,12 +12,7 @@ impl Executor {
         link: ChannelLink,
     ) -> Result<Success, Failure> {
         let resolved = self.resolve(&invocation.target, root)?;
-        let verified = resolved
-            .recipe
-            .verify()
-            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent))
-            .and_then(|()| self.providers.verify_grants(&resolved.providers));
-        if let Err(reason) = verified {
+        if let Err(reason) = self.verify_environment(&resolved) {
             return Err(Failure::new(
                 "REVIEW_REQUIRED",
                 format!("the admitted execution environment changed ({reason}); run jig review"),
@@ -26,24 +21,7 @@ impl Executor {
                 json!({ "reason": "EXECUTION_ENVIRONMENT_CHANGED", "flowStarted": false }),
             ));
         }
-        // One read and one digest pass per command (the caller's, when it
-        // loaded the root's package): the package tree below is made from,
-        // or checked against, these same verified bytes.
-        let loaded = {
-            let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-            match loaded.as_ref() {
-                Some(p) if p.digest() == resolved.digest => loaded.take(),
-                _ => None,
-            }
-        };
-        let package = match loaded {
-            Some(package) => package,
-            None => Arc::new(
-                self.store
-                    .load_package(&resolved.digest)
-                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
-            ),
-        };
+        let package = self.package(&resolved)?;
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
                 return Err(Failure::new(
@@ -209,6 +187,37 @@ impl Executor {
                 f.diagnostics = diagnostics;
                 f
             })
+    }
+
+    /// Is the admitted execution environment of `resolved` (its recipe,
+    /// builtin providers and grants) still the one this host has?
+    pub(super) fn verify_environment(&self, resolved: &Resolved) -> Result<(), String> {
+        resolved
+            .recipe
+            .verify()
+            .and_then(|()| crate::plan::builtin::verify(&resolved.providers, &self.agent))
+            .and_then(|()| self.providers.verify_grants(&resolved.providers))
+    }
+
+    /// The verified package of `resolved`. One read and one digest pass
+    /// per command (the caller's, when it loaded the root's package): the
+    /// package tree is made from, or checked against, these same bytes.
+    pub(super) fn package(&self, resolved: &Resolved) -> Result<Arc<Package>, Failure> {
+        let loaded = {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+            match loaded.as_ref() {
+                Some(p) if p.digest() == resolved.digest => loaded.take(),
+                _ => None,
+            }
+        };
+        match loaded {
+            Some(package) => Ok(package),
+            None => Ok(Arc::new(
+                self.store
+                    .load_package(&resolved.digest)
+                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+            )),
+        }
     }
 
     pub(super) async fn launch(
