@@ -1151,13 +1151,15 @@ impl Server {
         let making = Arc::new(());
         {
             let mut aheads = self.aheads.lock().unwrap();
-            // Not while Runs wait for a slot: the CPU is theirs, and the
-            // next of them would not find it made yet.
+            // Not while other Runs execute or wait for a slot: the CPU is
+            // theirs (a busy daemon's next Run would not find it made in
+            // time, and making it would cost every Run its share).
             if self.limits.envelopes_ahead == 0
                 || aheads.closed
                 || aheads.made.contains_key(&key)
                 || !self.accepting.load(Ordering::SeqCst)
                 || self.metrics.queued.get() > 0
+                || self.metrics.active.get() > 0
             {
                 return;
             }
