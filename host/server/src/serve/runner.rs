@@ -79,6 +79,10 @@ pub struct Limits {
 /// 30 or 20 MiB).
 pub const DEFAULT_ENVELOPES_AHEAD: usize = 8;
 
+/// How long a Run waits for its target's envelope while it is being made
+/// ahead, at most (making it costs about what the Run's own start would).
+pub const AHEAD_WAIT: Duration = Duration::from_secs(1);
+
 /// The envelopes made ahead, by (project, target).
 #[derive(Default)]
 struct Aheads {
@@ -89,8 +93,8 @@ struct Aheads {
 
 /// One target's envelope made ahead.
 enum Slot {
-    /// Being made (its token: the maker's own).
-    Making(Arc<()>),
+    /// Being made; woken when it is held (or was not made).
+    Making(Arc<tokio::sync::Notify>),
     /// Held: when it was made (the oldest goes first when more are wanted
     /// than the limit), its work root, the envelope.
     Held(Instant, PathBuf, Box<Ahead>),
@@ -761,7 +765,7 @@ impl Server {
         // The envelope made ahead for this target comes with the work root
         // it was made in.
         let ahead = match dispatch.files {
-            None => self.take_ahead(&project.name, &dispatch.target),
+            None => self.take_ahead(&project.name, &dispatch.target).await,
             Some(_) => None,
         };
         let (work_root, ahead) = match ahead {
@@ -1111,29 +1115,48 @@ impl Server {
             aheads.closed = true;
             std::mem::take(&mut aheads.made)
         };
-        made.into_values().for_each(discard);
+        for slot in made.into_values() {
+            if let Slot::Making(made) = &slot {
+                made.notify_waiters();
+            }
+            discard(slot);
+        }
         self.sandbox.keep_between_runs(false);
     }
 
     /// The envelope made ahead for `target` of `project`, if it is held:
-    /// (its work root, the envelope). One still being made is not waited
-    /// for (it runs on CPU nothing else wants; the Run starts its own).
-    fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
+    /// (its work root, the envelope). One still being made (only ever on
+    /// an otherwise idle daemon) is waited for, at most [`AHEAD_WAIT`]:
+    /// making a second envelope beside it would cost the Run more.
+    async fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
         let key = (project.to_string(), target.to_string());
-        let mut aheads = self.aheads.lock().unwrap();
-        match aheads.made.remove(&key)? {
-            Slot::Held(made, root, mut ahead) => {
-                drop(aheads);
-                if ahead.is_ready() {
-                    return Some((root, *ahead));
+        let mut waited = false;
+        loop {
+            let being_made = {
+                let mut aheads = self.aheads.lock().unwrap();
+                match aheads.made.remove(&key)? {
+                    Slot::Held(made, root, mut ahead) => {
+                        drop(aheads);
+                        if ahead.is_ready() {
+                            return Some((root, *ahead));
+                        }
+                        discard(Slot::Held(made, root, ahead));
+                        return None;
+                    }
+                    Slot::Making(made) => {
+                        // Registered before the lock is let go: a wake-up
+                        // in between is not missed.
+                        let woken = made.clone().notified_owned();
+                        aheads.made.insert(key.clone(), Slot::Making(made));
+                        woken
+                    }
                 }
-                discard(Slot::Held(made, root, ahead));
-                None
+            };
+            if waited {
+                return None;
             }
-            making @ Slot::Making(_) => {
-                aheads.made.insert(key, making);
-                None
-            }
+            waited = true;
+            let _ = tokio::time::timeout(AHEAD_WAIT, being_made).await;
         }
     }
 
@@ -1148,7 +1171,7 @@ impl Server {
         package: Arc<Package>,
     ) {
         let key = (project.name.clone(), target.to_string());
-        let making = Arc::new(());
+        let making = Arc::new(tokio::sync::Notify::new());
         {
             let mut aheads = self.aheads.lock().unwrap();
             // Not while other Runs execute or wait for a slot: the CPU is
@@ -1200,6 +1223,7 @@ impl Server {
             gone.extend(aheads.made.remove(&oldest));
         }
         drop(aheads);
+        making.notify_waiters();
         gone.into_iter().for_each(discard);
     }
 
