@@ -772,9 +772,55 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
     }
 }
 
+/// A duration option: `default` when it is absent, else a positive
+/// duration (`10s`, `2m`), or a usage error naming `what` with an example
+/// (`like`).
+pub(crate) fn duration_option(
+    text: Option<String>,
+    default: std::time::Duration,
+    what: &str,
+    like: &str,
+) -> Result<std::time::Duration, CliError> {
+    match text {
+        None => Ok(default),
+        Some(text) => parse_timeout(&text).ok_or_else(|| {
+            CliError::new(
+                Code::Usage,
+                format!("{what} {text:?} is not a positive duration like {like}"),
+            )
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_option_takes_its_default_a_duration_or_refuses_with_its_name() {
+        use std::time::Duration;
+        let default = Duration::from_secs(30);
+        let option = |text: Option<&str>| {
+            duration_option(
+                text.map(str::to_string),
+                default,
+                "shutdown grace",
+                "30s or 2m",
+            )
+        };
+        assert_eq!(option(None).unwrap(), default);
+        assert_eq!(option(Some("2m")).unwrap(), Duration::from_secs(120));
+        let refused = option(Some("soon")).unwrap_err();
+        let usage = CliError::new(Code::Usage, "");
+        assert_eq!(refused.code(), usage.code());
+        let CliError::Command { message, .. } = refused else {
+            panic!("not the command line's own refusal: {refused:?}");
+        };
+        assert_eq!(
+            message,
+            "shutdown grace \"soon\" is not a positive duration like 30s or 2m"
+        );
+    }
 
     #[test]
     fn a_quoted_at_string_is_inline_input() {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{load_config, parse_timeout, CliError, Code};
+use super::{duration_option, load_config, CliError, Code};
 use jig_server::serve::{self, Limits, Options};
 
 #[derive(clap::Args, Debug)]
@@ -77,15 +77,12 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
             "--console serves the console on the TCP listener: it requires --tcp (on the Unix socket, use jig console)".into(),
         ));
     }
-    let grace_text = args.shutdown_grace.or(table.shutdown_grace);
-    let shutdown_grace = match grace_text {
-        None => serve::DEFAULT_SHUTDOWN_GRACE,
-        Some(text) => parse_timeout(&text).ok_or_else(|| {
-            usage(format!(
-                "shutdown grace {text:?} is not a positive duration like 30s or 2m"
-            ))
-        })?,
-    };
+    let shutdown_grace = duration_option(
+        args.shutdown_grace.or(table.shutdown_grace),
+        serve::DEFAULT_SHUTDOWN_GRACE,
+        "shutdown grace",
+        "30s or 2m",
+    )?;
     let max_active = args
         .max_active_runs
         .or(table.max_active_runs)

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{load_config, parse_timeout, CliError, Code};
+use super::{duration_option, load_config, CliError, Code};
 use jig_server::queue::{self, worker};
 
 /// Shared by `jig worker` and `jig serve`: where the database is.
@@ -71,30 +71,19 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
     if args.concurrency == 0 {
         return Err(usage("--concurrency must be at least 1".into()));
     }
-    let lease = match args.lease {
-        None => queue::DEFAULT_LEASE,
-        Some(text) => parse_timeout(&text).ok_or_else(|| {
-            usage(format!(
-                "lease {text:?} is not a positive duration like 10s"
-            ))
-        })?,
-    };
-    let shutdown_grace = match args.shutdown_grace {
-        None => jig_server::serve::DEFAULT_SHUTDOWN_GRACE,
-        Some(text) => parse_timeout(&text).ok_or_else(|| {
-            usage(format!(
-                "shutdown grace {text:?} is not a positive duration like 30s or 2m"
-            ))
-        })?,
-    };
-    let cache_interval = match args.cache_interval {
-        None => queue::cache::CACHE_INTERVAL,
-        Some(text) => parse_timeout(&text).ok_or_else(|| {
-            usage(format!(
-                "cache interval {text:?} is not a positive duration like 10m"
-            ))
-        })?,
-    };
+    let lease = duration_option(args.lease, queue::DEFAULT_LEASE, "lease", "10s")?;
+    let shutdown_grace = duration_option(
+        args.shutdown_grace,
+        jig_server::serve::DEFAULT_SHUTDOWN_GRACE,
+        "shutdown grace",
+        "30s or 2m",
+    )?;
+    let cache_interval = duration_option(
+        args.cache_interval,
+        queue::cache::CACHE_INTERVAL,
+        "cache interval",
+        "10m",
+    )?;
     let cache = match args.cache {
         Some(dir) => dir,
         None => {

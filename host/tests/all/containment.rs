@@ -1146,6 +1146,18 @@ fn held_processes(root: &Path, program: &str) -> Vec<(u32, PathBuf)> {
         .collect()
 }
 
+/// Wait (up to 20 s) until an envelope made ahead for `program` holds.
+fn wait_for_held(root: &Path, program: &str) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while held_processes(root, program).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "no envelope made ahead for {program}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `jig_runs_started_ahead_total` of a daemon.
 pub(crate) fn started_ahead(daemon: &crate::serve::Daemon) -> u64 {
     let (status, text) = daemon.raw("GET", "/metrics", None, &[]);
@@ -1186,14 +1198,7 @@ fn a_served_run_starts_in_an_envelope_made_ahead_that_ran_nothing_before_it() {
         };
         assert_eq!(submit(json!({"attack": "noop"}))["ok"], true, "{target}");
         // Made after the Run answered: wait for it.
-        let until = Instant::now() + Duration::from_secs(20);
-        while held_processes(root, program).is_empty() {
-            assert!(
-                Instant::now() < until,
-                "no envelope made ahead for {target}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_held(root, program);
         std::thread::sleep(Duration::from_millis(300));
         // flow.bin: only bubblewrap waits there, the program was never
         // executed; flow.py: the interpreter waits at the SDK's gate.
@@ -1244,11 +1249,7 @@ fn envelopes_made_ahead_die_with_a_killed_daemon_and_none_are_made_when_turned_o
     let mut daemon = crate::serve::Daemon::start(root, &[]);
     let (status, terminal) = daemon.call("POST", &runs, Some(noop.clone()));
     assert_eq!((status, &terminal["status"]), (200, &json!("succeeded")));
-    let until = Instant::now() + Duration::from_secs(20);
-    while held_processes(root, "flow.bin").is_empty() {
-        assert!(Instant::now() < until, "no envelope made ahead");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_held(root, "flow.bin");
     let made = ahead_roots(root);
     assert_eq!(made.len(), 1, "{made:?}");
     daemon.signal(nix::sys::signal::Signal::SIGKILL);
@@ -1263,4 +1264,34 @@ fn envelopes_made_ahead_die_with_a_killed_daemon_and_none_are_made_when_turned_o
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(ahead_roots(root), Vec::<PathBuf>::new());
     assert_eq!(started_ahead(&daemon), 0);
+}
+
+/// `--envelopes-ahead 1`: one target keeps its next envelope; a Run of a
+/// second target makes that one's and ends the first's (the oldest goes),
+/// whose work root is removed.
+#[test]
+fn past_the_envelopes_ahead_bound_the_oldest_is_ended() {
+    let dir = hostile_project();
+    let root = dir.path();
+    let runs = format!("/v1/projects/{}/runs", served_name(root));
+    let daemon = crate::serve::Daemon::start(root, &["--envelopes-ahead", "1"]);
+    let noop = |target: &str| {
+        let body = json!({"target": target, "input": {"attack": "noop"}});
+        let (status, terminal) = daemon.call("POST", &runs, Some(body));
+        assert_eq!((status, &terminal["status"]), (200, &json!("succeeded")));
+    };
+    // At the bound: the first target's envelope is held.
+    noop(TARGETS[0]);
+    wait_for_held(root, "flow.py");
+    let first = ahead_roots(root);
+    assert_eq!(first.len(), 1, "{first:?}");
+    // One past it: the second target's is made, the first's ends.
+    noop(TARGETS[1]);
+    wait_for_held(root, "flow.bin");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !held_processes(root, "flow.py").is_empty() || first[0].exists() {
+        assert!(Instant::now() < until, "the oldest envelope was kept");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ahead_roots(root).len(), 1);
 }

@@ -59,7 +59,13 @@ fn groups_are_limited_killed_and_removed() {
     run.set_idle(false).unwrap();
     let due: Vec<String> = run.dirs().filter_map(weight).collect();
     assert!(due.iter().all(|w| w == "100" || w == "1024"), "{due:?}");
-    assert_eq!(idle.len(), due.len());
+    // Every hierarchy with the CPU ceiling has the weight too.
+    let cpu = run
+        .dirs()
+        .filter(|d| d.join("cpu.max").exists() || d.join("cpu.cfs_quota_us").exists())
+        .count();
+    assert!(cpu > 0, "no cpu controller on the run group");
+    assert_eq!((idle.len(), due.len()), (cpu, cpu));
     // A shell that forks a sleeper, inside the run group.
     let mut child = std::process::Command::new("/bin/sh")
         .args(["-c", "read go; sleep 60 & sleep 60"])
