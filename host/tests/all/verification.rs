@@ -4,7 +4,7 @@
 //! configuration errors.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::support::*;
 
@@ -273,20 +273,16 @@ fn bad_policies_are_usage_or_configuration_errors_before_anything_runs() {
     assert_eq!(run.status, 0, "{run:?}");
 }
 
-/// `jig serve` verifies the runtime at every Run, as `jig run` does, but
-/// under `cached` hashes it once: what it learned is written to the cache,
-/// and a later in-place edit (the modification time kept) is still seen at
-/// the next Run.
-#[test]
-fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
-    let f = fixture();
-    let review = f.jig(&["review", "--yes"]);
-    assert_eq!(review.status, 0, "{review:?}");
-    // The daemon must learn the digest itself.
-    std::fs::remove_file(f.cache_file()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("jig.sock");
-    let mut daemon = jig(f.project.path())
+/// A `jig serve` of the fixture's project with `extra` arguments: the
+/// daemon (its socket in `dir`), and a submission of `flows/hello` that
+/// returns its terminal.
+fn serve_fixture<'a>(
+    f: &Fixture,
+    dir: &'a Path,
+    extra: &[&str],
+) -> (std::process::Child, impl Fn() -> serde_json::Value + 'a) {
+    let socket = dir.join("jig.sock");
+    let daemon = jig(f.project.path())
         .env("XDG_CACHE_HOME", f.cache_home.path())
         .env_remove("JIG_VERIFICATION")
         .args([
@@ -296,6 +292,7 @@ fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
             "--socket",
         ])
         .arg(&socket)
+        .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -309,7 +306,12 @@ fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
         .filter(|part| !part.is_empty())
         .collect::<Vec<_>>()
         .join("-");
-    let submit = || {
+    let started = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let submit = move || {
         let out = std::process::Command::new("curl")
             .args(["-sS", "--unix-socket"])
             .arg(&socket)
@@ -321,11 +323,24 @@ fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
         serde_json::from_slice::<serde_json::Value>(&out.stdout)
             .unwrap_or_else(|_| serde_json::json!(String::from_utf8_lossy(&out.stdout)))
     };
-    let started = std::time::Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(60));
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    (daemon, submit)
+}
+
+/// `jig serve` verifies the runtime at every Run, as `jig run` does, but
+/// under `cached` hashes it once: what it learned is written to the cache,
+/// and a later in-place edit (the modification time kept) is still seen at
+/// the next Run.
+#[test]
+fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
+    let f = fixture();
+    let review = f.jig(&["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    // The daemon must learn the digest itself.
+    std::fs::remove_file(f.cache_file()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A Python made ahead would hold the runtime open for execution:
+    // rewriting it in place would fail (ETXTBSY), so none is made.
+    let (mut daemon, submit) = serve_fixture(&f, dir.path(), &["--envelopes-ahead", "0"]);
     for _ in 0..2 {
         let terminal = submit();
         assert_eq!(terminal["status"], "succeeded", "{terminal}");
@@ -340,6 +355,70 @@ fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
         terminal["details"]["reason"],
         "EXECUTION_ENVIRONMENT_CHANGED"
     );
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}
+
+/// With a Python interpreter waiting ahead for the next Run, the runtime
+/// replaced by a new file (as a package manager does) is seen at that Run:
+/// `REVIEW_REQUIRED` before the gate opens, and the interpreter made ahead
+/// of it ends, its work root removed.
+#[test]
+fn a_runtime_replaced_under_an_interpreter_waiting_ahead_is_seen_and_it_ends() {
+    let f = fixture();
+    let review = f.jig(&["review", "--yes"]);
+    assert_eq!(review.status, 0, "{review:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, submit) = serve_fixture(&f, dir.path(), &[]);
+    let terminal = submit();
+    assert_eq!(terminal["status"], "succeeded", "{terminal}");
+    let runtime = std::fs::canonicalize(&f.runtime).unwrap();
+    let waiting = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read_link(entry.path().join("exe")).is_ok_and(|exe| exe == runtime)
+        })
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !waiting() {
+        assert!(
+            std::time::Instant::now() < until,
+            "no interpreter waiting ahead"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let replacement = runtime.with_extension("new");
+    std::fs::write(&replacement, python_copy("b")).unwrap();
+    std::fs::set_permissions(&replacement, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&replacement, &runtime).unwrap();
+    let terminal = submit();
+    assert_eq!(terminal["code"], "REVIEW_REQUIRED", "{terminal}");
+    assert_eq!(
+        terminal["details"]["reason"],
+        "EXECUTION_ENVIRONMENT_CHANGED"
+    );
+    assert_eq!(terminal["details"]["flowStarted"], false);
+    let ahead = |e: &std::fs::DirEntry| e.file_name().to_string_lossy().starts_with("ahead-");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let roots = std::fs::read_dir(f.project.path().join(".jig/work"))
+            .map(|d| d.flatten().filter(ahead).count())
+            .unwrap_or(0);
+        let old_interpreters = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read_link(entry.path().join("exe"))
+                .is_ok_and(|exe| exe.to_string_lossy().ends_with("(deleted)"))
+                && std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c).contains(&*f.project.path().to_string_lossy())
+                })
+        });
+        if roots == 0 && !old_interpreters {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the interpreter made ahead outlived the change"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let _ = daemon.kill();
     let _ = daemon.wait();
 }
