@@ -16,9 +16,11 @@
 //!   the machine's drift over the run falls on all of them alike;
 //! - **throughput**: Runs/s of `flow.ts` and `flow.bin` with 1, 2, 4 and 8
 //!   clients, beside the bound of this machine (cores divided by the bare
-//!   exchange time), first in an empty project, then again after the
-//!   project holds `JIG_BENCH_SETTLED` settled Runs (default 10,000), with
-//!   the daemon's peak and current memory then.
+//!   exchange time), every build's figure measured right after the
+//!   others' (so drift falls on all alike); first in an empty project,
+//!   then again after the project holds `JIG_BENCH_SETTLED` settled Runs
+//!   (default 10,000), measured in turn with a new daemon of the same build
+//!   serving an empty project, with the daemon's peak and current memory.
 //!
 //! ```text
 //! cargo bench -p jig --bench runtimes
@@ -148,7 +150,7 @@ fn main() {
             times[3].push(started.elapsed());
         }
     }
-    for ((name, jig, served), times) in builds.into_iter().zip(times) {
+    for ((name, jig, served), times) in builds.iter().zip(times) {
         println!("\n## {name}: {} {}\n", jig.display(), served.args.join(" "));
         if let Some(ahead) = served.started_ahead() {
             println!(
@@ -186,42 +188,64 @@ fn main() {
                     .map_or("".to_string(), |c| format!("{:.2}×", ratio(s.p50, c.p50)))
             );
         }
-        let empty = served.throughput();
-        println!("\nRuns/s, empty project (bound: {cores} cores / bare exchange):\n");
-        print_throughput(&empty, cores, &bare_ts, &floor);
-        if settled == 0 {
-            continue;
-        }
+    }
+    // Throughput, every build's figure for one (target, clients) measured
+    // right after the others': drift falls on all builds alike.
+    let served: Vec<&Served> = builds.iter().map(|(_, _, s)| s).collect();
+    let empty = throughput(&served);
+    println!("\n## Runs/s, empty project (bound: {cores} cores / bare exchange)\n");
+    print_throughput(&builds, &empty, cores, &bare_ts, &floor);
+    if settled == 0 {
+        return;
+    }
+    // Each build's daemon is filled with settled Runs; beside it, a new
+    // daemon of the same build serves an empty project, and the two are
+    // measured in turn: the change is the settled Runs', not the
+    // machine's drift since the empty figures above.
+    println!("\n## {settled} settled Runs\n");
+    let mut controls = Vec::new();
+    for (name, jig, served) in &builds {
         let started = Instant::now();
         served.fill(settled);
         let filled = started.elapsed();
-        // The fill's writes reach the disk before the next figure.
-        settle_disk();
         println!(
-            "\nSettled {} Runs in {:.1} s; the daemon's memory: peak {} MiB, now {} MiB.",
+            "- {name}: settled {} Runs in {:.1} s; the daemon's memory: peak {} MiB, now {} MiB.",
             served.settled(),
             filled.as_secs_f64(),
             served.memory_kib("VmHWM") / 1024,
             served.memory_kib("VmRSS") / 1024
         );
-        let full = served.throughput();
-        println!(
-            "\nRuns/s with {} settled Runs (change against the empty project):\n",
-            served.settled()
-        );
-        println!("| target | clients | Runs/s | empty | change |\n| --- | --- | --- | --- | --- |");
-        for ((target, clients, rate), (_, _, before)) in full.iter().zip(&empty) {
+        controls.push(Served::start(jig, &greet, &served.args));
+    }
+    // The fill's writes reach the disk before the next figure.
+    settle_disk();
+    let both: Vec<&Served> = builds
+        .iter()
+        .zip(&controls)
+        .flat_map(|((_, _, filled), control)| [filled, control])
+        .collect();
+    let rates = throughput(&both);
+    println!("\nRuns/s with the settled Runs, against an empty project served by the same build and measured in turn (and against the empty figures above):\n");
+    println!("| build | target | clients | settled | empty now | change | empty before | change |\n| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (b, (name, _, _)) in builds.iter().enumerate() {
+        for (row, (target, clients, full)) in rates[2 * b].iter().enumerate() {
+            let control = rates[2 * b + 1][row].2;
+            let before = empty[b][row].2;
             println!(
-                "| {target} | {clients} | {rate:.1} | {before:.1} | {:+.1}% |",
-                (rate / before - 1.0) * 100.0
+                "| {name} | {target} | {clients} | {full:.1} | {control:.1} | {:+.1}% | {before:.1} | {:+.1}% |",
+                (full / control - 1.0) * 100.0,
+                (full / before - 1.0) * 100.0
             );
         }
-        // The daemon stops and its project (every record of the fill) is
-        // removed before the next build is measured: those removals
-        // reach the disk first, or they slow the next build's Runs
-        // (each syncs its record).
-        drop(served);
-        settle_disk();
+    }
+    println!();
+    for ((name, _, served), control) in builds.iter().zip(&controls) {
+        println!(
+            "- {name}: the daemon's memory after the throughput: peak {} MiB, now {} MiB (the empty project's: peak {} MiB).",
+            served.memory_kib("VmHWM") / 1024,
+            served.memory_kib("VmRSS") / 1024,
+            control.memory_kib("VmHWM") / 1024
+        );
     }
 }
 
@@ -230,13 +254,41 @@ fn settle_disk() {
     nix::unistd::sync();
 }
 
-fn print_throughput(rows: &[(&str, usize, f64)], cores: usize, ts: &Stats, bin: &Stats) {
-    println!("| target | clients | Runs/s | bound |\n| --- | --- | --- | --- |");
-    for (target, clients, rate) in rows {
+fn print_throughput(
+    builds: &[(String, PathBuf, Served)],
+    rows: &[Vec<(&str, usize, f64)>],
+    cores: usize,
+    ts: &Stats,
+    bin: &Stats,
+) {
+    let names: Vec<&str> = builds.iter().map(|(n, _, _)| n.as_str()).collect();
+    println!(
+        "| target | clients | {} | bound |\n| --- | --- |{} --- |",
+        names.join(" | "),
+        " --- |".repeat(names.len())
+    );
+    for (row, (target, clients, _)) in rows[0].iter().enumerate() {
         let bare = if target.ends_with("ts") { ts } else { bin };
         let bound = cores as f64 / bare.p50.as_secs_f64();
-        println!("| {target} | {clients} | {rate:.1} | {bound:.1} |");
+        let rates: Vec<String> = rows.iter().map(|r| format!("{:.1}", r[row].2)).collect();
+        println!("| {target} | {clients} | {} | {bound:.1} |", rates.join(" | "));
     }
+}
+
+/// Runs/s of `flow.ts` and `flow.bin` with each number of clients, for
+/// every daemon of `served`: each (target, clients) figure of every daemon
+/// is measured right after the others', a pause between turns.
+fn throughput<'a>(served: &[&Served]) -> Vec<Vec<(&'a str, usize, f64)>> {
+    let mut rows = vec![Vec::new(); served.len()];
+    for target in ["flow:flows/ts", "flow:flows/bin"] {
+        for clients in CLIENTS {
+            for (daemon, rows) in served.iter().zip(&mut rows) {
+                std::thread::sleep(BETWEEN_BUILDS);
+                rows.push((target, clients, daemon.rate(target, clients)));
+            }
+        }
+    }
+    rows
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -693,16 +745,6 @@ impl Served {
             }
         });
         (each * clients) as f64 / started.elapsed().as_secs_f64()
-    }
-
-    fn throughput(&self) -> Vec<(&'static str, usize, f64)> {
-        let mut rows = Vec::new();
-        for target in ["flow:flows/ts", "flow:flows/bin"] {
-            for clients in CLIENTS {
-                rows.push((target, clients, self.rate(target, clients)));
-            }
-        }
-        rows
     }
 
     /// Settle `flow.bin` Runs with 4 clients until the project holds `n`.
