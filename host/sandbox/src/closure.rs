@@ -278,7 +278,7 @@ pub fn package(
         let mut resolver = Resolver::new(Some(tree.to_path_buf()))?;
         resolver.machine = Some(machine);
         for (path, bytes) in objects {
-            let Ok(elf) = Elf::parse(bytes) else {
+            let Ok(elf) = Elf::parse(bytes.as_slice()) else {
                 continue;
             };
             if elf.machine != machine {
@@ -419,11 +419,16 @@ struct Elf {
 }
 
 impl Elf {
-    fn parse(data: &[u8]) -> Result<Elf, String> {
-        if data.starts_with(b"#!") {
+    /// Parse the headers of the object in `data`: its bytes, or an
+    /// installed file read range by range (only the headers, the dynamic
+    /// section and its strings are read: a runtime executable may be
+    /// hundreds of megabytes).
+    fn parse<'d, R: object::ReadRef<'d>>(data: R) -> Result<Elf, String> {
+        let magic = data.read_bytes_at(0, 4).unwrap_or_default();
+        if data.read_bytes_at(0, 2).is_ok_and(|m| m == b"#!") {
             return Err("is a #! script, not an ELF executable".into());
         }
-        if !data.starts_with(b"\x7fELF") {
+        if magic != b"\x7fELF" {
             return Err("is not an ELF file".into());
         }
         type Header = object::elf::FileHeader64<object::Endianness>;
@@ -605,8 +610,9 @@ impl Resolver {
         if !meta.is_file() || meta.len() > MAX_OBJECT_BYTES {
             return Err(format!("{} is not a regular file to load", real.display()));
         }
-        let bytes = std::fs::read(&real).map_err(|e| format!("{}: {e}", real.display()))?;
-        let elf = Elf::parse(&bytes).map_err(|e| format!("{} {e}", named.display()))?;
+        let file = std::fs::File::open(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+        let file = object::ReadCache::new(file);
+        let elf = Elf::parse(&file).map_err(|e| format!("{} {e}", named.display()))?;
         self.machine.get_or_insert(elf.machine);
         self.walk(named, &real, elf, inherited)
     }

@@ -26,7 +26,7 @@ fn the_closure_of_this_machines_python() {
     let view = prove(python, Stdlib::Python).unwrap();
     let real = python.canonicalize().unwrap();
     assert!(shows(&view, &real), "{view:?}");
-    let elf = Elf::parse(&std::fs::read(&real).unwrap()).unwrap();
+    let elf = Elf::parse(std::fs::read(&real).unwrap().as_slice()).unwrap();
     let loader = elf.interpreter.unwrap();
     assert!(shows(&view, &loader.canonicalize().unwrap()), "{view:?}");
     let libc = view
@@ -206,4 +206,45 @@ fn the_object_bound_is_enforced() {
     filled(MAX_OBJECTS - own).unwrap();
     let err = filled(MAX_OBJECTS - own + 1).unwrap_err();
     assert!(err.contains(&MAX_OBJECTS.to_string()), "{err}");
+}
+
+/// An installed object is read by its headers, its dynamic section and
+/// their strings, never whole (Bun's executable is over 100 MB): the
+/// same headers as from its bytes, from a small part of the file.
+#[test]
+fn an_installed_object_is_read_by_its_headers_alone() {
+    struct Counted(std::fs::File, std::rc::Rc<std::cell::Cell<u64>>);
+    impl std::io::Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1.set(self.1.get() + n as u64);
+            Ok(n)
+        }
+    }
+    impl std::io::Seek for Counted {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.0.seek(to)
+        }
+    }
+    let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+    let whole = std::fs::read(&exe).unwrap();
+    let from_bytes = Elf::parse(whole.as_slice()).unwrap();
+    let read = std::rc::Rc::new(std::cell::Cell::new(0));
+    let file = object::ReadCache::new(Counted(
+        std::fs::File::open(&exe).unwrap(),
+        read.clone(),
+    ));
+    let from_file = Elf::parse(&file).unwrap();
+    assert_eq!(from_file.machine, from_bytes.machine);
+    assert_eq!(from_file.interpreter, from_bytes.interpreter);
+    assert_eq!(from_file.needed, from_bytes.needed);
+    assert!(!from_file.needed.is_empty(), "{:?}", from_file.needed);
+    assert_eq!(from_file.rpath, from_bytes.rpath);
+    assert_eq!(from_file.runpath, from_bytes.runpath);
+    let size = whole.len() as u64;
+    assert!(
+        read.get() * 20 < size,
+        "{} of {size} bytes read to parse the headers",
+        read.get()
+    );
 }
