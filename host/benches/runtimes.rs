@@ -271,7 +271,10 @@ fn print_throughput(
         let bare = if target.ends_with("ts") { ts } else { bin };
         let bound = cores as f64 / bare.p50.as_secs_f64();
         let rates: Vec<String> = rows.iter().map(|r| format!("{:.1}", r[row].2)).collect();
-        println!("| {target} | {clients} | {} | {bound:.1} |", rates.join(" | "));
+        println!(
+            "| {target} | {clients} | {} | {bound:.1} |",
+            rates.join(" | ")
+        );
     }
 }
 

@@ -230,10 +230,7 @@ fn an_installed_object_is_read_by_its_headers_alone() {
     let whole = std::fs::read(&exe).unwrap();
     let from_bytes = Elf::parse(whole.as_slice()).unwrap();
     let read = std::rc::Rc::new(std::cell::Cell::new(0));
-    let file = object::ReadCache::new(Counted(
-        std::fs::File::open(&exe).unwrap(),
-        read.clone(),
-    ));
+    let file = object::ReadCache::new(Counted(std::fs::File::open(&exe).unwrap(), read.clone()));
     let from_file = Elf::parse(&file).unwrap();
     assert_eq!(from_file.machine, from_bytes.machine);
     assert_eq!(from_file.interpreter, from_bytes.interpreter);
