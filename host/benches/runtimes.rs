@@ -281,7 +281,7 @@ fn print_throughput(
 /// Runs/s of `flow.ts` and `flow.bin` with each number of clients, for
 /// every daemon of `served`: each (target, clients) figure of every daemon
 /// is measured right after the others', a pause between turns.
-fn throughput<'a>(served: &[&Served]) -> Vec<Vec<(&'a str, usize, f64)>> {
+fn throughput(served: &[&Served]) -> Vec<Vec<(&'static str, usize, f64)>> {
     let mut rows = vec![Vec::new(); served.len()];
     for target in ["flow:flows/ts", "flow:flows/bin"] {
         for clients in CLIENTS {

@@ -424,11 +424,13 @@ impl Elf {
     /// section and its strings are read: a runtime executable may be
     /// hundreds of megabytes).
     fn parse<'d, R: object::ReadRef<'d>>(data: R) -> Result<Elf, String> {
-        let magic = data.read_bytes_at(0, 4).unwrap_or_default();
-        if data.read_bytes_at(0, 2).is_ok_and(|m| m == b"#!") {
+        let head = (data.read_bytes_at(0, 4))
+            .or_else(|()| data.read_bytes_at(0, 2))
+            .unwrap_or_default();
+        if head.starts_with(b"#!") {
             return Err("is a #! script, not an ELF executable".into());
         }
-        if magic != b"\x7fELF" {
+        if head != b"\x7fELF" {
             return Err("is not an ELF file".into());
         }
         type Header = object::elf::FileHeader64<object::Endianness>;

@@ -95,6 +95,9 @@ fn a_script_and_a_link_loop_are_refused() {
     let script = dir.path().join("script");
     std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
     assert!(prove(&script, Stdlib::None).unwrap_err().contains("#!"));
+    // Shorter than an ELF magic number, and still a script.
+    std::fs::write(&script, "#!").unwrap();
+    assert!(prove(&script, Stdlib::None).unwrap_err().contains("#!"));
     let a = dir.path().join("a");
     let b = dir.path().join("b");
     std::os::unix::fs::symlink(&b, &a).unwrap();
