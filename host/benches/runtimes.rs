@@ -11,7 +11,10 @@
 //!   floor a contained Run can reach (needs a writable `cpu` controller);
 //! - **served**: submit-to-terminal of `POST /v1/projects/p/runs` over the
 //!   daemon's Unix socket, one at a time (p50, p99), and a whole `jig run`
-//!   of `flow.ts` in the project (it finds the daemon and submits to it);
+//!   of `flow.ts` in the project (it finds the daemon and submits to it),
+//!   at two paces: each Run on a quiet daemon, as the bare exchanges run
+//!   (the figures the targets are read from), and back to back, where each
+//!   Run meets the previous one's next envelope being made ahead;
 //!   every build measured serves at once and they are sampled in turn, so
 //!   the machine's drift over the run falls on all of them alike;
 //! - **throughput**: Runs/s of `flow.ts` and `flow.bin` with 1, 2, 4 and 8
@@ -55,7 +58,7 @@ const PACKAGE_JSON: &str = "{\n  \"name\": \"hello\",\n  \"private\": true,\n  \
 const FLOW_PY: &str = "from jiggy.flow import handle\n\nasync def run(ctx):\n    name = ctx.input if isinstance(ctx.input, str) else \"world\"\n    return {\"outcome\": \"done\", \"output\": {\"message\": f\"Hello, {name}!\"}}\n\nhandle(run)\n";
 const JIG_TS: &str = "import { defineJig, discover } from \"@jigging/jig\";\n\nexport default defineJig({\n  flows: discover(\"./flows\"),\n  bindings: discover(\"./bindings\"),\n});\n";
 const CLIENTS: [usize; 4] = [1, 2, 4, 8];
-/// The pause before each build's turn of served samples.
+/// The pause before each build's (and each pace's) turn of served samples.
 const BETWEEN_BUILDS: Duration = Duration::from_millis(250);
 /// Runs each throughput figure is measured over (split among the
 /// clients), unless `JIG_BENCH_THROUGHPUT_RUNS` says otherwise.
@@ -130,26 +133,27 @@ fn main() {
         })
         .collect();
     settle_disk();
-    let mut times = vec![[(); 4].map(|()| Vec::new()); builds.len()];
+    // Each sample takes both paces from every build in turn: a drift of
+    // the machine falls on both and on every build alike.
+    let mut times = vec![[(); 2].map(|()| [(); 4].map(|()| Vec::new())); builds.len()];
     for _ in 0..samples.max(1) {
         for ((_, _, served), times) in builds.iter().zip(&mut times) {
-            // What the previous build's daemon does after its Runs
-            // answered (the next Run's envelope made ahead) is over before
-            // this build's Runs start: daemons do not measure each other.
-            std::thread::sleep(BETWEEN_BUILDS);
-            for (target, times) in ["flow:flows/ts", "flow:flows/py", "flow:flows/bin"]
-                .into_iter()
-                .zip(times.iter_mut())
-            {
-                let started = Instant::now();
-                served.submit(target);
-                times.push(started.elapsed());
+            for (pace, times) in Pace::BOTH.into_iter().zip(times.iter_mut()) {
+                // What the previous build's daemon (or pace) set going is
+                // over before these Runs start: daemons do not measure
+                // each other.
+                std::thread::sleep(BETWEEN_BUILDS);
+                served_sequence(served, pace, times);
             }
-            let started = Instant::now();
-            served.jig_run("flow:flows/ts");
-            times[3].push(started.elapsed());
         }
     }
+    let bases = Bases {
+        bare_ts: &bare_ts,
+        bare_py: &bare_py,
+        floor: &floor,
+        capped_ts: capped_ts.as_ref(),
+        capped_py: capped_py.as_ref(),
+    };
     for ((name, jig, served), times) in builds.iter().zip(times) {
         println!("\n## {name}: {} {}\n", jig.display(), served.args.join(" "));
         if let Some(ahead) = served.started_ahead() {
@@ -158,35 +162,9 @@ fn main() {
                 served.answered()
             );
         }
-        let [ts, py, bin, run] = times.map(stats);
-        // A contained Run is at least the envelope and the runtime: the
-        // bare exchange plus the bubblewrap floor.
-        println!("| served Run | p50 | p99 | p50 / bare | p50 / bare at 0.5 CPU | p50 / (bare + bwrap floor) |\n| --- | --- | --- | --- | --- | --- |");
-        for (what, s, base, capped) in [
-            ("flow.ts through jig serve", &ts, &bare_ts, &capped_ts),
-            (
-                "flow.ts, jig run (submits to the daemon)",
-                &run,
-                &bare_ts,
-                &capped_ts,
-            ),
-            ("flow.py through jig serve", &py, &bare_py, &capped_py),
-            ("flow.bin through jig serve", &bin, &floor, &None),
-        ] {
-            let enveloped = if std::ptr::eq(base, &floor) {
-                String::new()
-            } else {
-                format!("{:.2}×", ratio(s.p50, base.p50 + floor.p50))
-            };
-            println!(
-                "| {what} | {} | {} | {:.2}× | {} | {enveloped} |",
-                ms(s.p50),
-                ms(s.p99),
-                ratio(s.p50, base.p50),
-                capped
-                    .as_ref()
-                    .map_or("".to_string(), |c| format!("{:.2}×", ratio(s.p50, c.p50)))
-            );
+        for (pace, times) in Pace::BOTH.into_iter().zip(times) {
+            println!("{}\n", pace.describe());
+            print_served(times.map(stats), &bases);
         }
     }
     // Throughput, every build's figure for one (target, clients) measured
@@ -344,6 +322,100 @@ fn children_cpu() -> Duration {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
     time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// How the served Runs of one sample follow each other.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// Each Run once the daemon is quiet, as every bare exchange runs on
+    /// an otherwise idle machine: what the previous Run's answer set going
+    /// (the next envelope of its target, made ahead) is over.
+    Quiet,
+    /// One right after another (flow.ts, flow.py, flow.bin, then `jig
+    /// run`): each Run meets the previous one's next envelope being made,
+    /// Python's warm-up the longest of them.
+    BackToBack,
+}
+
+/// The pause before each Run of the quiet pace: well over the longest
+/// envelope made ahead here, a Python runtime warming up at the
+/// contained Flow's half CPU (about 75 ms of CPU, so 150 ms and more).
+const QUIET: Duration = Duration::from_millis(400);
+
+impl Pace {
+    const BOTH: [Pace; 2] = [Pace::Quiet, Pace::BackToBack];
+
+    fn describe(self) -> &'static str {
+        match self {
+            Pace::Quiet => "Each Run on a quiet daemon (the previous Run's envelope made ahead is ready), as the bare exchanges run:",
+            Pace::BackToBack => "Back to back (flow.ts, flow.py, flow.bin, jig run): each Run starts while the previous Run's next envelope is being made:",
+        }
+    }
+}
+
+/// One of each served Run, at `pace`: flow.ts, flow.py, flow.bin through
+/// the socket, then `jig run` of flow.ts.
+fn served_sequence(served: &Served, pace: Pace, times: &mut [Vec<Duration>; 4]) {
+    let targets = ["flow:flows/ts", "flow:flows/py", "flow:flows/bin"];
+    for (i, times) in times.iter_mut().enumerate() {
+        if matches!(pace, Pace::Quiet) {
+            std::thread::sleep(QUIET);
+        }
+        let started = Instant::now();
+        match targets.get(i) {
+            Some(target) => served.submit(target),
+            None => served.jig_run("flow:flows/ts"),
+        }
+        times.push(started.elapsed());
+    }
+}
+
+/// What the served Runs are measured against, from the bare exchanges.
+struct Bases<'a> {
+    bare_ts: &'a Stats,
+    bare_py: &'a Stats,
+    floor: &'a Stats,
+    capped_ts: Option<&'a Stats>,
+    capped_py: Option<&'a Stats>,
+}
+
+/// The served Runs of one build at one pace, beside the bare exchanges.
+fn print_served([ts, py, bin, run]: [Stats; 4], bases: &Bases) {
+    let Bases {
+        bare_ts,
+        bare_py,
+        floor,
+        capped_ts,
+        capped_py,
+    } = *bases;
+    // A contained Run is at least the envelope and the runtime: the bare
+    // exchange plus the bubblewrap floor.
+    println!("| served Run | p50 | p99 | p50 / bare | p50 / bare at 0.5 CPU | p50 / (bare + bwrap floor) |\n| --- | --- | --- | --- | --- | --- |");
+    for (what, s, base, capped) in [
+        ("flow.ts through jig serve", &ts, bare_ts, capped_ts),
+        (
+            "flow.ts, jig run (submits to the daemon)",
+            &run,
+            bare_ts,
+            capped_ts,
+        ),
+        ("flow.py through jig serve", &py, bare_py, capped_py),
+        ("flow.bin through jig serve", &bin, floor, None),
+    ] {
+        let enveloped = if std::ptr::eq(base, floor) {
+            String::new()
+        } else {
+            format!("{:.2}×", ratio(s.p50, base.p50 + floor.p50))
+        };
+        println!(
+            "| {what} | {} | {} | {:.2}× | {} | {enveloped} |",
+            ms(s.p50),
+            ms(s.p99),
+            ratio(s.p50, base.p50),
+            capped.map_or("".to_string(), |c| format!("{:.2}×", ratio(s.p50, c.p50)))
+        );
+    }
+    println!();
 }
 
 fn sample(n: usize, mut once: impl FnMut()) -> Stats {
