@@ -512,16 +512,21 @@ fn a_worker_collects_what_no_current_generation_names_from_its_cache() {
     let second = admitted_package(&root, "flows/witness");
     assert_ne!(second, first);
     settled(&served.submit("two", input(&witness, 2, 0)));
+    // The worker logs a collection after its last removal: wait for the
+    // line itself, not for the package to be gone.
+    let removed_line = || {
+        cache_lines(&worker.log())
+            .into_iter()
+            .find(|l| l["packages"] == json!([first.clone()]))
+    };
     wait_until(
-        "a collection removed generation 1's package",
+        "a collection logged removing generation 1's package",
         Duration::from_secs(30),
-        || !cached(&cache, &first),
+        || removed_line().is_some(),
     );
+    let removed = removed_line().unwrap();
+    assert!(!cached(&cache, &first), "{}", worker.log());
     assert!(cached(&cache, &second));
-    let removed = cache_lines(&worker.log())
-        .into_iter()
-        .find(|l| l["packages"] == json!([first.clone()]))
-        .unwrap_or_else(|| panic!("{}", worker.log()));
     assert!(removed["freedBytes"].as_u64().unwrap() > 0, "{removed}");
     assert!(removed["plans"].as_u64().unwrap() >= 1, "{removed}");
     settled(&served.submit("three", input(&witness, 3, 0)));
