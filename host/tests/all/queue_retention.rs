@@ -165,13 +165,24 @@ fn serve_with_a_database_sweeps_settled_runs() {
         ids[2],
         "the newest is kept"
     );
-    let (status, metrics) = served.call("GET", "/metrics", None);
-    assert_eq!(status, 200);
-    let text = metrics.as_str().unwrap_or_default().to_string();
-    assert!(
-        text.contains("jig_retention_removed_runs_total{project=\"p\"} 2"),
-        "{text}"
+    // The daemon counts removed Runs after the database removed them.
+    let removed = || {
+        let (status, metrics) = served.call("GET", "/metrics", None);
+        assert_eq!(status, 200);
+        let text = metrics.as_str().unwrap_or_default().to_string();
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix("jig_retention_removed_runs_total{project=\"p\"} "))
+            .map(|v| v.trim().parse::<u64>().unwrap());
+        (value, text)
+    };
+    wait_until(
+        "/metrics to count the removed Runs",
+        Duration::from_secs(30),
+        || removed().0.is_some_and(|n| n >= 2),
     );
+    let (value, text) = removed();
+    assert_eq!(value, Some(2), "{text}");
 }
 
 /// A daemon following a Run's events in the database, whose Run is
