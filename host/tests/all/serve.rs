@@ -538,9 +538,20 @@ fn past_the_active_and_queue_bounds_is_resource_exhausted_before_recording() {
     assert_eq!(status, 429, "{refused}");
     assert_eq!(refused["code"], "RESOURCE_EXHAUSTED");
     assert_eq!(daemon.runs().len(), 2, "the refused Run was never recorded");
-    let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
-    assert!(metrics.contains("jig_active_runs 1"), "{metrics}");
-    assert!(metrics.contains("jig_queued_runs 1"), "{metrics}");
+    // The first Run takes its slot (and leaves the queued gauge) in its
+    // own task, after its submission was answered.
+    let started = Instant::now();
+    loop {
+        let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
+        if metrics.contains("jig_active_runs 1") && metrics.contains("jig_queued_runs 1") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not one Run active and one queued: {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     for run in [&a, &b] {
         let id = run["runId"].as_str().unwrap();
         daemon.call("POST", &format!("/v1/projects/p/runs/{id}/cancel"), None);
@@ -609,7 +620,21 @@ fn sigterm_stops_admission_lets_runs_finish_within_the_grace_then_cancels() {
         std::thread::sleep(Duration::from_millis(100));
     }
     daemon.signal(nix::sys::signal::Signal::SIGTERM);
-    std::thread::sleep(Duration::from_millis(300));
+    // Admission stops when the daemon handles the signal: wait until it
+    // says it is draining.
+    let started = Instant::now();
+    loop {
+        let (status, health) = daemon.call("GET", "/v1/health", None);
+        if health["status"] == "draining" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the daemon is not draining: {status} {health} {}",
+            daemon.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (status, closed) = daemon.submit(json!({"target": "flow:flows/echo"}));
     assert_eq!(
         (status, closed["code"].as_str()),
