@@ -440,10 +440,18 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
         let record = served.terminal(id);
         assert_eq!(record["code"], "COORDINATOR_LOST", "{record}");
     }
-    let counted: usize = pg
-        .sql("SELECT count(*) FROM jig_refused_writes WHERE what = 'terminal'")
-        .parse()
-        .unwrap();
+    // A worker logs a refusal before it counts it in the database.
+    let refused_terminals = || -> usize {
+        pg.sql("SELECT count(*) FROM jig_refused_writes WHERE what = 'terminal'")
+            .parse()
+            .unwrap()
+    };
+    wait_until(
+        "the refused terminal writes counted",
+        Duration::from_secs(60),
+        || refused_terminals() >= stopped_held.len(),
+    );
+    let counted = refused_terminals();
     assert!(counted >= stopped_held.len());
     // Exactly one terminal per Run, in the table and in the stream.
     assert_eq!(
