@@ -459,15 +459,18 @@ fn config_check_validates_the_table() {
     }
 }
 
-/// A metric's value for project `p`.
-fn gauge(metrics: &str, name: &str) -> u64 {
+/// A metric's value for project `p`, if it is shown yet.
+fn shown(metrics: &str, name: &str) -> Option<u64> {
     let prefix = format!("{name}{{project=\"p\"}} ");
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {name}: {metrics}"))
-        .parse()
-        .unwrap()
+        .map(|v| v.parse().unwrap())
+}
+
+/// A metric's value for project `p`.
+fn gauge(metrics: &str, name: &str) -> u64 {
+    shown(metrics, name).unwrap_or_else(|| panic!("no {name}: {metrics}"))
 }
 
 /// The CI soak: a few hundred Runs through `jig serve` sweeping every
@@ -502,11 +505,14 @@ fn serve_sweeps_while_it_takes_runs_and_the_records_level_off() {
         metrics.contains(&format!("jig_runs_total{{status=\"succeeded\"}} {RUNS}")),
         "{metrics}"
     );
-    // The next sweeps bring the records to the limit.
+    // The next sweeps bring the records to the limit; a sweep counts what
+    // it removed only after it collected the store too.
     let deadline = Instant::now() + Duration::from_secs(15);
     let metrics = loop {
         let (_, metrics) = daemon.raw("GET", "/metrics", None, &[]);
-        if gauge(&metrics, "jig_retained_runs") == KEEP || Instant::now() > deadline {
+        let leveled = shown(&metrics, "jig_retained_runs") == Some(KEEP)
+            && shown(&metrics, "jig_retention_removed_runs_total") == Some(RUNS as u64 - KEEP);
+        if leveled || Instant::now() > deadline {
             break metrics;
         }
         std::thread::sleep(Duration::from_millis(200));
