@@ -123,15 +123,21 @@ fn gc_keeps_the_newest_runs_and_a_dry_run_changes_nothing() {
 
 #[test]
 fn a_key_replays_within_its_window_and_makes_a_new_run_once_its_run_is_gone() {
+    // The window is wide enough that a slow machine's gc and replay still
+    // fall inside it; each age counts from when the first Run had settled.
     let (_outer, root, config) =
-        project_with("[retention]\nmax-age = \"1s\"\nkey-window = \"2s\"\n");
+        project_with("[retention]\nmax-age = \"1s\"\nkey-window = \"5s\"\n");
     let first = echo(&root, &config, "\"k\"", Some("k"));
-    std::thread::sleep(Duration::from_millis(1100));
+    let settled = Instant::now();
+    let sleep_until = |age: Duration| {
+        std::thread::sleep(age.saturating_sub(settled.elapsed()));
+    };
+    sleep_until(Duration::from_millis(1100));
     // Past max-age, inside the key window: kept, and the key replays it.
     let gc = jig_with(&root, &config, &["gc"]);
     assert!(gc.stdout.starts_with("removed 0 Run(s)"), "{gc:?}");
     assert_eq!(echo(&root, &config, "\"k\"", Some("k")), first);
-    std::thread::sleep(Duration::from_millis(1000));
+    sleep_until(Duration::from_millis(5100));
     let gc = jig_with(&root, &config, &["gc"]);
     assert_eq!(
         gc.stdout.lines().next(),
