@@ -1247,6 +1247,7 @@ fn a_served_run_starts_in_an_envelope_made_ahead_that_ran_nothing_before_it() {
     let pid = daemon.pid();
     let bwrap = std::fs::canonicalize(jig_sandbox::find_bwrap(None).unwrap().0).unwrap();
     let mut started = 0;
+    let mut run_before: Vec<&str> = Vec::new();
     for (target, program) in TARGETS.iter().zip(["flow.py", "flow.bin"]) {
         let submit = |attack: Value| {
             let (status, terminal) = daemon.call(
@@ -1259,8 +1260,13 @@ fn a_served_run_starts_in_an_envelope_made_ahead_that_ran_nothing_before_it() {
             terminal["output"].clone()
         };
         assert_eq!(submit(json!({"attack": "noop"}))["ok"], true, "{target}");
-        // Made after the Run answered: wait for it.
+        // Made after the Run answered: wait for it, and for the next
+        // envelope of each target run before (made after its last Run
+        // answered), whose scratch is read below.
         wait_for_held(root, program);
+        for earlier in &run_before {
+            wait_for_held(root, earlier);
+        }
         std::thread::sleep(Duration::from_millis(300));
         // flow.bin: only bubblewrap waits there, the program was never
         // executed; flow.py: the interpreter waits at the SDK's gate.
@@ -1292,6 +1298,7 @@ fn a_served_run_starts_in_an_envelope_made_ahead_that_ran_nothing_before_it() {
         assert_eq!(report[scratch_file]["ok"], true, "{target}: {report}");
         started += 1;
         assert_eq!(started_ahead(&daemon), started, "{target}");
+        run_before.push(program);
     }
     daemon.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(daemon.wait().success(), "{}", daemon.log());
