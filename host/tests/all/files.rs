@@ -711,6 +711,20 @@ fn read_attachments_are_sealed_copies_not_the_live_folder() {
     assert!(!source.path().join("new.txt").exists());
 }
 
+/// Wait (bounded) until the Flow of the one Run in `project` runs: its
+/// envelope names the project's work and store. By then the Run is
+/// recorded, its checks are done and an interruption cancels it.
+fn wait_for_the_flow(project: &Path) {
+    let started = std::time::Instant::now();
+    while processes_mentioning(path(project)).is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the Flow never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn an_interrupted_run_publishes_nothing() {
     let project = files_example();
@@ -725,7 +739,7 @@ fn an_interrupted_run_publishes_nothing() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_for_the_flow(project.path());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -759,7 +773,9 @@ fn a_destination_that_appears_during_the_run_is_left_alone() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // After the Run's checks (an --out already there is refused before
+    // it starts), while its Flow sleeps.
+    wait_for_the_flow(project.path());
     write_files(&dest, &[("mine.txt", "the operator's")]);
     let run = output(child.wait_with_output().unwrap());
     assert_eq!(run.status, 2, "{run:?}");
