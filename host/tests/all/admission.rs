@@ -168,7 +168,7 @@ fn a_second_owner_is_told_the_project_is_busy() {
     // The Run holds the project from when it takes the owner lock until
     // its three-second Flow ended.
     let started = std::time::Instant::now();
-    while !owner_lock_held(&dir.path().join(".jig")) {
+    while !owner_lock_held(dir.path()) {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(30),
             "the Run never took the owner lock"
@@ -179,23 +179,6 @@ fn a_second_owner_is_told_the_project_is_busy() {
     assert_eq!(second.status, 2, "{second:?}");
     assert!(second.stderr.starts_with("PROJECT_BUSY: "), "{second:?}");
     assert!(first.wait().unwrap().success());
-}
-
-/// Is the owner lock of the project state at `state` held: a FLOCK on
-/// its inode in /proc/locks?
-fn owner_lock_held(state: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(state.join("owner.lock")) else {
-        return false;
-    };
-    let inode = format!(":{}", meta.ino());
-    let locks = std::fs::read_to_string("/proc/locks").unwrap();
-    locks.lines().any(|line| {
-        // `N: FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE ...`; a blocked
-        // waiter's line has `->` before its type.
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.get(1) == Some(&"FLOCK") && fields.get(5).is_some_and(|f| f.ends_with(&inode))
-    })
 }
 
 #[test]

@@ -247,6 +247,23 @@ pub fn processes_mentioning(marker: &str) -> Vec<String> {
     found
 }
 
+/// Does a process own the project at `root` (a FLOCK on its
+/// `.jig/owner.lock` in /proc/locks)?
+pub fn owner_lock_held(root: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(root.join(".jig/owner.lock")) else {
+        return false;
+    };
+    let inode = format!(":{}", meta.ino());
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().any(|line| {
+        // `N: FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE ...`; a blocked
+        // waiter's line has `->` before its type.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK") && fields.get(5).is_some_and(|f| f.ends_with(&inode))
+    })
+}
+
 /// The ACP Agent worker `jig-agent-acp` beside the `jig` under test (its
 /// own package, providers/acp, outside this workspace). `.ci/test` builds
 /// it there first; when it is missing (a plain `cargo test`), it is built
