@@ -48,15 +48,9 @@ enum On {
 }
 
 /// Run `jig args` with stderr (and with `On::Both` stdout) on a fresh
-/// pseudo-terminal, the terminal settings `env`, and optionally a SIGINT
-/// after `interrupt_after`.
-fn on_tty(
-    dir: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-    on: On,
-    interrupt_after: Option<std::time::Duration>,
-) -> Seen {
+/// pseudo-terminal, the terminal settings `env`, and with `interrupt` a
+/// SIGINT once the Run's Flow runs.
+fn on_tty(dir: &Path, args: &[&str], env: &[(&str, &str)], on: On, interrupt: bool) -> Seen {
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
     let slave: OwnedFd = pty.slave;
     let mut command = jig(dir);
@@ -86,8 +80,17 @@ fn on_tty(
         }
         bytes
     });
-    if let Some(after) = interrupt_after {
-        std::thread::sleep(after);
+    if interrupt {
+        // The Flow's envelope names the project: by then the Run is
+        // recorded and a SIGINT cancels it.
+        let started = std::time::Instant::now();
+        while processes_mentioning(&dir.to_string_lossy()).is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the Flow never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(child.id() as i32),
             nix::sys::signal::Signal::SIGINT,
@@ -117,7 +120,7 @@ fn the_live_line_appears_is_replaced_and_is_erased_before_the_final_line() {
         &["run", "flow:flows/slow", "--input", "1.5"],
         &COLOR,
         On::Stderr,
-        None,
+        false,
     );
     assert_eq!(seen.status, 0, "{seen:?}");
     // Redirected stdout is the exact canonical JSON line, without ANSI.
@@ -172,7 +175,7 @@ fn no_color_and_dumb_terminals_are_plain_and_unanimated() {
             &["run", "flow:flows/slow", "--input", "1.2"],
             &env,
             On::Both,
-            None,
+            false,
         );
         assert_eq!(seen.status, 0, "{seen:?}");
         assert!(!seen.tty.contains('\u{1b}'), "no escape at all: {seen:?}");
@@ -200,7 +203,7 @@ fn each_theme_colours_the_final_line() {
             &["run", "flow:flows/slow", "--input", "0"],
             &[("TERM", "xterm-256color"), ("JIG_THEME", theme)],
             On::Stderr,
-            None,
+            false,
         );
         assert_eq!(seen.status, 0, "{seen:?}");
         assert!(
@@ -214,7 +217,7 @@ fn each_theme_colours_the_final_line() {
         &["run", "flow:flows/slow", "--input", "0"],
         &[("TERM", "xterm-256color"), ("JIG_THEME", "solarized")],
         On::Stderr,
-        None,
+        false,
     );
     assert!(
         seen.tty.contains(
@@ -232,7 +235,7 @@ fn ctrl_c_says_cancelling_until_cleanup_is_confirmed() {
         &["run", "flow:flows/slow", "--input", "20"],
         &COLOR,
         On::Stderr,
-        Some(std::time::Duration::from_millis(1500)),
+        true,
     );
     assert_eq!(seen.status, 2, "{seen:?}");
     let cancelling = seen.tty.find("cancelling…").expect("cancelling shown");
@@ -258,7 +261,7 @@ fn failures_on_a_terminal_lead_with_the_explanation_and_next_action() {
         &["run", "flow:flows/missing"],
         &[("TERM", "dumb")],
         On::Stderr,
-        None,
+        false,
     );
     assert_eq!(seen.status, 2, "{seen:?}");
     let text = seen.tty.replace("\r\n", "\n");
@@ -278,7 +281,7 @@ fn runs_is_a_table_on_a_terminal_and_tab_separated_when_redirected() {
     let run = run_jig(dir.path(), &["run", "flow:flows/slow", "--input", "0"]);
     assert_eq!(run.status, 0, "{run:?}");
     let id = run.json()["runId"].as_str().unwrap().to_string();
-    let seen = on_tty(dir.path(), &["runs"], &[("TERM", "dumb")], On::Both, None);
+    let seen = on_tty(dir.path(), &["runs"], &[("TERM", "dumb")], On::Both, false);
     let text = seen.tty.replace("\r\n", "\n");
     let mut lines = text.lines();
     let header = lines.next().unwrap();
@@ -340,7 +343,7 @@ fn review_on_a_terminal_is_coloured_by_change() {
         &["review", "--yes"],
         &[("TERM", "xterm-256color"), ("JIG_THEME", "one-dark")],
         On::Both,
-        None,
+        false,
     );
     assert_eq!(seen.status, 0, "{seen:?}");
     assert!(
