@@ -133,9 +133,18 @@ fn cached_sees_an_in_place_edit_with_the_mtime_kept_and_fast_trusts_the_path() {
     let review = f.jig(&["review", "--yes"]);
     assert_eq!(review.status, 0, "{review:?}");
     // Review recorded the runtime's digest in the private cache.
+    // A Run's verification is kept after its Run answered: wait for it.
     let canonical = std::fs::canonicalize(&f.runtime).unwrap();
-    let cache = std::fs::read_to_string(f.cache_file()).unwrap();
-    assert!(cache.contains(&*canonical.to_string_lossy()), "{cache}");
+    let kept = || std::fs::read_to_string(f.cache_file()).unwrap_or_default();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !kept().contains(&*canonical.to_string_lossy()) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the runtime digest was not kept: {}",
+            kept()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let mode = std::fs::metadata(f.cache_file().parent().unwrap())
         .unwrap()
         .permissions()
@@ -345,9 +354,18 @@ fn a_daemon_keeps_the_runtime_digest_and_still_sees_the_runtime_change() {
         let terminal = submit();
         assert_eq!(terminal["status"], "succeeded", "{terminal}");
     }
+    // A Run's verification is kept after its Run answered: wait for it.
     let canonical = std::fs::canonicalize(&f.runtime).unwrap();
-    let cache = std::fs::read_to_string(f.cache_file()).unwrap();
-    assert!(cache.contains(&*canonical.to_string_lossy()), "{cache}");
+    let kept = || std::fs::read_to_string(f.cache_file()).unwrap_or_default();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !kept().contains(&*canonical.to_string_lossy()) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the runtime digest was not kept: {}",
+            kept()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     f.edit_keeping_mtime();
     let terminal = submit();
     assert_eq!(terminal["code"], "REVIEW_REQUIRED", "{terminal}");
