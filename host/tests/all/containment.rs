@@ -209,61 +209,16 @@ fn wait_for_none_mentioning(needle: &str, host: &str) {
 /// the SDKs catch it).
 fn wait_for_sigterm_handler(host: u32) {
     let until = Instant::now() + Duration::from_secs(20);
-    while !descendants(host).into_iter().any(catches_sigterm) {
+    while !descendants(host)
+        .into_iter()
+        .any(|pid| catches(pid, nix::libc::SIGTERM))
+    {
         assert!(
             Instant::now() < until,
             "no process of the Run installed a SIGTERM handler"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Every live process descending from `root`, not `root` itself.
-fn descendants(root: u32) -> Vec<u32> {
-    let mut parents = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the command's closing parenthesis: state, then ppid.
-        let ppid = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
-            parents.push((pid, ppid));
-        }
-    }
-    let mut found = vec![root];
-    let mut next = 0;
-    while next < found.len() {
-        let parent = found[next];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, ppid)| *ppid == parent)
-                .map(|(pid, _)| *pid),
-        );
-        next += 1;
-    }
-    found.remove(0);
-    found
-}
-
-/// Does process `pid` catch SIGTERM (its bit in `SigCgt`)?
-fn catches_sigterm(pid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1 << (nix::libc::SIGTERM - 1)) != 0)
 }
 
 fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
