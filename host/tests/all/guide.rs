@@ -20,7 +20,8 @@
 //!   runs or says why not.
 //! - `<!-- guide: interrupt AFTER -->` before a console block sends SIGINT
 //!   to its first command's process group AFTER (`500ms`, `2s`) it
-//!   started, as Ctrl-C in a terminal would.
+//!   started, as Ctrl-C in a terminal would; on a loaded machine, not
+//!   before a process the command started handles SIGINT.
 //! - `<!-- guide: fixture NAME -->` on a line of its own provides what an
 //!   example needs from the test support, from there to the chapter's end:
 //!   - `examples`: a copy of the checkout's `examples/` directory as
@@ -48,7 +49,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::agent::{responses_text, Endpoint, Reply};
-use crate::support::{acp_worker, copy_dir, free_port, workspace, Postgres};
+use crate::support::{acp_worker, catches, copy_dir, descendants, free_port, workspace, Postgres};
 
 /// A command that takes longer than this is a hung example.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -348,7 +349,7 @@ impl Session {
     }
 
     /// Run `command`; with `interrupt`, SIGINT to its process group that
-    /// long after it started.
+    /// long after it started, once a process under it handles SIGINT.
     fn run(&self, command: &str, interrupt: Option<Duration>) -> (i32, String) {
         const SCRIPT: &str = r#"exec 2>&1
 cd -- "$(cat "$GUIDE_STATE/cwd")" || exit 99
@@ -395,7 +396,14 @@ exit $status"#;
             if let Some(status) = child.try_wait().unwrap() {
                 break status;
             }
-            if interrupt.is_some_and(|after| started.elapsed() >= after) {
+            // Ctrl-C once the command takes it: a command that has not yet
+            // installed its handler would die of it instead.
+            let ready = || {
+                descendants(child.id())
+                    .into_iter()
+                    .any(|pid| catches(pid, nix::libc::SIGINT))
+            };
+            if interrupt.is_some_and(|after| started.elapsed() >= after) && ready() {
                 interrupt = None;
                 let _ = Command::new("kill")
                     .args(["-INT", "--", &format!("-{}", child.id())])
