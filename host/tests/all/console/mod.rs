@@ -361,7 +361,20 @@ fn a_signed_in_browser_follows_runs_live_submits_and_cancels() {
         "the cancelled Run did not settle"
     );
     assert_eq!(browser.text("#status").as_deref(), Some("failed"));
-    let (_, record) = served.api("GET", &format!("/v1/projects/p/runs/{id}"));
+    // The daemon writes the record after the event log's terminal line,
+    // which the page showed: wait for the record's terminal.
+    let settled = Instant::now();
+    let record = loop {
+        let (_, record) = served.api("GET", &format!("/v1/projects/p/runs/{id}"));
+        if !record["terminal"].is_null() {
+            break record;
+        }
+        assert!(
+            settled.elapsed() < 10 * SECOND,
+            "the record never settled: {record}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(record["terminal"]["status"], "failed", "{record}");
     assert_eq!(record["terminal"]["code"], "CANCELLED", "{record}");
 
