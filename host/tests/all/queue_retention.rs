@@ -417,9 +417,21 @@ fn a_crash_in_the_middle_of_a_database_sweep_leaves_the_old_state() {
         &args,
         &crash("queue-retention:events-removed"),
     );
+    // Three Runs with time left, then past their deadlines at once: one
+    // sweep settles all three. (Each expiring on its own, a sweep could
+    // settle two, and retention crash, before the third settled.)
     let ids: Vec<String> = (0..3)
-        .map(|n| served.submit_expiring(input(&witness, n, 0)))
+        .map(|n| {
+            let (status, body) = served.call(
+                "POST",
+                "/v1/projects/p/runs?wait=false",
+                Some(json!({"target": "flow:flows/witness", "input": input(&witness, n, 0), "timeout": "1h"})),
+            );
+            assert_eq!(status, 202, "{body}");
+            body["runId"].as_str().unwrap().to_string()
+        })
         .collect();
+    pg.sql("UPDATE jig_runs SET deadline = now()");
     assert!(!served.exited(Duration::from_secs(60)).success());
     assert_eq!(count(&pg, "jig_runs WHERE status = 'settled'"), "3");
     for id in &ids {
