@@ -442,8 +442,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
         }
         let status = shown(&terminal, print_terminal(&terminal, asked.json));
         if let Some(e) = failure {
-            eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code());
-            return Ok(2);
+            return Err(super::run::delivery_error(&e));
         }
         Ok(status)
     })
@@ -451,10 +450,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
 
 /// A delivery that did not complete makes the Run's exit 2, as locally.
 fn shown(terminal: &Value, status: u8) -> u8 {
-    match terminal.pointer("/delivery/status").and_then(Value::as_str) {
-        Some("written") | None => status,
-        Some(_) => 2,
-    }
+    exit::shown_exit_code(terminal, status)
 }
 
 /// Copy a Run's channel lines and its terminal line to stdout (NDJSON, as
@@ -487,8 +483,10 @@ async fn receive(served: &Served, path: &str) -> Result<u8, CliError> {
                 .and_then(|()| stdout.flush())
                 .is_err()
             {
-                eprintln!("JIG_OUTPUT_FAILED: stdout stopped taking the Run's items");
-                return Ok(2);
+                return Err(CliError::new(
+                    Code::OutputFailed,
+                    "stdout stopped taking the Run's items",
+                ));
             }
         }
     }

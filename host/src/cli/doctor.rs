@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use jig_engine::config::HostConfig;
-use jig_sandbox::{Cgroup, Probe};
+use jig_engine::envelope;
 
 /// Recipes a host must be able to run for `jig doctor` to pass; the
 /// JavaScript runtimes are optional host support.
@@ -31,7 +31,8 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     // and refuse the whole Run tree without it (a tree may reach every
     // recipe through its children), so without an envelope no recipe is
     // runnable, `flow.wasm` included.
-    let envelope = jig_sandbox::describe(&config.containment);
+    let report = envelope::report(&config.containment);
+    let envelope = &report.envelope;
     println!("recipes:");
     let mut line = |entry: &str, state: Result<String, String>| {
         let state = match &envelope {
@@ -52,7 +53,7 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
         let path = config
             .runtime(name)
             .ok_or_else(|| format!("no {name} configured or installed"))?;
-        runtime_view(name, &path)?;
+        envelope::runtime_view(name, &path)?;
         Ok(path.display().to_string())
     };
     line("flow.py", runtime("python3"));
@@ -70,31 +71,27 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
             .or_else(|_| runtime("node")),
     );
 
-    let probe = Probe::run(config.containment.bwrap.as_deref());
     println!("containment:");
-    match &probe.bwrap {
+    match &report.bwrap {
         Ok((path, version)) => println!(
             "  bubblewrap: {version} at {} (jig needs >= {}; note: the reference host asks for >= {})",
             path.display(),
-            jig_sandbox::version_text(jig_sandbox::BWRAP_MIN_VERSION),
-            jig_sandbox::version_text(jig_sandbox::BWRAP_REFERENCE_VERSION),
+            report.bwrap_min,
+            report.bwrap_reference,
         ),
         Err(why) => println!("  bubblewrap: unavailable: {why}"),
     }
-    match &probe.user_namespaces {
+    match &report.user_namespaces {
         Ok(()) => println!("  user namespaces: available"),
         Err(why) => println!("  user namespaces: unavailable: {why}"),
     }
-    match &probe.cgroup {
-        Cgroup::V2 { controllers } => {
-            println!("  cgroup: v2, controllers: {}", controllers.join(" "))
+    match &report.cgroup {
+        Some((version, controllers)) => {
+            println!("  cgroup: {version}, controllers: {}", controllers.join(" "))
         }
-        Cgroup::V1 { controllers } => {
-            println!("  cgroup: v1, controllers: {}", controllers.join(" "))
-        }
-        Cgroup::None => println!("  cgroup: none found"),
+        None => println!("  cgroup: none found"),
     }
-    match &envelope {
+    match envelope {
         Ok(envelope) => println!("  envelope in use: {envelope}"),
         Err(why) => {
             println!("  envelope in use: none; jig run and jig exec refuse every Run: {why}");
@@ -157,29 +154,6 @@ fn disk(config: &HostConfig, base: &Path) {
         Ok(None) => println!("  retention: none ([retention] not set; nothing is removed)"),
         Err(why) => println!("  retention: invalid: {why}"),
     }
-}
-
-/// Prove the runtime view of the runtime `name` at `path` the way a Run
-/// does (reusing a kept proof, keeping none).
-fn runtime_view(name: &str, path: &Path) -> Result<(), String> {
-    use jig_sandbox::closure::{self, Stdlib};
-    let digest = jig_verify::current()
-        .digest(path)
-        .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
-    let stdlib = if name == "python3" {
-        Stdlib::Python
-    } else {
-        Stdlib::None
-    };
-    closure::runtime(path, &digest, stdlib)
-        .map(drop)
-        .map_err(|why| {
-            format!(
-                "{}: its runtime view cannot be proved ({why}); a Run of it fails \
-             UNAVAILABLE (RUNTIME_VIEW_UNPROVABLE)",
-                path.display()
-            )
-        })
 }
 
 /// The Agent Run endpoint: the non-secret identity review pins, where the

@@ -13,12 +13,14 @@ use jig_project::{BindingDecl, Declarations, SlotTarget};
 use serde_json::json;
 
 use super::{
-    finish_output, load_config, read_input, receive, run_invocation, CliError, Code, Receive,
+    finish_output, load_config, read_input, receive, run_invocation, CliError, Code, Terminal,
     DEFAULT_TIMEOUT,
 };
-use jig_engine::exec::{submit, Executor, TargetRef};
+use jig_engine::envelope::Envelope;
+use jig_engine::exec::{Executor, TargetRef};
 use jig_engine::plan::{self, Candidate};
 use jig_engine::providers::ProviderSet;
+use jig_engine::run::{self, NotConducted};
 use jig_engine::state::Store;
 
 /// Where the root package and child packages appear in the private plan.
@@ -130,37 +132,54 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             temp.path().join("runs"),
             planned,
             providers,
-            jig_sandbox::select(&config.containment).map_err(jig_engine::Error::from)?,
+            &Envelope::select(&config.containment)?,
             temp.path().to_path_buf(),
         )
         .with_support_writer(super::write_runtime_support)
         .with_agent(config.agent.table()),
     );
     let root = &candidate.packages[ROOT_PATH];
+    let work_root = temp.path().join("runs");
+    let door = Terminal::new(!receive.is_empty());
     let ran = run_invocation(
-        &executor,
-        TargetRef::Binding(BINDING_ID.into()),
-        input,
-        timeout,
-        Vec::new(),
-        None,
-        (!receive.is_empty()).then_some(Receive {
+        run::Root {
+            run_id: None,
+            executor,
+            target: TargetRef::Binding(BINDING_ID.into()),
+            input,
+            deadline: run::Deadline::After(timeout),
+            cancel: None,
+            work_root: &work_root,
+            files: None,
             package: root,
-            names: receive,
-        }),
+            receive: &receive,
+            checkpoint: None,
+        },
+        &door,
     )?;
-    let interrupted = ran.interrupted;
-    let terminal = submit::execution(&ran.result);
-    let cleanup: Result<PathBuf, _> = temp.close().map(|_| PathBuf::new());
-    let status = finish_output(&terminal, args.json, ran.stream);
+    let conducted = match ran.conducted {
+        Ok(conducted) => conducted,
+        Err(NotConducted::Stopped(e)) => return Err(e.into()),
+        Err(NotConducted::Undispatched(failure)) => {
+            return Err(CliError::new(Code::Internal, failure.message))
+        }
+    };
+    let interrupted = conducted.interrupted;
+    let terminal = conducted.terminal;
+    let cleanup = conducted
+        .cleanup
+        .and_then(|()| temp.close())
+        .map(|()| PathBuf::new());
+    let status = finish_output(&terminal, args.json, conducted.stream);
     super::final_line(ran.shown, &terminal, cleanup.is_err());
     if let Err(e) = cleanup {
-        eprintln!("JIG_CLEANUP_FAILED: the private directory could not be removed: {e}");
-        return Ok(2);
+        return Err(CliError::new(
+            Code::CleanupFailed,
+            format!("the private directory could not be removed: {e}"),
+        ));
     }
     if interrupted {
-        eprintln!("JIG_COMMAND_INTERRUPTED: the command was interrupted");
-        return Ok(2);
+        return Err(super::run::interrupted_error());
     }
     Ok(status)
 }

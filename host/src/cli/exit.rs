@@ -43,6 +43,12 @@ pub enum Code {
     OutputFailed,
     /// `JIG_COMMAND_INTERRUPTED`: SIGINT or SIGTERM while a Run was pending.
     Interrupted,
+    /// `JIG_CLEANUP_FAILED`: a Run's private files or processes could not
+    /// be confirmed gone (its terminal, already shown, stands).
+    CleanupFailed,
+    /// `JIG_DELIVERY_FAILED`: a Run's packet could not be published (its
+    /// terminal, already shown, stands).
+    DeliveryFailed,
     /// `UNAVAILABLE`: something this command needs is not here now.
     Unavailable,
     /// `INTERNAL`: a fault of this host.
@@ -52,7 +58,7 @@ pub enum Code {
 impl Code {
     /// Every code the command line finds itself, for the Reference's test
     /// (host/tests/all/reference.rs): each is documented with its status.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 21] = [
         Code::Usage,
         Code::InvalidRequest,
         Code::InvalidSettings,
@@ -70,6 +76,8 @@ impl Code {
         Code::GrantsInvalid,
         Code::OutputFailed,
         Code::Interrupted,
+        Code::CleanupFailed,
+        Code::DeliveryFailed,
         Code::Unavailable,
         Code::Internal,
     ];
@@ -93,6 +101,8 @@ impl Code {
             Code::GrantsInvalid => "PROVIDER_CONFIG_INVALID",
             Code::OutputFailed => "JIG_OUTPUT_FAILED",
             Code::Interrupted => "JIG_COMMAND_INTERRUPTED",
+            Code::CleanupFailed => "JIG_CLEANUP_FAILED",
+            Code::DeliveryFailed => "JIG_DELIVERY_FAILED",
             Code::Unavailable => "UNAVAILABLE",
             Code::Internal => "INTERNAL",
         }
@@ -274,6 +284,8 @@ pub fn exit_status(e: &CliError) -> u8 {
             | Code::ApprovalRequired
             | Code::OutputFailed
             | Code::Interrupted
+            | Code::CleanupFailed
+            | Code::DeliveryFailed
             | Code::Unavailable
             | Code::Internal => 2,
         },
@@ -350,6 +362,18 @@ pub const REQUEST_FAULT_CODES: [&str; 19] = [
     "JIG_CONFIG_INVALID",
     "INVALID_SETTINGS",
 ];
+
+/// A shown Run's exit status: its execution's ([`run_exit_code`]), unless
+/// its packet was not delivered, which is 2 as [`Code::DeliveryFailed`].
+pub fn shown_exit_code(terminal: &serde_json::Value, status: u8) -> u8 {
+    match terminal
+        .pointer("/delivery/status")
+        .and_then(serde_json::Value::as_str)
+    {
+        Some("written") | None => status,
+        Some(_) => exit_status(&CliError::new(Code::DeliveryFailed, "")),
+    }
+}
 
 /// `jig run`'s status from the printed terminal.
 pub fn run_exit_code(status: &str) -> u8 {

@@ -1,150 +1,169 @@
-//! One root invocation on the terminal: run it on a fresh runtime with
-//! SIGINT/SIGTERM and a stuck `--receive` stdout cancelling it, show the
-//! elapsed time on a terminal stderr, and print its terminal.
+//! One root invocation on the terminal: the engine conducts it
+//! ([`jig_engine::run::conduct`]) on a fresh runtime while this door turns
+//! SIGINT/SIGTERM into its cancellation, shows the elapsed time on a
+//! terminal stderr, writes `--receive` lines to stdout and publishes an
+//! `--out` packet in its destination directory.
 
-use super::*;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-/// The channels a root Run's `--receive` names, in its package.
-pub struct Receive<'a> {
-    pub package: &'a flow::package::Package,
-    pub names: Vec<String>,
+use flow::json::Value;
+use jig_engine::exec::receive;
+use jig_engine::files::{self, Destination, FilesError, OutputFile};
+use jig_engine::run::{self, Conducted, Door, NotConducted, Publishing};
+
+use super::{exit, terminal, CliError, Code};
+
+/// What running one root invocation produced: the conducted Run (its
+/// result, terminal, cleanup, delivery and the `--receive` stream still to
+/// finish with the terminal line) or why it was not, and how long it was
+/// pending when a terminal stderr showed it (the final status line
+/// follows there).
+pub struct Conduct {
+    pub conducted: Result<Conducted, NotConducted>,
+    pub shown: Option<Duration>,
 }
 
-/// What running one root invocation produced: its result, whether the
-/// command was interrupted, and the `--receive` stream still to finish
-/// with the terminal line.
-pub struct Ran {
-    pub result: Result<Success, Failure>,
-    pub interrupted: bool,
-    pub stream: Option<receive::Stream>,
-    /// How long the Run was pending, when a terminal stderr showed it
-    /// (the final status line follows the result there).
-    pub shown: Option<Duration>,
+/// What `jig run` does once its Run is fenced: its record must have been
+/// written; a checkpointing Run's execution is noted.
+pub(super) type Fenced<'a> = dyn Fn(&Value, bool) -> Result<(), jig_engine::Error> + Sync + 'a;
+
+/// The command line as a door: `--receive` lines go to stdout, a signal
+/// interrupts the command, an `--out` packet is published in its
+/// destination, and a checkpointing Run's execution is noted by `executed`.
+pub(super) struct Terminal<'a> {
+    pub receiving: bool,
+    pub destination: Option<Destination>,
+    /// Called once the Run is fenced (see [`Door::fenced`]).
+    pub fenced: Option<&'a Fenced<'a>>,
+    interrupted: AtomicBool,
+}
+
+impl<'a> Terminal<'a> {
+    pub fn new(receiving: bool) -> Terminal<'a> {
+        Terminal {
+            receiving,
+            destination: None,
+            fenced: None,
+            interrupted: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Door for Terminal<'_> {
+    fn sink(&self) -> Option<Box<dyn Write + Send>> {
+        self.receiving
+            .then(|| Box::new(std::io::stdout()) as Box<dyn Write + Send>)
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    fn fenced(&self, execution: &Value, checkpointing: bool) -> Result<(), jig_engine::Error> {
+        match self.fenced {
+            Some(fenced) => fenced(execution, checkpointing),
+            None => Ok(()),
+        }
+    }
+
+    fn destination(&self) -> String {
+        self.destination
+            .as_ref()
+            .map(|d| d.absolute.to_string_lossy().to_string())
+            .unwrap_or_default()
+    }
+
+    fn publish(&self, output: Vec<OutputFile>, record: Value) -> Publishing<'_> {
+        Box::pin(async move {
+            let destination = self
+                .destination
+                .as_ref()
+                .ok_or_else(|| FilesError::delivery("no --out destination"))?;
+            files::publish(destination, &output, &record)
+                .map(|()| destination.absolute.to_string_lossy().to_string())
+        })
+    }
 }
 
 /// On a terminal stderr (`shown` is [`Ran::shown`]), the final line:
 /// execution status, outcome, delivery and cleanup reported apart.
 pub(super) fn final_line(shown: Option<Duration>, terminal: &Value, cleanup_failed: bool) {
-    {
-        if let Some(elapsed) = shown {
-            eprint!(
-                "{}",
-                terminal::final_line(
-                    terminal,
-                    cleanup_failed,
-                    elapsed,
-                    &terminal::Style::terminal()
-                )
-            );
-        }
+    if let Some(elapsed) = shown {
+        eprint!(
+            "{}",
+            terminal::final_line(
+                terminal,
+                cleanup_failed,
+                elapsed,
+                &terminal::Style::terminal()
+            )
+        );
     }
 }
 
-/// Run one root invocation on a fresh runtime; SIGINT or SIGTERM cancels
-/// it, as does a `--receive` stdout that stops taking writes. Shows
-/// elapsed time on a terminal stderr.
+/// Conduct one root invocation on a fresh runtime; SIGINT or SIGTERM
+/// cancels it (the engine cancels it too when a `--receive` stdout stops
+/// taking writes). Shows elapsed time on a terminal stderr.
 pub(super) fn run_invocation(
-    executor: &Arc<Executor>,
-    target: TargetRef,
-    input: Value,
-    timeout: Duration,
-    attachments: Vec<jig_engine::exec::AttachmentGrant>,
-    run: Option<Arc<jig_engine::exec::RootRun>>,
-    receive: Option<Receive<'_>>,
-) -> Result<Ran, CliError> {
-    let deadline_unix_ms = state::now_unix_ms() + timeout.as_millis() as u64;
-    let mut channels = RootChannels::none();
-    let broker = channels.broker.clone();
-    let host = channels.host;
-    let mut receivers = Vec::new();
-    if let Some(receive) = &receive {
-        let (writers, created) = broker
-            .host_receivers(host, receive.package, &receive.names)
-            .map_err(|e| CliError::new(Code::Usage, format!("--receive: {}", e.message)))?;
-        channels.writers = writers;
-        receivers = created;
-    }
-    let stream = receive
-        .is_some()
-        .then(|| Arc::new(receive::Stream::start(std::io::stdout())));
+    root: run::Root<'_>,
+    door: &Terminal<'_>,
+) -> Result<Conduct, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| CliError::new(Code::Internal, e.to_string()))?;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let (result, interrupted, shown) = runtime.block_on(async {
+    let root = run::Root {
+        cancel: Some(cancel_rx),
+        ..root
+    };
+    let (conducted, shown) = runtime.block_on(async {
+        // Both handlers are installed before the Run starts (a signal
+        // stream is registered when it is made, not when first polled), so
+        // a Ctrl-C the moment the Flow starts still cancels it.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
         let interrupt = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let next = |s: Option<&mut tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+                _ = next(int.as_mut()) => {}
+                _ = next(term.as_mut()) => {}
             }
         };
-        let pump = stream.as_ref().map(|stream| {
-            tokio::spawn(receive::pump(broker.clone(), host, receivers, stream.clone()))
-        });
-        // A stuck or over-budget stdout cancels the Run.
-        let output_fault = async {
-            match &stream {
-                Some(stream) => receive::watch(stream).await,
-                None => std::future::pending().await,
-            }
-        };
-        let live = terminal::LiveStatus::start(executor.clone(), target.to_string());
-        let run = executor.run_root(
-            Invocation { target, input, deadline_unix_ms, cancel: cancel_rx, attachments, run },
-            channels,
-        );
-        tokio::pin!(run);
+        let live = terminal::LiveStatus::start(root.executor.clone(), root.target.to_string());
+        let conducting = run::conduct(root, door);
+        tokio::pin!(conducting);
         tokio::pin!(interrupt);
-        tokio::pin!(output_fault);
         let mut interrupted = false;
-        let mut faulted = false;
-        let result = loop {
+        let conducted = loop {
             tokio::select! {
-                result = &mut run => break result,
+                conducted = &mut conducting => break conducted,
                 _ = &mut interrupt, if !interrupted => {
                     interrupted = true;
+                    door.interrupted.store(true, Ordering::SeqCst);
                     if let Some(live) = &live {
                         live.cancelling();
                     }
                     let _ = cancel_tx.send(true);
                 }
-                _ = &mut output_fault, if !faulted => {
-                    faulted = true;
-                    let _ = cancel_tx.send(true);
-                }
             }
         };
-        if let Some(mut pump) = pump {
-            // Writers the root never received end here; the rest were
-            // settled when their holders ended.
-            broker.fail_held_writers(host);
-            // The receivers drain as fast as stdout takes them; a stdout
-            // fault ends them at once.
-            let stream = stream.as_ref().expect("receiving");
-            tokio::select! {
-                _ = &mut pump => {}
-                _ = receive::watch(stream) => {
-                    broker.finish(host, true);
-                    let _ = pump.await;
-                }
-            }
-        }
-        broker.finish(host, true);
-        // Cleanup is confirmed once the Run's future has returned.
-        let shown = live.map(terminal::LiveStatus::stop);
-        (result, interrupted, shown)
+        // Cleanup is confirmed once the Run has been conducted.
+        (conducted, live.map(terminal::LiveStatus::stop))
     });
     drop(runtime);
-    let stream = stream.map(|s| Arc::try_unwrap(s).ok().expect("the readers ended"));
-    Ok(Ran {
-        result,
-        interrupted,
-        stream,
-        shown,
-    })
+    Ok(Conduct { conducted, shown })
 }
 
 /// Print the terminal: as the last NDJSON line when receiving, else as

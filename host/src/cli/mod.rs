@@ -25,8 +25,6 @@ use review::*;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use flow::json::Value;
@@ -36,7 +34,6 @@ use jig_engine::config::HostConfig;
 use jig_engine::exec::receive;
 use jig_engine::exec::sdk::write_runtime_support;
 use jig_engine::exec::submit::{parse_timeout, DEFAULT_TIMEOUT};
-use jig_engine::exec::{Executor, Failure, Invocation, RootChannels, Success, TargetRef};
 use jig_engine::plan;
 use jig_engine::providers::ProviderSet;
 use jig_engine::state::{self, ProjectState};
@@ -325,7 +322,7 @@ pub fn main() -> u8 {
             let _ = e.print();
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
-                _ => 2,
+                _ => exit_status(&CliError::new(Code::Usage, e.to_string())),
             };
         }
     };
@@ -334,8 +331,9 @@ pub fn main() -> u8 {
         return 0;
     }
     let Some(command) = cli.command else {
-        eprintln!("JIG_USAGE: a command is required; see jig --help");
-        return 2;
+        let e = CliError::new(Code::Usage, "a command is required; see jig --help");
+        report_error(e.code(), &e.to_string(), &[]);
+        return exit_status(&e);
     };
     if let Some(warning) = terminal::theme_warning() {
         if std::io::stderr().is_terminal() {

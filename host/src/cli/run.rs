@@ -10,12 +10,14 @@ use serde_json::json;
 
 use super::{
     client, finish_output, load_config, print_terminal, project_root, read_input, receive,
-    run_invocation, CliError, Code, Receive,
+    run_invocation, CliError, Code, Terminal,
 };
+use jig_engine::envelope;
 use jig_engine::exec::submit::{self, Recorded};
 use jig_engine::exec::RootRun;
-use jig_engine::files::{self, FilesError, Request};
+use jig_engine::files::{self, Request};
 use jig_engine::providers::ProviderSet;
+use jig_engine::run::{self, NotConducted};
 use jig_engine::state::{self, ProjectState};
 
 /// Test-only: when set to a number of milliseconds, the coordinator aborts
@@ -39,33 +41,6 @@ pub struct RunArgs<'a> {
     /// `--server` / `--token-file`: submit to a daemon.
     pub server: Option<&'a str>,
     pub token_file: Option<&'a Path>,
-}
-
-/// The envelope probe, running on its own thread beside the package's
-/// verification. A Run refused before it takes the envelope still joins
-/// it when this is dropped, so what the probe made ahead (the cgroups of
-/// a process root) is removed with the envelope before the command ends.
-type Probed = Result<Arc<dyn jig_sandbox::Sandbox>, jig_sandbox::Error>;
-
-struct Probe(Option<std::thread::JoinHandle<Probed>>);
-
-impl Probe {
-    fn join(mut self) -> Probed {
-        let thread = self.0.take().expect("joined once");
-        thread.join().unwrap_or_else(|_| {
-            Err(jig_sandbox::Error::Unavailable(
-                "probing the envelope failed".into(),
-            ))
-        })
-    }
-}
-
-impl Drop for Probe {
-    fn drop(&mut self) {
-        if let Some(thread) = self.0.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
@@ -102,19 +77,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         .ok()
         .and_then(Option::as_ref)
         .is_some_and(|g| submit::runs_a_process(&g.plan, &target_ref));
-    let envelope = {
-        let config = jig_engine::config::HostConfig {
-            containment: config.containment.clone(),
-            ..Default::default()
-        };
-        Probe(Some(std::thread::spawn(move || {
-            let sandbox = jig_sandbox::select(&config.containment)?;
-            if process {
-                sandbox.prepare(jig_sandbox::Limits::FLOW);
-            }
-            Ok(sandbox)
-        })))
-    };
+    let envelope = envelope::probe(&config.containment, process);
     let runs = state.runs();
     runs.fence_lost().map_err(CliError::from)?;
     let resolved = submit::resolve_in(&state, current, &target_ref).map_err(CliError::from)?;
@@ -163,37 +126,18 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let (recorded, commit) =
         submit::record_committing(&runs, args.key, identity.content, &input, || {
             let destination = destination.transpose().map_err(jig_engine::Error::from)?;
-            let sandbox = envelope.join().map_err(jig_engine::Error::from)?;
-            Ok::<_, CliError>((destination, sandbox))
+            let envelope = envelope.join()?;
+            Ok::<_, CliError>((destination, envelope))
         })?;
-    let (mut record, (destination, sandbox)) = match recorded {
+    let (mut record, (destination, envelope)) = match recorded {
         Recorded::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Recorded::New(record, held) => (record, held),
     };
     // A Run whose record could not be written was never recorded: its
     // private work goes and nothing is settled (stale work a crash leaves
     // before the record is durable is removed by the next fence).
-    let unrecorded = |work_root: &Path| {
-        let committed = commit.as_ref().map_or(Ok(()), |c| c.wait());
-        committed.map_err(|e| {
-            let _ = files::remove_tree(work_root);
-            CliError::from(e)
-        })
-    };
+    let recorded = || commit.as_ref().map_or(Ok(()), |c| c.wait());
     let work_root = state.run_dir(&record.id).map_err(CliError::from)?;
-    let grants = submit::prepare_attachments(&captured, writable.as_deref(), &work_root)
-        .map_err(|e| format!("cannot seal the attachments: {e}"));
-    drop(captured);
-    let grants = match grants {
-        Ok(grants) => grants,
-        Err(message) => {
-            unrecorded(&work_root)?;
-            // Recorded but never dispatched: settle it as failed, not lost.
-            let _ = files::remove_tree(&work_root);
-            submit::settle_undispatched(&runs, &mut record, &message);
-            return Err(CliError::new(Code::Internal, message));
-        }
-    };
     let method = resolved.method(&target_ref);
     // What a checkpoint is bound to (HOST-FACTS §3): this Run, what ran
     // under which admitted configuration, and its input identity.
@@ -215,7 +159,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             generation.plan.clone(),
             &config,
             Arc::new(ProviderSet::new(config.providers.clone())),
-            sandbox,
+            &envelope,
             work_root.clone(),
             Some(Arc::clone(package)),
         )
@@ -230,117 +174,106 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             std::process::abort();
         });
     }
-    // The envelope hands the writable attachment back by descriptor.
-    let handoff = grants.iter().find_map(|g| g.output.clone());
-    let ran = run_invocation(
-        &executor,
-        target_ref.clone(),
-        input,
-        timeout,
-        grants,
-        root_run.clone(),
-        (!receive.is_empty()).then_some(Receive {
-            package,
-            names: receive,
-        }),
-    );
-    unrecorded(&work_root)?;
-    let ran = ran?;
-    let (result, interrupted) = (ran.result, ran.interrupted);
-    if root_run.is_some() {
-        // Seed 002 §8: a known terminal is never downgraded by a later
-        // coordinator loss; recovery then delivers the checkpoint under it.
-        runs.note_execution(&mut record, submit::execution(&result))
-            .map_err(CliError::from)?;
-        state::crash_point("run-executed");
-    }
-    // The Run is fenced: its writable attachment can no longer change.
-    let delivered = match (&handoff, &destination, &result) {
-        (Some(handoff), Some(_), Ok(_)) => Some(files::read_handoff(handoff)),
-        _ => None,
+    let noted = std::sync::Mutex::new(record.clone());
+    let fenced = |execution: &Value, checkpointing: bool| {
+        recorded()?;
+        if checkpointing {
+            // Seed 002 §8: a known terminal is never downgraded by a later
+            // coordinator loss; recovery then delivers the checkpoint under it.
+            let mut record = noted.lock().unwrap_or_else(|e| e.into_inner());
+            runs.note_execution(&mut record, execution.clone())?;
+            state::crash_point("run-executed");
+        }
+        Ok(())
     };
-    // Release the bounded filesystem whatever happened.
-    drop(handoff.and_then(|h| h.take()));
-    let cleanup = files::remove_tree(&work_root);
-    let mut terminal = submit::terminal(&result, &record.id);
-    let mut delivery_failure = None;
-    // The latest accepted checkpoint, once the Run is fenced (no save can
-    // be in flight any more).
-    let checkpoint = root_run.as_ref().and_then(|r| r.latest());
-    if let Some(destination) = &destination {
-        // HOST-FACTS §4.1: with `--out` the terminal also names what ran
-        // (the method: target, exact package, Binding), the input identity,
-        // the delivery and the checkpoint (record or null).
-        terminal["method"] = method.clone();
-        terminal["input"] = input_identity.clone();
-        let checkpoint_record = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
-        terminal["checkpoint"] = checkpoint_record.clone();
-        let shown = destination.absolute.to_string_lossy().to_string();
-        let execution = submit::execution(&result);
-        let packet = |files: Vec<files::OutputFile>, source: &str| {
-            let record = files::packet_record(
-                &record.id,
-                &method,
-                &execution,
-                &input_identity,
-                source,
-                &files,
-                &checkpoint_record,
-            );
-            files::publish(destination, &files, &record).map(|()| source.to_string())
-        };
-        // Seed 002 §8: a success publishes its final files; anything
-        // else (failure, cancellation, deadline, an invalid result, an
-        // interrupted command) publishes the latest accepted checkpoint,
-        // or the bare record, or (interrupted, with no checkpoint) nothing.
-        // Unfinished scratch of a Run that did not succeed is never read.
-        let published = match (delivered, &checkpoint) {
-            (Some(Ok(files)), _) if !interrupted => packet(files, "final"),
-            (Some(Err(e)), _) if !interrupted => Err(e),
-            (_, Some(checkpoint)) => packet(checkpoint.output_files(), "checkpoint"),
-            (_, None) if interrupted => Err(FilesError::delivery(
-                "the command was interrupted before publication; nothing was published",
-            )),
-            (_, None) => packet(Vec::new(), "none"),
-        };
-        terminal["delivery"] = match published {
-            Ok(source) => json!({"status": "written", "destination": shown, "source": source}),
-            Err(e) => {
-                let value = json!({"status": "failed", "destination": shown, "code": e.code()});
-                delivery_failure = Some(e);
-                value
-            }
-        };
-    }
+    let mut door = Terminal::new(!receive.is_empty());
+    door.destination = destination;
+    door.fenced = Some(&fenced);
+    let ran = run_invocation(
+        run::Root {
+            run_id: Some(&record.id),
+            executor,
+            target: target_ref.clone(),
+            input,
+            deadline: run::Deadline::After(timeout),
+            cancel: None,
+            work_root: &work_root,
+            files: Some(run::Files {
+                captured: &captured,
+                writable: writable.as_deref(),
+                packet: door.destination.is_some().then(|| run::Packet {
+                    method: method.clone(),
+                    input: input_identity.clone(),
+                }),
+            }),
+            package,
+            receive: &receive,
+            checkpoint: root_run.clone(),
+        },
+        &door,
+    )?;
+    drop(captured);
+    let conducted = match ran.conducted {
+        Ok(conducted) => conducted,
+        Err(NotConducted::Stopped(e)) => return Err(e.into()),
+        Err(NotConducted::Undispatched(failure)) => {
+            recorded()?;
+            // Recorded but never dispatched: settle it as failed, not lost.
+            submit::settle_undispatched(&runs, &mut record, &failure.message);
+            return Err(CliError::new(Code::Internal, failure.message));
+        }
+    };
+    let mut record = noted.into_inner().unwrap_or_else(|e| e.into_inner());
+    let terminal = conducted.terminal;
     runs.settle(&mut record, terminal.clone())
         .map_err(CliError::from)?;
     if root_run.is_some() {
         // Settled: the aggregate is delivered (or never will be) and is
         // not kept past its Run.
         if let Err(e) = state.checkpoints().remove(&record.id) {
-            eprintln!("JIG_CLEANUP_FAILED: the Run's checkpoint could not be removed: {e}");
+            super::report_error(
+                Code::CleanupFailed.as_str(),
+                &format!("the Run's checkpoint could not be removed: {e}"),
+                &[],
+            );
         }
     }
-    let status = match interrupted && !super::shows_interrupted(args.json, &ran.stream) {
+    let interrupted = conducted.interrupted;
+    let status = match interrupted && !super::shows_interrupted(args.json, &conducted.stream) {
         // The reference prints nothing on stdout for an interrupted
         // command (HOST-FACTS §7); the Run's record keeps its terminal.
         true => 2,
-        false => finish_output(&terminal, args.json, ran.stream),
+        false => finish_output(&terminal, args.json, conducted.stream),
     };
+    let cleanup = conducted.cleanup;
     super::final_line(ran.shown, &terminal, cleanup.is_err());
+    // What went wrong after the terminal was known is reported after it.
     if let Err(e) = cleanup {
-        eprintln!("JIG_CLEANUP_FAILED: the Run's private files could not be removed: {e}");
-        return Ok(2);
+        return Err(CliError::new(
+            Code::CleanupFailed,
+            format!("the Run's private files could not be removed: {e}"),
+        ));
     }
     if interrupted {
-        eprintln!("JIG_COMMAND_INTERRUPTED: the command was interrupted");
-        return Ok(2);
+        return Err(interrupted_error());
     }
-    if let Some(e) = delivery_failure {
-        eprintln!("JIG_DELIVERY_FAILED: {} ({})", e.message, e.code());
-        return Ok(2);
+    if let Some(e) = conducted.delivery {
+        return Err(delivery_error(&e));
     }
     Ok(status)
+}
+
+/// The command was interrupted (its Run's record keeps the terminal).
+pub(super) fn interrupted_error() -> CliError {
+    CliError::new(Code::Interrupted, "the command was interrupted")
+}
+
+/// A packet that could not be published, after its terminal was shown.
+pub(super) fn delivery_error(e: &files::FilesError) -> CliError {
+    CliError::new(
+        Code::DeliveryFailed,
+        format!("{} ({})", e.message, e.code()),
+    )
 }
 
 /// `jig run` through a daemon: a direct Run as JSON, a file Run
@@ -396,10 +329,7 @@ fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
     } else {
         print_terminal(&terminal, json_output)
     };
-    match terminal.pointer("/delivery/status").and_then(Value::as_str) {
-        Some("written") | None => status,
-        Some(_) => 2,
-    }
+    super::exit::shown_exit_code(&terminal, status)
 }
 
 /// Where `--out` points, when the leaf may already exist.

@@ -24,12 +24,15 @@ pub struct Ahead {
 }
 
 impl Ahead {
-    /// Make `launch`'s envelope in `sandbox` and hold it. Call it from a
+    /// Make `launch`'s envelope in `envelope` and hold it. Call it from a
     /// thread that lives as long as the daemon (a runtime worker, never a
     /// blocking-pool thread): the envelope dies with the thread that
     /// spawned it.
-    pub fn start(sandbox: &dyn Sandbox, process: ProcessLaunch) -> std::io::Result<Ahead> {
-        let contained = sandbox.spawn_held(&process.launch, process.hold())?;
+    pub fn start(
+        envelope: &crate::envelope::Envelope,
+        process: ProcessLaunch,
+    ) -> std::io::Result<Ahead> {
+        let contained = envelope.sandbox().spawn_held(&process.launch, process.hold())?;
         Ok(Ahead { process, contained })
     }
 

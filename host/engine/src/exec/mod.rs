@@ -292,7 +292,7 @@ impl Executor {
         work_root: PathBuf,
         plan: Value,
         providers: Arc<ProviderSet>,
-        sandbox: Arc<dyn Sandbox>,
+        envelope: &crate::envelope::Envelope,
         support: PathBuf,
     ) -> Executor {
         Executor {
@@ -300,7 +300,7 @@ impl Executor {
             work_root,
             plan,
             providers,
-            sandbox,
+            sandbox: envelope.sandbox().clone(),
             support,
             counter: AtomicU64::new(0),
             budget: jig_sandbox::Budget::root(),

@@ -336,7 +336,7 @@ pub fn executor(
     plan: Value,
     config: &HostConfig,
     providers: Arc<ProviderSet>,
-    sandbox: Arc<dyn jig_sandbox::Sandbox>,
+    envelope: &crate::envelope::Envelope,
     work_root: PathBuf,
     loaded: Option<Arc<flow::package::Package>>,
 ) -> Executor {
@@ -347,7 +347,7 @@ pub fn executor(
         work_root.clone(),
         plan,
         providers,
-        sandbox,
+        envelope,
         work_root,
     )
     .with_support_writer(super::sdk::write_runtime_support)

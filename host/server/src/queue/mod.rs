@@ -549,7 +549,9 @@ impl Queue {
             generation: row.get(3),
             target: row.get(4),
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
-            deadline_unix_ms: jig_engine::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
+            deadline_unix_ms: jig_engine::run::after(Duration::from_millis(
+                row.get::<_, i64>(6).max(0) as u64,
+            )),
             receive: serde_json::from_str(&receive).unwrap_or_default(),
             files: row.get(8),
         }))

@@ -35,9 +35,10 @@ use super::cache::{CacheCollected, Kept};
 use super::{Claim, Queue, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
 use crate::Error;
 use jig_engine::config::HostConfig;
-use jig_engine::exec::receive;
-use jig_engine::exec::{Executor, Invocation, RootChannels, TargetRef};
+use jig_engine::envelope::Envelope;
+use jig_engine::exec::{Executor, TargetRef};
 use jig_engine::providers::ProviderSet;
+use jig_engine::run::{self, NotConducted};
 
 /// Generations whose published provider sets a worker keeps loaded.
 pub const MAX_PUBLISHED_SETS: usize = 16;
@@ -66,7 +67,7 @@ struct Worker {
     /// Provider sets with the files published by a generation, by
     /// (project, generation).
     published: std::sync::Mutex<std::collections::HashMap<(String, i64), Arc<ProviderSet>>>,
-    sandbox: Arc<dyn jig_sandbox::Sandbox>,
+    envelope: Envelope,
     /// A stop signal arrived: claim nothing, dispatch nothing new.
     stopping: AtomicBool,
     /// The shutdown grace is over: cancel every Run held here.
@@ -102,11 +103,8 @@ fn report_refused(worker: &str, claim: &Claim, write: &str) {
 
 /// Run until SIGTERM/SIGINT: at most `concurrency` Runs at once.
 pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
-    let sandbox =
-        jig_sandbox::select(&options.config.containment).map_err(jig_engine::Error::from)?;
     // Its parent cgroup is made once, not again for every Run.
-    sandbox.keep_between_runs(true);
-    sandbox.prepare(jig_sandbox::Limits::FLOW);
+    let envelope = Envelope::for_daemon(&options.config.containment)?;
     let worker = Arc::new(Worker {
         name: format!(
             "{}-{}",
@@ -119,7 +117,7 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
         providers: Arc::new(ProviderSet::new(options.config.providers.clone())),
         published: Default::default(),
         config: Arc::new(options.config),
-        sandbox,
+        envelope,
         queue,
         lease: options.lease,
         stopping: AtomicBool::new(false),
@@ -215,7 +213,7 @@ pub async fn run(queue: Queue, options: Options) -> Result<(), Error> {
         worker.cancel_all.send_replace(true);
         let _ = slots.acquire_many(all).await;
     }
-    worker.sandbox.keep_between_runs(false);
+    worker.envelope.release();
     eprintln!(
         "{}",
         json!({"event": "jig.worker.stopped", "worker": worker.name})
@@ -351,12 +349,8 @@ impl Worker {
             .await;
         // What this Run's verification learned is kept for the next
         // worker; the next Run's group is made now, not on its way.
-        let sandbox = self.sandbox.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            jig_verify::current().persist();
-            sandbox.prepare(jig_sandbox::Limits::FLOW);
-        })
-        .await;
+        let envelope = self.envelope.clone();
+        let _ = tokio::task::spawn_blocking(move || envelope.ready_next()).await;
     }
 
     /// Write the terminal; a database outage is waited out (the write is
@@ -387,14 +381,12 @@ impl Worker {
         claim: &Claim,
         cancel: watch::Receiver<bool>,
     ) -> Option<(Value, Option<String>)> {
+        // A Run settled before dispatch: its terminal formed as every
+        // door forms one (nothing of it ran).
         let failed = |code: &str, message: String| {
-            json!({
-                "status": "failed",
-                "code": code,
-                "message": message,
-                "diagnostics": jig_engine::exec::Diagnostics::default().to_value(),
-            })
+            jig_engine::exec::submit::execution(&Err(jig_engine::exec::Failure::new(code, message)))
         };
+        let refused = |e: jig_engine::Error| failed(e.code(), e.to_string());
         // The timeout counts from submission: past it, nothing runs.
         let deadline_passed = || super::deadline_passed(&claim.id);
         if claim.expired() {
@@ -413,16 +405,15 @@ impl Worker {
             Err(e) => return Some((failed(e.code(), e.to_string()), None)),
         };
         let Some(target) = TargetRef::parse(&claim.target) else {
-            return Some((failed("JIG_RUN_TARGET_INVALID", claim.target.clone()), None));
+            return Some((refused(jig_engine::Error::TargetMalformed), None));
         };
         let package = jig_engine::exec::submit::admitted_package(&plan, &target)
             .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
         let Some(package) = package else {
             return Some((
-                failed(
-                    "PROJECT_STATE_INVALID",
-                    format!("{target} has no admitted package"),
-                ),
+                refused(jig_engine::Error::PackageMissing {
+                    target: target.to_string(),
+                }),
                 None,
             ));
         };
@@ -437,26 +428,12 @@ impl Worker {
         };
         let work_root = self.cache.root().join("runs").join(&claim.id);
         if let Err(e) = std::fs::create_dir_all(&work_root) {
-            return Some((failed("INTERNAL", e.to_string()), None));
+            let e = jig_engine::state::StateError::Io {
+                context: "creating the Run's work directory".into(),
+                source: e,
+            };
+            return Some((refused(e.into()), None));
         }
-        let grants = match &files {
-            None => Vec::new(),
-            Some(files) => match jig_engine::exec::submit::prepare_attachments(
-                &files.captured,
-                files.writable.as_deref(),
-                &work_root,
-            ) {
-                Ok(grants) => grants,
-                Err(e) => {
-                    let _ = jig_engine::files::remove_tree(&work_root);
-                    return Some((
-                        failed("INTERNAL", format!("cannot seal the attachments: {e}")),
-                        None,
-                    ));
-                }
-            },
-        };
-        let handoff = grants.iter().find_map(|g| g.output.clone());
         // A target keeping Run Checkpoints: each accepted save is kept in
         // the database under this claim before its receipt, so any node
         // can deliver it if this worker is lost.
@@ -495,26 +472,14 @@ impl Worker {
                 work_root.clone(),
                 plan,
                 self.providers_for(claim, published),
-                self.sandbox.clone(),
+                &self.envelope,
                 work_root.clone(),
             )
             .with_support_writer(jig_engine::exec::sdk::write_runtime_support)
             .with_agent(self.config.agent.table()),
         );
-        let mut channels = RootChannels::none();
-        let broker = channels.broker.clone();
-        let host = channels.host;
-        let mut receivers = Vec::new();
-        if !claim.receive.is_empty() {
-            match broker.host_receivers(host, &package, &claim.receive) {
-                Ok((writers, created)) => {
-                    channels.writers = writers;
-                    receivers = created;
-                }
-                Err(e) => return Some((failed(&e.code.to_string(), e.message), None)),
-            }
-        }
         if claim.expired() {
+            let _ = jig_engine::files::remove_tree(&work_root);
             return Some((deadline_passed(), None));
         }
         if self.stopping.load(Ordering::SeqCst) {
@@ -560,62 +525,60 @@ impl Worker {
                 }
             })
         };
-        let stream = Arc::new(receive::Stream::start(Lines(lines_tx)));
-        let pump = tokio::spawn(receive::pump(
-            broker.clone(),
-            host,
-            receivers,
-            stream.clone(),
-        ));
-        let deadline_unix_ms = claim.deadline_unix_ms;
-        let run = executor.run_root(
-            Invocation {
+        let door = Blobs {
+            queue: &self.queue,
+            lines: lines_tx,
+            published: std::sync::Mutex::new(None),
+        };
+        let conducted = run::conduct(
+            run::Root {
+                run_id: Some(&claim.id),
+                executor,
                 target,
                 input: claim.input.clone(),
-                deadline_unix_ms,
-                cancel,
-                attachments: grants,
-                run: root_run.clone(),
+                deadline: run::Deadline::At(claim.deadline_unix_ms),
+                cancel: Some(cancel),
+                work_root: &work_root,
+                files: files.as_ref().map(|f| run::Files {
+                    captured: &f.captured,
+                    writable: f.writable.as_deref(),
+                    packet: f.out.then(|| run::Packet {
+                        method: f.method.clone(),
+                        input: f.input.clone(),
+                    }),
+                }),
+                package: &package,
+                receive: &claim.receive,
+                checkpoint: root_run,
             },
-            channels,
-        );
-        let result = run.await;
-        broker.fail_held_writers(host);
-        let _ = pump.await;
-        broker.finish(host, true);
-        // The Run is fenced: its writable attachment can no longer change.
-        let delivered = match (&handoff, &result) {
-            (Some(handoff), Ok(_)) => Some(jig_engine::files::read_handoff(handoff)),
-            _ => None,
+            &door,
+        )
+        .await;
+        let packet = door.published.lock().unwrap().take();
+        drop(door);
+        let conducted = match conducted {
+            Ok(conducted) => conducted,
+            Err(NotConducted::Undispatched(f)) => {
+                let _ = forward.await;
+                return Some((jig_engine::exec::submit::execution(&Err(f)), None));
+            }
+            Err(NotConducted::Stopped(e)) => {
+                let _ = forward.await;
+                return Some((refused(e), None));
+            }
         };
-        drop(handoff.and_then(|h| h.take()));
-        // The latest accepted checkpoint, once the Run is fenced.
-        let checkpoint = match root_run {
-            Some(root_run) => tokio::task::spawn_blocking(move || root_run.latest())
-                .await
-                .ok()
-                .flatten(),
-            None => None,
-        };
-        let cleanup = jig_engine::files::remove_tree(&work_root);
-        let mut terminal = jig_engine::exec::submit::execution(&result);
-        let mut packet = None;
-        if let Some(files) = files.as_ref().filter(|f| f.out) {
-            packet = self
-                .deliver(claim, files, &result, delivered, checkpoint, &mut terminal)
-                .await;
+        if let Some(stream) = conducted.stream {
+            let line = conducted.terminal.clone();
+            let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
         }
-        let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
-        let line = terminal.clone();
-        let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
         let _ = forward.await;
-        if let Err(e) = cleanup {
+        if let Err(e) = conducted.cleanup {
             eprintln!(
                 "jig worker: JIG_CLEANUP_FAILED: Run {}: private files could not be removed: {e}",
                 claim.id
             );
         }
-        Some((terminal, packet))
+        Some((conducted.terminal, packet))
     }
 
     /// The providers a Run of `claim`'s generation may call: this worker's
@@ -659,51 +622,6 @@ impl Worker {
             e.code()
         );
         None
-    }
-
-    /// Publish a file Run's packet as a blob, as `jig serve` publishes it
-    /// locally (a success delivers its final files, anything else the bare
-    /// record), and note the delivery, method and input identity in its
-    /// terminal. Returns the packet blob's digest; it is recorded with the
-    /// terminal under the claim's epoch, so a fenced worker's packet is
-    /// never delivered.
-    async fn deliver(
-        &self,
-        claim: &Claim,
-        files: &super::blobs::FileRun,
-        result: &Result<jig_engine::exec::Success, jig_engine::exec::Failure>,
-        delivered: Option<
-            Result<Vec<jig_engine::files::OutputFile>, jig_engine::files::FilesError>,
-        >,
-        checkpoint: Option<jig_engine::state::Aggregate>,
-        terminal: &mut Value,
-    ) -> Option<String> {
-        // Seed 002 §8: a success delivers its final files; anything else
-        // the latest accepted checkpoint, or the bare record.
-        let (output, source) = match (delivered, &checkpoint) {
-            (Some(Ok(output)), _) => (output, "final"),
-            (Some(Err(e)), _) => {
-                terminal["method"] = files.method.clone();
-                terminal["input"] = files.input.clone();
-                terminal["checkpoint"] = checkpoint.as_ref().map_or(Value::Null, |c| c.record());
-                terminal["delivery"] = json!({"status": "failed", "destination": jig_engine::state::PACKET_STORE, "code": e.code()});
-                return None;
-            }
-            (None, Some(checkpoint)) => (checkpoint.output_files(), "checkpoint"),
-            (None, None) => (Vec::new(), "none"),
-        };
-        let execution = jig_engine::exec::submit::execution(result);
-        publish_packet(
-            &self.queue,
-            &claim.id,
-            files,
-            &execution,
-            output,
-            source,
-            checkpoint.as_ref(),
-            terminal,
-        )
-        .await
     }
 }
 
@@ -750,6 +668,48 @@ pub(crate) async fn publish_packet(
         }
     };
     published
+}
+
+/// A worker as a door: channel lines go to the database's events (the
+/// terminal is written with the settle, once); a file Run's packet is
+/// published as a blob, whose digest is recorded with the terminal under
+/// the claim's epoch, so a fenced worker's packet is never delivered.
+struct Blobs<'a> {
+    queue: &'a Queue,
+    lines: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// The digest of the packet blob published.
+    published: std::sync::Mutex<Option<String>>,
+}
+
+impl run::Door for Blobs<'_> {
+    fn sink(&self) -> Option<Box<dyn std::io::Write + Send>> {
+        Some(Box::new(Lines(self.lines.clone())))
+    }
+
+    fn destination(&self) -> String {
+        jig_engine::state::PACKET_STORE.to_string()
+    }
+
+    fn publish(
+        &self,
+        output: Vec<jig_engine::files::OutputFile>,
+        record: Value,
+    ) -> run::Publishing<'_> {
+        Box::pin(async move {
+            let mut record = flow::json::canonical(&record);
+            record.push(b'\n');
+            let failed = |e: String| jig_engine::files::FilesError::delivery(e);
+            let tar = jig_engine::files::archive::write_packet(&output, &record)
+                .map_err(|e| failed(format!("cannot write the packet: {e}")))?;
+            let digest = self
+                .queue
+                .put_blob(&tar)
+                .await
+                .map_err(|e| failed(format!("cannot publish the packet: {e}")))?;
+            *self.published.lock().unwrap() = Some(digest);
+            Ok(jig_engine::state::PACKET_STORE.to_string())
+        })
+    }
 }
 
 /// The `--receive` stream's lines, forwarded to the database's events.

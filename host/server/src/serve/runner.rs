@@ -24,11 +24,13 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::Error;
 use jig_engine::config::HostConfig;
+use jig_engine::envelope::Envelope;
 use jig_engine::exec::receive;
 
 use jig_engine::exec::submit::{self, Recorded};
-use jig_engine::exec::{Ahead, Invocation, RootChannels, TargetRef};
+use jig_engine::exec::{Ahead, TargetRef};
 use jig_engine::providers::ProviderSet;
+use jig_engine::run::{self, NotConducted};
 use jig_engine::state::{self, ProjectState, RunRecord, PACKET_STORE};
 
 /// Finished Runs whose event logs stay readable in memory (older ones
@@ -365,7 +367,7 @@ pub struct Server {
     projects: BTreeMap<String, Arc<Project>>,
     config: Arc<HostConfig>,
     providers: Arc<ProviderSet>,
-    sandbox: Arc<dyn jig_sandbox::Sandbox>,
+    envelope: Envelope,
     limits: Limits,
     slots: Arc<Semaphore>,
     /// Runs accepted and not yet settled (active + queued).
@@ -394,13 +396,11 @@ impl Server {
         config: HostConfig,
         limits: Limits,
     ) -> Result<Server, Error> {
-        // One envelope provider for the process: its host cgroup is named
-        // by the pid, so every Run's group is a child of that one group.
-        let sandbox = jig_sandbox::select(&config.containment).map_err(jig_engine::Error::from)?;
-        // Its parent cgroup is made once, not again for every Run, and
-        // the first Run's own group is made before any Run arrives.
-        sandbox.keep_between_runs(true);
-        sandbox.prepare(jig_sandbox::Limits::FLOW);
+        // One envelope for the process: its host cgroup is named by the
+        // pid, so every Run's group is a child of that one group; it is
+        // made once, not again for every Run, and the first Run's own
+        // group is made before any Run arrives.
+        let envelope = Envelope::for_daemon(&config.containment)?;
         let mut held = BTreeMap::new();
         for (name, root) in projects {
             if !root.join("jig.ts").is_file() {
@@ -435,7 +435,7 @@ impl Server {
             projects: held,
             providers: Arc::new(ProviderSet::new(config.providers.clone())),
             config: Arc::new(config),
-            sandbox,
+            envelope,
             limits,
             slots: Arc::new(Semaphore::new(limits.max_active)),
             held: AtomicUsize::new(0),
@@ -706,20 +706,37 @@ impl Server {
                 dispatch.package.clone(),
             )
         });
-        let terminal = self
-            .run_one(&project, &record, &live, dispatch)
-            .await
-            .unwrap_or_else(|message| {
-                // Never dispatched: settled failed, and the log still ends
-                // with the terminal.
-                let terminal =
-                    submit::settle_undispatched(&project.state.runs(), &mut record, &message);
-                live.push_value(&json!({"type": "terminal", "result": terminal}));
-                terminal
-            });
         let runs = project.state.runs();
-        if let Err(e) = runs.settle(&mut record, terminal.clone()) {
-            eprintln!("jig serve: Run {} could not be settled: {e}", record.id);
+        let (terminal, stream) = match self.run_one(&project, &record, &live, dispatch).await {
+            Ok(conducted) => {
+                if let Err(e) = runs.settle(&mut record, conducted.terminal.clone()) {
+                    eprintln!("jig serve: Run {} could not be settled: {e}", record.id);
+                }
+                if let Err(e) = conducted.cleanup {
+                    eprintln!(
+                        "jig serve: JIG_CLEANUP_FAILED: Run {}: private files could not be removed: {e}",
+                        record.id
+                    );
+                }
+                (conducted.terminal, conducted.stream)
+            }
+            // Never dispatched: settled failed.
+            Err(NotConducted::Undispatched(failure)) => {
+                let terminal = submit::settle_undispatched(&runs, &mut record, &failure.message);
+                (terminal, None)
+            }
+            Err(NotConducted::Stopped(e)) => {
+                let terminal = submit::settle_undispatched(&runs, &mut record, &e.to_string());
+                (terminal, None)
+            }
+        };
+        // The log ends with the terminal, once it is settled.
+        match stream {
+            Some(stream) => {
+                let line = terminal.clone();
+                let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
+            }
+            None => live.push_value(&json!({"type": "terminal", "result": terminal})),
         }
         self.runs_changed(&project.name);
         drop(permit);
@@ -743,15 +760,11 @@ impl Server {
         // first time or after it changed) is kept for the next daemon;
         // nothing is written when nothing was learned. The next Run's
         // group is made now, after this Run has answered, not on its way.
-        let sandbox = self.sandbox.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            jig_verify::current().persist();
-            sandbox.prepare(jig_sandbox::Limits::FLOW);
-        })
-        .await;
+        let envelope = self.envelope.clone();
+        let _ = tokio::task::spawn_blocking(move || envelope.ready_next()).await;
     }
 
-    /// Execute one recorded Run to its terminal, channel lines into its
+    /// Conduct one recorded Run to its terminal, channel lines into its
     /// log through the `--receive` stream (bounded as for the CLI).
     async fn run_one(
         &self,
@@ -759,9 +772,8 @@ impl Server {
         record: &RunRecord,
         live: &Arc<Live>,
         dispatch: Dispatch,
-    ) -> Result<Value, String> {
+    ) -> Result<run::Conducted, NotConducted> {
         let state = &project.state;
-        let sandbox = self.sandbox.clone();
         // The envelope made ahead for this target comes with the work root
         // it was made in.
         let ahead = match dispatch.files {
@@ -770,32 +782,22 @@ impl Server {
         };
         let (work_root, ahead) = match ahead {
             Some((root, ahead)) => (root, Some(ahead)),
-            None => (state.run_dir(&record.id).map_err(|e| e.to_string())?, None),
-        };
-        let grants = match &dispatch.files {
-            None => Vec::new(),
-            Some(files) => {
-                let sealed = jig_engine::exec::submit::prepare_attachments(
-                    &files.captured,
-                    files.writable.as_deref(),
-                    &work_root,
-                );
-                match sealed {
-                    Ok(grants) => grants,
-                    Err(e) => {
-                        let _ = jig_engine::files::remove_tree(&work_root);
-                        return Err(format!("cannot seal the attachments: {e}"));
-                    }
+            None => match state.run_dir(&record.id) {
+                Ok(root) => (root, None),
+                Err(e) => {
+                    return Err(NotConducted::Undispatched(jig_engine::exec::Failure::new(
+                        "EXECUTION_FAILED",
+                        e.to_string(),
+                    )))
                 }
-            }
+            },
         };
-        let handoff = grants.iter().find_map(|g| g.output.clone());
         let executor = submit::executor(
             state,
             dispatch.plan,
             &self.config,
             self.providers.clone(),
-            sandbox,
+            &self.envelope,
             work_root.clone(),
             // Verified at submission; used only if its digest is the one
             // the root Run resolves.
@@ -805,75 +807,39 @@ impl Server {
             Some(ahead) => executor.with_ahead(ahead),
             None => executor,
         });
-        let mut channels = RootChannels::none();
-        let broker = channels.broker.clone();
-        let host = channels.host;
-        let mut receivers = Vec::new();
-        if !dispatch.names.is_empty() {
-            let (writers, created) = broker
-                .host_receivers(host, &dispatch.package, &dispatch.names)
-                .map_err(|e| e.message)?;
-            channels.writers = writers;
-            receivers = created;
-        }
-        let stream = Arc::new(receive::Stream::start(LogWriter(live.clone())));
-        let pump = tokio::spawn(receive::pump(
-            broker.clone(),
-            host,
-            receivers,
-            stream.clone(),
-        ));
-        let deadline_unix_ms = state::now_unix_ms() + dispatch.timeout.as_millis() as u64;
-        let cancel = live.cancel.subscribe();
-        let run = executor.run_root(
-            Invocation {
+        let door = PacketStore {
+            live: live.clone(),
+            state,
+            run_id: &record.id,
+        };
+        let conducted = run::conduct(
+            run::Root {
+                run_id: Some(&record.id),
+                executor: executor.clone(),
                 target: dispatch.target,
                 input: dispatch.input,
-                deadline_unix_ms,
-                cancel,
-                attachments: grants,
-                run: None,
+                deadline: run::Deadline::After(dispatch.timeout),
+                cancel: Some(live.cancel.subscribe()),
+                work_root: &work_root,
+                files: dispatch.files.as_ref().map(|f| run::Files {
+                    captured: &f.captured,
+                    writable: f.writable.as_deref(),
+                    packet: f.out.then(|| run::Packet {
+                        method: f.method.clone(),
+                        input: f.input.clone(),
+                    }),
+                }),
+                package: &dispatch.package,
+                receive: &dispatch.names,
+                checkpoint: None,
             },
-            channels,
-        );
-        tokio::pin!(run);
-        let mut faulted = false;
-        let result = loop {
-            tokio::select! {
-                result = &mut run => break result,
-                _ = receive::watch(&stream), if !faulted => {
-                    faulted = true;
-                    live.cancel.send_replace(true);
-                }
-            }
-        };
+            &door,
+        )
+        .await;
         if executor.started_ahead() {
             self.metrics.ahead.inc();
         }
-        broker.fail_held_writers(host);
-        let _ = pump.await;
-        broker.finish(host, true);
-        // The Run is fenced: its writable attachment can no longer change.
-        let delivered = match (&handoff, &result) {
-            (Some(handoff), Ok(_)) => Some(jig_engine::files::read_handoff(handoff)),
-            _ => None,
-        };
-        drop(handoff.and_then(|h| h.take()));
-        let cleanup = jig_engine::files::remove_tree(&work_root);
-        let mut terminal = submit::terminal(&result, &record.id);
-        if let Some(files) = dispatch.files.as_ref().filter(|f| f.out) {
-            deliver(state, &record.id, files, &result, delivered, &mut terminal);
-        }
-        let stream = Arc::try_unwrap(stream).ok().expect("the pump has ended");
-        let line = terminal.clone();
-        let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
-        if let Err(e) = cleanup {
-            eprintln!(
-                "jig serve: JIG_CLEANUP_FAILED: Run {}: private files could not be removed: {e}",
-                record.id
-            );
-        }
-        Ok(terminal)
+        conducted
     }
 
     pub async fn record(&self, project: &str, id: &str) -> Result<RunRecord, Error> {
@@ -1121,7 +1087,7 @@ impl Server {
             }
             discard(slot);
         }
-        self.sandbox.keep_between_runs(false);
+        self.envelope.release();
     }
 
     /// The envelope made ahead for `target` of `project`, if it is held:
@@ -1243,7 +1209,7 @@ impl Server {
             plan,
             &self.config,
             self.providers.clone(),
-            self.sandbox.clone(),
+            &self.envelope,
             root.clone(),
             Some(package),
         );
@@ -1252,7 +1218,7 @@ impl Server {
         // The envelope is spawned here, on a runtime worker: it lives as
         // long as the thread that spawned it.
         let ahead = match launch {
-            Ok(Ok(Some(launch))) => Ahead::start(&*self.sandbox, launch).ok(),
+            Ok(Ok(Some(launch))) => Ahead::start(&self.envelope, launch).ok(),
             _ => None,
         };
         match ahead {
@@ -1285,51 +1251,41 @@ struct Dispatch {
     files: Option<FileRun>,
 }
 
-/// Publish a served file Run's packet in the packet store, as `jig run
-/// --out` publishes it (seed 002 §8 without checkpoints: a success
-/// delivers its final files, anything else the bare record), and note the
-/// delivery, method and input identity in its terminal (HOST-FACTS §4.1).
-fn deliver(
-    state: &ProjectState,
-    run_id: &str,
-    files: &FileRun,
-    result: &Result<jig_engine::exec::Success, jig_engine::exec::Failure>,
-    delivered: Option<Result<Vec<jig_engine::files::OutputFile>, jig_engine::files::FilesError>>,
-    terminal: &mut Value,
-) {
-    terminal["method"] = files.method.clone();
-    terminal["input"] = files.input.clone();
-    terminal["checkpoint"] = Value::Null;
-    let execution = submit::execution(result);
-    let published = packet_store(state)
-        .map_err(|e| {
-            jig_engine::files::FilesError::delivery(format!("cannot create the packet store: {e}"))
+/// The daemon as a door: channel lines and the terminal go to the Run's
+/// event log; a file Run's packet is published in the project's packet
+/// store (seed 002 §8 as for `jig run --out`; checkpointing targets are
+/// served only with a database).
+struct PacketStore<'a> {
+    live: Arc<Live>,
+    state: &'a ProjectState,
+    run_id: &'a str,
+}
+
+impl run::Door for PacketStore<'_> {
+    fn sink(&self) -> Option<Box<dyn std::io::Write + Send>> {
+        Some(Box::new(LogWriter(self.live.clone())))
+    }
+
+    fn destination(&self) -> String {
+        PACKET_STORE.to_string()
+    }
+
+    fn publish(
+        &self,
+        output: Vec<jig_engine::files::OutputFile>,
+        record: Value,
+    ) -> run::Publishing<'_> {
+        Box::pin(async move {
+            let store = packet_store(self.state).map_err(|e| {
+                jig_engine::files::FilesError::delivery(format!(
+                    "cannot create the packet store: {e}"
+                ))
+            })?;
+            let destination = jig_engine::files::private_destination(&store, self.run_id)?;
+            jig_engine::files::publish(&destination, &output, &record)
+                .map(|()| destination.absolute.to_string_lossy().to_string())
         })
-        .and_then(|store| jig_engine::files::private_destination(&store, run_id))
-        .and_then(|destination| {
-            let (output, source) = match delivered {
-                Some(Ok(output)) => (output, "final"),
-                Some(Err(e)) => return Err(e),
-                None => (Vec::new(), "none"),
-            };
-            let packet = jig_engine::files::packet_record(
-                run_id,
-                &files.method,
-                &execution,
-                &files.input,
-                source,
-                &output,
-                &Value::Null,
-            );
-            jig_engine::files::publish(&destination, &output, &packet)
-                .map(|()| (destination.absolute.to_string_lossy().to_string(), source))
-        });
-    terminal["delivery"] = match published {
-        Ok((shown, source)) => {
-            json!({"status": "written", "destination": shown, "source": source})
-        }
-        Err(e) => json!({"status": "failed", "destination": PACKET_STORE, "code": e.code()}),
-    };
+    }
 }
 
 /// What [`Server::check_and_start`] decided.
