@@ -1,6 +1,7 @@
 //! The FLOW standard as a library: JSON/1 values, Schema/1 schemas, Package/1
-//! trees and their digests, Capability and Channel Contract/1 descriptors, and
-//! the Run/1 wire format.
+//! trees and their digests, Capability and Channel Contract/1 descriptors, the
+//! Run/1 wire format, and how a SHA-256 digest is spelled (`digest`), the one
+//! spelling every crate above shares.
 //!
 //! This crate owns the portable rules only. It must never know about
 //! projects, admission, sandboxes, providers or any other host policy, and it
@@ -8,6 +9,7 @@
 //! specification's code.
 
 pub mod contract;
+pub mod digest;
 pub mod json;
 pub mod package;
 pub mod schema;

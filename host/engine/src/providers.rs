@@ -165,7 +165,7 @@ impl ProviderSet {
             .ok_or_else(|| format!("provider {:?} has no path", decl.name))?;
         let bytes = std::fs::read(path)
             .map_err(|e| format!("provider {:?}: {}: {e}", decl.name, path.display()))?;
-        Ok(crate::state::sha256_digest(&bytes))
+        Ok(flow::digest::sha256_digest(&bytes))
     }
 
     /// Does any configured provider serve this exact identity? An operator's

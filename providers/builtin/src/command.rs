@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
 use jig_provider_api::CallError;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 pub const CONTRACT_ID: &str = "https://jig.md/contracts/project-command";
 pub const CONTRACT_VERSION: &str = "1.0.0";
@@ -491,15 +491,6 @@ pub fn invocation(entry: &Entry, request: &Request) -> Vec<String> {
     argv
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::from("sha256:");
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
 /// SHA-256 of the canonical JSON/1 of `files`.
 pub fn candidate_digest(request: &Request) -> String {
     let files: serde_json::Map<String, Value> = request
@@ -507,7 +498,7 @@ pub fn candidate_digest(request: &Request) -> String {
         .iter()
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
-    sha256(&flow::json::canonical(&Value::Object(files)))
+    sha256_digest(&flow::json::canonical(&Value::Object(files)))
 }
 
 /// The end of one output stream, bounded while it is collected: at most
@@ -593,7 +584,7 @@ pub fn result(entry: &Entry, request: &Request, evidence: Evidence) -> Value {
         "candidateDigest": candidate_digest(request),
         "command": request.command,
         "invocation": invocation(entry, request),
-        "stdinDigest": sha256(request.stdin.as_bytes()),
+        "stdinDigest": sha256_digest(request.stdin.as_bytes()),
         "stdout": evidence.stdout,
         "stderr": evidence.stderr,
         "exitCode": evidence.exit_code,
@@ -855,7 +846,7 @@ mod tests {
         assert_eq!(value["invocation"], json!(["bun", "src/cli.ts", "--a"]));
         assert_eq!(
             value["candidateDigest"],
-            json!(sha256(br#"{"src/cli.ts":"x"}"#))
+            json!(sha256_digest(br#"{"src/cli.ts":"x"}"#))
         );
         assert_eq!(
             value["stdinDigest"],

@@ -194,7 +194,7 @@ pub fn identity(
     attachments: Value,
     output: Option<&Path>,
 ) -> Identity {
-    let input_digest = state::sha256_digest(&flow::json::canonical(input));
+    let input_digest = flow::digest::sha256_digest(&flow::json::canonical(input));
     let input_identity = json!({"digest": input_digest, "attachments": attachments});
     let content = json!({
         "target": asked.target.to_string(),

@@ -11,12 +11,13 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 
+use flow::digest::sha256_hex;
 use flow::json::Value;
 
 use super::{
-    check_entries, check_relative, quote, sha256_hex, Captured, CapturedFile, CapturedRoot,
-    FilesError, OutputFile, MAX_ATTACHMENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES,
-    MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
+    check_entries, check_relative, quote, Captured, CapturedFile, CapturedRoot, FilesError,
+    OutputFile, MAX_ATTACHMENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES, MAX_OUTPUT_BYTES,
+    MAX_OUTPUT_FILES,
 };
 
 /// The submission document inside a file Run's tar.

@@ -10,13 +10,14 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use flow::digest::sha256_hex;
 use flow::json::Value;
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 
 use super::{
-    check_relative, is_protected, manifest_value, quote, sha256_hex, utf8_name, FilesError,
-    Request, MAX_COMPONENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES,
+    check_relative, is_protected, manifest_value, quote, utf8_name, FilesError, Request,
+    MAX_COMPONENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES,
 };
 
 /// One captured regular file.

@@ -8,13 +8,14 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use flow::digest::sha256_hex;
 use flow::json::Value;
 use nix::fcntl::{renameat2, AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{fstatat, Mode};
 
 use super::capture::{fd_path, open_dir_at, open_file_at};
 use super::{
-    check_relative, is_protected, quote, sha256_hex, utf8_name, Captured, CapturedFile, FilesError,
+    check_relative, is_protected, quote, utf8_name, Captured, CapturedFile, FilesError,
     MAX_COMPONENTS, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
 };
 

@@ -273,16 +273,6 @@ pub fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> V
     Value::Object(out)
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex(&sha2::Sha256::digest(bytes))
-}
-
-/// Lowercase hexadecimal, as digests are spelled.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Match the request against the declared attachments. Returns the name of
 /// the writable attachment, if one is declared.
 pub fn check_request(

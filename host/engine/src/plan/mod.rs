@@ -534,7 +534,7 @@ pub fn plan(
     let sources: serde_json::Map<String, Value> = decl
         .sources
         .iter()
-        .map(|(path, bytes)| (path.clone(), json!(crate::state::sha256_digest(bytes))))
+        .map(|(path, bytes)| (path.clone(), json!(flow::digest::sha256_digest(bytes))))
         .collect();
     Ok(json!({
         "base": base,

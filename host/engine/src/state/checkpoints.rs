@@ -13,7 +13,8 @@ use jig_provider_builtin::checkpoint::Save;
 use serde_json::json;
 
 use super::{write_atomic, StateError};
-use crate::files::{sha256_hex, OutputFile};
+use crate::files::OutputFile;
+use flow::digest::sha256_hex;
 
 /// The latest accepted aggregate of one root Run: the Run's identity, the
 /// accepted save and its receipt digest.

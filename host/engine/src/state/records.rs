@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use flow::json::Value;
 use serde_json::json;
 
-use super::{digest_hex, sha256_digest, write_atomic, Aggregate, Checkpoints, StateError};
+use super::{digest_hex, write_atomic, Aggregate, Checkpoints, StateError};
+use flow::digest::sha256_digest;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {

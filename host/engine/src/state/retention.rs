@@ -610,7 +610,7 @@ mod tests {
     fn settled_run(state: &ProjectState, key: Option<&str>, n: u64) -> String {
         let runs = state.runs();
         let input = serde_json::json!({"n": n});
-        let digest = super::super::sha256_digest(&flow::json::canonical(&input));
+        let digest = flow::digest::sha256_digest(&flow::json::canonical(&input));
         let content = serde_json::json!({"target": "t", "n": n, "inputDigest": digest});
         let super::super::Submission::New(mut record) =
             runs.submit(key, content, Some(&input)).unwrap()
@@ -656,7 +656,7 @@ mod tests {
             .submit(
                 None,
                 serde_json::json!({"target": "t", "n": 3,
-                    "inputDigest": super::super::sha256_digest(b"3")}),
+                    "inputDigest": flow::digest::sha256_digest(b"3")}),
                 Some(&serde_json::json!(3)),
             )
             .unwrap()
@@ -712,7 +712,7 @@ mod tests {
     #[test]
     fn a_key_replays_within_its_window_and_makes_a_new_run_after_its_run_is_gone() {
         let (_dir, state) = project();
-        let digest = super::super::sha256_digest(b"{\"n\":1}");
+        let digest = flow::digest::sha256_digest(b"{\"n\":1}");
         let content = serde_json::json!({"target": "t", "n": 1, "inputDigest": digest});
         let first = settled_run(&state, Some("k"), 1);
         let p = policy("max-age = \"1s\"\nkey-window = \"1h\"").unwrap();

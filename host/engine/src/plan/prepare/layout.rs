@@ -27,7 +27,7 @@ use std::path::Path;
 use flow::json::Value;
 use serde_json::json;
 
-use crate::state::sha256_digest;
+use flow::digest::sha256_digest;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -32,7 +32,8 @@ pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
 
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
-use crate::state::{sha256_digest, Store};
+use crate::state::Store;
+use flow::digest::sha256_digest;
 use jig_sandbox::{Budget, Launch, Limits, Sandbox};
 
 const MIB: u64 = 1024 * 1024;

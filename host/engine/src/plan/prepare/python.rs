@@ -30,7 +30,7 @@ use super::{
     MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, MAX_PREPARED_FILES, NETWORK_FILES,
 };
 use crate::plan::Recipe;
-use crate::state::sha256_digest;
+use flow::digest::sha256_digest;
 use jig_sandbox::{Launch, Limits};
 
 /// The index pip is given when the host configuration names none.
