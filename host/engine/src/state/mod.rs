@@ -14,9 +14,13 @@ pub mod retention;
 mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
+/// The host's clock lives in `jig_provider_api::dispatch`; this name stays
+/// for the callers still reaching it through `state` (`jig`'s
+/// `cli/invoke.rs`, `jig-server`'s `serve/runner.rs`) until they switch.
+pub use jig_provider_api::dispatch::now_unix_ms;
 pub use records::{
-    now_unix_ms, retain_input, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission,
-    INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
+    retain_input, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission, INPUT_RETAINED,
+    MAX_RETAINED_INPUT_BYTES,
 };
 pub use store::Store;
 

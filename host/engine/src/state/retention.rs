@@ -493,7 +493,7 @@ pub fn usage(root: &Path) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::now_unix_ms as now_ms;
+    use jig_provider_api::dispatch::now_unix_ms as now_ms;
 
     const S: u64 = 1000;
     const DAY: u64 = 24 * 3600 * S;

@@ -183,7 +183,7 @@ pub struct Claim {
 impl Claim {
     /// Whether the deadline recorded at submission has passed.
     pub fn expired(&self) -> bool {
-        jig_engine::state::now_unix_ms() >= self.deadline_unix_ms
+        jig_provider_api::dispatch::now_unix_ms() >= self.deadline_unix_ms
     }
 }
 
@@ -549,7 +549,8 @@ impl Queue {
             generation: row.get(3),
             target: row.get(4),
             input: serde_json::from_str(&input).unwrap_or(Value::Null),
-            deadline_unix_ms: jig_engine::state::now_unix_ms() + row.get::<_, i64>(6) as u64,
+            deadline_unix_ms: jig_provider_api::dispatch::now_unix_ms()
+                + row.get::<_, i64>(6) as u64,
             receive: serde_json::from_str(&receive).unwrap_or_default(),
             files: row.get(8),
         }))
