@@ -8,6 +8,11 @@ use std::collections::BTreeMap;
 use flow::json::Value;
 use serde_json::json;
 
+pub const CONTRACT_ID: &str = "https://jig.md/contracts/run-checkpoint";
+pub const CONTRACT_VERSION: &str = "1.0.0";
+pub const CONTRACT_DIGEST: &str =
+    "sha256:e7961d96842dc07bf2932f2979b2145301e4071093435e0e4e842a057896c201";
+
 /// The only method of the contract.
 pub const METHOD: &str = "save";
 /// Accepted saves a Run may make (sequence 1 to 16).

@@ -331,6 +331,7 @@ pub fn request(entry: &Entry, input: &Value) -> Result<Request, CallError> {
 /// `providers/builtin/contracts/`.
 pub const CREDENTIALED_CONTRACT_ID: &str =
     "https://example.invalid/jig/contracts/project-command-credentialed";
+pub const CREDENTIALED_CONTRACT_VERSION: &str = "1.0.0";
 pub const CREDENTIALED_CONTRACT_DIGEST: &str =
     "sha256:af9ec6542aa24c7af3feb5c2b21df496d1ad40527c8374b60e2ea5daa0d09d5a";
 
