@@ -18,7 +18,7 @@ pub use deliver::{
 
 use std::collections::BTreeMap;
 
-use flow::json::Value;
+use flow::json::{ascii_quote, Value};
 use flow::package::Access;
 use serde_json::json;
 
@@ -137,12 +137,12 @@ impl Request {
                 )));
             };
             check_relative(file).map_err(|m| {
-                FilesError::invalid(format!("--select {name}={}: {m}", quote(file)))
+                FilesError::invalid(format!("--select {name}={}: {m}", ascii_quote(file)))
             })?;
             if selectors.iter().any(|s| s == file) {
                 return Err(FilesError::invalid(format!(
                     "--select {name}={} is given more than once",
-                    quote(file)
+                    ascii_quote(file)
                 )));
             }
             selectors.push(file.to_string());
@@ -162,7 +162,7 @@ fn split_mapping<'a>(
         }
         _ => Err(FilesError::invalid(format!(
             "{flag} {} is not {shape} with a local attachment name",
-            quote(arg)
+            ascii_quote(arg)
         ))),
     }
 }
@@ -220,11 +220,6 @@ pub fn check_entries<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<(),
         ));
     }
     Ok(())
-}
-
-/// Quote a path for a message without letting it inject control bytes.
-pub fn quote(text: &str) -> String {
-    format!("{:?}", text)
 }
 
 /// A name from a directory listing as UTF-8, or the malformed-path error.

@@ -5,9 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use flow::json::Value;
-
-use super::ascii_quote;
+use flow::json::{ascii_quote, Value};
 
 type Describe = fn(&Value) -> String;
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow::json::Value;
+use flow::json::{ascii_quote, Value};
 use flow::package::Package;
 use serde_json::json;
 
@@ -150,8 +150,8 @@ pub struct Request<'a> {
 fn bundled_sdk_note(at: &str, spec: &str) -> String {
     format!(
         "{} names {BUNDLED_SDK} {}: the bundled SDK {BUNDLED_SDK_VERSION} is used",
-        super::ascii_quote(at),
-        super::ascii_quote(spec)
+        ascii_quote(at),
+        ascii_quote(spec)
     )
 }
 
@@ -563,7 +563,7 @@ impl Session<'_> {
                 bytes.clone()
             }
             None => {
-                (self.request.warn)(&resolution_warning(&super::ascii_quote(path)));
+                (self.request.warn)(&resolution_warning(&ascii_quote(path)));
                 self.run_installer(&sandbox, runtime, &work, Step::Resolve, None, at)?;
                 let bytes = std::fs::read(work.package.join(LOCK))
                     .map_err(|_| failed("Bun resolved no bun.lock"))?;
