@@ -412,7 +412,7 @@ fn command_options(
     use jig_provider_builtin::command as policy;
     if let Some(timeout) = entry.get("timeout") {
         match timeout.as_str() {
-            Some(text) if policy::parse_duration(text).is_some() => {
+            Some(text) if flow::duration::parse(text).is_some() => {
                 normalized["timeout"] = json!(text);
             }
             _ => {

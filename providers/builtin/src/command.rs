@@ -68,25 +68,6 @@ pub fn pin_sha_refusal(command: &str) -> String {
     format!("command \"{command}\" (pin): its input's sha is not a full commit id.")
 }
 
-/// A positive Duration: a number and a unit (`ms`, `s`, `m`, `h`), no
-/// leading zero, such as `"90s"`, `"10m"`, `"1h"`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
-    if digits.is_empty() || digits.starts_with('0') {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
-    }?;
-    Some(Duration::from_millis(ms))
-}
-
 /// A variable name an author may set: `[A-Za-z_][A-Za-z0-9_]*`, not one
 /// of [`RESERVED_ENV`].
 pub fn author_variable(name: &str) -> bool {
@@ -149,9 +130,9 @@ impl Entry {
         };
         let timeout = value
             .get("timeout")
-            .map(|t| t.as_str().and_then(parse_duration).ok_or_else(bad))
+            .map(|t| t.as_str().and_then(flow::duration::parse).ok_or_else(bad))
             .transpose()?
-            .unwrap_or_else(|| parse_duration(DEFAULT_TIMEOUT).expect("the default parses"));
+            .unwrap_or_else(|| flow::duration::parse(DEFAULT_TIMEOUT).expect("the default parses"));
         let tail = match value.get("tail") {
             None => DEFAULT_TAIL,
             Some(t) => t.as_u64().filter(|t| *t <= MAX_TAIL).ok_or_else(bad)?,
@@ -624,25 +605,19 @@ mod tests {
         }
     }
 
+    /// A command's timeout is any positive duration in `ms`, `s`, `m` or
+    /// `h` ([`flow::duration::parse`]), with no bound of its own.
     #[test]
-    fn durations_are_positive_numbers_with_a_unit() {
-        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        for bad in [
-            "0s",
-            "",
-            "s",
-            "10",
-            "-1s",
-            "1.5s",
-            "01s",
-            "1d",
-            " 1s",
-            "99999999999999999h",
-        ] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
+    fn timeouts_are_positive_numbers_with_a_unit() {
+        let timeout = |t: &str| {
+            Entry::from_policy("cli", &json!({"run": "src/cli.ts", "timeout": t}))
+                .map(|e| e.timeout)
+        };
+        assert_eq!(timeout("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(timeout("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(timeout("48h"), Ok(Duration::from_secs(48 * 3600)));
+        for bad in ["0s", "01s", "10", "1d", "99999999999999999h"] {
+            assert!(timeout(bad).is_err(), "{bad}");
         }
     }
 
