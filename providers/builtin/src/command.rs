@@ -1,9 +1,9 @@
 //! Project Command (`https://jig.md/contracts/project-command` 1.0.0,
-//! HOST-FACTS §1.3 and §2, seed 003): the options of a reviewed command
-//! and their refusal texts, the validation of a call's input against the
-//! Binding's policy, the logical invocation, the tail of collected output,
-//! and the exact result value. The host runs the process; nothing here
-//! does.
+//! HOST-FACTS §1.3 and §2, seed 003): the reading of a reviewed command
+//! entry (its options are refused at review, by jig-project), the
+//! validation of a call's input against the Binding's policy, the logical
+//! invocation, the tail of collected output, and the exact result value.
+//! The host runs the process; nothing here does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -22,13 +22,10 @@ pub const CONTRACT_DIGEST: &str =
 pub const DEFAULT_TIMEOUT: &str = "10m";
 /// Seed 003: characters of the end of stdout and of stderr kept by default.
 pub const DEFAULT_TAIL: u64 = 4096;
-/// The contract's bound on `stdout.text` / `stderr.text` (characters).
+/// The contract's bound on `stdout.text` / `stderr.text` (characters). Review
+/// refuses a larger `tail` with `jig_project::MAX_COMMAND_TAIL`, which
+/// jig-engine's tests hold equal to this.
 pub const MAX_TAIL: u64 = 65_536;
-/// Most environment variables one command entry names (ours: seed 003
-/// gives none, and an unbounded map is not a policy a person reviews).
-pub const MAX_ENV: usize = 32;
-/// The variables the envelope sets itself (seed 003, ADR-0067).
-pub const RESERVED_ENV: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
 
 /// HOST-FACTS §2: at most this many candidate files, at least one.
 pub const MAX_FILES: usize = 64;
@@ -46,37 +43,9 @@ pub const MAX_ARG_BYTES: usize = 1024;
 /// HOST-FACTS §2: bytes of stdin.
 pub const MAX_STDIN_BYTES: usize = 16 * 1024;
 
-/// The refusal of a timeout that is not a positive duration (seed 003).
-pub fn timeout_refusal(shown: &str) -> String {
-    format!(
-        "command: timeout \"{shown}\" is not a positive duration (like \"90s\", \"10m\", \"1h\")."
-    )
-}
-
-/// The refusal of an env name the author may not set (seed 003).
-pub fn env_refusal(name: &str) -> String {
-    format!(
-        "command(argv, {{ env }}): \"{name}\" is not a variable the author sets — PATH, HOME and TMPDIR are the Effector's (ADR-0067)."
-    )
-}
-
-/// The refusal of `pin: true` on a command that names no secret (seed 003).
-pub const PIN_WITHOUT_SECRET: &str = "command(argv, { pin: true }) names no secret in its env: `pin` chooses the commit a credentialed command runs against in the Sandbox Effector, and a command that names no secret runs in the live Worktree (ADR-0067) — name its secret, command(argv, { env: { NAME: secret(\"x\") }, pin: true }), or drop `pin` .";
-
 /// The refusal of a pinned call whose `sha` is not a full commit id (seed 003).
 pub fn pin_sha_refusal(command: &str) -> String {
     format!("command \"{command}\" (pin): its input's sha is not a full commit id.")
-}
-
-/// A variable name an author may set: `[A-Za-z_][A-Za-z0-9_]*`, not one
-/// of [`RESERVED_ENV`].
-pub fn author_variable(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !RESERVED_ENV.contains(&name)
 }
 
 /// A full commit id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
@@ -618,15 +587,6 @@ mod tests {
         assert_eq!(timeout("48h"), Ok(Duration::from_secs(48 * 3600)));
         for bad in ["0s", "01s", "10", "1d", "99999999999999999h"] {
             assert!(timeout(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn reserved_and_malformed_variables_are_refused() {
-        assert!(author_variable("TOKEN"));
-        assert!(author_variable("_a1"));
-        for bad in ["PATH", "HOME", "TMPDIR", "", "1A", "A-B", "A B"] {
-            assert!(!author_variable(bad), "{bad}");
         }
     }
 
