@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
+use jig_provider_api::dispatch::now_unix_ms;
 use serde_json::json;
 
 use super::{digest_hex, write_atomic, Aggregate, Checkpoints, StateError};
-use flow::digest::sha256_digest;
-use jig_provider_api::dispatch::now_unix_ms;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {

@@ -7,13 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use flow::digest::sha256_digest;
 use serde_json::{json, Value};
 
 use super::Queue;
 use crate::Error;
 use jig_provider_api::ProviderDecl;
 
-use flow::digest::sha256_digest;
 use jig_engine::files::{Captured, CapturedFile, CapturedRoot};
 use jig_engine::state::{Generation, ProjectState, Store};
 

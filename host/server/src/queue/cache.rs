@@ -32,12 +32,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+use flow::digest::sha256_digest;
 use serde_json::Value;
 
 use super::blobs::{plan_layouts, Cache};
 use super::Queue;
 use crate::Error;
-use flow::digest::sha256_digest;
 use jig_engine::state::digest_hex;
 use jig_engine::state::retention::REMOVING_PREFIX;
 

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use flow::digest::sha256_digest;
 use flow::json::{ascii_quote, Value};
 use flow::package::Package;
 use serde_json::json;
@@ -33,7 +34,6 @@ pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
 use crate::state::Store;
-use flow::digest::sha256_digest;
 use jig_sandbox::{Budget, Launch, Limits, Sandbox};
 
 const MIB: u64 = 1024 * 1024;
