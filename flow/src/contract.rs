@@ -262,16 +262,7 @@ fn domain_digest(domain: &[u8], descriptor: &Value) -> String {
     let mut hasher = Sha256::new();
     hasher.update(domain);
     hasher.update(json::canonical(descriptor));
-    format!("sha256:{}", hex(&hasher.finalize()))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    crate::digest::finish(hasher)
 }
 
 /// Direction of a declared channel port.

@@ -3,8 +3,9 @@
 //! The in-memory value is [`serde_json::Value`]. This module adds what plain
 //! JSON parsers disagree about: a strict parser that rejects duplicate member
 //! names, lone surrogates, BOMs and out-of-domain numbers before a value is
-//! built; the absolute size limits; JSON/1 equality; and RFC 8785 canonical
-//! bytes for digests.
+//! built; the absolute size limits; JSON/1 equality; RFC 8785 canonical
+//! bytes for digests; and a string as an ASCII-only literal, the one way
+//! untrusted text is quoted in a message.
 //!
 //! Integral numbers are always stored as `i64` so that `1` and `1.0` are the
 //! same in-memory value; negative zero is stored as integer zero.
@@ -620,6 +621,29 @@ pub fn canonical_string(value: &Value) -> String {
     out
 }
 
+/// `text` as a JSON string literal in ASCII alone: `"` and `\` escaped,
+/// printable ASCII kept, every other character (controls, DEL, anything
+/// beyond ASCII) as `\uXXXX` UTF-16 escapes. Untrusted text quoted this
+/// way cannot move a terminal's cursor, change its colours or hide itself.
+pub fn ascii_quote(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(c),
+            c => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Orders member names by their UTF-16 code units, as RFC 8785 requires.
 pub fn compare_utf16(a: &str, b: &str) -> Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
@@ -847,6 +871,25 @@ mod tests {
 
     fn kind(bytes: &[u8]) -> JsonErrorKind {
         parse(bytes).unwrap_err().kind
+    }
+
+    #[test]
+    fn ascii_quote_is_a_json_string_in_ascii() {
+        assert_eq!(ascii_quote("flows/a b"), r#""flows/a b""#);
+        assert_eq!(ascii_quote(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(
+            ascii_quote("\u{1b}[2J\n\u{7f}"),
+            r#""\u001b[2J\u000a\u007f""#
+        );
+        assert_eq!(ascii_quote("é\u{202e}😀"), r#""\u00e9\u202e\ud83d\ude00""#);
+        for text in ["", "x", "a\"\\\u{0}é😀\u{202e}"] {
+            let quoted = ascii_quote(text);
+            assert!(quoted.is_ascii());
+            assert_eq!(
+                parse(quoted.as_bytes()).unwrap(),
+                Value::String(text.into())
+            );
+        }
     }
 
     #[test]

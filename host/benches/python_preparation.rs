@@ -101,13 +101,7 @@ with zipfile.ZipFile(path, "w") as wheel:
             .unwrap();
         assert!(made.success(), "python3 could not write the wheel");
         let wheel = std::fs::read(project.join("greet_lib-1.0.0-py3-none-any.whl")).unwrap();
-        let hash: String = {
-            use sha2::Digest;
-            sha2::Sha256::digest(&wheel)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        };
+        let hash = flow::digest::sha256_hex(&wheel);
         std::fs::write(
             project.join("index.html"),
             format!("<a href=\"greet_lib-1.0.0-py3-none-any.whl#sha256={hash}\">w</a>\n"),

@@ -549,7 +549,7 @@ impl PackageDigest {
 
     /// `sha256:<64 lowercase hex>`.
     pub fn finish(self) -> String {
-        format!("sha256:{}", crate::contract::hex(&self.hasher.finalize()))
+        crate::digest::finish(self.hasher)
     }
 }
 

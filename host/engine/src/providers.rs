@@ -9,68 +9,6 @@ use flow::json::Value;
 use jig_provider_api::{ContractIdentity, Provider, ProviderDecl, ProviderKind};
 use serde_json::json;
 
-/// The contracts a host serves itself: the Jig contracts (HOST-FACTS
-/// §1–§3) and our credentialed Project Command (seed 003; its descriptor
-/// ships in `providers/builtin/contracts/`): contract URI, builtin name,
-/// exact version, exact Capability Contract/1 digest.
-///
-/// The reference published Agent Run 1.0.0 in three revisions, and
-/// projects written for it carry any of them, so the builtin serves each
-/// exact identity: the current one; the one whose `events` channel names
-/// no `delivery` (either profile is accepted, and the SDKs open it
-/// direct); and the one with no channels at all (its Flows simply have no
-/// `events` port). The method and its semantics are the same in all three.
-pub const BUILTIN_CONTRACTS: [(&str, &str, &str, &str); 6] = [
-    (
-        "https://jig.md/contracts/agent-run",
-        "agent-run",
-        "1.0.0",
-        AGENT_RUN_DIGEST,
-    ),
-    (
-        "https://jig.md/contracts/agent-run",
-        "agent-run",
-        "1.0.0",
-        AGENT_RUN_EVENTS_NO_DELIVERY_DIGEST,
-    ),
-    (
-        "https://jig.md/contracts/agent-run",
-        "agent-run",
-        "1.0.0",
-        AGENT_RUN_NO_CHANNELS_DIGEST,
-    ),
-    (
-        "https://jig.md/contracts/run-checkpoint",
-        "run-checkpoint",
-        "1.0.0",
-        "sha256:e7961d96842dc07bf2932f2979b2145301e4071093435e0e4e842a057896c201",
-    ),
-    (
-        "https://jig.md/contracts/project-command",
-        "project-command",
-        "1.0.0",
-        "sha256:aed62fe17f01897545f82d7ee91f163a023721431433c8f4f6981b4367c85bcf",
-    ),
-    (
-        "https://example.invalid/jig/contracts/project-command-credentialed",
-        "project-command-credentialed",
-        "1.0.0",
-        "sha256:af9ec6542aa24c7af3feb5c2b21df496d1ad40527c8374b60e2ea5daa0d09d5a",
-    ),
-];
-
-/// Agent Run 1.0.0 as the reference serves it today
-/// (`agent-run.capability.json`).
-pub const AGENT_RUN_DIGEST: &str =
-    "sha256:b43fba88de62ef189f54004318e9639df58661bb04b3bf76ecfac70e3a5d098b";
-/// Agent Run 1.0.0 of reference revision 299110c: `events` names no
-/// `delivery`.
-pub const AGENT_RUN_EVENTS_NO_DELIVERY_DIGEST: &str =
-    "sha256:5e7df4408fd1f6aebf7e1269573a10ff87c7374248a51dacb63cd1c9c97e2b56";
-/// Agent Run 1.0.0 of reference revision b38b3a9: no channels.
-pub const AGENT_RUN_NO_CHANNELS_DIGEST: &str =
-    "sha256:5a0f06495323419d275eeff92617d9287647ece137dacc9c5c6d50466d65c0f0";
-
 /// Is this one of the Jig contracts the portable `jig.lock` names (its
 /// schema is closed to them)? Our own contracts are host policy.
 pub fn portable_contract(id: &str) -> bool {
@@ -87,7 +25,7 @@ pub fn is_project_command(name: Option<&str>) -> bool {
 
 /// The builtin name of a Jig contract URI (any version).
 pub fn builtin_contract(id: &str) -> Option<&'static str> {
-    BUILTIN_CONTRACTS
+    jig_provider_builtin::CONTRACTS
         .iter()
         .find(|(uri, ..)| *uri == id)
         .map(|(_, name, ..)| *name)
@@ -96,7 +34,7 @@ pub fn builtin_contract(id: &str) -> Option<&'static str> {
 /// The builtin serving exactly this contract identity, if any: the URI,
 /// version and digest must all match (Capability Contract/1 §3).
 pub fn builtin_exact(id: &str, version: &str, digest: &str) -> Option<&'static str> {
-    BUILTIN_CONTRACTS
+    jig_provider_builtin::CONTRACTS
         .iter()
         .find(|(uri, _, v, d)| *uri == id && *v == version && *d == digest)
         .map(|(_, name, ..)| *name)
@@ -165,7 +103,7 @@ impl ProviderSet {
             .ok_or_else(|| format!("provider {:?} has no path", decl.name))?;
         let bytes = std::fs::read(path)
             .map_err(|e| format!("provider {:?}: {}: {e}", decl.name, path.display()))?;
-        Ok(crate::state::sha256_digest(&bytes))
+        Ok(flow::digest::sha256_digest(&bytes))
     }
 
     /// Does any configured provider serve this exact identity? An operator's
@@ -312,6 +250,7 @@ fn kind_name(kind: &ProviderKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jig_provider_builtin::agent;
 
     /// The three Agent Run revisions the reference published, digested
     /// by our own Capability Contract/1 code: each is exactly an identity
@@ -321,17 +260,17 @@ mod tests {
         let revisions = [
             (
                 include_str!("../../../flow/tests/data/agent-run.capability.json"),
-                AGENT_RUN_DIGEST,
+                agent::CONTRACT_DIGEST,
                 "sha256:b43fba88",
             ),
             (
                 include_str!("../../../flow/tests/data/variants/agent-run-299110c.capability.json"),
-                AGENT_RUN_EVENTS_NO_DELIVERY_DIGEST,
+                agent::EVENTS_NO_DELIVERY_DIGEST,
                 "sha256:5e7df440",
             ),
             (
                 include_str!("../../../flow/tests/data/variants/agent-run-b38b3a9.capability.json"),
-                AGENT_RUN_NO_CHANNELS_DIGEST,
+                agent::NO_CHANNELS_DIGEST,
                 "sha256:5a0f0649",
             ),
         ];
@@ -356,18 +295,5 @@ mod tests {
             ),
             None
         );
-    }
-
-    /// Every builtin identity is distinct, and a URI names one builtin.
-    #[test]
-    fn builtin_identities_are_distinct() {
-        for (i, a) in BUILTIN_CONTRACTS.iter().enumerate() {
-            for b in &BUILTIN_CONTRACTS[i + 1..] {
-                assert_ne!(a.3, b.3);
-                if a.0 == b.0 {
-                    assert_eq!(a.1, b.1);
-                }
-            }
-        }
     }
 }

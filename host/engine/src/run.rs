@@ -53,7 +53,7 @@ impl Deadline {
 /// `timeout` from now, in Unix milliseconds: the one place a timeout
 /// becomes a deadline.
 pub fn after(timeout: Duration) -> u64 {
-    crate::state::now_unix_ms().saturating_add(timeout.as_millis().min(u64::MAX as u128) as u64)
+    jig_provider_api::dispatch::now_unix_ms().saturating_add(timeout.as_millis().min(u64::MAX as u128) as u64)
 }
 
 /// A door's publication of a packet, under way.
@@ -415,9 +415,9 @@ mod tests {
 
     #[test]
     fn a_timeout_becomes_a_deadline_in_one_place() {
-        let before = crate::state::now_unix_ms();
+        let before = jig_provider_api::dispatch::now_unix_ms();
         let at = Deadline::After(Duration::from_secs(2)).unix_ms();
-        assert!(at >= before + 2000 && at <= crate::state::now_unix_ms() + 2000);
+        assert!(at >= before + 2000 && at <= jig_provider_api::dispatch::now_unix_ms() + 2000);
         assert_eq!(Deadline::At(7).unix_ms(), 7);
     }
 }

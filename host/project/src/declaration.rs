@@ -23,6 +23,46 @@ pub const MAX_COMMAND_PATH_BYTES: usize = 256;
 pub const MAX_COMMAND_PATH_SEGMENTS: usize = 16;
 /// Most test paths of one `test` command.
 pub const MAX_COMMAND_TESTS: usize = 16;
+/// Most characters a command's `tail` keeps (seed 003): all the Project
+/// Command contract's `stdout.text` and `stderr.text` carry. The builtin
+/// serving the contract bounds what it reads by the same number
+/// (`jig_provider_builtin::command::MAX_TAIL`); jig-engine, the lowest
+/// crate that sees both, holds the two equal in its tests.
+pub const MAX_COMMAND_TAIL: u64 = 65_536;
+/// Most environment variables one command entry names (ours: seed 003
+/// gives none, and an unbounded map is not a policy a person reviews).
+pub const MAX_COMMAND_ENV: usize = 32;
+/// The variables the envelope sets itself, which a command's `env` may not
+/// name (seed 003, ADR-0067).
+const RESERVED_ENV: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
+
+/// Seed 003's refusal of a timeout that is not a positive duration.
+fn timeout_refusal(shown: &str) -> String {
+    format!(
+        "command: timeout \"{shown}\" is not a positive duration (like \"90s\", \"10m\", \"1h\")."
+    )
+}
+
+/// Seed 003's refusal of an env name the author may not set.
+fn env_refusal(name: &str) -> String {
+    format!(
+        "command(argv, {{ env }}): \"{name}\" is not a variable the author sets — PATH, HOME and TMPDIR are the Effector's (ADR-0067)."
+    )
+}
+
+/// Seed 003's refusal of `pin: true` on a command that names no secret.
+const PIN_WITHOUT_SECRET: &str = "command(argv, { pin: true }) names no secret in its env: `pin` chooses the commit a credentialed command runs against in the Sandbox Effector, and a command that names no secret runs in the live Worktree (ADR-0067) — name its secret, command(argv, { env: { NAME: secret(\"x\") }, pin: true }), or drop `pin` .";
+
+/// A variable name an author may set: `[A-Za-z_][A-Za-z0-9_]*`, not one
+/// of [`RESERVED_ENV`].
+fn author_variable(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !RESERVED_ENV.contains(&name)
+}
 
 const INVALID: ProjectCode = ProjectCode::DeclarationInvalid;
 const GLOB_CHARS: &[char] = &['*', '?', '[', ']', '{', '}'];
@@ -409,10 +449,9 @@ fn command_options(
     entry: &Map<String, Json>,
     normalized: &mut Json,
 ) -> Result<(), ProjectError> {
-    use jig_provider_builtin::command as policy;
     if let Some(timeout) = entry.get("timeout") {
         match timeout.as_str() {
-            Some(text) if policy::parse_duration(text).is_some() => {
+            Some(text) if flow::duration::parse(text).is_some() => {
                 normalized["timeout"] = json!(text);
             }
             _ => {
@@ -422,20 +461,20 @@ fn command_options(
                 };
                 return Err(invalid(
                     format!("{pointer}/timeout"),
-                    policy::timeout_refusal(&shown),
+                    timeout_refusal(&shown),
                 ));
             }
         }
     }
     if let Some(tail) = entry.get("tail") {
-        match tail.as_u64().filter(|t| *t <= policy::MAX_TAIL) {
+        match tail.as_u64().filter(|t| *t <= MAX_COMMAND_TAIL) {
             Some(t) => normalized["tail"] = json!(t),
             None => {
                 return Err(invalid(
                     format!("{pointer}/tail"),
                     format!(
                         "command {name} tail must be an integer from 0 to {}",
-                        policy::MAX_TAIL
+                        MAX_COMMAND_TAIL
                     ),
                 ))
             }
@@ -449,17 +488,17 @@ fn command_options(
                 format!("command {name} env must be an object"),
             )
         })?;
-        if map.len() > policy::MAX_ENV {
+        if map.len() > MAX_COMMAND_ENV {
             return Err(invalid(
                 &env_pointer,
-                format!("command {name} env exceeds {} entries", policy::MAX_ENV),
+                format!("command {name} env exceeds {} entries", MAX_COMMAND_ENV),
             ));
         }
         let mut out = Map::new();
         for (var, value) in map {
             let var_pointer = format!("{env_pointer}/{}", pointer_token(var));
-            if !policy::author_variable(var) {
-                return Err(invalid(var_pointer, policy::env_refusal(var)));
+            if !author_variable(var) {
+                return Err(invalid(var_pointer, env_refusal(var)));
             }
             let secret = secret_ref(value).ok_or_else(|| {
                 invalid(
@@ -481,10 +520,7 @@ fn command_options(
             normalized["pin"] = json!(true);
         }
         Some(Json::Bool(true)) => {
-            return Err(invalid(
-                format!("{pointer}/pin"),
-                policy::PIN_WITHOUT_SECRET,
-            ))
+            return Err(invalid(format!("{pointer}/pin"), PIN_WITHOUT_SECRET))
         }
         Some(_) => {
             return Err(invalid(
@@ -846,8 +882,16 @@ mod tests {
     }
 
     #[test]
+    fn reserved_and_malformed_variables_are_refused() {
+        assert!(author_variable("TOKEN"));
+        assert!(author_variable("_a1"));
+        for bad in ["PATH", "HOME", "TMPDIR", "", "1A", "A-B", "A B"] {
+            assert!(!author_variable(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn command_options_are_refused_with_seed_003s_texts() {
-        use jig_provider_builtin::command as policy;
         let refused = |entry: Json| {
             let e =
                 binding(&json!({"package": "p", "commands": {"c": entry}}), "b.ts").unwrap_err();
@@ -856,22 +900,22 @@ mod tests {
         for bad in ["0s", "10", "1d", "-5m", ""] {
             assert_eq!(
                 refused(json!({"run": "a.ts", "timeout": bad})),
-                ("/commands/c/timeout".into(), policy::timeout_refusal(bad))
+                ("/commands/c/timeout".into(), timeout_refusal(bad))
             );
         }
         assert_eq!(
             refused(json!({"run": "a.ts", "timeout": 90})).1,
-            policy::timeout_refusal("90")
+            timeout_refusal("90")
         );
         for bad in ["PATH", "HOME", "TMPDIR", "1X", "A-B"] {
             assert_eq!(
                 refused(json!({"run": "a.ts", "env": {bad: {"kind": "secret", "name": "x"}}})),
-                (format!("/commands/c/env/{bad}"), policy::env_refusal(bad))
+                (format!("/commands/c/env/{bad}"), env_refusal(bad))
             );
         }
         assert_eq!(
             refused(json!({"run": "a.ts", "pin": true})),
-            ("/commands/c/pin".into(), policy::PIN_WITHOUT_SECRET.into())
+            ("/commands/c/pin".into(), PIN_WITHOUT_SECRET.into())
         );
         assert_eq!(
             refused(json!({"run": "a.ts", "slot": "main"})),
@@ -881,7 +925,7 @@ mod tests {
             )
         );
         assert_eq!(
-            refused(json!({"run": "a.ts", "tail": policy::MAX_TAIL + 1})).0,
+            refused(json!({"run": "a.ts", "tail": MAX_COMMAND_TAIL + 1})).0,
             "/commands/c/tail"
         );
         assert_eq!(
@@ -892,7 +936,7 @@ mod tests {
             refused(json!({"run": "a.ts", "env": {"A": "plain value"}})).0,
             "/commands/c/env/A"
         );
-        let env: Map<String, Json> = (0..policy::MAX_ENV)
+        let env: Map<String, Json> = (0..MAX_COMMAND_ENV)
             .map(|i| (format!("V{i}"), json!({"kind": "secret", "name": "x"})))
             .collect();
         assert!(binding(

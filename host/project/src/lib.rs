@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use declaration::{
-    MAX_COMMANDS, MAX_COMMAND_PATH_BYTES, MAX_COMMAND_PATH_SEGMENTS, MAX_COMMAND_TESTS, MAX_SLOTS,
-    MAX_SOURCE_ENTRIES,
+    MAX_COMMANDS, MAX_COMMAND_ENV, MAX_COMMAND_PATH_BYTES, MAX_COMMAND_PATH_SEGMENTS,
+    MAX_COMMAND_TAIL, MAX_COMMAND_TESTS, MAX_SLOTS, MAX_SOURCE_ENTRIES,
 };
 pub use discovery::{FLOW_MD, MAX_MEMBERS};
 pub use error::{InitError, ProjectCode, ProjectError};

@@ -365,7 +365,6 @@ fn cache_file(key: &str) -> Option<PathBuf> {
 }
 
 fn cache_file_in(base: &Path, key: &str, create: bool) -> Option<PathBuf> {
-    use sha2::Digest;
     let dir = base.join(CACHE_SUBDIR);
     let meta = match std::fs::symlink_metadata(&dir) {
         Ok(meta) => meta,
@@ -380,10 +379,7 @@ fn cache_file_in(base: &Path, key: &str, create: bool) -> Option<PathBuf> {
     if !private {
         return None;
     }
-    let hex: String = sha2::Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = flow::digest::sha256_hex(key.as_bytes());
     Some(dir.join(format!("{hex}.json")))
 }
 

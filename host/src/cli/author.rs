@@ -34,13 +34,10 @@ fn stage(dir: &Path) -> Result<Package, CliError> {
     Package::stage_dir(dir).map_err(|e| {
         let mut message = e.message.clone();
         if let Some(path) = &e.path {
-            message.push_str(&format!(" at {}", jig_engine::plan::ascii_quote(path)));
+            message.push_str(&format!(" at {}", flow::json::ascii_quote(path)));
         }
         if let Some(pointer) = &e.pointer {
-            message.push_str(&format!(
-                " pointer {}",
-                jig_engine::plan::ascii_quote(pointer)
-            ));
+            message.push_str(&format!(" pointer {}", flow::json::ascii_quote(pointer)));
         }
         if e.code == flow::package::codes::PACKAGE_IO {
             CliError::ArtifactUnreadable {
@@ -114,7 +111,7 @@ pub fn package_inspect(dir: &Path, json_output: bool) -> Result<u8, CliError> {
         out.push_str(&format!("name: {}\n", value["name"].as_str().unwrap_or("")));
         out.push_str(&format!(
             "description: {}\n",
-            jig_engine::plan::ascii_quote(value["description"].as_str().unwrap_or(""))
+            flow::json::ascii_quote(value["description"].as_str().unwrap_or(""))
         ));
         match value["entrypoint"]["path"].as_str() {
             Some(path) => out.push_str(&format!("entrypoint: {path}\n")),
@@ -143,7 +140,7 @@ pub fn package_inspect(dir: &Path, json_output: bool) -> Result<u8, CliError> {
         for (name, text) in value["outcomes"].as_object().into_iter().flatten() {
             out.push_str(&format!(
                 "outcome {name}: {}\n",
-                jig_engine::plan::ascii_quote(text.as_str().unwrap_or(""))
+                flow::json::ascii_quote(text.as_str().unwrap_or(""))
             ));
         }
         out.push_str(&format!(
@@ -196,7 +193,7 @@ fn compile(file: &Path) -> Result<Schema, CliError> {
 fn located(code: &'static str, message: &str, pointer: &str) -> CliError {
     CliError::Artifact {
         code,
-        message: format!("{message} (at {})", jig_engine::plan::ascii_quote(pointer)),
+        message: format!("{message} (at {})", flow::json::ascii_quote(pointer)),
     }
 }
 

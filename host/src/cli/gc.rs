@@ -34,7 +34,7 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
     let verb = if dry_run { "would remove" } else { "removed" };
     let (mut runs, mut packets, mut checkpoints, mut freed) = (0, 0, 0, 0);
     let mut removed_runs = Vec::new();
-    let now = state::now_unix_ms();
+    let now = jig_provider_api::dispatch::now_unix_ms();
     loop {
         // The same batches `jig serve` sweeps in; a dry run sees them all
         // at once, since it removes nothing between batches.

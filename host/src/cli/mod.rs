@@ -770,8 +770,14 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
     }
 }
 
+/// The longest a daemon's duration option (`--shutdown-grace`, `--lease`,
+/// `--cache-interval`, `[serve] shutdown-grace`) may be: a day, the longest
+/// a Run may last.
+pub const MAX_DURATION_OPTION: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// A duration option: `default` when it is absent, else a positive
-/// duration (`10s`, `2m`), or a usage error naming `what` with an example
+/// duration in `ms`, `s`, `m` or `h` ([`flow::duration`]) of at most
+/// [`MAX_DURATION_OPTION`], or a usage error naming `what` with an example
 /// (`like`).
 pub(crate) fn duration_option(
     text: Option<String>,
@@ -781,12 +787,14 @@ pub(crate) fn duration_option(
 ) -> Result<std::time::Duration, CliError> {
     match text {
         None => Ok(default),
-        Some(text) => parse_timeout(&text).ok_or_else(|| {
-            CliError::new(
-                Code::Usage,
-                format!("{what} {text:?} is not a positive duration like {like}"),
-            )
-        }),
+        Some(text) => flow::duration::parse(&text)
+            .filter(|d| *d <= MAX_DURATION_OPTION)
+            .ok_or_else(|| {
+                CliError::new(
+                    Code::Usage,
+                    format!("{what} {text:?} is not a positive duration like {like}"),
+                )
+            }),
     }
 }
 
@@ -808,6 +816,11 @@ mod tests {
         };
         assert_eq!(option(None).unwrap(), default);
         assert_eq!(option(Some("2m")).unwrap(), Duration::from_secs(120));
+        assert_eq!(option(Some("24h")).unwrap(), MAX_DURATION_OPTION);
+        assert_eq!(option(Some("86400000ms")).unwrap(), MAX_DURATION_OPTION);
+        for past in ["25h", "1441m", "86400001ms", "0s", "05s", "1d"] {
+            assert!(option(Some(past)).is_err(), "{past}");
+        }
         let refused = option(Some("soon")).unwrap_err();
         let usage = CliError::new(Code::Usage, "");
         assert_eq!(refused.code(), usage.code());

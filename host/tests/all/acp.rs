@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use sha2::Digest;
 
 use crate::agent::{
     agent_project, chunk, jig_with, pairs, review_with, FLOW_PY, HOSTILE_PY, KEY, MODEL,
@@ -124,7 +123,7 @@ fn an_acp_agent_gets_the_exact_handshake_and_its_updates_feed_events() {
     );
     // The client got its credential and nothing of the host environment
     // (PWD is set by the wrapper's own /bin/sh).
-    let digest = format!("{:x}", sha2::Sha256::digest(KEY.as_bytes()));
+    let digest = flow::digest::sha256_hex(KEY.as_bytes());
     assert_eq!(report["keySha256"], digest);
     assert_eq!(
         report["env"],

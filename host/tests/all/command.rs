@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::support::*;
 
@@ -189,14 +188,7 @@ fn call_run(dir: &Path, input: Value, extra: &[&str]) -> Run {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    format!(
-        "sha256:{}",
-        digest
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    )
+    flow::digest::sha256_digest(bytes)
 }
 
 /// Every directory under `root` whose name starts with `prefix`.
@@ -737,10 +729,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 fn sha256_hex(text: &str) -> String {
-    sha256(text.as_bytes())
-        .strip_prefix("sha256:")
-        .unwrap()
-        .to_string()
+    flow::digest::sha256_hex(text.as_bytes())
 }
 
 /// A git project with two commits of `tools/deploy.ts` and the operator's

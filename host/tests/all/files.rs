@@ -34,11 +34,7 @@ fn mode(p: &Path) -> u32 {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    flow::digest::sha256_hex(bytes)
 }
 
 #[test]

@@ -117,11 +117,7 @@ impl Index {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    flow::digest::sha256_hex(bytes)
 }
 
 /// Build a pure-Python wheel `greet_lib-<version>-py3-none-any.whl` whose

@@ -1105,7 +1105,7 @@ fn a_file_run_through_the_database_delivers_its_packet_through_serve() {
     let published = pg.sql(&format!(
         "SELECT encode(bytes, 'hex') FROM jig_blobs WHERE digest = (SELECT packet FROM jig_runs WHERE id = '{id}')"
     ));
-    let hex: String = fetched.stdout.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = flow::digest::hex(&fetched.stdout);
     assert!(!published.is_empty());
     assert_eq!(hex, published);
     // The Run without a packet (refused before dispatch) has none.

@@ -269,7 +269,7 @@ async fn publish_files(queue: &Queue, text: &str) -> String {
             real: std::path::PathBuf::new(),
             files: vec![CapturedFile {
                 path: "a.txt".into(),
-                sha256: jig_engine::files::sha256_hex(text.as_bytes()),
+                sha256: flow::digest::sha256_hex(text.as_bytes()),
                 bytes: text.as_bytes().to_vec(),
             }],
         },

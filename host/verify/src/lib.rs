@@ -434,11 +434,7 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    let mut out = String::from("sha256:");
-    for byte in hasher.finalize() {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    Ok(out)
+    Ok(flow::digest::finish(hasher))
 }
 
 /// The cache directory under this environment, if its route is safe:

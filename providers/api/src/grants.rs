@@ -16,6 +16,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use flow::duration::Unit;
 use serde::{Deserialize, Serialize};
 
 /// Default ceiling on each linear memory of one call's instance.
@@ -31,6 +32,8 @@ pub const DEFAULT_CONCURRENCY: u32 = 64;
 pub const MAX_CONCURRENCY: u32 = 64;
 /// The longest per-call deadline a grant may set.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// The units a per-call deadline is written in: `"250ms"`, `"5s"`, `"2m"`.
+pub const CALL_TIMEOUT_UNITS: [Unit; 3] = [Unit::Millis, Unit::Seconds, Unit::Minutes];
 /// The most origins one HTTP allowlist may name.
 pub const MAX_HTTP_ORIGINS: usize = 256;
 
@@ -202,10 +205,11 @@ impl Grants {
         let call_timeout = match &limits.call_timeout {
             None => None,
             Some(text) => {
-                let timeout = parse_duration(text).ok_or_else(|| {
-                    format!("grants.limits.call-timeout {text:?} is not a duration")
-                })?;
-                if timeout.is_zero() || timeout > MAX_CALL_TIMEOUT {
+                let timeout =
+                    flow::duration::parse_in(text, &CALL_TIMEOUT_UNITS).ok_or_else(|| {
+                        format!("grants.limits.call-timeout {text:?} is not a duration")
+                    })?;
+                if timeout > MAX_CALL_TIMEOUT {
                     return Err(format!(
                         "grants.limits.call-timeout {text:?} must be above zero and at most {}s",
                         MAX_CALL_TIMEOUT.as_secs()
@@ -276,22 +280,6 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(scale)
 }
 
-/// `"5s"`, `"250ms"` or `"2m"`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
-    if digits.is_empty() {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    match unit {
-        "ms" => Some(Duration::from_millis(n)),
-        "s" => Some(Duration::from_secs(n)),
-        "m" => n.checked_mul(60).map(Duration::from_secs),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,16 +334,38 @@ mod tests {
     }
 
     #[test]
-    fn sizes_and_durations_parse() {
+    fn sizes_parse() {
         assert_eq!(parse_size("64MiB"), Some(64 << 20));
         assert_eq!(parse_size("65536"), Some(65536));
         assert_eq!(parse_size("64MB"), None);
         assert_eq!(parse_size("MiB"), None);
-        assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("5"), None);
-        assert_eq!(parse_duration("5h"), None);
+    }
+
+    #[test]
+    fn call_timeouts_are_written_in_ms_s_or_m() {
+        let timeout = |text: &str| {
+            grants(serde_json::json!({"limits": {"call-timeout": text}}))
+                .unwrap()
+                .check()
+                .map(|c| c.call_timeout.unwrap())
+        };
+        assert_eq!(timeout("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(timeout("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(timeout("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["5", "5h", "0s", "05s", "1.5s", ""] {
+            assert_eq!(
+                timeout(bad),
+                Err(format!(
+                    "grants.limits.call-timeout {bad:?} is not a duration"
+                ))
+            );
+        }
+        assert_eq!(
+            timeout("1441m"),
+            Err(
+                "grants.limits.call-timeout \"1441m\" must be above zero and at most 86400s".into()
+            )
+        );
     }
 
     #[test]
@@ -396,6 +406,14 @@ mod tests {
             .check()
             .is_ok());
         assert!(with(serde_json::json!({"call-timeout": "1441m"}))
+            .unwrap()
+            .check()
+            .is_err());
+        assert!(with(serde_json::json!({"call-timeout": "86400000ms"}))
+            .unwrap()
+            .check()
+            .is_ok());
+        assert!(with(serde_json::json!({"call-timeout": "86400001ms"}))
             .unwrap()
             .check()
             .is_err());

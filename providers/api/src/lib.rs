@@ -60,14 +60,7 @@ pub trait Provider: Send + Sync {
 /// `sha256:<64 lowercase hex>` of artifact bytes, the form
 /// [`Provider::artifact_digest`] reports.
 pub fn artifact_digest(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let hash = sha2::Sha256::digest(bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in hash {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
+    flow::digest::sha256_digest(bytes)
 }
 
 #[cfg(test)]

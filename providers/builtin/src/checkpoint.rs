@@ -7,7 +7,11 @@ use std::collections::BTreeMap;
 
 use flow::json::Value;
 use serde_json::json;
-use sha2::{Digest, Sha256};
+
+pub const CONTRACT_ID: &str = "https://jig.md/contracts/run-checkpoint";
+pub const CONTRACT_VERSION: &str = "1.0.0";
+pub const CONTRACT_DIGEST: &str =
+    "sha256:e7961d96842dc07bf2932f2979b2145301e4071093435e0e4e842a057896c201";
 
 /// The only method of the contract.
 pub const METHOD: &str = "save";
@@ -128,9 +132,7 @@ pub fn digest(identity: &Value, save: &Save) -> String {
         "evidence": save.evidence,
         "files": save.files,
     });
-    let hash = Sha256::digest(flow::json::canonical(&value));
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    flow::digest::sha256_digest(&flow::json::canonical(&value))
 }
 
 /// The receipt of an accepted save (the contract's `Receipt`).
@@ -225,14 +227,9 @@ mod tests {
         let d = digest(&identity, &base);
         assert_eq!(d.len(), 71);
         assert!(d.starts_with("sha256:"));
-        let expected = {
-            let bytes = br#"{"evidence":{"step":1},"files":{"a":"x"},"identity":{"runId":"run-1"},"sequence":1}"#;
-            let hash = Sha256::digest(bytes);
-            format!(
-                "sha256:{}",
-                hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
-            )
-        };
+        let expected = flow::digest::sha256_digest(
+            br#"{"evidence":{"step":1},"files":{"a":"x"},"identity":{"runId":"run-1"},"sequence":1}"#,
+        );
         assert_eq!(d, expected);
         assert_ne!(digest(&json!({"runId": "run-2"}), &base), d);
         let mut other = base.clone();

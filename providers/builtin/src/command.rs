@@ -1,17 +1,17 @@
 //! Project Command (`https://jig.md/contracts/project-command` 1.0.0,
-//! HOST-FACTS §1.3 and §2, seed 003): the options of a reviewed command
-//! and their refusal texts, the validation of a call's input against the
-//! Binding's policy, the logical invocation, the tail of collected output,
-//! and the exact result value. The host runs the process; nothing here
-//! does.
+//! HOST-FACTS §1.3 and §2, seed 003): the reading of a reviewed command
+//! entry (its options are refused at review, by jig-project), the
+//! validation of a call's input against the Binding's policy, the logical
+//! invocation, the tail of collected output, and the exact result value.
+//! The host runs the process; nothing here does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
 use jig_provider_api::CallError;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 pub const CONTRACT_ID: &str = "https://jig.md/contracts/project-command";
 pub const CONTRACT_VERSION: &str = "1.0.0";
@@ -22,13 +22,10 @@ pub const CONTRACT_DIGEST: &str =
 pub const DEFAULT_TIMEOUT: &str = "10m";
 /// Seed 003: characters of the end of stdout and of stderr kept by default.
 pub const DEFAULT_TAIL: u64 = 4096;
-/// The contract's bound on `stdout.text` / `stderr.text` (characters).
+/// The contract's bound on `stdout.text` / `stderr.text` (characters). Review
+/// refuses a larger `tail` with `jig_project::MAX_COMMAND_TAIL`, which
+/// jig-engine's tests hold equal to this.
 pub const MAX_TAIL: u64 = 65_536;
-/// Most environment variables one command entry names (ours: seed 003
-/// gives none, and an unbounded map is not a policy a person reviews).
-pub const MAX_ENV: usize = 32;
-/// The variables the envelope sets itself (seed 003, ADR-0067).
-pub const RESERVED_ENV: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
 
 /// HOST-FACTS §2: at most this many candidate files, at least one.
 pub const MAX_FILES: usize = 64;
@@ -46,56 +43,9 @@ pub const MAX_ARG_BYTES: usize = 1024;
 /// HOST-FACTS §2: bytes of stdin.
 pub const MAX_STDIN_BYTES: usize = 16 * 1024;
 
-/// The refusal of a timeout that is not a positive duration (seed 003).
-pub fn timeout_refusal(shown: &str) -> String {
-    format!(
-        "command: timeout \"{shown}\" is not a positive duration (like \"90s\", \"10m\", \"1h\")."
-    )
-}
-
-/// The refusal of an env name the author may not set (seed 003).
-pub fn env_refusal(name: &str) -> String {
-    format!(
-        "command(argv, {{ env }}): \"{name}\" is not a variable the author sets — PATH, HOME and TMPDIR are the Effector's (ADR-0067)."
-    )
-}
-
-/// The refusal of `pin: true` on a command that names no secret (seed 003).
-pub const PIN_WITHOUT_SECRET: &str = "command(argv, { pin: true }) names no secret in its env: `pin` chooses the commit a credentialed command runs against in the Sandbox Effector, and a command that names no secret runs in the live Worktree (ADR-0067) — name its secret, command(argv, { env: { NAME: secret(\"x\") }, pin: true }), or drop `pin` .";
-
 /// The refusal of a pinned call whose `sha` is not a full commit id (seed 003).
 pub fn pin_sha_refusal(command: &str) -> String {
     format!("command \"{command}\" (pin): its input's sha is not a full commit id.")
-}
-
-/// A positive Duration: a number and a unit (`ms`, `s`, `m`, `h`), no
-/// leading zero, such as `"90s"`, `"10m"`, `"1h"`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
-    if digits.is_empty() || digits.starts_with('0') {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
-    }?;
-    Some(Duration::from_millis(ms))
-}
-
-/// A variable name an author may set: `[A-Za-z_][A-Za-z0-9_]*`, not one
-/// of [`RESERVED_ENV`].
-pub fn author_variable(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !RESERVED_ENV.contains(&name)
 }
 
 /// A full commit id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
@@ -149,9 +99,9 @@ impl Entry {
         };
         let timeout = value
             .get("timeout")
-            .map(|t| t.as_str().and_then(parse_duration).ok_or_else(bad))
+            .map(|t| t.as_str().and_then(flow::duration::parse).ok_or_else(bad))
             .transpose()?
-            .unwrap_or_else(|| parse_duration(DEFAULT_TIMEOUT).expect("the default parses"));
+            .unwrap_or_else(|| flow::duration::parse(DEFAULT_TIMEOUT).expect("the default parses"));
         let tail = match value.get("tail") {
             None => DEFAULT_TAIL,
             Some(t) => t.as_u64().filter(|t| *t <= MAX_TAIL).ok_or_else(bad)?,
@@ -331,6 +281,7 @@ pub fn request(entry: &Entry, input: &Value) -> Result<Request, CallError> {
 /// `providers/builtin/contracts/`.
 pub const CREDENTIALED_CONTRACT_ID: &str =
     "https://example.invalid/jig/contracts/project-command-credentialed";
+pub const CREDENTIALED_CONTRACT_VERSION: &str = "1.0.0";
 pub const CREDENTIALED_CONTRACT_DIGEST: &str =
     "sha256:af9ec6542aa24c7af3feb5c2b21df496d1ad40527c8374b60e2ea5daa0d09d5a";
 
@@ -491,15 +442,6 @@ pub fn invocation(entry: &Entry, request: &Request) -> Vec<String> {
     argv
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::from("sha256:");
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
 /// SHA-256 of the canonical JSON/1 of `files`.
 pub fn candidate_digest(request: &Request) -> String {
     let files: serde_json::Map<String, Value> = request
@@ -507,7 +449,7 @@ pub fn candidate_digest(request: &Request) -> String {
         .iter()
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
-    sha256(&flow::json::canonical(&Value::Object(files)))
+    sha256_digest(&flow::json::canonical(&Value::Object(files)))
 }
 
 /// The end of one output stream, bounded while it is collected: at most
@@ -593,7 +535,7 @@ pub fn result(entry: &Entry, request: &Request, evidence: Evidence) -> Value {
         "candidateDigest": candidate_digest(request),
         "command": request.command,
         "invocation": invocation(entry, request),
-        "stdinDigest": sha256(request.stdin.as_bytes()),
+        "stdinDigest": sha256_digest(request.stdin.as_bytes()),
         "stdout": evidence.stdout,
         "stderr": evidence.stderr,
         "exitCode": evidence.exit_code,
@@ -632,34 +574,19 @@ mod tests {
         }
     }
 
+    /// A command's timeout is any positive duration in `ms`, `s`, `m` or
+    /// `h` ([`flow::duration::parse`]), with no bound of its own.
     #[test]
-    fn durations_are_positive_numbers_with_a_unit() {
-        assert_eq!(parse_duration("90s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        for bad in [
-            "0s",
-            "",
-            "s",
-            "10",
-            "-1s",
-            "1.5s",
-            "01s",
-            "1d",
-            " 1s",
-            "99999999999999999h",
-        ] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn reserved_and_malformed_variables_are_refused() {
-        assert!(author_variable("TOKEN"));
-        assert!(author_variable("_a1"));
-        for bad in ["PATH", "HOME", "TMPDIR", "", "1A", "A-B", "A B"] {
-            assert!(!author_variable(bad), "{bad}");
+    fn timeouts_are_positive_numbers_with_a_unit() {
+        let timeout = |t: &str| {
+            Entry::from_policy("cli", &json!({"run": "src/cli.ts", "timeout": t}))
+                .map(|e| e.timeout)
+        };
+        assert_eq!(timeout("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(timeout("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(timeout("48h"), Ok(Duration::from_secs(48 * 3600)));
+        for bad in ["0s", "01s", "10", "1d", "99999999999999999h"] {
+            assert!(timeout(bad).is_err(), "{bad}");
         }
     }
 
@@ -855,7 +782,7 @@ mod tests {
         assert_eq!(value["invocation"], json!(["bun", "src/cli.ts", "--a"]));
         assert_eq!(
             value["candidateDigest"],
-            json!(sha256(br#"{"src/cli.ts":"x"}"#))
+            json!(sha256_digest(br#"{"src/cli.ts":"x"}"#))
         );
         assert_eq!(
             value["stdinDigest"],

@@ -104,7 +104,7 @@ impl ProviderPorts {
             })?;
         let left = Duration::from_millis(
             self.deadline_unix_ms
-                .saturating_sub(crate::state::now_unix_ms()),
+                .saturating_sub(jig_provider_api::dispatch::now_unix_ms()),
         );
         let mut call_over = self.call_over.clone();
         let mut run_cancel = self.run_cancel.clone();

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use super::channels::{Broker, HolderId, HostReceiver};
-use crate::state::now_unix_ms;
+use jig_provider_api::dispatch::now_unix_ms;
 
 /// A `--receive` list the target cannot serve: a usage error (`JIG_USAGE`),
 /// found before anything runs.

@@ -145,7 +145,7 @@ fn changed(bundle: Bundle, tree: &Path, what: &str) -> String {
 fn tree_name(bundle: Bundle, runtime: Option<&Path>, files: Files) -> String {
     let sources: serde_json::Map<String, serde_json::Value> = files
         .iter()
-        .map(|(path, bytes)| (path.to_string(), json!(crate::state::sha256_digest(bytes))))
+        .map(|(path, bytes)| (path.to_string(), json!(flow::digest::sha256_digest(bytes))))
         .collect();
     let mut identity = json!({
         "format": bundle.format,
@@ -154,7 +154,7 @@ fn tree_name(bundle: Bundle, runtime: Option<&Path>, files: Files) -> String {
     if let Some(runtime) = runtime {
         identity["runtime"] = json!(runtime.to_string_lossy());
     }
-    let digest = crate::state::sha256_digest(&flow::json::canonical(&identity));
+    let digest = flow::digest::sha256_digest(&flow::json::canonical(&identity));
     format!("{}-{}", bundle.prefix, digest.trim_start_matches("sha256:"))
 }
 
@@ -269,7 +269,7 @@ fn seal_tree(root: &Path) -> std::io::Result<BTreeMap<String, String>> {
             let rel = path.strip_prefix(root).expect("below the root");
             digests.insert(
                 rel.to_string_lossy().into_owned(),
-                crate::state::sha256_digest(&bytes),
+                flow::digest::sha256_digest(&bytes),
             );
         }
         dirs.push(dir);
@@ -348,7 +348,7 @@ fn check_fully(bundle: Bundle, tree: &Path, seal: &Path, files: Files) -> Result
         .ok_or("its seal has another shape")?;
     for (path, bytes) in files {
         let rel = format!("{}/{path}", bundle.root);
-        let digest = crate::state::sha256_digest(bytes);
+        let digest = flow::digest::sha256_digest(bytes);
         if sealed.get(&rel).and_then(|d| d.as_str()) != Some(digest.as_str()) {
             return Err(format!("{rel} is not this build's source"));
         }
@@ -387,7 +387,7 @@ fn check_fully(bundle: Bundle, tree: &Path, seal: &Path, files: Files) -> Result
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)
                 .map_err(|e| format!("{rel}: {e}"))?;
-            if crate::state::sha256_digest(&bytes) != expected {
+            if flow::digest::sha256_digest(&bytes) != expected {
                 return Err(format!("{rel} has different bytes"));
             }
             seen += 1;
@@ -434,7 +434,7 @@ fn collect(
                 .map(|(path, bytes)| {
                     (
                         format!("{}/{path}", bundle.root),
-                        crate::state::sha256_digest(bytes),
+                        flow::digest::sha256_digest(bytes),
                     )
                 })
                 .collect();
@@ -658,12 +658,12 @@ mod tests {
             std::fs::write(&file, bytes).unwrap();
             digests.insert(
                 format!("{IMPORT_ROOT}/{path}"),
-                json!(crate::state::sha256_digest(bytes)),
+                json!(flow::digest::sha256_digest(bytes)),
             );
         }
         digests.insert(
             format!("{IMPORT_ROOT}/jiggy/__pycache__/flow.cpython-312.pyc"),
-            json!(crate::state::sha256_digest(name.as_bytes())),
+            json!(flow::digest::sha256_digest(name.as_bytes())),
         );
         let seal = root.join(format!("{name}{SEAL_SUFFIX}"));
         let value = json!({"format": PYTHON_BUNDLE.format, "files": digests});

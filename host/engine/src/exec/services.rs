@@ -256,8 +256,9 @@ impl Services for InvocationServices {
             };
             let name = params.method.clone();
             let input = params.input.clone();
-            let left =
-                Duration::from_millis(deadline_unix_ms.saturating_sub(crate::state::now_unix_ms()));
+            let left = Duration::from_millis(
+                deadline_unix_ms.saturating_sub(jig_provider_api::dispatch::now_unix_ms()),
+            );
             let deadline = || {
                 OperationalError::new(
                     ErrorCode::DeadlineExceeded,

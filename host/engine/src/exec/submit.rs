@@ -30,22 +30,10 @@ pub const MAX_KEY_BYTES: usize = 128;
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
-/// `--timeout`: `^[1-9][0-9]*(ms|s|m|h)$`, at most 24 hours.
+/// `--timeout`: a duration in `ms`, `s`, `m` or `h` ([`flow::duration`]),
+/// at most [`MAX_TIMEOUT`].
 pub fn parse_timeout(text: &str) -> Option<Duration> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = text.split_at(digits);
-    if number.is_empty() || number.starts_with('0') || number.len() > 12 {
-        return None;
-    }
-    let n: u64 = number.parse().ok()?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60)?),
-        "h" => Duration::from_secs(n.checked_mul(3600)?),
-        _ => return None,
-    };
-    (duration <= MAX_TIMEOUT).then_some(duration)
+    flow::duration::parse(text).filter(|d| *d <= MAX_TIMEOUT)
 }
 
 /// What was asked, checked before any file or state is read.
@@ -194,7 +182,7 @@ pub fn identity(
     attachments: Value,
     output: Option<&Path>,
 ) -> Identity {
-    let input_digest = state::sha256_digest(&flow::json::canonical(input));
+    let input_digest = flow::digest::sha256_digest(&flow::json::canonical(input));
     let input_identity = json!({"digest": input_digest, "attachments": attachments});
     let content = json!({
         "target": asked.target.to_string(),
@@ -497,8 +485,26 @@ mod tests {
             code("flow:flows/a", Some("soon")),
             Err("JIG_RUN_TIMEOUT_INVALID")
         );
+        assert_eq!(
+            code("flow:flows/a", Some("86400001ms")),
+            Err("JIG_RUN_TIMEOUT_INVALID")
+        );
         let asked = check("flow:flows/a", Some("2s"), Some("k")).unwrap();
         assert_eq!(asked.timeout, Duration::from_secs(2));
         assert_eq!(asked.key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn timeouts_at_24_hours_and_one_past() {
+        assert_eq!(parse_timeout("24h"), Some(MAX_TIMEOUT));
+        assert_eq!(parse_timeout("1440m"), Some(MAX_TIMEOUT));
+        assert_eq!(parse_timeout("86400000ms"), Some(MAX_TIMEOUT));
+        assert_eq!(parse_timeout("1ms"), Some(Duration::from_millis(1)));
+        for past in ["25h", "1441m", "86401s", "86400001ms"] {
+            assert_eq!(parse_timeout(past), None, "{past}");
+        }
+        for bad in ["", "0s", "05s", "1", "1d", "1.5s", "-1s"] {
+            assert_eq!(parse_timeout(bad), None, "{bad}");
+        }
     }
 }

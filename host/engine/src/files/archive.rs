@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 
-use flow::json::Value;
+use flow::digest::sha256_hex;
+use flow::json::{ascii_quote, Value};
 
 use super::{
-    check_entries, check_relative, quote, sha256_hex, Captured, CapturedFile, CapturedRoot,
-    FilesError, OutputFile, MAX_ATTACHMENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES,
-    MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
+    check_entries, check_relative, Captured, CapturedFile, CapturedRoot, FilesError, OutputFile,
+    MAX_ATTACHMENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
 };
 
 /// The submission document inside a file Run's tar.
@@ -91,7 +91,7 @@ fn items(
         } else {
             return Err(error(format!(
                 "tar entry {} is not a regular file or directory (links, devices and FIFOs are refused)",
-                quote(&path)
+                ascii_quote(&path)
             )));
         }
     }
@@ -128,7 +128,7 @@ pub fn read_submission(bytes: &[u8]) -> Result<(Vec<u8>, Captured), FilesError> 
         let Some(rest) = path.strip_prefix("attachments/") else {
             return Err(invalid(format!(
                 "tar entry {} is neither {REQUEST_ENTRY} nor under {ATTACHMENTS_DIR}/",
-                quote(&path)
+                ascii_quote(&path)
             )));
         };
         let (name, inner) = match rest.split_once('/') {
@@ -138,8 +138,8 @@ pub fn read_submission(bytes: &[u8]) -> Result<(Vec<u8>, Captured), FilesError> 
         if !flow::wire::is_local_name(name) {
             return Err(invalid(format!(
                 "tar entry {}: {} is not a local attachment name",
-                quote(&path),
-                quote(name)
+                ascii_quote(&path),
+                ascii_quote(name)
             )));
         }
         let root = roots.entry(name.to_string()).or_default();
@@ -151,7 +151,8 @@ pub fn read_submission(bytes: &[u8]) -> Result<(Vec<u8>, Captured), FilesError> 
             }
             continue;
         };
-        check_relative(inner).map_err(|m| invalid(format!("tar entry {}: {m}", quote(&path))))?;
+        check_relative(inner)
+            .map_err(|m| invalid(format!("tar entry {}: {m}", ascii_quote(&path))))?;
         entries += 1;
         if entries > MAX_ENTRIES {
             return Err(invalid(format!(
@@ -168,7 +169,7 @@ pub fn read_submission(bytes: &[u8]) -> Result<(Vec<u8>, Captured), FilesError> 
             if root.iter().any(|f| f.path == inner) {
                 return Err(invalid(format!(
                     "tar entry {} is given twice",
-                    quote(&path)
+                    ascii_quote(&path)
                 )));
             }
             root.push(CapturedFile {
@@ -288,14 +289,17 @@ pub fn read_packet(bytes: &[u8]) -> Result<(Vec<OutputFile>, Value), FilesError>
             Item::Dir(path) if path == PACKET_FILES_DIR => {}
             Item::Dir(path) if path.starts_with("files/") => {
                 check_relative(&path["files/".len()..])
-                    .map_err(|m| invalid(format!("packet entry {}: {m}", quote(&path))))?;
+                    .map_err(|m| invalid(format!("packet entry {}: {m}", ascii_quote(&path))))?;
             }
             Item::File(path, content) if path.starts_with("files/") => {
                 let inner = path["files/".len()..].to_string();
                 check_relative(&inner)
-                    .map_err(|m| invalid(format!("packet entry {}: {m}", quote(&path))))?;
+                    .map_err(|m| invalid(format!("packet entry {}: {m}", ascii_quote(&path))))?;
                 if files.iter().any(|f| f.path == inner) {
-                    return Err(invalid(format!("the packet holds {} twice", quote(&path))));
+                    return Err(invalid(format!(
+                        "the packet holds {} twice",
+                        ascii_quote(&path)
+                    )));
                 }
                 files.push(OutputFile {
                     path: inner,
@@ -311,7 +315,7 @@ pub fn read_packet(bytes: &[u8]) -> Result<(Vec<OutputFile>, Value), FilesError>
             Item::File(path, _) | Item::Dir(path) => {
                 return Err(invalid(format!(
                     "packet entry {} is neither {RECORD_ENTRY} nor under {PACKET_FILES_DIR}/",
-                    quote(&path)
+                    ascii_quote(&path)
                 )))
             }
         }

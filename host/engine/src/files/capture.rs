@@ -10,13 +10,14 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use flow::json::Value;
+use flow::digest::sha256_hex;
+use flow::json::{ascii_quote, Value};
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 
 use super::{
-    check_relative, is_protected, manifest_value, quote, sha256_hex, utf8_name, FilesError,
-    Request, MAX_COMPONENTS, MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES,
+    check_relative, is_protected, manifest_value, utf8_name, FilesError, Request, MAX_COMPONENTS,
+    MAX_CONTENT_BYTES, MAX_ENTRIES, MAX_FILES,
 };
 
 /// One captured regular file.
@@ -102,7 +103,7 @@ impl Anchor {
     /// Refuse an opened entry on another device or mount.
     fn check(&self, fd: &OwnedFd, stat: &FileStat, rel: &str) -> Result<(), String> {
         if stat.st_dev != self.dev || mount_id(fd) != self.mount {
-            return Err(format!("{} is on a nested mount", quote(rel)));
+            return Err(format!("{} is on a nested mount", ascii_quote(rel)));
         }
         Ok(())
     }
@@ -269,20 +270,24 @@ pub(super) fn open_file_at(dir: &OwnedFd, name: &str) -> nix::Result<OwnedFd> {
 /// same filesystem as the root (a different device is a nested mount).
 fn open_dir(parent: &OwnedFd, leaf: &str, rel: &str, root: &Anchor) -> Result<OwnedFd, String> {
     let before = fstatat(parent, leaf, AtFlags::AT_SYMLINK_NOFOLLOW)
-        .map_err(|e| format!("{}: {e}", quote(rel)))?;
+        .map_err(|e| format!("{}: {e}", ascii_quote(rel)))?;
     if kind(&before) != SFlag::S_IFDIR {
-        return Err(format!("{} is {}", quote(rel), describe(&before)));
+        return Err(format!("{} is {}", ascii_quote(rel), describe(&before)));
     }
     if before.st_dev != root.dev {
-        return Err(format!("{} is on a nested mount", quote(rel)));
+        return Err(format!("{} is on a nested mount", ascii_quote(rel)));
     }
     if leaf == ".jig" {
-        return Err(format!("{} is protected project state", quote(rel)));
+        return Err(format!("{} is protected project state", ascii_quote(rel)));
     }
-    let fd = open_dir_at(parent, leaf).map_err(|e| format!("cannot open {}: {e}", quote(rel)))?;
-    let after = fstat(&fd).map_err(|e| format!("{}: {e}", quote(rel)))?;
+    let fd =
+        open_dir_at(parent, leaf).map_err(|e| format!("cannot open {}: {e}", ascii_quote(rel)))?;
+    let after = fstat(&fd).map_err(|e| format!("{}: {e}", ascii_quote(rel)))?;
     if after.st_ino != before.st_ino || after.st_dev != before.st_dev {
-        return Err(format!("{} changed while it was captured", quote(rel)));
+        return Err(format!(
+            "{} changed while it was captured",
+            ascii_quote(rel)
+        ));
     }
     root.check(&fd, &after, rel)?;
     Ok(fd)
@@ -297,17 +302,17 @@ fn walk(
 ) -> Result<(), String> {
     let before = fstat(dir).map_err(|e| e.to_string())?;
     let listing = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-        .map_err(|e| format!("cannot list {}: {e}", quote(prefix)))?;
+        .map_err(|e| format!("cannot list {}: {e}", ascii_quote(prefix)))?;
     let mut names = Vec::new();
     for entry in listing {
-        let entry = entry.map_err(|e| format!("cannot list {}: {e}", quote(prefix)))?;
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", ascii_quote(prefix)))?;
         budget.entry()?;
         let at = if prefix.is_empty() {
             "the root"
         } else {
             prefix
         };
-        names.push(utf8_name(&entry.file_name(), &quote(at))?);
+        names.push(utf8_name(&entry.file_name(), &ascii_quote(at))?);
     }
     names.sort();
     for name in names {
@@ -316,14 +321,14 @@ fn walk(
         } else {
             format!("{prefix}/{name}")
         };
-        check_relative(&rel).map_err(|m| format!("{}: {m}", quote(&rel)))?;
+        check_relative(&rel).map_err(|m| format!("{}: {m}", ascii_quote(&rel)))?;
         let stat = fstatat(dir, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(|e| format!("{}: {e}", quote(&rel)))?;
+            .map_err(|e| format!("{}: {e}", ascii_quote(&rel)))?;
         if kind(&stat) == SFlag::S_IFDIR {
             if rel.split('/').count() >= MAX_COMPONENTS {
                 return Err(format!(
                     "{} is nested deeper than {MAX_COMPONENTS} components",
-                    quote(&rel)
+                    ascii_quote(&rel)
                 ));
             }
             let child = open_dir(dir, &name, &rel, root)?;
@@ -346,7 +351,7 @@ fn walk(
     ) {
         return Err(format!(
             "{} changed while it was captured",
-            quote(if prefix.is_empty() {
+            ascii_quote(if prefix.is_empty() {
                 "the root"
             } else {
                 prefix
@@ -386,7 +391,7 @@ fn read_file(
     root: &Anchor,
     budget: &mut Budget,
 ) -> Result<CapturedFile, String> {
-    let shown = quote(rel);
+    let shown = ascii_quote(rel);
     let before = fstatat(dir, leaf, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| match e {
         nix::errno::Errno::ENOENT => format!("{shown} does not exist"),
         e => format!("{shown}: {e}"),

@@ -8,14 +8,15 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use flow::json::Value;
+use flow::digest::sha256_hex;
+use flow::json::{ascii_quote, Value};
 use nix::fcntl::{renameat2, AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{fstatat, Mode};
 
 use super::capture::{fd_path, open_dir_at, open_file_at};
 use super::{
-    check_relative, is_protected, quote, sha256_hex, utf8_name, Captured, CapturedFile, FilesError,
-    MAX_COMPONENTS, MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
+    check_relative, is_protected, utf8_name, Captured, CapturedFile, FilesError, MAX_COMPONENTS,
+    MAX_ENTRIES, MAX_OUTPUT_BYTES, MAX_OUTPUT_FILES,
 };
 
 /// A delivered file: same shape as a captured one.
@@ -175,28 +176,31 @@ fn read_output_dir(
         } else {
             format!("{prefix}/{name}")
         };
-        check_relative(&rel).map_err(|m| format!("has {}: {m}", quote(&rel)))?;
+        check_relative(&rel).map_err(|m| format!("has {}: {m}", ascii_quote(&rel)))?;
         let meta = fstatat(dir, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(|e| format!("has {}: {e}", quote(&rel)))?;
+            .map_err(|e| format!("has {}: {e}", ascii_quote(&rel)))?;
         if kind(meta.st_mode) == SFlag::S_IFDIR {
             if rel.split('/').count() >= MAX_COMPONENTS {
                 return Err(format!(
                     "nests {} deeper than {MAX_COMPONENTS} components",
-                    quote(&rel)
+                    ascii_quote(&rel)
                 ));
             }
             let child = open_dir_at(dir, name.as_str())
-                .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
+                .map_err(|e| format!("cannot open {}: {e}", ascii_quote(&rel)))?;
             read_output_dir(&child, &rel, entries, bytes, files, started)?;
             continue;
         }
         if kind(meta.st_mode) != SFlag::S_IFREG {
-            return Err(format!("has {}, which is not a regular file", quote(&rel)));
+            return Err(format!(
+                "has {}, which is not a regular file",
+                ascii_quote(&rel)
+            ));
         }
         if meta.st_nlink != 1 {
             return Err(format!(
                 "has {} with {} hard links",
-                quote(&rel),
+                ascii_quote(&rel),
                 meta.st_nlink
             ));
         }
@@ -209,23 +213,23 @@ fn read_output_dir(
             return Err(format!("holds more than {MAX_OUTPUT_BYTES} bytes"));
         }
         let fd = open_file_at(dir, name.as_str())
-            .map_err(|e| format!("cannot open {}: {e}", quote(&rel)))?;
+            .map_err(|e| format!("cannot open {}: {e}", ascii_quote(&rel)))?;
         let opened = fstat(&fd).map_err(|e| e.to_string())?;
         if opened.st_ino != meta.st_ino || opened.st_dev != meta.st_dev {
             return Err(format!(
                 "has {}, which changed while it was read",
-                quote(&rel)
+                ascii_quote(&rel)
             ));
         }
         let mut content = Vec::with_capacity(size as usize);
         std::fs::File::from(fd)
             .take(size + 1)
             .read_to_end(&mut content)
-            .map_err(|e| format!("cannot read {}: {e}", quote(&rel)))?;
+            .map_err(|e| format!("cannot read {}: {e}", ascii_quote(&rel)))?;
         if content.len() as u64 != size {
             return Err(format!(
                 "has {}, which changed while it was read",
-                quote(&rel)
+                ascii_quote(&rel)
             ));
         }
         files.push(OutputFile {
@@ -308,8 +312,9 @@ pub fn prepare_destination(out: &Path, input_roots: &[PathBuf]) -> Result<Destin
 /// checks of [`prepare_destination`] (protected places, input overlap) do
 /// not apply: no operator names this path.
 pub fn private_destination(parent: &Path, leaf: &str) -> Result<Destination, FilesError> {
-    check_relative(leaf)
-        .map_err(|m| FilesError::output_invalid(format!("packet name {}: {m}", quote(leaf))))?;
+    check_relative(leaf).map_err(|m| {
+        FilesError::output_invalid(format!("packet name {}: {m}", ascii_quote(leaf)))
+    })?;
     let parent_fd = nix::fcntl::open(
         parent,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,

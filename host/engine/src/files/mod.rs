@@ -18,7 +18,7 @@ pub use deliver::{
 
 use std::collections::BTreeMap;
 
-use flow::json::Value;
+use flow::json::{ascii_quote, Value};
 use flow::package::Access;
 use serde_json::json;
 
@@ -137,12 +137,12 @@ impl Request {
                 )));
             };
             check_relative(file).map_err(|m| {
-                FilesError::invalid(format!("--select {name}={}: {m}", quote(file)))
+                FilesError::invalid(format!("--select {name}={}: {m}", ascii_quote(file)))
             })?;
             if selectors.iter().any(|s| s == file) {
                 return Err(FilesError::invalid(format!(
                     "--select {name}={} is given more than once",
-                    quote(file)
+                    ascii_quote(file)
                 )));
             }
             selectors.push(file.to_string());
@@ -162,7 +162,7 @@ fn split_mapping<'a>(
         }
         _ => Err(FilesError::invalid(format!(
             "{flag} {} is not {shape} with a local attachment name",
-            quote(arg)
+            ascii_quote(arg)
         ))),
     }
 }
@@ -222,11 +222,6 @@ pub fn check_entries<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<(),
     Ok(())
 }
 
-/// Quote a path for a message without letting it inject control bytes.
-pub fn quote(text: &str) -> String {
-    format!("{:?}", text)
-}
-
 /// A name from a directory listing as UTF-8, or the malformed-path error.
 pub(crate) fn utf8_name(name: &std::ffi::OsStr, at: &str) -> Result<String, String> {
     use std::os::unix::ffi::OsStrExt;
@@ -271,16 +266,6 @@ pub fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> V
         );
     }
     Value::Object(out)
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex(&sha2::Sha256::digest(bytes))
-}
-
-/// Lowercase hexadecimal, as digests are spelled.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Match the request against the declared attachments. Returns the name of

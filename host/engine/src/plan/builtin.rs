@@ -250,6 +250,17 @@ mod tests {
         Package::stage_dir_excluding(dir.path(), &|_| false).unwrap()
     }
 
+    /// Review (jig-project) and the builtin reading an admitted command
+    /// entry bound its `tail` alike: every tail review admits is one the
+    /// builtin reads, and no more than the contract's text carries.
+    #[test]
+    fn review_bounds_a_command_tail_as_the_builtin_does() {
+        assert_eq!(
+            jig_project::MAX_COMMAND_TAIL,
+            jig_provider_builtin::command::MAX_TAIL
+        );
+    }
+
     #[test]
     fn run_checkpoint_needs_a_writable_attachment_and_one_slot() {
         let ok = package("---\nname: p\ndescription: d\nuses:\n  progress:\n    contract: ./contracts/cp.json\nattachments:\n  out: read-write\n---\n");

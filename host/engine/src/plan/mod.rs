@@ -17,7 +17,7 @@ pub use review::{changed_targets, review_text};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use flow::json::Value;
+use flow::json::{ascii_quote, Value};
 use flow::package::{Access, Package, Use};
 use jig_project::{Declarations, SlotTarget};
 use serde_json::json;
@@ -126,26 +126,6 @@ fn render_diagnostics(hint: &str, diagnostics: &[Diagnostic]) -> String {
         text.push_str(&locate(&d.code, d.path.as_deref(), d.pointer.as_deref()));
     }
     text
-}
-
-/// Quote project-controlled text for a terminal: ASCII only, controls escaped.
-pub fn ascii_quote(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            ' '..='~' => out.push(c),
-            c => {
-                let mut buf = [0u16; 2];
-                for unit in c.encode_utf16(&mut buf) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The staged candidate: every selected package, keyed by project path.
@@ -534,7 +514,7 @@ pub fn plan(
     let sources: serde_json::Map<String, Value> = decl
         .sources
         .iter()
-        .map(|(path, bytes)| (path.clone(), json!(crate::state::sha256_digest(bytes))))
+        .map(|(path, bytes)| (path.clone(), json!(flow::digest::sha256_digest(bytes))))
         .collect();
     Ok(json!({
         "base": base,

@@ -5,9 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use flow::json::Value;
-
-use super::ascii_quote;
+use flow::json::{ascii_quote, Value};
 
 type Describe = fn(&Value) -> String;
 
@@ -260,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_use_names_the_contract_revision_the_package_declared() {
-        let digest = crate::providers::AGENT_RUN_NO_CHANNELS_DIGEST;
+        let digest = jig_provider_builtin::agent::NO_CHANNELS_DIGEST;
         let proposed = json!({"packages": {"flows/ask": {"digest": "sha256:ab", "directRun": true,
             "uses": {"agent": {"id": "https://jig.md/contracts/agent-run", "version": "1.0.0", "digest": digest}}}},
             "bindings": {}});

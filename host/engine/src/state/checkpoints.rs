@@ -8,12 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use flow::digest::sha256_hex;
 use flow::json::Value;
 use jig_provider_builtin::checkpoint::Save;
 use serde_json::json;
 
 use super::{write_atomic, StateError};
-use crate::files::{sha256_hex, OutputFile};
+use crate::files::OutputFile;
 
 /// The latest accepted aggregate of one root Run: the Run's identity, the
 /// accepted save and its receipt digest.

@@ -15,8 +15,8 @@ mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
 pub use records::{
-    now_unix_ms, retain_input, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission,
-    INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
+    retain_input, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission, INPUT_RETAINED,
+    MAX_RETAINED_INPUT_BYTES,
 };
 pub use store::Store;
 
@@ -24,6 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
 use nix::fcntl::{Flock, FlockArg};
 
@@ -331,11 +332,6 @@ fn parse_state(bytes: &[u8], what: &str) -> Result<Value, StateError> {
     flow::json::parse(bytes).map_err(|e| StateError::Invalid {
         message: format!("{what} is not JSON/1: {e}"),
     })
-}
-
-pub fn sha256_digest(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    format!("sha256:{}", crate::files::hex(&Sha256::digest(bytes)))
 }
 
 pub fn digest_hex(digest: &str) -> &str {

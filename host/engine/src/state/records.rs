@@ -2,10 +2,12 @@
 
 use std::path::PathBuf;
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
+use jig_provider_api::dispatch::now_unix_ms;
 use serde_json::json;
 
-use super::{digest_hex, sha256_digest, write_atomic, Aggregate, Checkpoints, StateError};
+use super::{digest_hex, write_atomic, Aggregate, Checkpoints, StateError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -737,13 +739,6 @@ pub fn utc_text(unix_ms: u64) -> String {
         rest % 3600 / 60,
         rest % 60
     )
-}
-
-pub fn now_unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Run ids sort by time and never repeat within a project.

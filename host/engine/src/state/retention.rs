@@ -32,6 +32,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use flow::duration::Unit;
 use flow::json::Value;
 
 use super::{ProjectState, RunRecord, StateError, PACKET_STORE};
@@ -93,31 +94,20 @@ impl Policy {
     }
 }
 
-/// A positive integer followed by `s`, `m`, `h` or `d`, up to [`MAX_DURATION`].
+/// The units a `[retention]` duration is written in: a Run's age is never
+/// counted in milliseconds, and often in days.
+pub const UNITS: [Unit; 4] = [Unit::Seconds, Unit::Minutes, Unit::Hours, Unit::Days];
+
+/// A positive integer followed by `s`, `m`, `h` or `d` ([`flow::duration`]),
+/// up to [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || {
-        format!(
-            "{text:?} is not a duration: a positive integer followed by s, m, h or d, up to 3650d"
-        )
-    };
-    let split = text.len().checked_sub(1).ok_or_else(invalid)?;
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() || number.starts_with('0') || !number.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
-    }
-    let unit = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 24 * 3600,
-        _ => return Err(invalid()),
-    };
-    let n: u64 = number.parse().map_err(|_| invalid())?;
-    let seconds = n.checked_mul(unit).ok_or_else(invalid)?;
-    let duration = Duration::from_secs(seconds);
-    (duration <= MAX_DURATION)
-        .then_some(duration)
-        .ok_or_else(invalid)
+    flow::duration::parse_in(text, &UNITS)
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(|| {
+            format!(
+                "{text:?} is not a duration: a positive integer followed by s, m, h or d, up to 3650d"
+            )
+        })
 }
 
 /// What retention knows of one settled Run.
@@ -493,7 +483,7 @@ pub fn usage(root: &Path) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::now_unix_ms as now_ms;
+    use jig_provider_api::dispatch::now_unix_ms as now_ms;
 
     const S: u64 = 1000;
     const DAY: u64 = 24 * 3600 * S;
@@ -535,6 +525,7 @@ mod tests {
             "-1d",
             "1w",
             "1 d",
+            "1ms",
             "99999999999999999999d",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
@@ -610,7 +601,7 @@ mod tests {
     fn settled_run(state: &ProjectState, key: Option<&str>, n: u64) -> String {
         let runs = state.runs();
         let input = serde_json::json!({"n": n});
-        let digest = super::super::sha256_digest(&flow::json::canonical(&input));
+        let digest = flow::digest::sha256_digest(&flow::json::canonical(&input));
         let content = serde_json::json!({"target": "t", "n": n, "inputDigest": digest});
         let super::super::Submission::New(mut record) =
             runs.submit(key, content, Some(&input)).unwrap()
@@ -656,7 +647,7 @@ mod tests {
             .submit(
                 None,
                 serde_json::json!({"target": "t", "n": 3,
-                    "inputDigest": super::super::sha256_digest(b"3")}),
+                    "inputDigest": flow::digest::sha256_digest(b"3")}),
                 Some(&serde_json::json!(3)),
             )
             .unwrap()
@@ -712,7 +703,7 @@ mod tests {
     #[test]
     fn a_key_replays_within_its_window_and_makes_a_new_run_after_its_run_is_gone() {
         let (_dir, state) = project();
-        let digest = super::super::sha256_digest(b"{\"n\":1}");
+        let digest = flow::digest::sha256_digest(b"{\"n\":1}");
         let content = serde_json::json!({"target": "t", "n": 1, "inputDigest": digest});
         let first = settled_run(&state, Some("k"), 1);
         let p = policy("max-age = \"1s\"\nkey-window = \"1h\"").unwrap();

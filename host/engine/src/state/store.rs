@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{digest_hex, sha256_digest, write_atomic, StateError};
+use flow::digest::sha256_digest;
+
+use super::{digest_hex, write_atomic, StateError};
 
 /// Per-artifact and per-project ceilings of seed 002 §4.
 pub const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;

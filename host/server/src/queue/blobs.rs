@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use flow::digest::sha256_digest;
 use serde_json::{json, Value};
 
 use super::Queue;
@@ -14,7 +15,7 @@ use crate::Error;
 use jig_provider_api::ProviderDecl;
 
 use jig_engine::files::{Captured, CapturedFile, CapturedRoot};
-use jig_engine::state::{sha256_digest, Generation, ProjectState, Store};
+use jig_engine::state::{Generation, ProjectState, Store};
 
 /// Every package digest a Plan can execute: each source package the lock
 /// names and each prepared package that runs in its place.
@@ -255,7 +256,7 @@ impl Queue {
                 let bytes = self.get_blob(blob).await?;
                 root.files.push(CapturedFile {
                     path: path.to_string(),
-                    sha256: jig_engine::files::sha256_hex(&bytes),
+                    sha256: flow::digest::sha256_hex(&bytes),
                     bytes,
                 });
             }

@@ -32,13 +32,14 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+use flow::digest::sha256_digest;
 use serde_json::Value;
 
 use super::blobs::{plan_layouts, Cache};
 use super::Queue;
 use crate::Error;
+use jig_engine::state::digest_hex;
 use jig_engine::state::retention::REMOVING_PREFIX;
-use jig_engine::state::{digest_hex, sha256_digest};
 
 /// How often a worker collects its cache when `--cache-interval` is not
 /// given.

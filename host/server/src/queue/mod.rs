@@ -183,7 +183,7 @@ pub struct Claim {
 impl Claim {
     /// Whether the deadline recorded at submission has passed.
     pub fn expired(&self) -> bool {
-        jig_engine::state::now_unix_ms() >= self.deadline_unix_ms
+        jig_provider_api::dispatch::now_unix_ms() >= self.deadline_unix_ms
     }
 }
 
@@ -329,7 +329,7 @@ impl Queue {
         receive: &[String],
         files: Option<&str>,
     ) -> Result<(StoredRun, bool), Error> {
-        let digest = jig_engine::state::sha256_digest(&flow::json::canonical(content));
+        let digest = flow::digest::sha256_digest(&flow::json::canonical(content));
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -387,7 +387,7 @@ impl Queue {
         }
         let receive = serde_json::to_string(receive).expect("strings serialise");
         let input = flow::json::canonical(input);
-        let input_digest = jig_engine::state::sha256_digest(&input);
+        let input_digest = flow::digest::sha256_digest(&input);
         let input = String::from_utf8(input).expect("JSON/1 is UTF-8");
         let row = tx
             .query_one(

@@ -14,3 +14,17 @@ pub mod wire;
 pub mod worker;
 
 pub use worker::WORKER_ARG;
+
+pub const CONTRACT_ID: &str = "https://jig.md/contracts/agent-run";
+pub const CONTRACT_VERSION: &str = "1.0.0";
+/// Agent Run 1.0.0 as the reference serves it today
+/// (`agent-run.capability.json`).
+pub const CONTRACT_DIGEST: &str =
+    "sha256:b43fba88de62ef189f54004318e9639df58661bb04b3bf76ecfac70e3a5d098b";
+/// Agent Run 1.0.0 of reference revision 299110c: `events` names no
+/// `delivery`.
+pub const EVENTS_NO_DELIVERY_DIGEST: &str =
+    "sha256:5e7df4408fd1f6aebf7e1269573a10ff87c7374248a51dacb63cd1c9c97e2b56";
+/// Agent Run 1.0.0 of reference revision b38b3a9: no channels.
+pub const NO_CHANNELS_DIGEST: &str =
+    "sha256:5a0f06495323419d275eeff92617d9287647ece137dacc9c5c6d50466d65c0f0";

@@ -253,7 +253,7 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
     let left = Duration::from_millis(
         services
             .deadline_unix_ms
-            .saturating_sub(crate::state::now_unix_ms()),
+            .saturating_sub(jig_provider_api::dispatch::now_unix_ms()),
     );
     let deadline = tokio::time::Instant::now() + left;
     let mut cancel = services.cancel.clone();

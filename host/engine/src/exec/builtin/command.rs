@@ -244,7 +244,7 @@ async fn execute(
     let left = Duration::from_millis(
         call.ctx
             .deadline_unix_ms
-            .saturating_sub(crate::state::now_unix_ms()),
+            .saturating_sub(jig_provider_api::dispatch::now_unix_ms()),
     );
     // The caller's deadline cuts the command's own timeout (seed 003).
     let (limit, callers_deadline) = if left <= entry.timeout {

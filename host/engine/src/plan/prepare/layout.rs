@@ -24,10 +24,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
 use serde_json::json;
-
-use crate::state::sha256_digest;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow::json::Value;
+use flow::digest::sha256_digest;
+use flow::json::{ascii_quote, Value};
 use flow::package::Package;
 use serde_json::json;
 
@@ -32,7 +33,7 @@ pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
 
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
-use crate::state::{sha256_digest, Store};
+use crate::state::Store;
 use jig_sandbox::{Budget, Launch, Limits, Sandbox};
 
 const MIB: u64 = 1024 * 1024;
@@ -149,8 +150,8 @@ pub struct Request<'a> {
 fn bundled_sdk_note(at: &str, spec: &str) -> String {
     format!(
         "{} names {BUNDLED_SDK} {}: the bundled SDK {BUNDLED_SDK_VERSION} is used",
-        super::ascii_quote(at),
-        super::ascii_quote(spec)
+        ascii_quote(at),
+        ascii_quote(spec)
     )
 }
 
@@ -562,7 +563,7 @@ impl Session<'_> {
                 bytes.clone()
             }
             None => {
-                (self.request.warn)(&resolution_warning(&super::ascii_quote(path)));
+                (self.request.warn)(&resolution_warning(&ascii_quote(path)));
                 self.run_installer(&sandbox, runtime, &work, Step::Resolve, None, at)?;
                 let bytes = std::fs::read(work.package.join(LOCK))
                     .map_err(|_| failed("Bun resolved no bun.lock"))?;

@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
@@ -30,7 +31,6 @@ use super::{
     MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, MAX_PREPARED_FILES, NETWORK_FILES,
 };
 use crate::plan::Recipe;
-use crate::state::sha256_digest;
 use jig_sandbox::{Launch, Limits};
 
 /// The index pip is given when the host configuration names none.

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
+use flow::digest::sha256_digest;
 use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
@@ -28,7 +29,6 @@ use super::{
     parse_manifest, refusal, staged_lock, staged_manifest, Inputs, Manifest, Refusal, BINARY_LOCK,
     BUNDLED_SDK, LOCK, MANIFEST, MAX_LOCK_BYTES, MAX_SOURCE_BYTES, MAX_SOURCE_FILES, NPMRC,
 };
-use crate::state::sha256_digest;
 
 /// Discovery bounds: members, directory entries read, levels.
 pub const MAX_MEMBERS: usize = 256;

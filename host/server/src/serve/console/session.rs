@@ -43,7 +43,7 @@ fn random_token() -> Result<String, Error> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| Error::Internal(format!("no randomness for a console token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(flow::digest::hex(&bytes))
 }
 
 /// Equal in time independent of where the bytes differ.

@@ -150,7 +150,7 @@ impl Server {
                         let mut report = retention::sweep(
                             &project.state,
                             &swept_policy,
-                            state::now_unix_ms(),
+                            jig_provider_api::dispatch::now_unix_ms(),
                             false,
                             retention::SWEEP_BATCH,
                         )?;
