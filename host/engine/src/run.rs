@@ -53,7 +53,8 @@ impl Deadline {
 /// `timeout` from now, in Unix milliseconds: the one place a timeout
 /// becomes a deadline.
 pub fn after(timeout: Duration) -> u64 {
-    jig_provider_api::dispatch::now_unix_ms().saturating_add(timeout.as_millis().min(u64::MAX as u128) as u64)
+    jig_provider_api::dispatch::now_unix_ms()
+        .saturating_add(timeout.as_millis().min(u64::MAX as u128) as u64)
 }
 
 /// A door's publication of a packet, under way.

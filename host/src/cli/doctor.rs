@@ -87,7 +87,10 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     }
     match &report.cgroup {
         Some((version, controllers)) => {
-            println!("  cgroup: {version}, controllers: {}", controllers.join(" "))
+            println!(
+                "  cgroup: {version}, controllers: {}",
+                controllers.join(" ")
+            )
         }
         None => println!("  cgroup: none found"),
     }

@@ -128,17 +128,9 @@ pub(super) fn run_invocation(
         let mut int = signal(SignalKind::interrupt()).ok();
         let mut term = signal(SignalKind::terminate()).ok();
         let interrupt = async {
-            let next = |s: Option<&mut tokio::signal::unix::Signal>| async move {
-                match s {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
-                _ = next(int.as_mut()) => {}
-                _ = next(term.as_mut()) => {}
+                _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+                _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
             }
         };
         let live = terminal::LiveStatus::start(root.executor.clone(), root.target.to_string());

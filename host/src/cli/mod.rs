@@ -773,7 +773,7 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
 /// The longest a daemon's duration option (`--shutdown-grace`, `--lease`,
 /// `--cache-interval`, `[serve] shutdown-grace`) may be: a day, the longest
 /// a Run may last.
-pub const MAX_DURATION_OPTION: Duration = Duration::from_secs(24 * 60 * 60);
+pub const MAX_DURATION_OPTION: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// A duration option: `default` when it is absent, else a positive
 /// duration in `ms`, `s`, `m` or `h` ([`flow::duration`]) of at most

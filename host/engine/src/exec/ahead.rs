@@ -32,7 +32,9 @@ impl Ahead {
         envelope: &crate::envelope::Envelope,
         process: ProcessLaunch,
     ) -> std::io::Result<Ahead> {
-        let contained = envelope.sandbox().spawn_held(&process.launch, process.hold())?;
+        let contained = envelope
+            .sandbox()
+            .spawn_held(&process.launch, process.hold())?;
         Ok(Ahead { process, contained })
     }
 
