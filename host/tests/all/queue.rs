@@ -886,6 +886,57 @@ fn a_database_queue_past_its_bound_refuses_before_recording() {
     assert_ne!(second, first);
 }
 
+/// A burst of submissions past the pool's 16 connections is answered with
+/// its Runs (issue 48): a submission never holds one connection while it
+/// waits for another, so none waits out the pool and is refused 503 after
+/// it was recorded; one key shared by half the burst makes one Run.
+#[test]
+fn a_burst_past_the_pool_is_answered_with_its_runs() {
+    const DISTINCT: usize = 100;
+    const SHARED: usize = 100;
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let served = Arc::new(Served::start_with(
+        &root,
+        &pg,
+        logs.path(),
+        &["--max-queued-runs", "1000"],
+    ));
+    let burst: Vec<_> = (0..DISTINCT + SHARED)
+        .map(|n| {
+            let (served, witness) = (served.clone(), witness.clone());
+            std::thread::spawn(move || {
+                let (key, value) = match n < DISTINCT {
+                    true => (format!("k{n}"), input(&witness, n, 0)),
+                    false => ("shared".to_string(), input(&witness, 0, 0)),
+                };
+                served.call(
+                    "POST",
+                    "/v1/projects/p/runs?wait=false",
+                    Some(json!({"target": "flow:flows/witness", "input": value, "key": key})),
+                )
+            })
+        })
+        .collect();
+    let answers: Vec<(u16, Value)> = burst.into_iter().map(|t| t.join().unwrap()).collect();
+    for (status, body) in &answers {
+        assert!(matches!(status, 200 | 202), "{status} {body}");
+    }
+    let shared: BTreeSet<&str> = answers[DISTINCT..]
+        .iter()
+        .map(|(_, body)| body["runId"].as_str().unwrap())
+        .collect();
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    let distinct: BTreeSet<&str> = answers[..DISTINCT]
+        .iter()
+        .map(|(_, body)| body["runId"].as_str().unwrap())
+        .collect();
+    assert_eq!(distinct.len(), DISTINCT);
+    assert_eq!(
+        pg.sql("SELECT count(*) FROM jig_runs"),
+        (DISTINCT + 1).to_string()
+    );
+}
+
 /// A Run's timeout counts from submission: a worker that claims it past
 /// its deadline settles it `DEADLINE_EXCEEDED` without dispatching it.
 #[test]

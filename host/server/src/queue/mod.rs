@@ -353,13 +353,17 @@ impl Queue {
                 .map_err(Error::db("reading the key"))?;
             if let Some(row) = row {
                 let (run_id, existing): (String, String) = (row.get(0), row.get(1));
-                tx.commit().await.map_err(Error::db("submitting"))?;
                 if existing != digest {
+                    tx.commit().await.map_err(Error::db("submitting"))?;
                     return Err(Error::Conflict(format!(
                         "key {key:?} was used for a different request (Run {run_id})"
                     )));
                 }
-                let run = self.load(project, &run_id).await?;
+                // Read on the connection already held: asking the pool for
+                // a second one while holding this could wait on submissions
+                // that each hold one too.
+                let run = load_in(&tx, project, &run_id).await?;
+                tx.commit().await.map_err(Error::db("submitting"))?;
                 return Ok((run, false));
             }
         }
@@ -415,23 +419,18 @@ impl Queue {
         )
         .await?;
         notify_in(&tx).await?;
+        // The Run as stored, read before the commit on this connection:
+        // once the commit succeeds the answer is the Run, never a wait for
+        // another connection that could fail after it was recorded.
+        let run = load_in(&tx, project, &id).await?;
         tx.commit().await.map_err(Error::db("submitting"))?;
-        let run = self.load(project, &id).await?;
         Ok((run, true))
     }
 
     /// One Run of `project` as stored.
     pub async fn load(&self, project: &str, id: &str) -> Result<StoredRun, Error> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                &format!("{RUN_COLUMNS} WHERE project = $1 AND id = $2"),
-                &[&project, &id],
-            )
-            .await
-            .map_err(Error::db("reading a Run"))?
-            .ok_or_else(|| Error::RunNotFound(id.to_string()))?;
-        Ok(stored(&row))
+        load_in(&client, project, id).await
     }
 
     /// The input of Run `id` of `project`, as recorded (its canonical
@@ -858,6 +857,24 @@ impl Queue {
                 .collect(),
         ))
     }
+}
+
+/// One Run of `project` as stored, read on a connection (or in a
+/// transaction) the caller already holds.
+async fn load_in(
+    client: &impl deadpool_postgres::GenericClient,
+    project: &str,
+    id: &str,
+) -> Result<StoredRun, Error> {
+    let row = client
+        .query_opt(
+            &format!("{RUN_COLUMNS} WHERE project = $1 AND id = $2"),
+            &[&project, &id],
+        )
+        .await
+        .map_err(Error::db("reading a Run"))?
+        .ok_or_else(|| Error::RunNotFound(id.to_string()))?;
+    Ok(stored(&row))
 }
 
 const RUN_COLUMNS: &str =
