@@ -391,18 +391,34 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
             })
         })
         .collect();
-    // Mid-test: catch workers 0 and 1 holding a dispatched Run; SIGKILL 0,
-    // SIGSTOP 1 past its lease.
+    // Mid-test: catch a worker holding a dispatched long Run and SIGKILL
+    // it; then catch another and SIGSTOP it past its lease. Whichever
+    // workers claimed long Runs are caught: which worker claims what is
+    // the database's choice, so waiting for one named worker could wait
+    // past the last long Run.
+    let holding = |workers: &[Process], except: Option<usize>| {
+        workers
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| Some(*n) != except)
+            .find_map(|(n, w)| {
+                let held = running_under(&pg, w.pid());
+                (!held.is_empty()).then_some((n, held))
+            })
+    };
+    let mut caught = None;
     wait_until("a worker mid-Run", Duration::from_secs(120), || {
-        !running_under(&pg, workers[0].pid()).is_empty()
+        caught = holding(&workers, None);
+        caught.is_some()
     });
-    let killed_held = running_under(&pg, workers[0].pid());
-    workers[0].signal(Signal::SIGKILL);
+    let (killed, killed_held) = caught.take().expect("caught");
+    workers[killed].signal(Signal::SIGKILL);
     wait_until("a second worker mid-Run", Duration::from_secs(120), || {
-        !running_under(&pg, workers[1].pid()).is_empty()
+        caught = holding(&workers, Some(killed));
+        caught.is_some()
     });
-    let stopped_held = running_under(&pg, workers[1].pid());
-    workers[1].signal(Signal::SIGSTOP);
+    let (stopped, stopped_held) = caught.take().expect("caught");
+    workers[stopped].signal(Signal::SIGSTOP);
     let mut ids: BTreeMap<usize, String> = BTreeMap::new();
     for submitter in submitters {
         ids.extend(submitter.join().unwrap());
@@ -418,7 +434,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
     // worker resumes long after its lease, and a replacement joins.
     pg.restart();
     std::thread::sleep(Duration::from_secs(6));
-    workers[1].signal(Signal::SIGCONT);
+    workers[stopped].signal(Signal::SIGCONT);
     workers.push(worker(&root, &pg, logs.path(), 6, "2"));
     wait_until("every Run settled", Duration::from_secs(600), || {
         pg.sql("SELECT count(*) FROM jig_runs WHERE status <> 'settled'") == "0"
@@ -428,7 +444,7 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
         "the resumed worker's refusals",
         Duration::from_secs(60),
         || {
-            let refused = refused_lines(&workers[1].log());
+            let refused = refused_lines(&workers[stopped].log());
             stopped_held.iter().all(|id| {
                 refused
                     .iter()
