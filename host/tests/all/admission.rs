@@ -167,14 +167,11 @@ fn a_second_owner_is_told_the_project_is_busy() {
         .unwrap();
     // The Run holds the project from when it takes the owner lock until
     // its three-second Flow ended.
-    let started = std::time::Instant::now();
-    while !owner_lock_held(dir.path()) {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "the Run never took the owner lock"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::queue::wait_until(
+        "the Run to take the owner lock",
+        std::time::Duration::from_secs(30),
+        || owner_lock_held(dir.path()),
+    );
     let second = run_jig(dir.path(), &["review", "--yes"]);
     assert_eq!(second.status, 2, "{second:?}");
     assert!(second.stderr.starts_with("PROJECT_BUSY: "), "{second:?}");

@@ -281,14 +281,11 @@ fn item_12_a_live_run_owns_the_project_until_it_settles() {
         .spawn()
         .unwrap();
     // Live from when it takes the owner lock until its two-second Flow ended.
-    let started = std::time::Instant::now();
-    while !owner_lock_held(project.path()) {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "the first Run never took the owner lock"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::queue::wait_until(
+        "the first Run to take the owner lock",
+        std::time::Duration::from_secs(30),
+        || owner_lock_held(project.path()),
+    );
     // New work is refused while the Run is live; it is not fenced.
     let second = summarize(
         project.path(),

@@ -653,12 +653,7 @@ pub(crate) async fn publish_packet(
         &output,
         &checkpoint,
     );
-    let mut record = flow::json::canonical(&record);
-    record.push(b'\n');
-    let published = match jig_engine::files::archive::write_packet(&output, &record) {
-        Ok(tar) => queue.put_blob(&tar).await.ok(),
-        Err(_) => None,
-    };
+    let published = put_packet(queue, &output, &record).await.ok();
     terminal["delivery"] = match &published {
         Some(_) => {
             json!({"status": "written", "destination": jig_engine::state::PACKET_STORE, "source": source})
@@ -668,6 +663,24 @@ pub(crate) async fn publish_packet(
         }
     };
     published
+}
+
+/// Publish a packet (its files and `result.json` record) as a blob:
+/// the blob's digest.
+async fn put_packet(
+    queue: &Queue,
+    output: &[jig_engine::files::OutputFile],
+    record: &Value,
+) -> Result<String, jig_engine::files::FilesError> {
+    let failed = jig_engine::files::FilesError::delivery;
+    let mut record = flow::json::canonical(record);
+    record.push(b'\n');
+    let tar = jig_engine::files::archive::write_packet(output, &record)
+        .map_err(|e| failed(format!("cannot write the packet: {e}")))?;
+    queue
+        .put_blob(&tar)
+        .await
+        .map_err(|e| failed(format!("cannot publish the packet: {e}")))
 }
 
 /// A worker as a door: channel lines go to the database's events (the
@@ -696,16 +709,7 @@ impl run::Door for Blobs<'_> {
         record: Value,
     ) -> run::Publishing<'_> {
         Box::pin(async move {
-            let mut record = flow::json::canonical(&record);
-            record.push(b'\n');
-            let failed = |e: String| jig_engine::files::FilesError::delivery(e);
-            let tar = jig_engine::files::archive::write_packet(&output, &record)
-                .map_err(|e| failed(format!("cannot write the packet: {e}")))?;
-            let digest = self
-                .queue
-                .put_blob(&tar)
-                .await
-                .map_err(|e| failed(format!("cannot publish the packet: {e}")))?;
+            let digest = put_packet(self.queue, &output, &record).await?;
             *self.published.lock().unwrap() = Some(digest);
             Ok(jig_engine::state::PACKET_STORE.to_string())
         })
