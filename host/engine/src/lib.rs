@@ -22,7 +22,9 @@ pub mod exec;
 pub mod files;
 pub mod plan;
 pub mod providers;
+pub mod review;
 pub mod run;
 pub mod state;
+pub mod terminal;
 
 pub use error::Error;

@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use flow::json::Value;
 use flow::package::Package;
-use serde_json::json;
 use tokio::sync::watch;
 
 use crate::exec::receive::{self, Stream};
@@ -28,6 +27,8 @@ use crate::exec::submit;
 use crate::exec::{Executor, Failure, Invocation, RootChannels, RootRun, Success, TargetRef};
 use crate::files::{self, Captured, FilesError, OutputFile};
 use crate::state::Aggregate;
+pub use crate::terminal::Source;
+use crate::terminal::{Delivery, Terminal};
 
 /// When a root Run's execution must end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub trait Door: Sync {
     /// anything is delivered: the door may make it durable (a Run keeping
     /// Run Checkpoints, so a later coordinator loss never downgrades it,
     /// seed 002 §8), or refuse to go on (its record was never written).
-    fn fenced(&self, _execution: &Value, _checkpointing: bool) -> Result<(), crate::Error> {
+    fn fenced(&self, _execution: &Terminal, _checkpointing: bool) -> Result<(), crate::Error> {
         Ok(())
     }
 
@@ -132,7 +133,7 @@ pub struct Conducted {
     pub result: Result<Success, Failure>,
     /// The terminal as recorded and shown: the execution, its Run ID, and
     /// for a Run with a packet what ran, its input, checkpoint and delivery.
-    pub terminal: Value,
+    pub terminal: Terminal,
     /// Removing the Run's private files (seed 002 §8: reported apart,
     /// never changing the terminal).
     pub cleanup: std::io::Result<()>,
@@ -256,7 +257,7 @@ pub async fn conduct(root: Root<'_>, door: &dyn Door) -> Result<Conducted, NotCo
     };
     // Release the bounded filesystem whatever happened.
     drop(handoff.and_then(|h| h.take()));
-    let execution = submit::execution(&result);
+    let execution = Terminal::of(&result);
     if let Err(e) = door.fenced(&execution, root.checkpoint.is_some()) {
         let _ = files::remove_tree(root.work_root);
         return Err(NotConducted::Stopped(e));
@@ -273,21 +274,18 @@ pub async fn conduct(root: Root<'_>, door: &dyn Door) -> Result<Conducted, NotCo
     let cleanup = files::remove_tree(root.work_root);
     let mut terminal = execution.clone();
     if let Some(id) = root.run_id {
-        terminal["runId"] = json!(id);
+        terminal = terminal.with_run_id(id);
     }
     let mut failed = None;
     if let Some(packet) = wanted {
         let chosen = delivery(read, checkpoint.as_ref(), interrupted);
         let checkpoint_record = checkpoint.as_ref().map_or(Value::Null, Aggregate::record);
-        terminal["method"] = packet.method.clone();
-        terminal["input"] = packet.input.clone();
-        terminal["checkpoint"] = checkpoint_record.clone();
         let published = match chosen {
             Ok((output, source)) => {
                 let record = files::packet_record(
                     root.run_id.unwrap_or_default(),
                     &packet.method,
-                    &execution,
+                    &execution.to_value(),
                     &packet.input,
                     source.as_str(),
                     &output,
@@ -299,16 +297,22 @@ pub async fn conduct(root: Root<'_>, door: &dyn Door) -> Result<Conducted, NotCo
             }
             Err(e) => Err(e),
         };
-        terminal["delivery"] = match published {
-            Ok((shown, source)) => {
-                json!({"status": "written", "destination": shown, "source": source.as_str()})
-            }
+        let delivered = match published {
+            Ok((destination, source)) => Delivery::Written {
+                destination,
+                source,
+            },
             Err(e) => {
-                let value = json!({"status": "failed", "destination": door.destination(), "code": e.code()});
+                let value = Delivery::Failed {
+                    destination: door.destination(),
+                    code: e.code().to_string(),
+                };
                 failed = Some(e);
                 value
             }
         };
+        terminal =
+            terminal.with_packet(&packet.method, &packet.input, &checkpoint_record, delivered);
     }
     Ok(Conducted {
         result,
@@ -335,27 +339,6 @@ pub enum NotConducted {
 impl NotConducted {
     fn undispatched(code: &str, message: String) -> NotConducted {
         NotConducted::Undispatched(Failure::new(code, message))
-    }
-}
-
-/// Where a packet's Flow files came from (seed 002 §8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// The writable attachment of a Run that succeeded.
-    Final,
-    /// The latest accepted Run Checkpoint of a Run that did not.
-    Checkpoint,
-    /// No files: the bare record.
-    None,
-}
-
-impl Source {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Final => "final",
-            Source::Checkpoint => "checkpoint",
-            Source::None => "none",
-        }
     }
 }
 

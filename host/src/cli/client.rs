@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use flow::json::Value;
 use http_body_util::BodyExt;
 use hyper::body::Bytes;
-use serde_json::json;
 
 use super::{exit, print_terminal, CliError, Code};
+use jig_engine::exec::submit::RunRequest;
+use jig_engine::terminal::{Delivery, Terminal};
 
 /// The environment variable naming the daemon when `--server` is absent.
 pub const SERVER_ENV: &str = "JIG_SERVER";
@@ -326,15 +327,12 @@ pub struct Submitted<'a> {
 
 impl Submitted<'_> {
     /// The JSON submission the daemon takes (`POST …/runs`).
-    fn body(&self) -> Value {
-        let mut body = json!({"target": self.target, "input": self.input});
-        if let Some(key) = self.key {
-            body["key"] = json!(key);
+    fn body(&self) -> RunRequest {
+        RunRequest {
+            key: self.key.map(str::to_string),
+            timeout: self.timeout.map(str::to_string),
+            ..RunRequest::new(self.target, self.input.clone())
         }
-        if let Some(timeout) = self.timeout {
-            body["timeout"] = json!(timeout);
-        }
-        body
     }
 }
 
@@ -346,14 +344,18 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
         if asked.receive.is_empty() {
             let terminal = served
                 .endpoint
-                .call("POST", &format!("{project}/runs"), Some(body))
+                .call("POST", &format!("{project}/runs"), Some(body.to_value()))
                 .await?;
             return Ok(shown(&terminal, print_terminal(&terminal, asked.json)));
         }
-        body["receive"] = json!(asked.receive);
+        body.receive = asked.receive.to_vec();
         let accepted = served
             .endpoint
-            .call("POST", &format!("{project}/runs?wait=false"), Some(body))
+            .call(
+                "POST",
+                &format!("{project}/runs?wait=false"),
+                Some(body.to_value()),
+            )
             .await?;
         let id = accepted["runId"].as_str().unwrap_or_default();
         receive(served, &format!("{project}/runs/{}/events", segment(id))).await
@@ -380,12 +382,11 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
     runtime()?.block_on(async {
         let project = served.project_path(asked.local.as_deref()).await?;
         let mut body = asked.body();
-        if files.destination.is_none() {
-            body["out"] = json!(false);
-        }
-        let tar = archive::write_submission(&flow::json::canonical(&body), files.captured)
-            .map_err(|e| CliError::new(Code::Internal, format!("cannot write the tar: {e}")))?;
-        let (status, mut terminal) = served
+        body.out = files.destination.is_some();
+        let tar =
+            archive::write_submission(&flow::json::canonical(&body.to_value()), files.captured)
+                .map_err(|e| CliError::new(Code::Internal, format!("cannot write the tar: {e}")))?;
+        let (status, terminal) = served
             .endpoint
             .send_typed(
                 "POST",
@@ -399,47 +400,58 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
         if !(200..300).contains(&status) {
             return Err(refusal(status, &terminal));
         }
+        let mut answered = Terminal::from_value(&terminal).ok_or_else(|| {
+            CliError::new(
+                Code::Internal,
+                "the daemon answered with a terminal this client cannot read",
+            )
+        })?;
         let mut failure = None;
         if let Some(destination) = &files.destination {
             let shown = destination.absolute.to_string_lossy().to_string();
-            let written =
-                terminal.pointer("/delivery/status").and_then(Value::as_str) == Some("written");
-            let published = if written {
-                let id = terminal["runId"].as_str().unwrap_or_default();
-                let response = served
-                    .endpoint
-                    .send(
-                        "GET",
-                        &format!("{project}/runs/{}/packet", segment(id)),
-                        None,
-                    )
-                    .await?;
-                if !(200..300).contains(&response.status) {
-                    let (status, value) = response.json().await?;
-                    return Err(refusal(status, &value));
+            let published = match &answered.delivery {
+                Some(Delivery::Written { .. }) => {
+                    let id = answered.run_id.as_deref().unwrap_or_default();
+                    let response = served
+                        .endpoint
+                        .send(
+                            "GET",
+                            &format!("{project}/runs/{}/packet", segment(id)),
+                            None,
+                        )
+                        .await?;
+                    if !(200..300).contains(&response.status) {
+                        let (status, value) = response.json().await?;
+                        return Err(refusal(status, &value));
+                    }
+                    let bytes = response.bytes(archive::MAX_PACKET_BYTES).await?;
+                    archive::read_packet(&bytes).and_then(|(output, record)| {
+                        jig_engine::files::publish(destination, &output, &record)
+                    })
                 }
-                let bytes = response.bytes(archive::MAX_PACKET_BYTES).await?;
-                archive::read_packet(&bytes).and_then(|(output, record)| {
-                    jig_engine::files::publish(destination, &output, &record)
-                })
-            } else {
-                Err(jig_engine::files::FilesError::delivery(
+                _ => Err(jig_engine::files::FilesError::delivery(
                     "the daemon did not deliver the packet",
-                ))
+                )),
             };
             // What a local Run shows: the delivery to this `--out`.
-            if let Some(delivery) = terminal.get_mut("delivery") {
-                delivery["destination"] = json!(shown);
-                if let Err(e) = published {
-                    delivery["status"] = json!("failed");
-                    delivery["code"] = json!(e.code());
-                    if let Some(source) = delivery.as_object_mut() {
-                        source.remove("source");
+            if let Some(delivery) = answered.delivery.as_mut() {
+                match published {
+                    Ok(()) => {
+                        if let Delivery::Written { destination, .. } = delivery {
+                            *destination = shown;
+                        }
                     }
-                    failure = Some(e);
+                    Err(e) => {
+                        *delivery = Delivery::Failed {
+                            destination: shown,
+                            code: e.code().to_string(),
+                        };
+                        failure = Some(e);
+                    }
                 }
             }
         }
+        let terminal = answered.to_value();
         let status = shown(&terminal, print_terminal(&terminal, asked.json));
         if let Some(e) = failure {
             return Err(super::run::delivery_error(&e));

@@ -13,7 +13,7 @@ use jig_project::{BindingDecl, Declarations, SlotTarget};
 use serde_json::json;
 
 use super::{
-    finish_output, load_config, read_input, receive, run_invocation, CliError, Code, Terminal,
+    finish_output, load_config, read_input, receive, run_invocation, CliError, Code, CommandLine,
     DEFAULT_TIMEOUT,
 };
 use jig_engine::envelope::Envelope;
@@ -140,7 +140,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
     );
     let root = &candidate.packages[ROOT_PATH];
     let work_root = temp.path().join("runs");
-    let door = Terminal::new(!receive.is_empty());
+    let door = CommandLine::new(!receive.is_empty());
     let ran = run_invocation(
         run::Root {
             run_id: None,
@@ -165,7 +165,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         }
     };
     let interrupted = conducted.interrupted;
-    let terminal = conducted.terminal;
+    let terminal = conducted.terminal.to_value();
     let cleanup = conducted
         .cleanup
         .and_then(|()| temp.close())

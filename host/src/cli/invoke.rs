@@ -12,6 +12,7 @@ use flow::json::Value;
 use jig_engine::exec::receive;
 use jig_engine::files::{self, Destination, FilesError, OutputFile};
 use jig_engine::run::{self, Conducted, Door, NotConducted, Publishing};
+use jig_engine::terminal::Terminal as Execution;
 
 use super::{exit, terminal, CliError, Code};
 
@@ -27,12 +28,12 @@ pub struct Conduct {
 
 /// What `jig run` does once its Run is fenced: its record must have been
 /// written; a checkpointing Run's execution is noted.
-pub(super) type Fenced<'a> = dyn Fn(&Value, bool) -> Result<(), jig_engine::Error> + Sync + 'a;
+pub(super) type Fenced<'a> = dyn Fn(&Execution, bool) -> Result<(), jig_engine::Error> + Sync + 'a;
 
 /// The command line as a door: `--receive` lines go to stdout, a signal
 /// interrupts the command, an `--out` packet is published in its
 /// destination, and a checkpointing Run's execution is noted by `executed`.
-pub(super) struct Terminal<'a> {
+pub(super) struct CommandLine<'a> {
     pub receiving: bool,
     pub destination: Option<Destination>,
     /// Called once the Run is fenced (see [`Door::fenced`]).
@@ -40,9 +41,9 @@ pub(super) struct Terminal<'a> {
     interrupted: AtomicBool,
 }
 
-impl<'a> Terminal<'a> {
-    pub fn new(receiving: bool) -> Terminal<'a> {
-        Terminal {
+impl<'a> CommandLine<'a> {
+    pub fn new(receiving: bool) -> CommandLine<'a> {
+        CommandLine {
             receiving,
             destination: None,
             fenced: None,
@@ -51,7 +52,7 @@ impl<'a> Terminal<'a> {
     }
 }
 
-impl Door for Terminal<'_> {
+impl Door for CommandLine<'_> {
     fn sink(&self) -> Option<Box<dyn Write + Send>> {
         self.receiving
             .then(|| Box::new(std::io::stdout()) as Box<dyn Write + Send>)
@@ -61,7 +62,7 @@ impl Door for Terminal<'_> {
         self.interrupted.load(Ordering::SeqCst)
     }
 
-    fn fenced(&self, execution: &Value, checkpointing: bool) -> Result<(), jig_engine::Error> {
+    fn fenced(&self, execution: &Execution, checkpointing: bool) -> Result<(), jig_engine::Error> {
         match self.fenced {
             Some(fenced) => fenced(execution, checkpointing),
             None => Ok(()),
@@ -108,7 +109,7 @@ pub(super) fn final_line(shown: Option<Duration>, terminal: &Value, cleanup_fail
 /// taking writes). Shows elapsed time on a terminal stderr.
 pub(super) fn run_invocation(
     root: run::Root<'_>,
-    door: &Terminal<'_>,
+    door: &CommandLine<'_>,
 ) -> Result<Conduct, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -2,6 +2,7 @@
 //! admit the reviewed Plan (or repair only the lock).
 
 use super::*;
+use jig_engine::review::Proposal;
 
 pub(super) struct ReviewOptions {
     pub(super) yes: bool,
@@ -41,38 +42,21 @@ pub(super) fn review(
         },
         Err(e) => return Err(e.into()),
     };
-    state.hold_admission().map_err(CliError::from)?;
-    let candidate = plan::stage(&root, declarations).map_err(CliError::from)?;
-    let providers = ProviderSet::new(config.providers.clone());
-    let current = state.current().map_err(CliError::from)?;
-    let mut proposed = plan::plan(
-        &candidate,
-        &config,
-        &providers,
-        current.as_ref().map(|g| g.number),
-    )
-    .map_err(CliError::from)?;
-    let store = state.store();
-    let mut notes = Vec::new();
-    let prepared = plan::prepare::prepare(
-        &candidate.packages,
-        &mut proposed,
-        plan::prepare::Request {
+    let proposal = jig_engine::review::propose(
+        &mut state,
+        declarations,
+        jig_engine::review::Asked {
             root: &root,
             config: &config,
             allow_resolution_network,
-            admitted: current.as_ref().map(|g| &g.plan),
-            store: &store,
+            details,
             warn: &mut |text| eprintln!("{text}"),
-            note: &mut |note| notes.push(note),
         },
-    )
-    .map_err(CliError::from)?;
-    let lock_bytes = plan::lock_bytes(&proposed["lock"]);
-    if let Some(current) = &current {
-        if plan::meaning(&current.plan) == plan::meaning(&proposed) {
-            if state.read_lock().as_deref() != Some(&lock_bytes[..]) {
-                state.write_lock(&lock_bytes).map_err(CliError::from)?;
+    )?;
+    let changes = match proposal {
+        Proposal::Changes(changes) => changes,
+        Proposal::Unchanged { lock_repaired } => {
+            if lock_repaired {
                 println!("jig.lock repaired to match the admitted project");
             }
             // The reference prints only the readiness line; a person on a
@@ -83,33 +67,12 @@ pub(super) fn review(
             println!("project is ready");
             return Ok(0);
         }
-    }
-    for package in candidate.packages.values().chain(&prepared) {
-        store.put_package(package).map_err(CliError::from)?;
-    }
-    let plan_digest = state.retain_plan(&proposed).map_err(CliError::from)?;
-    let mut providers_view = serde_json::Map::new();
-    for (path, execution) in proposed["execution"].as_object().into_iter().flatten() {
-        for (slot, pin) in execution["providers"].as_object().into_iter().flatten() {
-            providers_view.insert(format!("{path}#{slot}"), pin.clone());
-        }
-    }
-    let changed = current
-        .as_ref()
-        .map(|g| plan::changed_targets(&g.plan, &proposed))
-        .unwrap_or_default();
-    let text = plan::review_text(
-        current.as_ref().map(|g| &g.plan["lock"]),
-        &proposed["lock"],
-        &changed,
-        &Value::Object(providers_view),
-        &notes,
-        details,
-    );
+    };
+    let text = &changes.text;
     if std::io::stdout().is_terminal() {
         print!(
             "{}",
-            terminal::paint_review(&text, &terminal::Style::terminal())
+            terminal::paint_review(text, &terminal::Style::terminal())
         );
     } else {
         print!("{text}");
@@ -135,18 +98,7 @@ pub(super) fn review(
             ));
         }
     }
-    state
-        .apply(&plan_digest, current.as_ref().map(|g| g.number))
-        .map_err(CliError::from)?;
-    // The trees of packages the new generation no longer runs go with the
-    // one they served (best effort: a tree left behind is only disk). Not
-    // beside a daemon: its Runs in flight of the old generation run from
-    // those trees; its retention removes them with their packages.
-    if let Some(admitted) = state.current().ok().flatten().filter(|_| !beside_a_daemon) {
-        state
-            .store()
-            .prune_trees(&jig_engine::plan::package_digests(&admitted.plan));
-    }
+    changes.admit(&state, beside_a_daemon)?;
     println!("project is ready");
     Ok(0)
 }

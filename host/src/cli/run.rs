@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{
     client, finish_output, load_config, print_terminal, project_root, read_input, receive,
-    run_invocation, CliError, Code, Terminal,
+    run_invocation, CliError, Code, CommandLine,
 };
 use jig_engine::envelope;
 use jig_engine::exec::submit::{self, Recorded};
@@ -19,6 +19,7 @@ use jig_engine::files::{self, Request};
 use jig_engine::providers::ProviderSet;
 use jig_engine::run::{self, NotConducted};
 use jig_engine::state::{self, ProjectState};
+use jig_engine::terminal::Terminal as Execution;
 
 /// Test-only: when set to a number of milliseconds, the coordinator aborts
 /// itself that long after dispatching the Run, leaving its record pending,
@@ -175,18 +176,18 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         });
     }
     let noted = std::sync::Mutex::new(record.clone());
-    let fenced = |execution: &Value, checkpointing: bool| {
+    let fenced = |execution: &Execution, checkpointing: bool| {
         recorded()?;
         if checkpointing {
             // Seed 002 §8: a known terminal is never downgraded by a later
             // coordinator loss; recovery then delivers the checkpoint under it.
             let mut record = noted.lock().unwrap_or_else(|e| e.into_inner());
-            runs.note_execution(&mut record, execution.clone())?;
+            runs.note_execution(&mut record, execution.to_value())?;
             state::crash_point("run-executed");
         }
         Ok(())
     };
-    let mut door = Terminal::new(!receive.is_empty());
+    let mut door = CommandLine::new(!receive.is_empty());
     door.destination = destination;
     door.fenced = Some(&fenced);
     let ran = run_invocation(
@@ -224,7 +225,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         }
     };
     let mut record = noted.into_inner().unwrap_or_else(|e| e.into_inner());
-    let terminal = conducted.terminal;
+    let terminal = conducted.terminal.to_value();
     runs.settle(&mut record, terminal.clone())
         .map_err(CliError::from)?;
     if root_run.is_some() {

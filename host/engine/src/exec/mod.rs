@@ -100,17 +100,13 @@ impl std::fmt::Display for TargetRef {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A component's captured stderr, as a terminal reports it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Diagnostics {
     pub stderr: String,
     pub stderr_bytes: u64,
     pub stderr_truncated: bool,
-}
-
-impl Diagnostics {
-    pub fn to_value(&self) -> Value {
-        json!({ "stderr": self.stderr, "stderrBytes": self.stderr_bytes, "stderrTruncated": self.stderr_truncated })
-    }
 }
 
 #[derive(Debug, Clone)]

@@ -17,12 +17,100 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
-use super::{AttachmentGrant, Diagnostics, Executor, Failure, Repository, Success, TargetRef};
+use super::{AttachmentGrant, Executor, Repository, TargetRef};
 use crate::config::HostConfig;
 use crate::error::Error;
 use crate::files::Captured;
 use crate::providers::ProviderSet;
 use crate::state::{self, Generation, ProjectState, RunRecord, Runs, StateError, Submission};
+use crate::terminal::Terminal;
+
+/// A Run as a daemon takes it: the JSON body of `POST
+/// /v1/projects/{project}/runs` (a file Run's `request.json`), written by
+/// the `--server` client and the console, read by `jig serve`. Only the
+/// members below; `out` (default `true`) is sent only when `false`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunRequest {
+    pub target: String,
+    pub input: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// `--receive`: the root's send ports whose items are streamed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub receive: Vec<String>,
+    /// A file Run's packet is wanted (`jig run --out`). Without it a
+    /// writable attachment is refused and nothing is published.
+    #[serde(skip_serializing_if = "is_true")]
+    pub out: bool,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+impl RunRequest {
+    /// A Run of `target` with `input`, nothing else asked.
+    pub fn new(target: impl Into<String>, input: Value) -> RunRequest {
+        RunRequest {
+            target: target.into(),
+            input,
+            key: None,
+            timeout: None,
+            receive: Vec::new(),
+            out: true,
+        }
+    }
+
+    /// Read a body strictly (a JSON/1 object, no member but those above,
+    /// each of its type); `Err` says what is wrong with it.
+    pub fn parse(bytes: &[u8]) -> Result<RunRequest, String> {
+        let value = flow::json::parse(bytes)
+            .map_err(|e| format!("the body is not a JSON/1 document: {e}"))?;
+        let Some(object) = value.as_object() else {
+            return Err("the body must be a JSON object".into());
+        };
+        for name in object.keys() {
+            if !["target", "input", "key", "timeout", "receive", "out"].contains(&name.as_str()) {
+                return Err(format!("unknown member {name:?}"));
+            }
+        }
+        let text = |name: &str| -> Result<Option<String>, String> {
+            match object.get(name) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(format!("{name} must be a string")),
+            }
+        };
+        let not_names = || "receive must be an array of channel names".to_string();
+        let receive = match object.get("receive") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string).ok_or_else(not_names))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(not_names()),
+        };
+        Ok(RunRequest {
+            target: text("target")?.ok_or("target is required")?,
+            input: object.get("input").cloned().unwrap_or(Value::Null),
+            key: text("key")?,
+            timeout: text("timeout")?,
+            receive,
+            out: match object.get("out") {
+                None => true,
+                Some(Value::Bool(out)) => *out,
+                Some(_) => return Err("out must be a boolean".into()),
+            },
+        })
+    }
+
+    /// The body as JSON.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a submission is plain JSON")
+    }
+}
 
 /// The longest idempotency key, in bytes.
 pub const MAX_KEY_BYTES: usize = 128;
@@ -305,15 +393,9 @@ impl Commit {
 
 /// Settle a Run that was recorded but never dispatched as failed (not
 /// lost), and return its terminal.
-pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Value {
-    let terminal = json!({
-        "status": "failed",
-        "code": "EXECUTION_FAILED",
-        "message": message,
-        "runId": record.id,
-        "diagnostics": Diagnostics::default().to_value(),
-    });
-    let _ = runs.settle(record, terminal.clone());
+pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Terminal {
+    let terminal = Terminal::failed("EXECUTION_FAILED", message).with_run_id(&record.id);
+    let _ = runs.settle(record, terminal.to_value());
     terminal
 }
 
@@ -352,43 +434,12 @@ pub fn executor(
     }
 }
 
-/// The terminal of an executed Run, as recorded and shown.
-pub fn terminal(result: &Result<Success, Failure>, run_id: &str) -> Value {
-    let mut terminal = execution(result);
-    terminal["runId"] = json!(run_id);
-    terminal
-}
-
-/// The execution's own terminal (no Run id, no delivery).
-pub fn execution(result: &Result<Success, Failure>) -> Value {
-    match result {
-        Ok(success) => json!({
-            "status": "succeeded",
-            "outcome": success.outcome,
-            "output": success.output,
-            "diagnostics": success.diagnostics.to_value(),
-        }),
-        Err(failure) => {
-            let mut value = json!({
-                "status": "failed",
-                "code": failure.code,
-                "message": failure.message,
-                "diagnostics": failure.diagnostics.to_value(),
-            });
-            if let Some(details) = &failure.details {
-                value["details"] = details.clone();
-            }
-            value
-        }
-    }
-}
-
 /// What a replayed or stored Run shows: its terminal, or pending.
 pub fn shown_terminal(record: &RunRecord) -> Value {
     record
         .terminal()
         .cloned()
-        .unwrap_or_else(|| json!({"status": "pending", "runId": record.id}))
+        .unwrap_or_else(|| Terminal::pending(&record.id).to_value())
 }
 
 /// Seal the captured roots read-only and create the empty writable
@@ -429,6 +480,34 @@ pub fn prepare_attachments(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_submission_reads_back_as_written_and_strictly() {
+        let mut asked = RunRequest::new("flow:flows/a", json!({"n": 1}));
+        assert_eq!(
+            asked.to_value(),
+            json!({"target": "flow:flows/a", "input": {"n": 1}})
+        );
+        asked.key = Some("k".into());
+        asked.receive = vec!["progress".into()];
+        asked.out = false;
+        let bytes = flow::json::canonical(&asked.to_value());
+        assert_eq!(RunRequest::parse(&bytes), Ok(asked));
+        let refused = |b: &[u8]| RunRequest::parse(b).unwrap_err();
+        assert_eq!(refused(br#"{"input":1}"#), "target is required");
+        assert_eq!(
+            refused(br#"{"target":"x","extra":1}"#),
+            "unknown member \"extra\""
+        );
+        assert_eq!(
+            refused(br#"{"target":"x","out":1}"#),
+            "out must be a boolean"
+        );
+        assert_eq!(
+            RunRequest::parse(br#"{"target":"x"}"#).unwrap().input,
+            Value::Null
+        );
+    }
 
     #[test]
     fn a_root_runs_as_a_process_unless_its_recipe_is_wasm() {

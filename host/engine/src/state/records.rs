@@ -8,6 +8,7 @@ use jig_provider_api::dispatch::now_unix_ms;
 use serde_json::json;
 
 use super::{digest_hex, write_atomic, Aggregate, Checkpoints, StateError};
+use crate::terminal::{Delivery, Source, Terminal};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -530,23 +531,28 @@ impl Runs {
             if pid as u32 == std::process::id() {
                 continue;
             }
-            let mut terminal = json!({
-                "status": "lost",
-                "code": "COORDINATOR_LOST",
-                "message": "the process coordinating this Run ended before it settled; its work was fenced and is not replayed",
-            });
+            let lost = Terminal::lost(
+                "the process coordinating this Run ended before it settled; its work was fenced and is not replayed",
+            );
             let aggregate = match &checkpoints {
                 Some(checkpoints) => checkpoints.load(&record.id)?,
                 None => None,
             };
             let output = record.value.get("output").and_then(Value::as_str);
-            if let (Some(aggregate), Some(output)) = (&aggregate, output) {
-                // A known execution terminal stays what it was; only the
-                // delivered bytes come from the checkpoint.
-                let execution = record.value.get("execution").cloned().unwrap_or(terminal);
-                terminal = recover_packet(&record.id, aggregate, output, execution, started);
-            }
-            self.settle(&mut record, terminal)?;
+            let terminal = match (&aggregate, output) {
+                (Some(aggregate), Some(output)) => {
+                    // A known execution terminal stays what it was; only
+                    // the delivered bytes come from the checkpoint.
+                    let execution = record
+                        .value
+                        .get("execution")
+                        .and_then(Terminal::from_value)
+                        .unwrap_or(lost);
+                    recover_packet(&record.id, aggregate, output, execution, started)
+                }
+                _ => lost,
+            };
+            self.settle(&mut record, terminal.to_value())?;
             if let Some(checkpoints) = &checkpoints {
                 checkpoints.remove(&record.id)?;
             }
@@ -638,18 +644,13 @@ fn recover_packet(
     run_id: &str,
     aggregate: &Aggregate,
     output: &str,
-    execution: Value,
+    execution: Terminal,
     started: std::time::Instant,
-) -> Value {
+) -> Terminal {
     use crate::files;
     let method = &aggregate.identity["method"];
     let input = &aggregate.identity["input"];
     let checkpoint = aggregate.record();
-    let mut terminal = execution.clone();
-    terminal["runId"] = json!(run_id);
-    terminal["method"] = method.clone();
-    terminal["input"] = input.clone();
-    terminal["checkpoint"] = checkpoint.clone();
     let destination = std::path::Path::new(output);
     let published = if files::over_budget(started, RECOVERY_BUDGET) {
         Err(files::FilesError::delivery(format!(
@@ -662,7 +663,7 @@ fn recover_packet(
         let record = files::packet_record(
             run_id,
             method,
-            &execution,
+            &execution.to_value(),
             input,
             "checkpoint",
             &outputs,
@@ -683,11 +684,19 @@ fn recover_packet(
             Err(e) => Err(e),
         }
     };
-    terminal["delivery"] = match published {
-        Ok(()) => json!({"status": "written", "destination": output, "source": "checkpoint"}),
-        Err(e) => json!({"status": "failed", "destination": output, "code": e.code()}),
+    let delivery = match published {
+        Ok(()) => Delivery::Written {
+            destination: output.to_string(),
+            source: Source::Checkpoint,
+        },
+        Err(e) => Delivery::Failed {
+            destination: output.to_string(),
+            code: e.code().to_string(),
+        },
     };
-    terminal
+    execution
+        .with_run_id(run_id)
+        .with_packet(method, input, &checkpoint, delivery)
 }
 
 /// Is the packet at `destination` the one Run `run_id` published?
@@ -781,8 +790,8 @@ mod tests {
         }
     }
 
-    fn lost() -> Value {
-        json!({"status": "lost", "code": "COORDINATOR_LOST", "message": "gone"})
+    fn lost() -> Terminal {
+        Terminal::lost("gone")
     }
 
     /// A project's `runs/` with the Runs API over it.
@@ -819,7 +828,11 @@ mod tests {
     fn a_record_removed_while_listing_is_left_out_not_an_error() {
         let (dir, runs) = fresh_runs();
         let settled = dir.path().join("runs");
-        std::fs::write(settled.join("run-a.json"), record("run-a", Some(lost()))).unwrap();
+        std::fs::write(
+            settled.join("run-a.json"),
+            record("run-a", Some(lost().to_value())),
+        )
+        .unwrap();
         let ids: std::collections::BTreeSet<String> =
             ["run-a".to_string(), "run-gone".to_string()].into();
         let listed = runs.load_listed(&ids).unwrap();
@@ -1007,7 +1020,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("packet");
         let shown = out.to_str().unwrap();
-        let first = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now());
+        let first = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now()).to_value();
         assert_eq!(
             first["delivery"],
             json!({"status": "written", "destination": shown, "source": "checkpoint"})
@@ -1015,12 +1028,12 @@ mod tests {
         assert_eq!(std::fs::read(out.join("files/a/b.md")).unwrap(), b"kept\n");
         let packet = flow::json::parse(&std::fs::read(out.join("result.json")).unwrap()).unwrap();
         assert_eq!(packet["checkpoint"], first["checkpoint"]);
-        assert_eq!(packet["execution"], lost());
+        assert_eq!(packet["execution"], lost().to_value());
         // A recovery interrupted after publication recognises its packet.
-        let again = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now());
+        let again = recover_packet("run-1", &aggregate(), shown, lost(), Instant::now()).to_value();
         assert_eq!(again["delivery"], first["delivery"]);
         // Someone else's directory there is not ours.
-        let other = recover_packet("run-2", &aggregate(), shown, lost(), Instant::now());
+        let other = recover_packet("run-2", &aggregate(), shown, lost(), Instant::now()).to_value();
         assert_eq!(other["delivery"]["status"], "failed");
         assert_eq!(other["delivery"]["code"], "JIG_OUTPUT_EXISTS");
     }
@@ -1033,7 +1046,8 @@ mod tests {
             return;
         };
         let out = dir.path().join("late");
-        let late = recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), past);
+        let late =
+            recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), past).to_value();
         assert_eq!(late["delivery"]["status"], "failed");
         assert_eq!(late["delivery"]["code"], "JIG_DELIVERY_FAILED");
         assert!(!out.exists());
@@ -1041,7 +1055,8 @@ mod tests {
             .checked_sub(RECOVERY_BUDGET - Duration::from_secs(1))
             .unwrap();
         let out = dir.path().join("in-time");
-        let ok = recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), within);
+        let ok =
+            recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), within).to_value();
         assert_eq!(ok["delivery"]["status"], "written");
     }
 }

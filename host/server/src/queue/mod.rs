@@ -31,6 +31,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::Error;
+use jig_engine::terminal::{Delivery, Source, Terminal};
 
 pub use retention::{Collected, Retained, RETENTION_BATCH, STORE_BATCH, STORE_GRACE};
 pub use schema::SCHEMA_VERSION;
@@ -53,13 +54,9 @@ pub const SWEEP_BATCH: i64 = 64;
 pub const NOTIFY_CHANNEL: &str = "jig_runs";
 
 /// The terminal a Run gets when its lease expired after dispatch.
-pub fn coordinator_lost(run_id: &str) -> Value {
-    json!({
-        "status": "lost",
-        "code": "COORDINATOR_LOST",
-        "message": "the worker coordinating this Run stopped renewing its lease after dispatch; its work was fenced and is not replayed",
-        "runId": run_id,
-    })
+pub fn coordinator_lost(run_id: &str) -> Terminal {
+    Terminal::lost("the worker coordinating this Run stopped renewing its lease after dispatch; its work was fenced and is not replayed")
+        .with_run_id(run_id)
 }
 
 impl Error {
@@ -152,14 +149,12 @@ const COUNTS_SQL: &str = "SELECT count(*) FILTER (WHERE status IN ('queued', 'cl
 
 /// The terminal of a Run whose deadline (recorded at submission) passed
 /// before any worker dispatched it: nothing ran.
-pub fn deadline_passed(run_id: &str) -> Value {
-    json!({
-        "status": "failed",
-        "code": "DEADLINE_EXCEEDED",
-        "message": "the Run's deadline passed before a worker could dispatch it",
-        "diagnostics": jig_engine::exec::Diagnostics::default().to_value(),
-        "runId": run_id,
-    })
+pub fn deadline_passed(run_id: &str) -> Terminal {
+    Terminal::failed(
+        "DEADLINE_EXCEEDED",
+        "the Run's deadline passed before a worker could dispatch it",
+    )
+    .with_run_id(run_id)
 }
 
 /// A Run a worker has claimed: what to execute and the epoch fencing it.
@@ -719,7 +714,7 @@ impl Queue {
             .map_err(Error::db("sweeping"))?;
         for row in &expired {
             let id: String = row.get(0);
-            let terminal = deadline_passed(&id);
+            let terminal = deadline_passed(&id).to_value();
             let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
             tx.execute(
                 "UPDATE jig_runs SET status = 'settled', terminal = $2, epoch = epoch + 1 WHERE id = $1",
@@ -742,16 +737,14 @@ impl Queue {
         for row in &lost {
             let id: String = row.get(0);
             let (files, checkpoint): (Option<String>, Option<String>) = (row.get(1), row.get(2));
-            let mut terminal = coordinator_lost(&id);
+            let lost = coordinator_lost(&id);
             // A lost file Run: this node delivers its last checkpoint (or
             // the bare record); nothing is replayed.
-            let packet = match files {
-                Some(files) => {
-                    self.recover_packet(&id, &files, checkpoint, &mut terminal)
-                        .await
-                }
-                None => None,
+            let (terminal, packet) = match files {
+                Some(files) => self.recover_packet(&files, checkpoint, lost).await,
+                None => (lost, None),
             };
+            let terminal = terminal.to_value();
             let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
             tx.execute(
                 "UPDATE jig_runs SET status = 'settled', terminal = $2, packet = $3, lease_until = NULL WHERE id = $1",
@@ -772,42 +765,60 @@ impl Queue {
         Ok((expired, requeued, lost))
     }
 
-    /// The packet of a file Run lost after dispatch: its last accepted
-    /// checkpoint's files (or none), published as a blob; the terminal
-    /// notes the delivery. `None` when it cannot be published.
+    /// The packet of a file Run lost after dispatch: seed 002 §8's rule
+    /// for a Run that did not succeed (its last accepted checkpoint's
+    /// files, or none), published as a blob, and the `lost` terminal
+    /// noting the delivery with the blob's digest. Unchanged when the Run
+    /// wanted no packet.
     async fn recover_packet(
         &self,
-        id: &str,
         files: &str,
         checkpoint: Option<String>,
-        terminal: &mut Value,
-    ) -> Option<String> {
+        lost: Terminal,
+    ) -> (Terminal, Option<String>) {
         let files = match self.fetch_files(files).await {
             Ok(files) if files.out => files,
-            _ => return None,
+            _ => return (lost, None),
         };
         let checkpoint = checkpoint
             .and_then(|text| flow::json::parse(text.as_bytes()).ok())
             .and_then(|value| jig_engine::state::Aggregate::from_value(&value));
-        let (output, source) = match &checkpoint {
-            Some(c) => (c.output_files(), "checkpoint"),
-            None => (Vec::new(), "none"),
+        let (output, source) = jig_engine::run::delivery(None, checkpoint.as_ref(), false)
+            .unwrap_or((Vec::new(), Source::None));
+        let checkpoint = checkpoint.map_or(Value::Null, |c| c.record());
+        let run_id = lost.run_id.clone().unwrap_or_default();
+        let execution = Terminal {
+            run_id: None,
+            ..lost.clone()
         };
-        let mut execution = terminal.clone();
-        if let Some(map) = execution.as_object_mut() {
-            map.remove("runId");
-        }
-        worker::publish_packet(
-            self,
-            id,
-            &files,
-            &execution,
-            output,
-            source,
-            checkpoint.as_ref(),
-            terminal,
-        )
-        .await
+        let record = jig_engine::files::packet_record(
+            &run_id,
+            &files.method,
+            &execution.to_value(),
+            &files.input,
+            source.as_str(),
+            &output,
+            &checkpoint,
+        );
+        let destination = jig_engine::state::PACKET_STORE.to_string();
+        let (delivery, published) = match worker::put_packet(self, &output, &record).await {
+            Ok(digest) => (
+                Delivery::Written {
+                    destination,
+                    source,
+                },
+                Some(digest),
+            ),
+            Err(e) => (
+                Delivery::Failed {
+                    destination,
+                    code: e.code().to_string(),
+                },
+                None,
+            ),
+        };
+        let terminal = lost.with_packet(&files.method, &files.input, &checkpoint, delivery);
+        (terminal, published)
     }
 
     /// The digest of a settled file Run's packet blob, if it has one.

@@ -39,6 +39,7 @@ use jig_engine::envelope::Envelope;
 use jig_engine::exec::{Executor, TargetRef};
 use jig_engine::providers::ProviderSet;
 use jig_engine::run::{self, NotConducted};
+use jig_engine::terminal::Terminal;
 
 /// Generations whose published provider sets a worker keeps loaded.
 pub const MAX_PUBLISHED_SETS: usize = 16;
@@ -341,10 +342,10 @@ impl Worker {
         let terminal = self.prepare_and_run(&claim, cancel_rx).await;
         beat.abort();
         shutdown.abort();
-        let Some((mut terminal, packet)) = terminal else {
+        let Some((terminal, packet)) = terminal else {
             return;
         };
-        terminal["runId"] = json!(claim.id);
+        let terminal = terminal.with_run_id(&claim.id).to_value();
         self.write_terminal(&claim, &terminal, packet.as_deref())
             .await;
         // What this Run's verification learned is kept for the next
@@ -380,12 +381,10 @@ impl Worker {
         &self,
         claim: &Claim,
         cancel: watch::Receiver<bool>,
-    ) -> Option<(Value, Option<String>)> {
+    ) -> Option<(Terminal, Option<String>)> {
         // A Run settled before dispatch: its terminal formed as every
         // door forms one (nothing of it ran).
-        let failed = |code: &str, message: String| {
-            jig_engine::exec::submit::execution(&Err(jig_engine::exec::Failure::new(code, message)))
-        };
+        let failed = |code: &str, message: String| Terminal::failed(code, message);
         let refused = |e: jig_engine::Error| failed(e.code(), e.to_string());
         // The timeout counts from submission: past it, nothing runs.
         let deadline_passed = || super::deadline_passed(&claim.id);
@@ -560,7 +559,7 @@ impl Worker {
             Ok(conducted) => conducted,
             Err(NotConducted::Undispatched(f)) => {
                 let _ = forward.await;
-                return Some((jig_engine::exec::submit::execution(&Err(f)), None));
+                return Some((Terminal::of(&Err(f)), None));
             }
             Err(NotConducted::Stopped(e)) => {
                 let _ = forward.await;
@@ -568,7 +567,7 @@ impl Worker {
             }
         };
         if let Some(stream) = conducted.stream {
-            let line = conducted.terminal.clone();
+            let line = conducted.terminal.to_value();
             let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
         }
         let _ = forward.await;
@@ -615,7 +614,7 @@ impl Worker {
     /// Give up an undispatched claim the database could not serve: it is
     /// not settled (the outage is not the Run's failure); its lease
     /// expires and the Run returns to the queue for any worker.
-    fn abandon(&self, claim: &Claim, e: &Error) -> Option<(Value, Option<String>)> {
+    fn abandon(&self, claim: &Claim, e: &Error) -> Option<(Terminal, Option<String>)> {
         eprintln!(
             "jig worker: Run {}: not dispatched, left to its lease: {}: {e}",
             claim.id,
@@ -625,49 +624,9 @@ impl Worker {
     }
 }
 
-/// Publish a file Run's packet as a blob and note the delivery, method,
-/// input identity and checkpoint in its terminal (HOST-FACTS §4.1).
-/// Returns the packet blob's digest, recorded with the terminal.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn publish_packet(
-    queue: &Queue,
-    run_id: &str,
-    files: &super::blobs::FileRun,
-    execution: &Value,
-    mut output: Vec<jig_engine::files::OutputFile>,
-    source: &str,
-    checkpoint: Option<&jig_engine::state::Aggregate>,
-    terminal: &mut Value,
-) -> Option<String> {
-    let checkpoint = checkpoint.map_or(Value::Null, |c| c.record());
-    terminal["method"] = files.method.clone();
-    terminal["input"] = files.input.clone();
-    terminal["checkpoint"] = checkpoint.clone();
-    output.sort_by(|a, b| a.path.cmp(&b.path));
-    let record = jig_engine::files::packet_record(
-        run_id,
-        &files.method,
-        execution,
-        &files.input,
-        source,
-        &output,
-        &checkpoint,
-    );
-    let published = put_packet(queue, &output, &record).await.ok();
-    terminal["delivery"] = match &published {
-        Some(_) => {
-            json!({"status": "written", "destination": jig_engine::state::PACKET_STORE, "source": source})
-        }
-        None => {
-            json!({"status": "failed", "destination": jig_engine::state::PACKET_STORE, "code": "JIG_DELIVERY_FAILED"})
-        }
-    };
-    published
-}
-
 /// Publish a packet (its files and `result.json` record) as a blob:
 /// the blob's digest.
-async fn put_packet(
+pub(crate) async fn put_packet(
     queue: &Queue,
     output: &[jig_engine::files::OutputFile],
     record: &Value,

@@ -18,6 +18,7 @@ use serde_json::json;
 use super::console::Console;
 use super::runner::{Live, ServedRun, Server};
 use crate::Error;
+use jig_engine::exec::submit;
 
 /// Request bodies are JSON/1 documents, bounded by its document limit.
 pub const MAX_BODY_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
@@ -264,52 +265,10 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
         .into_response()
 }
 
-/// The submission body: `{target, input?, key?, timeout?, receive?}`.
+/// The submission body ([`submit::RunRequest`]), read strictly.
 pub(super) fn parse_submission(bytes: &[u8]) -> Result<ServedRun, Error> {
-    let invalid = Error::RequestInvalid;
-    let value = flow::json::parse(bytes)
-        .map_err(|e| invalid(format!("the body is not a JSON/1 document: {e}")))?;
-    let Some(object) = value.as_object() else {
-        return Err(invalid("the body must be a JSON object".into()));
-    };
-    for name in object.keys() {
-        if !["target", "input", "key", "timeout", "receive", "out"].contains(&name.as_str()) {
-            return Err(invalid(format!("unknown member {name:?}")));
-        }
-    }
-    let text = |name: &str| -> Result<Option<String>, Error> {
-        match object.get(name) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(invalid(format!("{name} must be a string"))),
-        }
-    };
-    let target = text("target")?.ok_or_else(|| invalid("target is required".into()))?;
-    let receive = match object.get("receive") {
-        None => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|i| {
-                i.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| invalid("receive must be an array of channel names".into()))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(invalid("receive must be an array of channel names".into())),
-    };
-    Ok(ServedRun {
-        target,
-        input: object.get("input").cloned().unwrap_or(Value::Null),
-        key: text("key")?,
-        timeout: text("timeout")?,
-        receive,
-        files: None,
-        out: match object.get("out") {
-            None => true,
-            Some(Value::Bool(out)) => *out,
-            Some(_) => return Err(invalid("out must be a boolean".into())),
-        },
-    })
+    let run = submit::RunRequest::parse(bytes).map_err(Error::RequestInvalid)?;
+    Ok(ServedRun { run, files: None })
 }
 
 #[derive(serde::Deserialize)]
@@ -384,13 +343,7 @@ async fn submit(
         wait_finished(&live).await;
     }
     match server.record(&project, &record.id).await {
-        Ok(record) => json_response(
-            200,
-            &record
-                .terminal()
-                .cloned()
-                .unwrap_or_else(|| json!({"status": "pending", "runId": record.id})),
-        ),
+        Ok(record) => json_response(200, &submit::shown_terminal(&record)),
         Err(refusal) => refused(refusal),
     }
 }

@@ -27,7 +27,7 @@ use jig_engine::config::HostConfig;
 use jig_engine::envelope::Envelope;
 use jig_engine::exec::receive;
 
-use jig_engine::exec::submit::{self, Recorded};
+use jig_engine::exec::submit::{self, Recorded, RunRequest};
 use jig_engine::exec::{Ahead, TargetRef};
 use jig_engine::providers::ProviderSet;
 use jig_engine::run::{self, NotConducted};
@@ -112,17 +112,11 @@ fn discard(slot: Slot) {
 
 /// A parsed submission (`POST /v1/projects/{project}/runs`).
 pub struct ServedRun {
-    pub target: String,
-    pub input: Value,
-    pub key: Option<String>,
-    pub timeout: Option<String>,
-    pub receive: Vec<String>,
+    /// What was asked, as the body said it.
+    pub run: RunRequest,
     /// A file Run (submitted as a tar): its captured attachments. Its
     /// packet is published in the daemon's packet store.
     pub files: Option<jig_engine::files::Captured>,
-    /// A file Run's packet is wanted (`jig run --out`; default true). Without
-    /// it a writable attachment is refused and nothing is published.
-    pub out: bool,
 }
 
 /// The output intent a served file Run records: the daemon's packet store
@@ -529,11 +523,11 @@ impl Server {
             return Err(Error::Closed);
         }
         let asked = submit::check(
-            &request.target,
-            request.timeout.as_deref(),
-            request.key.as_deref(),
+            &request.run.target,
+            request.run.timeout.as_deref(),
+            request.run.key.as_deref(),
         )?;
-        let names = receive::parse(&request.receive).map_err(Error::from)?;
+        let names = receive::parse(&request.run.receive).map_err(Error::from)?;
         // With a database, its key lock serialises instead (a thread
         // blocked here would hold a core the database call needs).
         let _one_at_a_time = self
@@ -547,7 +541,7 @@ impl Server {
         let declared = &resolved.package.metadata().attachments;
         // Seed 002 §4: checkpoints are delivered with the packet; with a
         // database any node can deliver a lost Run's last checkpoint.
-        let packet_wanted = request.files.is_some() && request.out;
+        let packet_wanted = request.files.is_some() && request.run.out;
         if resolved.checkpointing && (self.queue.is_none() || !packet_wanted) {
             return Err(files_invalid(match self.queue {
                 None => format!("{target} keeps Run Checkpoints; this daemon serves checkpointing Runs only with --database"),
@@ -573,7 +567,7 @@ impl Server {
                         .map(|n| (n.clone(), (PathBuf::new(), Vec::new())))
                         .collect(),
                 };
-                jig_engine::files::check_request(declared, &asked_roots, request.out)
+                jig_engine::files::check_request(declared, &asked_roots, request.run.out)
                     .map_err(Error::from)?
             }
         };
@@ -590,18 +584,18 @@ impl Server {
         let identity = submit::identity(
             &asked,
             &resolved.generation,
-            &request.input,
+            &request.run.input,
             captured.manifest(),
             request
                 .files
                 .as_ref()
-                .filter(|_| request.out)
+                .filter(|_| request.run.out)
                 .map(|_| std::path::Path::new(PACKET_INTENT)),
         );
         let file_run = request.files.is_some().then(|| FileRun {
             captured,
             writable,
-            out: request.out,
+            out: request.run.out,
             method: resolved.method(&asked.target),
             input: identity.input.clone(),
         });
@@ -650,7 +644,7 @@ impl Server {
             &runs,
             asked.key.as_deref(),
             identity.content,
-            &request.input,
+            &request.run.input,
             reserve,
         )? {
             Recorded::Replay(record) => return Ok(Started::Local(record, None)),
@@ -666,7 +660,7 @@ impl Server {
         self.metrics.queued.inc();
         let method = Dispatch {
             target: asked.target,
-            input: request.input,
+            input: request.run.input,
             timeout: asked.timeout,
             names,
             package: resolved.package,
@@ -709,7 +703,7 @@ impl Server {
         let runs = project.state.runs();
         let (terminal, stream) = match self.run_one(&project, &record, &live, dispatch).await {
             Ok(conducted) => {
-                if let Err(e) = runs.settle(&mut record, conducted.terminal.clone()) {
+                if let Err(e) = runs.settle(&mut record, conducted.terminal.to_value()) {
                     eprintln!("jig serve: Run {} could not be settled: {e}", record.id);
                 }
                 if let Err(e) = conducted.cleanup {
@@ -733,15 +727,15 @@ impl Server {
         // The log ends with the terminal, once it is settled.
         match stream {
             Some(stream) => {
-                let line = terminal.clone();
+                let line = terminal.to_value();
                 let _ = tokio::task::spawn_blocking(move || stream.finish(&line)).await;
             }
-            None => live.push_value(&json!({"type": "terminal", "result": terminal})),
+            None => live.push_value(&json!({"type": "terminal", "result": terminal.to_value()})),
         }
         self.runs_changed(&project.name);
         drop(permit);
         self.metrics.active.dec();
-        let status = terminal["status"].as_str().unwrap_or("lost").to_string();
+        let status = terminal.status.as_str().to_string();
         self.metrics
             .runs
             .get_or_create(&vec![("status".to_string(), status)])

@@ -28,6 +28,7 @@ use session::Session;
 use super::api::status;
 use super::runner::{ServedRun, Server};
 use crate::Error;
+use jig_engine::exec::submit::RunRequest;
 
 /// The Content-Security-Policy of every console response: only this
 /// origin's script, style and connections; no frames, plugins or inline
@@ -752,13 +753,12 @@ async fn submit(
         Err(refusal) => return refuse(&door, Some(&session), refusal),
     };
     let request = ServedRun {
-        target: form.target,
-        input,
-        key: None,
-        timeout: form.timeout.filter(|t| !t.trim().is_empty()),
-        receive: channels,
+        run: RunRequest {
+            timeout: form.timeout.filter(|t| !t.trim().is_empty()),
+            receive: channels,
+            ..RunRequest::new(form.target, input)
+        },
         files: None,
-        out: true,
     };
     match door.server.submit(&project, request).await {
         Ok((record, _)) => see_other(&format!(

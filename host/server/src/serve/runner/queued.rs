@@ -35,13 +35,13 @@ impl Server {
             let (run, new) = queue
                 .submit(
                     project_name,
-                    request.key.as_deref(),
+                    request.run.key.as_deref(),
                     generation.number as i64,
-                    &request.target,
-                    &request.input,
+                    &request.run.target,
+                    &request.run.input,
                     &content,
                     timeout.as_millis() as i64,
-                    &request.receive,
+                    &request.run.receive,
                     files.as_deref(),
                 )
                 .await?;
