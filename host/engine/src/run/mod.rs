@@ -13,6 +13,8 @@
 //! whether the command itself was interrupted. Recording and settling stay
 //! with the door (a file, or a PostgreSQL row), as does printing.
 
+pub mod local;
+
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
