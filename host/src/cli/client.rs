@@ -504,9 +504,7 @@ async fn receive(served: &Served, path: &str) -> Result<u8, CliError> {
     }
     let terminal = terminal
         .ok_or_else(|| unavailable("the daemon's event stream ended before the terminal"))?;
-    Ok(exit::run_exit_code(
-        terminal["status"].as_str().unwrap_or("lost"),
-    ))
+    Ok(exit::run_exit_code(Terminal::status_of(&terminal)))
 }
 
 /// `jig runs` and `jig runs show ID` from the daemon.

@@ -2,6 +2,7 @@
 //! place ([`exit_status`], HOST-FACTS §5) from what failed: the variant,
 //! never a code's prefix or a message's words.
 
+use jig_engine::terminal::Status;
 use jig_project::{InitError, ProjectCode, ProjectError};
 
 /// The codes of failures the command line finds itself (its arguments,
@@ -375,11 +376,12 @@ pub fn shown_exit_code(terminal: &serde_json::Value, status: u8) -> u8 {
     }
 }
 
-/// `jig run`'s status from the printed terminal.
-pub fn run_exit_code(status: &str) -> u8 {
+/// `jig run`'s status from the printed terminal's: 0 succeeded, 1 failed,
+/// 2 lost or still pending.
+pub fn run_exit_code(status: Status) -> u8 {
     match status {
-        "succeeded" => 0,
-        "failed" => 1,
-        _ => 2,
+        Status::Succeeded => 0,
+        Status::Failed => 1,
+        Status::Lost | Status::Pending => 2,
     }
 }

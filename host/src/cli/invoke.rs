@@ -12,7 +12,7 @@ use flow::json::Value;
 use jig_engine::exec::receive;
 use jig_engine::files::{self, Destination, FilesError, OutputFile};
 use jig_engine::run::{self, Conducted, Door, NotConducted, Publishing};
-use jig_engine::terminal::Terminal as Execution;
+use jig_engine::terminal::{Status, Terminal as Execution};
 
 use super::{exit, terminal, CliError, Code};
 
@@ -170,17 +170,18 @@ pub(super) fn finish_output(
         return print_terminal(terminal, json_output);
     };
     match stream.finish(terminal) {
-        None => exit::run_exit_code(terminal["status"].as_str().unwrap_or("lost")),
+        None => exit::run_exit_code(Execution::status_of(terminal)),
         Some(fault) => {
-            eprintln!("JIG_OUTPUT_FAILED: {}", fault.message());
-            2
+            let message = fault.message();
+            eprintln!("{}: {message}", Code::OutputFailed.as_str());
+            exit::exit_status(&CliError::new(Code::OutputFailed, message))
         }
     }
 }
 
 /// Print a terminal (JSON when redirected or asked for) and return the exit status.
 pub(super) fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
-    let status = terminal["status"].as_str().unwrap_or("lost");
+    let status = Execution::status_of(terminal);
     if json_output || !std::io::stdout().is_terminal() {
         println!("{}", flow::json::canonical_string(terminal));
     } else {
@@ -188,7 +189,7 @@ pub(super) fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
             .pointer("/diagnostics/stderr")
             .and_then(Value::as_str)
         {
-            if !stderr.is_empty() && status != "succeeded" {
+            if !stderr.is_empty() && status != Status::Succeeded {
                 eprintln!("component stderr:\n{}", terminal::escape_lines(stderr));
             }
         }

@@ -117,7 +117,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let status = match interrupted && !super::shows_interrupted(args.json, &conducted.stream) {
         // The reference prints nothing on stdout for an interrupted
         // command (HOST-FACTS §7); the Run's record keeps its terminal.
-        true => 2,
+        true => super::exit::exit_status(&interrupted_error()),
         false => finish_output(&terminal, args.json, conducted.stream),
     };
     let cleanup = conducted.cleanup;
@@ -200,7 +200,7 @@ fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
             "{}",
             flow::json::canonical_string(&json!({"type": "terminal", "result": terminal}))
         );
-        super::exit::run_exit_code(terminal["status"].as_str().unwrap_or("lost"))
+        super::exit::run_exit_code(Execution::status_of(&terminal))
     } else {
         print_terminal(&terminal, json_output)
     };

@@ -261,6 +261,21 @@ pub struct Identity {
     pub input: Value,
 }
 
+/// What every door checks once a Run's target is resolved, before
+/// anything is captured or recorded: the attachment roots asked and
+/// `--out` against the attachments the target declares, and `--receive`
+/// against the ports it sends on. Returns the writable attachment's name.
+pub fn check_declared(
+    package: &Package,
+    request: &crate::files::Request,
+    out: bool,
+    receive: &[String],
+) -> Result<Option<String>, Error> {
+    let writable = crate::files::check_request(&package.metadata().attachments, request, out)?;
+    super::receive::check(package, receive)?;
+    Ok(writable)
+}
+
 /// The content identity of a Run: what, with which input and attachments,
 /// delivered where, under which generation and deadline.
 pub fn identity(

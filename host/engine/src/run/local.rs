@@ -116,12 +116,8 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
         ))
         .into());
     }
-    let writable = files::check_request(
-        &package.metadata().attachments,
-        asked.request,
-        asked.out.is_some(),
-    )?;
-    crate::exec::receive::check(&package, asked.receive)?;
+    let writable =
+        submit::check_declared(&package, asked.request, asked.out.is_some(), asked.receive)?;
     let captured = files::capture(asked.request, asked.dir)?;
     let out = asked.out.map(|out| asked.dir.join(out));
     let destination = out
