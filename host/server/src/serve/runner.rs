@@ -2,11 +2,19 @@
 //! rules, a bounded queue in front of a fixed number of active slots, the
 //! per-Run event log streams read from, and the drain on shutdown.
 
+mod ahead;
 mod changes;
+mod live;
+mod metrics;
 mod queued;
 mod retention;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use ahead::Aheads;
+pub use live::Live;
+use live::{LogWriter, Retired};
+use metrics::Metrics;
+
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +25,6 @@ use flow::package::Package;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::sync::{watch, Semaphore};
@@ -28,42 +35,10 @@ use jig_engine::envelope::Envelope;
 use jig_engine::exec::receive;
 
 use jig_engine::exec::submit::{self, Recorded, RunRequest};
-use jig_engine::exec::{Ahead, TargetRef};
+use jig_engine::exec::TargetRef;
 use jig_engine::providers::ProviderSet;
 use jig_engine::run::{self, NotConducted};
 use jig_engine::state::{self, ProjectState, RunRecord, PACKET_STORE};
-
-/// Finished Runs whose event logs stay readable in memory (older ones
-/// answer their events with the recorded terminal alone).
-pub const MAX_FINISHED_LOGS: usize = 256;
-/// The bytes those logs may hold together: one log is bounded by the
-/// `--receive` stream ([`receive::MAX_OUTPUT_BYTES`]), so without this 256
-/// of them could hold gigabytes. The newest log is kept whatever its size.
-pub const MAX_FINISHED_LOG_BYTES: usize = 64 * 1024 * 1024;
-
-/// The finished logs still in memory, oldest first, with their bytes.
-#[derive(Default)]
-struct Retired {
-    logs: VecDeque<(String, usize)>,
-    bytes: usize,
-}
-
-impl Retired {
-    /// Keep Run `id`'s log of `bytes`; returns the Runs whose logs go.
-    fn push(&mut self, id: String, bytes: usize) -> Vec<String> {
-        self.logs.push_back((id, bytes));
-        self.bytes += bytes;
-        let mut evicted = Vec::new();
-        while self.logs.len() > 1
-            && (self.logs.len() > MAX_FINISHED_LOGS || self.bytes > MAX_FINISHED_LOG_BYTES)
-        {
-            let (old, size) = self.logs.pop_front().expect("more than one");
-            self.bytes -= size;
-            evicted.push(old);
-        }
-        evicted
-    }
-}
 
 /// How many Runs the daemon holds at once.
 #[derive(Debug, Clone, Copy)]
@@ -80,35 +55,6 @@ pub struct Limits {
 /// and for Bun or Python the runtime waiting at the SDK's gate (about
 /// 30 or 20 MiB).
 pub const DEFAULT_ENVELOPES_AHEAD: usize = 8;
-
-/// How long a Run waits for its target's envelope while it is being made
-/// ahead, at most (making it costs about what the Run's own start would).
-pub const AHEAD_WAIT: Duration = Duration::from_secs(1);
-
-/// The envelopes made ahead, by (project, target).
-#[derive(Default)]
-struct Aheads {
-    made: BTreeMap<(String, String), Slot>,
-    /// The daemon let go of its envelope: nothing more is made ahead.
-    closed: bool,
-}
-
-/// One target's envelope made ahead.
-enum Slot {
-    /// Being made; woken when it is held (or was not made).
-    Making(Arc<tokio::sync::Notify>),
-    /// Held: when it was made (the oldest goes first when more are wanted
-    /// than the limit), its work root, the envelope.
-    Held(Instant, PathBuf, Box<Ahead>),
-}
-
-/// End a held envelope and remove its work root.
-fn discard(slot: Slot) {
-    if let Slot::Held(_, root, ahead) = slot {
-        drop(ahead);
-        let _ = jig_engine::files::remove_tree(&root);
-    }
-}
 
 /// A parsed submission (`POST /v1/projects/{project}/runs`).
 pub struct ServedRun {
@@ -210,150 +156,6 @@ impl Project {
             Ok(package)
         })?;
         Ok(resolved)
-    }
-}
-
-/// One Run's event log: NDJSON lines, appended by the Run, read by any
-/// number of clients at their own pace (a slow client never holds the Run).
-pub struct Live {
-    lines: Mutex<Vec<Arc<Vec<u8>>>>,
-    /// The bytes of `lines`.
-    bytes: AtomicUsize,
-    appended: watch::Sender<usize>,
-    cancel: watch::Sender<bool>,
-    finished: AtomicBool,
-}
-
-impl Live {
-    fn new() -> Arc<Live> {
-        Arc::new(Live {
-            lines: Mutex::new(Vec::new()),
-            bytes: AtomicUsize::new(0),
-            appended: watch::channel(0).0,
-            cancel: watch::channel(false).0,
-            finished: AtomicBool::new(false),
-        })
-    }
-
-    fn push(&self, line: Vec<u8>) {
-        self.bytes.fetch_add(line.len(), Ordering::SeqCst);
-        let mut lines = self.lines.lock().unwrap();
-        lines.push(Arc::new(line));
-        let n = lines.len();
-        drop(lines);
-        self.appended.send_replace(n);
-    }
-
-    fn push_value(&self, value: &Value) {
-        let mut line = flow::json::canonical(value);
-        line.push(b'\n');
-        self.push(line);
-    }
-
-    /// Lines from `from`, and whether the log is complete after them.
-    pub fn read_from(&self, from: usize) -> (Vec<Arc<Vec<u8>>>, bool) {
-        let finished = self.finished.load(Ordering::SeqCst);
-        let lines = self.lines.lock().unwrap();
-        (lines[from.min(lines.len())..].to_vec(), finished)
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<usize> {
-        self.appended.subscribe()
-    }
-
-    /// Hand every line of this log to `send`, from the first and then as
-    /// each is appended: `true` once the log is finished and every line
-    /// was sent, `false` when `send` says its reader went away.
-    pub async fn forward<F, Sent>(&self, mut send: F) -> bool
-    where
-        F: FnMut(Arc<Vec<u8>>) -> Sent,
-        Sent: std::future::Future<Output = bool>,
-    {
-        let mut changes = self.subscribe();
-        let mut next = 0;
-        loop {
-            let (lines, finished) = self.read_from(next);
-            next += lines.len();
-            for line in lines {
-                if !send(line).await {
-                    return false;
-                }
-            }
-            if finished && self.read_from(next).0.is_empty() {
-                return true;
-            }
-            if changes.changed().await.is_err() {
-                return false;
-            }
-        }
-    }
-}
-
-/// The `--receive` stream writes whole lines; each becomes one event.
-struct LogWriter(Arc<Live>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.push(buf.to_vec());
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-struct Metrics {
-    registry: Registry,
-    runs: Family<Vec<(String, String)>, Counter>,
-    durations: Histogram,
-    active: Gauge,
-    queued: Gauge,
-    /// Runs whose envelope was made ahead of them and used.
-    ahead: Counter,
-    disk: retention::Disk,
-}
-
-impl Metrics {
-    fn new() -> Metrics {
-        let mut registry = Registry::default();
-        let runs = Family::<Vec<(String, String)>, Counter>::default();
-        let durations = Histogram::new([
-            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-        ]);
-        let active = Gauge::default();
-        let queued = Gauge::default();
-        registry.register(
-            "jig_runs",
-            "Runs settled by this daemon, by terminal status",
-            runs.clone(),
-        );
-        registry.register(
-            "jig_run_duration_seconds",
-            "Time from submission to terminal",
-            durations.clone(),
-        );
-        registry.register("jig_active_runs", "Runs executing now", active.clone());
-        registry.register(
-            "jig_queued_runs",
-            "Runs accepted and waiting for a slot",
-            queued.clone(),
-        );
-        let ahead = Counter::default();
-        registry.register(
-            "jig_runs_started_ahead",
-            "Runs that started in an envelope made ahead of them",
-            ahead.clone(),
-        );
-        let disk = retention::Disk::register(&mut registry);
-        Metrics {
-            ahead,
-            disk,
-            registry,
-            runs,
-            durations,
-            active,
-            queued,
-        }
     }
 }
 
@@ -538,7 +340,6 @@ impl Server {
         let resolved = project.resolve(&asked.target)?;
         let target = &asked.target;
         let files_invalid = |m: String| Error::from(jig_engine::files::FilesError::invalid(m));
-        let declared = &resolved.package.metadata().attachments;
         // Seed 002 §4: checkpoints are delivered with the packet; with a
         // database any node can deliver a lost Run's last checkpoint.
         let packet_wanted = request.files.is_some() && request.run.out;
@@ -548,30 +349,24 @@ impl Server {
                 Some(_) => format!("{target} keeps Run Checkpoints, which are delivered with the packet; submit it as a file Run with --out"),
             }));
         }
-        let writable = match &request.files {
-            // A JSON body is `jig run` without `--attach` or `--out`: a
-            // target that declares attachments is refused as it is there.
-            None => jig_engine::files::check_request(
-                declared,
-                &jig_engine::files::Request::default(),
-                false,
-            )
-            .map_err(Error::from)?,
-            // The same matching as `jig run --attach … --out DIR`: the
-            // packet store is always the destination.
-            Some(captured) => {
-                let asked_roots = jig_engine::files::Request {
+        // A JSON body is `jig run` without `--attach` or `--out` (a target
+        // that declares attachments is refused as it is there); a file Run
+        // is matched as `jig run --attach … --out DIR` is, the packet store
+        // always its destination.
+        let (asked_roots, out) = match &request.files {
+            None => (jig_engine::files::Request::default(), false),
+            Some(captured) => (
+                jig_engine::files::Request {
                     roots: captured
                         .roots
                         .keys()
                         .map(|n| (n.clone(), (PathBuf::new(), Vec::new())))
                         .collect(),
-                };
-                jig_engine::files::check_request(declared, &asked_roots, request.run.out)
-                    .map_err(Error::from)?
-            }
+                },
+                request.run.out,
+            ),
         };
-        receive::check(&resolved.package, &names).map_err(Error::from)?;
+        let writable = submit::check_declared(&resolved.package, &asked_roots, out, &names)?;
         // The same content identity as `jig run` (a direct Run captures
         // nothing), so a key means the same thing through either door.
         let captured = match &request.files {
@@ -1066,163 +861,6 @@ impl Server {
         }
         let _ = tokio::time::timeout(super::CANCEL_FENCE_BUDGET, all_settled()).await;
     }
-
-    /// Release what the envelope kept between Runs (after [`Server::drain`]):
-    /// the envelopes made ahead end, and nothing more is made.
-    pub fn release_envelope(&self) {
-        let made = {
-            let mut aheads = self.aheads.lock().unwrap();
-            aheads.closed = true;
-            std::mem::take(&mut aheads.made)
-        };
-        for slot in made.into_values() {
-            if let Slot::Making(made) = &slot {
-                made.notify_waiters();
-            }
-            discard(slot);
-        }
-        self.envelope.release();
-    }
-
-    /// The envelope made ahead for `target` of `project`, if it is held:
-    /// (its work root, the envelope). One still being made (only ever on
-    /// an otherwise idle daemon) is waited for, at most [`AHEAD_WAIT`]:
-    /// making a second envelope beside it would cost the Run more.
-    async fn take_ahead(&self, project: &str, target: &TargetRef) -> Option<(PathBuf, Ahead)> {
-        let key = (project.to_string(), target.to_string());
-        let mut waited = false;
-        loop {
-            let being_made = {
-                let mut aheads = self.aheads.lock().unwrap();
-                match aheads.made.remove(&key)? {
-                    Slot::Held(made, root, mut ahead) => {
-                        drop(aheads);
-                        if ahead.is_ready() {
-                            return Some((root, *ahead));
-                        }
-                        discard(Slot::Held(made, root, ahead));
-                        return None;
-                    }
-                    Slot::Making(made) => {
-                        // Registered before the lock is let go: a wake-up
-                        // in between is not missed.
-                        let woken = made.clone().notified_owned();
-                        aheads.made.insert(key.clone(), Slot::Making(made));
-                        woken
-                    }
-                }
-            };
-            if waited {
-                return None;
-            }
-            waited = true;
-            let _ = tokio::time::timeout(AHEAD_WAIT, being_made).await;
-        }
-    }
-
-    /// Make the envelope of the next Run of `target` ahead, after a Run of
-    /// it answered (a target with one held already keeps it). Best effort:
-    /// whatever fails here, the next Run starts its own envelope.
-    async fn make_ahead(
-        &self,
-        project: &Arc<Project>,
-        target: TargetRef,
-        plan: Value,
-        package: Arc<Package>,
-    ) {
-        let key = (project.name.clone(), target.to_string());
-        let making = Arc::new(tokio::sync::Notify::new());
-        {
-            let mut aheads = self.aheads.lock().unwrap();
-            // Not while other Runs execute or wait for a slot: the CPU is
-            // theirs (a busy daemon's next Run would not find it made in
-            // time, and making it would cost every Run its share).
-            if self.limits.envelopes_ahead == 0
-                || aheads.closed
-                || aheads.made.contains_key(&key)
-                || !self.accepting.load(Ordering::SeqCst)
-                || self.metrics.queued.get() > 0
-                || self.metrics.active.get() > 0
-            {
-                return;
-            }
-            aheads
-                .made
-                .insert(key.clone(), Slot::Making(making.clone()));
-        }
-        // Whatever happens below, the slot stops being made.
-        let made = self.hold_ahead(project, target, plan, package).await;
-        let mut aheads = self.aheads.lock().unwrap();
-        let ours =
-            matches!(aheads.made.get(&key), Some(Slot::Making(m)) if Arc::ptr_eq(m, &making));
-        let mut gone = Vec::new();
-        match made {
-            Some((root, ahead)) if ours && !aheads.closed => {
-                aheads
-                    .made
-                    .insert(key, Slot::Held(Instant::now(), root, Box::new(ahead)));
-            }
-            Some((root, ahead)) => gone.push(Slot::Held(Instant::now(), root, Box::new(ahead))),
-            None if ours => {
-                aheads.made.remove(&key);
-            }
-            None => {}
-        }
-        while aheads.made.len() > self.limits.envelopes_ahead {
-            let oldest = aheads
-                .made
-                .iter()
-                .filter_map(|(key, slot)| match slot {
-                    Slot::Held(made, ..) => Some((*made, key.clone())),
-                    Slot::Making(_) => None,
-                })
-                .min();
-            let Some((_, oldest)) = oldest else {
-                break;
-            };
-            gone.extend(aheads.made.remove(&oldest));
-        }
-        drop(aheads);
-        making.notify_waiters();
-        gone.into_iter().for_each(discard);
-    }
-
-    /// Make and hold the envelope of the next Run of `target`: (its work
-    /// root, the envelope), or `None` when it is not made.
-    async fn hold_ahead(
-        &self,
-        project: &Arc<Project>,
-        target: TargetRef,
-        plan: Value,
-        package: Arc<Package>,
-    ) -> Option<(PathBuf, Ahead)> {
-        let n = self.ahead_counter.fetch_add(1, Ordering::Relaxed);
-        let root = project.state.run_dir(&format!("ahead-{n}")).ok()?;
-        let executor = submit::executor(
-            &project.state,
-            plan,
-            &self.config,
-            self.providers.clone(),
-            &self.envelope,
-            root.clone(),
-            Some(package),
-        );
-        // Hashing, trees and the runtime view: off the runtime's threads.
-        let launch = tokio::task::spawn_blocking(move || executor.launch_ahead(&target)).await;
-        // The envelope is spawned here, on a runtime worker: it lives as
-        // long as the thread that spawned it.
-        let ahead = match launch {
-            Ok(Ok(Some(launch))) => Ahead::start(&self.envelope, launch).ok(),
-            _ => None,
-        };
-        match ahead {
-            Some(ahead) => Some((root, ahead)),
-            None => {
-                let _ = jig_engine::files::remove_tree(&root);
-                None
-            }
-        }
-    }
 }
 
 /// A slot of the daemon's bound, held from recording to settling.
@@ -1299,33 +937,4 @@ struct Enqueue {
     content: Value,
     timeout: Duration,
     files: Option<crate::queue::blobs::FileRun>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finished_logs_are_bounded_by_count_and_by_bytes() {
-        let mut retired = Retired::default();
-        for n in 0..MAX_FINISHED_LOGS {
-            assert!(retired.push(format!("r{n}"), 1).is_empty());
-        }
-        assert_eq!(retired.push("past".into(), 1), ["r0"]);
-        assert_eq!(retired.logs.len(), MAX_FINISHED_LOGS);
-
-        let mut retired = Retired::default();
-        assert!(retired
-            .push("a".into(), MAX_FINISHED_LOG_BYTES - 1)
-            .is_empty());
-        assert!(retired.push("b".into(), 1).is_empty(), "at the bound");
-        assert_eq!(retired.push("c".into(), 1), ["a"], "one byte past it");
-        assert_eq!(retired.bytes, 2);
-        // The newest log stays, whatever its size.
-        assert_eq!(
-            retired.push("huge".into(), MAX_FINISHED_LOG_BYTES + 1),
-            ["b", "c"]
-        );
-        assert_eq!(retired.logs.len(), 1);
-    }
 }

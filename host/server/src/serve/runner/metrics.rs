@@ -1,0 +1,65 @@
+//! A daemon's OpenMetrics: Runs settled by status, their durations, the
+//! active and queued gauges, Runs started ahead, and the disk `.jig/` uses.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::retention;
+
+pub(super) struct Metrics {
+    pub(super) registry: Registry,
+    pub(super) runs: Family<Vec<(String, String)>, Counter>,
+    pub(super) durations: Histogram,
+    pub(super) active: Gauge,
+    pub(super) queued: Gauge,
+    /// Runs whose envelope was made ahead of them and used.
+    pub(super) ahead: Counter,
+    pub(super) disk: retention::Disk,
+}
+
+impl Metrics {
+    pub(super) fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let runs = Family::<Vec<(String, String)>, Counter>::default();
+        let durations = Histogram::new([
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ]);
+        let active = Gauge::default();
+        let queued = Gauge::default();
+        registry.register(
+            "jig_runs",
+            "Runs settled by this daemon, by terminal status",
+            runs.clone(),
+        );
+        registry.register(
+            "jig_run_duration_seconds",
+            "Time from submission to terminal",
+            durations.clone(),
+        );
+        registry.register("jig_active_runs", "Runs executing now", active.clone());
+        registry.register(
+            "jig_queued_runs",
+            "Runs accepted and waiting for a slot",
+            queued.clone(),
+        );
+        let ahead = Counter::default();
+        registry.register(
+            "jig_runs_started_ahead",
+            "Runs that started in an envelope made ahead of them",
+            ahead.clone(),
+        );
+        let disk = retention::Disk::register(&mut registry);
+        Metrics {
+            ahead,
+            disk,
+            registry,
+            runs,
+            durations,
+            active,
+            queued,
+        }
+    }
+}
