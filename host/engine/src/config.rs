@@ -5,7 +5,6 @@
 //! `$XDG_CONFIG_HOME/jig/host.toml` (or `~/.config/jig/host.toml`). A missing
 //! default file means "defaults"; a missing explicit file is an error.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use jig_provider_api::ProviderDecl;
@@ -322,9 +321,6 @@ fn default_path() -> Option<PathBuf> {
     };
     Some(base.join("jig").join("host.toml"))
 }
-
-/// Secrets are file paths; a provider's settings never carry the secret text.
-pub type SecretPaths = BTreeMap<String, PathBuf>;
 
 #[cfg(test)]
 mod tests {

@@ -11,12 +11,12 @@ use serde_json::json;
 
 /// Is this one of the Jig contracts the portable `jig.lock` names (its
 /// schema is closed to them)? Our own contracts are host policy.
-pub fn portable_contract(id: &str) -> bool {
+pub(crate) fn portable_contract(id: &str) -> bool {
     id.starts_with("https://jig.md/contracts/")
 }
 
 /// Is this builtin a Project Command (candidate or credentialed)?
-pub fn is_project_command(name: Option<&str>) -> bool {
+pub(crate) fn is_project_command(name: Option<&str>) -> bool {
     matches!(
         name,
         Some("project-command" | "project-command-credentialed")
@@ -24,7 +24,7 @@ pub fn is_project_command(name: Option<&str>) -> bool {
 }
 
 /// The builtin name of a Jig contract URI (any version).
-pub fn builtin_contract(id: &str) -> Option<&'static str> {
+pub(crate) fn builtin_contract(id: &str) -> Option<&'static str> {
     jig_provider_builtin::CONTRACTS
         .iter()
         .find(|(uri, ..)| *uri == id)
@@ -33,7 +33,7 @@ pub fn builtin_contract(id: &str) -> Option<&'static str> {
 
 /// The builtin serving exactly this contract identity, if any: the URI,
 /// version and digest must all match (Capability Contract/1 §3).
-pub fn builtin_exact(id: &str, version: &str, digest: &str) -> Option<&'static str> {
+pub(crate) fn builtin_exact(id: &str, version: &str, digest: &str) -> Option<&'static str> {
     jig_provider_builtin::CONTRACTS
         .iter()
         .find(|(uri, _, v, d)| *uri == id && *v == version && *d == digest)
@@ -41,7 +41,7 @@ pub fn builtin_exact(id: &str, version: &str, digest: &str) -> Option<&'static s
 }
 
 /// Is this Plan pin a builtin's (`{"kind": "builtin", "name"}`)? Its name.
-pub fn builtin_pin(pin: &Value) -> Option<&str> {
+pub(crate) fn builtin_pin(pin: &Value) -> Option<&str> {
     if pin.get("kind").and_then(Value::as_str) == Some("builtin") {
         pin.get("name").and_then(Value::as_str)
     } else {
@@ -129,7 +129,7 @@ impl ProviderSet {
 
     /// Choose the provider serving an exact contract identity, as a pin
     /// `{name, kind, fileDigest}` for the Plan.
-    pub fn plan_for(&self, id: &str, version: &str, digest: &str) -> Result<Value, String> {
+    pub(crate) fn plan_for(&self, id: &str, version: &str, digest: &str) -> Result<Value, String> {
         let wanted = ContractIdentity {
             id: id.into(),
             version: version.into(),
@@ -173,7 +173,7 @@ impl ProviderSet {
     /// Are the grants of every configured provider these pins name still
     /// the reviewed ones? `Err` names the first that changed: a Run must
     /// not start (REVIEW_REQUIRED) until the change is reviewed.
-    pub fn verify_grants(&self, pins: &Value) -> Result<(), String> {
+    pub(crate) fn verify_grants(&self, pins: &Value) -> Result<(), String> {
         for pin in pins.as_object().into_iter().flat_map(|m| m.values()) {
             if builtin_pin(pin).is_some() {
                 continue;

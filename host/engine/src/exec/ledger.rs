@@ -22,7 +22,7 @@ struct Operation {
 }
 
 #[derive(Default)]
-pub struct OperationLedger {
+pub(crate) struct OperationLedger {
     operations: HashMap<String, Operation>,
     /// request id -> operation id
     waiters: HashMap<String, String>,
@@ -99,7 +99,10 @@ impl OperationLedger {
     /// finished, its outcome becomes `UNCERTAIN` for any later replay.
     /// Returns the stopped work: it ends (its future dropped, what it held
     /// released) once the handle resolves.
-    pub fn abort_if_unwatched(&mut self, op_id: &str) -> Option<tokio::task::JoinHandle<()>> {
+    pub(crate) fn abort_if_unwatched(
+        &mut self,
+        op_id: &str,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let op = self.operations.get_mut(op_id)?;
         if op.waiters != 0 || op.result.borrow().is_some() {
             return None;
@@ -110,7 +113,7 @@ impl OperationLedger {
         Some(task)
     }
 
-    pub fn abort_all(&mut self) {
+    pub(crate) fn abort_all(&mut self) {
         for op in self.operations.values() {
             if op.result.borrow().is_none() {
                 if let Some(task) = &op.task {

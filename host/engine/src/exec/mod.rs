@@ -47,23 +47,23 @@ use services::*;
 
 /// Where the bundled SDKs are written below a Run's support directory, which
 /// is an ancestor of every package directory of that Run.
-pub const PYTHON_SUPPORT: &str = "python";
-pub const JS_SUPPORT: &str = "node_modules/@jigging/flow";
+pub(crate) const PYTHON_SUPPORT: &str = "python";
+pub(crate) const JS_SUPPORT: &str = "node_modules/@jigging/flow";
 /// The SDK's preloaded gate (`host/typescript/flow/gate.js`), in its tree.
-pub const JS_GATE: &str = "gate.js";
+pub(crate) const JS_GATE: &str = "gate.js";
 /// The directory, in the Python SDK's tree, of its gate: a `sitecustomize`
 /// (`host/python/jiggy/_gate/`), first on a gated Run's `PYTHONPATH`.
-pub const PYTHON_GATE: &str = "jiggy/_gate";
-pub const DENO_IMPORT_MAP: &str = "import_map.json";
+pub(crate) const PYTHON_GATE: &str = "jiggy/_gate";
+pub(crate) const DENO_IMPORT_MAP: &str = "import_map.json";
 
 /// Diagnostics kept from a component's stderr (the tail, lossy UTF-8).
-pub const MAX_STDERR_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_STDERR_BYTES: usize = 64 * 1024;
 /// Seed 002 §8: the root permits two active sibling Flow calls.
-pub const MAX_ACTIVE_CHILDREN: usize = 2;
+pub(crate) const MAX_ACTIVE_CHILDREN: usize = 2;
 /// How long a component may take to exit after its root response.
-pub const EXIT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How long a component whose stdout ended may take to report its exit status.
-pub const EXIT_AFTER_EOF: Duration = Duration::from_secs(1);
+pub(crate) const EXIT_AFTER_EOF: Duration = Duration::from_secs(1);
 
 /// `flow:<path>` or `binding:<id>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,7 +256,7 @@ pub struct Repository {
 }
 
 /// Writes the bundled SDK a runtime loads below a Run's support directory.
-pub type SupportWriter = fn(&std::path::Path, RecipeKind) -> std::io::Result<()>;
+pub(crate) type SupportWriter = fn(&std::path::Path, RecipeKind) -> std::io::Result<()>;
 
 /// Counts of what a Run tree waits on: child Flows, Agent calls, commands.
 #[derive(Debug, Default)]
@@ -314,7 +314,7 @@ impl Executor {
 
     /// A package the caller has just read and verified from this store
     /// ([`Store::load_package`]); the first Run of its digest uses it.
-    pub fn with_loaded(self, package: Arc<flow::package::Package>) -> Executor {
+    pub(crate) fn with_loaded(self, package: Arc<flow::package::Package>) -> Executor {
         *self.loaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(package);
         self
     }
@@ -367,13 +367,13 @@ impl Executor {
     }
 
     /// Let credentialed Project Commands read this repository and secrets.
-    pub fn with_repository(mut self, repository: Repository) -> Executor {
+    pub(crate) fn with_repository(mut self, repository: Repository) -> Executor {
         self.repository = Some(repository);
         self
     }
 
     /// Start nothing before `commit` made the root's record durable.
-    pub fn with_commit(mut self, commit: Option<Arc<submit::Commit>>) -> Executor {
+    pub(crate) fn with_commit(mut self, commit: Option<Arc<submit::Commit>>) -> Executor {
         self.commit = commit;
         self
     }
@@ -413,7 +413,7 @@ impl Executor {
     }
 
     /// Is `target` a target of the admitted generation?
-    pub fn is_target(plan: &Value, target: &TargetRef) -> bool {
+    pub(crate) fn is_target(plan: &Value, target: &TargetRef) -> bool {
         Self::targets(plan).contains(&target.to_string())
     }
 
@@ -485,7 +485,7 @@ impl Executor {
     /// Run a root invocation with the channels the host connects to its
     /// declared ports. Before launch, the root's required ports must all
     /// be connected (else `INVALID_INPUT`), exactly as for a child.
-    pub fn run_root(
+    pub(crate) fn run_root(
         self: &Arc<Self>,
         invocation: Invocation,
         channels: RootChannels,

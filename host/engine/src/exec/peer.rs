@@ -22,14 +22,14 @@ use tokio::sync::{mpsc, watch};
 
 use super::ledger::{Join, OperationLedger};
 
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// The id the host uses for its one `flow/run` request.
-pub const ROOT_REQUEST_ID: &str = "host:1";
+pub(crate) const ROOT_REQUEST_ID: &str = "host:1";
 /// How long a component may take to settle after the host asks it to stop.
-pub const CANCEL_GRACE: Duration = Duration::from_millis(250);
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_millis(250);
 /// How long the host waits for stdout to end after the root response.
-pub const POST_RESPONSE_DRAIN: Duration = Duration::from_secs(5);
+pub(crate) const POST_RESPONSE_DRAIN: Duration = Duration::from_secs(5);
 /// How long a cancelled operation's work may take to stop (its future to be
 /// dropped) before the cancellation is answered anyway.
 const STOP_WAIT: Duration = Duration::from_secs(1);

@@ -46,10 +46,10 @@ pub const MAX_RECEIVE: usize = 16;
 /// terminal line always follows.
 pub const MAX_OUTPUT_BYTES: usize = 20 * 1024 * 1024;
 /// Lines queued for stdout before the readers wait.
-pub const MAX_PENDING_WRITES: usize = 256;
+pub(crate) const MAX_PENDING_WRITES: usize = 256;
 /// The longest stdout may take no bytes while output waits before the Run
 /// is cancelled. A slow reader that keeps taking bytes is not stuck.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// One write to stdout: a line is written in pieces of at most this many
 /// bytes (a pipe's usual capacity), and each piece taken counts as progress.
@@ -211,7 +211,7 @@ impl Stream {
     }
 
     /// Wait until a fault is recorded.
-    pub async fn faulted(&self) -> OutputFault {
+    pub(crate) async fn faulted(&self) -> OutputFault {
         let mut rx = self.fault.subscribe();
         loop {
             if let Some(fault) = *rx.borrow_and_update() {

@@ -70,7 +70,7 @@ const SOURCE_DATE_EPOCH: &str = "0";
 /// whole tree against its seal).
 const DIR_MODE: u32 = 0o700;
 /// Where the SDK's import root is below the tree (`PYTHONPATH`).
-pub const IMPORT_ROOT: &str = "python";
+pub(crate) const IMPORT_ROOT: &str = "python";
 /// How long after its last use a tree of another jig build is kept: an
 /// hour past the longest Run ([`MAX_TIMEOUT`]), so a Run of that build
 /// (an older daemon still serving, a CLI Run) that stamped it when it

@@ -113,11 +113,11 @@ impl RunRequest {
 }
 
 /// The longest idempotency key, in bytes.
-pub const MAX_KEY_BYTES: usize = 128;
+pub(crate) const MAX_KEY_BYTES: usize = 128;
 
 /// Seed 002 §9: default and largest root deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 /// `--timeout`: a duration in `ms`, `s`, `m` or `h` ([`flow::duration`]),
 /// at most [`MAX_TIMEOUT`].
 pub fn parse_timeout(text: &str) -> Option<Duration> {
@@ -179,7 +179,7 @@ pub fn resolve(state: &ProjectState, target: &TargetRef) -> Result<Resolved, Err
 
 /// [`resolve`] in `current`, the generation as [`ProjectState::current`]
 /// read it.
-pub fn resolve_in(
+pub(crate) fn resolve_in(
     state: &ProjectState,
     current: Result<Option<Generation>, StateError>,
     target: &TargetRef,
@@ -228,7 +228,7 @@ pub fn resolve_with(
 
 /// Does `target` run as a process (in an envelope), not as an in-process
 /// `flow.wasm`? What its admitted recipe says; false when it has none.
-pub fn runs_a_process(plan: &Value, target: &TargetRef) -> bool {
+pub(crate) fn runs_a_process(plan: &Value, target: &TargetRef) -> bool {
     admitted_package(plan, target).is_some_and(|(path, _, _)| {
         plan["execution"][&path]["recipe"]["kind"]
             .as_str()
@@ -349,7 +349,7 @@ pub fn record<H, E: From<Error>>(
 /// envelope), and the caller gets the [`Commit`] that gates dispatch:
 /// nothing of the Run starts before [`Commit::wait`] succeeds, and a Run
 /// whose record failed was never recorded, so it is never settled.
-pub fn record_committing<H, E: From<Error>>(
+pub(crate) fn record_committing<H, E: From<Error>>(
     runs: &Runs,
     key: Option<&str>,
     content: Value,
@@ -459,7 +459,7 @@ pub fn shown_terminal(record: &RunRecord) -> Value {
 
 /// Seal the captured roots read-only and create the empty writable
 /// attachment, under the Run's private directory.
-pub fn prepare_attachments(
+pub(crate) fn prepare_attachments(
     captured: &Captured,
     writable: Option<&str>,
     work_root: &Path,

@@ -18,9 +18,9 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// Memory ceiling of one guest, matching the Flow envelope of HOST-FACTS §5.
-pub const WASM_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
+pub(crate) const WASM_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
 /// How often the engine epoch advances; the granularity of deadlines.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Bytes a guest may have in flight to one output pipe.
 const PIPE_BUDGET: usize = 1024 * 1024;
 
@@ -66,14 +66,14 @@ pub fn engine() -> Result<&'static Engine, String> {
 }
 
 /// The compiled-module cache below the user's jig cache directory.
-pub const MODULE_CACHE_DIR: &str = "wasm-modules";
+pub(crate) const MODULE_CACHE_DIR: &str = "wasm-modules";
 /// Below it, one directory per engine compatibility (wasmtime version,
 /// compiler, its flags, this engine's configuration, the CPU features).
 const MODULES: &str = "compiled";
 /// At most this many compiled modules are kept per engine: keeping one
 /// more removes the oldest kept, so the cache does not grow with every
 /// revision of every `flow.wasm` this user ever ran.
-pub const MAX_COMPILED_MODULES: usize = 64;
+pub(crate) const MAX_COMPILED_MODULES: usize = 64;
 
 /// Compiled `flow.wasm` code, one uncompressed file per package digest,
 /// in `<jig cache>/wasm-modules/compiled/<engine>/<digest>`: a Run of a

@@ -20,16 +20,16 @@ use super::{
 };
 
 /// The submission document inside a file Run's tar.
-pub const REQUEST_ENTRY: &str = "request.json";
+pub(crate) const REQUEST_ENTRY: &str = "request.json";
 /// Attachment `NAME`'s files are `attachments/NAME/PATH` in the tar.
-pub const ATTACHMENTS_DIR: &str = "attachments";
+pub(crate) const ATTACHMENTS_DIR: &str = "attachments";
 /// A packet's record, beside its `files/` tree (as `--out` publishes it).
 pub const RECORD_ENTRY: &str = "result.json";
 pub const PACKET_FILES_DIR: &str = "files";
 
 /// Tar framing one entry may add around its bytes: its header, a GNU long
 /// name (header and a path of at most 1 KiB once prefixed) and padding.
-pub const ENTRY_OVERHEAD: usize = 4 * 512;
+pub(crate) const ENTRY_OVERHEAD: usize = 4 * 512;
 /// The largest file Run submission: the JSON/1 request, every captured
 /// byte, and framing for every entry and the two end blocks.
 pub const MAX_SUBMISSION_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES

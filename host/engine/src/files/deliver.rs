@@ -136,7 +136,8 @@ impl Handoff {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
-    pub fn is_held(&self) -> bool {
+    #[cfg(test)]
+    fn is_held(&self) -> bool {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 }

@@ -23,29 +23,29 @@ use flow::package::Access;
 use serde_json::json;
 
 /// Declared attachments, including the writable one.
-pub const MAX_ATTACHMENTS: usize = 8;
+pub(crate) const MAX_ATTACHMENTS: usize = 8;
 /// Regular files captured across every read attachment.
 pub const MAX_FILES: usize = 64;
 /// Content bytes captured across every read attachment.
-pub const MAX_CONTENT_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_CONTENT_BYTES: u64 = 8 * 1024 * 1024;
 /// Directory entries examined across every read attachment.
-pub const MAX_ENTRIES: usize = 256;
+pub(crate) const MAX_ENTRIES: usize = 256;
 /// Components of one relative path.
-pub const MAX_COMPONENTS: usize = 16;
+pub(crate) const MAX_COMPONENTS: usize = 16;
 /// UTF-8 bytes of one relative path.
-pub const MAX_PATH_BYTES: usize = 512;
+pub(crate) const MAX_PATH_BYTES: usize = 512;
 /// Regular files the writable attachment may deliver.
-pub const MAX_OUTPUT_FILES: usize = 64;
+pub(crate) const MAX_OUTPUT_FILES: usize = 64;
 /// Logical bytes the writable attachment may deliver.
 pub const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Capture checks this private budget at each bounded operation.
-pub const CAPTURE_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const CAPTURE_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 /// Delivery (validation, copying, publication) checks this budget.
-pub const DELIVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+pub(crate) const DELIVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Has work started at `started` used up `budget`?
-pub fn over_budget(started: std::time::Instant, budget: std::time::Duration) -> bool {
+pub(crate) fn over_budget(started: std::time::Instant, budget: std::time::Duration) -> bool {
     started.elapsed() > budget
 }
 
@@ -82,11 +82,11 @@ impl FilesError {
         FilesError::new(FilesErrorKind::Invalid, message)
     }
 
-    pub fn output_invalid(message: impl Into<String>) -> FilesError {
+    pub(crate) fn output_invalid(message: impl Into<String>) -> FilesError {
         FilesError::new(FilesErrorKind::OutputInvalid, message)
     }
 
-    pub fn output_exists(message: impl Into<String>) -> FilesError {
+    pub(crate) fn output_exists(message: impl Into<String>) -> FilesError {
         FilesError::new(FilesErrorKind::OutputExists, message)
     }
 
@@ -203,7 +203,7 @@ pub fn check_relative(path: &str) -> Result<(), String> {
 /// The tree a set of relative file paths makes, by delivery's entry rule:
 /// its files and the distinct directories above them count together
 /// against [`MAX_ENTRIES`], as they would when read back from a folder.
-pub fn check_entries<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+pub(crate) fn check_entries<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
     let mut entries = std::collections::BTreeSet::new();
     for path in paths {
         let mut at = path;
@@ -231,7 +231,7 @@ pub(crate) fn utf8_name(name: &std::ffi::OsStr, at: &str) -> Result<String, Stri
 }
 
 /// Paths a Run's files may never come from or go to.
-pub fn is_protected(path: &std::path::Path) -> bool {
+pub(crate) fn is_protected(path: &std::path::Path) -> bool {
     use std::path::Component;
     let mut components = path.components();
     if path.is_absolute() {
@@ -248,7 +248,7 @@ pub fn is_protected(path: &std::path::Path) -> bool {
 
 /// `{name: [{path, length, sha256}]}`, names and paths in ordinal order:
 /// the data identity of captured or delivered files.
-pub fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> Value {
+pub(crate) fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> Value {
     let mut out = serde_json::Map::new();
     for (name, entries) in files {
         let mut entries = entries.clone();
@@ -270,7 +270,7 @@ pub fn manifest_value(files: &BTreeMap<String, Vec<(String, u64, String)>>) -> V
 
 /// Match the request against the declared attachments. Returns the name of
 /// the writable attachment, if one is declared.
-pub fn check_request(
+pub(crate) fn check_request(
     declared: &BTreeMap<String, Access>,
     request: &Request,
     out: bool,

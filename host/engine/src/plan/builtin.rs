@@ -19,9 +19,9 @@ use crate::config::HostConfig;
 /// names variables and rules only: never a key, a key file's path or a
 /// provider's answer.
 /// The diagnostic of an Agent-using target this host cannot serve.
-pub const AGENT_UNAVAILABLE: &str = "PROJECT_AGENT_UNAVAILABLE";
+pub(crate) const AGENT_UNAVAILABLE: &str = "PROJECT_AGENT_UNAVAILABLE";
 
-pub const AGENT_GUIDANCE: &str = "this host has no usable Agent endpoint; configure an Agent endpoint for this host (OPENAI_API_KEY and OPENAI_MODEL, optionally OPENAI_BASE_URL and OPENAI_API; or OPENROUTER_API_KEY and OPENROUTER_MODEL; or the [agent] table of host.toml; or a native ACP client with JIG_AGENT_CLIENT=codex|claude|pi and its credentials), check it with jig doctor, then review again";
+pub(crate) const AGENT_GUIDANCE: &str = "this host has no usable Agent endpoint; configure an Agent endpoint for this host (OPENAI_API_KEY and OPENAI_MODEL, optionally OPENAI_BASE_URL and OPENAI_API; or OPENROUTER_API_KEY and OPENROUTER_MODEL; or the [agent] table of host.toml; or a native ACP client with JIG_AGENT_CLIENT=codex|claude|pi and its credentials), check it with jig doctor, then review again";
 
 /// The Plan pin of `slot` of the package at `path`, served by builtin
 /// `name`, or why this host cannot serve it.
@@ -183,7 +183,7 @@ pub fn verify(providers: &Value, agent: &Table) -> Result<(), String> {
 }
 
 /// The slots of `package` that use the Jig contract builtin `name` serves.
-pub fn slots_using(package: &Package, name: &str) -> Vec<String> {
+pub(crate) fn slots_using(package: &Package, name: &str) -> Vec<String> {
     package
         .metadata()
         .uses

@@ -28,10 +28,10 @@ use crate::providers::{
 };
 
 /// Seed 002 §4 direct-target limits.
-pub const MAX_DIRECT_ATTACHMENTS: usize = 8;
-pub const MAX_DIRECT_WRITABLE_ATTACHMENTS: usize = 1;
+pub(crate) const MAX_DIRECT_ATTACHMENTS: usize = 8;
+pub(crate) const MAX_DIRECT_WRITABLE_ATTACHMENTS: usize = 1;
 /// HOST-FACTS §2: direct targets plus Bindings.
-pub const MAX_TARGETS: usize = 4096;
+pub(crate) const MAX_TARGETS: usize = 4096;
 
 /// One finding that invalidates the candidate, with its location.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,15 +80,17 @@ fn unavailable_guidance(diagnostics: &[Diagnostic]) -> &'static str {
 }
 
 /// Dependencies without a lock need resolution over the network.
-pub const UNRESOLVED_GUIDANCE: &str = "dependencies without a lock need resolution; review again \
+pub(crate) const UNRESOLVED_GUIDANCE: &str =
+    "dependencies without a lock need resolution; review again \
      with --allow-resolution-network to resolve them, or commit their lock";
 
 /// Seed 002 §7: what to do when a target cannot run here, without
 /// credentials or provider errors.
-pub const UNAVAILABLE_GUIDANCE: &str = "this host cannot run every target; configure the runtime, \
+pub(crate) const UNAVAILABLE_GUIDANCE: &str =
+    "this host cannot run every target; configure the runtime, \
      provider or Agent endpoint each diagnostic names, then review again";
 /// Seed 002 §7, the reference's words.
-pub const UNPREPARED_GUIDANCE: &str =
+pub(crate) const UNPREPARED_GUIDANCE: &str =
     "locked dependencies could not be prepared; check registry access and package availability";
 
 impl PlanError {
@@ -167,7 +169,7 @@ pub fn stage(root: &Path, declarations: Declarations) -> Result<Candidate, PlanE
 }
 
 /// Is this package a direct Run target (seed 002 §4)? Structural only.
-pub fn direct_run(package: &Package) -> bool {
+pub(crate) fn direct_run(package: &Package) -> bool {
     let meta = package.metadata();
     if package.entrypoint().is_none() {
         return false;
@@ -199,7 +201,7 @@ pub fn direct_run(package: &Package) -> bool {
 
 /// Does the package use Run Checkpoint? That makes it root-only (HOST-FACTS
 /// §3): never a child selected by a Binding's slot, and run with `--out`.
-pub fn uses_run_checkpoint(package: &Package) -> bool {
+pub(crate) fn uses_run_checkpoint(package: &Package) -> bool {
     !builtin::slots_using(package, "run-checkpoint").is_empty()
 }
 
@@ -214,7 +216,7 @@ fn accepts_settings(package: &Package, settings: &Value) -> bool {
 
 /// Every package digest a Plan can run: each locked package's, and each
 /// prepared package's (source plus its reviewed dependencies).
-pub fn package_digests(plan: &Value) -> std::collections::BTreeSet<&str> {
+pub(crate) fn package_digests(plan: &Value) -> std::collections::BTreeSet<&str> {
     let locked = plan["lock"]["packages"]
         .as_object()
         .into_iter()
@@ -525,7 +527,7 @@ pub fn plan(
 }
 
 /// The lock value must satisfy the published Jig lock/1 schema.
-pub fn check_lock(lock: &Value) -> Result<(), String> {
+pub(crate) fn check_lock(lock: &Value) -> Result<(), String> {
     static SCHEMA: std::sync::OnceLock<flow::schema::Schema> = std::sync::OnceLock::new();
     let schema = SCHEMA.get_or_init(|| {
         flow::schema::Schema::compile_file(include_bytes!("jig-lock-1.schema.json"))

@@ -56,7 +56,7 @@ impl Aggregate {
     }
 
     /// The files the aggregate delivers, as UTF-8 bytes in path order.
-    pub fn output_files(&self) -> Vec<OutputFile> {
+    pub(crate) fn output_files(&self) -> Vec<OutputFile> {
         self.save
             .files
             .iter()

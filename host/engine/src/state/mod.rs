@@ -34,7 +34,7 @@ pub const STATE_DIR: &str = ".jig";
 pub const PACKET_STORE: &str = "packets";
 /// The entry under `.jig/` where a `jig serve` holding the project names
 /// its socket, so a `jig run` in the project submits to it.
-pub const SERVED_ENTRY: &str = "served.json";
+pub(crate) const SERVED_ENTRY: &str = "served.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -144,7 +144,7 @@ impl ProjectState {
 
     /// Take the admission lock (one review at a time advances the
     /// generation), held until this value is dropped.
-    pub fn hold_admission(&mut self) -> Result<(), StateError> {
+    pub(crate) fn hold_admission(&mut self) -> Result<(), StateError> {
         if self.admission.is_none() {
             self.admission = Some(lock_file(&self.dir, "admission.lock", || {
                 StateError::Busy {
@@ -189,7 +189,7 @@ impl ProjectState {
     }
 
     /// Retain a Plan by the digest of its canonical bytes.
-    pub fn retain_plan(&self, plan: &Value) -> Result<String, StateError> {
+    pub(crate) fn retain_plan(&self, plan: &Value) -> Result<String, StateError> {
         let bytes = flow::json::canonical(plan);
         let digest = sha256_digest(&bytes);
         let path = self.dir.join("plans").join(digest_hex(&digest));
@@ -199,7 +199,7 @@ impl ProjectState {
         Ok(digest)
     }
 
-    pub fn load_plan(&self, digest: &str) -> Result<Value, StateError> {
+    pub(crate) fn load_plan(&self, digest: &str) -> Result<Value, StateError> {
         let path = self.dir.join("plans").join(digest_hex(digest));
         let bytes = std::fs::read(&path).map_err(|_| StateError::PlanNotFound {
             message: format!("plan {digest} is not retained"),
@@ -281,7 +281,7 @@ impl ProjectState {
     }
 
     /// Write the visible `jig.lock` (only apply calls this, and lock repair).
-    pub fn write_lock(&self, lock_bytes: &[u8]) -> Result<(), StateError> {
+    pub(crate) fn write_lock(&self, lock_bytes: &[u8]) -> Result<(), StateError> {
         write_atomic(&self.root.join("jig.lock"), lock_bytes)
     }
 
@@ -426,7 +426,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 /// none, but a crash may lose it. For what is kept beside a record to be
 /// shown, not to recover from (a Run's input: a lost one reads as not
 /// retained), so it costs no disk flush before dispatch.
-pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+pub(crate) fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     write_replacing(path, bytes, false, None)
 }
 

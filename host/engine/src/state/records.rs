@@ -333,7 +333,7 @@ impl Runs {
 
     /// Keep a pending Run's accepted execution terminal before its delivery,
     /// so a recovery after coordinator loss reports it instead of a loss.
-    pub fn note_execution(
+    pub(crate) fn note_execution(
         &self,
         record: &mut RunRecord,
         execution: Value,
@@ -634,7 +634,7 @@ fn read_record(id: &str, path: &std::path::Path) -> Result<RunRecord, RunsError>
 
 /// HOST-FACTS §3: recovery after coordinator loss has this long to reach
 /// a lost Run's packet; delivery then has [`crate::files::DELIVERY_BUDGET`].
-pub const RECOVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const RECOVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Publish a lost Run's packet from its latest accepted checkpoint and
 /// return its terminal: the lost execution plus what ran, the input

@@ -9,8 +9,8 @@ use flow::digest::sha256_digest;
 use super::{digest_hex, write_atomic, StateError};
 
 /// Per-artifact and per-project ceilings of seed 002 §4.
-pub const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
-pub const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
+pub(crate) const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_STORE_BYTES: u64 = 1024 * 1024 * 1024;
 
 pub struct Store {
     dir: PathBuf,
@@ -50,13 +50,13 @@ impl Store {
     }
 
     /// Does this store outlive the command (a project's), or not (`jig exec`)?
-    pub fn is_durable(&self) -> bool {
+    pub(crate) fn is_durable(&self) -> bool {
         self.durable
     }
 
     /// Where the bundled runtime support (the compiled Python SDK) is kept
     /// for this project's Runs, one read-only tree per jig build and runtime.
-    pub fn support_dir(&self) -> PathBuf {
+    pub(crate) fn support_dir(&self) -> PathBuf {
         self.dir.join(SUPPORT)
     }
 
@@ -70,7 +70,7 @@ impl Store {
     /// generation is admitted, by the command that holds the project, so
     /// no Run is using a tree. A tree is only a copy of a retained package:
     /// one needed again is made again from it. Returns how many went.
-    pub fn prune_trees(&self, keep: &std::collections::BTreeSet<&str>) -> usize {
+    pub(crate) fn prune_trees(&self, keep: &std::collections::BTreeSet<&str>) -> usize {
         let Ok(entries) = std::fs::read_dir(self.dir.join(TREES)) else {
             return 0;
         };
@@ -748,7 +748,10 @@ fn corrupt(digest: &str, what: &str) -> StateError {
 impl Store {
     /// Write verified package files as a read-only tree at `dest`: the
     /// entrypoints (`flow.*`) executable, nothing writable.
-    pub fn write_tree(files: &BTreeMap<String, Vec<u8>>, dest: &Path) -> Result<(), StateError> {
+    pub(crate) fn write_tree(
+        files: &BTreeMap<String, Vec<u8>>,
+        dest: &Path,
+    ) -> Result<(), StateError> {
         use std::os::unix::fs::PermissionsExt;
         for (path, content) in files {
             let target = dest.join(path);

@@ -31,7 +31,7 @@ use jig_sandbox::{Launch, Limits};
 
 /// The longest line the host reads from the worker: a verdict carries at
 /// most the worker's answer body twice (text and structured), escaped.
-pub const MAX_WORKER_LINE_BYTES: usize = 128 * 1024 * 1024;
+pub(crate) const MAX_WORKER_LINE_BYTES: usize = 128 * 1024 * 1024;
 /// How long a worker that printed its verdict may take to exit before its
 /// envelope is ended.
 const WORKER_EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -408,8 +408,8 @@ fn settle(verdict: Value, schema: Option<&flow::schema::Schema>) -> Result<Value
 pub const EVENTS_PORT: &str = "events";
 /// Items the host holds for `events` before they are delivered: past 16
 /// items or 256 KiB the port fails `LAGGED` while the result settles.
-pub const EVENTS_INGRESS_ITEMS: usize = 16;
-pub const EVENTS_INGRESS_BYTES: usize = 256 * 1024;
+pub(crate) const EVENTS_INGRESS_ITEMS: usize = 16;
+pub(crate) const EVENTS_INGRESS_BYTES: usize = 256 * 1024;
 
 /// How long, after the verdict, the items still held may take to reach
 /// the reader before the port fails `LAGGED` and the result settles.

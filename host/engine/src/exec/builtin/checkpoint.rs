@@ -15,7 +15,7 @@ use crate::exec::peer::BoxFuture;
 use crate::state::{Aggregate, Checkpoints};
 
 /// How long the end of a Run waits for a save still writing.
-pub const SAVE_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const SAVE_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What a root Run lends Run Checkpoint: its Run ID and identity (method
 /// and configuration, input digest, attachment identities), where its

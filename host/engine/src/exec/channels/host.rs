@@ -20,7 +20,7 @@ impl Broker {
     /// receiver. Returns the writers to map into the root (port → token,
     /// for [`Broker::transfer`]) and the receivers. A name that is not a
     /// declared send port is `INVALID_INPUT`; nothing is allocated then.
-    pub fn host_receivers(
+    pub(crate) fn host_receivers(
         &self,
         host: HolderId,
         package: &Package,
@@ -96,7 +96,12 @@ impl Broker {
     /// Fail the source of the writer `token` that `holder` holds with
     /// `cause` (a provider's overflowed ingress fails it `LAGGED`); false
     /// when `holder` holds no such writer.
-    pub fn fail_writer(&self, holder: HolderId, token: &str, cause: OperationalError) -> bool {
+    pub(crate) fn fail_writer(
+        &self,
+        holder: HolderId,
+        token: &str,
+        cause: OperationalError,
+    ) -> bool {
         let mut st = self.state.lock().unwrap();
         let source = st
             .endpoints
@@ -117,7 +122,7 @@ impl Broker {
     /// Fail the source of every writer `holder` still holds, keeping its
     /// receivers: the host's writers for a root that never received them
     /// (it failed before launch).
-    pub fn fail_held_writers(&self, holder: HolderId) {
+    pub(crate) fn fail_held_writers(&self, holder: HolderId) {
         let mut st = self.state.lock().unwrap();
         let held: Vec<u64> = st
             .endpoints

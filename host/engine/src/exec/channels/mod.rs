@@ -61,7 +61,7 @@ pub const MAX_TREE_BYTES: usize = 64 * MAX_ITEM_BYTES;
 /// accepted values advance the source byte budget even when no reader
 /// retains them): 256 MiB keeps a channel finite. A value past it fails the
 /// source `RESOURCE_EXHAUSTED` before acceptance, like an oversized one.
-pub const MAX_SOURCE_BYTES: u64 = 256 * MAX_ITEM_BYTES as u64;
+pub(crate) const MAX_SOURCE_BYTES: u64 = 256 * MAX_ITEM_BYTES as u64;
 
 // A lone largest item always fits an empty receiver and a writer's waiting
 // allowance, so back-pressure can always make progress.
@@ -70,7 +70,7 @@ const _: () = assert!(MAX_PENDING_SEND_BYTES >= MAX_ITEM_BYTES);
 const _: () = assert!(MAX_TREE_BYTES >= MAX_READER_BYTES + MAX_PENDING_SEND_BYTES);
 
 /// Which invocation holds a right.
-pub type HolderId = u64;
+pub(crate) type HolderId = u64;
 
 fn op(code: ErrorCode, message: impl Into<String>) -> OperationalError {
     OperationalError::new(code, message)
@@ -317,7 +317,7 @@ impl Broker {
     }
 
     /// A fresh holder identity for one invocation of this tree.
-    pub fn new_holder(&self) -> HolderId {
+    pub(crate) fn new_holder(&self) -> HolderId {
         self.state.lock().unwrap().id()
     }
 

@@ -24,7 +24,7 @@ impl Broker {
     /// method member; absent or `null` when it declares none), and a
     /// port's `./` channel contract reference resolves in `caller`, the
     /// package whose slot the contract is bound to (Channel Contract/1 §1).
-    pub fn transfer_to_method(
+    pub(crate) fn transfer_to_method(
         &self,
         from: HolderId,
         to: HolderId,
@@ -148,7 +148,7 @@ impl Broker {
     /// The invocation `holder` was stopped (cancelled with its owner, or
     /// its deadline passed) before it settled: the communication right of
     /// every writer it held ended, so their sources fail `DISCONNECTED`.
-    pub fn finish_stopped(&self, holder: HolderId) {
+    pub(crate) fn finish_stopped(&self, holder: HolderId) {
         self.end_holder(
             holder,
             Some(op(

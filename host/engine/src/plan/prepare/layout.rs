@@ -31,16 +31,16 @@ use serde_json::json;
 const MIB: u64 = 1024 * 1024;
 
 /// Combined file and alias records of one preparation.
-pub const MAX_RECORDS: usize = 4096;
+pub(crate) const MAX_RECORDS: usize = 4096;
 /// File content plus layout JSON of one preparation.
-pub const MAX_CONTENT_BYTES: u64 = 32 * MIB;
+pub(crate) const MAX_CONTENT_BYTES: u64 = 32 * MIB;
 /// The layout JSON alone.
-pub const MAX_LAYOUT_BYTES: usize = MIB as usize;
+pub(crate) const MAX_LAYOUT_BYTES: usize = MIB as usize;
 
 /// The workspace root in the prepared tree: selected members live below
 /// it at their workspace-relative paths, the hoisted installs in its
 /// `node_modules`. A Run shows it as the root of its tree.
-pub const MEMBERS_DIR: &str = "node_modules/.jig-workspace";
+pub(crate) const MEMBERS_DIR: &str = "node_modules/.jig-workspace";
 
 /// One alias: a link at `path` whose text is `target`, both relative.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,7 +76,7 @@ impl Layout {
 
     /// The same layout for a Flow at workspace `member` path, checked: in
     /// the Run's tree no path may collide and every alias stays valid.
-    pub fn with_member(
+    pub(crate) fn with_member(
         self,
         member: &str,
         files: &BTreeMap<String, Vec<u8>>,
@@ -106,7 +106,7 @@ impl Layout {
     /// Where the prepared file at `path` appears in a Run's tree: below
     /// the Flow's member path, or at its workspace path for the members
     /// directory; unchanged without a member path.
-    pub fn run_path(&self, path: &str) -> String {
+    pub(crate) fn run_path(&self, path: &str) -> String {
         let Some(member) = &self.member else {
             return path.to_string();
         };
@@ -137,7 +137,7 @@ impl Layout {
 
     /// A Run's tree of the prepared `files`: each file at its
     /// [`Layout::run_path`], and the layout of the links made there.
-    pub fn run_tree(
+    pub(crate) fn run_tree(
         &self,
         files: &BTreeMap<String, Vec<u8>>,
     ) -> (BTreeMap<String, Vec<u8>>, Layout) {
@@ -171,7 +171,7 @@ impl Layout {
     }
 
     /// The canonical JSON retained in the store.
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         let aliases: Vec<Value> = self
             .aliases
             .iter()
@@ -191,7 +191,7 @@ impl Layout {
 
     /// Parse retained layout JSON, which must be canonical and check
     /// against the prepared `files` exactly as when it was made.
-    pub fn from_json(
+    pub(crate) fn from_json(
         bytes: &[u8],
         files: &BTreeMap<String, Vec<u8>>,
     ) -> Result<Layout, &'static str> {
@@ -269,7 +269,7 @@ fn check_links(aliases: &[Alias], files: &BTreeSet<&str>) -> Result<(), &'static
 }
 
 /// The three bounds of seed 002 §4 on one preparation.
-pub fn check_bounds(
+pub(crate) fn check_bounds(
     files: usize,
     aliases: usize,
     content_bytes: u64,
@@ -288,7 +288,7 @@ pub fn check_bounds(
 }
 
 /// The link text from the link at `path` to the tree path `target`.
-pub fn link_text(path: &str, target: &str) -> String {
+pub(crate) fn link_text(path: &str, target: &str) -> String {
     let from: Vec<&str> = path.split('/').collect();
     let from = &from[..from.len() - 1];
     let to: Vec<&str> = target.split('/').collect();

@@ -39,28 +39,28 @@ use jig_sandbox::{Budget, Launch, Limits, Sandbox};
 const MIB: u64 = 1024 * 1024;
 
 /// Each contained preparation's hard deadline (HOST-FACTS §5: 60 s).
-pub const PREPARATION_DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const PREPARATION_DEADLINE: Duration = Duration::from_secs(60);
 /// The whole dependency-planning phase of one review (seed 002 §4: 180 s).
-pub const PLANNING_DEADLINE: Duration = Duration::from_secs(180);
+pub(crate) const PLANNING_DEADLINE: Duration = Duration::from_secs(180);
 /// Distinct actual preparations per review; reuse counts none.
 pub const MAX_PREPARATIONS: usize = 16;
 /// Aggregate prepared content per review; reuse counts none.
-pub const MAX_PREPARED_TOTAL_BYTES: u64 = 256 * MIB;
+pub(crate) const MAX_PREPARED_TOTAL_BYTES: u64 = 256 * MIB;
 /// One package before installation: files and bytes.
 pub const MAX_SOURCE_FILES: usize = 4096;
-pub const MAX_SOURCE_BYTES: u64 = 16 * MIB;
+pub(crate) const MAX_SOURCE_BYTES: u64 = 16 * MIB;
 /// One package after installation: files and bytes.
 pub const MAX_PREPARED_FILES: usize = 4096;
-pub const MAX_PREPARED_BYTES: u64 = 32 * MIB;
+pub(crate) const MAX_PREPARED_BYTES: u64 = 32 * MIB;
 /// Metadata bounds: one manifest, the root lock.
 pub const MAX_MANIFEST_BYTES: usize = MIB as usize;
 pub const MAX_LOCK_BYTES: usize = 2 * MIB as usize;
 
 /// The registry Bun is given when the host configuration names none.
-pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+pub(crate) const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
 /// The Run SDK this jig bundles: a manifest dependency on it is satisfied
 /// by the bundled copy, never fetched.
-pub const BUNDLED_SDK: &str = "@jigging/flow";
+pub(crate) const BUNDLED_SDK: &str = "@jigging/flow";
 /// The exact revision the bundled SDK reports (its package.json version).
 pub const BUNDLED_SDK_VERSION: &str = "1.0.0";
 /// The `workspace:` forms of the bundled SDK it satisfies when no captured
@@ -77,7 +77,7 @@ pub const BUNDLED_SDK_WORKSPACE_SPECS: [&str; 4] = [
 /// admitted preparation made another way is not reused.
 const PREPARATION_RECIPE: &str = "jig-bun-preparation/3";
 
-pub const MANIFEST: &str = "package.json";
+pub(crate) const MANIFEST: &str = "package.json";
 pub const LOCK: &str = "bun.lock";
 const BINARY_LOCK: &str = "bun.lockb";
 const NPMRC: &str = ".npmrc";
@@ -103,22 +103,22 @@ const RUNTIME_MAPS: [&str; 3] = ["dependencies", "optionalDependencies", "peerDe
 
 /// The codes of this room.
 pub mod codes {
-    pub const PREPARATION_FAILED: &str = "PACKAGE_BUN_PREPARATION_FAILED";
-    pub const PERMISSION_REQUIRED: &str = "PACKAGE_BUN_RESOLUTION_PERMISSION_REQUIRED";
-    pub const LOCK_INVALID: &str = "PACKAGE_BUN_LOCK_INVALID";
-    pub const LOCK_STALE: &str = "PACKAGE_BUN_LOCK_STALE";
-    pub const SOURCE_UNSUPPORTED: &str = "PACKAGE_BUN_SOURCE_UNSUPPORTED";
-    pub const CONFIG_UNSUPPORTED: &str = "PACKAGE_BUN_CONFIG_UNSUPPORTED";
-    pub const MANIFEST_INVALID: &str = "PACKAGE_BUN_MANIFEST_INVALID";
-    pub const MANIFEST_UNSUPPORTED: &str = "PACKAGE_BUN_MANIFEST_UNSUPPORTED";
-    pub const LIMIT_EXCEEDED: &str = "PACKAGE_BUN_LIMIT_EXCEEDED";
-    pub const WORKSPACE_INVALID: &str = "PACKAGE_BUN_WORKSPACE_INVALID";
-    pub const PREPARED_MISSING: &str = "PROJECT_STATE_INVALID";
+    pub(crate) const PREPARATION_FAILED: &str = "PACKAGE_BUN_PREPARATION_FAILED";
+    pub(crate) const PERMISSION_REQUIRED: &str = "PACKAGE_BUN_RESOLUTION_PERMISSION_REQUIRED";
+    pub(crate) const LOCK_INVALID: &str = "PACKAGE_BUN_LOCK_INVALID";
+    pub(crate) const LOCK_STALE: &str = "PACKAGE_BUN_LOCK_STALE";
+    pub(crate) const SOURCE_UNSUPPORTED: &str = "PACKAGE_BUN_SOURCE_UNSUPPORTED";
+    pub(crate) const CONFIG_UNSUPPORTED: &str = "PACKAGE_BUN_CONFIG_UNSUPPORTED";
+    pub(crate) const MANIFEST_INVALID: &str = "PACKAGE_BUN_MANIFEST_INVALID";
+    pub(crate) const MANIFEST_UNSUPPORTED: &str = "PACKAGE_BUN_MANIFEST_UNSUPPORTED";
+    pub(crate) const LIMIT_EXCEEDED: &str = "PACKAGE_BUN_LIMIT_EXCEEDED";
+    pub(crate) const WORKSPACE_INVALID: &str = "PACKAGE_BUN_WORKSPACE_INVALID";
+    pub(crate) const PREPARED_MISSING: &str = "PROJECT_STATE_INVALID";
 }
 
 /// The stderr text before each new resolution (HOST-FACTS §5), `path`
 /// already escaped.
-pub fn resolution_warning(quoted_path: &str) -> String {
+pub(crate) fn resolution_warning(quoted_path: &str) -> String {
     format!(
         "Resolving dependencies for {quoted_path}. Bun may contact dependency-selected public or \
          private-network services before graph validation; requests cannot be undone, and \

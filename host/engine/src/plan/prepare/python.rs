@@ -38,25 +38,25 @@ pub const DEFAULT_PYTHON_INDEX: &str = "https://pypi.org/simple/";
 /// Where the installed wheels sit in the prepared package; the Python
 /// recipe puts it on `sys.path` after the bundled SDK.
 pub const PYTHON_SITE: &str = "site-packages";
-pub const PYLOCK: &str = "pylock.toml";
-pub const REQUIREMENTS: &str = "requirements.txt";
-pub const PYPROJECT: &str = "pyproject.toml";
+pub(crate) const PYLOCK: &str = "pylock.toml";
+pub(crate) const REQUIREMENTS: &str = "requirements.txt";
+pub(crate) const PYPROJECT: &str = "pyproject.toml";
 /// Locked requirements in one package (as many as it may have files).
-pub const MAX_REQUIREMENTS: usize = MAX_PREPARED_FILES;
+pub(crate) const MAX_REQUIREMENTS: usize = MAX_PREPARED_FILES;
 /// Bumped whenever pip's arguments or the capture rules change, so an
 /// admitted preparation made another way is not reused.
 const PREPARATION_RECIPE: &str = "jig-pip-preparation/1";
 
 /// The codes of Python preparation, in the pattern of `PACKAGE_BUN_*`.
 pub mod codes {
-    pub const PREPARATION_FAILED: &str = "PACKAGE_PYTHON_PREPARATION_FAILED";
-    pub const PERMISSION_REQUIRED: &str = "PACKAGE_PYTHON_RESOLUTION_PERMISSION_REQUIRED";
-    pub const RESOLUTION_UNSUPPORTED: &str = "PACKAGE_PYTHON_RESOLUTION_UNSUPPORTED";
-    pub const LOCK_INVALID: &str = "PACKAGE_PYTHON_LOCK_INVALID";
-    pub const LOCK_STALE: &str = "PACKAGE_PYTHON_LOCK_STALE";
-    pub const SOURCE_UNSUPPORTED: &str = "PACKAGE_PYTHON_SOURCE_UNSUPPORTED";
-    pub const MANIFEST_INVALID: &str = "PACKAGE_PYTHON_MANIFEST_INVALID";
-    pub const LIMIT_EXCEEDED: &str = "PACKAGE_PYTHON_LIMIT_EXCEEDED";
+    pub(crate) const PREPARATION_FAILED: &str = "PACKAGE_PYTHON_PREPARATION_FAILED";
+    pub(crate) const PERMISSION_REQUIRED: &str = "PACKAGE_PYTHON_RESOLUTION_PERMISSION_REQUIRED";
+    pub(crate) const RESOLUTION_UNSUPPORTED: &str = "PACKAGE_PYTHON_RESOLUTION_UNSUPPORTED";
+    pub(crate) const LOCK_INVALID: &str = "PACKAGE_PYTHON_LOCK_INVALID";
+    pub(crate) const LOCK_STALE: &str = "PACKAGE_PYTHON_LOCK_STALE";
+    pub(crate) const SOURCE_UNSUPPORTED: &str = "PACKAGE_PYTHON_SOURCE_UNSUPPORTED";
+    pub(crate) const MANIFEST_INVALID: &str = "PACKAGE_PYTHON_MANIFEST_INVALID";
+    pub(crate) const LIMIT_EXCEEDED: &str = "PACKAGE_PYTHON_LIMIT_EXCEEDED";
 }
 
 /// One locked requirement: what pip is told to install, exactly.

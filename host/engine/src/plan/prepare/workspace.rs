@@ -31,9 +31,9 @@ use super::{
 };
 
 /// Discovery bounds: members, directory entries read, levels.
-pub const MAX_MEMBERS: usize = 256;
-pub const MAX_ENTRIES: usize = 32_768;
-pub const MAX_LEVELS: usize = 32;
+pub(crate) const MAX_MEMBERS: usize = 256;
+pub(crate) const MAX_ENTRIES: usize = 32_768;
+pub(crate) const MAX_LEVELS: usize = 32;
 
 /// Root fields a workspace preparation does not support.
 const UNSUPPORTED_ROOT_FIELDS: [&str; 5] = [
