@@ -206,7 +206,7 @@ impl Server {
 
     /// `--database`: the same policy over the project's Runs in the
     /// database, one bounded batch per project and sweep.
-    fn start_queue_retention(self: &Arc<Self>, policy: retention::Policy) {
+    fn start_queue_retention(self: &Arc<Self>, policy: jig_engine::config::retention::Policy) {
         let this = self.clone();
         tokio::spawn(async move {
             let Some((queue, _)) = &this.queue else {

@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 use jig_provider_api::ProviderDecl;
 use serde::Deserialize;
 
+pub mod retention;
+
+use retention::{Policy, Retention};
+
 /// Directories searched for a runtime the configuration does not name. Ambient
 /// `PATH` is never consulted, so a project cannot steer runtime selection.
 pub const RUNTIME_DIRS: [&str; 4] = [
@@ -102,25 +106,6 @@ pub struct Serve {
 pub struct Database {
     pub url: Option<String>,
     pub password_file: Option<PathBuf>,
-}
-
-/// `[retention]`: what the operator lets go of settled Runs and delivered
-/// packets (issue 35). No table means nothing is ever removed; the rules
-/// are [`crate::state::retention::Policy`]'s.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Retention {
-    /// Settled Runs older than this go ("30d", "12h", "90m", "45s").
-    pub max_age: Option<String>,
-    /// Settled Runs kept per project, newest first.
-    pub max_runs: Option<u64>,
-    /// Delivered packets older than this go (default: `max-age`).
-    pub packets_max_age: Option<String>,
-    /// How long a keyed Run is kept after it settled, whatever the limits,
-    /// so its key replays it (default 24h).
-    pub key_window: Option<String>,
-    /// How often `jig serve` sweeps (default 5m).
-    pub interval: Option<String>,
 }
 
 /// One `[[projects]]` entry: a LocalName and the project's absolute path.
@@ -288,11 +273,8 @@ impl HostConfig {
 
     /// The retention the operator declared, `None` without a `[retention]`
     /// table; `Err` says what is wrong with the table.
-    pub fn retention_policy(&self) -> Result<Option<crate::state::retention::Policy>, String> {
-        self.retention
-            .as_ref()
-            .map(crate::state::retention::Policy::from_table)
-            .transpose()
+    pub fn retention_policy(&self) -> Result<Option<Policy>, String> {
+        self.retention.as_ref().map(Policy::from_table).transpose()
     }
 
     /// The interpreter for a runtime: the configured absolute path, else the
