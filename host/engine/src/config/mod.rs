@@ -134,7 +134,7 @@ impl Agent {
         &self,
     ) -> Result<
         jig_provider_builtin::agent::endpoint::Endpoint,
-        jig_provider_builtin::agent::endpoint::EndpointError,
+        jig_provider_builtin::agent::values::EndpointError,
     > {
         agent_endpoint(&self.table())
     }
@@ -145,7 +145,7 @@ pub fn agent_endpoint(
     table: &jig_provider_builtin::agent::endpoint::Table,
 ) -> Result<
     jig_provider_builtin::agent::endpoint::Endpoint,
-    jig_provider_builtin::agent::endpoint::EndpointError,
+    jig_provider_builtin::agent::values::EndpointError,
 > {
     // A value that is not UTF-8 is present and fails validation.
     let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());

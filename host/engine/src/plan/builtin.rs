@@ -7,9 +7,8 @@
 use flow::json::Value;
 use flow::package::{Access, Package};
 use jig_provider_builtin::agent::acp;
-use jig_provider_builtin::agent::endpoint::{
-    Endpoint, EndpointError, Identity, KeySource, Table, MAX_KEY_BYTES,
-};
+use jig_provider_builtin::agent::endpoint::{Endpoint, Identity, Table};
+use jig_provider_builtin::agent::values::{EndpointError, KeySource, MAX_KEY_BYTES};
 use serde_json::json;
 
 use super::{Diagnostic, Recipe, RecipeKind};

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::endpoint::{check_base_url, check_key, check_model, EndpointError};
+use super::values::{check_base_url, check_key, check_model, Api, EndpointError};
 use super::wire::{Answer, Ask, Outcome};
 use super::worker::{judge, Verdict};
 
@@ -93,7 +93,7 @@ pub fn judge_line(schema: Option<&Value>, line: &Value) -> Option<Value> {
     };
     let text = answer.get("text")?.as_str()?.to_string();
     let ask = Ask {
-        api: super::endpoint::Api::Responses,
+        api: Api::Responses,
         model: String::new(),
         instructions: String::new(),
         skills: None,

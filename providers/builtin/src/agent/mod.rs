@@ -10,6 +10,7 @@ pub mod endpoint;
 pub mod profile;
 pub mod skills;
 pub mod stream;
+pub mod values;
 pub mod wire;
 pub mod worker;
 

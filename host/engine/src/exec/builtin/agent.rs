@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use flow::json::Value;
 use jig_provider_api::CallError;
-use jig_provider_builtin::agent::endpoint::KeySource;
+use jig_provider_builtin::agent::values::KeySource;
 use jig_provider_builtin::agent::wire::Ask;
 use jig_provider_builtin::agent::{acp, profile, skills, worker};
 use serde_json::json;
