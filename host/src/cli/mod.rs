@@ -35,7 +35,6 @@ use jig_engine::exec::receive;
 use jig_engine::exec::sdk::write_runtime_support;
 use jig_engine::exec::submit::{parse_timeout, DEFAULT_TIMEOUT};
 use jig_engine::plan;
-use jig_engine::providers::ProviderSet;
 use jig_engine::state::{self, ProjectState};
 use jig_verify::{Policy, Verifier};
 

@@ -1,7 +1,16 @@
 //! `jig review`: capture the project, show what would change, ask, and
 //! admit the reviewed Plan (or repair only the lock).
 
-use super::*;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use flow::json::Value;
+use jig_engine::plan;
+use jig_engine::providers::ProviderSet;
+use jig_engine::state::{self, ProjectState};
+
+use super::exit::{CliError, Code};
+use super::{client, load_config, project_root, terminal};
 
 pub(super) struct ReviewOptions {
     pub(super) yes: bool,

@@ -2,7 +2,29 @@
 //! `capability/call`, `channel/*`), and the slots that bound how much of it
 //! runs at once.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::Package;
+use flow::wire::CapabilityCallParams;
+use flow::wire::ErrorCode;
+use flow::wire::OperationalError;
+use flow::wire::RunChildParams;
+use jig_provider_api::CallContext;
+use jig_provider_api::CallError;
+use jig_provider_api::ContractIdentity;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::builtin::checkpoint::RootRun;
+use super::outcome::invalid_details;
+use super::peer::BoxFuture;
+use super::peer::Services;
+use super::{
+    builtin, channels, provider_ports, Executor, Invocation, Resolved, Waited, MAX_ACTIVE_CHILDREN,
+};
 
 /// What one running component may ask of its host.
 pub(super) struct InvocationServices {

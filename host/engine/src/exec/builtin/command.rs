@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::BuiltinCall;
 use crate::exec::peer::BoxFuture;
-use crate::exec::{EffectSlot, InvocationServices};
+use crate::exec::services::{EffectSlot, InvocationServices};
 use crate::plan::Recipe;
 use jig_sandbox::{Launch, Limits};
 

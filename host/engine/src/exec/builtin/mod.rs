@@ -15,7 +15,7 @@ use flow::json::Value;
 use jig_provider_api::{CallContext, CallError, ChannelPorts};
 
 use super::peer::BoxFuture;
-use super::InvocationServices;
+use super::services::InvocationServices;
 
 /// One call to a builtin, with everything the host lends it.
 #[allow(dead_code)] // read by the builtins as they land

@@ -11,9 +11,18 @@
 //! meanwhile) and the admission lock (skipped this time while a review
 //! beside the daemon admits).
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
+use jig_engine::state;
 use jig_engine::state::retention;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::Server;
 
 /// After a sweep that left Runs due (a backlog), the next one comes this soon.
 const BACKLOG_PAUSE: Duration = Duration::from_secs(1);
