@@ -165,7 +165,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         )
         .with_commit(commit.clone()),
     );
-    if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
+    if let Some(ms) = state::fault_hook(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
