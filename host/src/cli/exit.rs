@@ -1,5 +1,5 @@
 //! Every failure `jig` reports, and the exit status of each, decided in one
-//! place ([`exit_status`], HOST-FACTS §5) from what failed: the variant,
+//! place ([`exit_status`], docs/src/reference.md, Exit statuses) from what failed: the variant,
 //! never a code's prefix or a message's words.
 
 use jig_project::{InitError, ProjectCode, ProjectError};

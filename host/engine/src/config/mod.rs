@@ -99,7 +99,7 @@ pub struct Serve {
 }
 
 /// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and
-/// `jig worker`s claim them from (issue 21). The URL carries no password;
+/// `jig worker`s claim them from (docs/src/serving.md). The URL carries no password;
 /// the password is read from `password-file`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

@@ -14,7 +14,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// The longest duration the table accepts (ten years).
 pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
 /// `[retention]`: what the operator lets go of settled Runs and delivered
-/// packets (issue 35). No table means nothing is ever removed; the rules
+/// packets (docs/src/runs.md, Retention). No table means nothing is ever removed; the rules
 /// are [`Policy`]'s.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

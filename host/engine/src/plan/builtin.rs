@@ -197,7 +197,7 @@ pub fn slots_using(package: &Package, name: &str) -> Vec<String> {
 }
 
 /// The structural rules of the Jig contracts a package uses, whoever
-/// serves them (seed 002 §4, HOST-FACTS §3): Run Checkpoint is kept for a
+/// serves them (seed 002 §4; docs/src/runs.md, Checkpoints): Run Checkpoint is kept for a
 /// root Run's writable attachment, so its package declares one, and one
 /// slot holds the Run's single aggregate. A violation invalidates the
 /// candidate.

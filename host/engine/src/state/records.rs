@@ -626,7 +626,7 @@ fn read_record(id: &str, path: &std::path::Path) -> Result<RunRecord, RunsError>
     })
 }
 
-/// HOST-FACTS §3: recovery after coordinator loss has this long to reach
+/// As the reference does (Run Checkpoint): recovery after coordinator loss has this long to reach
 /// a lost Run's packet; delivery then has [`crate::files::DELIVERY_BUDGET`].
 pub const RECOVERY_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 

@@ -1,4 +1,4 @@
-//! Native ACP Agent clients (HOST-FACTS §6): `JIG_AGENT_CLIENT=codex|claude|pi`.
+//! Native ACP Agent clients (docs/src/agents.md): `JIG_AGENT_CLIENT=codex|claude|pi`.
 //!
 //! - **Discovery**: the optional absolute `CODEX_PATH` / `CLAUDE_PATH` /
 //!   `PI_PATH`, else the client's ACP executable (`codex-acp`,

@@ -1,5 +1,5 @@
 //! Where the Agent worker sends its one request: the endpoint configuration
-//! of HOST-FACTS §6, from the host environment variables of the reference
+//! of docs/src/agents.md, from the host environment variables of the reference
 //! (`OPENAI_*`, `OPENROUTER_*`, `JIG_AGENT_CLIENT`) or from the host
 //! configuration's `[agent]` table (which the NixOS module writes).
 //!

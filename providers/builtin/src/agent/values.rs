@@ -1,4 +1,4 @@
-//! The values an Agent endpoint is made of (HOST-FACTS §6): the wire API,
+//! The values an Agent endpoint is made of (docs/src/agents.md): the wire API,
 //! where the key is, the key, the model and the base URL, each with its
 //! rule, and [`EndpointError`], why a configuration is refused. A native
 //! ACP client's credentials keep the same rules, so `endpoint` and `acp`
@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-/// The largest key, in bytes (HOST-FACTS §6).
+/// The largest key, in bytes (docs/src/agents.md).
 pub const MAX_KEY_BYTES: usize = 16384;
-/// The longest base URL, in characters (HOST-FACTS §6).
+/// The longest base URL, in characters (docs/src/agents.md).
 pub const MAX_BASE_URL_CHARS: usize = 4096;
 /// The longest model name: one leading alphanumeric plus up to 255 more
 /// (`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$`).

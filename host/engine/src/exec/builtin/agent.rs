@@ -1,4 +1,4 @@
-//! Agent Run (HOST-FACTS §1), served for a Run: the one exclusive effect
+//! Agent Run (docs/src/agents.md), served for a Run: the one exclusive effect
 //! of the calling invocation (seed 002 §8). Everything that can be checked
 //! is checked before dispatch (`INVALID_INPUT`, nothing sent): the skills
 //! of the calling package, the responseSchema profile and its Schema/1
