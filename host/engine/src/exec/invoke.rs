@@ -16,13 +16,14 @@ use jig_sandbox::Hold;
 use jig_sandbox::Launch;
 use serde_json::json;
 
+use super::invocation::{Activity, InvocationServices};
 use super::outcome::{
     check_result, classify, collect_stderr, exit_wait, finish_guest, invalid_details, Exit,
 };
 use super::peer::PeerLimits;
 use super::peer::PeerReport;
 use super::peer::Services;
-use super::services::{Activity, ChannelLink, InvocationServices};
+use super::services::ChannelLink;
 use super::{
     peer, sdk, wasm, AttachmentGrant, Diagnostics, Executor, Failure, Invocation, Resolved,
     Success, DENO_IMPORT_MAP, JS_GATE, JS_SUPPORT, PYTHON_GATE, PYTHON_SUPPORT,

@@ -6,6 +6,7 @@
 mod ahead;
 mod builtin;
 pub mod channels;
+mod invocation;
 mod invoke;
 mod ledger;
 mod outcome;

@@ -25,9 +25,9 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use super::BuiltinCall;
+use crate::exec::invocation::EffectSlot;
 use crate::exec::outcome::invalid_details;
 use crate::exec::peer::BoxFuture;
-use crate::exec::services::EffectSlot;
 use jig_sandbox::{Launch, Limits};
 
 /// The longest line the host reads from the worker: a verdict carries at

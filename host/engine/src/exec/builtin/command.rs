@@ -24,8 +24,8 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::BuiltinCall;
+use crate::exec::invocation::{EffectSlot, InvocationServices};
 use crate::exec::peer::BoxFuture;
-use crate::exec::services::{EffectSlot, InvocationServices};
 use crate::plan::Recipe;
 use jig_sandbox::{Launch, Limits};
 
