@@ -186,7 +186,7 @@ let
     };
   };
 
-  # Where the Run queue's PostgreSQL is (issue 21). High availability is
+  # Where the Run queue's PostgreSQL is (docs/src/serving.md). High availability is
   # the operator's choice: a replicated PostgreSQL (services.postgresql
   # here, or a managed one) behind this one URL.
   databaseModule = {
@@ -211,7 +211,7 @@ let
     description = "duration matching `${jigLib.retentionDurationPattern}`, at most 3650d";
   };
 
-  # `[retention]` (issue 35): what `jig serve` lets go of settled Runs and
+  # `[retention]` (docs/src/runs.md): what `jig serve` lets go of settled Runs and
   # delivered packets; `jig gc` applies the same by hand.
   retentionModule = {
     options = {

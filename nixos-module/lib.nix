@@ -39,18 +39,18 @@ let
     go [ ] xs;
 in
 rec {
-  # HOST-FACTS §6: OPENAI_MODEL must match this; there is no default model.
+  # docs/src/agents.md: OPENAI_MODEL must match this; there is no default model.
   maxModelLength = 256;
   modelPattern = "[A-Za-z0-9][A-Za-z0-9._:/-]{0,${toString (maxModelLength - 1)}}";
 
-  # HOST-FACTS §6: the base URL is https, or http to a loopback host (a local
+  # docs/src/agents.md: the base URL is https, or http to a loopback host (a local
   # inference server), at most 4096 characters, with no userinfo, query or
   # fragment.
   maxBaseUrlLength = 4096;
   baseUrlPattern = "https://[^/?#@[:space:]]+(/[^?#[:space:]]*)?";
   loopbackUrlPattern = "http://(localhost|127\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}|[[]::1[]])(:[0-9]{1,5})?(/[^?#[:space:]]*)?";
 
-  # HOST-FACTS §6: the two wire shapes of a direct OpenAI-compatible endpoint.
+  # docs/src/agents.md: the two wire shapes of a direct OpenAI-compatible endpoint.
   agentApis = [
     "responses"
     "chat-completions"
@@ -63,7 +63,7 @@ rec {
     "builtin"
   ];
 
-  # HOST-FACTS §5: containment requires Bubblewrap >= 0.12.
+  # docs/src/containment.md: containment requires Bubblewrap >= 0.12.
   minBubblewrapVersion = "0.12";
 
   # Modes for what the module creates for a declared project.

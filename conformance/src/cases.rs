@@ -1,5 +1,5 @@
 //! The corpus cases, one function each. Every case starts a fresh component
-//! process and checks what SCENARIOS.md says an independent host peer
+//! process and checks what the Run/1 conformance scenarios say an independent host peer
 //! checks of a component.
 
 use std::collections::VecDeque;
@@ -16,15 +16,15 @@ type Step<T> = Result<T, String>;
 /// Which example component a case drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    /// The "standard component" of SCENARIOS.md.
+    /// The "standard component" of the conformance scenarios.
     Standard,
-    /// The "matrix component" of SCENARIOS.md.
+    /// The "matrix component" of the conformance scenarios.
     Matrix,
-    /// The "channels component" of SCENARIOS.md.
+    /// The "channels component" of the conformance scenarios.
     Channels,
-    /// The "broadcast component" of SCENARIOS.md.
+    /// The "broadcast component" of the conformance scenarios.
     Broadcast,
-    /// The "channel-wiring component" of SCENARIOS.md, one role per case.
+    /// The "channel-wiring component" of the conformance scenarios, one role per case.
     ChannelWiring,
 }
 
@@ -516,7 +516,7 @@ fn malformed_root_cancellation(c: &Component) -> Step<()> {
 }
 
 /// The corpus frame fixtures (`fixtures/framing.json`, a copy of
-/// `flow-reference/run-1-fixtures/framing.json`), each sent as the first
+/// the FLOW reference's `run-1-fixtures/framing.json`), each sent as the first
 /// bytes of a fresh component.
 const FRAMING_FIXTURES: &str = include_str!("../fixtures/framing.json");
 

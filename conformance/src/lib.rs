@@ -1,7 +1,7 @@
 //! Run/1 conformance: plays the host side of the public Run/1 corpus against
 //! a component command and reports each case.
 //!
-//! It owns only the host-peer checks a component must pass (SCENARIOS.md,
+//! It owns only the host-peer checks a component must pass (the Run/1 conformance scenarios,
 //! "What an independent host peer checks of a component"). It never knows
 //! about projects, admission or sandboxes, and it never trusts a component's
 //! output beyond what the wire rules allow.

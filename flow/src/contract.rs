@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use crate::json::{self, Value};
+use crate::package::path::check_author_reference;
 use crate::schema::{self, GraphBuilder, Schema, SchemaError};
 
 /// Exact `$schema` of a Capability Contract/1 descriptor.
@@ -396,7 +397,7 @@ fn channel_declarations(
                         "contract reference is too long",
                     ));
                 }
-                crate::package::check_author_reference(r)
+                check_author_reference(r)
                     .map_err(|e| ContractError::new(CONTRACT_INVALID, &cp, e.message))?;
                 Some(r.clone())
             }

@@ -13,7 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use jig_provider_builtin::agent::endpoint::{Api, KeySource};
+use jig_provider_builtin::agent::values::{Api, KeySource};
 use jig_provider_builtin::agent::wire::Ask;
 use jig_provider_builtin::agent::worker::{Request, WORKER_ARG};
 use jig_sandbox::{Launch, Limits, ProcessGroup, Sandbox};

@@ -1,4 +1,4 @@
-//! No-op Runs through PostgreSQL (issue 21): a batch of
+//! No-op Runs through PostgreSQL (docs/src/serving.md): a batch of
 //! [`BATCH`] concurrent submissions (`curl`, waiting for each terminal)
 //! to `jig serve --database` with 1, 2 and 4 `jig worker`s (one Run at a
 //! time each), against the same batch to a local `jig serve` of the same

@@ -1,5 +1,5 @@
 //! A contained `jig run` against the bare bubblewrap floor, measured in the
-//! same run (issue 16): `jig run` of an admitted `flow.bin` (the Rust SDK's
+//! same run: `jig run` of an admitted `flow.bin` (the Rust SDK's
 //! `greet` example, release), of the same component as `flow.wasm`, and of
 //! a one-file `flow.py`; the floor is `bwrap --unshare-all --die-with-parent
 //! --ro-bind /usr /usr … /bin/true`, and for `flow.py` also `python3 -c

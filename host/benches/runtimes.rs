@@ -1,5 +1,5 @@
 //! A Run through `jig serve` against the bare runtime doing the same
-//! exchange (issue 34), for `flow.ts` on Bun, `flow.py` on Python and a
+//! exchange, for `flow.ts` on Bun, `flow.py` on Python and a
 //! native `flow.bin`, all measured in one run on the same machine:
 //!
 //! - **bare**: the runtime answering one `flow/run` frame on stdin with the
@@ -7,7 +7,7 @@
 //!   with the SDK on `PYTHONPATH`), and the bubblewrap floor
 //!   (`bwrap --unshare-all --die-with-parent … /usr/bin/true`); and the
 //!   runtime exchanges again inside a cgroup with the CPU ceiling of every
-//!   contained Flow (half a CPU per 100 ms period, HOST-FACTS §5), the
+//!   contained Flow (half a CPU per 100 ms period, docs/src/containment.md), the
 //!   floor a contained Run can reach (needs a writable `cpu` controller);
 //! - **served**: submit-to-terminal of `POST /v1/projects/p/runs` over the
 //!   daemon's Unix socket, one at a time (p50, p99), and a whole `jig run`

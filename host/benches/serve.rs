@@ -1,5 +1,5 @@
 //! `jig serve` against `jig run` of the same target, measured in the same
-//! run (issue 18): one Run of a one-file `flow.py` echo submitted over the
+//! run: one Run of a one-file `flow.py` echo submitted over the
 //! daemon's Unix socket (`POST …/runs`, waiting for the terminal) against a
 //! whole `jig run` command of the same target in an identical project the
 //! daemon does not hold. `jig_run_via_server` is the CLI client

@@ -1,4 +1,4 @@
-//! The long soak of issue 35: many Runs through `jig serve` with
+//! The long soak: many Runs through `jig serve` with
 //! `[retention]` on, sampling as it goes the disk `.jig/` takes, the
 //! daemon's RSS, and how long the Run list and a key lookup take. Writes
 //! `soak.csv` and `soak.png` (disk and RSS against Runs) to

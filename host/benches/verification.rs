@@ -3,7 +3,7 @@
 //! (digests reused from the private cache) and `strict` (every runtime file
 //! hashed again). Both run the real release binary in the same bench run,
 //! so their ratio is what the cache saves; the `cached` median is also read
-//! against the 0.5 s target of issue 16.
+//! against a 0.5 s target.
 
 use std::process::Command;
 use std::sync::OnceLock;

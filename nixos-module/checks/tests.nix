@@ -199,14 +199,14 @@ let
   # ---- cases ----------------------------------------------------------------
   cases = {
     # ---- lib.nix: each limit at its bound and one past it ------------------
-    # Agent model (HOST-FACTS §6): at most 256 characters.
+    # Agent model (docs/src/agents.md): at most 256 characters.
     "model of 256 characters is accepted" = jigLib.isModel (repeat 256 "a");
     "model of 257 characters is rejected" = !jigLib.isModel (repeat 257 "a");
     "model with . _ : / - is accepted" = jigLib.isModel "org/model-1.5:free_x";
     "model starting with punctuation is rejected" = !jigLib.isModel "-model";
     "empty model is rejected" = !jigLib.isModel "";
 
-    # Agent base URL (HOST-FACTS §6): https, <= 4096, no userinfo/query/fragment.
+    # Agent base URL (docs/src/agents.md): https, <= 4096, no userinfo/query/fragment.
     "base URL of 4096 characters is accepted" =
       let
         url = "https://h/" + repeat (4096 - stringLength "https://h/") "a";

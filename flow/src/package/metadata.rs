@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Value};
 
+use super::error::{codes, PackageError};
 use super::path::check_author_reference;
-use super::{codes, PackageError};
 use crate::contract::is_local_name;
 use crate::json;
 

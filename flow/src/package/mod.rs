@@ -6,8 +6,10 @@
 //! holding a `Package` means holding a valid, privately staged tree.
 
 mod casefold;
+mod error;
 mod metadata;
-mod path;
+// The contract module checks channel contract references with the same rule.
+pub(crate) mod path;
 // Directory staging needs POSIX descriptors; the in-memory model and the
 // digest stay available everywhere (the Rust SDK builds flow for wasm32-wasip1).
 #[cfg(unix)]
@@ -21,6 +23,7 @@ use crate::contract::{ChannelContract, Contract};
 use crate::json::{self, Value};
 use crate::schema::{escape_pointer_token, Diagnostic, Invalid, Schema};
 
+pub use error::{codes, PackageError};
 pub use metadata::{
     parse_metadata, Access, Metadata, Use, MAX_DESCRIPTION_CHARS, MAX_FRONTMATTER_BYTES,
     MAX_MAP_ENTRIES, MAX_METADATA_DEPTH, MAX_METADATA_NODES, MAX_SEQUENCE_ITEMS, RESERVED_OUTCOMES,
@@ -50,72 +53,6 @@ pub const MAX_SELECTOR_CHARS: usize = 64;
 pub const INPUT_SCHEMA: &str = "input.schema.json";
 pub const SETTINGS_SCHEMA: &str = "settings.schema.json";
 pub const RESULT_SCHEMA: &str = "result.schema.json";
-
-/// Stable package error codes. Embedded schema and contract failures keep
-/// their own codes (`SCHEMA_*`, `CONTRACT_*`) with `path` set.
-pub mod codes {
-    pub const PACKAGE_FLOW_MISSING: &str = "PACKAGE_FLOW_MISSING";
-    pub const PACKAGE_ENTRYPOINT_AMBIGUOUS: &str = "PACKAGE_ENTRYPOINT_AMBIGUOUS";
-    pub const PACKAGE_ENTRYPOINT_INVALID: &str = "PACKAGE_ENTRYPOINT_INVALID";
-    pub const PACKAGE_PATH_INVALID: &str = "PACKAGE_PATH_INVALID";
-    pub const PACKAGE_PATH_COLLISION: &str = "PACKAGE_PATH_COLLISION";
-    pub const PACKAGE_SYMLINK: &str = "PACKAGE_SYMLINK";
-    pub const PACKAGE_SPECIAL_FILE: &str = "PACKAGE_SPECIAL_FILE";
-    pub const PACKAGE_HARDLINK: &str = "PACKAGE_HARDLINK";
-    pub const PACKAGE_LIMIT_EXCEEDED: &str = "PACKAGE_LIMIT_EXCEEDED";
-    pub const PACKAGE_SOURCE_CHANGED: &str = "PACKAGE_SOURCE_CHANGED";
-    pub const PACKAGE_IO: &str = "PACKAGE_IO";
-    pub const METADATA_ENCODING_INVALID: &str = "METADATA_ENCODING_INVALID";
-    pub const METADATA_DELIMITER_INVALID: &str = "METADATA_DELIMITER_INVALID";
-    pub const METADATA_YAML_INVALID: &str = "METADATA_YAML_INVALID";
-    pub const METADATA_LIMIT_EXCEEDED: &str = "METADATA_LIMIT_EXCEEDED";
-    pub const METADATA_INVALID: &str = "METADATA_INVALID";
-    pub const METADATA_REFERENCE_INVALID: &str = "METADATA_REFERENCE_INVALID";
-}
-
-/// A package that could not be staged or is invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct PackageError {
-    pub code: &'static str,
-    /// Logical path the failure concerns, when one does.
-    pub path: Option<String>,
-    /// RFC 6901 pointer inside that file, when one applies.
-    pub pointer: Option<String>,
-    pub message: String,
-}
-
-impl std::fmt::Display for PackageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)?;
-        if let Some(path) = &self.path {
-            write!(f, " at {path:?}")?;
-        }
-        if let Some(pointer) = &self.pointer {
-            write!(f, " pointer {pointer:?}")?;
-        }
-        Ok(())
-    }
-}
-
-impl PackageError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
-        PackageError {
-            code,
-            path: None,
-            pointer: None,
-            message: message.into(),
-        }
-    }
-
-    pub fn at(code: &'static str, path: &str, message: impl Into<String>) -> Self {
-        PackageError {
-            code,
-            path: Some(path.to_owned()),
-            pointer: None,
-            message: message.into(),
-        }
-    }
-}
 
 /// The root implementation file.
 #[derive(Debug, Clone, PartialEq, Eq)]

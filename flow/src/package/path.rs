@@ -4,7 +4,7 @@
 use unicode_normalization::{is_nfc, UnicodeNormalization};
 
 use super::casefold::CASE_FOLDING;
-use super::{codes, PackageError};
+use super::error::{codes, PackageError};
 
 /// Maximum segments in one logical path.
 pub const MAX_PATH_SEGMENTS: usize = 64;

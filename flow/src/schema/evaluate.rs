@@ -1,7 +1,15 @@
 //! Evaluation: an instance against a compiled graph, charging the normative
 //! work meter and reporting exhaustion before invalidity.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{
+    child_pointer, escape_pointer_token, Diagnostic, Graph, Keywords, NodeId, NodeKind, WORK_BUDGET,
+};
+use crate::json;
+use crate::json::number_value;
+use crate::json::Value;
 
 pub(super) struct Exhausted;
 

@@ -1,7 +1,11 @@
 //! Error codes: the Run/1 operational registry, JSON-RPC errors, and the
 //! operational error a request may fail with.
 
-use super::*;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use super::{MAX_ERROR_MESSAGE_CHARS, OPERATIONAL_ERROR};
 
 /// The thirteen wire-visible operational codes plus the two local-only
 /// terminal classifications.

@@ -1,6 +1,10 @@
 //! Frames: LF-terminated JSON/1 documents of at most [`MAX_FRAME_BYTES`].
 
-use super::*;
+use std::io::Read;
+
+use serde_json::Value;
+
+use super::MAX_FRAME_BYTES;
 
 /// Parses one frame payload as a JSON/1 value.
 pub(super) fn parse_json(bytes: &[u8]) -> Result<Value, String> {

@@ -1,6 +1,15 @@
 //! Messages: JSON-RPC 2.0 envelopes decoded strictly and encoded canonically.
 
-use super::*;
+use serde_json::{Map, Value};
+
+use super::errors::RpcError;
+use super::frame::parse_json;
+use super::method::Method;
+use super::params::CancelParams;
+use super::{
+    is_wire_id, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, JSONRPC, MAX_ERROR_MESSAGE_CHARS,
+    METHOD_NOT_FOUND, OPERATIONAL_ERROR, PARSE_ERROR,
+};
 
 /// One decoded JSON-RPC message with a valid Run/1 envelope.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,12 +6,6 @@
 //! synchronous SDK and the asynchronous host peer. Protocol *state* (which IDs
 //! are pending, whether the root has answered) belongs to the peers, not here.
 
-use std::collections::BTreeMap;
-use std::fmt;
-use std::io::Read;
-
-use serde_json::{Map, Value};
-
 /// Most bytes in one frame before its LF (inclusive).
 pub const MAX_FRAME_BYTES: usize = 16_777_216;
 /// Most bytes in one request ID, operation ID or endpoint reference.

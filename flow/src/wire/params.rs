@@ -1,6 +1,15 @@
 //! Typed params and results of every Run/1 method, each checked on decode.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::errors::{clamp_message, ErrorCode, RpcError};
+use super::method::Method;
+use super::{
+    is_local_name, is_wire_id, INVALID_PARAMS, MAX_ATTACHMENTS, MAX_CHANNELS,
+    MAX_CONTRACT_REF_BYTES, MAX_INTENT_CHARS, MAX_SAFE_INTEGER, PROTOCOL,
+};
 
 /// Method params (or a result) did not have the method's closed shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

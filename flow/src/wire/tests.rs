@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::json;
+use serde_json::Value;
 
 fn frames(bytes: &[u8]) -> Result<Vec<Vec<u8>>, FrameError> {
     let mut r = FrameReader::new(bytes);

@@ -1,5 +1,5 @@
 //! Re-validation and re-normalization of evaluated declarations in Rust
-//! (HOST-FACTS §1.2–1.4, project-authoring-1.schema.json). Helper output is
+//! (Jig seed §3, host/project/schemas/project-authoring-1.schema.json). Helper output is
 //! never trusted: a forged or hand-written value passes exactly when it
 //! normalizes under these rules.
 
@@ -338,7 +338,7 @@ fn slots(map: &Map<String, Json>) -> Result<BTreeMap<String, SlotTarget>, Projec
     Ok(out)
 }
 
-/// A command path (HOST-FACTS §1.3): canonical relative ASCII without shell syntax.
+/// A command path (docs/src/commands.md): canonical relative ASCII without shell syntax.
 fn command_path(path: &str) -> bool {
     !path.is_empty()
         && path.len() <= MAX_COMMAND_PATH_BYTES
@@ -575,7 +575,7 @@ pub(crate) fn binding_value(decl: &BindingDecl) -> Json {
     Json::Object(object)
 }
 
-/// The reference authoring value schema (flow-reference/schemas), checked
+/// The reference authoring value schema (host/project/schemas/), checked
 /// after normalization as a second, independent statement of the shape.
 const AUTHORING_SCHEMA: &[u8] = include_bytes!("../schemas/project-authoring-1.schema.json");
 

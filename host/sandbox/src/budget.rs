@@ -80,7 +80,7 @@ impl Budget {
     }
 
     /// Reserve one envelope of the given ceiling (a builtin effect's own
-    /// envelope reserves its ceiling, HOST-FACTS §5), or `RESOURCE_EXHAUSTED`.
+    /// envelope reserves its ceiling, docs/src/containment.md), or `RESOURCE_EXHAUSTED`.
     pub fn reserve_limits(&self, limits: Limits) -> Result<Reservation, crate::Error> {
         let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         if left.memory < limits.memory_bytes

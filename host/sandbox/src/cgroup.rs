@@ -26,15 +26,15 @@ const MIB: u64 = 1024 * 1024;
 
 /// The CPU accounting period for both ceilings (seed 002 §8: 100 ms).
 pub const CPU_PERIOD_US: u64 = 100_000;
-/// Flow execution ceiling (HOST-FACTS §5): 256 MiB.
+/// Flow execution ceiling (docs/src/containment.md, Ceilings): 256 MiB.
 pub const FLOW_MEMORY_BYTES: u64 = 256 * MIB;
 /// Flow execution ceiling: 64 tasks (threads count as tasks).
 pub const FLOW_TASKS: u64 = 64;
 /// Flow execution ceiling: half a CPU per period.
 pub const FLOW_CPU_QUOTA_US: u64 = CPU_PERIOD_US / 2;
-/// Agent provider ceiling (HOST-FACTS §5): 256 MiB, 128 tasks, half a CPU.
+/// Agent provider ceiling (docs/src/containment.md, Ceilings): 256 MiB, 128 tasks, half a CPU.
 pub const AGENT_TASKS: u64 = 128;
-/// Dependency preparation ceiling (HOST-FACTS §5): 512 MiB.
+/// Dependency preparation ceiling (docs/src/containment.md, Ceilings): 512 MiB.
 pub const PREPARATION_MEMORY_BYTES: u64 = 512 * MIB;
 /// Dependency preparation ceiling: 64 tasks.
 pub const PREPARATION_TASKS: u64 = 64;
@@ -102,16 +102,16 @@ impl Limits {
         cpu_quota_us: FLOW_CPU_QUOTA_US,
         cpu_period_us: CPU_PERIOD_US,
     };
-    /// The Agent worker's envelope (HOST-FACTS §5: 256 MiB, 128 tasks, 0.5 CPU).
+    /// The Agent worker's envelope (docs/src/containment.md: 256 MiB, 128 tasks, 0.5 CPU).
     pub const AGENT: Limits = Limits {
         memory_bytes: FLOW_MEMORY_BYTES,
         tasks: AGENT_TASKS,
         cpu_quota_us: FLOW_CPU_QUOTA_US,
         cpu_period_us: CPU_PERIOD_US,
     };
-    /// A project command's envelope (HOST-FACTS §5: 256 MiB, 64 tasks, 0.5 CPU).
+    /// A project command's envelope (docs/src/containment.md: 256 MiB, 64 tasks, 0.5 CPU).
     pub const COMMAND: Limits = Limits::FLOW;
-    /// The Bun installer's envelope at review (HOST-FACTS §5: 512 MiB, 64
+    /// The Bun installer's envelope at review (docs/src/containment.md: 512 MiB, 64
     /// tasks, 1 CPU).
     pub const PREPARATION: Limits = Limits {
         memory_bytes: PREPARATION_MEMORY_BYTES,

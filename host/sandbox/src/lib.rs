@@ -35,12 +35,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// The size of the writable attachment's tmpfs (HOST-FACTS §5: "one
-/// optional empty writable output (a 16 MiB tmpfs)"). A write past it
+/// The size of the writable attachment's tmpfs (docs/src/
+/// containment.md: one optional empty writable output, a 16 MiB tmpfs). A write past it
 /// fails inside the Run with `ENOSPC`.
 pub const OUTPUT_TMPFS_BYTES: u64 = 16 * 1024 * 1024;
 /// From SIGTERM to SIGKILL when an envelope is ended early (cancellation,
-/// deadline, host shutdown): HOST-FACTS §5, 250 ms.
+/// deadline, host shutdown): 250 ms, as the reference's envelope.
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
 
 /// The `[containment]` section of the host configuration: which
@@ -99,7 +99,7 @@ pub struct Launch {
     /// the host as a directory descriptor (see [`Contained::take_outputs`]).
     pub attachments: Vec<(PathBuf, bool)>,
     /// The ceilings of this envelope's cgroup ([`Limits::FLOW`] for package
-    /// code; the builtin effects have their own, HOST-FACTS §5).
+    /// code; the builtin effects have their own, docs/src/containment.md).
     pub limits: Limits,
     /// Share the host's network namespace. Only the Agent worker and a
     /// credentialed command may; package code never does.
@@ -558,7 +558,7 @@ impl Probe {
 /// the rest (`--clearenv`, `--info-fd`, `--block-fd`, `--die-with-parent`,
 /// `--cap-drop`, `--remount-ro`) is older.
 pub const BWRAP_MIN_VERSION: (u32, u32, u32) = (0, 7, 0);
-/// What the reference host asks for (HOST-FACTS §5); reported as a note,
+/// What the reference host asks for (docs/src/containment.md); reported as a note,
 /// not enforced: nothing here needs it.
 pub const BWRAP_REFERENCE_VERSION: (u32, u32, u32) = (0, 12, 0);
 
@@ -680,8 +680,8 @@ mod tests {
 
     #[test]
     fn envelope_figures_match_host_facts() {
-        // HOST-FACTS §5: "a 16 MiB tmpfs"; "Kill grace is 250 ms from
-        // SIGTERM to SIGKILL".
+        // The reference's envelope: a 16 MiB tmpfs; 250 ms from SIGTERM
+        // to SIGKILL.
         assert_eq!(OUTPUT_TMPFS_BYTES, 16_777_216);
         assert_eq!(KILL_GRACE, Duration::from_millis(250));
     }

@@ -2,7 +2,7 @@
 //! worker can meet, each with the specification's stable code
 //! ([`Error::code`]). Decisions about a Run are the engine's and arrive as
 //! [`Error::Engine`]; the HTTP status of every variant is decided in one
-//! function ([`crate::serve::api::status`]).
+//! function ([`crate::serve::http::status`]).
 
 use crate::queue::{BLOB_MISMATCH, SCHEMA_NEWER, UNAVAILABLE, URL_INVALID};
 

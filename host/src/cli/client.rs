@@ -454,7 +454,7 @@ pub fn run_files(served: &Served, asked: Submitted, files: FileRun) -> Result<u8
         let terminal = answered.to_value();
         let status = shown(&terminal, print_terminal(&terminal, asked.json));
         if let Some(e) = failure {
-            return Err(super::run::delivery_error(&e));
+            return Err(super::exit::delivery_error(&e));
         }
         Ok(status)
     })

@@ -177,7 +177,8 @@ fn agent(config: &HostConfig) {
 }
 
 fn agent_endpoint(config: &HostConfig) {
-    use jig_provider_builtin::agent::endpoint::{KeySource, Source};
+    use jig_provider_builtin::agent::endpoint::Source;
+    use jig_provider_builtin::agent::values::KeySource;
     let endpoint = match config.agent.endpoint() {
         Ok(endpoint) => endpoint,
         Err(why) => {

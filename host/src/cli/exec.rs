@@ -179,7 +179,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         ));
     }
     if interrupted {
-        return Err(super::run::interrupted_error());
+        return Err(super::exit::interrupted_error());
     }
     Ok(status)
 }

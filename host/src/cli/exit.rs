@@ -1,5 +1,5 @@
 //! Every failure `jig` reports, and the exit status of each, decided in one
-//! place ([`exit_status`], HOST-FACTS §5) from what failed: the variant,
+//! place ([`exit_status`], docs/src/reference.md, Exit statuses) from what failed: the variant,
 //! never a code's prefix or a message's words.
 
 use jig_engine::terminal::Status;
@@ -216,6 +216,19 @@ impl CliError {
 }
 
 jig_engine::from_engine_errors!(CliError);
+
+/// The command was interrupted (its Run's record keeps the terminal).
+pub fn interrupted_error() -> CliError {
+    CliError::new(Code::Interrupted, "the command was interrupted")
+}
+
+/// A packet that could not be published, after its terminal was shown.
+pub fn delivery_error(e: &jig_engine::files::FilesError) -> CliError {
+    CliError::new(
+        Code::DeliveryFailed,
+        format!("{} ({})", e.message, e.code()),
+    )
+}
 
 /// The exit status of every failure: 1 when the request was refused or
 /// declined and the caller can fix it; 2 when it was not the request's

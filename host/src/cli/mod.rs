@@ -633,7 +633,7 @@ pub(crate) fn load_config(path: Option<&Path>) -> Result<HostConfig, CliError> {
 /// `--input JSON|@FILE`. A file is opened once, must be a regular
 /// non-symlink file, is bounded, and is parsed as JSON/1.
 pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
-    // The reference's texts (HOST-FACTS §7); a refusal about a local file
+    // The reference's texts (tests/all/reference_texts.rs); a refusal about a local file
     // names no host path, since a message can reach logs and other people.
     let invalid = |m: &str| CliError::new(Code::InputInvalid, m);
     let Some(text) = text else {

@@ -1,8 +1,14 @@
 //! `jig review`: capture the project, show what would change, ask, and
 //! admit the reviewed Plan (or repair only the lock).
 
-use super::*;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
 use jig_engine::review::Proposal;
+use jig_engine::state::{self, ProjectState};
+
+use super::exit::{CliError, Code};
+use super::{client, load_config, project_root, terminal};
 
 pub(super) struct ReviewOptions {
     pub(super) yes: bool,

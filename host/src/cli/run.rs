@@ -80,7 +80,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Submitted::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Submitted::New(local) => local,
     };
-    if let Some(ms) = std::env::var(TEST_ABORT_AFTER_DISPATCH_ENV)
+    if let Some(ms) = state::fault_hook(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
@@ -117,7 +117,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let status = match interrupted && !super::shows_interrupted(args.json, &conducted.stream) {
         // The reference prints nothing on stdout for an interrupted
         // command (HOST-FACTS §7); the Run's record keeps its terminal.
-        true => super::exit::exit_status(&interrupted_error()),
+        true => super::exit::exit_status(&super::exit::interrupted_error()),
         false => finish_output(&terminal, args.json, conducted.stream),
     };
     let cleanup = conducted.cleanup;
@@ -130,25 +130,12 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         ));
     }
     if interrupted {
-        return Err(interrupted_error());
+        return Err(super::exit::interrupted_error());
     }
     if let Some(e) = conducted.delivery {
-        return Err(delivery_error(&e));
+        return Err(super::exit::delivery_error(&e));
     }
     Ok(status)
-}
-
-/// The command was interrupted (its Run's record keeps the terminal).
-pub(super) fn interrupted_error() -> CliError {
-    CliError::new(Code::Interrupted, "the command was interrupted")
-}
-
-/// A packet that could not be published, after its terminal was shown.
-pub(super) fn delivery_error(e: &files::FilesError) -> CliError {
-    CliError::new(
-        Code::DeliveryFailed,
-        format!("{} ({})", e.message, e.code()),
-    )
 }
 
 /// `jig run` through a daemon: a direct Run as JSON, a file Run

@@ -1,4 +1,4 @@
-//! What a person reads on a terminal (HOST-FACTS §4.4, seed 002 §8): colour
+//! What a person reads on a terminal (docs/src/getting-started.md, On a terminal; seed 002 §8): colour
 //! and layout for results, review text, failures and `jig runs`, and the
 //! live status line of a pending Run on stderr.
 //!
@@ -19,7 +19,7 @@ use flow::json::Value;
 
 use jig_engine::exec::Executor;
 
-/// The themes `JIG_THEME` selects (HOST-FACTS §4.4); the first is the default.
+/// The themes `JIG_THEME` selects (docs/src/reference.md, Environment); the first is the default.
 pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];
 /// The live line appears only once a Run has been pending this long, so a
 /// quick Run never flickers.
@@ -502,7 +502,7 @@ pub fn duration_text(ms: u64) -> String {
 }
 
 /// The final status line on stderr: execution status, outcome, delivery
-/// and cleanup, each reported on its own (HOST-FACTS §4.4).
+/// and cleanup, each reported on its own.
 pub fn final_line(
     terminal: &Value,
     cleanup_failed: bool,

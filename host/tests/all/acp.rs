@@ -1,4 +1,4 @@
-//! Native ACP Agent clients through the real `jig` binary (issue 12):
+//! Native ACP Agent clients through the real `jig` binary (docs/src/agents.md):
 //! `JIG_AGENT_CLIENT=claude` with `CLAUDE_PATH` at the tests' ACP agent
 //! (host/tests/fixtures/acp/agent.mjs, built on the official npm SDK
 //! `@agentclientprotocol/sdk`, installed by .ci/setup). The agent reports

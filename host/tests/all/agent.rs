@@ -1,4 +1,4 @@
-//! Agent Run through the real `jig` binary (issue 12, seed 002 §11 item
+//! Agent Run through the real `jig` binary (docs/src/agents.md, seed 002 §11 item
 //! 16): a Flow asks an OpenAI-compatible endpoint, here a real HTTP server
 //! on 127.0.0.1 started by each test, through the builtin Agent Run
 //! capability. The tests assert the exact requests the worker sends and

@@ -1,5 +1,5 @@
 //! The author commands: package inspect/digest, contract digest, schema
-//! check/validate (issue 3's command surface).
+//! check/validate (the author commands of docs/src/reference.md).
 
 use crate::support::*;
 

@@ -1,5 +1,5 @@
 //! Run/1 §5.1 channels served by the host, driven through `jig exec` with the
-//! Python SDK's conformance components (SCENARIOS.md) and with raw frames.
+//! Python SDK's conformance components and with raw frames.
 
 use std::path::Path;
 

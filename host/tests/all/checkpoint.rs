@@ -1,4 +1,4 @@
-//! Run Checkpoint (HOST-FACTS §3, seed 002 §4 and §8) through the real
+//! Run Checkpoint (docs/src/runs.md; seed 002 §4 and §8) through the real
 //! `jig`: accepted saves, the packet each ending delivers (`final`,
 //! `checkpoint`), the record in `result.json` and on stdout, recovery
 //! after a killed coordinator, the save rules and the root-only rule.

@@ -1,4 +1,4 @@
-//! Project Command (seed 002 §8 and §11 item 17, HOST-FACTS §1.3 and §2,
+//! Project Command (seed 002 §8 and §11 item 17, docs/src/commands.md,
 //! seed 003): a command-capable Binding runs its reviewed commands on a
 //! candidate its Flow supplies, each in its own keyless envelope, through
 //! the real `jig` binary.

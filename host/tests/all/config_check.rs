@@ -4,7 +4,7 @@
 
 use crate::support::*;
 
-/// The longest base URL and model name the Agent rules accept (HOST-FACTS §6).
+/// The longest base URL and model name the Agent rules accept (docs/src/agents.md).
 const MAX_BASE_URL_CHARS: usize = 4096;
 const MAX_MODEL_CHARS: usize = 256;
 

@@ -383,7 +383,7 @@ fn each_unsupported_lock_source_is_refused_before_any_fetch() {
     );
     let run = run_jig(dir.path(), &["review", "--yes"]);
     assert_refused(&run, 2, "PACKAGE_BUN_PREPARATION_FAILED");
-    // The reference's words (HOST-FACTS §7): fixed guidance, then where.
+    // The reference's words (reference_texts.rs): fixed guidance, then where.
     assert_eq!(
         (run.stdout.as_str(), run.stderr.as_str()),
         (

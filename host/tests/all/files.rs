@@ -275,7 +275,7 @@ fn every_capture_rejection_has_its_code() {
         (nfd.path(), "NFC"),
         (too_many.path(), "more than 64 files"),
         (&link_root.path().join("root"), "symbolic link"),
-        // The reference refuses /proc for its filesystem (HOST-FACTS §7).
+        // The reference refuses /proc for its filesystem (as reference_texts.rs pins).
         (Path::new("/proc"), "ext4, XFS, Btrfs, or tmpfs"),
         (&project.path().join(".jig"), "protected"),
     ] {

@@ -153,7 +153,7 @@ fn the_rust_greeting_says_to_build_first_and_needs_an_sdk() {
     );
     // This test build has no SDK installed beside it (../share/jig/sdk-rust):
     // it finds the SDK of the checkout it was built in, as `jig provider
-    // new` does (issue 32).
+    // new` does.
     let found = run_jig(dir.path(), &["init", "--lang", "rust", "found"]);
     assert_eq!(found.status, 0, "{found:?}");
     let manifest = std::fs::read_to_string(dir.path().join("found/src/hello/Cargo.toml")).unwrap();

@@ -1,4 +1,4 @@
-//! The user guide's examples are tests (issue 37): every shell example in
+//! The user guide's examples are tests: every shell example in
 //! `docs/src/*.md` runs against the `jig` under test, and the output it
 //! shows is compared with what the command prints.
 //!

@@ -1,4 +1,4 @@
-//! Per-Run work a Run does not repeat (issue 16): the admitted package read
+//! Per-Run work a Run does not repeat: the admitted package read
 //! and verified once, and compiled `flow.wasm` code reused from the
 //! owner-private module cache. The guarantees stay what a user sees: a
 //! changed store byte still stops the Run before the Flow starts, and an

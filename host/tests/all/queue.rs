@@ -1,4 +1,4 @@
-//! Runs queued in PostgreSQL (issue 21), against a real PostgreSQL started
+//! Runs queued in PostgreSQL (docs/src/serving.md), against a real PostgreSQL started
 //! by the test support: `jig serve --database` enqueues, `jig worker`s
 //! claim and execute; workers are SIGKILLed and SIGSTOPped past their
 //! lease, the database restarts, and bad input is refused with its code.
@@ -903,7 +903,7 @@ fn a_database_queue_past_its_bound_refuses_before_recording() {
 }
 
 /// A burst of submissions past the pool's 16 connections is answered with
-/// its Runs (issue 48): a submission never holds one connection while it
+/// its Runs: a submission never holds one connection while it
 /// waits for another, so none waits out the pool and is refused 503 after
 /// it was recorded; one key shared by half the burst makes one Run.
 #[test]

@@ -4,8 +4,7 @@
 
 use serde_json::json;
 
-use jig_engine::config::Retention;
-use jig_engine::state::retention::Policy;
+use jig_engine::config::retention::{Policy, Retention};
 use jig_server::queue::{connect_config, Queue};
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! The guide's Reference (`docs/src/reference.md`) against the code it
-//! describes, so neither can change without the other (issue 37).
+//! describes, so neither can change without the other.
 //!
 //! - The command reference, between `<!-- commands: begin -->` and
 //!   `<!-- commands: end -->`, is rendered from `jig`'s clap definition:

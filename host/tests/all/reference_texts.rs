@@ -1,4 +1,4 @@
-//! The reference's own CLI texts (HOST-FACTS §7), each pinned with its
+//! The reference's own CLI texts, each pinned with its
 //! stream and exit status as a script sees them (redirected streams). A
 //! refusal about a local file names no host path.
 

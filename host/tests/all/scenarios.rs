@@ -1,4 +1,4 @@
-//! The Run/1 conformance scenarios (`flow-reference/SCENARIOS.md`) under
+//! The Run/1 conformance scenarios (the FLOW reference's corpus) under
 //! `jig exec`: the standard and matrix components, once as Python
 //! (`host/python/tests/components/`) and once as the Rust SDK examples
 //! built natively (`flow.bin`), served by the `scenario-native-provider`

@@ -247,7 +247,7 @@ fn ctrl_c_says_cancelling_until_cleanup_is_confirmed() {
     let final_part = &seen.tty[done..];
     assert!(final_part.contains("cleanup complete"), "{seen:?}");
     assert!(!seen.tty.contains("execution succeeded"), "{seen:?}");
-    // A redirected stdout gets nothing (HOST-FACTS §7); the record keeps
+    // A redirected stdout gets nothing (the reference's rule); the record keeps
     // the cancelled terminal.
     assert_eq!(seen.stdout, "", "{seen:?}");
     assert_eq!(newest_terminal(dir.path())["code"], "CANCELLED", "{seen:?}");

@@ -1,4 +1,4 @@
-//! The one private ACP mechanism (seed 002 §9, HOST-FACTS §6): inside the
+//! The one private ACP mechanism (seed 002 §9; docs/src/agents.md, ACP clients): inside the
 //! Agent worker's envelope (this process), start the native client's ACP
 //! executable with
 //! an empty work directory and only its credential variables, and speak

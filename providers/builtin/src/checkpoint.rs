@@ -1,4 +1,4 @@
-//! Run Checkpoint (`https://jig.md/contracts/run-checkpoint` 1.0.0, HOST-FACTS §3):
+//! Run Checkpoint (`https://jig.md/contracts/run-checkpoint` 1.0.0, docs/src/runs.md):
 //! the rules one `save` must meet against the last accepted aggregate, and
 //! the receipt digest. The host owns where the aggregate is kept and how it
 //! is delivered; this module decides only whether a save is acceptable.

@@ -1,5 +1,5 @@
 //! Project Command (`https://jig.md/contracts/project-command` 1.0.0,
-//! HOST-FACTS §1.3 and §2, seed 003): the reading of a reviewed command
+//! docs/src/commands.md, seed 003): the reading of a reviewed command
 //! entry (its options are refused at review, by jig-project), the
 //! validation of a call's input against the Binding's policy, the logical
 //! invocation, the tail of collected output, and the exact result value.
@@ -27,20 +27,20 @@ pub const DEFAULT_TAIL: u64 = 4096;
 /// jig-engine's tests hold equal to this.
 pub const MAX_TAIL: u64 = 65_536;
 
-/// HOST-FACTS §2: at most this many candidate files, at least one.
+/// docs/src/commands.md: at most this many candidate files, at least one.
 pub const MAX_FILES: usize = 64;
-/// HOST-FACTS §2: UTF-8 bytes of all candidate file contents together.
+/// docs/src/commands.md: UTF-8 bytes of all candidate file contents together.
 pub const MAX_FILES_BYTES: usize = 256 * 1024;
 /// Longest candidate file path, in bytes, and most components (the
-/// command path bounds of HOST-FACTS §1.3, since entries are among them).
+/// command path bounds of docs/src/commands.md, since entries are among them).
 pub const MAX_FILE_PATH_BYTES: usize = 256;
 pub const MAX_FILE_PATH_COMPONENTS: usize = 16;
-/// Components a candidate may not contain (HOST-FACTS §2).
+/// Components a candidate may not contain (docs/src/commands.md).
 pub const EXCLUDED_COMPONENTS: [&str; 3] = [".git", ".jig", "node_modules"];
-/// HOST-FACTS §2: arguments of a `run` command.
+/// docs/src/commands.md: arguments of a `run` command.
 pub const MAX_ARGS: usize = 32;
 pub const MAX_ARG_BYTES: usize = 1024;
-/// HOST-FACTS §2: bytes of stdin.
+/// docs/src/commands.md: bytes of stdin.
 pub const MAX_STDIN_BYTES: usize = 16 * 1024;
 
 /// The refusal of a pinned call whose `sha` is not a full commit id (seed 003).
@@ -165,7 +165,7 @@ pub fn entry(policy: Option<&Value>, input: &Value) -> Result<Entry, CallError> 
 }
 
 /// Check a call's input (already valid against the contract's schema)
-/// against the rules the schema cannot state (HOST-FACTS §2).
+/// against the rules the schema cannot state (docs/src/commands.md).
 pub fn request(entry: &Entry, input: &Value) -> Result<Request, CallError> {
     let files_value = input
         .get("files")
@@ -529,7 +529,7 @@ pub struct Evidence {
     pub stop: StopReason,
 }
 
-/// The contract's closed result (HOST-FACTS §2).
+/// The contract's closed result (docs/src/commands.md).
 pub fn result(entry: &Entry, request: &Request, evidence: Evidence) -> Value {
     json!({
         "candidateDigest": candidate_digest(request),

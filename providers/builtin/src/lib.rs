@@ -1,4 +1,4 @@
-//! The builtin capabilities of a Jig host (HOST-FACTS §1–§3): their exact
+//! The builtin capabilities of a Jig host (docs/src/agents.md, commands.md, runs.md): their exact
 //! contracts, the validation of their inputs and policies, and the wire
 //! clients of their effects.
 //!
@@ -10,8 +10,8 @@ pub mod agent;
 pub mod checkpoint;
 pub mod command;
 
-/// Every exact contract a builtin serves: the Jig contracts (HOST-FACTS
-/// §1–§3) and our credentialed Project Command (seed 003; its descriptor
+/// Every exact contract a builtin serves: the Jig contracts (Agent Run,
+/// Project Command, Run Checkpoint) and our credentialed Project Command (seed 003; its descriptor
 /// ships in `contracts/`), as (contract URI, builtin name, exact version,
 /// exact Capability Contract/1 digest).
 ///

@@ -15,7 +15,13 @@
 //! way (a new generation, another runtime) ends the held envelope and
 //! starts a fresh one.
 
-use super::*;
+use std::sync::atomic::Ordering;
+
+use jig_sandbox::Contained;
+
+use super::invoke::ProcessLaunch;
+use super::{Executor, Failure, TargetRef};
+use crate::plan::RecipeKind;
 
 /// A held envelope and the launch it was made for.
 pub struct Ahead {

@@ -2,7 +2,33 @@
 //! (a contained process or `flow.wasm` under wasmtime), serve it, and settle
 //! what it returned.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow::package::Package;
+use flow::wire::FlowRunParams;
+use jig_sandbox::Contained;
+use jig_sandbox::Hold;
+use jig_sandbox::Launch;
+use serde_json::json;
+
+use super::invocation::{Activity, InvocationServices};
+use super::outcome::{
+    check_result, classify, collect_stderr, exit_wait, finish_guest, invalid_details, Exit,
+};
+use super::peer::PeerLimits;
+use super::peer::PeerReport;
+use super::peer::Services;
+use super::services::ChannelLink;
+use super::{
+    peer, sdk, wasm, AttachmentGrant, Diagnostics, Executor, Failure, Invocation, Resolved,
+    Success, DENO_IMPORT_MAP, JS_GATE, JS_SUPPORT, PYTHON_GATE, PYTHON_SUPPORT,
+};
+use crate::plan::RecipeKind;
 
 impl Executor {
     pub(super) async fn run_inner(

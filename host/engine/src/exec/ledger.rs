@@ -3,12 +3,11 @@
 //! before dispatch; work abandoned after dispatch is `UNCERTAIN`, never replayed.
 
 use std::collections::HashMap;
+use std::future::Future;
 
 use flow::json::Value;
 use flow::wire::{ErrorCode, OperationalError};
 use tokio::sync::watch;
-
-use super::peer::BoxFuture;
 
 type Outcome = Option<Result<Value, OperationalError>>;
 
@@ -41,7 +40,7 @@ impl OperationLedger {
         operation_id: &str,
         key: &Value,
         request_id: &str,
-        work: BoxFuture<Result<Value, OperationalError>>,
+        work: impl Future<Output = Result<Value, OperationalError>> + Send + 'static,
     ) -> Join {
         let canonical = flow::json::canonical(key);
         if let Some(op) = self.operations.get_mut(operation_id) {

@@ -6,6 +6,7 @@
 mod ahead;
 mod builtin;
 pub mod channels;
+mod invocation;
 mod invoke;
 mod ledger;
 mod outcome;
@@ -18,20 +19,14 @@ pub mod submit;
 pub mod wasm;
 
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flow::json::Value;
-use flow::package::Package;
-use flow::wire::{
-    CapabilityCallParams, ErrorCode, FlowRunParams, OperationalError, RunChildParams, RunResult,
-};
-use jig_provider_api::{CallContext, CallError, ContractIdentity};
+use flow::wire::{ErrorCode, OperationalError};
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::plan::{Recipe, RecipeKind};
@@ -39,11 +34,10 @@ use crate::providers::ProviderSet;
 use crate::state::Store;
 pub use ahead::Ahead;
 pub use invoke::ProcessLaunch;
-use jig_sandbox::{Contained, Hold, Launch, Sandbox};
-use outcome::*;
-use peer::{BoxFuture, PeerLimits, PeerReport, Services};
+use jig_sandbox::Sandbox;
+use peer::BoxFuture;
 pub use services::RootChannels;
-use services::*;
+use services::{ChannelLink, Ended, SettleInvocation};
 
 /// Where the bundled SDKs are written below a Run's support directory, which
 /// is an ancestor of every package directory of that Run.

@@ -2,7 +2,17 @@
 //! its failure: the declared outcome and `result.schema.json` are checked
 //! before anything counts as success.
 
-use super::*;
+use std::time::Duration;
+
+use flow::json::Value;
+use flow::package::Package;
+use flow::wire::RunResult;
+use serde_json::json;
+use tokio::io::AsyncRead;
+use tokio::io::AsyncReadExt;
+
+use super::peer::PeerReport;
+use super::{Diagnostics, Failure, EXIT_AFTER_EOF, EXIT_GRACE, MAX_STDERR_BYTES};
 
 /// How the component process ended.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! `--receive CHANNEL` on `jig run` and `jig exec`: the host holds the
 //! receiver of a root's declared send port and prints what arrives as
-//! NDJSON on stdout (HOST-FACTS §4.1), one canonical JSON/1 value a line:
+//! NDJSON on stdout (docs/src/runs.md, Channels), one canonical JSON/1 value a line:
 //! `begin`, `data`, `end` per channel, then the `terminal` line.
 //!
 //! Stdout is written by one thread behind a bounded queue. A pipe that

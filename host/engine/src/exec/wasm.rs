@@ -17,7 +17,7 @@ use wasmtime_wasi::cli::{AsyncStdinStream, AsyncStdoutStream};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Memory ceiling of one guest, matching the Flow envelope of HOST-FACTS §5.
+/// Memory ceiling of one guest, matching a Flow's ceiling in docs/src/containment.md.
 pub(crate) const WASM_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
 /// How often the engine epoch advances; the granularity of deadlines.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);

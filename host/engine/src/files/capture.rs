@@ -202,7 +202,7 @@ pub(crate) fn fd_path(fd: &OwnedFd) -> Result<PathBuf, String> {
 
 /// Open an operator-named directory (its last component must not be a
 /// symlink), resolve where it really is, and refuse other filesystems and
-/// protected places. A refusal names no host path (HOST-FACTS §7): the
+/// protected places. A refusal names no host path (as reference_texts.rs pins): the
 /// caller names the attachment.
 pub fn open_root(path: &Path) -> Result<(OwnedFd, PathBuf, FileStat), String> {
     let fd = nix::fcntl::open(
@@ -413,7 +413,7 @@ fn read_file(
     let remaining = MAX_CONTENT_BYTES.saturating_sub(budget.bytes);
     budget.bytes += size;
     if budget.bytes > MAX_CONTENT_BYTES {
-        // The reference's words, naming no path (HOST-FACTS §7).
+        // The reference's words, naming no path (tests/all/reference_texts.rs).
         return Err(format!(
             "the attached files exceed the remaining {remaining}-byte input budget \
              ({MAX_CONTENT_BYTES} bytes of content in all)"
@@ -529,7 +529,7 @@ mod tests {
     #[test]
     fn protected_roots_are_refused() {
         // /proc is refused first for its filesystem, in the reference's
-        // words (HOST-FACTS §7).
+        // words (host/tests/all/reference_texts.rs).
         assert!(error(Path::new("/proc"), &[]).contains("ext4, XFS, Btrfs, or tmpfs"));
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".jig/runs")).unwrap();

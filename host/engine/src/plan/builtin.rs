@@ -7,9 +7,8 @@
 use flow::json::Value;
 use flow::package::{Access, Package};
 use jig_provider_builtin::agent::acp;
-use jig_provider_builtin::agent::endpoint::{
-    Endpoint, EndpointError, Identity, KeySource, Table, MAX_KEY_BYTES,
-};
+use jig_provider_builtin::agent::endpoint::{Endpoint, Identity, Table};
+use jig_provider_builtin::agent::values::{EndpointError, KeySource, MAX_KEY_BYTES};
 use serde_json::json;
 
 use super::{Diagnostic, Recipe, RecipeKind};
@@ -198,7 +197,7 @@ pub(crate) fn slots_using(package: &Package, name: &str) -> Vec<String> {
 }
 
 /// The structural rules of the Jig contracts a package uses, whoever
-/// serves them (seed 002 §4, HOST-FACTS §3): Run Checkpoint is kept for a
+/// serves them (seed 002 §4; docs/src/runs.md, Checkpoints): Run Checkpoint is kept for a
 /// root Run's writable attachment, so its package declares one, and one
 /// slot holds the Run's single aggregate. A violation invalidates the
 /// candidate.

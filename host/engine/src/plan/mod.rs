@@ -30,7 +30,7 @@ use crate::providers::{
 /// Seed 002 §4 direct-target limits.
 pub(crate) const MAX_DIRECT_ATTACHMENTS: usize = 8;
 pub(crate) const MAX_DIRECT_WRITABLE_ATTACHMENTS: usize = 1;
-/// HOST-FACTS §2: direct targets plus Bindings.
+/// `jig.lock` (Jig seed §7): direct targets plus Bindings.
 pub(crate) const MAX_TARGETS: usize = 4096;
 
 /// One finding that invalidates the candidate, with its location.
@@ -42,8 +42,8 @@ pub struct Diagnostic {
     pub message: String,
 }
 
-/// A review that cannot proceed. Its text is the reference's (HOST-FACTS
-/// §1.6, §7): fixed guidance, then each diagnostic as `CODE at "path"`
+/// A review that cannot proceed. Its text is the reference's (host/tests/all/
+/// reference_texts.rs): fixed guidance, then each diagnostic as `CODE at "path"`
 /// and ` pointer "…"` when there is one, nothing after; each diagnostic's
 /// own explanation is in [`PlanError::diagnostics`] for a person.
 #[derive(Debug, thiserror::Error)]
@@ -199,8 +199,8 @@ pub(crate) fn direct_run(package: &Package) -> bool {
     accepts_settings(package, &json!({}))
 }
 
-/// Does the package use Run Checkpoint? That makes it root-only (HOST-FACTS
-/// §3): never a child selected by a Binding's slot, and run with `--out`.
+/// Does the package use Run Checkpoint? That makes it root-only (docs/src/
+/// runs.md, Checkpoints): never a child selected by a Binding's slot, and run with `--out`.
 pub(crate) fn uses_run_checkpoint(package: &Package) -> bool {
     !builtin::slots_using(package, "run-checkpoint").is_empty()
 }
@@ -366,7 +366,7 @@ pub fn plan(
             });
         }
         // Project Command policy belongs to a Binding of a command-capable
-        // package, and such a Binding needs one (HOST-FACTS §1.3).
+        // package, and such a Binding needs one (docs/src/commands.md).
         let command_capable = package.metadata().uses.keys().any(|slot| {
             package
                 .contract(slot)

@@ -1,4 +1,4 @@
-//! Run Checkpoint aggregates (HOST-FACTS §3): the latest accepted save of
+//! Run Checkpoint aggregates (docs/src/runs.md, Checkpoints): the latest accepted save of
 //! a root Run, kept in `.jig/checkpoints/<run id>.json` so it survives the
 //! coordinator. Only the latest is kept; an accepted save replaces the
 //! previous one with [`write_atomic`] (durable before the receipt is sent).

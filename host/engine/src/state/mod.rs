@@ -394,9 +394,15 @@ fn set_private(path: &Path) -> Result<(), StateError> {
         .map_err(StateError::io(format!("protecting {}", path.display())))
 }
 
+// The fault hooks below are for tests only. They read their variables only
+// in a build with the `fault-hooks` feature, which `cargo test` turns on
+// (the `jig` package's dev-dependency on this crate) and `cargo build`
+// leaves off: there each hook is a no-op and names no variable.
+
 /// Test-only delay: when `JIG_TEST_PAUSE_AT` is `<point>:<ms>`, the thread
 /// sleeps here that long (a slow disk, say), so a test can prove that what
 /// must wait for this step does. It has no other effect.
+#[cfg(feature = "fault-hooks")]
 pub(crate) fn pause_point(point: &str) {
     let paused = std::env::var("JIG_TEST_PAUSE_AT").ok().and_then(|v| {
         let (at, ms) = v.split_once(':')?;
@@ -407,14 +413,37 @@ pub(crate) fn pause_point(point: &str) {
     }
 }
 
+#[cfg(not(feature = "fault-hooks"))]
+#[inline(always)]
+pub(crate) fn pause_point(_point: &str) {}
+
 /// Test-only crash injection: when `JIG_TEST_CRASH_AT` names this point, the
 /// process aborts here, as a power cut or `kill -9` would stop it. Tests use
 /// it to prove that every step of apply leaves the old or the new complete
 /// state. It has no other effect.
+#[cfg(feature = "fault-hooks")]
 pub fn crash_point(point: &str) {
     if std::env::var_os("JIG_TEST_CRASH_AT").is_some_and(|p| p == point) {
         std::process::abort();
     }
+}
+
+#[cfg(not(feature = "fault-hooks"))]
+#[inline(always)]
+pub fn crash_point(_point: &str) {}
+
+/// A test-only hook's variable `name` (a door's own hook, such as `jig
+/// run`'s abort after dispatch): its value in a build with `fault-hooks`,
+/// never present without.
+#[cfg(feature = "fault-hooks")]
+pub fn fault_hook(name: &str) -> Result<String, std::env::VarError> {
+    std::env::var(name)
+}
+
+#[cfg(not(feature = "fault-hooks"))]
+#[inline(always)]
+pub fn fault_hook(_name: &str) -> Result<String, std::env::VarError> {
+    Err(std::env::VarError::NotPresent)
 }
 
 /// Replace `path` with `bytes` atomically and durably.

@@ -24,7 +24,7 @@ use crate::modules::{self, Target, SDK_SPECIFIER};
 use crate::{ProjectCode, ProjectError};
 
 /// Wall-clock budget for evaluating every declaration of one capture attempt
-/// (HOST-FACTS §5 "Project evaluation 3 s").
+/// (docs/src/containment.md, Ceilings: evaluating `jig.ts`, 3 s).
 pub const EVALUATION_DEADLINE: Duration = Duration::from_secs(3);
 /// Heap limit of the evaluation runtime.
 pub const EVALUATION_MEMORY_LIMIT: usize = 64 << 20;

@@ -1,4 +1,4 @@
-// The built-in `@jigging/jig` authoring module (HOST-FACTS §1): three
+// The built-in `@jigging/jig` authoring module (docs/src/projects.md): three
 // synchronous, side-effect-free helpers returning deeply frozen plain data
 // with sorted keys. They exist for ergonomics and early, readable errors;
 // Jig re-validates and re-normalizes whatever the default export holds.

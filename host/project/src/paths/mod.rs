@@ -1,4 +1,4 @@
-//! Project paths (seed 002 §2, HOST-FACTS §1.5): relative `/`-separated
+//! Project paths (seed 002 §2, Project sources): relative `/`-separated
 //! Unicode NFC strings naming files and directories inside the project, and
 //! the case fold that decides when two of them collide.
 

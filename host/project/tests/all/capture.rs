@@ -64,7 +64,7 @@ fn exact_member_lists_normalize() {
     );
 }
 
-/// `jig.ts` bodies whose helper call throws, and the exact HOST-FACTS §1 message.
+/// `jig.ts` bodies whose helper call throws, and the reference's exact message.
 #[test]
 fn helper_errors_carry_the_documented_messages() {
     let cases = [

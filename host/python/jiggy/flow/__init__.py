@@ -55,7 +55,7 @@ def handle(handler: RunHandler) -> None:
         raise RuntimeError("handle() serves exactly one Run per process")
     _handled = True
     in_fd, out_fd = _take_over_stdio()
-    status = _run_loop(Session(handler, in_fd, out_fd))
+    status = _run_loop(Session(handler, RunContext, in_fd, out_fd))
     try:
         sys.stderr.flush()
     except (OSError, ValueError):

@@ -399,11 +399,3 @@ def channel_references(session: Session, channels: Any) -> dict[str, str]:
         raise ValueError("one endpoint cannot be mapped to two channel names")
     return references
 
-
-def abandon_receivers(session: Session) -> int:
-    """Dispose receivers still active at handler settlement; returns how many."""
-    abandoned = 0
-    for receiver in list(session.receivers):
-        if receiver._start_disposal():
-            abandoned += 1
-    return abandoned

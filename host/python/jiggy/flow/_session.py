@@ -16,7 +16,6 @@ from typing import Any
 from collections.abc import Awaitable, Callable, Mapping
 
 from . import _json1, _wire
-from ._channels import abandon_receivers
 from ._errors import LOCAL_CODES, WIRE_CODES, OperationError
 
 # How long a fatal close waits for the cancelled handler before exiting.
@@ -90,8 +89,17 @@ class _Call:
 
 
 class Session:
-    def __init__(self, handler: Callable[[Any], Awaitable[Any]], in_fd: int, out_fd: int) -> None:
+    def __init__(
+        self,
+        handler: Callable[[Any], Awaitable[Any]],
+        context: Callable[[Session, dict[str, Any]], Any],
+        in_fd: int,
+        out_fd: int,
+    ) -> None:
+        # The handler's context is built by the room above (`RunContext`), so
+        # the session imports neither the context nor the channels.
         self._handler = handler
+        self._context = context
         self._in_fd = in_fd
         self._out_fd = out_fd
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -287,9 +295,7 @@ class Session:
                 }
             )
             return
-        from ._context import RunContext  # local import: the context room calls back
-
-        context = RunContext(self, params)
+        context = self._context(self, params)
         self._handler_task = self._loop.create_task(self._invoke_handler(context))
         self._supervisor = self._loop.create_task(self._supervise())
 
@@ -456,6 +462,17 @@ class Session:
             call.future.cancel()
         return len(live)
 
+    def _abandon_receivers(self) -> int:
+        """Dispose receivers still active at handler settlement; returns how many.
+
+        A `ChannelReceiver` puts itself in `receivers` while it is active.
+        """
+        abandoned = 0
+        for receiver in list(self.receivers):
+            if receiver._start_disposal():
+                abandoned += 1
+        return abandoned
+
     # --- the root -----------------------------------------------------------------------
 
     async def _invoke_handler(self, context: Any) -> Any:
@@ -471,7 +488,7 @@ class Session:
         self._root_cancelled = True
         self._admission_closed = "CANCELLED"
         self._abandon_live_calls()
-        abandon_receivers(self)
+        self._abandon_receivers()
         if self._handler_task is not None and not self._handler_task.done():
             self._handler_task.cancel()
 
@@ -482,7 +499,7 @@ class Session:
             return
         if self._admission_closed is None:
             self._admission_closed = "OWNER_CLOSED"
-        abandoned = self._abandon_live_calls() + abandon_receivers(self)
+        abandoned = self._abandon_live_calls() + self._abandon_receivers()
         await self._idle.wait()
         if self._fatal is not None or self._published:
             return

@@ -1,4 +1,4 @@
-"""The Run/1 conformance "channel-wiring component" (SCENARIOS.md), on jiggy.flow.
+"""The Run/1 conformance "channel-wiring component", on jiggy.flow.
 
 `input.role` is root, worker or monitor; the root wires a contract-typed
 channel from a worker child to a monitor child.

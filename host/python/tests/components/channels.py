@@ -1,4 +1,4 @@
-"""The Run/1 conformance "channels component" (SCENARIOS.md), on jiggy.flow."""
+"""The Run/1 conformance "channels component", on jiggy.flow."""
 
 import asyncio
 

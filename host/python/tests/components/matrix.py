@@ -1,4 +1,4 @@
-"""The Run/1 conformance "matrix component" (SCENARIOS.md), on jiggy.flow.
+"""The Run/1 conformance "matrix component", on jiggy.flow.
 
 `input.case` selects one behaviour; any other input returns done/null.
 """

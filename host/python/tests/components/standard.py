@@ -1,4 +1,4 @@
-"""The Run/1 conformance "standard component" (SCENARIOS.md), on jiggy.flow."""
+"""The Run/1 conformance "standard component", on jiggy.flow."""
 
 import asyncio
 

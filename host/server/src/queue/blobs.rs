@@ -197,7 +197,7 @@ pub fn plan_provider_pins(plan: &Value) -> BTreeMap<String, String> {
 /// A file Run as it travels from `jig serve` to a worker: every captured
 /// attachment file as a blob by digest, the writable attachment's name,
 /// whether a packet is wanted, and what the terminal names (method and
-/// input identity, HOST-FACTS §4.1).
+/// input identity; docs/src/runs.md, Files).
 #[derive(Debug, Clone)]
 pub struct FileRun {
     pub captured: Captured,

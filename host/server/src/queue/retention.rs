@@ -17,7 +17,7 @@
 //! layouts and providers; a file Run's description and attachments; a
 //! packet; a checkpoint), past [`STORE_GRACE`] since they were stored.
 
-use jig_engine::state::retention::Policy;
+use jig_engine::config::retention::Policy;
 
 use super::Queue;
 use crate::Error;

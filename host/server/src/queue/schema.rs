@@ -86,7 +86,7 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE jig_runs ADD COLUMN packet text;
      ALTER TABLE jig_runs ADD CONSTRAINT jig_runs_packet_settled CHECK (packet IS NULL OR status = 'settled');
      ALTER TABLE jig_generations ADD COLUMN providers text;",
-    // 4: retention (issue 35). When each Run settled, set by a trigger
+    // 4: retention (docs/src/runs.md). When each Run settled, set by a trigger
     // on every path that settles one; Runs settled before this migration
     // age from their creation.
     "ALTER TABLE jig_runs ADD COLUMN settled_at timestamptz;
@@ -101,7 +101,7 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER jig_runs_settled_at BEFORE INSERT OR UPDATE ON jig_runs
        FOR EACH ROW EXECUTE FUNCTION jig_runs_settled_at();
      CREATE INDEX jig_runs_settled ON jig_runs (project, seq) WHERE status = 'settled';",
-    // 5: store collection (issue 35). When each blob was last stored:
+    // 5: store collection. When each blob was last stored:
     // a blob written again refreshes it, and only a blob nothing names
     // that is older than the grace is removed, so a writer between
     // storing a blob and naming it (publishing, submitting, settling)

@@ -16,14 +16,13 @@ use flow::json::Value;
 use serde_json::json;
 
 use super::console::Console;
+use super::http::{status, MAX_LIST, TAR_TYPE};
 use super::runner::{Live, ServedRun, Server};
 use crate::Error;
 use jig_engine::exec::submit;
 
 /// Request bodies are JSON/1 documents, bounded by its document limit.
 pub const MAX_BODY_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
-/// `GET .../runs` lists at most this many records (newest first).
-pub const MAX_LIST: usize = 1000;
 pub const DEFAULT_LIST: usize = 50;
 /// The bearer token file is small; anything larger is not a token.
 pub const MAX_TOKEN_BYTES: u64 = 4096;
@@ -184,58 +183,6 @@ fn refused(refusal: Error) -> Response {
     error(status(&refusal), refusal.code(), &refusal.to_string())
 }
 
-/// The HTTP status of every failure the API answers, decided here and
-/// only here, from what failed (never from the code's text).
-pub fn status(e: &Error) -> u16 {
-    use jig_engine::files::FilesErrorKind;
-    use jig_engine::state::RunsError;
-    use jig_engine::Error as Engine;
-    match e {
-        Error::Engine(e) => match e {
-            Engine::TargetMalformed
-            | Engine::TimeoutInvalid
-            | Engine::KeyInvalid
-            | Engine::Receive(_) => 400,
-            Engine::Files(e) => match e.kind {
-                FilesErrorKind::Delivery => 500,
-                FilesErrorKind::Invalid
-                | FilesErrorKind::OutputInvalid
-                | FilesErrorKind::OutputExists => 400,
-            },
-            Engine::TargetNotAdmitted { .. } | Engine::Runs(RunsError::NotFound(_)) => 404,
-            Engine::AdmissionMissing | Engine::Runs(RunsError::Conflict) => 409,
-            Engine::Envelope(_) | Engine::Plan(_) => 503,
-            Engine::Config(_)
-            | Engine::State(_)
-            | Engine::Runs(RunsError::State(_))
-            | Engine::PackageMissing { .. }
-            | Engine::NotRecorded { .. } => 500,
-        },
-        Error::RequestInvalid(_) => 400,
-        Error::BodyTooLarge(_) | Error::FilesTooLarge(_) => 413,
-        Error::Unauthenticated(_) => 401,
-        Error::CsrfInvalid(_) => 403,
-        Error::ProjectNotFound(_)
-        | Error::RunNotFound(_)
-        | Error::PacketNotFound(_)
-        | Error::InputNotRetained(_) => 404,
-        Error::Conflict(_) => 409,
-        Error::Exhausted(_) => 429,
-        Error::Closed
-        | Error::Busy(_)
-        | Error::NotPublished(_)
-        | Error::Unavailable(_)
-        | Error::Database(_) => 503,
-        Error::Project { .. }
-        | Error::Config(_)
-        | Error::DatabaseUrl(_)
-        | Error::SchemaNewer(_)
-        | Error::BlobMismatch(_)
-        | Error::Delivery(_)
-        | Error::Internal(_) => 500,
-    }
-}
-
 async fn health(State(server): State<Arc<Server>>) -> Response {
     json_response(
         200,
@@ -293,9 +240,6 @@ async fn parse_file_submission(body: Body) -> Result<ServedRun, Error> {
     request.files = Some(captured);
     Ok(request)
 }
-
-/// The content type of a file Run submission.
-pub const TAR_TYPE: &str = "application/x-tar";
 
 async fn submit(
     State(server): State<Arc<Server>>,

@@ -9,6 +9,7 @@
 
 mod api;
 pub mod console;
+mod http;
 mod runner;
 
 use std::future::IntoFuture;
@@ -16,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES, TAR_TYPE};
+pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES};
+pub use http::TAR_TYPE;
 pub use runner::{Limits, ServedRun, DEFAULT_ENVELOPES_AHEAD};
 
 use jig_engine::config::HostConfig;

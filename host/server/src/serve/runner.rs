@@ -22,10 +22,6 @@ use std::time::{Duration, Instant};
 
 use flow::json::Value;
 use flow::package::Package;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::sync::{watch, Semaphore};
 

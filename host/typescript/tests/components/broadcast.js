@@ -1,4 +1,4 @@
-// The Run/1 conformance "broadcast component" (SCENARIOS.md), on @jigging/flow.
+// The Run/1 conformance "broadcast component", on @jigging/flow.
 import { handle, OperationError } from "../../flow/index.js";
 
 async function readAll(receiver) {

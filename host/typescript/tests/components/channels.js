@@ -1,4 +1,4 @@
-// The Run/1 conformance "channels component" (SCENARIOS.md), on @jigging/flow.
+// The Run/1 conformance "channels component", on @jigging/flow.
 import { handle, OperationError } from "../../flow/index.js";
 
 await handle(async (run) => {

@@ -1,4 +1,4 @@
-// The Run/1 conformance "matrix component" (SCENARIOS.md), on @jigging/flow.
+// The Run/1 conformance "matrix component", on @jigging/flow.
 // `input.case` selects one behaviour; any other input returns done/null.
 import { handle, OperationError } from "../../flow/index.js";
 

@@ -1,4 +1,4 @@
-// The Run/1 conformance "standard component" (SCENARIOS.md), on @jigging/flow.
+// The Run/1 conformance "standard component", on @jigging/flow.
 import { CapabilityError, handle } from "../../flow/index.js";
 
 await handle(async (run) => {

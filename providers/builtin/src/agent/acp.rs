@@ -1,4 +1,4 @@
-//! Native ACP Agent clients (HOST-FACTS §6): `JIG_AGENT_CLIENT=codex|claude|pi`.
+//! Native ACP Agent clients (docs/src/agents.md): `JIG_AGENT_CLIENT=codex|claude|pi`.
 //!
 //! - **Discovery**: the optional absolute `CODEX_PATH` / `CLAUDE_PATH` /
 //!   `PI_PATH`, else the client's ACP executable (`codex-acp`,
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::endpoint::{check_base_url, check_key, check_model, EndpointError};
+use super::values::{check_base_url, check_key, check_model, Api, EndpointError};
 use super::wire::{Answer, Ask, Outcome};
 use super::worker::{judge, Verdict};
 
@@ -93,7 +93,7 @@ pub fn judge_line(schema: Option<&Value>, line: &Value) -> Option<Value> {
     };
     let text = answer.get("text")?.as_str()?.to_string();
     let ask = Ask {
-        api: super::endpoint::Api::Responses,
+        api: Api::Responses,
         model: String::new(),
         instructions: String::new(),
         skills: None,

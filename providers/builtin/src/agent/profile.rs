@@ -1,4 +1,4 @@
-//! The structured-output profile of a `responseSchema` (HOST-FACTS §1):
+//! The structured-output profile of a `responseSchema` (docs/src/agents.md):
 //! the subset of Schema/1 that every strict JSON-Schema response format
 //! accepts. It is checked before dispatch, so an endpoint never sees a
 //! schema it may silently loosen; a schema outside it is `INVALID_INPUT`

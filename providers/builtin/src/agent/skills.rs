@@ -1,4 +1,4 @@
-//! Skills (seed 002 §8, HOST-FACTS §1): the selected `skills/<name>/`
+//! Skills (seed 002 §8, docs/src/agents.md): the selected `skills/<name>/`
 //! subtrees of the calling package, rendered as read-only instruction text
 //! for that one call. They grant no tools, network, files or authority and
 //! are never installed as native skills. A child's skills come only from

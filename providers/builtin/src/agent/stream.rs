@@ -16,7 +16,7 @@
 
 use serde_json::{json, Value};
 
-use super::endpoint::Api;
+use super::values::Api;
 use super::wire::{self, Answer, NoAnswer};
 
 /// The longest single event the reader holds.

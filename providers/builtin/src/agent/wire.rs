@@ -21,7 +21,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::endpoint::Api;
+use super::values::Api;
 
 /// The name of the response format sent with a `responseSchema`.
 pub const FORMAT_NAME: &str = "response";

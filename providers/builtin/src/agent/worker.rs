@@ -21,8 +21,8 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::endpoint::{check_key, Api, KeySource, MAX_KEY_BYTES};
 use super::stream::{chunk_item, Stream};
+use super::values::{check_key, Api, KeySource, MAX_KEY_BYTES};
 use super::wire::{self, Ask, NoAnswer, Outcome, MAX_TEXT_CHARS};
 
 /// The hidden first argument that makes `jig` the Agent worker.

@@ -1,5 +1,5 @@
 //! Test provider for the capability slots of the Run/1 conformance
-//! scenarios (`flow-reference/SCENARIOS.md`). One source, two forms: a
+//! scenarios (the FLOW reference's Run/1 conformance scenarios). One source, two forms: a
 //! native `cdylib`, and a `wasm32-wasip2` component (where the latch below
 //! cannot work: a component instance lives for one call).
 //!

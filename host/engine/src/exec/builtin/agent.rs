@@ -1,4 +1,4 @@
-//! Agent Run (HOST-FACTS §1), served for a Run: the one exclusive effect
+//! Agent Run (docs/src/agents.md), served for a Run: the one exclusive effect
 //! of the calling invocation (seed 002 §8). Everything that can be checked
 //! is checked before dispatch (`INVALID_INPUT`, nothing sent): the skills
 //! of the calling package, the responseSchema profile and its Schema/1
@@ -18,15 +18,16 @@ use std::time::Duration;
 
 use flow::json::Value;
 use jig_provider_api::CallError;
-use jig_provider_builtin::agent::endpoint::KeySource;
+use jig_provider_builtin::agent::values::KeySource;
 use jig_provider_builtin::agent::wire::Ask;
 use jig_provider_builtin::agent::{acp, profile, skills, worker};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use super::BuiltinCall;
+use crate::exec::invocation::EffectSlot;
+use crate::exec::outcome::invalid_details;
 use crate::exec::peer::BoxFuture;
-use crate::exec::{invalid_details, EffectSlot};
 use jig_sandbox::{Launch, Limits};
 
 /// The longest line the host reads from the worker: a verdict carries at

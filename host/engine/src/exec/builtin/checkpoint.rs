@@ -1,4 +1,4 @@
-//! Run Checkpoint (HOST-FACTS §3), served for a root Run: each accepted
+//! Run Checkpoint (docs/src/runs.md, Checkpoints), served for a root Run: each accepted
 //! `save` durably replaces the Run's aggregate before its receipt is sent.
 //! It is served from its own control capacity (one save in flight per
 //! Run), never from the exclusive effect slot, and starts no process.

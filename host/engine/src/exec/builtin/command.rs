@@ -1,4 +1,4 @@
-//! Project Command (HOST-FACTS §2, seed 003), served for a Run: one
+//! Project Command (docs/src/commands.md, seed 003), served for a Run: one
 //! reviewed command of the calling Binding runs the installed Bun against
 //! the candidate `files` in a separate keyless envelope (its own cgroup at
 //! the command ceilings, no network, no credential, no PATH), while the
@@ -24,8 +24,8 @@ use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::BuiltinCall;
+use crate::exec::invocation::{EffectSlot, InvocationServices};
 use crate::exec::peer::BoxFuture;
-use crate::exec::{EffectSlot, InvocationServices};
 use crate::plan::Recipe;
 use jig_sandbox::{Launch, Limits};
 

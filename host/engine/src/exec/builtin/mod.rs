@@ -14,8 +14,8 @@ use std::sync::Arc;
 use flow::json::Value;
 use jig_provider_api::{CallContext, CallError, ChannelPorts};
 
+use super::invocation::InvocationServices;
 use super::peer::BoxFuture;
-use super::InvocationServices;
 
 /// One call to a builtin, with everything the host lends it.
 #[allow(dead_code)] // read by the builtins as they land

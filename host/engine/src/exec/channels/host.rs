@@ -2,7 +2,19 @@
 //! ports for `jig run --receive`, read by the host, and the writers the
 //! host fails when a Run ends.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flow::contract;
+use flow::json::Value;
+use flow::package::Package;
+use flow::wire::ChannelCreateParams;
+use flow::wire::Delivery;
+use flow::wire::ErrorCode;
+use flow::wire::OperationalError;
+
+use super::ports::declared_ports;
+use super::{op, Broker, HolderId, Role};
 
 /// A receive endpoint the host itself holds, for one declared send port of
 /// a root Run (`jig run --receive`).

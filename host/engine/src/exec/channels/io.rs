@@ -2,7 +2,21 @@
 //! room in a queue, for an item), and the futures that hold their place:
 //! dropping one retracts what it waited with.
 
-use super::*;
+use std::sync::Arc;
+
+use flow::json::Value;
+use flow::wire;
+use flow::wire::Delivery;
+use flow::wire::ErrorCode;
+use flow::wire::OperationalError;
+use serde_json::json;
+
+use super::super::peer::BoxFuture;
+use super::{
+    not_held, op, Broker, HolderId, ReaderState, Role, BROADCAST_QUEUE_CAPACITY,
+    DIRECT_QUEUE_CAPACITY, MAX_ITEM_BYTES, MAX_PENDING_SENDS, MAX_PENDING_SEND_BYTES,
+    MAX_READER_BYTES, MAX_SOURCE_BYTES, MAX_TREE_BYTES,
+};
 
 impl Broker {
     pub(super) async fn send(

@@ -6,10 +6,10 @@
 //! exact child call, which mints fresh tokens for the callee after every
 //! mapped right was validated against the callee's declared ports.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use flow::contract::{self, ChannelDeclaration, Start};
+use flow::contract::ChannelDeclaration;
 use flow::json::Value;
 use flow::package::Package;
 use flow::schema::Schema;
@@ -32,7 +32,7 @@ mod transfer;
 
 pub use host::HostReceiver;
 use io::{ready, started};
-use ports::{check_port, declared_ports, inline_schema, method_ports, resolve_contract};
+use ports::{inline_schema, resolve_contract};
 
 /// Accepted but unread items a direct receiver holds before sends wait.
 pub const DIRECT_QUEUE_CAPACITY: usize = 16;

@@ -1,7 +1,18 @@
 //! Ports: what a package declares (`channels` in FLOW.md, inline or by
 //! contract) and the check that an endpoint fits the port it is mapped to.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use flow::contract;
+use flow::contract::Start;
+use flow::json::Value;
+use flow::package::Package;
+use flow::schema::Schema;
+use flow::wire::ChannelContractIdentity;
+use flow::wire::Delivery;
+use serde_json::json;
+
+use super::{nontrivial, Endpoint, Port, ReaderState, Role, Source};
 
 /// Compile an inline item schema exactly as a `channels` declaration's
 /// `schema` is compiled (no file-root `$schema` required).

@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeMap;
 
 fn package(flow_md: &str) -> Package {
     let files = BTreeMap::from([

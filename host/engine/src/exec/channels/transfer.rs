@@ -2,7 +2,20 @@
 //! the callee (after every one was checked against its declared ports), and
 //! a holder that finishes gives back or fails what it still holds.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+
+use flow::json::Value;
+use flow::package::Package;
+use flow::wire::ChannelGrant;
+use flow::wire::Delivery;
+use flow::wire::ErrorCode;
+use flow::wire::OperationalError;
+
+use super::ports::check_port;
+use super::ports::declared_ports;
+use super::ports::method_ports;
+use super::{nontrivial, op, Broker, Endpoint, HolderId, Port, ReaderState, Role};
 
 impl Broker {
     /// Move the rights `refs` (callee port name → caller token) from

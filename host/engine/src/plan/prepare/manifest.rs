@@ -3,7 +3,15 @@
 //! bundled SDK at its exact revision) before the installer fetches anything,
 //! and staged as the only inputs Bun sees.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use flow::json::Value;
+use serde_json::json;
+
+use super::{
+    codes, refusal, Refusal, BUNDLED_SDK, BUNDLED_SDK_VERSION, BUNDLED_SDK_WORKSPACE_SPECS,
+    DEPENDENCY_MAPS, MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, RUNTIME_MAPS, UNSUPPORTED_MANIFEST_FIELDS,
+};
 
 /// The package's manifest, parsed, when it has runtime dependencies other
 /// than the bundled SDK.

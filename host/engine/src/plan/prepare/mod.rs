@@ -38,7 +38,7 @@ use jig_sandbox::{Budget, Launch, Limits, Sandbox};
 
 const MIB: u64 = 1024 * 1024;
 
-/// Each contained preparation's hard deadline (HOST-FACTS §5: 60 s).
+/// Each contained preparation's hard deadline (docs/src/containment.md, Ceilings: 60 s).
 pub(crate) const PREPARATION_DEADLINE: Duration = Duration::from_secs(60);
 /// The whole dependency-planning phase of one review (seed 002 §4: 180 s).
 pub(crate) const PLANNING_DEADLINE: Duration = Duration::from_secs(180);
@@ -116,7 +116,7 @@ pub mod codes {
     pub(crate) const PREPARED_MISSING: &str = "PROJECT_STATE_INVALID";
 }
 
-/// The stderr text before each new resolution (HOST-FACTS §5), `path`
+/// The stderr text before each new resolution (the reference's words), `path`
 /// already escaped.
 pub(crate) fn resolution_warning(quoted_path: &str) -> String {
     format!(

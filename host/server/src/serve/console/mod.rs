@@ -25,7 +25,7 @@ use serde_json::json;
 pub use session::Console;
 use session::Session;
 
-use super::api::status;
+use super::http::{status, MAX_LIST, TAR_TYPE};
 use super::runner::{ServedRun, Server};
 use crate::Error;
 use jig_engine::exec::submit::RunRequest;
@@ -307,7 +307,7 @@ async fn projects(
             Ok(t) => t,
             Err(refusal) => return refuse(&door, Some(&session), refusal),
         };
-        let pending = match door.server.list(name, super::api::MAX_LIST).await {
+        let pending = match door.server.list(name, MAX_LIST).await {
             Ok(records) => records.iter().filter(|r| r.terminal().is_none()).count(),
             Err(refusal) => return refuse(&door, Some(&session), refusal),
         };
@@ -349,19 +349,19 @@ impl ListQuery {
         pages::RunsQuery {
             status: self.status.filter(|s| !s.is_empty()),
             target: self.target.filter(|s| !s.is_empty()),
-            page: self.page.unwrap_or(0).min(super::api::MAX_LIST / PAGE_SIZE),
+            page: self.page.unwrap_or(0).min(MAX_LIST / PAGE_SIZE),
         }
     }
 }
 
-/// One page of the newest Runs (of the newest [`super::api::MAX_LIST`])
+/// One page of the newest Runs (of the newest [`MAX_LIST`])
 /// that pass the filters, and whether an older page exists.
 async fn page_of(
     server: &Server,
     project: &str,
     query: &pages::RunsQuery,
 ) -> Result<(Vec<Value>, bool), Error> {
-    let records = server.list(project, super::api::MAX_LIST).await?;
+    let records = server.list(project, MAX_LIST).await?;
     let mut kept = records.into_iter().map(|r| r.value).filter(|v| {
         let (status, ..) = pages::run_cells(v);
         query.status.as_ref().is_none_or(|s| *s == status)
@@ -633,8 +633,7 @@ async fn packet(
     match door.server.packet(&project, &id).await {
         Ok(tar) => {
             let disposition = format!("attachment; filename=\"{}.tar\"", pages::segment(&id));
-            let mut response =
-                ([(header::CONTENT_TYPE, super::api::TAR_TYPE)], tar).into_response();
+            let mut response = ([(header::CONTENT_TYPE, TAR_TYPE)], tar).into_response();
             if let Ok(value) = HeaderValue::from_str(&disposition) {
                 response
                     .headers_mut()

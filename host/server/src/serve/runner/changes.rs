@@ -8,10 +8,18 @@
 //! should a NOTIFY be lost) and bumps on a difference; with no viewer it
 //! reads nothing.
 
-use super::*;
-
+use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::sync::watch;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::Semaphore;
+
+use super::Server;
+use crate::Error;
 
 /// Live Run lists the daemon feeds at once (each holds one open response);
 /// one more is `RESOURCE_EXHAUSTED` until one closes.

@@ -1,7 +1,10 @@
 //! A server with `--database`: submissions are recorded in the queue and
 //! their logs follow the database's events.
 
-use super::*;
+use std::sync::Arc;
+
+use super::{Enqueue, Live, Server};
+use crate::Error;
 
 /// `--database`: submission publishes the generation's bytes and records
 /// the Run in PostgreSQL; its log follows the database's events.

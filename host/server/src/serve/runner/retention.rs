@@ -11,9 +11,18 @@
 //! meanwhile) and the admission lock (skipped this time while a review
 //! beside the daemon admits).
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
+use jig_engine::state;
 use jig_engine::state::retention;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::Server;
 
 /// After a sweep that left Runs due (a backlog), the next one comes this soon.
 const BACKLOG_PAUSE: Duration = Duration::from_secs(1);
@@ -206,7 +215,7 @@ impl Server {
 
     /// `--database`: the same policy over the project's Runs in the
     /// database, one bounded batch per project and sweep.
-    fn start_queue_retention(self: &Arc<Self>, policy: retention::Policy) {
+    fn start_queue_retention(self: &Arc<Self>, policy: jig_engine::config::retention::Policy) {
         let this = self.clone();
         tokio::spawn(async move {
             let Some((queue, _)) = &this.queue else {

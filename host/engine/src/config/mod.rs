@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use jig_provider_api::ProviderDecl;
 use serde::Deserialize;
 
+pub mod retention;
+
+use retention::{Policy, Retention};
+
 /// Directories searched for a runtime the configuration does not name. Ambient
 /// `PATH` is never consulted, so a project cannot steer runtime selection.
 pub const RUNTIME_DIRS: [&str; 4] = [
@@ -94,32 +98,13 @@ pub struct Serve {
 }
 
 /// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and
-/// `jig worker`s claim them from (issue 21). The URL carries no password;
+/// `jig worker`s claim them from (docs/src/serving.md). The URL carries no password;
 /// the password is read from `password-file`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Database {
     pub url: Option<String>,
     pub password_file: Option<PathBuf>,
-}
-
-/// `[retention]`: what the operator lets go of settled Runs and delivered
-/// packets (issue 35). No table means nothing is ever removed; the rules
-/// are [`crate::state::retention::Policy`]'s.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Retention {
-    /// Settled Runs older than this go ("30d", "12h", "90m", "45s").
-    pub max_age: Option<String>,
-    /// Settled Runs kept per project, newest first.
-    pub max_runs: Option<u64>,
-    /// Delivered packets older than this go (default: `max-age`).
-    pub packets_max_age: Option<String>,
-    /// How long a keyed Run is kept after it settled, whatever the limits,
-    /// so its key replays it (default 24h).
-    pub key_window: Option<String>,
-    /// How often `jig serve` sweeps (default 5m).
-    pub interval: Option<String>,
 }
 
 /// One `[[projects]]` entry: a LocalName and the project's absolute path.
@@ -148,7 +133,7 @@ impl Agent {
         &self,
     ) -> Result<
         jig_provider_builtin::agent::endpoint::Endpoint,
-        jig_provider_builtin::agent::endpoint::EndpointError,
+        jig_provider_builtin::agent::values::EndpointError,
     > {
         agent_endpoint(&self.table())
     }
@@ -159,7 +144,7 @@ pub fn agent_endpoint(
     table: &jig_provider_builtin::agent::endpoint::Table,
 ) -> Result<
     jig_provider_builtin::agent::endpoint::Endpoint,
-    jig_provider_builtin::agent::endpoint::EndpointError,
+    jig_provider_builtin::agent::values::EndpointError,
 > {
     // A value that is not UTF-8 is present and fails validation.
     let env = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
@@ -287,11 +272,8 @@ impl HostConfig {
 
     /// The retention the operator declared, `None` without a `[retention]`
     /// table; `Err` says what is wrong with the table.
-    pub fn retention_policy(&self) -> Result<Option<crate::state::retention::Policy>, String> {
-        self.retention
-            .as_ref()
-            .map(crate::state::retention::Policy::from_table)
-            .transpose()
+    pub fn retention_policy(&self) -> Result<Option<Policy>, String> {
+        self.retention.as_ref().map(Policy::from_table).transpose()
     }
 
     /// The interpreter for a runtime: the configured absolute path, else the
