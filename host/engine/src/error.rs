@@ -6,8 +6,6 @@
 //! reads the code's text or the message's words to decide.
 
 use crate::config::ConfigError;
-use crate::exec::receive::ReceiveError;
-use crate::exec::submit::MAX_KEY_BYTES;
 use crate::files::FilesError;
 use crate::plan::PlanError;
 use crate::state::{RunsError, StateError};
@@ -41,9 +39,10 @@ pub enum Error {
     /// `JIG_RUN_TIMEOUT_INVALID`.
     #[error("--timeout must be a positive integer followed by ms, s, m, or h, up to 24h")]
     TimeoutInvalid,
-    /// `INVALID_REQUEST`: an idempotency key of the wrong length.
-    #[error("--key must be 1 to {MAX_KEY_BYTES} bytes")]
-    KeyInvalid,
+    /// `INVALID_REQUEST`: an idempotency key of the wrong length (at most
+    /// `max` bytes).
+    #[error("--key must be 1 to {max} bytes")]
+    KeyInvalid { max: usize },
     /// `ADMISSION_MISSING`: nothing was ever admitted.
     #[error("the project has no usable reviewed revision; complete jig review before running")]
     AdmissionMissing,
@@ -72,7 +71,7 @@ impl Error {
             Error::Receive(e) => e.code(),
             Error::TargetMalformed | Error::TargetNotAdmitted { .. } => "JIG_RUN_TARGET_INVALID",
             Error::TimeoutInvalid => "JIG_RUN_TIMEOUT_INVALID",
-            Error::KeyInvalid => "INVALID_REQUEST",
+            Error::KeyInvalid { .. } => "INVALID_REQUEST",
             Error::AdmissionMissing => "ADMISSION_MISSING",
             Error::PackageMissing { .. } => "PROJECT_STATE_INVALID",
             Error::NotRecorded { code, .. } => code,
@@ -93,7 +92,7 @@ macro_rules! from_engine_errors {
             $crate::state::RunsError,
             $crate::plan::PlanError,
             $crate::files::FilesError,
-            $crate::exec::receive::ReceiveError
+            $crate::error::ReceiveError
         );
     };
     ($door:ident: $($error:ty),+) => {
@@ -103,4 +102,23 @@ macro_rules! from_engine_errors {
             }
         })+
     };
+}
+
+/// A `--receive` list the target cannot serve: a usage error (`JIG_USAGE`),
+/// found before anything runs.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ReceiveError {
+    pub message: String,
+}
+
+impl ReceiveError {
+    pub(crate) fn usage(message: String) -> ReceiveError {
+        ReceiveError { message }
+    }
+
+    /// The stable code: a `--receive` list is part of the command line.
+    pub fn code(&self) -> &'static str {
+        "JIG_USAGE"
+    }
 }

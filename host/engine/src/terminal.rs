@@ -7,7 +7,14 @@
 use flow::json::Value;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::exec::{Diagnostics, Failure, Success};
+/// A component's captured stderr, as a terminal reports it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Diagnostics {
+    pub stderr: String,
+    pub stderr_bytes: u64,
+    pub stderr_truncated: bool,
+}
 
 /// Where a Run stands, as its terminal (or a pending record) says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,28 +148,35 @@ impl Terminal {
         }
     }
 
-    /// An execution's own terminal (no Run ID, no delivery).
-    pub fn of(result: &Result<Success, Failure>) -> Terminal {
-        match result {
-            Ok(success) => Terminal {
-                outcome: Some(success.outcome.clone()),
-                output: Some(success.output.clone()),
-                diagnostics: Some(success.diagnostics.clone()),
-                ..Terminal::bare(Status::Succeeded)
-            },
-            Err(failure) => Terminal {
-                code: Some(failure.code.clone()),
-                message: Some(failure.message.clone()),
-                details: failure.details.clone(),
-                diagnostics: Some(failure.diagnostics.clone()),
-                ..Terminal::bare(Status::Failed)
-            },
+    /// An execution that succeeded.
+    pub fn succeeded(outcome: String, output: Value, diagnostics: Diagnostics) -> Terminal {
+        Terminal {
+            outcome: Some(outcome),
+            output: Some(output),
+            diagnostics: Some(diagnostics),
+            ..Terminal::bare(Status::Succeeded)
+        }
+    }
+
+    /// An execution that failed with `code`.
+    pub fn failure(
+        code: &str,
+        message: String,
+        details: Option<Value>,
+        diagnostics: Diagnostics,
+    ) -> Terminal {
+        Terminal {
+            code: Some(code.to_string()),
+            message: Some(message),
+            details,
+            diagnostics: Some(diagnostics),
+            ..Terminal::bare(Status::Failed)
         }
     }
 
     /// A Run that failed before anything of it ran.
     pub fn failed(code: &str, message: impl Into<String>) -> Terminal {
-        Terminal::of(&Err(Failure::new(code, message)))
+        Terminal::failure(code, message.into(), None, Diagnostics::default())
     }
 
     /// A Run whose coordinator ended before it settled (seed 002 §8):
@@ -229,19 +243,14 @@ mod tests {
 
     #[test]
     fn an_execution_terminal_is_the_json_every_door_printed() {
-        let success = Success {
-            outcome: "ok".into(),
-            output: Value::Null,
-            diagnostics: Diagnostics::default(),
-        };
+        let success = Terminal::succeeded("ok".into(), Value::Null, Diagnostics::default());
         assert_eq!(
-            Terminal::of(&Ok(success)).with_run_id("r").to_value(),
+            success.with_run_id("r").to_value(),
             json!({"status": "succeeded", "outcome": "ok", "output": null, "runId": "r",
                    "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}})
         );
-        let failure = Failure::new("CANCELLED", "stop");
         assert_eq!(
-            Terminal::of(&Err(failure)).to_value(),
+            Terminal::failed("CANCELLED", "stop").to_value(),
             json!({"status": "failed", "code": "CANCELLED", "message": "stop",
                    "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}})
         );

@@ -324,7 +324,7 @@ fn engine_status(e: &jig_engine::Error) -> u8 {
         | Engine::TargetMalformed
         | Engine::TargetNotAdmitted { .. }
         | Engine::TimeoutInvalid
-        | Engine::KeyInvalid
+        | Engine::KeyInvalid { .. }
         | Engine::PackageMissing { .. }
         | Engine::Runs(RunsError::Conflict | RunsError::NotFound(_)) => 1,
         Engine::State(e) | Engine::Runs(RunsError::State(e)) => match e {

@@ -16,6 +16,7 @@ pub mod receive;
 pub mod sdk;
 mod services;
 pub mod submit;
+mod timeout;
 pub mod wasm;
 
 use std::collections::BTreeMap;
@@ -94,14 +95,7 @@ impl std::fmt::Display for TargetRef {
     }
 }
 
-/// A component's captured stderr, as a terminal reports it.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Diagnostics {
-    pub stderr: String,
-    pub stderr_bytes: u64,
-    pub stderr_truncated: bool,
-}
+pub use crate::terminal::Diagnostics;
 
 #[derive(Debug, Clone)]
 pub struct Success {
@@ -522,5 +516,25 @@ impl Executor {
             Err(_) => Ended::Failed,
         });
         result
+    }
+}
+
+impl crate::terminal::Terminal {
+    /// An execution's own terminal (no Run ID, no delivery).
+    pub fn of(result: &Result<Success, Failure>) -> crate::terminal::Terminal {
+        use crate::terminal::Terminal;
+        match result {
+            Ok(success) => Terminal::succeeded(
+                success.outcome.clone(),
+                success.output.clone(),
+                success.diagnostics.clone(),
+            ),
+            Err(failure) => Terminal::failure(
+                &failure.code,
+                failure.message.clone(),
+                failure.details.clone(),
+                failure.diagnostics.clone(),
+            ),
+        }
     }
 }

@@ -21,24 +21,7 @@ use tokio::sync::{mpsc, watch};
 use super::channels::{Broker, HolderId, HostReceiver};
 use jig_provider_api::dispatch::now_unix_ms;
 
-/// A `--receive` list the target cannot serve: a usage error (`JIG_USAGE`),
-/// found before anything runs.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct ReceiveError {
-    pub message: String,
-}
-
-impl ReceiveError {
-    fn usage(message: String) -> ReceiveError {
-        ReceiveError { message }
-    }
-
-    /// The stable code: a `--receive` list is part of the command line.
-    pub fn code(&self) -> &'static str {
-        "JIG_USAGE"
-    }
-}
+pub use crate::error::ReceiveError;
 
 /// `--receive` may name at most this many channels.
 pub const MAX_RECEIVE: usize = 16;

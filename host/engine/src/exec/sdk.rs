@@ -77,9 +77,9 @@ pub(crate) const IMPORT_ROOT: &str = "python";
 /// started has ended before the tree goes. A tree that went is made again
 /// by the next Run of its build that wants it.
 ///
-/// [`MAX_TIMEOUT`]: crate::exec::submit::MAX_TIMEOUT
+/// [`MAX_TIMEOUT`]: super::timeout::MAX_TIMEOUT
 pub const SUPPORT_GRACE: Duration =
-    Duration::from_secs(crate::exec::submit::MAX_TIMEOUT.as_secs() + 3600);
+    Duration::from_secs(super::timeout::MAX_TIMEOUT.as_secs() + 3600);
 /// A use stamps the seal again only once its stamp is this old, so a busy
 /// host does not write the stamp at every Run.
 const STAMP_RESOLUTION: Duration = Duration::from_secs(60);

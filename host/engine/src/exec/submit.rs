@@ -115,14 +115,7 @@ impl RunRequest {
 /// The longest idempotency key, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 128;
 
-/// Seed 002 §9: default and largest root deadline.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
-/// `--timeout`: a duration in `ms`, `s`, `m` or `h` ([`flow::duration`]),
-/// at most [`MAX_TIMEOUT`].
-pub fn parse_timeout(text: &str) -> Option<Duration> {
-    flow::duration::parse(text).filter(|d| *d <= MAX_TIMEOUT)
-}
+pub use super::timeout::{parse_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 
 /// What was asked, checked before any file or state is read.
 #[derive(Debug, Clone)]
@@ -140,7 +133,7 @@ pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<A
         Some(text) => parse_timeout(text).ok_or(Error::TimeoutInvalid)?,
     };
     if key.is_some_and(|k| k.is_empty() || k.len() > MAX_KEY_BYTES) {
-        return Err(Error::KeyInvalid);
+        return Err(Error::KeyInvalid { max: MAX_KEY_BYTES });
     }
     Ok(Asked {
         target: target_ref,
@@ -560,7 +553,7 @@ mod tests {
         for key in [past.as_str(), ""] {
             let refusal = check("flow:flows/a", None, Some(key)).unwrap_err();
             // The HTTP door answers it 400 (`jig_server::serve::api::status`).
-            assert!(matches!(refusal, Error::KeyInvalid), "{refusal:?}");
+            assert!(matches!(refusal, Error::KeyInvalid { .. }), "{refusal:?}");
             assert_eq!(refusal.code(), "INVALID_REQUEST");
         }
     }

@@ -471,7 +471,11 @@ mod tests {
                 404,
                 "JIG_RUN_TARGET_INVALID",
             ),
-            (Engine::KeyInvalid.into(), 400, "INVALID_REQUEST"),
+            (
+                Engine::KeyInvalid { max: 128 }.into(),
+                400,
+                "INVALID_REQUEST",
+            ),
             (Engine::AdmissionMissing.into(), 409, "ADMISSION_MISSING"),
             (RunsError::Conflict.into(), 409, "SUBMISSION_CONFLICT"),
             (RunsError::NotFound("r".into()).into(), 404, "RUN_NOT_FOUND"),

@@ -18,7 +18,7 @@ pub fn status(e: &Error) -> u16 {
         Error::Engine(e) => match e {
             Engine::TargetMalformed
             | Engine::TimeoutInvalid
-            | Engine::KeyInvalid
+            | Engine::KeyInvalid { .. }
             | Engine::Receive(_) => 400,
             Engine::Files(e) => match e.kind {
                 FilesErrorKind::Delivery => 500,
