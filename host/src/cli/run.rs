@@ -100,7 +100,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Settled::Conducted {
             conducted,
             checkpoint_kept,
-        } => (conducted, checkpoint_kept),
+        } => (*conducted, checkpoint_kept),
         Settled::Undispatched(failure) => {
             return Err(CliError::new(Code::Internal, failure.message))
         }

@@ -80,7 +80,7 @@ pub enum Settled {
     /// Conducted and settled with its terminal. `checkpoint_kept`: its
     /// aggregate could not be removed after it settled (reported apart).
     Conducted {
-        conducted: Conducted,
+        conducted: Box<Conducted>,
         checkpoint_kept: Option<state::StateError>,
     },
     /// Recorded but never dispatched (its attachments could not be
@@ -182,7 +182,7 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
         )
         .with_commit(commit.clone()),
     );
-    let packet = destination.is_some().then(|| Packet {
+    let packet = destination.is_some().then_some(Packet {
         method,
         input: identity.input,
     });
@@ -285,7 +285,7 @@ impl Local<'_> {
             None => None,
         };
         Ok(Settled::Conducted {
-            conducted,
+            conducted: Box::new(conducted),
             checkpoint_kept,
         })
     }
