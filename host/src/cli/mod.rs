@@ -7,10 +7,10 @@ mod client;
 mod config_check;
 mod console;
 mod doctor;
+mod door;
 mod exec;
 mod exit;
 mod gc;
-mod invoke;
 mod provider;
 mod review;
 pub(crate) mod run;
@@ -19,8 +19,8 @@ mod serve;
 mod terminal;
 pub(crate) mod worker;
 
+use door::*;
 pub use exit::{exit_status, CliError, Code, REQUEST_FAULT_CODES};
-use invoke::*;
 use review::*;
 
 use std::io::{IsTerminal, Write};

@@ -1,4 +1,4 @@
-//! One root invocation on the terminal: the engine conducts it
+//! The command line as a Run's door: the engine conducts one root invocation
 //! ([`jig_engine::run::conduct`]) on a fresh runtime while this door turns
 //! SIGINT/SIGTERM into its cancellation, shows the elapsed time on a
 //! terminal stderr, writes `--receive` lines to stdout and publishes an
