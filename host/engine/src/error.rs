@@ -60,7 +60,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The stable code (seed 002 §12, HOST-FACTS §5).
+    /// The stable code (seed 002 §12; docs/src/reference.md lists them).
     pub fn code(&self) -> &'static str {
         match self {
             Error::Config(e) => e.code(),

@@ -116,7 +116,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let interrupted = conducted.interrupted;
     let status = match interrupted && !super::shows_interrupted(args.json, &conducted.stream) {
         // The reference prints nothing on stdout for an interrupted
-        // command (HOST-FACTS §7); the Run's record keeps its terminal.
+        // command (docs/src/runs.md, The terminal and the exit status); the Run's record keeps its terminal.
         true => super::exit::exit_status(&super::exit::interrupted_error()),
         false => finish_output(&terminal, args.json, conducted.stream),
     };

@@ -113,7 +113,7 @@ impl RunRequest {
 }
 
 /// The longest idempotency key, in bytes.
-pub(crate) const MAX_KEY_BYTES: usize = 128;
+pub const MAX_KEY_BYTES: usize = 128;
 
 pub use super::timeout::{parse_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 
@@ -250,7 +250,8 @@ pub fn admitted_package(
 pub struct Identity {
     /// Recorded with the Run; a key replays only identical content.
     pub content: Value,
-    /// The input digest and the attachment manifest (HOST-FACTS §3).
+    /// The input digest and the attachment manifest (docs/src/runs.md,
+    /// Files: attachments and the packet).
     pub input: Value,
 }
 

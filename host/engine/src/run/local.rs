@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use flow::json::Value;
 use flow::package::Package;
-use serde_json::json;
 
 use super::{Conducted, Deadline, Files, NotConducted, Packet, Root};
 use crate::config::HostConfig;
@@ -156,17 +155,12 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
     };
     let work_root = state.run_dir(&record.id)?;
     let method = resolved.method(&target);
-    // What a checkpoint is bound to (HOST-FACTS §3): this Run, what ran
-    // under which admitted configuration, and its input identity.
     let root_run = (resolved.checkpointing && destination.is_some()).then(|| {
-        Arc::new(RootRun::new(
+        Arc::new(RootRun::bound(
             record.id.clone(),
-            json!({
-                "runId": record.id,
-                "method": method,
-                "configuration": {"generation": generation.number, "plan": generation.plan_digest},
-                "input": identity.input,
-            }),
+            &method,
+            &generation.configuration(),
+            &identity.input,
             state.checkpoints(),
         ))
     });
@@ -208,11 +202,6 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
 }
 
 impl Local<'_> {
-    /// The recorded Run's ID.
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
     fn record(&self) -> std::sync::MutexGuard<'_, RunRecord> {
         self.record.lock().unwrap_or_else(|e| e.into_inner())
     }

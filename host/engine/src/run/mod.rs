@@ -29,8 +29,7 @@ use crate::exec::submit;
 use crate::exec::{Executor, Failure, Invocation, RootChannels, RootRun, Success, TargetRef};
 use crate::files::{self, Captured, FilesError, OutputFile};
 use crate::state::Aggregate;
-pub use crate::terminal::Source;
-use crate::terminal::{Delivery, Terminal};
+use crate::terminal::{Delivery, Source, Terminal};
 
 /// When a root Run's execution must end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +102,8 @@ pub struct Files<'a> {
     pub packet: Option<Packet>,
 }
 
-/// What a packet's record says ran, and with which input (HOST-FACTS §4.1).
+/// What a packet's record says ran, and with which input (docs/src/runs.md,
+/// Files: attachments and the packet).
 #[derive(Debug, Clone)]
 pub struct Packet {
     pub method: Value,

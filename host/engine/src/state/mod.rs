@@ -15,7 +15,7 @@ mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
 pub use records::{
-    retain_input, utc_text, RunRecord, RunStatus, Runs, RunsError, Submission, INPUT_RETAINED,
+    retain_input, utc_text, RunRecord, Runs, RunsError, Submission, INPUT_RETAINED,
     MAX_RETAINED_INPUT_BYTES,
 };
 pub use store::Store;
@@ -92,6 +92,19 @@ pub struct Generation {
     /// The retained Plan value this generation admitted.
     pub plan: Value,
     pub plan_digest: String,
+}
+
+impl Generation {
+    /// The admitted configuration a Run ran under, as the admission
+    /// pointer and a checkpoint's identity name it: `{generation, plan}`.
+    pub fn configuration(&self) -> Value {
+        configuration(self.number, &self.plan_digest)
+    }
+}
+
+/// `{generation, plan}`: one admitted configuration.
+fn configuration(number: u64, plan_digest: &str) -> Value {
+    serde_json::json!({ "generation": number, "plan": plan_digest })
 }
 
 impl ProjectState {
@@ -270,7 +283,7 @@ impl ProjectState {
         write_atomic_at(&self.root.join("jig.lock"), &lock_bytes, Some("apply:lock"))?;
         crash_point("apply:after-lock");
         let number = base.unwrap_or(0) + 1;
-        let pointer = serde_json::json!({ "generation": number, "plan": plan_digest });
+        let pointer = configuration(number, plan_digest);
         write_atomic_at(
             &self.dir.join("admission").join("current"),
             &flow::json::canonical(&pointer),

@@ -5,29 +5,11 @@ use std::path::PathBuf;
 use flow::digest::sha256_digest;
 use flow::json::Value;
 use jig_provider_api::dispatch::now_unix_ms;
+use serde::Deserialize;
 use serde_json::json;
 
 use super::{digest_hex, write_atomic, Aggregate, Checkpoints, StateError};
-use crate::terminal::{Delivery, Source, Terminal};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    Pending,
-    Succeeded,
-    Failed,
-    Lost,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Pending => "pending",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Lost => "lost",
-        }
-    }
-}
+use crate::terminal::{Delivery, Source, Status, Terminal};
 
 /// One Run as stored in `.jig/runs/<id>.json`.
 #[derive(Debug, Clone)]
@@ -61,17 +43,12 @@ pub fn retain_input(record: &mut RunRecord, input: &Value) -> Option<Vec<u8>> {
 }
 
 impl RunRecord {
-    pub fn status(&self) -> RunStatus {
-        match self
-            .value
+    /// Its terminal's status; `pending` until it settles.
+    pub fn status(&self) -> Status {
+        self.value
             .pointer("/terminal/status")
-            .and_then(Value::as_str)
-        {
-            Some("succeeded") => RunStatus::Succeeded,
-            Some("failed") => RunStatus::Failed,
-            Some("lost") => RunStatus::Lost,
-            _ => RunStatus::Pending,
-        }
+            .and_then(|status| Status::deserialize(status).ok())
+            .unwrap_or(Status::Pending)
     }
 
     pub fn terminal(&self) -> Option<&Value> {
@@ -150,7 +127,7 @@ impl Runs {
             let Ok(record) = self.load_settled_or_legacy(id) else {
                 continue;
             };
-            if record.status() == RunStatus::Pending {
+            if record.status() == Status::Pending {
                 write_atomic(
                     &staging.join(format!("{id}.json")),
                     &flow::json::canonical(&record.value),
@@ -315,7 +292,7 @@ impl Runs {
 
     /// Settle a pending Run with its one terminal.
     pub fn settle(&self, record: &mut RunRecord, terminal: Value) -> Result<(), RunsError> {
-        if record.status() != RunStatus::Pending {
+        if record.status() != Status::Pending {
             return Ok(());
         }
         record
@@ -353,7 +330,7 @@ impl Runs {
             return Err(RunsError::NotFound(id.to_string()));
         }
         match self.load_settled_or_legacy(id) {
-            Ok(record) if record.status() != RunStatus::Pending => Ok(record),
+            Ok(record) if record.status() != Status::Pending => Ok(record),
             found => match read_record(id, &self.pending_path(id)) {
                 Err(RunsError::NotFound(_)) => found,
                 pending => pending,
@@ -423,7 +400,7 @@ impl Runs {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let id = name.strip_suffix(".json")?;
                 let record = read_record(id, &entry.path()).ok()?;
-                (record.status() != RunStatus::Pending).then_some(record)
+                (record.status() != Status::Pending).then_some(record)
             })
             .collect()
     }
@@ -523,7 +500,7 @@ impl Runs {
                 }
                 Err(e) => return Err(e),
             };
-            if record.status() != RunStatus::Pending {
+            if record.status() != Status::Pending {
                 let _ = std::fs::remove_file(self.pending_path(&id));
                 continue;
             }
@@ -588,7 +565,7 @@ impl Runs {
     /// by the settled record and removed by the next scan).
     fn store(&self, record: &RunRecord) -> Result<(), RunsError> {
         let bytes = flow::json::canonical(&record.value);
-        if record.status() == RunStatus::Pending {
+        if record.status() == Status::Pending {
             let pending = self.pending_dir()?;
             let path = pending.join(format!("{}.json", record.id));
             return super::write_atomic_at(&path, &bytes, Some("run-record"))

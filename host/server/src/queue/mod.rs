@@ -1,4 +1,4 @@
-//! Runs queued in PostgreSQL (issue 21): the database is the one source of
+//! Runs queued in PostgreSQL (docs/src/serving.md, PostgreSQL and workers): the database is the one source of
 //! truth for which Runs exist, who owns each one and how it ended.
 //!
 //! `jig serve --database` records Runs here instead of executing them;

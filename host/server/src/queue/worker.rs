@@ -454,14 +454,11 @@ impl Worker {
                 });
                 let dir = work_root.join("checkpoints");
                 let _ = std::fs::create_dir_all(&dir);
-                Arc::new(jig_engine::exec::RootRun::new(
+                Arc::new(jig_engine::exec::RootRun::bound(
                     claim.id.clone(),
-                    json!({
-                        "runId": claim.id,
-                        "method": f.method,
-                        "configuration": f.configuration,
-                        "input": f.input,
-                    }),
+                    &f.method,
+                    &f.configuration,
+                    &f.input,
                     jig_engine::state::Checkpoints::new(dir).with_mirror(mirror),
                 ))
             });

@@ -472,7 +472,10 @@ mod tests {
                 "JIG_RUN_TARGET_INVALID",
             ),
             (
-                Engine::KeyInvalid { max: 128 }.into(),
+                Engine::KeyInvalid {
+                    max: submit::MAX_KEY_BYTES,
+                }
+                .into(),
                 400,
                 "INVALID_REQUEST",
             ),

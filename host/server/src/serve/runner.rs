@@ -172,7 +172,7 @@ pub struct Server {
     /// What the console's live Run lists wait on ([`changes`]).
     changes: changes::Changes,
     /// `--database`: Runs are enqueued in PostgreSQL for `jig worker`s
-    /// instead of executed here (issue 21); bumped on every NOTIFY.
+    /// instead of executed here (docs/src/serving.md, PostgreSQL and workers); bumped on every NOTIFY.
     queue: Option<(crate::queue::Queue, watch::Sender<u64>)>,
     /// The next Run's envelope of recently run targets, made ahead.
     aheads: Mutex<Aheads>,
@@ -392,9 +392,7 @@ impl Server {
         });
         if self.queue.is_some() {
             let configuration = match resolved.checkpointing {
-                true => {
-                    json!({"generation": resolved.generation.number, "plan": resolved.generation.plan_digest})
-                }
+                true => resolved.generation.configuration(),
                 false => Value::Null,
             };
             let files = file_run.map(|f| crate::queue::blobs::FileRun {

@@ -30,6 +30,25 @@ pub struct RootRun {
 }
 
 impl RootRun {
+    /// A root Run's checkpoint view, bound to what its checkpoints name
+    /// (docs/src/runs.md, Checkpoints): this Run, what ran under which
+    /// admitted configuration, and its input identity.
+    pub fn bound(
+        id: String,
+        method: &Value,
+        configuration: &Value,
+        input: &Value,
+        checkpoints: Checkpoints,
+    ) -> RootRun {
+        let identity = serde_json::json!({
+            "runId": id,
+            "method": method,
+            "configuration": configuration,
+            "input": input,
+        });
+        RootRun::new(id, identity, checkpoints)
+    }
+
     pub fn new(id: String, identity: Value, checkpoints: Checkpoints) -> RootRun {
         RootRun {
             id,

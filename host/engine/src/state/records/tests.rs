@@ -85,7 +85,7 @@ fn a_pending_record_lives_apart_until_it_is_settled() {
         std::slice::from_ref(&json)
     );
     assert!(!dir.path().join("runs").join(&json).exists());
-    assert_eq!(runs.load(&id).unwrap().status(), RunStatus::Pending);
+    assert_eq!(runs.load(&id).unwrap().status(), Status::Pending);
     assert_eq!(runs.pending_ids().unwrap(), std::slice::from_ref(&id));
     runs.note_execution(&mut record, json!({"status": "succeeded"}))
         .unwrap();
@@ -97,7 +97,7 @@ fn a_pending_record_lives_apart_until_it_is_settled() {
         .unwrap();
     assert!(names(&dir.path().join("runs/pending")).is_empty());
     assert_eq!(names(&dir.path().join("runs")), ["pending".into(), json]);
-    assert_eq!(runs.load(&id).unwrap().status(), RunStatus::Succeeded);
+    assert_eq!(runs.load(&id).unwrap().status(), Status::Succeeded);
     assert!(runs.pending_ids().unwrap().is_empty());
     assert_eq!(runs.list().unwrap().len(), 1);
 }
@@ -191,7 +191,7 @@ fn a_settled_record_wins_over_the_pending_copy_a_crash_left() {
     )
     .unwrap();
     std::fs::write(dir.path().join("runs/run-a.json"), &settled).unwrap();
-    assert_eq!(runs.load("run-a").unwrap().status(), RunStatus::Failed);
+    assert_eq!(runs.load("run-a").unwrap().status(), Status::Failed);
     assert_eq!(runs.list().unwrap().len(), 1);
     assert_eq!(runs.fence_lost().unwrap(), 0);
     assert!(names(&dir.path().join("runs/pending")).is_empty());
@@ -209,7 +209,7 @@ fn runs_an_older_jig_left_pending_are_moved_over_once_and_fenced() {
     std::fs::write(dir.path().join("runs/run-p.json"), record("run-p", None)).unwrap();
     std::fs::write(dir.path().join("runs/run-s.json"), &settled).unwrap();
     assert_eq!(runs.fence_lost().unwrap(), 1);
-    assert_eq!(runs.load("run-p").unwrap().status(), RunStatus::Lost);
+    assert_eq!(runs.load("run-p").unwrap().status(), Status::Lost);
     assert_eq!(
         std::fs::read(dir.path().join("runs/run-s.json")).unwrap(),
         settled
@@ -233,7 +233,7 @@ fn runs_an_older_jig_left_pending_are_moved_over_once_and_fenced() {
     // A staging directory a crash left is started afresh.
     std::fs::create_dir_all(dir.path().join("runs/.pending-staging/junk")).unwrap();
     assert_eq!(runs.fence_lost().unwrap(), 1);
-    assert_eq!(runs.load("run-m").unwrap().status(), RunStatus::Lost);
+    assert_eq!(runs.load("run-m").unwrap().status(), Status::Lost);
     assert_eq!(
         names(&dir.path().join("runs")),
         ["pending", "run-m.json", "run-s.json"]
