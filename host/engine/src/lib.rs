@@ -15,6 +15,7 @@
 //! code outside the execution envelope, never let live project source decide
 //! what runs, and never invent a success.
 
+pub mod code;
 pub mod config;
 pub mod envelope;
 pub mod error;

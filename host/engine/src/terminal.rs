@@ -7,6 +7,8 @@
 use flow::json::Value;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::code::{FailureCode, HostCode};
+
 /// A component's captured stderr, as a terminal reports it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -160,13 +162,13 @@ impl Terminal {
 
     /// An execution that failed with `code`.
     pub fn failure(
-        code: &str,
+        code: FailureCode,
         message: String,
         details: Option<Value>,
         diagnostics: Diagnostics,
     ) -> Terminal {
         Terminal {
-            code: Some(code.to_string()),
+            code: Some(code.as_str().to_string()),
             message: Some(message),
             details,
             diagnostics: Some(diagnostics),
@@ -175,15 +177,15 @@ impl Terminal {
     }
 
     /// A Run that failed before anything of it ran.
-    pub fn failed(code: &str, message: impl Into<String>) -> Terminal {
-        Terminal::failure(code, message.into(), None, Diagnostics::default())
+    pub fn failed(code: impl Into<FailureCode>, message: impl Into<String>) -> Terminal {
+        Terminal::failure(code.into(), message.into(), None, Diagnostics::default())
     }
 
     /// A Run whose coordinator ended before it settled (seed 002 §8):
     /// `COORDINATOR_LOST`, with why.
     pub fn lost(message: impl Into<String>) -> Terminal {
         Terminal {
-            code: Some("COORDINATOR_LOST".to_string()),
+            code: Some(HostCode::CoordinatorLost.as_str().to_string()),
             message: Some(message.into()),
             ..Terminal::bare(Status::Lost)
         }
@@ -250,7 +252,7 @@ mod tests {
                    "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}})
         );
         assert_eq!(
-            Terminal::failed("CANCELLED", "stop").to_value(),
+            Terminal::failed(flow::wire::ErrorCode::Cancelled, "stop").to_value(),
             json!({"status": "failed", "code": "CANCELLED", "message": "stop",
                    "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}})
         );

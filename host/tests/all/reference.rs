@@ -11,7 +11,8 @@
 //! - The exit statuses: every code of the command line's exit table
 //!   (`jig::cli::Code`, `REQUEST_FAULT_CODES`) is listed with the status
 //!   `exit_status` gives it, and every code the table lists has that status.
-//! - The Run terminal codes (`flow::wire::ErrorCode`), every key the host
+//! - The Run terminal codes (`flow::wire::ErrorCode` and the host's own,
+//!   `jig_engine::code::HostCode`), every key the host
 //!   configuration parser accepts, every environment variable the Agent
 //!   endpoint, the ACP clients and installation verification read, and
 //!   every route the daemon serves are documented.
@@ -373,9 +374,11 @@ fn every_run_terminal_code_is_in_the_reference() {
     let text = std::fs::read_to_string(reference_path()).unwrap();
     let section =
         &text[text.find("### Run terminals").unwrap()..text.find("## Host configuration").unwrap()];
-    for code in flow::wire::ErrorCode::ALL {
+    let registry = flow::wire::ErrorCode::ALL.map(|c| c.as_str());
+    let host = jig_engine::code::HostCode::ALL.map(|c| c.as_str());
+    for code in registry.iter().chain(&host) {
         assert!(
-            section.contains(&format!("| `{}` |", code.as_str())),
+            section.contains(&format!("| `{code}` |")),
             "{code} is not in the Reference's Run terminal codes"
         );
     }

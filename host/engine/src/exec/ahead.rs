@@ -20,7 +20,10 @@ use std::sync::atomic::Ordering;
 use jig_sandbox::Contained;
 
 use super::invoke::ProcessLaunch;
+use flow::wire::ErrorCode;
+
 use super::{Executor, Failure, TargetRef};
+use crate::code::FailureCode;
 use crate::plan::RecipeKind;
 
 /// A held envelope and the launch it was made for.
@@ -81,14 +84,14 @@ impl Executor {
         let scratch = dir.join("scratch");
         std::fs::create_dir_all(&scratch).map_err(|e| {
             Failure::new(
-                "EXECUTION_FAILED",
+                ErrorCode::ExecutionFailed,
                 format!("cannot prepare the Run ahead: {e}"),
             )
         })?;
         let tree = self
             .store
             .package_tree(&package)
-            .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+            .map_err(|e| Failure::new(FailureCode::raised(e.code()), e.to_string()))?;
         let launch = self.process_launch(
             &resolved,
             &package,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flow::package::Package;
-use flow::wire::FlowRunParams;
+use flow::wire::{ErrorCode, FlowRunParams};
 use jig_sandbox::Contained;
 use jig_sandbox::Hold;
 use jig_sandbox::Launch;
@@ -28,6 +28,7 @@ use super::{
     peer, sdk, wasm, AttachmentGrant, Diagnostics, Executor, Failure, Invocation, Resolved,
     Success, DENO_IMPORT_MAP, JS_GATE, JS_SUPPORT, PYTHON_GATE, PYTHON_SUPPORT,
 };
+use crate::code::{FailureCode, HostCode};
 use crate::plan::RecipeKind;
 
 impl Executor {
@@ -40,7 +41,7 @@ impl Executor {
         let resolved = self.resolve(&invocation.target, root)?;
         if let Err(reason) = self.verify_environment(&resolved) {
             return Err(Failure::new(
-                "REVIEW_REQUIRED",
+                HostCode::ReviewRequired,
                 format!("the admitted execution environment changed ({reason}); run jig review"),
             )
             .with_details(
@@ -51,7 +52,7 @@ impl Executor {
         if let Some(schema) = package.input_schema() {
             if let Err(invalid) = schema.validate(&invocation.input) {
                 return Err(Failure::new(
-                    "INVALID_INPUT",
+                    ErrorCode::InvalidInput,
                     format!("input does not satisfy input.schema.json: {invalid}"),
                 )
                 .with_details(invalid_details(&invalid)));
@@ -63,7 +64,7 @@ impl Executor {
                 .broker
                 .transfer(*from, link.holder, refs, &package)
                 .map_err(|e| Failure {
-                    code: e.code.as_str().into(),
+                    code: e.code.into(),
                     message: e.message,
                     details: e.details,
                     diagnostics: Diagnostics::default(),
@@ -78,7 +79,7 @@ impl Executor {
             None => None,
             Some(digest) => Some(
                 crate::plan::prepare::retained_layout(&self.store, Some(digest), package.files())
-                    .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?,
+                    .map_err(|e| Failure::new(HostCode::ProjectStateInvalid, e))?,
             ),
         };
         // A workspace Flow runs from its retained member path: the Run's
@@ -95,7 +96,10 @@ impl Executor {
         // when that is elsewhere)
         let prepared = (|| -> Result<(PathBuf, Option<PathBuf>), Failure> {
             let failed = |e: String| {
-                Failure::new("EXECUTION_FAILED", format!("cannot prepare the Run: {e}"))
+                Failure::new(
+                    ErrorCode::ExecutionFailed,
+                    format!("cannot prepare the Run: {e}"),
+                )
             };
             std::fs::create_dir_all(&scratch).map_err(|e| failed(e.to_string()))?;
             let private = dir.join("package");
@@ -120,7 +124,7 @@ impl Executor {
                         crate::plan::prepare::layout::materialize(&private, layout)
                             .map_err(|e| failed(e.to_string()))?;
                         crate::plan::prepare::layout::verify(&private, layout)
-                            .map_err(|e| Failure::new("PROJECT_STATE_INVALID", e))?;
+                            .map_err(|e| Failure::new(HostCode::ProjectStateInvalid, e))?;
                     }
                     Ok((private, None))
                 }
@@ -132,7 +136,7 @@ impl Executor {
                     let tree = self
                         .store
                         .package_tree(&package)
-                        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+                        .map_err(|e| Failure::new(FailureCode::raised(e.code()), e.to_string()))?;
                     if self.sandbox.shows_elsewhere() {
                         Ok((private, Some(tree)))
                     } else {
@@ -172,7 +176,10 @@ impl Executor {
             Ok(reservation) => reservation,
             Err(exhausted) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(Failure::new(exhausted.code(), exhausted.to_string()));
+                return Err(Failure::new(
+                    FailureCode::raised(exhausted.code()),
+                    exhausted.to_string(),
+                ));
             }
         };
         let outcome = self
@@ -193,7 +200,7 @@ impl Executor {
         let (report, exit, diagnostics) = outcome?;
         if let Err(e) = cleanup {
             return Err(Failure {
-                code: "JIG_CLEANUP_FAILED".into(),
+                code: HostCode::CleanupFailed.into(),
                 message: format!("the Run ended but its private files could not be removed: {e}"),
                 details: None,
                 diagnostics,
@@ -241,7 +248,7 @@ impl Executor {
             None => Ok(Arc::new(
                 self.store
                     .load_package(&resolved.digest)
-                    .map_err(|e| Failure::new(e.code(), e.to_string()))?,
+                    .map_err(|e| Failure::new(FailureCode::raised(e.code()), e.to_string()))?,
             )),
         }
     }
@@ -296,7 +303,7 @@ impl Executor {
             // (nor a copy).
             if !services.package.files().contains_key(&recipe.entrypoint) {
                 return Err(Failure::new(
-                    "EXECUTION_FAILED",
+                    ErrorCode::ExecutionFailed,
                     "the package has no flow.wasm",
                 ));
             }
@@ -316,7 +323,7 @@ impl Executor {
                 let host = if grant.writable {
                     let fd = self.sandbox.bounded_output(&grant.host).map_err(|e| {
                         Failure::new(
-                            "EXECUTION_FAILED",
+                            ErrorCode::ExecutionFailed,
                             format!("cannot create the writable attachment: {e}"),
                         )
                     })?;
@@ -362,7 +369,7 @@ impl Executor {
             Some(contained) => contained,
             None => self.start_process(&process).map_err(|e| {
                 Failure::new(
-                    "EXECUTION_FAILED",
+                    ErrorCode::ExecutionFailed,
                     format!("cannot start {}: {e}", process.launch.program.display()),
                 )
             })?,
@@ -398,7 +405,7 @@ impl Executor {
         };
         if let Err(e) = fenced {
             return Err(Failure {
-                code: "JIG_CLEANUP_FAILED".into(),
+                code: HostCode::CleanupFailed.into(),
                 message: format!("the Run's processes could not be fenced and removed: {e}"),
                 details: None,
                 diagnostics,
@@ -498,7 +505,7 @@ impl Executor {
                 ),
                 _ => {
                     return Err(Failure::new(
-                        "UNAVAILABLE",
+                        ErrorCode::Unavailable,
                         "the recipe has no runtime on this host",
                     ))
                 }
@@ -514,7 +521,7 @@ impl Executor {
                 let python = if compiled_sdk {
                     let compiled =
                         sdk::python(&self.store.support_dir(), &program, sdk::PYTHON_SDK)
-                            .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
+                            .map_err(|e| Failure::new(ErrorCode::ExecutionFailed, e))?;
                     if self.sandbox.shows_elsewhere() {
                         // Shown where the per-Run support directory had it.
                         let inside = self.support.join(PYTHON_SUPPORT);
@@ -549,7 +556,7 @@ impl Executor {
             }
             RecipeKind::Bun | RecipeKind::Node if shared_js => {
                 let tree = sdk::javascript(&self.store.support_dir(), sdk::JS_SDK)
-                    .map_err(|e| Failure::new("EXECUTION_FAILED", e))?;
+                    .map_err(|e| Failure::new(ErrorCode::ExecutionFailed, e))?;
                 shown.push((tree, js_support.clone()));
             }
             RecipeKind::Bun | RecipeKind::Node => read_only.push(js_support.clone()),
@@ -670,7 +677,7 @@ pub(super) fn runtime_view(
     });
     proved.map_err(|reason| {
         Failure::new(
-            "UNAVAILABLE",
+            ErrorCode::Unavailable,
             format!(
                 "the runtime files of {} cannot be proved ({reason}); a process recipe needs an ELF executable whose loader and shared libraries are all installed: install them, or configure another runtime in [runtimes] and run jig review",
                 program.display()

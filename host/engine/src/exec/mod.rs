@@ -30,6 +30,7 @@ use flow::wire::{ErrorCode, OperationalError};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::code::FailureCode;
 use crate::plan::{Recipe, RecipeKind};
 use crate::providers::ProviderSet;
 use crate::state::Store;
@@ -106,14 +107,14 @@ pub struct Success {
 
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub code: String,
+    pub code: FailureCode,
     pub message: String,
     pub details: Option<Value>,
     pub diagnostics: Diagnostics,
 }
 
 impl Failure {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Failure {
+    pub fn new(code: impl Into<FailureCode>, message: impl Into<String>) -> Failure {
         Failure {
             code: code.into(),
             message: message.into(),
@@ -130,7 +131,7 @@ impl Failure {
     /// The same failure as a parent sees it on the wire: local-only and
     /// host-only codes become `EXECUTION_FAILED`, keeping the original.
     fn to_operational(&self) -> OperationalError {
-        match ErrorCode::parse_wire(&self.code) {
+        match self.code.wire() {
             Some(code) => OperationalError {
                 code,
                 message: self.message.clone(),
@@ -139,7 +140,7 @@ impl Failure {
             None => OperationalError {
                 code: ErrorCode::ExecutionFailed,
                 message: self.message.clone(),
-                details: Some(json!({ "code": self.code })),
+                details: Some(json!({ "code": self.code.as_str() })),
             },
         }
     }
@@ -329,7 +330,7 @@ impl Executor {
             .clone();
         result.map_err(|e| {
             Failure::new(
-                "EXECUTION_FAILED",
+                ErrorCode::ExecutionFailed,
                 format!("cannot stage the bundled SDKs: {e}"),
             )
         })
@@ -374,7 +375,8 @@ impl Executor {
             return Ok(());
         };
         commit.wait().map_err(|e| {
-            Failure::new(e.code(), e.to_string()).with_details(json!({ "flowStarted": false }))
+            Failure::new(FailureCode::raised(e.code()), e.to_string())
+                .with_details(json!({ "flowStarted": false }))
         })
     }
 
@@ -407,7 +409,12 @@ impl Executor {
 
     fn resolve(&self, target: &TargetRef, with_slots: bool) -> Result<Resolved, Failure> {
         let lock = &self.plan["lock"];
-        let unknown = || Failure::new("UNAVAILABLE", format!("{target} is not an admitted target"));
+        let unknown = || {
+            Failure::new(
+                ErrorCode::Unavailable,
+                format!("{target} is not an admitted target"),
+            )
+        };
         let (package_path, settings, slots, commands) = match target {
             TargetRef::Flow(path) => {
                 let entry = lock["packages"].get(path).ok_or_else(unknown)?;
@@ -449,7 +456,7 @@ impl Executor {
             .to_string();
         let recipe = Recipe::from_value(&execution["recipe"]).ok_or_else(|| {
             Failure::new(
-                "UNAVAILABLE",
+                ErrorCode::Unavailable,
                 format!("{target} has no recipe on this host"),
             )
         })?;
@@ -512,7 +519,7 @@ impl Executor {
         let result = self.run_inner(invocation, root, link).await;
         settle.ended = Some(match &result {
             Ok(_) => Ended::Healthy,
-            Err(f) if f.code == "CANCELLED" || f.code == "DEADLINE_EXCEEDED" => Ended::Stopped,
+            Err(f) if f.code.is_stop() => Ended::Stopped,
             Err(_) => Ended::Failed,
         });
         result
@@ -530,7 +537,7 @@ impl crate::terminal::Terminal {
                 success.diagnostics.clone(),
             ),
             Err(failure) => Terminal::failure(
-                &failure.code,
+                failure.code,
                 failure.message.clone(),
                 failure.details.clone(),
                 failure.diagnostics.clone(),

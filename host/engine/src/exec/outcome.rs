@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use flow::json::Value;
 use flow::package::Package;
-use flow::wire::RunResult;
+use flow::wire::{ErrorCode, RunResult};
 use serde_json::json;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncReadExt;
@@ -94,32 +94,32 @@ pub(super) async fn collect_stderr<R: AsyncRead + Unpin>(mut stderr: R) -> Diagn
 /// request decision, or the failure that prevents acceptance.
 pub(super) fn classify(report: &PeerReport, exit: &Exit) -> Result<Value, Failure> {
     if let Some(violation) = &report.violation {
-        return Err(Failure::new("PROTOCOL_ERROR", violation.clone()));
+        return Err(Failure::new(ErrorCode::ProtocolError, violation.clone()));
     }
     if report.deadline {
         return Err(Failure::new(
-            "DEADLINE_EXCEEDED",
+            ErrorCode::DeadlineExceeded,
             "the Run reached its deadline",
         ));
     }
     if report.cancelled {
-        return Err(Failure::new("CANCELLED", "the Run was cancelled"));
+        return Err(Failure::new(ErrorCode::Cancelled, "the Run was cancelled"));
     }
     let Some(response) = &report.response else {
         if let Some(code) = exit.code.filter(|c| *c != 0) {
             return Err(Failure::new(
-                "EXECUTION_FAILED",
+                ErrorCode::ExecutionFailed,
                 format!("the component exited with status {code} before responding"),
             ));
         }
         if exit.code.is_none() && !exit.killed {
             return Err(Failure::new(
-                "EXECUTION_FAILED",
+                ErrorCode::ExecutionFailed,
                 "the component was killed by a signal before responding",
             ));
         }
         return Err(Failure::new(
-            "CHANNEL_LOST",
+            ErrorCode::ChannelLost,
             report
                 .lost
                 .clone()
@@ -128,19 +128,19 @@ pub(super) fn classify(report: &PeerReport, exit: &Exit) -> Result<Value, Failur
     };
     if report.pending_at_response > 0 {
         return Err(Failure::new(
-            "PROTOCOL_ERROR",
+            ErrorCode::ProtocolError,
             "the component answered its root while its own requests were pending",
         ));
     }
     if exit.killed || report.drain_timed_out {
         return Err(Failure::new(
-            "EXECUTION_FAILED",
+            ErrorCode::ExecutionFailed,
             "the component did not exit after responding and was killed",
         ));
     }
     if exit.code != Some(0) {
         return Err(Failure::new(
-            "EXECUTION_FAILED",
+            ErrorCode::ExecutionFailed,
             match exit.code {
                 Some(code) => format!("the component exited with status {code}"),
                 None => "the component was killed by a signal".into(),
@@ -151,13 +151,13 @@ pub(super) fn classify(report: &PeerReport, exit: &Exit) -> Result<Value, Failur
         Ok(result) => Ok(result.clone()),
         Err(error) => match error.operational() {
             Some(op) => Err(Failure {
-                code: op.code.as_str().into(),
+                code: op.code.into(),
                 message: op.message,
                 details: op.details,
                 diagnostics: Diagnostics::default(),
             }),
             None => Err(Failure::new(
-                "PROTOCOL_ERROR",
+                ErrorCode::ProtocolError,
                 format!(
                     "the component answered flow/run with JSON-RPC error {}: {}",
                     error.code, error.message
@@ -172,7 +172,7 @@ pub(super) fn classify(report: &PeerReport, exit: &Exit) -> Result<Value, Failur
 pub(super) fn check_result(package: &Package, result: &Value) -> Result<RunResult, Failure> {
     let run_result = RunResult::from_value(result).map_err(|e| {
         Failure::new(
-            "INVALID_RESULT",
+            ErrorCode::InvalidResult,
             format!("the result is not a Run result: {}", e.0),
         )
     })?;
@@ -183,7 +183,7 @@ pub(super) fn check_result(package: &Package, result: &Value) -> Result<RunResul
             .contains_key(&run_result.outcome)
     {
         return Err(Failure::new(
-            "INVALID_RESULT",
+            ErrorCode::InvalidResult,
             format!(
                 "outcome {:?} is neither done nor declared in FLOW.md",
                 run_result.outcome
@@ -193,7 +193,7 @@ pub(super) fn check_result(package: &Package, result: &Value) -> Result<RunResul
     if let Some(schema) = package.result_schema() {
         if let Err(invalid) = schema.validate(result) {
             return Err(Failure::new(
-                "INVALID_RESULT",
+                ErrorCode::InvalidResult,
                 format!("the result does not satisfy result.schema.json: {invalid}"),
             )
             .with_details(invalid_details(&invalid)));

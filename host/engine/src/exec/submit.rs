@@ -403,7 +403,8 @@ impl Commit {
 /// Settle a Run that was recorded but never dispatched as failed (not
 /// lost), and return its terminal.
 pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Terminal {
-    let terminal = Terminal::failed("EXECUTION_FAILED", message).with_run_id(&record.id);
+    let terminal =
+        Terminal::failed(flow::wire::ErrorCode::ExecutionFailed, message).with_run_id(&record.id);
     let _ = runs.settle(record, terminal.to_value());
     terminal
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use flow::json::Value;
 use flow::package::Package;
+use flow::wire::ErrorCode;
 use tokio::sync::watch;
 
 use crate::exec::receive::{self, Stream};
@@ -159,7 +160,7 @@ pub async fn conduct(root: Root<'_>, door: &dyn Door) -> Result<Conducted, NotCo
             submit::prepare_attachments(f.captured, f.writable, root.work_root).map_err(|e| {
                 let _ = files::remove_tree(root.work_root);
                 NotConducted::undispatched(
-                    "EXECUTION_FAILED",
+                    ErrorCode::ExecutionFailed,
                     format!("cannot seal the attachments: {e}"),
                 )
             })?
@@ -174,7 +175,7 @@ pub async fn conduct(root: Root<'_>, door: &dyn Door) -> Result<Conducted, NotCo
             .host_receivers(host, root.package, root.receive)
             .map_err(|e| {
                 let _ = files::remove_tree(root.work_root);
-                NotConducted::undispatched(e.code.as_str(), format!("--receive: {}", e.message))
+                NotConducted::undispatched(e.code, format!("--receive: {}", e.message))
             })?;
         channels.writers = writers;
         receivers = created;
@@ -339,7 +340,7 @@ pub enum NotConducted {
 }
 
 impl NotConducted {
-    fn undispatched(code: &str, message: String) -> NotConducted {
+    fn undispatched(code: ErrorCode, message: String) -> NotConducted {
         NotConducted::Undispatched(Failure::new(code, message))
     }
 }

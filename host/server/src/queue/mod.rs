@@ -152,7 +152,7 @@ const COUNTS_SQL: &str = "SELECT count(*) FILTER (WHERE status IN ('queued', 'cl
 /// before any worker dispatched it: nothing ran.
 pub fn deadline_passed(run_id: &str) -> Terminal {
     Terminal::failed(
-        "DEADLINE_EXCEEDED",
+        flow::wire::ErrorCode::DeadlineExceeded,
         "the Run's deadline passed before a worker could dispatch it",
     )
     .with_run_id(run_id)

@@ -34,6 +34,7 @@ use super::blobs::Cache;
 use super::cache::{CacheCollected, Kept};
 use super::{Claim, Queue, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
 use crate::Error;
+use jig_engine::code::FailureCode;
 use jig_engine::config::HostConfig;
 use jig_engine::envelope::Envelope;
 use jig_engine::exec::{Executor, TargetRef};
@@ -384,7 +385,9 @@ impl Worker {
     ) -> Option<(Terminal, Option<String>)> {
         // A Run settled before dispatch: its terminal formed as every
         // door forms one (nothing of it ran).
-        let failed = |code: &str, message: String| Terminal::failed(code, message);
+        let failed = |code: &'static str, message: String| {
+            Terminal::failed(FailureCode::raised(code), message)
+        };
         let refused = |e: jig_engine::Error| failed(e.code(), e.to_string());
         // The timeout counts from submission: past it, nothing runs.
         let deadline_passed = || super::deadline_passed(&claim.id);

@@ -569,7 +569,7 @@ impl Server {
                 Ok(root) => (root, None),
                 Err(e) => {
                     return Err(NotConducted::Undispatched(jig_engine::exec::Failure::new(
-                        "EXECUTION_FAILED",
+                        flow::wire::ErrorCode::ExecutionFailed,
                         e.to_string(),
                     )))
                 }
