@@ -4,36 +4,16 @@
 
 use serde_json::Value;
 
+use crate::abi::HostTable;
+use crate::port::{Item, Port};
 use crate::CallError;
-
-/// Which way a port carries items, from the provider's side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    Send,
-    Receive,
-}
-
-/// One connected port of the called method.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Port {
-    pub name: String,
-    pub direction: Direction,
-}
-
-/// One item read from a receive port.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Item {
-    /// The source sequence, from 1.
-    pub sequence: u64,
-    pub value: Value,
-}
 
 /// How this call reaches its host.
 #[derive(Clone, Copy)]
 pub(crate) enum Link {
     /// No host behind the ports (a call with none connected, or a test).
     Detached,
-    Native(crate::native::HostTable),
+    Native(HostTable),
     #[cfg(target_arch = "wasm32")]
     Component,
 }
@@ -86,7 +66,7 @@ impl Channels {
             Link::Detached => Err(detached(port)),
             Link::Native(table) => table.send(port, item),
             #[cfg(target_arch = "wasm32")]
-            Link::Component => crate::wasm::send(port, item),
+            Link::Component => crate::component_link::send(port, item),
         }
     }
 
@@ -96,7 +76,7 @@ impl Channels {
             Link::Detached => Err(detached(port)),
             Link::Native(table) => table.next(port),
             #[cfg(target_arch = "wasm32")]
-            Link::Component => crate::wasm::next(port),
+            Link::Component => crate::component_link::next(port),
         }
     }
 
@@ -106,7 +86,7 @@ impl Channels {
             Link::Detached => Err(detached(port)),
             Link::Native(table) => table.close(port),
             #[cfg(target_arch = "wasm32")]
-            Link::Component => crate::wasm::close(port),
+            Link::Component => crate::component_link::close(port),
         }
     }
 }

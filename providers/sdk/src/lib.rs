@@ -17,13 +17,25 @@ use std::collections::BTreeMap;
 pub use serde;
 pub use serde_json::{self, Value};
 
+// The ABI's constants and host table are one file shared with the host
+// loader (jig-provider-native), so guest and host cannot disagree on them.
+#[path = "../../native/src/abi.rs"]
+mod abi;
 mod channels;
+#[cfg(target_arch = "wasm32")]
+mod component_link;
+mod host_table;
 pub mod native;
+mod port;
 pub mod typed;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod wit;
 
-pub use channels::{Channels, Direction, Item, Port};
+pub use channels::Channels;
+pub use port::{Direction, Item, Port};
 
 /// What the host says about one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,7 +149,7 @@ macro_rules! export_provider {
             }
 
             $crate::wasm::export_capability_provider!(
-                JigProviderComponent with_types_in $crate::wasm::bindings
+                JigProviderComponent with_types_in $crate::wit
             );
         };
 

@@ -2,59 +2,16 @@
 //! (`providers/wit/provider.wit`). Public only so [`crate::export_provider!`]
 //! can reach it.
 
-/// Bindings generated from the provider world.
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "capability-provider",
-        pub_export_macro: true,
-        export_macro_name: "export_capability_provider",
-        default_bindings_module: "::jig_provider_sdk::wasm::bindings",
-    });
-}
-
-pub use bindings::export_capability_provider;
-pub use bindings::exports::jig::provider::provider::{
+pub use crate::wit::export_capability_provider;
+pub use crate::wit::exports::jig::provider::provider::{
     CallContext, CallError, Guest, OperationalError, ProviderConfig,
 };
 pub use wit_bindgen;
 
-use bindings::exports::jig::provider::provider::{ApplicationError, PortDirection};
-use bindings::jig::provider::channels as host;
-use serde_json::Value;
-
 use crate::channels::Link;
-use crate::{Channels, Config, Context, Direction, Item, Port, Provider};
-
-fn failure(f: host::ChannelFailure) -> crate::CallError {
-    crate::CallError::operational(&f.code, f.message)
-}
-
-pub(crate) fn send(port: &str, item: &Value) -> Result<(), crate::CallError> {
-    host::send(port, &item.to_string()).map_err(failure)
-}
-
-pub(crate) fn next(port: &str) -> Result<Option<Item>, crate::CallError> {
-    match host::next(port).map_err(failure)? {
-        None => Ok(None),
-        Some(item) => {
-            let value = serde_json::from_str(&item.value).map_err(|e| {
-                crate::CallError::operational(
-                    "EXECUTION_FAILED",
-                    format!("the host sent an item that is not JSON: {e}"),
-                )
-            })?;
-            Ok(Some(Item {
-                sequence: item.sequence,
-                value,
-            }))
-        }
-    }
-}
-
-pub(crate) fn close(port: &str) -> Result<(), crate::CallError> {
-    host::close(port).map_err(failure)
-}
+use crate::port::{Direction, Port};
+use crate::wit::exports::jig::provider::provider::{ApplicationError, PortDirection};
+use crate::{Channels, Config, Context, Provider};
 
 /// `contracts`: the descriptors exactly as the provider wrote them.
 pub fn contracts<P: Provider>() -> Vec<String> {
