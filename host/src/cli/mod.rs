@@ -32,7 +32,6 @@ use serde_json::json;
 
 use jig_engine::config::HostConfig;
 use jig_engine::exec::receive;
-use jig_engine::exec::sdk::write_runtime_support;
 use jig_engine::exec::submit::{parse_timeout, DEFAULT_TIMEOUT};
 use jig_engine::plan;
 use jig_engine::state::{self, ProjectState};

@@ -1,0 +1,143 @@
+//! A trial of a package directory (`jig exec`): the author's own code run
+//! once in the same envelope and under the same Run/1 host as an admitted
+//! Run, and forgotten. Nothing is admitted: the packages are staged into a
+//! private store, planned like a project of one Binding (its slots bound to
+//! the child directories), and the directory is removed with the trial.
+//! [`super::conduct`] runs it like any root Run, without a record.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flow::json::Value;
+use flow::package::{Package, PackageError};
+use jig_project::{BindingDecl, Declarations, SlotTarget};
+
+use crate::config::HostConfig;
+use crate::envelope::Envelope;
+use crate::exec::{sdk, Executor, TargetRef};
+use crate::plan::{self, Candidate};
+use crate::providers::ProviderSet;
+use crate::state::Store;
+use crate::Error;
+
+/// Where the root package appears in the trial's plan; a child of slot
+/// `s` appears at `exec/child/s`.
+const ROOT_PATH: &str = "exec/root";
+/// The one Binding the trial's plan holds.
+const BINDING_ID: &str = "exec";
+
+/// Why a trial could not be prepared; nothing ran.
+#[derive(Debug, thiserror::Error)]
+pub enum TrialError {
+    /// A package directory is not a package; `at` is where the trial's
+    /// plan would have put it.
+    #[error("{}: {error}", dir.display())]
+    Unstaged {
+        dir: PathBuf,
+        at: String,
+        error: PackageError,
+    },
+    /// The private directory could not be made.
+    #[error("cannot create a private directory: {0}")]
+    Private(std::io::Error),
+    /// Planning, the private store or the envelope refused.
+    #[error(transparent)]
+    Engine(#[from] Error),
+}
+
+crate::from_engine_errors!(TrialError: crate::plan::PlanError, crate::state::StateError);
+
+/// A package directory staged, planned and ready to conduct once.
+pub struct Trial {
+    pub executor: Arc<Executor>,
+    /// The staged root package.
+    pub root: Package,
+    /// Where the trial's Run keeps its private files.
+    pub work_root: PathBuf,
+    private: tempfile::TempDir,
+}
+
+impl Trial {
+    /// The target the trial runs: its one Binding.
+    pub fn target() -> TargetRef {
+        TargetRef::Binding(BINDING_ID.into())
+    }
+
+    /// Remove the private directory (the store, the plan's packages and
+    /// whatever the Run left).
+    pub fn close(self) -> std::io::Result<()> {
+        drop(self.executor);
+        self.private.close()
+    }
+}
+
+/// Stage `package` (and each child directory for its slot), plan them as
+/// one Binding with `settings`, and make the executor that runs it under
+/// `config`'s containment.
+pub fn prepare(
+    package: &Path,
+    children: &BTreeMap<String, PathBuf>,
+    settings: Value,
+    config: &HostConfig,
+) -> Result<Trial, TrialError> {
+    let stage = |dir: &Path, at: &str| {
+        Package::stage_dir(dir).map_err(|error| TrialError::Unstaged {
+            dir: dir.to_path_buf(),
+            at: at.to_string(),
+            error,
+        })
+    };
+    let mut packages = BTreeMap::from([(ROOT_PATH.to_string(), stage(package, ROOT_PATH)?)]);
+    let mut slots = BTreeMap::new();
+    for (slot, dir) in children {
+        let path = format!("exec/child/{slot}");
+        packages.insert(path.clone(), stage(dir, &path)?);
+        slots.insert(slot.clone(), SlotTarget::Flow(path));
+    }
+    let binding = BindingDecl {
+        file: "jig exec".into(),
+        package: ROOT_PATH.into(),
+        settings,
+        slots,
+        commands: None,
+    };
+    let candidate = Candidate {
+        declarations: Declarations {
+            flows: packages.keys().cloned().collect(),
+            bindings: BTreeMap::from([(BINDING_ID.to_string(), binding)]),
+            project: Value::Null,
+            sources: BTreeMap::new(),
+        },
+        packages,
+    };
+    let providers = Arc::new(ProviderSet::new(config.providers.clone()));
+    let planned = plan::plan(&candidate, config, &providers, None)?;
+
+    let private = tempfile::Builder::new()
+        .prefix("jig-exec-")
+        .tempdir()
+        .map_err(TrialError::Private)?;
+    let store = Store::throwaway(private.path().join("store"));
+    for package in candidate.packages.values() {
+        store.put_package(package)?;
+    }
+    let work_root = private.path().join("runs");
+    let executor = Executor::new(
+        store,
+        work_root.clone(),
+        planned,
+        providers,
+        &Envelope::select(&config.containment)?,
+        private.path().to_path_buf(),
+    )
+    .with_support_writer(sdk::write_runtime_support)
+    .with_agent(config.agent.table());
+    let mut packages = candidate.packages;
+    Ok(Trial {
+        executor: Arc::new(executor),
+        root: packages.remove(ROOT_PATH).expect("the root was staged"),
+        work_root,
+        private,
+    })
+}
