@@ -675,8 +675,9 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
 
 /// The claim rules through the library against the real database: a lease
 /// expired before dispatch requeues (the old claim's dispatch is refused),
-/// one expired after dispatch ends `COORDINATOR_LOST` and is never
-/// claimed again, the terminal is written once, late writes are refused.
+/// one a sweep finds expired after dispatch ends `COORDINATOR_LOST` and is
+/// never claimed again, the terminal is written once, late writes are
+/// refused; a lapsed lease no sweep took yet is still its owner's.
 #[test]
 fn claims_are_fenced_by_epoch_and_lease() {
     use jig_server::queue::{connect_config, Queue, Write};
@@ -745,7 +746,8 @@ fn claims_are_fenced_by_epoch_and_lease() {
         let held = queue.claim("w3", short).await.unwrap().unwrap();
         assert_eq!(held.id, b);
         assert_eq!(queue.dispatch(&held).await.unwrap(), Write::Accepted);
-        // A checkpoint is kept while the claim holds the Run, refused after.
+        // A checkpoint is kept while the claim holds the Run, even past its
+        // lease until a sweep takes it; refused after.
         let aggregate = json!({"sequence": 1});
         let save = |claim| {
             let (queue, aggregate) = (queue.clone(), aggregate.clone());
@@ -753,8 +755,10 @@ fn claims_are_fenced_by_epoch_and_lease() {
         };
         assert_eq!(save(held.clone()).await, Write::Accepted);
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert_eq!(save(held.clone()).await, Write::Refused);
+        assert_eq!(save(held.clone()).await, Write::Accepted);
         assert_eq!(queue.sweep().await.unwrap(), (0, 0, 1));
+        assert_eq!(save(held.clone()).await, Write::Refused);
+        assert_eq!(queue.heartbeat(&held, short).await.unwrap(), None);
         assert_eq!(
             queue.settle(&held, &done, None).await.unwrap(),
             Write::Refused
@@ -772,6 +776,28 @@ fn claims_are_fenced_by_epoch_and_lease() {
         assert!(queue.claim("w5", short).await.unwrap().is_none());
         let cancelled = queue.load("p", &c).await.unwrap();
         assert_eq!(cancelled.value["terminal"]["code"], "CANCELLED");
+        // A lease that lapsed while no sweep ran (the worker's heartbeats
+        // could not reach the database) is renewed by its owner, which
+        // then settles the Run; a sweep after the renewal leaves it alone.
+        let d = submit(4).await;
+        let lapsed = queue.claim("w6", short).await.unwrap().unwrap();
+        assert_eq!(lapsed.id, d);
+        assert_eq!(queue.dispatch(&lapsed).await.unwrap(), Write::Accepted);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(
+            queue
+                .heartbeat(&lapsed, Duration::from_secs(30))
+                .await
+                .unwrap(),
+            Some(false)
+        );
+        assert_eq!(queue.sweep().await.unwrap(), (0, 0, 0));
+        assert_eq!(
+            queue.settle(&lapsed, &done, None).await.unwrap(),
+            Write::Accepted
+        );
+        let settled = queue.load("p", &d).await.unwrap();
+        assert_eq!(settled.value["terminal"]["status"], "succeeded");
     });
 }
 

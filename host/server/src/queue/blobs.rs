@@ -275,8 +275,9 @@ impl Queue {
 
 impl Queue {
     /// Keep a Run's latest accepted checkpoint aggregate, replacing the
-    /// previous one, only while `claim` owns the dispatched Run (its lease
-    /// live): a fenced worker's save is refused.
+    /// previous one, only while `claim` owns the dispatched Run (as for a
+    /// heartbeat, until a sweep takes it): a fenced worker's save is
+    /// refused.
     pub async fn save_checkpoint(
         &self,
         claim: &super::Claim,
@@ -292,7 +293,7 @@ impl Queue {
         let owned = tx
             .query_opt(
                 "SELECT 1 FROM jig_runs WHERE id = $1 AND epoch = $2 AND status = 'running'
-                 AND lease_until > now() FOR UPDATE",
+                 FOR UPDATE",
                 &[&claim.id, &claim.epoch],
             )
             .await

@@ -601,13 +601,19 @@ impl Queue {
 
     /// Extend the lease. `Ok(None)`: refused (no longer ours);
     /// `Ok(Some(cancel))`: extended, and whether cancellation was asked.
+    ///
+    /// A lease that lapsed is still this claim's until a sweep takes the
+    /// Run (requeued, or settled `COORDINATOR_LOST`): a lapse only lets
+    /// another node take it. So a worker whose heartbeats could not reach
+    /// the database for a while (it restarted) renews and finishes its
+    /// Run, unless a sweep came first; the row lock orders the two.
     pub async fn heartbeat(&self, claim: &Claim, lease: Duration) -> Result<Option<bool>, Error> {
         let client = self.client().await?;
         let lease_ms = lease.as_millis() as i64;
         let row = client
             .query_opt(
                 "UPDATE jig_runs SET lease_until = now() + make_interval(secs => $3::bigint / 1000.0)
-                 WHERE id = $1 AND epoch = $2 AND status IN ('claimed', 'running') AND lease_until > now()
+                 WHERE id = $1 AND epoch = $2 AND status IN ('claimed', 'running')
                  RETURNING cancel_requested",
                 &[&claim.id, &claim.epoch, &lease_ms],
             )
