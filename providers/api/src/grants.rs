@@ -192,7 +192,7 @@ impl Grants {
         let memory_bytes = match &limits.memory {
             None => DEFAULT_MEMORY_BYTES,
             Some(text) => {
-                let bytes = parse_size(text)
+                let bytes = flow::size::parse(text)
                     .ok_or_else(|| format!("grants.limits.memory {text:?} is not a size"))?;
                 if !(MIN_MEMORY_BYTES..=MAX_MEMORY_BYTES).contains(&bytes) {
                     return Err(format!(
@@ -260,26 +260,6 @@ impl Grants {
     }
 }
 
-/// `"64MiB"`, `"512KiB"`, `"1GiB"`, `"65536B"` or a bare byte count.
-pub fn parse_size(text: &str) -> Option<u64> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    if digits.is_empty() {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    let scale: u64 = match unit {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(scale)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,14 +311,6 @@ mod tests {
         ] {
             assert!(Origin::parse(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("64MiB"), Some(64 << 20));
-        assert_eq!(parse_size("65536"), Some(65536));
-        assert_eq!(parse_size("64MB"), None);
-        assert_eq!(parse_size("MiB"), None);
     }
 
     #[test]
