@@ -116,6 +116,7 @@ fn worker_launch() -> Launch {
         cwd: dir.join("scratch"),
         package: dir.join("package"),
         scratch: dir.join("scratch"),
+        scratch_bytes: None,
         read_only: vec![PathBuf::from("/etc/hosts")],
         shown: Vec::new(),
         attachments: Vec::new(),

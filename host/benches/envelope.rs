@@ -48,6 +48,8 @@ fn launch(program: &str, args: &[&str]) -> Launch {
     Launch {
         args: args.iter().map(Into::into).collect(),
         env: vec![("LANG".into(), "C.UTF-8".into())],
+        // A Flow's scratch and /tmp, bounded tmpfs as the engine makes them.
+        scratch_bytes: Some(jig_sandbox::DEFAULT_SCRATCH_BYTES),
         ..Launch::new(
             PathBuf::from(program),
             dir.join("package"),

@@ -455,7 +455,11 @@ fn greet_contained() {
 
 /// A launch of `program` from `package` in the bench's scratch.
 fn launch(fixture: &Fixture, program: PathBuf, package: PathBuf) -> Launch {
-    Launch::new(program, package, fixture.scratch.path().to_path_buf())
+    Launch {
+        // A Flow's scratch and /tmp, bounded tmpfs as the engine makes them.
+        scratch_bytes: Some(jig_sandbox::DEFAULT_SCRATCH_BYTES),
+        ..Launch::new(program, package, fixture.scratch.path().to_path_buf())
+    }
 }
 
 /// The Python recipe's runtime view (kept after the first proof).

@@ -15,6 +15,9 @@ use crate::error::Error;
 #[derive(Clone)]
 pub struct Envelope {
     sandbox: Arc<dyn Sandbox>,
+    /// The bound of each private writable space of a Flow
+    /// (`[containment] scratch-size`).
+    scratch_bytes: u64,
 }
 
 impl Envelope {
@@ -23,6 +26,7 @@ impl Envelope {
     pub fn select(containment: &Containment) -> Result<Envelope, Error> {
         Ok(Envelope {
             sandbox: jig_sandbox::select(containment)?,
+            scratch_bytes: containment.scratch_bytes(),
         })
     }
 
@@ -52,6 +56,10 @@ impl Envelope {
 
     pub(crate) fn sandbox(&self) -> &Arc<dyn Sandbox> {
         &self.sandbox
+    }
+
+    pub(crate) fn scratch_bytes(&self) -> u64 {
+        self.scratch_bytes
     }
 }
 

@@ -177,7 +177,11 @@ impl Bubblewrap {
             let link = format!("/dev/{name}");
             push(&[&"--symlink", &target, &link]);
         }
-        push(&[&"--tmpfs", &"/tmp"]);
+        let scratch_size = launch.scratch_bytes.map(|bytes| bytes.to_string());
+        match &scratch_size {
+            Some(size) => push(&[&"--size", size, &"--tmpfs", &"/tmp"]),
+            None => push(&[&"--tmpfs", &"/tmp"]),
+        }
         match &launch.view {
             // A process recipe: exactly its runtime's proved closure.
             Some(view) => {
@@ -223,7 +227,12 @@ impl Bubblewrap {
         for (host, inside) in &launch.shown {
             push(&[&"--ro-bind", host, inside]);
         }
-        push(&[&"--bind", &launch.scratch, &launch.scratch]);
+        match &scratch_size {
+            // A fresh bounded tmpfs, as the writable attachment: a full
+            // scratch is ENOSPC inside the Run, not a full host disk.
+            Some(size) => push(&[&"--size", size, &"--tmpfs", &launch.scratch]),
+            None => push(&[&"--bind", &launch.scratch, &launch.scratch]),
+        }
         let size = OUTPUT_TMPFS_BYTES.to_string();
         for (path, writable) in &launch.attachments {
             if *writable {
@@ -290,8 +299,8 @@ impl Sandbox for Bubblewrap {
         self.start(launch, Some(hold))
     }
 
-    fn bounded_output(&self, _path: &Path) -> std::io::Result<OwnedFd> {
-        self.hold_output()
+    fn bounded_tmpfs(&self, _path: &Path, bytes: u64) -> std::io::Result<OwnedFd> {
+        self.hold_tmpfs(bytes)
     }
 
     /// Make the host group and one Run group with `limits` now, on the
@@ -431,7 +440,7 @@ impl Bubblewrap {
         };
         let held = match handoff {
             None => Vec::new(),
-            Some(pipes) => match pipes.receive(&outputs) {
+            Some(pipes) => match pipes.receive(&outputs, OUTPUT_TMPFS_BYTES) {
                 Ok(held) => held,
                 Err(e) => {
                     let _ = child.start_kill();
@@ -450,14 +459,14 @@ impl Bubblewrap {
 }
 
 impl Bubblewrap {
-    /// The writable attachment of an in-process recipe: a minimal holder
+    /// A writable directory of an in-process recipe: a minimal holder
     /// (bubblewrap alone, in its own user and mount namespaces, running no
-    /// program) mounts the same bounded tmpfs; the host takes its directory
-    /// and ends the holder. The mount then lives, detached, exactly as long
-    /// as the returned descriptor.
-    pub fn hold_output(&self) -> std::io::Result<OwnedFd> {
+    /// program) mounts a tmpfs of at most `bytes`; the host takes its
+    /// directory and ends the holder. The mount then lives, detached,
+    /// exactly as long as the returned descriptor.
+    pub fn hold_tmpfs(&self, bytes: u64) -> std::io::Result<OwnedFd> {
         let pipes = Pipes::new()?;
-        let size = OUTPUT_TMPFS_BYTES.to_string();
+        let size = bytes.to_string();
         use std::os::unix::process::CommandExt;
         let mut command = std::process::Command::new(&self.bwrap);
         command
@@ -490,7 +499,7 @@ impl Bubblewrap {
             command.pre_exec(move || pass_handoff(passed));
         }
         let mut child = command.spawn()?;
-        let held = pipes.receive(&[PathBuf::from(HOLDER_MOUNT)]);
+        let held = pipes.receive(&[PathBuf::from(HOLDER_MOUNT)], bytes);
         if held.is_err() {
             let _ = child.kill();
         }

@@ -39,6 +39,12 @@ use std::time::Duration;
 /// containment.md: one optional empty writable output, a 16 MiB tmpfs). A write past it
 /// fails inside the Run with `ENOSPC`.
 pub const OUTPUT_TMPFS_BYTES: u64 = 16 * 1024 * 1024;
+/// The default bound of each private writable space of a Flow (its scratch
+/// directory and its `/tmp`): `[containment] scratch-size`
+/// (docs/src/containment.md, Writable space).
+pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * 1024 * 1024;
+/// The range `[containment] scratch-size` takes.
+pub const SCRATCH_BYTES_RANGE: std::ops::RangeInclusive<u64> = (1 << 20)..=(16 << 30);
 /// From SIGTERM to SIGKILL when an envelope is ended early (cancellation,
 /// deadline, host shutdown): 250 ms, as the reference's envelope.
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
@@ -61,6 +67,36 @@ pub struct Containment {
     /// process's own cgroup. On cgroup v2 it must be delegated to this user
     /// and hold no processes, so its controllers can be enabled for children.
     pub cgroup_parent: Option<PathBuf>,
+    /// `scratch-size`: the bound of each private writable space of a
+    /// contained Flow, its scratch directory and its `/tmp`, each a fresh
+    /// tmpfs (charged, where the memory controller is on, to the Run's own
+    /// cgroup). A write past it fails inside the Run with `ENOSPC`; the
+    /// host's disk is never written. Absent: [`DEFAULT_SCRATCH_BYTES`].
+    #[serde(default, deserialize_with = "scratch_size")]
+    pub scratch_size: Option<u64>,
+}
+
+impl Containment {
+    /// The bound of each private writable space of a contained Flow.
+    pub fn scratch_bytes(&self) -> u64 {
+        self.scratch_size.unwrap_or(DEFAULT_SCRATCH_BYTES)
+    }
+}
+
+/// `scratch-size` as written (`"64MiB"`), within [`SCRATCH_BYTES_RANGE`].
+fn scratch_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    let bytes = flow::size::parse(&text).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "scratch-size {text:?} is not a size (a byte count with B, KiB, MiB or GiB)"
+        ))
+    })?;
+    if !SCRATCH_BYTES_RANGE.contains(&bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "scratch-size {text:?} is outside 1MiB..=16GiB"
+        )));
+    }
+    Ok(Some(bytes))
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -85,6 +121,12 @@ pub struct Launch {
     pub package: PathBuf,
     /// The one private writable directory.
     pub scratch: PathBuf,
+    /// `Some(bytes)`: the scratch directory and `/tmp` are each a fresh
+    /// tmpfs of at most `bytes`, and nothing written there outlives the
+    /// launch (package code). `None`: the scratch directory is the host
+    /// directory itself, whose contents the host reads afterwards (the
+    /// host's own effects, dependency preparation).
+    pub scratch_bytes: Option<u64>,
     /// Further read-only trees the recipe needs (e.g. the bundled Python SDK).
     pub read_only: Vec<PathBuf>,
     /// Read-only trees shown inside at another path than on the host:
@@ -123,6 +165,7 @@ impl Launch {
             cwd: scratch.clone(),
             package,
             scratch,
+            scratch_bytes: None,
             read_only: Vec::new(),
             shown: Vec::new(),
             attachments: Vec::new(),
@@ -288,10 +331,11 @@ pub trait Sandbox: Send + Sync {
             "this envelope cannot be made ahead of its launch",
         ))
     }
-    /// A writable attachment for an in-process recipe (`flow.wasm`): the
-    /// directory descriptor of the same bounded filesystem a process recipe
-    /// gets at `path`. The caller owns it; closing it releases everything.
-    fn bounded_output(&self, path: &Path) -> std::io::Result<OwnedFd>;
+    /// A writable directory of an in-process recipe (`flow.wasm`: its
+    /// writable attachment, its scratch): the directory descriptor of the
+    /// same bounded filesystem of at most `bytes` a process recipe gets at
+    /// `path`. The caller owns it; closing it releases everything.
+    fn bounded_tmpfs(&self, path: &Path, bytes: u64) -> std::io::Result<OwnedFd>;
     /// Can a tree be shown inside at another path ([`Launch::shown`])?
     fn shows_elsewhere(&self) -> bool {
         false
@@ -424,8 +468,9 @@ pub fn describe(config: &Containment) -> Result<String, Error> {
     smoke_test(&envelope).map_err(Error::Unavailable)?;
     Ok(format!(
         "bubblewrap with cgroup {} (user, mount, PID, IPC, UTS, cgroup and network namespaces; \
-         per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks; writable attachment \
-         a {} MiB tmpfs handed back by descriptor; SIGTERM then SIGKILL after {} ms)",
+         per Flow {} MiB, {} tasks, {}/{} us CPU; root {} MiB, {} tasks; scratch and /tmp \
+         each a {} MiB tmpfs; writable attachment a {} MiB tmpfs handed back by descriptor; \
+         SIGTERM then SIGKILL after {} ms)",
         envelope.hierarchy().version(),
         cgroup::FLOW_MEMORY_BYTES >> 20,
         cgroup::FLOW_TASKS,
@@ -433,6 +478,7 @@ pub fn describe(config: &Containment) -> Result<String, Error> {
         cgroup::CPU_PERIOD_US,
         cgroup::ROOT_MEMORY_BYTES >> 20,
         cgroup::ROOT_TASKS,
+        config.scratch_bytes() >> 20,
         OUTPUT_TMPFS_BYTES >> 20,
         KILL_GRACE.as_millis(),
     ))
@@ -513,7 +559,7 @@ impl Sandbox for ProcessGroup {
         Ok(Contained::new(child, Box::new(GroupFence(pgid))).with_outputs(outputs))
     }
 
-    fn bounded_output(&self, path: &Path) -> std::io::Result<OwnedFd> {
+    fn bounded_tmpfs(&self, path: &Path, _bytes: u64) -> std::io::Result<OwnedFd> {
         open_directory(path)
     }
 }

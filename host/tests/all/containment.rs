@@ -626,6 +626,41 @@ fn writes_land_only_in_scratch() {
     }
 }
 
+/// A Flow's scratch and its /tmp are each a tmpfs of `[containment]
+/// scratch-size`: what fits is written, one write past it is ENOSPC inside
+/// the Run, and the Run (and the next) goes on; nothing of it reaches the
+/// host's disk.
+#[test]
+fn scratch_and_tmp_are_bounded_by_scratch_size() {
+    let dir = hostile_project();
+    let config = dir.path().join(".test-config-home/jig/host.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap_or_default();
+    if !text.contains("[containment]") {
+        text.push_str("[containment]\n");
+    }
+    text.push_str("scratch-size = \"2MiB\"\n");
+    write_files(dir.path(), &[(".test-config-home/jig/host.toml", &text)]);
+    let mib = 1 << 20;
+    let files = json!({
+        "fits.bin": mib,
+        "past.bin": 3 * mib,
+        "/tmp/fits.bin": mib,
+        "/tmp/past.bin": 3 * mib,
+    });
+    let w = attack(
+        dir.path(),
+        "flow:flows/hostile-py",
+        json!({"attack": "fill", "files": files}),
+        &[],
+    );
+    let out = succeeded(&w);
+    assert_eq!(out["fits.bin"]["ok"], true, "{out}");
+    assert_eq!(out["/tmp/fits.bin"]["ok"], true, "{out}");
+    assert_eq!(out["past.bin"]["error"], "ENOSPC", "{out}");
+    assert_eq!(out["/tmp/past.bin"]["error"], "ENOSPC", "{out}");
+    assert!(scratch_dirs(dir.path()).is_empty());
+}
+
 #[test]
 fn the_host_cannot_be_traced() {
     let dir = hostile_project();

@@ -559,6 +559,40 @@ fn a_wasm_flow_writable_attachment_is_the_same_16_mib_tmpfs() {
     assert_eq!(std::fs::read_dir(past.join("files")).unwrap().count(), 0);
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(&*project.path().to_string_lossy()));
+
+    // Its scratch is the same kind of tmpfs, of `[containment]
+    // scratch-size`: 1 MiB fits, one byte more is ENOSPC inside the Run.
+    write_files(
+        project.path(),
+        &[(
+            ".test-config-home/jig/host.toml",
+            "[containment]\nscratch-size = \"1MiB\"\n",
+        )],
+    );
+    let fill_scratch = |bytes: usize, out: &Path| {
+        let input = format!(r#"{{"bytes":{bytes},"scratch":true}}"#);
+        run_jig(
+            project.path(),
+            &[
+                "run",
+                "flow:flows/fill",
+                "--input",
+                &input,
+                "--out",
+                path(out),
+            ],
+        )
+    };
+    let run = fill_scratch(1 << 20, &out.path().join("scratch-at-limit"));
+    assert_eq!(run.status, 0, "{run:?}");
+    let run = fill_scratch((1 << 20) + 1, &out.path().join("scratch-past-limit"));
+    assert_eq!(run.status, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("No space left on device"),
+        "ENOSPC inside the Run: {run:?}"
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&*project.path().to_string_lossy()));
 }
 
 #[test]

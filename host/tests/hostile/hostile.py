@@ -125,6 +125,24 @@ def writes(ctx):
     return report
 
 
+def fill(ctx):
+    """Write each of {"files": {PATH: BYTES}} whole, report how it went,
+    and remove it again (so one bound's test does not fill the next)."""
+    report = {}
+    for path, size in ctx.input["files"].items():
+        try:
+            with open(path, "wb") as f:
+                f.write(b"\x07" * size)
+            report[path] = {"ok": True}
+        except OSError as e:
+            report[path] = {"ok": False, "error": err_name(e)}
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    return report
+
+
 def ptrace(ctx):
     libc = ctypes.CDLL(None, use_errno=True)
     libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -184,6 +202,7 @@ ATTACKS = {
     "network": network,
     "reads": reads,
     "writes": writes,
+    "fill": fill,
     "ptrace": ptrace,
     "fds": fds,
     "term-trap": term_trap,

@@ -307,13 +307,23 @@ impl Executor {
                     "the package has no flow.wasm",
                 ));
             }
+            // The scratch and the writable attachment: the same bounded
+            // tmpfs a process recipe gets, held by descriptor and preopened
+            // through it.
+            let bounded = |path: &std::path::Path, bytes: u64, what: &str| {
+                self.sandbox.bounded_tmpfs(path, bytes).map_err(|e| {
+                    Failure::new(
+                        ErrorCode::ExecutionFailed,
+                        format!("cannot create the {what}: {e}"),
+                    )
+                })
+            };
+            let scratch_fd = bounded(scratch, self.scratch_bytes, "scratch directory")?;
             let mut preopens = vec![wasm::Preopen {
-                host: scratch.to_path_buf(),
+                host: PathBuf::from(format!("/proc/self/fd/{}", scratch_fd.as_raw_fd())),
                 guest: "/scratch".into(),
                 writable: true,
             }];
-            // The writable attachment: the same bounded tmpfs a process
-            // recipe gets, held by descriptor and preopened through it.
             let mut held = Vec::new();
             for grant in &invocation.attachments {
                 let guest = format!("/attachments/{}", grant.name);
@@ -321,12 +331,11 @@ impl Executor {
                     a.path = guest.clone();
                 }
                 let host = if grant.writable {
-                    let fd = self.sandbox.bounded_output(&grant.host).map_err(|e| {
-                        Failure::new(
-                            ErrorCode::ExecutionFailed,
-                            format!("cannot create the writable attachment: {e}"),
-                        )
-                    })?;
+                    let fd = bounded(
+                        &grant.host,
+                        jig_sandbox::OUTPUT_TMPFS_BYTES,
+                        "writable attachment",
+                    )?;
                     let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
                     held.push((grant.host.clone(), fd));
                     path
@@ -354,6 +363,7 @@ impl Executor {
             let report = peer::serve(host_out, host_in, params, services, limits()).await;
             let exit = finish_guest(guest, &report).await;
             hand_back(&invocation.attachments, held);
+            drop(scratch_fd);
             let diagnostics = stderr.await.unwrap_or_default();
             return Ok((report, exit, diagnostics));
         }
@@ -591,6 +601,7 @@ impl Executor {
             cwd: scratch.to_path_buf(),
             package: package_dir.to_path_buf(),
             scratch: scratch.to_path_buf(),
+            scratch_bytes: Some(self.scratch_bytes),
             read_only,
             shown,
             attachments: attachments

@@ -206,6 +206,8 @@ pub struct Executor {
     plan: Value,
     providers: Arc<ProviderSet>,
     sandbox: Arc<dyn Sandbox>,
+    /// The bound of each private writable space of a Flow.
+    scratch_bytes: u64,
     support: PathBuf,
     counter: AtomicU64,
     /// The root's aggregate payload budget (seed 002 §8), shared by every
@@ -286,6 +288,7 @@ impl Executor {
             plan,
             providers,
             sandbox: envelope.sandbox().clone(),
+            scratch_bytes: envelope.scratch_bytes(),
             support,
             counter: AtomicU64::new(0),
             budget: jig_sandbox::Budget::root(),

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{open_directory, OUTPUT_TMPFS_BYTES};
+use crate::open_directory;
 
 /// How long the host waits for bubblewrap to report and mount the
 /// writable attachment before it gives up on the launch.
@@ -48,10 +48,14 @@ impl Pipes {
         (self.info_write.as_raw_fd(), self.block_read.as_raw_fd())
     }
 
-    /// After spawn: learn the sandbox pid, open each writable attachment
-    /// through `/proc/<pid>/root` once it is the bounded tmpfs, then let
+    /// After spawn: learn the sandbox pid, open each writable directory
+    /// through `/proc/<pid>/root` once it is the tmpfs of `bytes`, then let
     /// bubblewrap exec the payload.
-    pub(super) fn receive(self, outputs: &[PathBuf]) -> std::io::Result<Vec<(PathBuf, OwnedFd)>> {
+    pub(super) fn receive(
+        self,
+        outputs: &[PathBuf],
+        bytes: u64,
+    ) -> std::io::Result<Vec<(PathBuf, OwnedFd)>> {
         let Pipes {
             info_read,
             info_write,
@@ -64,7 +68,7 @@ impl Pipes {
         let pid = read_child_pid(&info_read, until)?;
         let mut held = Vec::new();
         for path in outputs {
-            held.push((path.clone(), open_mounted_output(pid, path, until)?));
+            held.push((path.clone(), open_mounted_output(pid, path, bytes, until)?));
         }
         nix::unistd::write(&block_write, b"x")?;
         Ok(held)
@@ -109,10 +113,15 @@ fn read_child_pid(info: &OwnedFd, until: Instant) -> std::io::Result<u32> {
     }
 }
 
-/// Open `path` as the sandbox `pid` sees it, once it is the bounded tmpfs
-/// bubblewrap mounts there (until then it is absent, or still the host's
-/// directory: the sandbox is being set up).
-fn open_mounted_output(pid: u32, path: &Path, until: Instant) -> std::io::Result<OwnedFd> {
+/// Open `path` as the sandbox `pid` sees it, once it is the tmpfs of
+/// `bytes` bubblewrap mounts there (until then it is absent, or still the
+/// host's directory: the sandbox is being set up).
+fn open_mounted_output(
+    pid: u32,
+    path: &Path,
+    bytes: u64,
+    until: Instant,
+) -> std::io::Result<OwnedFd> {
     let inside = Path::new("/proc")
         .join(pid.to_string())
         .join("root")
@@ -124,13 +133,13 @@ fn open_mounted_output(pid: u32, path: &Path, until: Instant) -> std::io::Result
     let mut backoff = crate::cgroup::Backoff::new();
     loop {
         if let Ok(fd) = open_directory(&inside) {
-            if is_output_tmpfs(&fd, host_dev) {
+            if is_bounded_tmpfs(&fd, bytes, host_dev) {
                 return Ok(fd);
             }
         }
         if Instant::now() >= until {
             return Err(std::io::Error::other(format!(
-                "the writable attachment {} was not mounted in time",
+                "the writable directory {} was not mounted in time",
                 path.display()
             )));
         }
@@ -138,9 +147,9 @@ fn open_mounted_output(pid: u32, path: &Path, until: Instant) -> std::io::Result
     }
 }
 
-/// Is `fd` the root of a tmpfs of exactly [`OUTPUT_TMPFS_BYTES`], on
-/// another device than the host directory of the same name?
-fn is_output_tmpfs(fd: &OwnedFd, host_dev: Option<u64>) -> bool {
+/// Is `fd` the root of a tmpfs of exactly `bytes`, on another device than
+/// the host directory of the same name?
+fn is_bounded_tmpfs(fd: &OwnedFd, bytes: u64, host_dev: Option<u64>) -> bool {
     let Ok(fs) = nix::sys::statfs::fstatfs(fd) else {
         return false;
     };
@@ -148,7 +157,7 @@ fn is_output_tmpfs(fd: &OwnedFd, host_dev: Option<u64>) -> bool {
         return false;
     };
     fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC
-        && fs.blocks() * fs.block_size() as u64 == OUTPUT_TMPFS_BYTES
+        && fs.blocks() * fs.block_size() as u64 == bytes
         && host_dev != Some(stat.st_dev)
 }
 

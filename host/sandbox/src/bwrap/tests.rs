@@ -66,6 +66,7 @@ fn launch() -> Launch {
         cwd: "/p/scratch".into(),
         package: "/p/pkg".into(),
         scratch: "/p/scratch".into(),
+        scratch_bytes: Some(1 << 20),
         read_only: vec!["/p/sdk".into()],
         shown: Vec::new(),
         attachments: vec![("/a/in".into(), false), ("/a/out".into(), true)],
@@ -80,6 +81,45 @@ fn after<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
         .filter(|w| w[0] == flag)
         .map(|w| w[1].as_str())
         .collect()
+}
+
+/// A Flow's scratch and /tmp are each a fresh tmpfs of the configured
+/// size, never the host directory; a launch whose scratch the host reads
+/// back (preparation) binds the host directory and leaves /tmp unsized.
+#[test]
+fn a_flows_scratch_and_tmp_are_bounded_tmpfs() {
+    let b = unplaced(PathBuf::from("/usr/bin/bwrap"));
+    let args: Vec<String> = b
+        .arguments(&launch())
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect();
+    let sized: Vec<(&str, &str)> = args
+        .windows(4)
+        .filter(|w| w[0] == "--size" && w[2] == "--tmpfs")
+        .map(|w| (w[1].as_str(), w[3].as_str()))
+        .collect();
+    assert!(sized.contains(&("1048576", "/p/scratch")), "{args:?}");
+    assert!(sized.contains(&("1048576", "/tmp")), "{args:?}");
+    assert!(after(&args, "--bind").is_empty(), "{args:?}");
+
+    let kept = Launch {
+        scratch_bytes: None,
+        ..launch()
+    };
+    let args: Vec<String> = b
+        .arguments(&kept)
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect();
+    assert_eq!(after(&args, "--bind"), ["/p/scratch"], "{args:?}");
+    let sized: Vec<(&str, &str)> = args
+        .windows(4)
+        .filter(|w| w[0] == "--size" && w[2] == "--tmpfs")
+        .map(|w| (w[1].as_str(), w[3].as_str()))
+        .collect();
+    let output = OUTPUT_TMPFS_BYTES.to_string();
+    assert_eq!(sized, [(output.as_str(), "/a/out")], "{args:?}");
 }
 
 /// A shared tree shown at the package's path is the package: the
@@ -155,8 +195,10 @@ fn arguments_grant_exactly_the_launch() {
     assert!(!ro
         .iter()
         .any(|p| *p == "/etc" || *p == "/home" || *p == "/root"));
-    assert_eq!(after(&args, "--bind"), vec!["/p/scratch"]);
-    // The writable attachment is a bounded tmpfs, not a host directory.
+    // No host directory is writable: the scratch is a bounded tmpfs
+    // (`a_flows_scratch_and_tmp_are_bounded_tmpfs`), and so is the
+    // writable attachment.
+    assert!(after(&args, "--bind").is_empty(), "{args:?}");
     let tmpfs = args.iter().position(|a| a == "/a/out").unwrap();
     assert_eq!(
         &args[tmpfs - 3..=tmpfs],
@@ -193,7 +235,7 @@ fn a_held_output_is_a_bounded_tmpfs_reachable_only_by_its_descriptor() {
     };
     let b = unplaced(bwrap);
     let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let fd = b.hold_output().expect("a held output");
+    let fd = b.hold_tmpfs(OUTPUT_TMPFS_BYTES).expect("a held output");
     let dir = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     let fs = nix::sys::statfs::fstatfs(&fd).unwrap();
     assert_eq!(fs.filesystem_type(), nix::sys::statfs::TMPFS_MAGIC);

@@ -215,6 +215,8 @@ async fn run(call: BuiltinCall) -> Result<Value, CallError> {
         cwd: scratch.clone(),
         package,
         scratch,
+        // The host's own worker: its working files stay on the host.
+        scratch_bytes: None,
         read_only,
         shown: Vec::new(),
         attachments: Vec::new(),

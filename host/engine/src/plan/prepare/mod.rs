@@ -911,6 +911,8 @@ fn installer_launch(
         cwd: work.package.clone(),
         package: work.empty.clone(),
         scratch: work.scratch.clone(),
+        // The prepared package is read back from it.
+        scratch_bytes: None,
         read_only: NETWORK_FILES
             .iter()
             .map(PathBuf::from)

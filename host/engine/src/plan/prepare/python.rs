@@ -316,6 +316,8 @@ fn pip_launch(runtime: &Path, work: &Workspace, index: &str) -> Launch {
         cwd: work.package.clone(),
         package: work.empty.clone(),
         scratch: work.scratch.clone(),
+        // The prepared package is read back from it.
+        scratch_bytes: None,
         read_only: NETWORK_FILES
             .iter()
             .map(std::path::PathBuf::from)
