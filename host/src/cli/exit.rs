@@ -332,7 +332,7 @@ fn engine_status(e: &jig_engine::Error) -> u8 {
             | StateError::Unsafe { .. }
             | StateError::StalePlan { .. }
             | StateError::PlanNotFound { .. } => 1,
-            StateError::Busy { .. } | StateError::Io { .. } => 2,
+            StateError::Busy { .. } | StateError::Io { .. } | StateError::Unwritable { .. } => 2,
         },
         Engine::Plan(PlanError::Unavailable(_))
         | Engine::Receive(_)

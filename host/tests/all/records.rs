@@ -366,3 +366,111 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// A host whose records cannot be written (here: `.jig/runs` on a full
+/// 64 KiB tmpfs, mounted in a private user and mount namespace) refuses
+/// the Run with the one code for it, exit 2, naming no host path, and
+/// nothing of it runs or stays.
+#[test]
+fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
+    let dir = project(&[
+        (
+            "flows/hello/FLOW.md",
+            "---\nname: hello\ndescription: A test Flow.\n---\n",
+        ),
+        (
+            "flows/hello/flow.py",
+            "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {'outcome': 'done', 'output': 'ran'}\n\nhandle(run)\n",
+        ),
+    ]);
+    review(dir.path());
+    let runs = dir.path().join(".jig/runs");
+    let script = format!(
+        "mount -t tmpfs -o size=64k tmpfs {runs} && \
+         (head -c 1048576 /dev/zero > {runs}/filler 2>/dev/null || true) && exec \"$0\" \"$@\"",
+        runs = runs.display()
+    );
+    let jig = jig(dir.path());
+    let run = output(
+        std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+            .arg(jig.get_program())
+            .args(["run", "flow:flows/hello", "--input", "null"])
+            .current_dir(dir.path())
+            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .env_remove("JIG_CONFIG")
+            .output()
+            .expect("unshare runs"),
+    );
+    assert_eq!(run.status, 2, "{run:?}");
+    assert!(
+        run.stderr.starts_with("JIG_STORAGE_UNAVAILABLE: "),
+        "{run:?}"
+    );
+    assert!(
+        !run.stderr.contains(&*dir.path().to_string_lossy()),
+        "a host path in {run:?}"
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+    // Outside the namespace, nothing was recorded.
+    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0);
+}
+
+/// Fills the filesystem of the `.jig/` above its scratch as a neighbour
+/// would (possible only without containment), then succeeds.
+const FILLS_THE_DISK: &str = "import os\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    state = ctx.scratch\n    while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    try:\n        with open(os.path.join(state, 'filler'), 'wb') as f:\n            while True:\n                f.write(b'\\0' * 65536)\n                f.flush()\n    except OSError:\n        pass\n    return {'outcome': 'done', 'output': 'filled'}\n\nhandle(run)\n";
+
+/// A Run during which its host's disk fills up (here `.jig/` on an 8 MiB
+/// tmpfs in a private user and mount namespace, filled by the Flow itself
+/// under `[containment] mode = "none"`, as a neighbour would) still ends
+/// settled with its own terminal: the space its settlement needs was set
+/// aside when it was recorded. The next submission on the full disk is
+/// refused with the one code, nothing recorded.
+#[test]
+fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
+    let dir = project(&[
+        (
+            "flows/fill/FLOW.md",
+            "---\nname: fill\ndescription: A test Flow.\n---\n",
+        ),
+        ("flows/fill/flow.py", FILLS_THE_DISK),
+        (
+            ".test-config-home/jig/host.toml",
+            "[containment]\nmode = \"none\"\n",
+        ),
+    ]);
+    review(dir.path());
+    let state = dir.path().join(".jig");
+    let on_disk = dir.path().join(".jig-on-disk");
+    std::fs::rename(&state, &on_disk).unwrap();
+    std::fs::create_dir(&state).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && \
+         \"$0\" run flow:flows/fill --input null --json; echo \"first=$?\"; \
+         \"$0\" run flow:flows/fill --input null --json; echo \"second=$?\"; \
+         cat {state}/runs/run-*.json; echo; ls {state}/runs {state}/runs/pending",
+        state = state.display(),
+        on_disk = on_disk.display()
+    );
+    let jig = jig(dir.path());
+    let run = output(
+        std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+            .arg(jig.get_program())
+            .current_dir(dir.path())
+            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .output()
+            .expect("unshare runs"),
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let terminal: serde_json::Value = serde_json::from_str(lines[0]).expect("a terminal");
+    assert_eq!(terminal["status"], "succeeded", "{run:?}");
+    assert_eq!(lines[1], "first=0", "{run:?}");
+    assert_eq!(lines[2], "second=2", "{run:?}");
+    assert!(run.stderr.contains("JIG_STORAGE_UNAVAILABLE: "), "{run:?}");
+    // The one record there is, settled with the terminal shown.
+    let record: serde_json::Value = serde_json::from_str(lines[3]).expect("the record");
+    assert_eq!(record["terminal"]["status"], "succeeded", "{run:?}");
+    assert_eq!(record["id"], terminal["runId"], "{run:?}");
+    assert!(!run.stdout.contains(".reserve"), "{run:?}");
+}

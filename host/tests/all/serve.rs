@@ -92,13 +92,22 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     pub(crate) fn start(project: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_by(|socket| {
+            let mut command = jig(project);
+            command
+                .args(["-C", project.to_str().unwrap(), "serve", "--socket"])
+                .arg(socket)
+                .args(extra);
+            command
+        })
+    }
+
+    /// The daemon `command` (given the socket path) starts, once it answers.
+    fn start_by(command: impl FnOnce(&Path) -> Command) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("jig.sock");
         let log = dir.path().join("serve.log");
-        let child = jig(project)
-            .args(["-C", project.to_str().unwrap(), "serve", "--socket"])
-            .arg(&socket)
-            .args(extra)
+        let child = command(&socket)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -1440,4 +1449,131 @@ fn oversized_and_traversing_tars_are_refused_with_the_local_codes_and_record_not
             "{local:?}"
         );
     }
+}
+
+/// Fills the filesystem of the `.jig/` above its scratch as a neighbour
+/// would (possible only without containment), then answers with an output
+/// larger than the space set aside to settle a Run.
+const FILL_PY: &str = "import os\nfrom jiggy.flow import handle\n\
+async def run(context):\n    state = context.scratch\n    \
+while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    \
+try:\n        with open(os.path.join(state, 'filler'), 'wb') as f:\n            \
+while True:\n                f.write(b'\\0' * 65536)\n                f.flush()\n    \
+except OSError:\n        pass\n    return {'outcome': 'done', 'output': 'x' * 300000}\n\
+handle(run)\n";
+
+/// Frees what `flows/fill` filled.
+const FREE_PY: &str = "import os\nfrom jiggy.flow import handle\n\
+async def run(context):\n    state = context.scratch\n    \
+while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    \
+os.remove(os.path.join(state, 'filler'))\n    return {'outcome': 'done', 'output': 'freed'}\n\
+handle(run)\n";
+
+/// A Run whose terminal cannot be written (its disk filled while it ran,
+/// and its terminal larger than the space set aside for it) is answered
+/// to its client from memory, not as pending; nothing counts it yet; a
+/// new submission is refused 503 with the one code, naming no host path;
+/// once there is room again the terminal is written, and it is the one
+/// the client saw. `.jig/` is an 8 MiB tmpfs in a private user and mount
+/// namespace, and `[containment] mode = "none"` lets the Flow fill it as a
+/// neighbour would.
+#[test]
+fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("p");
+    write_files(
+        &root,
+        &[
+            ("jig.ts", JIG_TS),
+            ("flows/fill/FLOW.md", &flow_md("fill", "")),
+            ("flows/fill/flow.py", FILL_PY),
+            ("flows/free/FLOW.md", &flow_md("free", "")),
+            ("flows/free/flow.py", FREE_PY),
+            (
+                ".test-config-home/jig/host.toml",
+                "[containment]\nmode = \"none\"\n",
+            ),
+        ],
+    );
+    review(&root);
+    let state = root.join(".jig");
+    let on_disk = root.join(".jig-on-disk");
+    std::fs::rename(&state, &on_disk).unwrap();
+    std::fs::create_dir(&state).unwrap();
+    let daemon = Daemon::start_by(|socket| {
+        let jig = jig(&root);
+        let script = format!(
+            "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && \
+             exec \"$0\" -C {root} serve --socket {socket}",
+            state = state.display(),
+            on_disk = on_disk.display(),
+            root = root.display(),
+            socket = socket.display(),
+        );
+        let mut command = Command::new("unshare");
+        command
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+            .arg(jig.get_program())
+            .current_dir(&root)
+            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        command
+    });
+    let (status, filled) = daemon.submit(json!({"target": "flow:flows/fill", "input": null}));
+    assert_eq!(status, 200, "{filled}");
+    assert_eq!(filled["status"], "succeeded", "{filled}");
+    assert_eq!(filled["output"].as_str().map(str::len), Some(300000));
+    let id = filled["runId"].as_str().unwrap().to_string();
+    let (status, shown) = daemon.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        shown["terminal"]["status"], "succeeded",
+        "served from memory: {}",
+        shown["terminal"]["status"]
+    );
+    let metrics = |daemon: &Daemon| daemon.raw("GET", "/metrics", None, &[]).1;
+    assert!(
+        !metrics(&daemon).contains("jig_runs_total{status=\"succeeded\"}"),
+        "counted before it is durable: {}",
+        metrics(&daemon)
+    );
+    assert!(daemon
+        .log()
+        .contains(&format!("Run {id}: its terminal could not be written")));
+    // The full disk refuses the next submission; nothing is recorded.
+    let (status, refused) = daemon.submit(json!({"target": "flow:flows/free", "input": null}));
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["code"], "JIG_STORAGE_UNAVAILABLE", "{refused}");
+    assert!(
+        !refused.to_string().contains(&*root.to_string_lossy()),
+        "{refused}"
+    );
+    assert_eq!(daemon.runs().len(), 1);
+    // Room again (removed through the daemon's own view of its mounts):
+    // the terminal is written, the one the client saw, and counted.
+    let inside = PathBuf::from(format!("/proc/{}/root", daemon.pid()));
+    let seen = |path: &Path| inside.join(path.strip_prefix("/").unwrap());
+    std::fs::remove_file(seen(&state.join("filler"))).unwrap();
+    let record = seen(&state.join(format!("runs/{id}.json")));
+    let started = Instant::now();
+    while !record.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            daemon.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let written: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(written["terminal"]["status"], "succeeded", "{written}");
+    assert_eq!(written["terminal"]["output"], filled["output"]);
+    let started = Instant::now();
+    while !metrics(&daemon).contains("jig_runs_total{status=\"succeeded\"} 1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}",
+            metrics(&daemon)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(daemon);
 }

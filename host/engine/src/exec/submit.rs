@@ -400,11 +400,16 @@ impl Commit {
     }
 }
 
-/// Settle a Run that was recorded but never dispatched as failed (not
-/// lost), and return its terminal.
+/// The terminal of a Run that was recorded but never dispatched: failed
+/// (not lost), nothing of it ran.
+pub fn undispatched(run_id: &str, message: &str) -> Terminal {
+    Terminal::failed(flow::wire::ErrorCode::ExecutionFailed, message).with_run_id(run_id)
+}
+
+/// Settle a Run that was recorded but never dispatched ([`undispatched`]),
+/// and return its terminal.
 pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Terminal {
-    let terminal =
-        Terminal::failed(flow::wire::ErrorCode::ExecutionFailed, message).with_run_id(&record.id);
+    let terminal = undispatched(&record.id, message);
     let _ = runs.settle(record, terminal.to_value());
     terminal
 }

@@ -49,6 +49,11 @@ pub enum StateError {
         context: String,
         source: std::io::Error,
     },
+    /// The host cannot write its state at all (its filesystem is full,
+    /// read-only or failing): the one refusal every door gives for it,
+    /// naming no host path.
+    #[error("the host cannot write its records ({cause}); nothing of this request was kept")]
+    Unwritable { cause: String },
     #[error("{message}")]
     StalePlan { message: String },
     #[error("{message}")]
@@ -62,15 +67,33 @@ impl StateError {
             StateError::Invalid { .. } => "PROJECT_STATE_INVALID",
             StateError::Unsafe { .. } => "PROJECT_UNSAFE",
             StateError::Io { .. } => "INTERNAL",
+            StateError::Unwritable { .. } => "JIG_STORAGE_UNAVAILABLE",
             StateError::StalePlan { .. } => "STALE_PLAN",
             StateError::PlanNotFound { .. } => "PLAN_NOT_FOUND",
         }
     }
 
+    /// An I/O failure while `context`; a filesystem that cannot be
+    /// written at all is [`StateError::Unwritable`].
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StateError {
         let context = context.into();
-        move |source| StateError::Io { context, source }
+        move |source| match unwritable(&source) {
+            true => StateError::Unwritable {
+                cause: source.to_string(),
+            },
+            false => StateError::Io { context, source },
+        }
     }
+}
+
+/// Does `e` say the filesystem cannot be written at all (full, over quota,
+/// read-only, or failing), rather than that one operation went wrong?
+pub fn unwritable(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::ReadOnlyFilesystem
+    ) || e.raw_os_error() == Some(nix::libc::EIO)
 }
 
 /// An acquired project: the exclusive owner of its `.jig/` state for as long
@@ -526,6 +549,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("jig.ts"), "export default {};\n").unwrap();
         dir
+    }
+
+    #[test]
+    fn a_filesystem_that_cannot_be_written_is_one_refusal_naming_no_path() {
+        use nix::libc::{EIO, ENOENT, ENOSPC, EROFS};
+        for errno in [ENOSPC, EROFS, EIO, nix::libc::EDQUOT] {
+            let e = StateError::io("writing /secret/.jig/runs/x.json")(
+                std::io::Error::from_raw_os_error(errno),
+            );
+            assert_eq!(e.code(), "JIG_STORAGE_UNAVAILABLE", "{errno}: {e}");
+            assert!(!e.to_string().contains("/secret"), "{e}");
+        }
+        let e = StateError::io("reading x")(std::io::Error::from_raw_os_error(ENOENT));
+        assert_eq!(e.code(), "INTERNAL");
     }
 
     #[test]

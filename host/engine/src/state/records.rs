@@ -75,6 +75,79 @@ impl Runs {
         self.dir.join(format!("{id}.json"))
     }
 
+    /// The space set aside to settle Run `id` ([`SETTLE_RESERVE_BYTES`]),
+    /// beside where its settled record goes: `<id>.reserve`.
+    fn reserve_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}{RESERVE_SUFFIX}"))
+    }
+
+    /// Set aside the space settling Run `id` needs, so that a filesystem
+    /// filled while it runs cannot keep its terminal from being written.
+    /// A filesystem that cannot allocate ahead (no `fallocate`) gets no
+    /// reserve; one that is full refuses the Run here.
+    fn reserve(&self, id: &str) -> Result<(), RunsError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let io = |e| RunsError::State(StateError::io("reserving the Run's settlement")(e));
+        let path = self.reserve_path(id);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        let allocated = nix::fcntl::fallocate(
+            &file,
+            nix::fcntl::FallocateFlags::empty(),
+            0,
+            SETTLE_RESERVE_BYTES as i64,
+        );
+        match allocated {
+            Ok(()) => Ok(()),
+            Err(nix::errno::Errno::EOPNOTSUPP) => {
+                let _ = std::fs::remove_file(&path);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(io(e.into()))
+            }
+        }
+    }
+
+    /// Write settled record `bytes` of Run `id` into its reserve and
+    /// rename it into place: what [`Runs::settle`] does when the
+    /// filesystem has no room for a new file. `false`: there is no reserve,
+    /// or the record does not fit it.
+    fn settle_in_reserve(&self, id: &str, bytes: &[u8]) -> Result<bool, RunsError> {
+        use std::os::unix::fs::FileExt;
+        let io = |e| RunsError::State(StateError::io("settling the Run in its reserve")(e));
+        if bytes.len() as u64 > SETTLE_RESERVE_BYTES {
+            return Ok(false);
+        }
+        let reserve = self.reserve_path(id);
+        let file = match std::fs::OpenOptions::new().write(true).open(&reserve) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io(e)),
+        };
+        file.write_all_at(bytes, 0).map_err(io)?;
+        file.set_len(bytes.len() as u64).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&reserve, self.path(id)).map_err(io)?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
+        Ok(true)
+    }
+
+    /// A settled record of Run `id` that its reserve holds: one settled in
+    /// it whose rename a crash interrupted.
+    fn settled_in_reserve(&self, id: &str) -> Option<RunRecord> {
+        let record = read_record(id, &self.reserve_path(id)).ok()?;
+        let own = record.value.get("id").and_then(Value::as_str) == Some(id);
+        (own && record.status() != Status::Pending).then_some(record)
+    }
+
     /// Where a Run's record is kept until it is settled:
     /// `pending/<id>.json`. Only this directory is read to find the Runs
     /// a lost coordinator left, so a command's cost does not grow with the
@@ -234,7 +307,11 @@ impl Runs {
     pub fn commit(&self, record: &RunRecord, input: Option<&[u8]>) -> Result<(), RunsError> {
         super::pause_point("run-record");
         super::crash_point("run-record");
-        self.store(record)?;
+        self.reserve(&record.id)?;
+        if let Err(e) = self.store(record) {
+            let _ = std::fs::remove_file(self.reserve_path(&record.id));
+            return Err(e);
+        }
         if let Some(key) = record.value.get("key").and_then(Value::as_str) {
             let key_path = self.key_path(key);
             std::fs::create_dir_all(key_path.parent().unwrap())
@@ -502,10 +579,17 @@ impl Runs {
             };
             if record.status() != Status::Pending {
                 let _ = std::fs::remove_file(self.pending_path(&id));
+                let _ = std::fs::remove_file(self.reserve_path(&id));
                 continue;
             }
             let pid = record.value.get("pid").and_then(Value::as_u64).unwrap_or(0);
             if pid as u32 == std::process::id() {
+                continue;
+            }
+            // Settled in its reserve, the rename interrupted: its terminal
+            // was known, so it is not lost.
+            if let Some(settled) = self.settled_in_reserve(&id) {
+                self.store(&settled)?;
                 continue;
             }
             let lost = Terminal::lost(
@@ -556,6 +640,18 @@ impl Runs {
                 }
             }
         }
+        // A reserve whose Run is not pending (settled since, or never
+        // recorded: its coordinator ended between the two) is not needed.
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(id) = name.strip_suffix(RESERVE_SUFFIX) {
+                    if !self.pending_path(id).exists() {
+                        let _ = std::fs::remove_file(entry.path());
+                    }
+                }
+            }
+        }
         Ok(fenced)
     }
 
@@ -571,7 +667,17 @@ impl Runs {
             return super::write_atomic_at(&path, &bytes, Some("run-record"))
                 .map_err(RunsError::State);
         }
-        write_atomic(&self.path(&record.id), &bytes).map_err(RunsError::State)?;
+        match write_atomic(&self.path(&record.id), &bytes) {
+            Ok(()) => {}
+            // No room for a new file: the space set aside at commit.
+            Err(e @ StateError::Unwritable { .. }) => {
+                if !self.settle_in_reserve(&record.id, &bytes)? {
+                    return Err(RunsError::State(e));
+                }
+            }
+            Err(e) => return Err(RunsError::State(e)),
+        }
+        let _ = std::fs::remove_file(self.reserve_path(&record.id));
         let _ = std::fs::remove_file(self.pending_path(&record.id));
         Ok(())
     }
@@ -587,6 +693,12 @@ fn remove_file(path: &std::path::Path) -> std::io::Result<()> {
 
 /// The records of the Runs not settled yet, below `runs/`.
 const PENDING_DIR: &str = "pending";
+/// The space set aside when a Run is recorded so that it can be settled on
+/// a full filesystem: a settled record up to this size (a terminal with a
+/// large output beyond it waits for room, held by its door).
+pub const SETTLE_RESERVE_BYTES: u64 = 256 * 1024;
+/// The suffix of a Run's reserve, `<id>.reserve` beside the settled records.
+const RESERVE_SUFFIX: &str = ".reserve";
 /// The inputs kept with the Runs, below `runs/` ([`Runs::input`]).
 const INPUTS_DIR: &str = "inputs";
 /// Where [`PENDING_DIR`] is built before it is renamed into place.

@@ -12,7 +12,7 @@ pub const TAR_TYPE: &str = "application/x-tar";
 /// only here, from what failed (never from the code's text).
 pub fn status(e: &Error) -> u16 {
     use jig_engine::files::FilesErrorKind;
-    use jig_engine::state::RunsError;
+    use jig_engine::state::{RunsError, StateError};
     use jig_engine::Error as Engine;
     match e {
         Error::Engine(e) => match e {
@@ -29,6 +29,9 @@ pub fn status(e: &Error) -> u16 {
             Engine::TargetNotAdmitted { .. } | Engine::Runs(RunsError::NotFound(_)) => 404,
             Engine::AdmissionMissing | Engine::Runs(RunsError::Conflict) => 409,
             Engine::Envelope(_) | Engine::Plan(_) => 503,
+            // Nothing was kept: try again once the host can write.
+            Engine::State(StateError::Unwritable { .. })
+            | Engine::Runs(RunsError::State(StateError::Unwritable { .. })) => 503,
             Engine::Config(_)
             | Engine::State(_)
             | Engine::Runs(RunsError::State(_))

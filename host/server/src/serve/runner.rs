@@ -178,7 +178,15 @@ pub struct Server {
     aheads: Mutex<Aheads>,
     /// Names the work roots of envelopes made ahead.
     ahead_counter: AtomicUsize,
+    /// Run id → its settled record, for the Runs whose terminal is known
+    /// but could not be written yet ([`Server::settle`]).
+    unsettled: Mutex<HashMap<String, Value>>,
 }
+
+/// How long [`Server::settle`] first waits before writing a terminal
+/// again, doubled each time up to [`SETTLE_RETRY_MAX`].
+const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
+const SETTLE_RETRY_MAX: Duration = Duration::from_secs(10);
 
 impl Server {
     /// Acquire every project and fence the Runs a previous coordinator left
@@ -239,6 +247,7 @@ impl Server {
             queue: None,
             aheads: Mutex::new(Aheads::default()),
             ahead_counter: AtomicUsize::new(0),
+            unsettled: Mutex::new(HashMap::new()),
         })
     }
 
@@ -471,7 +480,7 @@ impl Server {
     async fn execute(
         self: Arc<Self>,
         project: Arc<Project>,
-        mut record: RunRecord,
+        record: RunRecord,
         live: Arc<Live>,
         dispatch: Dispatch,
         started: Instant,
@@ -489,12 +498,8 @@ impl Server {
                 dispatch.package.clone(),
             )
         });
-        let runs = project.state.runs();
         let (terminal, stream) = match self.run_one(&project, &record, &live, dispatch).await {
             Ok(conducted) => {
-                if let Err(e) = runs.settle(&mut record, conducted.terminal.to_value()) {
-                    eprintln!("jig serve: Run {} could not be settled: {e}", record.id);
-                }
                 if let Err(e) = conducted.cleanup {
                     eprintln!(
                         "jig serve: JIG_CLEANUP_FAILED: Run {}: private files could not be removed: {e}",
@@ -505,14 +510,13 @@ impl Server {
             }
             // Never dispatched: settled failed.
             Err(NotConducted::Undispatched(failure)) => {
-                let terminal = submit::settle_undispatched(&runs, &mut record, &failure.message);
-                (terminal, None)
+                (submit::undispatched(&record.id, &failure.message), None)
             }
             Err(NotConducted::Stopped(e)) => {
-                let terminal = submit::settle_undispatched(&runs, &mut record, &e.to_string());
-                (terminal, None)
+                (submit::undispatched(&record.id, &e.to_string()), None)
             }
         };
+        let held = self.settle(&project, &record, &terminal, held);
         // The log ends with the terminal, once it is settled.
         match stream {
             Some(stream) => {
@@ -524,11 +528,6 @@ impl Server {
         self.runs_changed(&project.name);
         drop(permit);
         self.metrics.active.dec();
-        let status = terminal.status.as_str().to_string();
-        self.metrics
-            .runs
-            .get_or_create(&vec![("status".to_string(), status)])
-            .inc();
         self.metrics
             .durations
             .observe(started.elapsed().as_secs_f64());
@@ -545,6 +544,74 @@ impl Server {
         // group is made now, after this Run has answered, not on its way.
         let envelope = self.envelope.clone();
         let _ = tokio::task::spawn_blocking(move || envelope.ready_next()).await;
+    }
+
+    /// Settle Run `record` with `terminal`, and count its status. A host
+    /// that cannot write it now (its disk full, and the terminal larger
+    /// than the space set aside for it) keeps it in memory, answers it
+    /// from there ([`Server::record`]), and writes it again, backing off,
+    /// until it is durable; the Run holds its place (`held`, returned once
+    /// it is durable) and is counted only then.
+    fn settle(
+        self: &Arc<Self>,
+        project: &Arc<Project>,
+        record: &RunRecord,
+        terminal: &jig_engine::terminal::Terminal,
+        held: Held,
+    ) -> Option<Held> {
+        let terminal = terminal.to_value();
+        let mut settled = record.clone();
+        let e = match project.state.runs().settle(&mut settled, terminal.clone()) {
+            Ok(()) => {
+                self.metrics.count_settled(&terminal);
+                return Some(held);
+            }
+            Err(e) => e,
+        };
+        eprintln!(
+            "jig serve: Run {}: its terminal could not be written ({e}); it is kept in memory and \
+             written again until it is durable",
+            record.id
+        );
+        self.unsettled
+            .lock()
+            .unwrap()
+            .insert(record.id.clone(), settled.value);
+        let (this, project, record) = (self.clone(), project.clone(), record.clone());
+        tokio::spawn(async move {
+            let mut wait = SETTLE_RETRY_FIRST;
+            loop {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(SETTLE_RETRY_MAX);
+                let runs = project.state.runs();
+                let (mut again, written) = (record.clone(), terminal.clone());
+                let settled =
+                    tokio::task::spawn_blocking(move || runs.settle(&mut again, written)).await;
+                if let Ok(Ok(())) = settled {
+                    this.unsettled.lock().unwrap().remove(&record.id);
+                    this.metrics.count_settled(&terminal);
+                    this.runs_changed(&project.name);
+                    drop(held);
+                    return;
+                }
+            }
+        });
+        None
+    }
+
+    /// A record as this daemon answers it: a pending one whose terminal is
+    /// known but not yet durable ([`Server::settle`]) with that terminal.
+    fn known(&self, record: RunRecord) -> RunRecord {
+        if record.status() != jig_engine::terminal::Status::Pending {
+            return record;
+        }
+        match self.unsettled.lock().unwrap().get(&record.id) {
+            Some(value) => RunRecord {
+                id: record.id,
+                value: value.clone(),
+            },
+            None => record,
+        }
     }
 
     /// Conduct one recorded Run to its terminal, channel lines into its
@@ -635,7 +702,8 @@ impl Server {
             });
         }
         let project = self.project(project)?;
-        project.state.runs().load(id).map_err(Error::from)
+        let record = project.state.runs().load(id).map_err(Error::from)?;
+        Ok(self.known(record))
     }
 
     /// Run `id`'s record and the input kept with it, if any: the row's
@@ -675,7 +743,7 @@ impl Server {
         let project = self.project(project)?;
         let mut runs = project.state.runs().list().map_err(Error::from)?;
         runs.truncate(limit);
-        Ok(runs)
+        Ok(runs.into_iter().map(|r| self.known(r)).collect())
     }
 
     /// A file Run's published packet, as a tar: with a database, the blob

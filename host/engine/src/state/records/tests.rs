@@ -284,3 +284,64 @@ fn recovery_at_and_past_its_budget() {
         recover_packet("run-1", &aggregate(), out.to_str().unwrap(), lost(), within).to_value();
     assert_eq!(ok["delivery"]["status"], "written");
 }
+
+/// A recorded Run has its settlement set aside ([`SETTLE_RESERVE_BYTES`]
+/// allocated beside the records); settling in it renames it into place,
+/// and a record larger than it is not written there.
+#[test]
+fn a_run_can_settle_in_the_space_set_aside_for_it() {
+    let (dir, runs) = fresh_runs();
+    let Submission::New(mut record) = runs.submit(None, json!({"target": "t"}), None).unwrap()
+    else {
+        panic!("a new Run");
+    };
+    let id = record.id.clone();
+    let reserve = dir.path().join(format!("runs/{id}.reserve"));
+    let allocated = std::fs::metadata(&reserve).unwrap();
+    assert_eq!(allocated.len(), SETTLE_RESERVE_BYTES);
+    record.value["terminal"] = json!({"status": "succeeded", "output": "kept"});
+    let too_big = vec![b' '; SETTLE_RESERVE_BYTES as usize + 1];
+    assert!(!runs.settle_in_reserve(&id, &too_big).unwrap());
+    let bytes = flow::json::canonical(&record.value);
+    assert!(runs.settle_in_reserve(&id, &bytes).unwrap());
+    assert!(!reserve.exists());
+    assert_eq!(
+        std::fs::read(dir.path().join(format!("runs/{id}.json"))).unwrap(),
+        bytes
+    );
+    assert_eq!(runs.load(&id).unwrap().status(), Status::Succeeded);
+    // Settled the usual way, a Run leaves no reserve behind.
+    let Submission::New(mut other) = runs.submit(None, json!({"target": "u"}), None).unwrap()
+    else {
+        panic!("a new Run");
+    };
+    runs.settle(&mut other, json!({"status": "succeeded"}))
+        .unwrap();
+    assert!(!dir
+        .path()
+        .join(format!("runs/{}.reserve", other.id))
+        .exists());
+}
+
+/// A settlement written into the reserve whose rename a crash interrupted
+/// is the Run's terminal at the next start, not a loss; a reserve whose
+/// Run is not pending goes.
+#[test]
+fn a_settlement_a_crash_left_in_the_reserve_is_not_lost() {
+    let (dir, runs) = fresh_runs();
+    let root = dir.path().join("runs");
+    std::fs::create_dir_all(root.join("pending")).unwrap();
+    std::fs::write(root.join("pending/run-a.json"), record("run-a", None)).unwrap();
+    let settled = json!({"status": "succeeded", "output": 7});
+    std::fs::write(
+        root.join("run-a.reserve"),
+        record("run-a", Some(settled.clone())),
+    )
+    .unwrap();
+    std::fs::write(root.join("run-gone.reserve"), vec![0u8; 64]).unwrap();
+    assert_eq!(runs.fence_lost().unwrap(), 0);
+    let record = runs.load("run-a").unwrap();
+    assert_eq!(record.terminal(), Some(&settled));
+    assert_eq!(names(&root), ["pending", "run-a.json"]);
+    assert!(names(&root.join("pending")).is_empty());
+}

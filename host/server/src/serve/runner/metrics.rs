@@ -62,4 +62,14 @@ impl Metrics {
             queued,
         }
     }
+
+    /// Count a settled Run by its terminal's status, once it is durable.
+    pub(super) fn count_settled(&self, terminal: &serde_json::Value) {
+        let status = jig_engine::terminal::Terminal::status_of(terminal)
+            .as_str()
+            .to_string();
+        self.runs
+            .get_or_create(&vec![("status".to_string(), status)])
+            .inc();
+    }
 }
