@@ -79,7 +79,8 @@ fn a_half_header_flood_is_bounded_timed_out_and_never_delays_the_unix_socket() {
     let mut flood: Vec<TcpStream> = (0..200)
         .map(|_| {
             let mut s = TcpStream::connect(&address).unwrap();
-            s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n").unwrap();
+            s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
             s
         })
         .collect();
@@ -109,7 +110,10 @@ fn a_half_header_flood_is_bounded_timed_out_and_never_delays_the_unix_socket() {
         .map(|s| read_until_closed(s, Duration::from_secs(4)).1)
         .filter(|closed| *closed)
         .count();
-    assert_eq!(closed, 32, "a half-header connection outlived the header timeout");
+    assert_eq!(
+        closed, 32,
+        "a half-header connection outlived the header timeout"
+    );
     assert!(started.elapsed() < Duration::from_secs(6));
     drop(flood);
     // Their slots are free again.
@@ -118,7 +122,11 @@ fn a_half_header_flood_is_bounded_timed_out_and_never_delays_the_unix_socket() {
         .write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
     let (answer, _) = read_until_closed(&mut again, Duration::from_secs(2));
-    assert!(answer.starts_with(b"HTTP/1.1 401"), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.starts_with(b"HTTP/1.1 401"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
 }
 
 #[test]
@@ -150,7 +158,10 @@ fn an_unfinished_login_body_is_dropped_and_an_oversized_one_refused_unread() {
     let (answer, closed) = read_until_closed(&mut big, Duration::from_secs(3));
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
-    assert!(closed && started.elapsed() < Duration::from_millis(900), "{text}");
+    assert!(
+        closed && started.elapsed() < Duration::from_millis(900),
+        "{text}"
+    );
     // Within the bound but never finished: 408 once the body timeout passes.
     let started = Instant::now();
     let mut slow = login(3000, b"token=abc");
@@ -158,15 +169,19 @@ fn an_unfinished_login_body_is_dropped_and_an_oversized_one_refused_unread() {
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("did not arrive within 1s"), "{text}");
-    assert!(closed, "the connection stayed open after its body timed out");
+    assert!(
+        closed,
+        "the connection stayed open after its body timed out"
+    );
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(3), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
 
     // 100 unfinished sign-ins at once cost the daemon little memory.
     let before = rss_kib(daemon.pid());
-    let held: Vec<TcpStream> = (0..100)
-        .map(|_| login(4000, &[b'a'; 3000]))
-        .collect();
+    let held: Vec<TcpStream> = (0..100).map(|_| login(4000, &[b'a'; 3000])).collect();
     std::thread::sleep(Duration::from_millis(500));
     let during = rss_kib(daemon.pid());
     eprintln!("RSS: {before} KiB before, {during} KiB with 100 unfinished sign-ins");
@@ -206,7 +221,10 @@ fn a_short_or_shared_token_is_refused_and_new_token_makes_one() {
     for token in [&short, &shared] {
         let refused = serve(token);
         assert_eq!(refused.status, 1, "{refused:?}");
-        assert!(refused.stderr.starts_with("JIG_TOKEN_WEAK: "), "{refused:?}");
+        assert!(
+            refused.stderr.starts_with("JIG_TOKEN_WEAK: "),
+            "{refused:?}"
+        );
         assert!(
             refused.stderr.contains("jig serve --new-token FILE"),
             "{refused:?}"
@@ -219,7 +237,10 @@ fn a_short_or_shared_token_is_refused_and_new_token_makes_one() {
     assert!(text.trim().bytes().all(|b| b.is_ascii_hexdigit()));
     let mode = std::fs::metadata(&made).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
-    let again = run_jig(outer.path(), &["serve", "--new-token", made.to_str().unwrap()]);
+    let again = run_jig(
+        outer.path(),
+        &["serve", "--new-token", made.to_str().unwrap()],
+    );
     assert_eq!(again.status, 1, "{again:?}");
     assert!(again.stderr.starts_with("JIG_OUTPUT_EXISTS: "), "{again:?}");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), text);
@@ -264,7 +285,10 @@ fn wrong_tokens_are_braked_per_peer_on_the_api_and_the_console_sign_in() {
     let (status, text) = api("guess");
     assert_eq!(status, 429, "{text}");
     assert!(text.contains("JIG_AUTH_THROTTLED"), "{text}");
-    assert!(text.to_ascii_lowercase().contains("retry-after: 1"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("retry-after: 1"),
+        "{text}"
+    );
     // While it waits, even the right token is not compared.
     assert_eq!(api(&token).0, 429);
     // The console's sign-in shares the brake.
@@ -330,15 +354,30 @@ fn a_console_action_from_a_foreign_or_null_origin_is_refused_even_with_its_csrf_
         .unwrap()
         .to_string();
     let form = format!("csrf={csrf}&target=flow:flows/echo&input=1");
-    for origin in ["http://evil.example", "null", "http://jig:8080", "https://jig.evil"] {
+    for origin in [
+        "http://evil.example",
+        "null",
+        "http://jig:8080",
+        "https://jig.evil",
+    ] {
         let (status, body) = curl(
             "/console/projects/p/runs",
-            &["-b", jar, "--data", &form, "-H", &format!("Origin: {origin}")],
+            &[
+                "-b",
+                jar,
+                "--data",
+                &form,
+                "-H",
+                &format!("Origin: {origin}"),
+            ],
         );
         assert_eq!(status, 403, "{origin}: {body}");
         assert!(body.contains("JIG_CONSOLE_CSRF_INVALID"), "{body}");
     }
-    assert!(daemon.runs().is_empty(), "an action from another origin ran");
+    assert!(
+        daemon.runs().is_empty(),
+        "an action from another origin ran"
+    );
     let (status, body) = curl(
         "/console/projects/p/runs",
         &["-b", jar, "--data", &form, "-H", "Origin: http://jig"],
@@ -354,20 +393,53 @@ fn every_api_error_is_code_and_message_json() {
     served_project(&project);
     let daemon = Daemon::start(&project, &[]);
     for (method, path, body, status, code) in [
-        ("GET", "/v1/projects/p/runs?limit=many", None, 400, "INVALID_REQUEST"),
-        ("POST", "/v1/projects/p/runs?wait=maybe", Some(&b"{}"[..]), 400, "INVALID_REQUEST"),
+        (
+            "GET",
+            "/v1/projects/p/runs?limit=many",
+            None,
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "POST",
+            "/v1/projects/p/runs?wait=maybe",
+            Some(&b"{}"[..]),
+            400,
+            "INVALID_REQUEST",
+        ),
         ("DELETE", "/v1/health", None, 405, "METHOD_NOT_ALLOWED"),
-        ("PUT", "/v1/projects/p/runs", Some(&b"{}"[..]), 405, "METHOD_NOT_ALLOWED"),
-        ("GET", "/v1/projects/p/runs/%FF", None, 400, "INVALID_REQUEST"),
+        (
+            "PUT",
+            "/v1/projects/p/runs",
+            Some(&b"{}"[..]),
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            "GET",
+            "/v1/projects/p/runs/%FF",
+            None,
+            400,
+            "INVALID_REQUEST",
+        ),
         ("GET", "/v1/nothing", None, 404, "NOT_FOUND"),
-        ("POST", "/v1/projects/p/runs", Some(&b"not json"[..]), 400, "INVALID_REQUEST"),
+        (
+            "POST",
+            "/v1/projects/p/runs",
+            Some(&b"not json"[..]),
+            400,
+            "INVALID_REQUEST",
+        ),
     ] {
         let (got, text) = daemon.raw(method, path, body, &[]);
         let value: Value = serde_json::from_str(text.trim())
             .unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"));
         assert_eq!(got, status, "{method} {path}: {text}");
         assert_eq!(value["code"], code, "{method} {path}: {text}");
-        assert!(value["message"].as_str().is_some_and(|m| !m.is_empty()), "{text}");
+        assert!(
+            value["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{text}"
+        );
         assert_eq!(value.as_object().unwrap().len(), 2, "{text}");
     }
 }

@@ -128,7 +128,10 @@ async fn json_errors(req: Request, next: Next) -> Response {
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .unwrap_or_default();
     let message = match text.is_empty() {
-        true => status.canonical_reason().unwrap_or("refused").to_ascii_lowercase(),
+        true => status
+            .canonical_reason()
+            .unwrap_or("refused")
+            .to_ascii_lowercase(),
         false => text,
     };
     let answer = error(status.as_u16(), code, &message);

@@ -196,8 +196,7 @@ async fn connection<I>(
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-        let mut request: Request =
-            request.map(|body| timed(Body::new(body), bounds.body_timeout));
+        let mut request: Request = request.map(|body| timed(Body::new(body), bounds.body_timeout));
         if let Some(peer) = peer {
             request.extensions_mut().insert(peer);
         }
@@ -225,15 +224,14 @@ fn timed(body: Body, within: Duration) -> Body {
         return body;
     }
     let deadline = tokio::time::Instant::now() + within;
-    let chunks = futures_util::stream::unfold(Some(body.into_data_stream()), move |chunks| {
-        async move {
+    let chunks =
+        futures_util::stream::unfold(Some(body.into_data_stream()), move |chunks| async move {
             let mut chunks = chunks?;
             match tokio::time::timeout_at(deadline, chunks.next()).await {
                 Ok(Some(chunk)) => Some((chunk.map_err(axum::BoxError::from), Some(chunks))),
                 Ok(None) => None,
                 Err(_) => Some((Err(BodyTimedOut(within).into()), None)),
             }
-        }
-    });
+        });
     Body::from_stream(chunks)
 }

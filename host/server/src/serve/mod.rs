@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{MAX_BODY_BYTES, OPENAPI, ROUTES};
-pub use token::{new_token, read_token};
 pub use http::TAR_TYPE;
 pub use runner::{Limits, ServedRun, DEFAULT_ENVELOPES_AHEAD};
+pub use token::{new_token, read_token};
 
 use jig_engine::config::HostConfig;
 

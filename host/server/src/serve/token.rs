@@ -96,7 +96,8 @@ pub fn read_token(path: &Path) -> Result<Arc<Bearer>, Error> {
 /// A token file's bytes, trimmed, as a `--server` client sends them (the
 /// daemon judges the token; [`read_token`] holds its own to the rules).
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, Error> {
-    let unreadable = |e: std::io::Error| Error::Config(format!("token file {}: {e}", path.display()));
+    let unreadable =
+        |e: std::io::Error| Error::Config(format!("token file {}: {e}", path.display()));
     let meta = std::fs::metadata(path).map_err(unreadable)?;
     if meta.len() > MAX_TOKEN_BYTES {
         return Err(Error::Config(format!(

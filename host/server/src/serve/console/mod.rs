@@ -151,9 +151,12 @@ async fn gate(State(door): State<Door>, mut req: Request, next: Next) -> Respons
 /// sent, names this very host (`null`, another host or another port is
 /// refused, whatever CSRF token the form carries).
 fn same_origin(headers: &axum::http::HeaderMap) -> bool {
-    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
-    if text(header::HeaderName::from_static("sec-fetch-site")).is_some_and(|s| s != "same-origin")
-    {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if text(header::HeaderName::from_static("sec-fetch-site")).is_some_and(|s| s != "same-origin") {
         return false;
     }
     let Some(origin) = headers.get(header::ORIGIN) else {

@@ -47,7 +47,6 @@ fn random_token() -> Result<String, Error> {
     Ok(flow::digest::hex(&bytes))
 }
 
-
 fn drop_oldest<V>(map: &mut HashMap<String, V>, max: usize, expires: impl Fn(&V) -> Instant) {
     let now = Instant::now();
     map.retain(|_, v| expires(v) > now);
