@@ -452,6 +452,10 @@ let
         KillMode = "control-group";
         TimeoutStopSec = "${toString (jigLib.durationSeconds server.shutdownGrace + jigLib.stopMarginSeconds)}s";
         Restart = "on-failure";
+        # Room for max-connections (256 by default) TCP clients beside the
+        # 512 descriptors jig serve keeps for the socket and Runs: it
+        # refuses to start when the limit cannot hold both.
+        LimitNOFILE = 65536;
         ReadWritePaths = lib.mapAttrsToList (_: p: p.path) servedProjects;
       };
     };

@@ -758,6 +758,8 @@ let
     "jig.service delegates cpu, memory and pids" =
       elem "Delegate=cpu memory pids" jigUnit && elem "KillMode=control-group" jigUnit;
     "jig.service stops within the grace plus the margin" = elem "TimeoutStopSec=150s" jigUnit;
+    "jig.service may open its TCP connections and the Runs' descriptors" =
+      elem "LimitNOFILE=65536" jigUnit;
     "jig.service gets the key, the secret and the token as credentials" = {
       expr = filter (lib.hasPrefix "LoadCredential=") jigUnit;
       expected = [

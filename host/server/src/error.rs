@@ -17,6 +17,10 @@ pub enum Error {
     /// `INVALID_REQUEST`: a JSON body over the JSON/1 limit.
     #[error("{0}")]
     BodyTooLarge(String),
+    /// `JIG_REQUEST_TIMEOUT`: a request body that did not arrive within the
+    /// body timeout.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// `JIG_RUN_FILES_INVALID`: a file Run body over the input budget.
     #[error("{0}")]
     FilesTooLarge(String),
@@ -82,6 +86,20 @@ pub enum Error {
     /// sign-in with a wrong or spent token.
     #[error("{0}")]
     Unauthenticated(String),
+    /// `JIG_TOKEN_WEAK`: a bearer token shorter than the rule, or in a file
+    /// group or others can read.
+    #[error("{0}")]
+    TokenWeak(String),
+    /// `JIG_OUTPUT_EXISTS`: `--new-token` names a file that exists.
+    #[error("{0}")]
+    TokenExists(String),
+    /// `JIG_AUTH_THROTTLED`: the peer failed to authenticate too often
+    /// lately; its token was not compared.
+    #[error("{message}")]
+    Throttled {
+        message: String,
+        retry_after: std::time::Duration,
+    },
     /// `JIG_CONSOLE_CSRF_INVALID`: a console action without the session's
     /// CSRF token (or from another origin).
     #[error("{0}")]
@@ -97,6 +115,7 @@ impl Error {
         match self {
             Error::Engine(e) => e.code(),
             Error::RequestInvalid(_) | Error::BodyTooLarge(_) => "INVALID_REQUEST",
+            Error::BodyTimeout(_) => "JIG_REQUEST_TIMEOUT",
             Error::FilesTooLarge(_) => "JIG_RUN_FILES_INVALID",
             Error::ProjectNotFound(_) => "PROJECT_NOT_FOUND",
             Error::Busy(_) => "PROJECT_BUSY",
@@ -117,6 +136,9 @@ impl Error {
             Error::Config(_) => "JIG_CONFIG_INVALID",
             Error::Unauthenticated(_) => "UNAUTHENTICATED",
             Error::CsrfInvalid(_) => "JIG_CONSOLE_CSRF_INVALID",
+            Error::TokenWeak(_) => "JIG_TOKEN_WEAK",
+            Error::TokenExists(_) => "JIG_OUTPUT_EXISTS",
+            Error::Throttled { .. } => "JIG_AUTH_THROTTLED",
             Error::Internal(_) => "INTERNAL",
         }
     }

@@ -68,10 +68,10 @@ pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<S
                     "--server {text} needs a bearer token: give --token-file or {TOKEN_FILE_ENV}"
                 ))
             })?;
-        let token = jig_server::serve::read_token(&file).map_err(CliError::from)?;
+        let token = jig_server::serve::token::read_bytes(&file).map_err(CliError::from)?;
         Endpoint::Http {
             base: text.trim_end_matches('/').to_string(),
-            token: token.to_vec(),
+            token,
         }
     } else {
         return Err(usage(format!(

@@ -248,8 +248,12 @@ pub fn exit_status(e: &CliError) -> u8 {
             | Server::InputNotRetained(_)
             | Server::Unauthenticated(_)
             | Server::CsrfInvalid(_)
+            | Server::TokenWeak(_)
+            | Server::TokenExists(_)
             | Server::Config(_) => 1,
             Server::Busy(_)
+            | Server::BodyTimeout(_)
+            | Server::Throttled { .. }
             | Server::Closed
             | Server::Exhausted(_)
             | Server::PacketNotFound(_)
@@ -355,7 +359,7 @@ fn answered_status(code: &str) -> u8 {
 
 /// The codes another party may answer with that mean the request was at
 /// fault (exit status 1); every other answered code exits 2.
-pub const REQUEST_FAULT_CODES: [&str; 19] = [
+pub const REQUEST_FAULT_CODES: [&str; 20] = [
     "INVALID_REQUEST",
     "INVALID_INPUT",
     "PROJECT_NOT_FOUND",
@@ -374,6 +378,7 @@ pub const REQUEST_FAULT_CODES: [&str; 19] = [
     "SUBMISSION_CONFLICT",
     "RUN_NOT_FOUND",
     "JIG_CONFIG_INVALID",
+    "JIG_TOKEN_WEAK",
     "INVALID_SETTINGS",
 ];
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{duration_option, load_config, CliError, Code};
-use jig_server::serve::{self, Limits, Options};
+use jig_server::serve::{self, listen, Limits, Options};
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
@@ -16,9 +16,14 @@ pub struct ServeArgs {
     /// Also listen on TCP ADDR (host:port); requires --token-file.
     #[arg(long, value_name = "ADDR")]
     tcp: Option<String>,
-    /// The bearer token TCP clients must present.
+    /// The bearer token TCP clients must present: at least 32 bytes, in a
+    /// file only its owner can read.
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// Write a new random bearer token to FILE (mode 0600; never replaces
+    /// a file) and exit.
+    #[arg(long, value_name = "FILE")]
+    new_token: Option<PathBuf>,
     /// Runs executing at once (default [serve] max-active-runs, else the number of CPUs).
     #[arg(long, value_name = "N")]
     max_active_runs: Option<usize>,
@@ -37,6 +42,18 @@ pub struct ServeArgs {
     /// bearer token); on the Unix socket it is reached through jig console.
     #[arg(long)]
     console: bool,
+    /// TCP connections served at once; one more is answered 503 and closed
+    /// (default [serve] max-connections, else 256).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// How long a request's head may take, and an idle connection is kept
+    /// (default [serve] header-timeout, else 10s).
+    #[arg(long, value_name = "DURATION")]
+    header_timeout: Option<String>,
+    /// How long a request's body may take from its head; past it 408
+    /// JIG_REQUEST_TIMEOUT (default [serve] body-timeout, else 60s).
+    #[arg(long, value_name = "DURATION")]
+    body_timeout: Option<String>,
     #[command(flatten)]
     database: super::worker::DatabaseArgs,
 }
@@ -45,6 +62,10 @@ pub struct ServeArgs {
 /// (made a LocalName); else the configuration's `[[projects]]`.
 pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Result<u8, CliError> {
     let usage = |m: String| CliError::new(Code::Usage, m);
+    if let Some(path) = &args.new_token {
+        serve::new_token(path).map_err(CliError::from)?;
+        return Ok(0);
+    }
     let config = load_config(config)?;
     let table = config.serve.clone();
     let projects = match chdir {
@@ -90,6 +111,28 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
     if max_active == 0 {
         return Err(usage("max-active-runs must be at least 1".into()));
     }
+    let max_connections = args
+        .max_connections
+        .or(table.max_connections)
+        .unwrap_or(listen::DEFAULT_MAX_CONNECTIONS);
+    if max_connections == 0 {
+        return Err(usage("max-connections must be at least 1".into()));
+    }
+    let connections = listen::Bounds {
+        max_connections,
+        header_timeout: duration_option(
+            args.header_timeout.or(table.header_timeout),
+            listen::DEFAULT_HEADER_TIMEOUT,
+            "header timeout",
+            "10s",
+        )?,
+        body_timeout: duration_option(
+            args.body_timeout.or(table.body_timeout),
+            listen::DEFAULT_BODY_TIMEOUT,
+            "body timeout",
+            "60s or 2m",
+        )?,
+    };
     let database = args.database.resolve(&config.database)?;
     let options = Options {
         database,
@@ -113,6 +156,7 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         shutdown_grace,
         config,
         console,
+        connections,
     };
     serve::serve(options).map_err(CliError::from)?;
     Ok(0)

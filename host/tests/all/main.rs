@@ -37,6 +37,7 @@ mod retention;
 mod rust_component;
 mod scenarios;
 mod serve;
+mod serve_bounds;
 mod support;
 mod terminal;
 mod typescript;

@@ -11,6 +11,9 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
+/// A bearer token as long as `jig serve` requires (32 bytes and more).
+const TOKEN: &str = "s3cret-token-0123456789abcdefghij";
+
 const ECHO_PY: &str = "from jiggy.flow import handle\n\
 async def run(context):\n    return {'outcome': 'done', 'output': context.input}\n\
 handle(run)\n";
@@ -130,6 +133,10 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
     }
 
     pub(crate) fn log(&self) -> String {
@@ -795,7 +802,7 @@ fn the_openapi_document_names_exactly_the_served_routes() {
 fn tcp_requires_the_bearer_token_from_the_file() {
     let (outer, path) = served();
     let token = outer.path().join("token");
-    std::fs::write(&token, "s3cret-token\n").unwrap();
+    write_token(&token, TOKEN);
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let daemon = Daemon::start(
@@ -822,12 +829,12 @@ fn tcp_requires_the_bearer_token_from_the_file() {
         (status, body["code"].as_str()),
         (401, Some("UNAUTHENTICATED"))
     );
-    let (status, body) = tcp(&["authorization: Bearer s3cret-tokeX"]);
+    let (status, body) = tcp(&[&format!("authorization: Bearer {}X", &TOKEN[1..])]);
     assert_eq!(
         (status, body["code"].as_str()),
         (401, Some("UNAUTHENTICATED"))
     );
-    let (status, body) = tcp(&["authorization: Bearer s3cret-token"]);
+    let (status, body) = tcp(&[&format!("authorization: Bearer {TOKEN}")]);
     assert_eq!(status, 200, "{body}");
     assert!(body["runs"].is_array());
     // The Unix socket needs no token.
@@ -1085,7 +1092,7 @@ fn server_urls_and_tokens_are_checked_before_anything_is_sent() {
         usage
     );
     let token = outer.path().join("token");
-    std::fs::write(&token, "s3cret-token\n").unwrap();
+    write_token(&token, TOKEN);
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let _daemon = Daemon::start(

@@ -511,3 +511,11 @@ pub fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     }
     files
 }
+
+/// A bearer token file as `jig serve` takes it: `token` (at least 32
+/// bytes) in a file only its owner can read.
+pub fn write_token(path: &Path, token: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}

@@ -95,6 +95,13 @@ pub struct Serve {
     pub shutdown_grace: Option<String>,
     /// Serve the web console on the TCP listener too (requires `tcp`).
     pub console: Option<bool>,
+    /// TCP connections served at once (default 256).
+    pub max_connections: Option<usize>,
+    /// How long a request's head may take, and an idle connection is kept
+    /// ("10s").
+    pub header_timeout: Option<String>,
+    /// How long a request's body may take from its head ("60s").
+    pub body_timeout: Option<String>,
 }
 
 /// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and

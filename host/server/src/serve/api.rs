@@ -2,7 +2,6 @@
 //! versioned (`/v1/...`); the OpenAPI document next to this file describes
 //! every route and is checked against this router by the tests.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -17,15 +16,15 @@ use serde_json::json;
 
 use super::console::Console;
 use super::http::{status, MAX_LIST, TAR_TYPE};
+use super::listen::Peer;
 use super::runner::{Live, ServedRun, Server};
+use super::token::Bearer;
 use crate::Error;
 use jig_engine::exec::submit;
 
 /// Request bodies are JSON/1 documents, bounded by its document limit.
 pub const MAX_BODY_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
 pub const DEFAULT_LIST: usize = 50;
-/// The bearer token file is small; anything larger is not a token.
-pub const MAX_TOKEN_BYTES: u64 = 4096;
 /// Event lines buffered per client before its stream waits (the Run never does).
 const CLIENT_BUFFER: usize = 64;
 
@@ -73,7 +72,7 @@ fn handler(method: &str, path: &str, console: &Arc<Console>) -> MethodRouter<Arc
 /// (they take a session cookie instead, see [`super::console`]).
 pub fn router(
     server: Arc<Server>,
-    token: Option<Arc<Vec<u8>>>,
+    token: Option<Arc<Bearer>>,
     console: Arc<Console>,
     with_console: bool,
 ) -> Router {
@@ -93,11 +92,55 @@ pub fn router(
             },
         )),
     };
+    let api = api.layer(axum::middleware::from_fn(json_errors));
     if with_console {
         api.merge(super::console::router(server, console, token))
     } else {
         api
     }
+}
+
+/// The longest text of axum's own refusal kept as a message.
+const MAX_REJECTION_TEXT: usize = 1024;
+
+/// axum's own refusals (a query string, path segment, method or body its
+/// extractors cannot take) are plain text; here they become the API's
+/// `{code, message}` too, so every API error reads alike.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let code = match status {
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED",
+        s if s.is_client_error() => "INVALID_REQUEST",
+        _ => "INTERNAL",
+    };
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MAX_REJECTION_TEXT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = match text.is_empty() {
+        true => status
+            .canonical_reason()
+            .unwrap_or("refused")
+            .to_ascii_lowercase(),
+        false => text,
+    };
+    let answer = error(status.as_u16(), code, &message);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, answer.into_body())
 }
 
 /// `POST /v1/console/tickets`: a one-time console sign-in link's token,
@@ -116,51 +159,16 @@ fn ticket(console: &Console) -> Response {
     }
 }
 
-/// Read the bearer token TCP clients must present.
-pub fn read_token(path: &Path) -> Result<Arc<Vec<u8>>, Error> {
-    let unavailable = Error::Config;
-    let meta = std::fs::metadata(path)
-        .map_err(|e| unavailable(format!("token file {}: {e}", path.display())))?;
-    if meta.len() > MAX_TOKEN_BYTES {
-        return Err(unavailable(format!(
-            "token file {} is larger than {MAX_TOKEN_BYTES} bytes",
-            path.display()
-        )));
-    }
-    let bytes = std::fs::read(path)
-        .map_err(|e| unavailable(format!("token file {}: {e}", path.display())))?;
-    let token = bytes.trim_ascii().to_vec();
-    if token.is_empty() {
-        return Err(unavailable(format!(
-            "token file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(Arc::new(token))
-}
-
-async fn authorize(token: &[u8], req: Request, next: Next) -> Response {
+async fn authorize(bearer: &Bearer, req: Request, next: Next) -> Response {
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-    // Compared in time independent of where the bytes differ.
-    let matches = given.is_some_and(|given| {
-        given.len() == token.len()
-            && given
-                .iter()
-                .zip(token)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
-    });
-    if !matches {
-        let mut response = error(401, "UNAUTHENTICATED", "a valid bearer token is required");
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+    let peer = req.extensions().get::<Peer>().copied();
+    match bearer.check(peer, given) {
+        Ok(()) => next.run(req).await,
+        Err(refusal) => refused(refusal),
     }
-    next.run(req).await
 }
 
 fn json_response(status: u16, value: &Value) -> Response {
@@ -179,8 +187,41 @@ fn error(status: u16, code: &str, message: &str) -> Response {
 }
 
 /// A refused request as its HTTP answer: [`status`], code and message.
+/// A body refused unread (too large, too slow) also ends the connection.
 fn refused(refusal: Error) -> Response {
-    error(status(&refusal), refusal.code(), &refusal.to_string())
+    let mut response = error(status(&refusal), refusal.code(), &refusal.to_string());
+    challenge(&refusal, response.headers_mut());
+    response
+}
+
+/// The headers a refusal carries beside its body: how to authenticate,
+/// when to try again, and that a body refused unread ends the connection.
+pub(super) fn challenge(refusal: &Error, headers: &mut HeaderMap) {
+    match refusal {
+        Error::Unauthenticated(_) => {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Error::Throttled { retry_after, .. } => {
+            let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        Error::BodyTooLarge(_) | Error::BodyTimeout(_) => {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        _ => {}
+    }
+}
+
+/// A body read whole, at most `limit` bytes: past it `too_large`; cut off
+/// by the body timeout, `JIG_REQUEST_TIMEOUT`.
+pub(super) async fn read_body(
+    body: Body,
+    limit: usize,
+    too_large: impl FnOnce() -> Error,
+) -> Result<Bytes, Error> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|e| super::listen::timed_out(&e).unwrap_or_else(too_large))
 }
 
 async fn health(State(server): State<Arc<Server>>) -> Response {
@@ -228,13 +269,12 @@ struct SubmitQuery {
 /// `attachments/NAME/...`, held to the capture limits with their codes.
 async fn parse_file_submission(body: Body) -> Result<ServedRun, Error> {
     use jig_engine::files::archive::{read_submission, MAX_SUBMISSION_BYTES};
-    let bytes = axum::body::to_bytes(body, MAX_SUBMISSION_BYTES)
-        .await
-        .map_err(|_| {
-            Error::FilesTooLarge(format!(
-                "the tar is larger than the file Run limit of {MAX_SUBMISSION_BYTES} bytes"
-            ))
-        })?;
+    let bytes = read_body(body, MAX_SUBMISSION_BYTES, || {
+        Error::FilesTooLarge(format!(
+            "the tar is larger than the file Run limit of {MAX_SUBMISSION_BYTES} bytes"
+        ))
+    })
+    .await?;
     let (request, captured) = read_submission(&bytes)?;
     let mut request = parse_submission(&request)?;
     request.files = Some(captured);
@@ -255,12 +295,13 @@ async fn submit(
     let parsed = if is_tar {
         parse_file_submission(body).await
     } else {
-        match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-            Ok(bytes) => parse_submission(&bytes),
-            Err(_) => Err(Error::BodyTooLarge(format!(
+        read_body(body, MAX_BODY_BYTES, || {
+            Error::BodyTooLarge(format!(
                 "the body is larger than the JSON/1 limit of {MAX_BODY_BYTES} bytes"
-            ))),
-        }
+            ))
+        })
+        .await
+        .and_then(|bytes| parse_submission(&bytes))
     };
     let request = match parsed {
         Ok(request) => request,

@@ -40,6 +40,7 @@ pub fn status(e: &Error) -> u16 {
         },
         Error::RequestInvalid(_) => 400,
         Error::BodyTooLarge(_) | Error::FilesTooLarge(_) => 413,
+        Error::BodyTimeout(_) => 408,
         Error::Unauthenticated(_) => 401,
         Error::CsrfInvalid(_) => 403,
         Error::ProjectNotFound(_)
@@ -47,7 +48,7 @@ pub fn status(e: &Error) -> u16 {
         | Error::PacketNotFound(_)
         | Error::InputNotRetained(_) => 404,
         Error::Conflict(_) => 409,
-        Error::Exhausted(_) => 429,
+        Error::Exhausted(_) | Error::Throttled { .. } => 429,
         Error::Closed
         | Error::Busy(_)
         | Error::NotPublished(_)
@@ -55,6 +56,8 @@ pub fn status(e: &Error) -> u16 {
         | Error::Database(_) => 503,
         Error::Project { .. }
         | Error::Config(_)
+        | Error::TokenWeak(_)
+        | Error::TokenExists(_)
         | Error::DatabaseUrl(_)
         | Error::SchemaNewer(_)
         | Error::BlobMismatch(_)

@@ -10,16 +10,19 @@
 mod api;
 pub mod console;
 mod http;
+pub mod listen;
 mod runner;
+mod throttle;
+pub mod token;
 
-use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{read_token, MAX_BODY_BYTES, OPENAPI, ROUTES};
+pub use api::{MAX_BODY_BYTES, OPENAPI, ROUTES};
 pub use http::TAR_TYPE;
 pub use runner::{Limits, ServedRun, DEFAULT_ENVELOPES_AHEAD};
+pub use token::{new_token, read_token};
 
 use jig_engine::config::HostConfig;
 
@@ -50,6 +53,8 @@ pub struct Options {
     /// `--console`: serve the console on the TCP listener too (on the Unix
     /// socket it is always there, reached through `jig console`).
     pub console: bool,
+    /// The TCP connection bound and the header and body timeouts.
+    pub connections: listen::Bounds,
 }
 
 /// The default socket: `$XDG_RUNTIME_DIR/jig/jig.sock`, else
@@ -148,7 +153,8 @@ async fn serve_async(options: Options) -> Result<(), Error> {
     let tcp = match &options.tcp {
         None => None,
         Some((address, token_file)) => {
-            let token = api::read_token(token_file)?;
+            let token = token::read_token(token_file)?;
+            listen::check_descriptors(options.connections.max_connections)?;
             let tcp = tokio::net::TcpListener::bind(address)
                 .await
                 .map_err(|e| Error::Unavailable(format!("cannot listen on {address}: {e}")))?;
@@ -160,31 +166,25 @@ async fn serve_async(options: Options) -> Result<(), Error> {
     }
     let console = Arc::new(console::Console::default());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let unix = tokio::spawn(
-        axum::serve(
-            listener,
-            api::router(server.clone(), None, console.clone(), true),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
-    );
+    let bounds = options.connections;
+    let unix = tokio::spawn(listen::unix(
+        listener,
+        api::router(server.clone(), None, console.clone(), true),
+        bounds,
+        stop_rx.clone(),
+    ));
     let tcp = tcp.map(|(tcp, token)| {
-        tokio::spawn(
-            axum::serve(
-                tcp,
-                api::router(
-                    server.clone(),
-                    Some(token),
-                    console.clone(),
-                    options.console,
-                ),
-            )
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-        )
+        tokio::spawn(listen::tcp(
+            tcp,
+            api::router(
+                server.clone(),
+                Some(token),
+                console.clone(),
+                options.console,
+            ),
+            bounds,
+            stop_rx.clone(),
+        ))
     });
     eprintln!(
         "jig serve: listening on {} for {}",

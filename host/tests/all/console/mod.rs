@@ -578,7 +578,7 @@ fn on_tcp_the_console_signs_in_with_the_bearer_token() {
     let _one = one_browser();
     let (outer, root) = console_project();
     let token = outer.path().join("token");
-    std::fs::write(&token, "console-s3cret\n").unwrap();
+    write_token(&token, "console-s3cret-0123456789abcdefghij");
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let _served = Served::start(
@@ -598,12 +598,12 @@ fn on_tcp_the_console_signs_in_with_the_bearer_token() {
     browser.goto(&format!("{base}/console/"));
     assert_eq!(browser.text("h1").as_deref(), Some("Sign in"));
     shot(&browser, "login");
-    browser.fill("#token", "console-s3creX");
+    browser.fill("#token", "console-s3cret-0123456789abcdefghiX");
     browser.click("form button[type=submit]");
     assert!(browser.wait(5 * SECOND, |b| b
         .text(".error")
         .is_some_and(|t| t.contains("bearer token"))));
-    browser.fill("#token", "console-s3cret");
+    browser.fill("#token", "console-s3cret-0123456789abcdefghij");
     browser.click("form button[type=submit]");
     assert!(browser.wait(5 * SECOND, |b| b.text("h1").as_deref() == Some("Projects")));
     // Signing out ends the session.

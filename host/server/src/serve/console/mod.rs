@@ -26,7 +26,9 @@ pub use session::Console;
 use session::Session;
 
 use super::http::{status, MAX_LIST, TAR_TYPE};
+use super::listen::Peer;
 use super::runner::{ServedRun, Server};
+use super::token::{self, Bearer};
 use crate::Error;
 use jig_engine::exec::submit::RunRequest;
 
@@ -37,6 +39,9 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 /// Runs on one page of the list.
 pub const PAGE_SIZE: usize = 50;
+/// The sign-in form's body: a token and its field name fit many times over.
+/// A longer one is refused (413) before more of it is read.
+pub const LOGIN_BODY_BYTES: usize = 4096;
 /// How often a Run page without a held event log re-reads its record.
 const RECORD_POLL: Duration = Duration::from_millis(500);
 
@@ -48,11 +53,11 @@ struct Door {
     server: Arc<Server>,
     console: Arc<Console>,
     /// TCP: the API's bearer token signs in (the login form).
-    bearer: Option<Arc<Vec<u8>>>,
+    bearer: Option<Arc<Bearer>>,
 }
 
 /// The console's routes under `/console`, for one listener.
-pub fn router(server: Arc<Server>, console: Arc<Console>, bearer: Option<Arc<Vec<u8>>>) -> Router {
+pub fn router(server: Arc<Server>, console: Arc<Console>, bearer: Option<Arc<Bearer>>) -> Router {
     let door = Door {
         server,
         console,
@@ -93,9 +98,12 @@ async fn headers(req: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // Not `no-referrer`: under it a browser sends `Origin: null` even on
+    // the console's own forms, which `same_origin` refuses. `same-origin`
+    // still sends no referrer anywhere else.
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -108,39 +116,60 @@ fn cookie_header(req: &Request) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// Every route but sign-in and the static assets needs a session; a
-/// state-changing request must come from this origin (`Sec-Fetch-Site`,
-/// when the browser sends it, or `Origin`) — its CSRF token is checked by
-/// the handler, which reads the form.
+/// Every route but sign-in and the static assets needs a session; every
+/// state-changing request, sign-in included, must come from this origin
+/// ([`same_origin`]); its CSRF token is checked by the handler, which
+/// reads the form.
 async fn gate(State(door): State<Door>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if path == "/console/login" || path.starts_with("/console/assets/") {
+    let open = path == "/console/login" || path.starts_with("/console/assets/");
+    let session = door.console.session(cookie_header(&req));
+    let changes = req.method() != Method::GET && req.method() != Method::HEAD;
+    if changes && !same_origin(req.headers()) {
+        return refuse(
+            &door,
+            session.as_ref(),
+            Error::CsrfInvalid("a console action must come from the console's own pages".into()),
+        );
+    }
+    if open {
         return next.run(req).await;
     }
-    let Some(session) = door.console.session(cookie_header(&req)) else {
+    let Some(session) = session else {
         return refuse(
             &door,
             None,
             Error::Unauthenticated("sign in to the console first".into()),
         );
     };
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let site = req
-            .headers()
-            .get("sec-fetch-site")
-            .and_then(|v| v.to_str().ok());
-        if site.is_some_and(|s| s != "same-origin") {
-            return refuse(
-                &door,
-                Some(&session),
-                Error::CsrfInvalid(
-                    "a console action must come from the console's own pages".into(),
-                ),
-            );
-        }
-    }
     req.extensions_mut().insert(session);
     next.run(req).await
+}
+
+/// Whether a request comes from the console's own pages: `Sec-Fetch-Site`,
+/// when the browser sends it, says `same-origin`, and `Origin`, when
+/// sent, names this very host (`null`, another host or another port is
+/// refused, whatever CSRF token the form carries).
+fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if text(header::HeaderName::from_static("sec-fetch-site")).is_some_and(|s| s != "same-origin") {
+        return false;
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let authority = origin.to_str().ok().and_then(|o| {
+        o.strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"))
+    });
+    match (authority, text(header::HOST)) {
+        (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host),
+        _ => false,
+    }
 }
 
 fn see_other(to: &str) -> Response {
@@ -163,27 +192,34 @@ fn html(status: u16, markup: maud::Markup) -> Response {
 /// A refusal as a page, with the API's status for the same error.
 fn refuse(door: &Door, session: Option<&Session>, refusal: Error) -> Response {
     let status = status(&refusal);
-    if session.is_none() && matches!(refusal, Error::Unauthenticated(_)) {
-        return html(
+    // Without a session, the sign-in page: nothing of the projects shows.
+    let mut response = match session {
+        None => html(
             status,
             pages::login(door.bearer.is_some(), Some(&refusal.to_string())),
-        );
-    }
-    let projects = door.server.project_names();
-    let frame = pages::Frame {
-        title: "Refused",
-        csrf: session.map(|s| s.csrf.as_str()),
-        projects: &projects,
+        ),
+        Some(session) => {
+            let projects = door.server.project_names();
+            let frame = pages::Frame {
+                title: "Refused",
+                csrf: Some(session.csrf.as_str()),
+                projects: &projects,
+            };
+            html(
+                status,
+                pages::refusal(&frame, refusal.code(), &refusal.to_string()),
+            )
+        }
     };
-    html(
-        status,
-        pages::refusal(&frame, refusal.code(), &refusal.to_string()),
-    )
+    if !matches!(refusal, Error::Unauthenticated(_)) {
+        super::api::challenge(&refusal, response.headers_mut());
+    }
+    response
 }
 
 /// The session's CSRF token must come back with every action.
 fn check_csrf(session: &Session, given: &str) -> Result<(), Error> {
-    if session::same(session.csrf.as_bytes(), given.as_bytes()) {
+    if token::same(session.csrf.as_bytes(), given.as_bytes()) {
         Ok(())
     } else {
         Err(Error::CsrfInvalid(
@@ -227,19 +263,47 @@ struct LoginForm {
     token: String,
 }
 
+/// The sign-in form, read only up to [`LOGIN_BODY_BYTES`] and within the
+/// body timeout.
+async fn login_form(req: Request) -> Result<LoginForm, Error> {
+    let too_large = || {
+        Error::BodyTooLarge(format!(
+            "the sign-in form is larger than {LOGIN_BODY_BYTES} bytes"
+        ))
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > LOGIN_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let bytes = super::api::read_body(req.into_body(), LOGIN_BODY_BYTES, too_large).await?;
+    serde_urlencoded::from_bytes(&bytes)
+        .map_err(|e| Error::RequestInvalid(format!("the sign-in form is malformed: {e}")))
+}
+
 /// `POST /console/login`: the listener's bearer token (TCP only).
-async fn login(State(door): State<Door>, Form(form): Form<LoginForm>) -> Response {
+async fn login(State(door): State<Door>, req: Request) -> Response {
+    let peer = req.extensions().get::<Peer>().copied();
+    let form = match login_form(req).await {
+        Ok(form) => form,
+        Err(refusal) => return refuse(&door, None, refusal),
+    };
     let given = form.token.trim().as_bytes();
-    let matches = door
-        .bearer
-        .as_ref()
-        .is_some_and(|token| session::same(given, token));
-    if !matches {
-        return refuse(
-            &door,
-            None,
-            Error::Unauthenticated("that is not this server's bearer token".into()),
-        );
+    let checked = match &door.bearer {
+        Some(bearer) => bearer.check(peer, Some(given)),
+        None => Err(Error::Unauthenticated(String::new())),
+    };
+    if let Err(refusal) = checked {
+        let refusal = match refusal {
+            Error::Unauthenticated(_) => {
+                Error::Unauthenticated("that is not this server's bearer token".into())
+            }
+            other => other,
+        };
+        return refuse(&door, None, refusal);
     }
     match door.console.open_session() {
         Ok(id) => signed_in(&door.console, &id),

@@ -10,6 +10,7 @@ use std::io::Read;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::serve::token::same;
 use crate::Error;
 
 /// How long a sign-in ticket may wait to be used (once).
@@ -44,11 +45,6 @@ fn random_token() -> Result<String, Error> {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| Error::Internal(format!("no randomness for a console token: {e}")))?;
     Ok(flow::digest::hex(&bytes))
-}
-
-/// Equal in time independent of where the bytes differ.
-pub fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn drop_oldest<V>(map: &mut HashMap<String, V>, max: usize, expires: impl Fn(&V) -> Instant) {
