@@ -96,11 +96,12 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     door.fenced = Some(&fenced);
     let ran = run_invocation(local.root(), &door)?;
     drop(door);
-    let (conducted, checkpoint_kept) = match local.settle(ran.conducted)? {
+    let (conducted, unsettled, checkpoint_kept) = match local.settle(ran.conducted)? {
         Settled::Conducted {
             conducted,
+            unsettled,
             checkpoint_kept,
-        } => (*conducted, checkpoint_kept),
+        } => (*conducted, unsettled, checkpoint_kept),
         Settled::Undispatched(failure) => {
             return Err(CliError::new(Code::Internal, failure.message))
         }
@@ -122,7 +123,11 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     };
     let cleanup = conducted.cleanup;
     super::final_line(ran.shown, &terminal, cleanup.is_err());
-    // What went wrong after the terminal was known is reported after it.
+    // What went wrong after the terminal was known is reported after it:
+    // first that its record could not be settled (it will read as lost).
+    if let Some(e) = unsettled {
+        return Err(e.into());
+    }
     if let Err(e) = cleanup {
         return Err(CliError::new(
             Code::CleanupFailed,

@@ -417,8 +417,9 @@ fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
 }
 
 /// Fills the filesystem of the `.jig/` above its scratch as a neighbour
-/// would (possible only without containment), then succeeds.
-const FILLS_THE_DISK: &str = "import os\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    state = ctx.scratch\n    while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    try:\n        with open(os.path.join(state, 'filler'), 'wb') as f:\n            while True:\n                f.write(b'\\0' * 65536)\n                f.flush()\n    except OSError:\n        pass\n    return {'outcome': 'done', 'output': 'filled'}\n\nhandle(run)\n";
+/// would (possible only without containment), then succeeds with `filled`
+/// (input `null`) or as many `x` as its input says.
+const FILLS_THE_DISK: &str = "import os\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    state = ctx.scratch\n    while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    try:\n        with open(os.path.join(state, 'filler'), 'wb') as f:\n            while True:\n                f.write(b'\\0' * 65536)\n                f.flush()\n    except OSError:\n        pass\n    output = 'filled' if ctx.input is None else 'x' * ctx.input\n    return {'outcome': 'done', 'output': output}\n\nhandle(run)\n";
 
 /// A Run during which its host's disk fills up (here `.jig/` on an 8 MiB
 /// tmpfs in a private user and mount namespace, filled by the Flow itself
@@ -473,4 +474,57 @@ fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
     assert_eq!(record["terminal"]["status"], "succeeded", "{run:?}");
     assert_eq!(record["id"], terminal["runId"], "{run:?}");
     assert!(!run.stdout.contains(".reserve"), "{run:?}");
+}
+
+/// A terminal larger than the space set aside for it, on a full disk:
+/// `jig run` still shows it, then says it could not be settled
+/// (`JIG_STORAGE_UNAVAILABLE`, exit 2); its record stays pending.
+#[test]
+fn a_terminal_larger_than_its_reserve_is_shown_then_reported() {
+    let dir = project(&[
+        (
+            "flows/fill/FLOW.md",
+            "---\nname: fill\ndescription: A test Flow.\n---\n",
+        ),
+        ("flows/fill/flow.py", FILLS_THE_DISK),
+        (
+            ".test-config-home/jig/host.toml",
+            "[containment]\nmode = \"none\"\n",
+        ),
+    ]);
+    review(dir.path());
+    let state = dir.path().join(".jig");
+    let on_disk = dir.path().join(".jig-on-disk");
+    std::fs::rename(&state, &on_disk).unwrap();
+    std::fs::create_dir(&state).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && \
+         exec \"$0\" run flow:flows/fill --input 300000 --json",
+        state = state.display(),
+        on_disk = on_disk.display()
+    );
+    let jig = jig(dir.path());
+    let run = output(
+        std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+            .arg(jig.get_program())
+            .current_dir(dir.path())
+            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .output()
+            .expect("unshare runs"),
+    );
+    assert_eq!(run.status, 2, "{}", run.stderr);
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "succeeded", "{}", run.stderr);
+    assert_eq!(terminal["output"].as_str().map(str::len), Some(300000));
+    assert!(
+        run.stderr.starts_with("JIG_STORAGE_UNAVAILABLE: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains(&*dir.path().to_string_lossy()),
+        "{}",
+        run.stderr
+    );
 }

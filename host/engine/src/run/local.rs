@@ -76,10 +76,14 @@ pub struct Local<'s> {
 
 /// A Run taken to its end in its record.
 pub enum Settled {
-    /// Conducted and settled with its terminal. `checkpoint_kept`: its
-    /// aggregate could not be removed after it settled (reported apart).
+    /// Conducted with its terminal. `unsettled`: the terminal could not be
+    /// written (the host cannot write even in the space set aside for it):
+    /// the door still shows it, then reports why; the record stays pending
+    /// and the next start fences it lost. `checkpoint_kept`: its aggregate
+    /// could not be removed after it settled (reported apart).
     Conducted {
         conducted: Box<Conducted>,
+        unsettled: Option<state::RunsError>,
         checkpoint_kept: Option<state::StateError>,
     },
     /// Recorded but never dispatched (its attachments could not be
@@ -265,16 +269,19 @@ impl Local<'_> {
             }
         };
         let mut record = self.record.into_inner().unwrap_or_else(|e| e.into_inner());
-        self.runs
-            .settle(&mut record, conducted.terminal.to_value())?;
+        let unsettled = self
+            .runs
+            .settle(&mut record, conducted.terminal.to_value())
+            .err();
         // Settled: the aggregate is delivered (or never will be) and is not
         // kept past its Run.
-        let checkpoint_kept = match self.root_run {
-            Some(_) => self.state.checkpoints().remove(&record.id).err(),
-            None => None,
+        let checkpoint_kept = match (&self.root_run, &unsettled) {
+            (Some(_), None) => self.state.checkpoints().remove(&record.id).err(),
+            _ => None,
         };
         Ok(Settled::Conducted {
             conducted: Box::new(conducted),
+            unsettled,
             checkpoint_kept,
         })
     }

@@ -52,7 +52,7 @@ pub enum StateError {
     /// The host cannot write its state at all (its filesystem is full,
     /// read-only or failing): the one refusal every door gives for it,
     /// naming no host path.
-    #[error("the host cannot write its records ({cause}); nothing of this request was kept")]
+    #[error("the host cannot write its records ({cause})")]
     Unwritable { cause: String },
     #[error("{message}")]
     StalePlan { message: String },
@@ -78,8 +78,12 @@ impl StateError {
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StateError {
         let context = context.into();
         move |source| match unwritable(&source) {
+            // The cause alone: an error a library wrapped may name the path.
             true => StateError::Unwritable {
-                cause: source.to_string(),
+                cause: match source.raw_os_error() {
+                    Some(errno) => std::io::Error::from_raw_os_error(errno).to_string(),
+                    None => source.kind().to_string(),
+                },
             },
             false => StateError::Io { context, source },
         }
@@ -561,6 +565,15 @@ mod tests {
             assert_eq!(e.code(), "JIG_STORAGE_UNAVAILABLE", "{errno}: {e}");
             assert!(!e.to_string().contains("/secret"), "{e}");
         }
+        // A library's error naming the path it failed on (tempfile's) is
+        // reported by its kind alone.
+        let wrapped = std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "No space left on device at path \"/secret/.jig/runs/.jig-write-1\"",
+        );
+        let e = StateError::io("writing")(wrapped);
+        assert_eq!(e.code(), "JIG_STORAGE_UNAVAILABLE");
+        assert!(!e.to_string().contains("/secret"), "{e}");
         let e = StateError::io("reading x")(std::io::Error::from_raw_os_error(ENOENT));
         assert_eq!(e.code(), "INTERNAL");
     }

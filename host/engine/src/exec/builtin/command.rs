@@ -268,8 +268,8 @@ async fn execute(
         cwd: work.clone(),
         package: dir.path().join("package"),
         scratch: work,
-        // Nothing is read back from it: bounded as a Flow's own scratch.
-        scratch_bytes: Some(services.executor.scratch_bytes),
+        // The host writes the command's files there before it starts.
+        scratch_bytes: None,
         read_only: grant.read_only,
         shown: Vec::new(),
         attachments: Vec::new(),
