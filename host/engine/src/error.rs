@@ -41,8 +41,15 @@ pub enum Error {
     TimeoutInvalid,
     /// `INVALID_REQUEST`: an idempotency key of the wrong length (at most
     /// `max` bytes).
-    #[error("--key must be 1 to {max} bytes")]
+    #[error("--key must be 1 to {max} bytes, without control characters")]
     KeyInvalid { max: usize },
+    /// `JIG_RUN_INPUT_INVALID`: the input (with the target's settings) would
+    /// not fit the one Run/1 frame that carries it to the component.
+    #[error(
+        "the input is {bytes} bytes; with this target's settings at most {max} fit the Run/1 \
+         frame that carries it"
+    )]
+    InputTooLarge { bytes: usize, max: usize },
     /// `ADMISSION_MISSING`: nothing was ever admitted.
     #[error("the project has no usable reviewed revision; complete jig review before running")]
     AdmissionMissing,
@@ -72,6 +79,7 @@ impl Error {
             Error::TargetMalformed | Error::TargetNotAdmitted { .. } => "JIG_RUN_TARGET_INVALID",
             Error::TimeoutInvalid => "JIG_RUN_TIMEOUT_INVALID",
             Error::KeyInvalid { .. } => "INVALID_REQUEST",
+            Error::InputTooLarge { .. } => "JIG_RUN_INPUT_INVALID",
             Error::AdmissionMissing => "ADMISSION_MISSING",
             Error::PackageMissing { .. } => "PROJECT_STATE_INVALID",
             Error::NotRecorded { code, .. } => code,

@@ -536,6 +536,16 @@ pub fn runs(served: &Served, show: Option<&str>, local: Option<String>) -> Resul
                     })
                     .unwrap_or_default();
                 super::print_runs(&records, std::io::stdout().is_terminal());
+                let unreadable: Vec<jig_engine::state::Unreadable> = listed["unreadable"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|u| jig_engine::state::Unreadable {
+                        id: u["id"].as_str().unwrap_or_default().to_string(),
+                        file: u["file"].as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect();
+                return Ok(super::report_unreadable(&unreadable));
             }
         }
         Ok(0)

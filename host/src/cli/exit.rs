@@ -329,6 +329,7 @@ fn engine_status(e: &jig_engine::Error) -> u8 {
         | Engine::TargetNotAdmitted { .. }
         | Engine::TimeoutInvalid
         | Engine::KeyInvalid { .. }
+        | Engine::InputTooLarge { .. }
         | Engine::PackageMissing { .. }
         | Engine::Runs(RunsError::Conflict | RunsError::NotFound(_)) => 1,
         Engine::State(e) | Engine::Runs(RunsError::State(e)) => match e {

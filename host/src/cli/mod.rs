@@ -700,7 +700,8 @@ fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8
     match show {
         None => {
             let listed = runs.list().map_err(CliError::from)?;
-            print_runs(&listed, std::io::stdout().is_terminal());
+            print_runs(&listed.records, std::io::stdout().is_terminal());
+            return Ok(report_unreadable(&listed.unreadable));
         }
         Some(id) => {
             let record = runs.load(id).map_err(CliError::from)?;
@@ -708,6 +709,26 @@ fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8
         }
     }
     Ok(0)
+}
+
+/// After the Runs listed: each record that cannot be read, named by its
+/// file in the project (`PROJECT_STATE_INVALID` on stderr). The status:
+/// 2 when there is one (the listing is not whole), else 0.
+pub(crate) fn report_unreadable(unreadable: &[state::Unreadable]) -> u8 {
+    for u in unreadable {
+        report_error(
+            "PROJECT_STATE_INVALID",
+            &format!(
+                "Run {} cannot be listed: its record is not readable; look at {}",
+                u.id, u.file
+            ),
+            &[],
+        );
+    }
+    match unreadable.is_empty() {
+        true => 0,
+        false => 2,
+    }
 }
 
 /// The newest Runs: a table on a terminal, else one tab-separated line each.

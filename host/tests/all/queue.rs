@@ -521,6 +521,55 @@ fn chaos_no_run_starts_twice_and_every_run_ends_once() {
     drop(served);
 }
 
+/// With a database, what cannot be a key or a Run id (a NUL byte, which
+/// PostgreSQL text refuses) is the request's fault, 400 or 404, never a 503;
+/// and a database that cannot be reached is 503 with words of the daemon's
+/// own, its server's text kept in the daemon's log under a reference.
+#[test]
+fn nul_bytes_are_the_requests_fault_and_the_databases_text_stays_in_the_log() {
+    let pg = Postgres::start();
+    let (_outer, root) = queued_project();
+    let logs = tempfile::tempdir().unwrap();
+    let served = Served::start(&root, &pg, logs.path());
+    let witness = logs.path().join("witness");
+    std::fs::write(&witness, "").unwrap();
+    let body =
+        json!({"target": "flow:flows/witness", "input": input(&witness, 1, 0), "key": "a\0b"});
+    let (status, refused) = served.call("POST", "/v1/projects/p/runs?wait=false", Some(body));
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["code"], "INVALID_REQUEST", "{refused}");
+    let (status, missing) = served.call("GET", "/v1/projects/p/runs/run-%00x", None);
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(missing["code"], "RUN_NOT_FOUND", "{missing}");
+    assert_eq!(pg.sql("SELECT count(*) FROM jig_runs"), "0");
+
+    pg.stop();
+    let body = json!({"target": "flow:flows/witness", "input": input(&witness, 2, 0)});
+    let (status, down) = served.call("POST", "/v1/projects/p/runs?wait=false", Some(body));
+    pg.start_again();
+    assert_eq!(status, 503, "{down}");
+    assert_eq!(down["code"], "JIG_DATABASE_UNAVAILABLE", "{down}");
+    let message = down["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the database is unavailable (ref "),
+        "{down}"
+    );
+    assert!(
+        !message.contains(&*pg.url()) && !message.contains("/tmp"),
+        "{down}"
+    );
+    let reference = message
+        .split("(ref ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap();
+    let log = served.process.log();
+    assert!(
+        log.contains(&format!("ref {reference}: JIG_DATABASE_UNAVAILABLE: ")),
+        "{log}"
+    );
+}
+
 #[test]
 fn bad_input_is_refused_with_its_code() {
     let pg = Postgres::start();

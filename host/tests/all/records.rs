@@ -528,3 +528,40 @@ fn a_terminal_larger_than_its_reserve_is_shown_then_reported() {
         run.stderr
     );
 }
+
+/// One corrupt record does not hide the others: `jig runs` lists the
+/// rest, names the file to look at (exit 2), and `jig run` still runs.
+#[test]
+fn a_corrupt_record_is_named_and_the_others_are_listed() {
+    let dir = project(&[
+        (
+            "flows/hello/FLOW.md",
+            "---\nname: hello\ndescription: A test Flow.\n---\n",
+        ),
+        (
+            "flows/hello/flow.py",
+            "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {'outcome': 'done', 'output': 'ran'}\n\nhandle(run)\n",
+        ),
+    ]);
+    review(dir.path());
+    let ran = run_jig(dir.path(), &["run", "flow:flows/hello", "--input", "null"]);
+    assert_eq!(ran.status, 0, "{ran:?}");
+    let runs = dir.path().join(".jig/runs");
+    std::fs::write(runs.join("run-0-corrupt.json"), b"{\"id\":").unwrap();
+    std::fs::write(runs.join("pending/run-1-corrupt.json"), b"not JSON").unwrap();
+    let listed = run_jig(dir.path(), &["runs"]);
+    assert_eq!(listed.status, 2, "{listed:?}");
+    assert_eq!(listed.stdout.lines().count(), 1, "{listed:?}");
+    assert!(listed.stdout.contains("succeeded"), "{listed:?}");
+    for file in [
+        ".jig/runs/run-0-corrupt.json",
+        ".jig/runs/pending/run-1-corrupt.json",
+    ] {
+        assert!(
+            listed.stderr.contains(&format!("look at {file}")),
+            "{listed:?}"
+        );
+    }
+    let again = run_jig(dir.path(), &["run", "flow:flows/hello", "--input", "null"]);
+    assert_eq!(again.status, 0, "{again:?}");
+}

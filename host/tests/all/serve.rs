@@ -1584,3 +1584,24 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
     }
     drop(daemon);
 }
+
+/// A record that cannot be read is listed apart, by its file in the
+/// project, and the other Runs are served; a Run id that cannot be one is
+/// not found.
+#[test]
+fn a_corrupt_record_is_listed_apart_and_the_rest_is_served() {
+    let (_outer, root, daemon) = start(&[]);
+    let (status, t) = daemon.submit(json!({"target": "flow:flows/echo", "input": 1}));
+    assert_eq!(status, 200, "{t}");
+    std::fs::write(root.join(".jig/runs/run-0-corrupt.json"), b"[").unwrap();
+    let (status, list) = daemon.call("GET", "/v1/projects/p/runs", None);
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["runs"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(
+        list["unreadable"],
+        json!([{"id": "run-0-corrupt", "file": ".jig/runs/run-0-corrupt.json"}])
+    );
+    let (status, missing) = daemon.call("GET", "/v1/projects/p/runs/run-%00x", None);
+    assert_eq!(status, 404, "{missing}");
+    assert_eq!(missing["code"], "RUN_NOT_FOUND", "{missing}");
+}

@@ -447,6 +447,16 @@ impl Postgres {
         );
     }
 
+    /// Stop (fast) until [`Postgres::start_again`].
+    pub fn stop(&self) {
+        self.ctl("fast");
+    }
+
+    /// Start again after [`Postgres::stop`], on the same socket and data.
+    pub fn start_again(&self) {
+        self.ctl("start");
+    }
+
     /// Stop (fast) and start again, on the same socket and data.
     pub fn restart(&self) {
         self.ctl("fast");

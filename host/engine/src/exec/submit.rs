@@ -132,7 +132,11 @@ pub fn check(target: &str, timeout: Option<&str>, key: Option<&str>) -> Result<A
         None => DEFAULT_TIMEOUT,
         Some(text) => parse_timeout(text).ok_or(Error::TimeoutInvalid)?,
     };
-    if key.is_some_and(|k| k.is_empty() || k.len() > MAX_KEY_BYTES) {
+    // A NUL byte (or any control character) cannot be stored in every
+    // door's records (PostgreSQL text refuses NUL): refused here, alike.
+    if key
+        .is_some_and(|k| k.is_empty() || k.len() > MAX_KEY_BYTES || k.chars().any(char::is_control))
+    {
         return Err(Error::KeyInvalid { max: MAX_KEY_BYTES });
     }
     Ok(Asked {
@@ -162,6 +166,32 @@ impl Resolved {
             "package": {"path": self.package_path, "digest": self.package_digest},
             "binding": self.binding,
         })
+    }
+}
+
+/// What a `flow/run` frame holds beside the input and the settings: the
+/// JSON-RPC envelope, the parameter names, the attachments' and scratch's
+/// paths, the deadline and the channel grants, with room to spare.
+pub const FRAME_HEADROOM_BYTES: usize = 64 * 1024;
+
+impl Resolved {
+    /// Refuse an input that would not fit the one Run/1 frame that carries
+    /// it with the target's settings ([`flow::wire::MAX_FRAME_BYTES`] less
+    /// the settings and [`FRAME_HEADROOM_BYTES`]): before anything is
+    /// recorded, not as a failure of the Run.
+    pub fn check_input_fits(&self, input: &Value) -> Result<(), Error> {
+        let settings = self
+            .binding
+            .as_ref()
+            .and_then(|id| self.generation.plan["lock"]["bindings"].get(id))
+            .and_then(|binding| binding.get("settings"))
+            .map_or(0, |settings| flow::json::canonical(settings).len());
+        let max = flow::wire::MAX_FRAME_BYTES.saturating_sub(settings + FRAME_HEADROOM_BYTES);
+        let bytes = flow::json::canonical(input).len();
+        match bytes <= max {
+            true => Ok(()),
+            false => Err(Error::InputTooLarge { bytes, max }),
+        }
     }
 }
 
@@ -494,7 +524,44 @@ pub(crate) fn prepare_attachments(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+
+    /// The frame bound counts the Binding's settings: the largest input
+    /// that fits is taken, one byte more is refused with its size and the
+    /// bound.
+    #[test]
+    fn an_input_must_fit_the_frame_with_the_settings() {
+        let settings = json!({"tone": "x".repeat(1000)});
+        let resolved = |binding: Option<&str>| Resolved {
+            generation: Generation {
+                number: 1,
+                plan: json!({"lock": {"bindings": {"b": {"settings": settings}}}}),
+                plan_digest: "sha256:00".into(),
+            },
+            package_path: "flows/a".into(),
+            package_digest: "sha256:11".into(),
+            binding: binding.map(str::to_string),
+            package: Arc::new(Package::from_files(BTreeMap::new()).unwrap()),
+            checkpointing: false,
+        };
+        let max = flow::wire::MAX_FRAME_BYTES
+            - flow::json::canonical(&settings).len()
+            - FRAME_HEADROOM_BYTES;
+        // A JSON string of n bytes is n - 2 characters between its quotes.
+        let input = |bytes: usize| json!("y".repeat(bytes - 2));
+        let bound = resolved(Some("b"));
+        assert!(bound.check_input_fits(&input(max)).is_ok());
+        let refused = bound.check_input_fits(&input(max + 1)).unwrap_err();
+        assert!(
+            matches!(refused, Error::InputTooLarge { bytes, max: m } if bytes == max + 1 && m == max),
+            "{refused:?}"
+        );
+        assert_eq!(refused.code(), "JIG_RUN_INPUT_INVALID");
+        // A Flow target has no settings: its bound is the frame's alone.
+        assert!(resolved(None).check_input_fits(&input(max + 1)).is_ok());
+    }
 
     #[test]
     fn a_submission_reads_back_as_written_and_strictly() {
@@ -553,11 +620,11 @@ mod tests {
     }
 
     #[test]
-    fn a_key_of_the_longest_length_is_taken_and_one_byte_more_is_refused() {
+    fn a_key_of_the_longest_length_is_taken_and_one_byte_more_or_a_control_character_is_refused() {
         let at = "k".repeat(MAX_KEY_BYTES);
         let past = "k".repeat(MAX_KEY_BYTES + 1);
         assert!(check("flow:flows/a", None, Some(&at)).is_ok());
-        for key in [past.as_str(), ""] {
+        for key in [past.as_str(), "", "a\0b", "line\nbreak"] {
             let refusal = check("flow:flows/a", None, Some(key)).unwrap_err();
             // The HTTP door answers it 400 (`jig_server::serve::api::status`).
             assert!(matches!(refusal, Error::KeyInvalid { .. }), "{refusal:?}");

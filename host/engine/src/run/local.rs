@@ -109,6 +109,7 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
     let runs = state.runs();
     runs.fence_lost()?;
     let resolved = submit::resolve_in(state, current, &target)?;
+    resolved.check_input_fits(&asked.input)?;
     let package = resolved.package.clone();
     let generation = &resolved.generation;
     // Seed 002 §4: Run Checkpoint needs the installed command's `--out`

@@ -15,8 +15,8 @@ mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
 pub use records::{
-    retain_input, utc_text, RunRecord, Runs, RunsError, Submission, INPUT_RETAINED,
-    MAX_RETAINED_INPUT_BYTES,
+    is_run_id, retain_input, utc_text, Listing, RunRecord, Runs, RunsError, Submission, Unreadable,
+    INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
 };
 pub use store::Store;
 

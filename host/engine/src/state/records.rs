@@ -11,6 +11,28 @@ use serde_json::json;
 use super::{digest_hex, write_atomic, Aggregate, Checkpoints, StateError};
 use crate::terminal::{Delivery, Source, Status, Terminal};
 
+/// What [`Runs::list`] found: the records, newest first, and those that
+/// cannot be read (one corrupt file never hides the others).
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub records: Vec<RunRecord>,
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// A Run whose record cannot be read: its id and its file, relative to the
+/// project (`.jig/runs/<id>.json`), for an operator to look at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    pub id: String,
+    pub file: String,
+}
+
+/// Could `id` name a Run (`run-…`: ASCII letters, digits and `-`)? Anything
+/// else names none, before any lookup (a door answers it not found).
+pub fn is_run_id(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// One Run as stored in `.jig/runs/<id>.json`.
 #[derive(Debug, Clone)]
 pub struct RunRecord {
@@ -403,7 +425,7 @@ impl Runs {
     /// The record of Run `id`: its settled record, else its pending one
     /// (a settled record wins over a pending copy a crash left behind).
     pub fn load(&self, id: &str) -> Result<RunRecord, RunsError> {
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        if !is_run_id(id) {
             return Err(RunsError::NotFound(id.to_string()));
         }
         match self.load_settled_or_legacy(id) {
@@ -421,8 +443,8 @@ impl Runs {
         read_record(id, &self.path(id))
     }
 
-    /// Every record, newest first.
-    pub fn list(&self) -> Result<Vec<RunRecord>, RunsError> {
+    /// Every record, newest first, and apart those that cannot be read.
+    pub fn list(&self) -> Result<Listing, RunsError> {
         let mut ids = std::collections::BTreeSet::new();
         for dir in [self.dir.clone(), self.dir.join(PENDING_DIR)] {
             if let Ok(entries) = std::fs::read_dir(&dir) {
@@ -434,7 +456,10 @@ impl Runs {
                 }
             }
         }
-        let mut records = self.load_listed(&ids)?;
+        let Listing {
+            mut records,
+            unreadable,
+        } = self.load_listed(&ids)?;
         records.sort_by_key(|r| {
             std::cmp::Reverse(
                 r.value
@@ -443,25 +468,43 @@ impl Runs {
                     .unwrap_or(0),
             )
         });
-        Ok(records)
+        Ok(Listing {
+            records,
+            unreadable,
+        })
     }
 
     /// The records of `ids`, read from a listing of the directories: one
-    /// removed since (retention, beside a daemon) is not listed, and the
-    /// rest still are.
-    fn load_listed(
-        &self,
-        ids: &std::collections::BTreeSet<String>,
-    ) -> Result<Vec<RunRecord>, RunsError> {
-        let mut records = Vec::with_capacity(ids.len());
+    /// removed since (retention, beside a daemon) is not listed, one that
+    /// is not a record (corrupt) is listed apart, and the rest still are.
+    fn load_listed(&self, ids: &std::collections::BTreeSet<String>) -> Result<Listing, RunsError> {
+        let mut listing = Listing {
+            records: Vec::with_capacity(ids.len()),
+            unreadable: Vec::new(),
+        };
         for id in ids {
             match self.load(id) {
-                Ok(record) => records.push(record),
+                Ok(record) => listing.records.push(record),
                 Err(RunsError::NotFound(_)) => {}
+                Err(RunsError::State(StateError::Invalid { .. })) => {
+                    listing.unreadable.push(self.unreadable(id));
+                }
                 Err(e) => return Err(e),
             }
         }
-        Ok(records)
+        Ok(listing)
+    }
+
+    /// Run `id`'s record that cannot be read, named by its file.
+    fn unreadable(&self, id: &str) -> Unreadable {
+        let file = match self.path(id).exists() {
+            true => format!("{id}.json"),
+            false => format!("{PENDING_DIR}/{id}.json"),
+        };
+        Unreadable {
+            id: id.to_string(),
+            file: format!("{}/runs/{file}", super::STATE_DIR),
+        }
     }
 
     /// The settled records beside the pending directory, in no order
@@ -575,6 +618,9 @@ impl Runs {
                     let _ = std::fs::remove_file(self.pending_path(&id));
                     continue;
                 }
+                // Not a record: nothing to fence it with; `jig runs` names
+                // its file, and the other Runs go on.
+                Err(RunsError::State(StateError::Invalid { .. })) => continue,
                 Err(e) => return Err(e),
             };
             if record.status() != Status::Pending {

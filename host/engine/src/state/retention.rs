@@ -805,6 +805,6 @@ mod tests {
         assert_eq!((first.runs.len(), first.more), (2, true));
         let second = sweep(&state, &p, now_ms(), false, 2).unwrap();
         assert_eq!((second.runs.len(), second.more), (2, false));
-        assert_eq!(state.runs().list().unwrap().len(), 1);
+        assert_eq!(state.runs().list().unwrap().records.len(), 1);
     }
 }

@@ -15,7 +15,7 @@ use flow::json::Value;
 use serde_json::json;
 
 use super::console::Console;
-use super::http::{status, MAX_LIST, TAR_TYPE};
+use super::http::{public_message, status, MAX_LIST, TAR_TYPE};
 use super::listen::Peer;
 use super::runner::{Live, ServedRun, Server};
 use super::token::Bearer;
@@ -189,7 +189,7 @@ fn error(status: u16, code: &str, message: &str) -> Response {
 /// A refused request as its HTTP answer: [`status`], code and message.
 /// A body refused unread (too large, too slow) also ends the connection.
 fn refused(refusal: Error) -> Response {
-    let mut response = error(status(&refusal), refusal.code(), &refusal.to_string());
+    let mut response = error(status(&refusal), refusal.code(), &public_message(&refusal));
     challenge(&refusal, response.headers_mut());
     response
 }
@@ -357,10 +357,20 @@ async fn list(
 ) -> Response {
     let limit = query.limit.unwrap_or(DEFAULT_LIST).min(MAX_LIST);
     match server.list(&project, limit).await {
-        Ok(records) => json_response(
-            200,
-            &json!({"runs": records.into_iter().map(|r| r.value).collect::<Vec<_>>()}),
-        ),
+        Ok(listing) => {
+            let runs: Vec<Value> = listing.records.into_iter().map(|r| r.value).collect();
+            let mut body = json!({ "runs": runs });
+            // Only when there are any: a record that cannot be read, by its
+            // id and its file in the project, for the operator.
+            if !listing.unreadable.is_empty() {
+                body["unreadable"] = listing
+                    .unreadable
+                    .iter()
+                    .map(|u| json!({"id": u.id, "file": u.file}))
+                    .collect();
+            }
+            json_response(200, &body)
+        }
         Err(refusal) => refused(refusal),
     }
 }

@@ -1,5 +1,8 @@
 //! What the API and the console answer alike: the HTTP status of every
-//! failure, the bound of a Run list, the content type of a tar body.
+//! failure and what a client is told of it, the bound of a Run list, the
+//! content type of a tar body.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Error;
 
@@ -20,6 +23,7 @@ pub fn status(e: &Error) -> u16 {
             | Engine::TimeoutInvalid
             | Engine::KeyInvalid { .. }
             | Engine::Receive(_) => 400,
+            Engine::InputTooLarge { .. } => 413,
             Engine::Files(e) => match e.kind {
                 FilesErrorKind::Delivery => 500,
                 FilesErrorKind::Invalid
@@ -63,5 +67,46 @@ pub fn status(e: &Error) -> u16 {
         | Error::BlobMismatch(_)
         | Error::Delivery(_)
         | Error::Internal(_) => 500,
+    }
+}
+
+/// What a client is told of a failure: its own message, except where that
+/// message is the host's own business: a fault of this host (500: it may
+/// name a host path) and an unreachable database (its server's own text).
+/// Those are written whole to the daemon's stderr under a reference, and
+/// the client is told the reference.
+pub fn public_message(e: &Error) -> String {
+    static REFERENCE: AtomicU64 = AtomicU64::new(1);
+    let database = matches!(e, Error::Database(_));
+    if !database && status(e) != 500 {
+        return e.to_string();
+    }
+    let reference = REFERENCE.fetch_add(1, Ordering::Relaxed);
+    eprintln!("jig serve: ref {reference}: {}: {e}", e.code());
+    match database {
+        true => format!("the database is unavailable (ref {reference} in the daemon's log)"),
+        false => format!(
+            "the daemon could not complete the request (ref {reference} in the daemon's log)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_fault_and_the_database_text_stay_in_the_log() {
+        let internal = Error::Internal("cannot read /srv/p/.jig/runs/x.json".into());
+        let told = public_message(&internal);
+        assert!(!told.contains("/srv"), "{told}");
+        assert!(told.contains("ref "), "{told}");
+        let database = Error::Database("db error: FATAL: role \"jig\" does not exist".into());
+        let told = public_message(&database);
+        assert!(!told.contains("role"), "{told}");
+        assert!(told.starts_with("the database is unavailable"), "{told}");
+        // A refusal meant for the client keeps its words.
+        let refused = Error::RunNotFound("run-1".into());
+        assert_eq!(public_message(&refused), refused.to_string());
     }
 }

@@ -8,6 +8,7 @@ mod live;
 mod metrics;
 mod queued;
 mod retention;
+mod settle;
 
 use ahead::Aheads;
 pub use live::Live;
@@ -183,11 +184,6 @@ pub struct Server {
     unsettled: Mutex<HashMap<String, Value>>,
 }
 
-/// How long [`Server::settle`] first waits before writing a terminal
-/// again, doubled each time up to [`SETTLE_RETRY_MAX`].
-const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(100);
-const SETTLE_RETRY_MAX: Duration = Duration::from_secs(10);
-
 impl Server {
     /// Acquire every project and fence the Runs a previous coordinator left
     /// pending (`COORDINATOR_LOST`, never redispatched).
@@ -343,6 +339,7 @@ impl Server {
             .then(|| project.submitting.lock().unwrap());
         let state = &project.state;
         let resolved = project.resolve(&asked.target)?;
+        resolved.check_input_fits(&request.run.input)?;
         let target = &asked.target;
         let files_invalid = |m: String| Error::from(jig_engine::files::FilesError::invalid(m));
         // Seed 002 §4: checkpoints are delivered with the packet; with a
@@ -546,74 +543,6 @@ impl Server {
         let _ = tokio::task::spawn_blocking(move || envelope.ready_next()).await;
     }
 
-    /// Settle Run `record` with `terminal`, and count its status. A host
-    /// that cannot write it now (its disk full, and the terminal larger
-    /// than the space set aside for it) keeps it in memory, answers it
-    /// from there ([`Server::record`]), and writes it again, backing off,
-    /// until it is durable; the Run holds its place (`held`, returned once
-    /// it is durable) and is counted only then.
-    fn settle(
-        self: &Arc<Self>,
-        project: &Arc<Project>,
-        record: &RunRecord,
-        terminal: &jig_engine::terminal::Terminal,
-        held: Held,
-    ) -> Option<Held> {
-        let terminal = terminal.to_value();
-        let mut settled = record.clone();
-        let e = match project.state.runs().settle(&mut settled, terminal.clone()) {
-            Ok(()) => {
-                self.metrics.count_settled(&terminal);
-                return Some(held);
-            }
-            Err(e) => e,
-        };
-        eprintln!(
-            "jig serve: Run {}: its terminal could not be written ({e}); it is kept in memory and \
-             written again until it is durable",
-            record.id
-        );
-        self.unsettled
-            .lock()
-            .unwrap()
-            .insert(record.id.clone(), settled.value);
-        let (this, project, record) = (self.clone(), project.clone(), record.clone());
-        tokio::spawn(async move {
-            let mut wait = SETTLE_RETRY_FIRST;
-            loop {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(SETTLE_RETRY_MAX);
-                let runs = project.state.runs();
-                let (mut again, written) = (record.clone(), terminal.clone());
-                let settled =
-                    tokio::task::spawn_blocking(move || runs.settle(&mut again, written)).await;
-                if let Ok(Ok(())) = settled {
-                    this.unsettled.lock().unwrap().remove(&record.id);
-                    this.metrics.count_settled(&terminal);
-                    this.runs_changed(&project.name);
-                    drop(held);
-                    return;
-                }
-            }
-        });
-        None
-    }
-
-    /// A record as this daemon answers it: a pending one whose terminal is
-    /// known but not yet durable ([`Server::settle`]) with that terminal.
-    fn known(&self, record: RunRecord) -> RunRecord {
-        if record.status() != jig_engine::terminal::Status::Pending {
-            return record;
-        }
-        match self.unsettled.lock().unwrap().get(&record.id) {
-            Some(value) => RunRecord {
-                id: record.id,
-                value: value.clone(),
-            },
-            None => record,
-        }
-    }
-
     /// Conduct one recorded Run to its terminal, channel lines into its
     /// log through the `--receive` stream (bounded as for the CLI).
     async fn run_one(
@@ -693,6 +622,12 @@ impl Server {
     }
 
     pub async fn record(&self, project: &str, id: &str) -> Result<RunRecord, Error> {
+        // What cannot name a Run (a NUL byte, a quote) never reaches a
+        // query: not found, in both modes.
+        if !state::is_run_id(id) {
+            self.project(project)?;
+            return Err(Error::RunNotFound(id.to_string()));
+        }
         if let Some((queue, _)) = &self.queue {
             self.project(project)?;
             let run = queue.load(project, id).await?;
@@ -726,24 +661,31 @@ impl Server {
         Ok((record, input))
     }
 
-    pub async fn list(&self, project: &str, limit: usize) -> Result<Vec<RunRecord>, Error> {
+    /// The newest `limit` Runs of `project`, and apart those whose record
+    /// cannot be read (never with a database: its rows are typed).
+    pub async fn list(&self, project: &str, limit: usize) -> Result<state::Listing, Error> {
         if let Some((queue, _)) = &self.queue {
             self.project(project)?;
             let runs = queue
                 .list(project, limit.min(i64::MAX as usize) as i64)
                 .await?;
-            return Ok(runs
+            let records = runs
                 .into_iter()
                 .map(|r| RunRecord {
                     id: r.id,
                     value: r.value,
                 })
-                .collect());
+                .collect();
+            return Ok(state::Listing {
+                records,
+                unreadable: Vec::new(),
+            });
         }
         let project = self.project(project)?;
-        let mut runs = project.state.runs().list().map_err(Error::from)?;
-        runs.truncate(limit);
-        Ok(runs.into_iter().map(|r| self.known(r)).collect())
+        let mut listing = project.state.runs().list().map_err(Error::from)?;
+        listing.records.truncate(limit);
+        listing.records = listing.records.into_iter().map(|r| self.known(r)).collect();
+        Ok(listing)
     }
 
     /// A file Run's published packet, as a tar: with a database, the blob

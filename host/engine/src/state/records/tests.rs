@@ -63,12 +63,36 @@ fn a_record_removed_while_listing_is_left_out_not_an_error() {
     let ids: std::collections::BTreeSet<String> =
         ["run-a".to_string(), "run-gone".to_string()].into();
     let listed = runs.load_listed(&ids).unwrap();
-    assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].id, "run-a");
-    // An unreadable record is still an error, not left out.
+    assert_eq!(listed.records.len(), 1);
+    assert_eq!(listed.records[0].id, "run-a");
+    // An unreadable record is listed apart, by its file; the rest still is.
     std::fs::write(settled.join("run-b.json"), b"not JSON").unwrap();
-    let ids: std::collections::BTreeSet<String> = ["run-a".to_string(), "run-b".to_string()].into();
-    assert!(runs.load_listed(&ids).is_err());
+    let listed = runs.list().unwrap();
+    assert_eq!(listed.records.len(), 1);
+    assert_eq!(
+        listed.unreadable,
+        [Unreadable {
+            id: "run-b".into(),
+            file: ".jig/runs/run-b.json".into()
+        }]
+    );
+    // A corrupt pending record does not stop the fencing of the others.
+    std::fs::create_dir_all(settled.join("pending")).unwrap();
+    std::fs::write(settled.join("pending/run-c.json"), b"{").unwrap();
+    std::fs::write(settled.join("pending/run-d.json"), record("run-d", None)).unwrap();
+    assert_eq!(runs.fence_lost().unwrap(), 1);
+    assert_eq!(runs.load("run-d").unwrap().status(), Status::Lost);
+    let unreadable: Vec<String> = runs
+        .list()
+        .unwrap()
+        .unreadable
+        .into_iter()
+        .map(|u| u.file)
+        .collect();
+    assert_eq!(
+        unreadable,
+        [".jig/runs/run-b.json", ".jig/runs/pending/run-c.json"]
+    );
 }
 
 #[test]
@@ -99,7 +123,7 @@ fn a_pending_record_lives_apart_until_it_is_settled() {
     assert_eq!(names(&dir.path().join("runs")), ["pending".into(), json]);
     assert_eq!(runs.load(&id).unwrap().status(), Status::Succeeded);
     assert!(runs.pending_ids().unwrap().is_empty());
-    assert_eq!(runs.list().unwrap().len(), 1);
+    assert_eq!(runs.list().unwrap().records.len(), 1);
 }
 
 #[test]
@@ -192,7 +216,7 @@ fn a_settled_record_wins_over_the_pending_copy_a_crash_left() {
     .unwrap();
     std::fs::write(dir.path().join("runs/run-a.json"), &settled).unwrap();
     assert_eq!(runs.load("run-a").unwrap().status(), Status::Failed);
-    assert_eq!(runs.list().unwrap().len(), 1);
+    assert_eq!(runs.list().unwrap().records.len(), 1);
     assert_eq!(runs.fence_lost().unwrap(), 0);
     assert!(names(&dir.path().join("runs/pending")).is_empty());
     assert_eq!(

@@ -25,7 +25,7 @@ use serde_json::json;
 pub use session::Console;
 use session::Session;
 
-use super::http::{status, MAX_LIST, TAR_TYPE};
+use super::http::{public_message, status, MAX_LIST, TAR_TYPE};
 use super::listen::Peer;
 use super::runner::{ServedRun, Server};
 use super::token::{self, Bearer};
@@ -196,7 +196,7 @@ fn refuse(door: &Door, session: Option<&Session>, refusal: Error) -> Response {
     let mut response = match session {
         None => html(
             status,
-            pages::login(door.bearer.is_some(), Some(&refusal.to_string())),
+            pages::login(door.bearer.is_some(), Some(&public_message(&refusal))),
         ),
         Some(session) => {
             let projects = door.server.project_names();
@@ -207,7 +207,7 @@ fn refuse(door: &Door, session: Option<&Session>, refusal: Error) -> Response {
             };
             html(
                 status,
-                pages::refusal(&frame, refusal.code(), &refusal.to_string()),
+                pages::refusal(&frame, refusal.code(), &public_message(&refusal)),
             )
         }
     };
@@ -372,7 +372,11 @@ async fn projects(
             Err(refusal) => return refuse(&door, Some(&session), refusal),
         };
         let pending = match door.server.list(name, MAX_LIST).await {
-            Ok(records) => records.iter().filter(|r| r.terminal().is_none()).count(),
+            Ok(listing) => listing
+                .records
+                .iter()
+                .filter(|r| r.terminal().is_none())
+                .count(),
             Err(refusal) => return refuse(&door, Some(&session), refusal),
         };
         views.push(pages::ProjectView {
@@ -425,8 +429,18 @@ async fn page_of(
     project: &str,
     query: &pages::RunsQuery,
 ) -> Result<(Vec<Value>, bool), Error> {
-    let records = server.list(project, MAX_LIST).await?;
-    let mut kept = records.into_iter().map(|r| r.value).filter(|v| {
+    let listing = server.list(project, MAX_LIST).await?;
+    // A record that cannot be read is listed first, as `unreadable`, with
+    // its file where the target would be: the rest is listed as ever.
+    let unreadable = listing.unreadable.into_iter().map(|u| {
+        json!({
+            "id": u.id,
+            "target": format!("(record not readable: {})", u.file),
+            "terminal": {"status": "unreadable", "code": "PROJECT_STATE_INVALID"},
+        })
+    });
+    let records = listing.records.into_iter().map(|r| r.value);
+    let mut kept = unreadable.chain(records).filter(|v| {
         let (status, ..) = pages::run_cells(v);
         query.status.as_ref().is_none_or(|s| *s == status)
             && query
