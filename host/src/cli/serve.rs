@@ -18,6 +18,10 @@ pub struct ServeArgs {
     /// --insecure-plain-http.
     #[arg(long, value_name = "ADDR")]
     tcp: Option<String>,
+    /// The bearer token TCP clients must present: at least 32 bytes, in a
+    /// file only its owner can read.
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
     /// Serve TCP over TLS with this certificate chain (PEM, leaf first);
     /// requires --tls-key. Both are read again on SIGHUP.
     #[arg(long, value_name = "PEM")]
@@ -29,10 +33,6 @@ pub struct ServeArgs {
     /// and the console's cookie cross the network in clear).
     #[arg(long)]
     insecure_plain_http: bool,
-    /// The bearer token TCP clients must present: at least 32 bytes, in a
-    /// file only its owner can read.
-    #[arg(long, value_name = "PATH")]
-    token_file: Option<PathBuf>,
     /// Write a new random bearer token to FILE (mode 0600; never replaces
     /// a file) and exit.
     #[arg(long, value_name = "FILE")]
