@@ -138,3 +138,31 @@ fn read(path: &Path) -> Result<Vec<u8>, Error> {
     }
     std::fs::read(path).map_err(unreadable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(cert: &[u8]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let files = Files {
+            cert: dir.path().join("cert.pem"),
+            key: dir.path().join("key.pem"),
+        };
+        std::fs::write(&files.cert, cert).unwrap();
+        std::fs::write(&files.key, b"").unwrap();
+        let refused = Tls::load(files).err().unwrap();
+        assert_eq!(refused.code(), "JIG_CONFIG_INVALID");
+        refused.to_string()
+    }
+
+    #[test]
+    fn a_pem_file_is_read_up_to_the_bound_and_refused_past_it() {
+        let at_bound = vec![b'x'; MAX_PEM_BYTES as usize];
+        let read = refusal(&at_bound);
+        assert!(read.contains("holds no PEM CERTIFICATE block"), "{read}");
+        let past = vec![b'x'; MAX_PEM_BYTES as usize + 1];
+        let refused = refusal(&past);
+        assert!(refused.contains("larger than"), "{refused}");
+    }
+}
