@@ -628,7 +628,27 @@ in
         );
         default = null;
         example = "127.0.0.1:8480";
-        description = "Also listen on TCP (`[serve] tcp`), which always requires `tokenFile`. A port below 1024 is refused: the service holds no capabilities.";
+        description = "Also listen on TCP (`[serve] tcp`), which always requires `tokenFile`. Off loopback (anything but 127.x.y.z, [::1] or localhost) it requires `tlsCertFile` and `tlsKeyFile`, or `insecurePlainHttp`. A port below 1024 is refused: the service holds no capabilities.";
+      };
+
+      tlsCertFile = mkOption {
+        type = types.nullOr credentialFile;
+        default = null;
+        example = "/var/lib/acme/jig.example.org/fullchain.pem";
+        description = "Serve `tcp` over TLS with this certificate chain (PEM, leaf first; `[serve] tls-cert` names the credential), with `tlsKeyFile`. Handed over with LoadCredential, which systemd reads as root, so `security.acme`'s files work as they are. Credentials are fixed while a unit runs: a renewed certificate is served once jig.service restarts (list it in the certificate's `security.acme.certs.<name>.reloadServices`).";
+      };
+
+      tlsKeyFile = mkOption {
+        type = types.nullOr credentialFile;
+        default = null;
+        example = "/var/lib/acme/jig.example.org/key.pem";
+        description = "The private key of `tlsCertFile`'s certificate (PEM), handed over with LoadCredential (`[serve] tls-key` names the credential).";
+      };
+
+      insecurePlainHttp = mkOption {
+        type = types.bool;
+        default = false;
+        description = "Serve plain HTTP on a `tcp` address off loopback (`[serve] insecure-plain-http`): the bearer token and the console's cookie cross the network in clear. Prefer `tlsCertFile`, or a loopback `tcp` behind a reverse proxy that terminates TLS.";
       };
 
       tokenFile = mkOption {
@@ -792,6 +812,26 @@ in
       {
         assertion = !cfg.server.console || cfg.server.tcp != null;
         message = "services.jig.server: `console` serves the console on the TCP listener, so it requires `tcp`";
+      }
+      {
+        assertion = (cfg.server.tlsCertFile == null) == (cfg.server.tlsKeyFile == null);
+        message = "services.jig.server: `tlsCertFile` and `tlsKeyFile` go together";
+      }
+      {
+        assertion = cfg.server.tlsCertFile == null || cfg.server.tcp != null;
+        message = "services.jig.server: `tlsCertFile` and `tlsKeyFile` serve the TCP listener, so they require `tcp`";
+      }
+      {
+        assertion = !(cfg.server.insecurePlainHttp && cfg.server.tlsCertFile != null);
+        message = "services.jig.server: `insecurePlainHttp` and `tlsCertFile` contradict each other: set one";
+      }
+      {
+        assertion =
+          cfg.server.tcp == null
+          || cfg.server.tlsCertFile != null
+          || cfg.server.insecurePlainHttp
+          || jigLib.isLoopbackTcp cfg.server.tcp;
+        message = "services.jig.server: `tcp` ${toString cfg.server.tcp} is not a loopback address, and plain HTTP would carry the bearer token in clear: set `tlsCertFile` and `tlsKeyFile` (security.acme's files work), or listen on loopback behind a reverse proxy that terminates TLS, or set `insecurePlainHttp`";
       }
     ]
     ++ lib.mapAttrsToList (name: _: {

@@ -229,6 +229,11 @@ rec {
     in
     m != null && port >= 1 && port <= maxPort;
 
+  # Whether a `[serve] tcp` address is loopback as written: 127.x.y.z,
+  # [::1] or localhost. jig serve resolves a name itself and refuses plain
+  # HTTP off loopback; here any other name counts as off loopback.
+  isLoopbackTcp = s: match "(127[.][0-9.]+|[[]::1[]]|localhost):[0-9]+" s != null;
+
   # Decimal digits to an integer (leading zeros allowed).
   digitsToInt = d: builtins.fromJSON (builtins.head (match "0*([1-9][0-9]*|0)" d));
 
@@ -258,6 +263,8 @@ rec {
   # Credential IDs (LoadCredential=ID:PATH) and the path a unit sees them at.
   agentKeyCredential = "agent-key";
   tokenCredential = "serve-token";
+  tlsCertCredential = "serve-tls-cert";
+  tlsKeyCredential = "serve-tls-key";
   databaseCredential = "database-password";
 
   # A PostgreSQL URL for `[database] url`: no password in it (the password
@@ -288,7 +295,8 @@ rec {
   # operator's files themselves (no server: jig is run at a shell).
   #   agent:    null or { api, baseUrl, model, apiKeyFile }
   #   secrets:  name -> file
-  #   server:   null or { maxActiveRuns, maxQueuedRuns, envelopesAhead, shutdownGrace, tcp, tokenFile, console }
+  #   server:   null or { maxActiveRuns, maxQueuedRuns, envelopesAhead, shutdownGrace, tcp, tokenFile,
+  #               tlsCertFile, tlsKeyFile, insecurePlainHttp, console }
   #   projects: name -> path of the projects jig serve serves
   serverTables =
     {
@@ -339,6 +347,9 @@ rec {
             shutdown-grace = server.shutdownGrace;
             tcp = server.tcp;
             token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;
+            tls-cert = if (server.tlsCertFile or null) == null then null else cred tlsCertCredential server.tlsCertFile;
+            tls-key = if (server.tlsKeyFile or null) == null then null else cred tlsKeyCredential server.tlsKeyFile;
+            insecure-plain-http = if server.insecurePlainHttp or false then true else null;
             console = if server.console or false then true else null;
           };
         }
@@ -411,6 +422,18 @@ rec {
         [ ]
       else
         [ "${tokenCredential}:${server.tokenFile}" ]
+    )
+    ++ (
+      if server == null || (server.tlsCertFile or null) == null then
+        [ ]
+      else
+        [ "${tlsCertCredential}:${server.tlsCertFile}" ]
+    )
+    ++ (
+      if server == null || (server.tlsKeyFile or null) == null then
+        [ ]
+      else
+        [ "${tlsKeyCredential}:${server.tlsKeyFile}" ]
     )
     ++ (
       if server == null || (server.database or null) == null || server.database.passwordFile == null then

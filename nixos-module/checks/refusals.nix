@@ -70,6 +70,10 @@ let
       }) [ hosts.users ];
       message = failedAssertion "services.jig.server: `tcp` and `tokenFile` go together";
     };
+    "tcp off loopback without TLS" = {
+      host = serverWith { server.tcp = "0.0.0.0:8480"; };
+      message = failedAssertion "services.jig.server: `tcp` 0.0.0.0:8480 is not a loopback address, and plain HTTP would carry the bearer token in clear: set `tlsCertFile` and `tlsKeyFile` (security.acme's files work), or listen on loopback behind a reverse proxy that terminates TLS, or set `insecurePlainHttp`";
+    };
     "workers without a database" = {
       host = workerWith { worker.database = null; };
       message = failedAssertion "services.jig.worker.database: workers need the database URL";

@@ -915,8 +915,8 @@ let
     "server.envelopesAhead of 0 builds, -1 is refused" =
       builds (serverWith { server.envelopesAhead = 0; }) && !builds (serverWith { server.envelopesAhead = -1; });
     "server.tcp port 65535 builds, 65536 is refused" =
-      builds (serverWith { server.tcp = "0.0.0.0:65535"; })
-      && !builds (serverWith { server.tcp = "0.0.0.0:65536"; });
+      builds (serverWith { server.tcp = "127.0.0.1:65535"; })
+      && !builds (serverWith { server.tcp = "127.0.0.1:65536"; });
     "server.tcp port 1 builds, 0 is refused" =
       builds (serverWith { server.tcp = "localhost:1"; }) && !builds (serverWith { server.tcp = "localhost:0"; });
     "server.shutdownGrace in hours builds, in days is refused" =
@@ -1037,6 +1037,83 @@ let
     "server.database's password reaches jig.service as a credential" = elem "LoadCredential=database-password:/var/keys/jig-db" (
       unitLines (serverWith { server.database = database; }) "jig.service"
     );
+    "server TLS files reach jig.service as credentials and [serve] names them" =
+      let
+        host = serverWith {
+          server.tcp = "0.0.0.0:8443";
+          server.tlsCertFile = "/var/lib/acme/jig.example.org/fullchain.pem";
+          server.tlsKeyFile = "/var/lib/acme/jig.example.org/key.pem";
+        };
+      in
+      {
+        expr = {
+          credentials = filter (lib.hasPrefix "LoadCredential=serve-") (unitLines host "jig.service");
+          serve = removeAttrs (hostToml host).serve [
+            "socket"
+            "max-active-runs"
+            "max-queued-runs"
+            "envelopes-ahead"
+            "shutdown-grace"
+          ];
+        };
+        expected = {
+          credentials = [
+            "LoadCredential=serve-token:/var/keys/jig-token"
+            "LoadCredential=serve-tls-cert:/var/lib/acme/jig.example.org/fullchain.pem"
+            "LoadCredential=serve-tls-key:/var/lib/acme/jig.example.org/key.pem"
+          ];
+          serve = {
+            tcp = "0.0.0.0:8443";
+            token-file = "${serveCreds}/serve-token";
+            tls-cert = "${serveCreds}/serve-tls-cert";
+            tls-key = "${serveCreds}/serve-tls-key";
+          };
+        };
+      };
+    "server.tcp off loopback builds only with TLS or insecurePlainHttp" =
+      let
+        tls = {
+          tlsCertFile = "/var/lib/acme/j/fullchain.pem";
+          tlsKeyFile = "/var/lib/acme/j/key.pem";
+        };
+      in
+      all (tcp: builds (serverWith { server.tcp = tcp; })) [
+        "127.0.0.1:8480"
+        "127.1.2.3:8480"
+        "[::1]:8480"
+        "localhost:8480"
+      ]
+      && all (tcp: !builds (serverWith { server.tcp = tcp; })) [
+        "0.0.0.0:8480"
+        "[::]:8480"
+        "10.0.0.1:8480"
+        "jig.example.org:8480"
+      ]
+      && builds (serverWith { server = tls // { tcp = "0.0.0.0:8480"; }; })
+      && builds (serverWith { server = { tcp = "0.0.0.0:8480"; insecurePlainHttp = true; }; })
+      && (hostToml (serverWith { server = { tcp = "0.0.0.0:8480"; insecurePlainHttp = true; }; }))
+        .serve.insecure-plain-http;
+    "server TLS refusals: half a pair, no tcp, and TLS with insecurePlainHttp" = {
+      expr = map (server: failedAssertions (serverWith { inherit server; })) [
+        { tlsCertFile = "/var/keys/c.pem"; }
+        {
+          tcp = null;
+          tokenFile = null;
+          tlsCertFile = "/var/keys/c.pem";
+          tlsKeyFile = "/var/keys/k.pem";
+        }
+        {
+          tlsCertFile = "/var/keys/c.pem";
+          tlsKeyFile = "/var/keys/k.pem";
+          insecurePlainHttp = true;
+        }
+      ];
+      expected = [
+        [ "services.jig.server: `tlsCertFile` and `tlsKeyFile` go together" ]
+        [ "services.jig.server: `tlsCertFile` and `tlsKeyFile` serve the TCP listener, so they require `tcp`" ]
+        [ "services.jig.server: `insecurePlainHttp` and `tlsCertFile` contradict each other: set one" ]
+      ];
+    };
     "workers: one unit each, claiming with the configured concurrency" =
       attrNames workerServices == [
         "jig-worker-1"

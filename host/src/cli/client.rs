@@ -1,8 +1,10 @@
 //! `jig run`, `jig runs` and `jig runs show` against a `jig serve` daemon:
-//! named by `--server` / `JIG_SERVER` (`unix:/path/to.sock` or
-//! `http://host:port` with a bearer token from `--token-file` /
-//! `JIG_SERVER_TOKEN_FILE`), or found through the project's protected state
-//! while a local daemon holds it. Output and exit statuses are those of the
+//! named by `--server` / `JIG_SERVER` (`unix:/path/to.sock`, or
+//! `http://host:port` or `https://host:port` with a bearer token from
+//! `--token-file` / `JIG_SERVER_TOKEN_FILE`), or found through the
+//! project's protected state while a local daemon holds it. An https://
+//! daemon's certificate is checked against the system's roots, or only
+//! against `--cacert` / `JIG_SERVER_CACERT` when given. Output and exit statuses are those of the
 //! local commands: the daemon returns the same terminals and records.
 
 use std::io::{IsTerminal, Write};
@@ -20,6 +22,11 @@ use jig_engine::terminal::{Delivery, Terminal};
 pub const SERVER_ENV: &str = "JIG_SERVER";
 /// The environment variable naming the token file when `--token-file` is absent.
 pub const TOKEN_FILE_ENV: &str = "JIG_SERVER_TOKEN_FILE";
+/// The environment variable naming the CA certificates (PEM) an https://
+/// daemon's certificate is checked against when `--cacert` is absent.
+pub const CACERT_ENV: &str = "JIG_SERVER_CACERT";
+/// A CA file larger than this is not one (a system bundle is about 200 KiB).
+const MAX_CACERT_BYTES: u64 = 4 * 1024 * 1024;
 /// How many Runs `jig runs` lists (as locally).
 pub const LISTED_RUNS: usize = 50;
 
@@ -27,7 +34,13 @@ pub const LISTED_RUNS: usize = 50;
 #[derive(Debug, Clone)]
 pub enum Endpoint {
     Unix(PathBuf),
-    Http { base: String, token: Vec<u8> },
+    /// http:// or https://; `client` holds the roots an https:// daemon's
+    /// certificate is checked against.
+    Http {
+        base: String,
+        token: Vec<u8>,
+        client: reqwest::Client,
+    },
 }
 
 /// A daemon and the project it serves that these commands address.
@@ -46,7 +59,11 @@ fn unavailable(message: impl Into<String>) -> CliError {
 }
 
 /// The daemon named by `--server` or `JIG_SERVER`, if any.
-pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<Served>, CliError> {
+pub fn named(
+    server: Option<&str>,
+    token_file: Option<&Path>,
+    cacert: Option<&Path>,
+) -> Result<Option<Served>, CliError> {
     let text = match server {
         Some(text) => text.to_string(),
         None => match std::env::var(SERVER_ENV) {
@@ -59,7 +76,7 @@ pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<S
             return Err(usage("--server unix: needs a socket path"));
         }
         Endpoint::Unix(PathBuf::from(path))
-    } else if text.starts_with("http://") {
+    } else if text.starts_with("http://") || text.starts_with("https://") {
         let file = token_file
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os(TOKEN_FILE_ENV).map(PathBuf::from))
@@ -69,19 +86,109 @@ pub fn named(server: Option<&str>, token_file: Option<&Path>) -> Result<Option<S
                 ))
             })?;
         let token = jig_server::serve::token::read_bytes(&file).map_err(CliError::from)?;
+        let client = if text.starts_with("https://") {
+            let cacert = cacert
+                .map(Path::to_path_buf)
+                .or_else(|| std::env::var_os(CACERT_ENV).map(PathBuf::from))
+                .filter(|p| !p.as_os_str().is_empty());
+            https_client(cacert.as_deref())?
+        } else if cacert.is_some() {
+            return Err(usage(format!(
+                "--cacert checks an https:// daemon's certificate; {text} is plain HTTP"
+            )));
+        } else {
+            reqwest::Client::new()
+        };
         Endpoint::Http {
             base: text.trim_end_matches('/').to_string(),
             token,
+            client,
         }
     } else {
         return Err(usage(format!(
-            "--server {text:?} is not unix:/path/to.sock or http://host:port"
+            "--server {text:?} is not unix:/path/to.sock, http://host:port or https://host:port"
         )));
     };
     Ok(Some(Served {
         endpoint,
         project: None,
     }))
+}
+
+/// A client for an https:// daemon that trusts only `cacert`'s
+/// certificates (PEM), or else the system's roots.
+fn https_client(cacert: Option<&Path>) -> Result<reqwest::Client, CliError> {
+    let mut builder = reqwest::Client::builder().tls_built_in_root_certs(false);
+    match cacert {
+        Some(path) => {
+            let invalid = |m: String| {
+                CliError::new(
+                    Code::ConfigInvalid,
+                    format!("CA file {}: {m}", path.display()),
+                )
+            };
+            let meta = std::fs::metadata(path).map_err(|e| invalid(e.to_string()))?;
+            if meta.len() > MAX_CACERT_BYTES {
+                return Err(invalid(format!("larger than {MAX_CACERT_BYTES} bytes")));
+            }
+            let pem = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| invalid(format!("not PEM certificates: {e}")))?;
+            if certificates.is_empty() {
+                return Err(invalid("holds no PEM CERTIFICATE block".into()));
+            }
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        None => {
+            // Certificates the system lists but rustls cannot read are
+            // skipped, as a browser would; none at all fails the handshake.
+            for der in rustls_native_certs::load_native_certs().certs {
+                if let Ok(certificate) = reqwest::Certificate::from_der(&der) {
+                    builder = builder.add_root_certificate(certificate);
+                }
+            }
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| CliError::new(Code::Internal, format!("an HTTPS client: {e}")))
+}
+
+/// An error and its causes, as one line (reqwest's own text leaves out
+/// why a request failed: a refused certificate, a reset).
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let more = e.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = e.source();
+    }
+    text
+}
+
+/// Whether the daemon's certificate was what failed the request.
+fn refused_certificate(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(rustls::Error::InvalidCertificate(_)) = e.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        // An io::Error's source skips the error it wraps: look inside it.
+        cause = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 /// The daemon holding the project at `root`, when its entry names a socket
@@ -223,20 +330,33 @@ impl Endpoint {
                     body: Body::Unix(response.into_body()),
                 })
             }
-            Endpoint::Http { base, token } => {
+            Endpoint::Http {
+                base,
+                token,
+                client,
+            } => {
                 let cannot =
                     |e: String| unavailable(format!("cannot reach jig serve at {base}: {e}"));
                 let method = reqwest::Method::from_bytes(method.as_bytes())
                     .map_err(|e| cannot(e.to_string()))?;
                 let token = String::from_utf8_lossy(token);
-                let mut request = reqwest::Client::new()
+                let mut request = client
                     .request(method, format!("{base}{path}"))
                     .bearer_auth(token)
                     .header(reqwest::header::CONTENT_TYPE, content_type);
                 if let Some(body) = body {
                     request = request.body(body);
                 }
-                let response = request.send().await.map_err(|e| cannot(e.to_string()))?;
+                let response = request.send().await.map_err(|e| {
+                    let mut text = causes(&e);
+                    if refused_certificate(&e) {
+                        text.push_str(&format!(
+                            " (a certificate the system's roots do not sign needs --cacert FILE \
+                             or {CACERT_ENV})"
+                        ));
+                    }
+                    cannot(text)
+                })?;
                 Ok(Response {
                     status: response.status().as_u16(),
                     body: Body::Http(response),

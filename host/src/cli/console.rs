@@ -37,7 +37,7 @@ fn unavailable(message: impl Into<String>) -> CliError {
 
 /// The daemon's Unix socket this console talks to.
 fn socket(dir: &Path, server: Option<&str>) -> Result<PathBuf, CliError> {
-    if let Some(served) = client::named(server, None)? {
+    if let Some(served) = client::named(server, None, None)? {
         return match served.endpoint {
             Endpoint::Unix(path) => Ok(path),
             Endpoint::Http { base, .. } => Err(usage(format!(

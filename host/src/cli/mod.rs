@@ -222,12 +222,18 @@ enum Command {
 /// Submit to / read from a `jig serve` daemon instead of the local project.
 #[derive(clap::Args, Debug, Default)]
 struct ServerArgs {
-    /// The daemon: unix:/path/to.sock or http://host:port (default $JIG_SERVER).
+    /// The daemon: unix:/path/to.sock, http://host:port or
+    /// https://host:port (default $JIG_SERVER).
     #[arg(long, value_name = "URL", global = true)]
     server: Option<String>,
-    /// The bearer token file for an http:// server (default $JIG_SERVER_TOKEN_FILE).
+    /// The bearer token file for an http:// or https:// server (default
+    /// $JIG_SERVER_TOKEN_FILE).
     #[arg(long, value_name = "PATH", global = true)]
     token_file: Option<PathBuf>,
+    /// Trust only these CA certificates (PEM) for an https:// server,
+    /// instead of the system's roots (default $JIG_SERVER_CACERT).
+    #[arg(long, value_name = "FILE", global = true)]
+    cacert: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -417,6 +423,7 @@ pub fn main() -> u8 {
             receive: &receive,
             server: server.server.as_deref(),
             token_file: server.token_file.as_deref(),
+            cacert: server.cacert.as_deref(),
         }),
         Command::Runs { action, server } => runs(&base, action, server),
         Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
@@ -682,7 +689,11 @@ pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
 
 fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8, CliError> {
     let show = action.as_ref().map(|RunsAction::Show { id }| id.as_str());
-    if let Some(served) = client::named(server.server.as_deref(), server.token_file.as_deref())? {
+    if let Some(served) = client::named(
+        server.server.as_deref(),
+        server.token_file.as_deref(),
+        server.cacert.as_deref(),
+    )? {
         let local = project_root(dir).ok().map(|root| serve::local_name(&root));
         return client::runs(&served, show, local);
     }

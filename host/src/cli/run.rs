@@ -40,6 +40,7 @@ pub struct RunArgs<'a> {
     /// `--server` / `--token-file`: submit to a daemon.
     pub server: Option<&'a str>,
     pub token_file: Option<&'a Path>,
+    pub cacert: Option<&'a Path>,
 }
 
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
@@ -47,7 +48,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let receive = receive::parse(args.receive)?;
     let request = Request::parse(args.attach, args.select).map_err(CliError::from)?;
     let input = read_input(args.input, args.dir)?;
-    if let Some(served) = client::named(args.server, args.token_file)? {
+    if let Some(served) = client::named(args.server, args.token_file, args.cacert)? {
         let local = project_root(args.dir)
             .ok()
             .map(|r| super::serve::local_name(&r));

@@ -13,13 +13,26 @@ pub struct ServeArgs {
     /// else /run/jig/jig.sock). Ignored under systemd socket activation.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Also listen on TCP ADDR (host:port); requires --token-file.
+    /// Also listen on TCP ADDR (host:port); requires --token-file. Off
+    /// loopback it requires --tls-cert and --tls-key, or
+    /// --insecure-plain-http.
     #[arg(long, value_name = "ADDR")]
     tcp: Option<String>,
     /// The bearer token TCP clients must present: at least 32 bytes, in a
     /// file only its owner can read.
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// Serve TCP over TLS with this certificate chain (PEM, leaf first);
+    /// requires --tls-key. Both are read again on SIGHUP.
+    #[arg(long, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert's certificate (PEM).
+    #[arg(long, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a TCP address that is not loopback (the token
+    /// and the console's cookie cross the network in clear).
+    #[arg(long)]
+    insecure_plain_http: bool,
     /// Write a new random bearer token to FILE (mode 0600; never replaces
     /// a file) and exit.
     #[arg(long, value_name = "FILE")]
@@ -92,6 +105,28 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         (Some(address), Some(token)) => Some((address, token)),
         (Some(_), None) => return Err(usage("--tcp requires --token-file".into())),
     };
+    let invalid = |m: &str| CliError::new(Code::ConfigInvalid, m);
+    let tls = match (
+        args.tls_cert.or(table.tls_cert),
+        args.tls_key.or(table.tls_key),
+    ) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some(serve::tls::Files { cert, key }),
+        (Some(_), None) => return Err(invalid("--tls-cert requires --tls-key")),
+        (None, Some(_)) => return Err(invalid("--tls-key requires --tls-cert")),
+    };
+    let insecure_plain_http =
+        args.insecure_plain_http || table.insecure_plain_http.unwrap_or(false);
+    if tls.is_some() && tcp.is_none() {
+        return Err(invalid(
+            "--tls-cert and --tls-key serve the TCP listener: they require --tcp",
+        ));
+    }
+    if tls.is_some() && insecure_plain_http {
+        return Err(invalid(
+            "--insecure-plain-http and --tls-cert contradict each other: give one",
+        ));
+    }
     let console = args.console || table.console.unwrap_or(false);
     if console && tcp.is_none() {
         return Err(usage(
@@ -157,6 +192,8 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         config,
         console,
         connections,
+        tls,
+        insecure_plain_http,
     };
     serve::serve(options).map_err(CliError::from)?;
     Ok(0)

@@ -38,6 +38,7 @@ mod rust_component;
 mod scenarios;
 mod serve;
 mod serve_bounds;
+mod serve_tls;
 mod support;
 mod terminal;
 mod typescript;

@@ -102,6 +102,13 @@ pub struct Serve {
     pub header_timeout: Option<String>,
     /// How long a request's body may take from its head ("60s").
     pub body_timeout: Option<String>,
+    /// The TCP listener's certificate chain (PEM); with `tls-key`, TCP is
+    /// served over TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `tls-cert`'s leaf (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a TCP address that is not loopback.
+    pub insecure_plain_http: Option<bool>,
 }
 
 /// `[database]`: the PostgreSQL that `jig serve` enqueues Runs in and
@@ -273,6 +280,14 @@ impl HostConfig {
         if config.serve.console == Some(true) && config.serve.tcp.is_none() {
             return Err("[serve] console requires tcp".into());
         }
+        if config.serve.tls_cert.is_some() != config.serve.tls_key.is_some() {
+            return Err("[serve] tls-cert and tls-key go together".into());
+        }
+        if config.serve.tls_cert.is_some() && config.serve.tcp.is_none() {
+            return Err(
+                "[serve] tls-cert and tls-key serve the TCP listener: they require tcp".into(),
+            );
+        }
         config.retention_policy()?;
         Ok(config)
     }
@@ -381,6 +396,15 @@ path = "/var/lib/jig/projects/site"
             HostConfig::parse("[serve]\ntcp='127.0.0.1:1'\ntoken-file='/t'\nconsole=true\n")
                 .is_ok_and(|c| c.serve.console == Some(true))
         );
+        let tcp = "[serve]\ntcp='0.0.0.0:1'\ntoken-file='/t'\n";
+        let tls =
+            HostConfig::parse(&format!("{tcp}tls-cert='/c.pem'\ntls-key='/k.pem'\n")).unwrap();
+        assert_eq!(tls.serve.tls_key.as_deref(), Some(Path::new("/k.pem")));
+        let half = HostConfig::parse(&format!("{tcp}tls-cert='/c.pem'\n")).unwrap_err();
+        assert!(half.contains("tls-cert and tls-key go together"), "{half}");
+        assert!(HostConfig::parse("[serve]\ntls-cert='/c'\ntls-key='/k'\n").is_err());
+        let plain = HostConfig::parse(&format!("{tcp}insecure-plain-http=true\n")).unwrap();
+        assert_eq!(plain.serve.insecure_plain_http, Some(true));
         assert!(HostConfig::parse("[[projects]]\nname='a'\npath='rel'\n").is_err());
         assert!(HostConfig::parse("[[projects]]\nname='../a'\npath='/a'\n").is_err());
         let twice = "[[projects]]\nname='a'\npath='/a'\n[[projects]]\nname='a'\npath='/b'\n";

@@ -67,14 +67,23 @@ fn handler(method: &str, path: &str, console: &Arc<Console>) -> MethodRouter<Arc
     }
 }
 
+/// What a listener serves beside the API.
+#[derive(Debug, Clone, Copy)]
+pub struct Exposure {
+    /// The console's pages under `/console`.
+    pub console: bool,
+    /// The listener is TLS: the console's cookie is `Secure`.
+    pub secure: bool,
+}
+
 /// The router over [`ROUTES`]; with a token, every request must bear it.
-/// With `with_console`, the console's pages beside it under `/console`
+/// With `exposure.console`, the console's pages beside it under `/console`
 /// (they take a session cookie instead, see [`super::console`]).
 pub fn router(
     server: Arc<Server>,
     token: Option<Arc<Bearer>>,
     console: Arc<Console>,
-    with_console: bool,
+    exposure: Exposure,
 ) -> Router {
     let mut routes = Router::new();
     for (method, path) in ROUTES {
@@ -93,8 +102,13 @@ pub fn router(
         )),
     };
     let api = api.layer(axum::middleware::from_fn(json_errors));
-    if with_console {
-        api.merge(super::console::router(server, console, token))
+    if exposure.console {
+        api.merge(super::console::router(
+            server,
+            console,
+            token,
+            exposure.secure,
+        ))
     } else {
         api
     }

@@ -4,7 +4,9 @@
 //! apart, so a TCP flood never takes the socket's turn. On both, a
 //! request's head must arrive within the header timeout (which is also how
 //! long an idle keep-alive connection is kept) and its body within the
-//! body timeout, counted from its head.
+//! body timeout, counted from its head. Under TLS the handshake is held to
+//! the header timeout as well, and a connection past the bound is closed
+//! without a word (a plain-text answer would not be TLS).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use futures_util::StreamExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
 use crate::Error;
@@ -104,9 +107,11 @@ pub fn check_descriptors(max_connections: usize) -> Result<(), Error> {
 }
 
 /// Serve `router` on TCP until `stop`, at most `bounds.max_connections`
-/// connections at once; then let open connections finish their requests.
+/// connections at once, each through `tls` when it is given; then let
+/// open connections finish their requests.
 pub async fn tcp(
     listener: tokio::net::TcpListener,
+    tls: Option<TlsAcceptor>,
     router: Router,
     bounds: Bounds,
     stop: watch::Receiver<bool>,
@@ -124,13 +129,26 @@ pub async fn tcp(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             // Past the bound: told so at once (best effort), then closed.
-            let _ = stream.try_write(FULL);
+            if tls.is_none() {
+                let _ = stream.try_write(FULL);
+            }
             continue;
         };
         let router = router.clone();
-        let (stop, open) = (stop.clone(), open.clone());
+        let (stop, open, tls) = (stop.clone(), open.clone(), tls.clone());
         tokio::spawn(async move {
-            connection(stream, router, Some(Peer(address.ip())), bounds, stop).await;
+            let peer = Some(Peer(address.ip()));
+            match tls {
+                None => connection(stream, router, peer, bounds, stop).await,
+                Some(tls) => {
+                    let handshake = tokio::time::timeout(bounds.header_timeout, tls.accept(stream));
+                    // A failed or slow handshake (a plain-HTTP client, a
+                    // certificate the client refuses) just closes.
+                    if let Ok(Ok(stream)) = handshake.await {
+                        connection(stream, router, peer, bounds, stop).await;
+                    }
+                }
+            }
             drop((slot, open));
         });
     }

@@ -5,7 +5,8 @@
 //! generation, and a Run keeps the generation it started with. Every Run
 //! goes through the same record-before-dispatch rules as `jig run`, and
 //! the bounds (active Runs, a bounded queue, JSON/1 body limits) refuse
-//! work before anything is recorded.
+//! work before anything is recorded. TCP off loopback is served only over
+//! TLS ([`tls`]) unless the operator says plain HTTP is meant.
 
 mod api;
 pub mod console;
@@ -13,6 +14,7 @@ mod http;
 pub mod listen;
 mod runner;
 mod throttle;
+pub mod tls;
 pub mod token;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +57,11 @@ pub struct Options {
     pub console: bool,
     /// The TCP connection bound and the header and body timeouts.
     pub connections: listen::Bounds,
+    /// `--tls-cert`/`--tls-key`: serve TCP over TLS with this pair,
+    /// reloaded on SIGHUP.
+    pub tls: Option<tls::Files>,
+    /// `--insecure-plain-http`: serve TCP without TLS even off loopback.
+    pub insecure_plain_http: bool,
 }
 
 /// The default socket: `$XDG_RUNTIME_DIR/jig/jig.sock`, else
@@ -133,6 +140,20 @@ pub fn serve(options: Options) -> Result<(), Error> {
 }
 
 async fn serve_async(options: Options) -> Result<(), Error> {
+    // The TCP listener's token, TLS and address are judged before any
+    // project is opened: a refusal leaves nothing behind.
+    let tcp = match &options.tcp {
+        None => None,
+        Some((address, token_file)) => {
+            let token = token::read_token(token_file)?;
+            let tls = options.tls.clone().map(tls::Tls::load).transpose()?;
+            if tls.is_none() && !options.insecure_plain_http {
+                refuse_plain_off_loopback(address).await?;
+            }
+            listen::check_descriptors(options.connections.max_connections)?;
+            Some((address, token, tls))
+        }
+    };
     let mut server = runner::Server::open(&options.projects, options.config, options.limits)?;
     if let Some(database) = options.database {
         let queue = crate::queue::Queue::open(database).await?;
@@ -150,37 +171,53 @@ async fn serve_async(options: Options) -> Result<(), Error> {
         .map_err(|e| Error::Unavailable(e.to_string()))?;
     let listener = tokio::net::UnixListener::from_std(listener)
         .map_err(|e| Error::Unavailable(e.to_string()))?;
-    let tcp = match &options.tcp {
+    let tcp = match tcp {
         None => None,
-        Some((address, token_file)) => {
-            let token = token::read_token(token_file)?;
-            listen::check_descriptors(options.connections.max_connections)?;
+        Some((address, token, tls)) => {
             let tcp = tokio::net::TcpListener::bind(address)
                 .await
                 .map_err(|e| Error::Unavailable(format!("cannot listen on {address}: {e}")))?;
-            Some((tcp, token))
+            Some((tcp, token, tls.map(Arc::new)))
         }
     };
+    let tls = tcp.as_ref().and_then(|(_, _, tls)| tls.clone());
     if let Some(path) = &bound {
         server.publish_socket(path);
     }
+    // Installed before the daemon says it listens, so a SIGHUP from then
+    // on reloads and never ends it.
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| Error::Internal(format!("cannot handle SIGHUP: {e}")))?;
+    let reloading = tokio::spawn(reload_on_hangup(hangup, tls));
     let console = Arc::new(console::Console::default());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let bounds = options.connections;
     let unix = tokio::spawn(listen::unix(
         listener,
-        api::router(server.clone(), None, console.clone(), true),
+        api::router(
+            server.clone(),
+            None,
+            console.clone(),
+            api::Exposure {
+                console: true,
+                secure: false,
+            },
+        ),
         bounds,
         stop_rx.clone(),
     ));
-    let tcp = tcp.map(|(tcp, token)| {
+    let tcp = tcp.map(|(tcp, token, tls)| {
         tokio::spawn(listen::tcp(
             tcp,
+            tls.as_ref().map(|tls| tls.acceptor()),
             api::router(
                 server.clone(),
                 Some(token),
                 console.clone(),
-                options.console,
+                api::Exposure {
+                    console: options.console,
+                    secure: tls.is_some(),
+                },
             ),
             bounds,
             stop_rx.clone(),
@@ -201,6 +238,7 @@ async fn serve_async(options: Options) -> Result<(), Error> {
             .join(", ")
     );
     wait_for_signal().await;
+    reloading.abort();
     server.drain(options.shutdown_grace).await;
     server.release_envelope();
     let _ = stop_tx.send(true);
@@ -214,6 +252,47 @@ async fn serve_async(options: Options) -> Result<(), Error> {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// Refuse plain HTTP on `address` unless every address it names is
+/// loopback: off loopback, the bearer token and the console's cookie would
+/// cross the network in clear.
+async fn refuse_plain_off_loopback(address: &str) -> Result<(), Error> {
+    let resolved = tokio::net::lookup_host(address)
+        .await
+        .map_err(|e| Error::Unavailable(format!("cannot listen on {address}: {e}")))?;
+    if let Some(open) = resolved.map(|a| a.ip()).find(|ip| !ip.is_loopback()) {
+        return Err(Error::Config(format!(
+            "--tcp {address} ({open}) is not a loopback address, and plain HTTP would carry the \
+             bearer token and the console's cookie in clear: serve TLS with --tls-cert and \
+             --tls-key ([serve] tls-cert, tls-key), or listen on loopback behind a reverse proxy \
+             that terminates TLS; --insecure-plain-http ([serve] insecure-plain-http = true) \
+             serves plain HTTP anyway"
+        )));
+    }
+    Ok(())
+}
+
+/// On each SIGHUP, read the TLS pair again (a failed reload keeps the one
+/// in use and says why). Without TLS there is nothing to reload, and the
+/// signal still does not end the daemon.
+async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, tls: Option<Arc<tls::Tls>>) {
+    while hangup.recv().await.is_some() {
+        match &tls {
+            None => eprintln!("jig serve: SIGHUP: no TLS certificate to reload"),
+            Some(tls) => match tls.reload() {
+                Ok(()) => eprintln!(
+                    "jig serve: SIGHUP: reloaded the TLS certificate {} and key {}",
+                    tls.files().cert.display(),
+                    tls.files().key.display()
+                ),
+                Err(e) => eprintln!(
+                    "jig serve: SIGHUP: kept the TLS certificate in use: {} {e}",
+                    e.code()
+                ),
+            },
+        }
+    }
 }
 
 async fn wait_for_signal() {

@@ -54,14 +54,23 @@ struct Door {
     console: Arc<Console>,
     /// TCP: the API's bearer token signs in (the login form).
     bearer: Option<Arc<Bearer>>,
+    /// The listener is TLS, so the session cookie is `Secure` (never on
+    /// plain HTTP, where a browser would drop it).
+    secure: bool,
 }
 
 /// The console's routes under `/console`, for one listener.
-pub fn router(server: Arc<Server>, console: Arc<Console>, bearer: Option<Arc<Bearer>>) -> Router {
+pub fn router(
+    server: Arc<Server>,
+    console: Arc<Console>,
+    bearer: Option<Arc<Bearer>>,
+    secure: bool,
+) -> Router {
     let door = Door {
         server,
         console,
         bearer,
+        secure,
     };
     Router::new()
         .route("/console", get(|| async { see_other("/console/") }))
@@ -228,17 +237,26 @@ fn check_csrf(session: &Session, given: &str) -> Result<(), Error> {
     }
 }
 
-fn signed_in(console: &Console, session_id: &str) -> Response {
+fn signed_in(door: &Door, session_id: &str) -> Response {
     let mut response = see_other("/console/");
     let cookie = format!(
-        "{}={session_id}; Path=/console; HttpOnly; SameSite=Strict",
-        session::COOKIE
+        "{}={session_id}; {}",
+        session::COOKIE,
+        cookie_attributes(door)
     );
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
-    let _ = console;
     response
+}
+
+/// The session cookie's attributes: `Secure` only on a TLS listener.
+fn cookie_attributes(door: &Door) -> &'static str {
+    if door.secure {
+        "Path=/console; HttpOnly; SameSite=Strict; Secure"
+    } else {
+        "Path=/console; HttpOnly; SameSite=Strict"
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -252,7 +270,7 @@ async fn login_page(State(door): State<Door>, Query(q): Query<TicketQuery>) -> R
     match q.token {
         None => html(200, pages::login(door.bearer.is_some(), None)),
         Some(ticket) => match door.console.redeem(&ticket) {
-            Ok(id) => signed_in(&door.console, &id),
+            Ok(id) => signed_in(&door, &id),
             Err(refusal) => refuse(&door, None, refusal),
         },
     }
@@ -306,7 +324,7 @@ async fn login(State(door): State<Door>, req: Request) -> Response {
         return refuse(&door, None, refusal);
     }
     match door.console.open_session() {
-        Ok(id) => signed_in(&door.console, &id),
+        Ok(id) => signed_in(&door, &id),
         Err(refusal) => refuse(&door, None, refusal),
     }
 }
@@ -330,8 +348,9 @@ async fn logout(
         .close(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()));
     let mut response = see_other("/console/login");
     let gone = format!(
-        "{}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0",
-        session::COOKIE
+        "{}=; {}; Max-Age=0",
+        session::COOKIE,
+        cookie_attributes(&door)
     );
     if let Ok(value) = HeaderValue::from_str(&gone) {
         response.headers_mut().insert(header::SET_COOKIE, value);
