@@ -72,7 +72,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
                 )
                 .with_location(&at),
                 TrialError::Private(_) => CliError::new(Code::Internal, e.to_string()),
-                TrialError::Engine(e) => e.into(),
+                TrialError::Engine(e) => (*e).into(),
             }
         })?;
     receive::check(&trial.root, &receive)?;

@@ -36,17 +36,34 @@ pub enum TrialError {
     Unstaged {
         dir: PathBuf,
         at: String,
-        error: PackageError,
+        error: Box<PackageError>,
     },
     /// The private directory could not be made.
     #[error("cannot create a private directory: {0}")]
     Private(std::io::Error),
-    /// Planning, the private store or the envelope refused.
+    /// Planning, the private store or the envelope refused (boxed: an
+    /// engine error is large beside the others).
     #[error(transparent)]
-    Engine(#[from] Error),
+    Engine(Box<Error>),
 }
 
-crate::from_engine_errors!(TrialError: crate::plan::PlanError, crate::state::StateError);
+impl From<Error> for TrialError {
+    fn from(e: Error) -> TrialError {
+        TrialError::Engine(Box::new(e))
+    }
+}
+
+impl From<crate::plan::PlanError> for TrialError {
+    fn from(e: crate::plan::PlanError) -> TrialError {
+        Error::from(e).into()
+    }
+}
+
+impl From<crate::state::StateError> for TrialError {
+    fn from(e: crate::state::StateError) -> TrialError {
+        Error::from(e).into()
+    }
+}
 
 /// A package directory staged, planned and ready to conduct once.
 pub struct Trial {
@@ -85,7 +102,7 @@ pub fn prepare(
         Package::stage_dir(dir).map_err(|error| TrialError::Unstaged {
             dir: dir.to_path_buf(),
             at: at.to_string(),
-            error,
+            error: Box::new(error),
         })
     };
     let mut packages = BTreeMap::from([(ROOT_PATH.to_string(), stage(package, ROOT_PATH)?)]);
