@@ -377,7 +377,12 @@ let
     PrivateTmp = true;
     PrivateDevices = true;
     PrivateIPC = true;
-    ProtectHostname = true;
+    # Relaxed: ProtectHostname= is a seccomp filter that makes sethostname()
+    # fail with EPERM for the unit and everything it starts, and bubblewrap
+    # names each sandbox (--hostname) inside its own UTS namespace; no
+    # SystemCallFilter= can lift a second filter. The host's hostname stays
+    # unchanged either way: the sandbox's UTS namespace is its own.
+    ProtectHostname = false;
     ProtectClock = true;
     ProtectKernelModules = true;
     ProtectKernelLogs = true;

@@ -786,7 +786,18 @@ let
       "SystemCallFilter=@mount"
       "SystemCallErrorNumber=EPERM"
     ];
+    "no unit that starts bubblewrap filters sethostname (ProtectHostname)" =
+      let
+        units = [
+          (unitLines serverHost "jig.service")
+          (unitLines serverHost "jig-admit-greeter.service")
+          (unitLines serverHost "jig-admit-drafts.service")
+        ]
+        ++ map (n: unitLines workerHost "${n}.service") (attrNames workerServices);
+      in
+      length units > 3 && all (lines: !(elem "ProtectHostname=true" lines)) units;
     "jig.service relaxes only what bubblewrap needs" = all (l: elem l jigUnit) [
+      "ProtectHostname=false"
       "RestrictNamespaces=false"
       "PrivateUsers=false"
       "ProtectKernelTunables=false"
@@ -801,6 +812,7 @@ let
         text = readFile ../default.nix;
       in
       all (k: builtins.match ".*# Relaxed.*" (commentAbove " *${k} = [^;]*;" text) != null) [
+        "ProtectHostname"
         "RestrictNamespaces"
         "PrivateUsers"
         "ProtectKernelTunables"
