@@ -416,13 +416,21 @@ fn a_run_reads_only_the_records_that_may_be_pending_not_the_history() {
         "settled Runs leave nothing pending"
     );
     // A settled record is never read again by a Run: even an unreadable
-    // one does not stop the next Run (`jig runs` still reports it).
+    // one does not stop the next Run; `jig runs` lists the others and
+    // names its file (exit 2: the listing is not whole).
     std::fs::write(&settled[0], "not JSON").unwrap();
     assert_greeted(&greet(dir.path(), cache.path()));
     let listed = run_with_cache(dir.path(), cache.path(), &["runs"]);
-    assert_eq!(listed.status, 1, "{listed:?}");
+    assert_eq!(listed.status, 2, "{listed:?}");
+    assert_eq!(listed.stdout.lines().count(), 2, "{listed:?}");
+    let file = settled[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     assert!(
-        listed.stderr.starts_with("PROJECT_STATE_INVALID: "),
+        listed.stderr.starts_with("PROJECT_STATE_INVALID: ")
+            && listed.stderr.contains(&format!("look at .jig/runs/{file}")),
         "{listed:?}"
     );
 }

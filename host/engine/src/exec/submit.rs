@@ -543,7 +543,13 @@ mod tests {
             package_path: "flows/a".into(),
             package_digest: "sha256:11".into(),
             binding: binding.map(str::to_string),
-            package: Arc::new(Package::from_files(BTreeMap::new()).unwrap()),
+            package: Arc::new(
+                Package::from_files(BTreeMap::from([(
+                    "FLOW.md".to_string(),
+                    b"---\nname: a\ndescription: A test Flow.\n---\n".to_vec(),
+                )]))
+                .unwrap(),
+            ),
             checkpointing: false,
         };
         let max = flow::wire::MAX_FRAME_BYTES
