@@ -529,17 +529,38 @@ fn write_replacing(
     temp.persist(path)
         .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
     if sync {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Make what a rename, a creation or an unlink did in `dir` durable: fsync
+/// the directory. Its error is returned, never dropped: a record, a store
+/// entry or an SDK tree is durable only once this succeeds.
+pub fn sync_dir(dir: &Path) -> Result<(), StateError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StateError::io(format!("syncing the directory {}", dir.display())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_directory_fsync_failure_is_returned() {
+        // procfs has no fsync: the kernel answers EINVAL, a real failure of
+        // the call every durable rename and unlink now ends with.
+        let err = sync_dir(Path::new("/proc/self")).unwrap_err();
+        assert!(
+            err.to_string().contains("syncing the directory /proc/self"),
+            "{err}"
+        );
+        assert!(sync_dir(&std::env::temp_dir()).is_ok());
+        let gone = tempfile::tempdir().unwrap().path().join("gone");
+        assert!(sync_dir(&gone).is_err());
+    }
 
     fn plan(word: &str, base: Option<u64>) -> Value {
         json!({
