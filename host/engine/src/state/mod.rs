@@ -425,11 +425,7 @@ fn lock_file(
 /// Lock `file` exclusively without waiting: `busy` only when another holds
 /// the lock; any other failure (no locks on this filesystem, a bad handle)
 /// is an I/O error of its own, never reported as busy.
-fn try_lock(
-    file: File,
-    name: &str,
-    busy: impl FnOnce() -> StateError,
-) -> Result<File, StateError> {
+fn try_lock(file: File, name: &str, busy: impl FnOnce() -> StateError) -> Result<File, StateError> {
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(busy()),
@@ -557,7 +553,10 @@ fn write_replacing(
 pub fn sync_dir(dir: &Path) -> Result<(), StateError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(StateError::io(format!("syncing the directory {}", dir.display())))
+        .map_err(StateError::io(format!(
+            "syncing the directory {}",
+            dir.display()
+        )))
 }
 
 #[cfg(test)]
@@ -588,7 +587,9 @@ mod tests {
         let failed = try_lock(path_only, "owner.lock", busy).unwrap_err();
         assert_ne!(failed.code(), "PROJECT_BUSY");
         assert!(
-            failed.to_string().starts_with("locking the project owner.lock"),
+            failed
+                .to_string()
+                .starts_with("locking the project owner.lock"),
             "{failed}"
         );
     }

@@ -169,7 +169,10 @@ fn always_included(path: &str) -> bool {
         return false;
     }
     let upper = path.to_ascii_uppercase();
-    path == super::MANIFEST || ALWAYS_INCLUDED_PREFIXES.iter().any(|p| upper.starts_with(p))
+    path == super::MANIFEST
+        || ALWAYS_INCLUDED_PREFIXES
+            .iter()
+            .any(|p| upper.starts_with(p))
 }
 
 /// What npm leaves out unless named exactly.
@@ -433,7 +436,10 @@ mod tests {
     use super::*;
 
     fn list(entries: &[&str]) -> FilesList {
-        let entries: Vec<Value> = entries.iter().map(|e| Value::String(e.to_string())).collect();
+        let entries: Vec<Value> = entries
+            .iter()
+            .map(|e| Value::String(e.to_string()))
+            .collect();
         FilesList::compile(&entries, None, None).unwrap()
     }
 
@@ -474,7 +480,11 @@ mod tests {
             (&["lib", "!lib/test"], "lib/test/a.js", false),
             (&["lib", "!lib/test"], "lib/a.js", true),
             (&["lib", "!lib/*.test.js"], "lib/a.test.js", false),
-            (&["lib", "!lib/test", "lib/test/keep.js"], "lib/test/keep.js", true),
+            (
+                &["lib", "!lib/test", "lib/test/keep.js"],
+                "lib/test/keep.js",
+                true,
+            ),
             (&["!lib", "lib"], "lib/a.js", true),
             (&["src"], "README.md", true),
             (&["src"], "package.json", true),
@@ -509,7 +519,7 @@ mod tests {
     fn a_hostile_entry_does_linear_work() {
         // The old backtracking matcher made 7.9 million calls here.
         let entry = format!("{}x", "**/".repeat(12));
-        let path = vec!["a"; 12].join("/");
+        let path = ["a"; 12].join("/");
         let mut work = 0;
         assert!(!list(&[&entry]).selects_metered(&path, &mut work));
         // At most (pattern segments + 1) × path segments × characters.

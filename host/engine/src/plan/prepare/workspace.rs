@@ -445,17 +445,21 @@ fn files_list(manifest: &Manifest, at: &str) -> Result<Option<FilesList>, Refusa
             ))
         }
     };
-    FilesList::compile(entries, manifest.value.get("main"), manifest.value.get("bin"))
-        .map(Some)
-        .map_err(|why| {
-            let code = if why.is_limit() {
-                codes::LIMIT_EXCEEDED
-            } else {
-                codes::WORKSPACE_INVALID
-            };
-            let message = format!("a selected workspace library {}", why.message());
-            refusal(code, at, None, &message)
-        })
+    FilesList::compile(
+        entries,
+        manifest.value.get("main"),
+        manifest.value.get("bin"),
+    )
+    .map(Some)
+    .map_err(|why| {
+        let code = if why.is_limit() {
+            codes::LIMIT_EXCEEDED
+        } else {
+            codes::WORKSPACE_INVALID
+        };
+        let message = format!("a selected workspace library {}", why.message());
+        refusal(code, at, None, &message)
+    })
 }
 
 /// A library's selected source: what its `files` list selects when it has
