@@ -205,11 +205,7 @@ fn make(
         return Err(e);
     }
     match std::fs::rename(&staged, tree) {
-        Ok(()) => {
-            if let Ok(d) = std::fs::File::open(root) {
-                let _ = d.sync_all();
-            }
-        }
+        Ok(()) => crate::state::sync_dir(root).map_err(|e| e.to_string())?,
         // Made meanwhile by another Run of this host: use that one.
         Err(_) if tree.is_dir() => {
             let _ = std::fs::remove_dir_all(&staged);

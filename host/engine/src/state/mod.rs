@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 
 use flow::digest::sha256_digest;
 use flow::json::Value;
-use nix::fcntl::{Flock, FlockArg};
 
 pub const STATE_DIR: &str = ".jig";
 /// Where a daemon keeps the packets of its file Runs under `.jig/`, one per
@@ -107,9 +106,9 @@ pub struct ProjectState {
     dir: PathBuf,
     /// The run-holder lock; `None` when admitting beside a daemon that
     /// holds it ([`ProjectState::beside_holder`]).
-    _owner: Option<Flock<File>>,
+    _owner: Option<File>,
     /// The admission lock, while a review may advance the generation.
-    admission: Option<Flock<File>>,
+    admission: Option<File>,
 }
 
 /// The admitted generation: the exact authority that Runs execute.
@@ -201,7 +200,7 @@ impl ProjectState {
     /// collection holds it, so no review writes a package it has not yet
     /// admitted while the collection decides what is unreferenced.
     /// `None` when this value already holds it.
-    pub(crate) fn admission_guard(&self) -> Result<Option<Flock<File>>, StateError> {
+    pub(crate) fn admission_guard(&self) -> Result<Option<File>, StateError> {
         if self.admission.is_some() {
             return Ok(None);
         }
@@ -407,19 +406,33 @@ fn open_state_dir(root: &Path) -> Result<PathBuf, StateError> {
     Ok(dir)
 }
 
-/// An exclusive, non-blocking lock on `dir/name`; `busy` when it is held.
+/// An exclusive, non-blocking lock on `dir/name`, held until the file is
+/// dropped; `busy` when another holds it.
 fn lock_file(
     dir: &Path,
     name: &str,
     busy: impl FnOnce() -> StateError,
-) -> Result<Flock<File>, StateError> {
+) -> Result<File, StateError> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(dir.join(name))
         .map_err(StateError::io(format!("opening the project {name}")))?;
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| busy())
+    try_lock(file, name, busy)
+}
+
+/// Lock `file` exclusively without waiting: `busy` only when another holds
+/// the lock; any other failure (no locks on this filesystem, a bad handle)
+/// is an I/O error of its own, never reported as busy.
+fn try_lock(file: File, name: &str, busy: impl FnOnce() -> StateError) -> Result<File, StateError> {
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(busy()),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(StateError::io(format!("locking the project {name}"))(e))
+        }
+    }
 }
 
 fn create_private_dir(path: &Path) -> Result<(), StateError> {
@@ -529,17 +542,71 @@ fn write_replacing(
     temp.persist(path)
         .map_err(|e| StateError::io(format!("publishing {}", path.display()))(e.error))?;
     if sync {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Make what a rename, a creation or an unlink did in `dir` durable: fsync
+/// the directory. Its error is returned, never dropped: a record, a store
+/// entry or an SDK tree is durable only once this succeeds.
+pub fn sync_dir(dir: &Path) -> Result<(), StateError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StateError::io(format!(
+            "syncing the directory {}",
+            dir.display()
+        )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_held_lock_is_busy_and_a_failed_lock_is_not() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let busy = || StateError::Busy {
+            message: "held".into(),
+        };
+        let held = lock_file(dir.path(), "owner.lock", busy).unwrap();
+        let again = lock_file(dir.path(), "owner.lock", busy).unwrap_err();
+        assert_eq!(again.code(), "PROJECT_BUSY");
+        drop(held);
+        assert!(lock_file(dir.path(), "owner.lock", busy).is_ok());
+
+        // A handle opened with O_PATH cannot be locked at all: flock(2)
+        // answers EBADF, which is a failure, not another holder.
+        let path_only = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_PATH)
+            .open(dir.path().join("owner.lock"))
+            .unwrap();
+        let failed = try_lock(path_only, "owner.lock", busy).unwrap_err();
+        assert_ne!(failed.code(), "PROJECT_BUSY");
+        assert!(
+            failed
+                .to_string()
+                .starts_with("locking the project owner.lock"),
+            "{failed}"
+        );
+    }
+
+    #[test]
+    fn a_directory_fsync_failure_is_returned() {
+        // procfs has no fsync: the kernel answers EINVAL, a real failure of
+        // the call every durable rename and unlink now ends with.
+        let err = sync_dir(Path::new("/proc/self")).unwrap_err();
+        assert!(
+            err.to_string().contains("syncing the directory /proc/self"),
+            "{err}"
+        );
+        assert!(sync_dir(&std::env::temp_dir()).is_ok());
+        let gone = tempfile::tempdir().unwrap().path().join("gone");
+        assert!(sync_dir(&gone).is_err());
+    }
 
     fn plan(word: &str, base: Option<u64>) -> Value {
         json!({

@@ -156,9 +156,7 @@ impl Runs {
         file.set_len(bytes.len() as u64).map_err(io)?;
         file.sync_all().map_err(io)?;
         std::fs::rename(&reserve, self.path(id)).map_err(io)?;
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io)?;
+        super::sync_dir(&self.dir).map_err(RunsError::State)?;
         Ok(true)
     }
 
@@ -231,9 +229,7 @@ impl Runs {
             }
         }
         std::fs::rename(&staging, &dir).map_err(io)?;
-        if let Ok(d) = std::fs::File::open(&self.dir) {
-            let _ = d.sync_all();
-        }
+        super::sync_dir(&self.dir)?;
         for id in &moved {
             let _ = std::fs::remove_file(self.path(id));
         }
@@ -579,9 +575,7 @@ impl Runs {
         bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
         if !dry_run {
             remove_file(&path).map_err(io)?;
-            if let Ok(d) = std::fs::File::open(&self.dir) {
-                let _ = d.sync_all();
-            }
+            super::sync_dir(&self.dir)?;
             super::crash_point("retention:record-unlinked");
         }
         // The input after the record: a crash between leaves an orphan

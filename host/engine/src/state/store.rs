@@ -128,9 +128,7 @@ impl Store {
         match std::fs::rename(&staged, &path) {
             Ok(()) => {
                 if self.durable {
-                    if let Ok(d) = std::fs::File::open(&trees) {
-                        let _ = d.sync_all();
-                    }
+                    super::sync_dir(&trees)?;
                 }
                 // Sealed where it now lives (the rename changed the root's
                 // own stamp).

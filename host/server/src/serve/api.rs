@@ -8,11 +8,13 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use flow::json::Value;
 use serde_json::json;
+use tokio_stream::StreamExt;
 
 use super::console::Console;
 use super::http::{public_message, status, MAX_LIST, TAR_TYPE};
@@ -440,25 +442,14 @@ async fn events(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
-    let frame = move |line: &[u8]| -> Bytes {
-        if sse {
-            let mut out = b"data: ".to_vec();
-            out.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(line));
-            out.extend_from_slice(b"\n\n");
-            Bytes::from(out)
-        } else {
-            Bytes::copy_from_slice(line)
-        }
-    };
-    let (tx, rx) =
-        tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(CLIENT_BUFFER);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(CLIENT_BUFFER);
     match server.live(&id) {
         Some(live) => {
             tokio::spawn(async move {
                 live.forward(|line| {
                     let tx = tx.clone();
-                    let framed = frame(&line);
-                    async move { tx.send(Ok(framed)).await.is_ok() }
+                    let line = Bytes::copy_from_slice(&line);
+                    async move { tx.send(line).await.is_ok() }
                 })
                 .await;
             });
@@ -472,18 +463,39 @@ async fn events(
             };
             let mut bytes = flow::json::canonical(&line);
             bytes.push(b'\n');
-            let _ = tx.try_send(Ok(frame(&bytes)));
+            let _ = tx.try_send(Bytes::from(bytes));
         }
     }
-    let content_type = if sse {
-        "text/event-stream"
-    } else {
-        "application/x-ndjson"
-    };
+    let lines = tokio_stream::wrappers::ReceiverStream::new(rx);
+    if sse {
+        return sse_events(lines, SSE_KEEP_ALIVE);
+    }
+    // NDJSON has no comment line: an empty or extra line would be a line
+    // every reader must know to skip, so a quiet NDJSON stream stays quiet
+    // (docs/src/serving.md); a client behind an idle timeout asks for SSE.
     (
-        [(header::CONTENT_TYPE, content_type)],
-        Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)),
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(lines.map(Ok::<_, std::convert::Infallible>)),
     )
+        .into_response()
+}
+
+/// How often a quiet SSE event stream sends a `: keep-alive` comment, so a
+/// proxy with an idle timeout does not cut it.
+pub const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Event lines (NDJSON, one per item) as Server-Sent Events, one `data:`
+/// line each, with a `: keep-alive` comment after `keep_alive` of quiet.
+fn sse_events(
+    lines: impl tokio_stream::Stream<Item = Bytes> + Send + 'static,
+    keep_alive: std::time::Duration,
+) -> Response {
+    let events = lines.map(|line| {
+        let line = line.strip_suffix(b"\n").unwrap_or(&line);
+        Ok::<_, std::convert::Infallible>(Event::default().data(String::from_utf8_lossy(line)))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
         .into_response()
 }
 
@@ -503,6 +515,34 @@ async fn packet(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_quiet_sse_stream_carries_a_keep_alive_comment_within_the_interval() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+        let interval = std::time::Duration::from_millis(50);
+        let response = sse_events(tokio_stream::wrappers::ReceiverStream::new(rx), interval);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        let mut body = response.into_body().into_data_stream();
+        tx.send(Bytes::from_static(b"{\"type\":\"status\"}\n"))
+            .await
+            .unwrap();
+        async fn next(body: &mut axum::body::BodyDataStream) -> Bytes {
+            let frame = tokio::time::timeout(std::time::Duration::from_secs(1), body.next());
+            frame.await.unwrap().unwrap().unwrap()
+        }
+        assert_eq!(next(&mut body).await, "data: {\"type\":\"status\"}\n\n");
+        // Then nothing for a while: a comment line, which SSE readers skip.
+        let started = std::time::Instant::now();
+        assert_eq!(next(&mut body).await, ": keep-alive\n\n");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(next(&mut body).await, ": keep-alive\n\n");
+        drop(tx);
+        assert!(body.next().await.is_none());
+        assert_eq!(SSE_KEEP_ALIVE, std::time::Duration::from_secs(15));
+    }
 
     #[test]
     fn submission_bodies_are_strict() {

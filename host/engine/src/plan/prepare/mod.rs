@@ -20,6 +20,7 @@ use flow::json::{ascii_quote, Value};
 use flow::package::Package;
 use serde_json::json;
 
+pub mod files_list;
 pub mod layout;
 mod manifest;
 mod python;

@@ -23,6 +23,7 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 
+use super::files_list::FilesList;
 use super::layout::{self, Alias};
 use super::{
     add_file, capture_tree, check_lock_current, check_lock_sources, codes, parse_lock,
@@ -150,7 +151,8 @@ pub(super) fn inputs(
     let mut libraries = BTreeMap::new();
     for library in &selected {
         let member = &members[library];
-        let files = library_files(&root.join(library), &member.manifest)
+        let list = files_list(&member.manifest, at)?;
+        let files = library_files(&root.join(library), list.as_ref(), &member.manifest)
             .map_err(|why| invalid(at, &format!("a selected workspace library {why}")))?;
         source_files += files.len();
         source_bytes += files.values().map(|c| c.len() as u64).sum::<u64>();
@@ -431,30 +433,52 @@ fn discover_members(
     Ok(members)
 }
 
-/// A library's selected source: its `files` (plus package.json, README and
-/// license files) when present, else every ordinary file; `.git` and
-/// `node_modules` never. Literal `main`/`exports` files must be present.
+/// A library's `files` list, compiled; its bounds refuse as limits.
+fn files_list(manifest: &Manifest, at: &str) -> Result<Option<FilesList>, Refusal> {
+    let entries = match manifest.value.get("files") {
+        None => return Ok(None),
+        Some(Value::Array(entries)) => entries,
+        Some(_) => {
+            return Err(invalid(
+                at,
+                "a selected workspace library has a files field that is not a list",
+            ))
+        }
+    };
+    FilesList::compile(
+        entries,
+        manifest.value.get("main"),
+        manifest.value.get("bin"),
+    )
+    .map(Some)
+    .map_err(|why| {
+        let code = if why.is_limit() {
+            codes::LIMIT_EXCEEDED
+        } else {
+            codes::WORKSPACE_INVALID
+        };
+        let message = format!("a selected workspace library {}", why.message());
+        refusal(code, at, None, &message)
+    })
+}
+
+/// A library's selected source: what its `files` list selects when it has
+/// one (see [`FilesList`]), else every ordinary file;
+/// `.git` and `node_modules` never. Literal `main`/`exports` files must be
+/// present.
 fn library_files(
     dir: &Path,
+    list: Option<&FilesList>,
     manifest: &Manifest,
 ) -> Result<BTreeMap<String, Vec<u8>>, &'static str> {
     let mut all = BTreeMap::new();
     read_source(dir, "", &mut all)?;
-    let selected: BTreeMap<String, Vec<u8>> = match manifest.value.get("files") {
+    let selected: BTreeMap<String, Vec<u8>> = match list {
         None => all,
-        Some(Value::Array(patterns)) => {
-            let patterns: Vec<String> = patterns
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|p| p.trim_start_matches("./").trim_end_matches('/').to_string())
-                .collect();
-            all.into_iter()
-                .filter(|(path, _)| {
-                    always_included(path) || patterns.iter().any(|p| selects(p, path))
-                })
-                .collect()
-        }
-        Some(_) => return Err("has a files field that is not a list"),
+        Some(list) => all
+            .into_iter()
+            .filter(|(path, _)| list.selects(path))
+            .collect(),
     };
     for literal in exported_files(manifest) {
         if !selected.contains_key(&literal) {
@@ -462,49 +486,6 @@ fn library_files(
         }
     }
     Ok(selected)
-}
-
-fn always_included(path: &str) -> bool {
-    if path.contains('/') {
-        return false;
-    }
-    let upper = path.to_ascii_uppercase();
-    path == MANIFEST
-        || upper.starts_with("README")
-        || upper.starts_with("LICENSE")
-        || upper.starts_with("LICENCE")
-}
-
-/// Does a `files` pattern select `path`? A literal names a file or a
-/// directory prefix; `*` matches within one segment, `**` any segments.
-fn selects(pattern: &str, path: &str) -> bool {
-    if !pattern.contains('*') {
-        return path == pattern || path.starts_with(&format!("{pattern}/"));
-    }
-    fn matches(p: &[&str], s: &[&str]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some(&"**"), _) => matches(&p[1..], s) || (!s.is_empty() && matches(p, &s[1..])),
-            (Some(seg), Some(name)) => segment(seg, name) && matches(&p[1..], &s[1..]),
-            // A directory pattern selects everything below it.
-            (None, Some(_)) => true,
-            _ => false,
-        }
-    }
-    fn segment(p: &str, s: &str) -> bool {
-        match p.split_once('*') {
-            None => p == s,
-            Some((head, tail)) => {
-                s.starts_with(head)
-                    && (0..=s.len().saturating_sub(head.len())).any(|i| {
-                        s.is_char_boundary(head.len() + i) && segment(tail, &s[head.len() + i..])
-                    })
-            }
-        }
-    }
-    let p: Vec<&str> = pattern.split('/').collect();
-    let s: Vec<&str> = path.split('/').collect();
-    matches(&p, &s)
 }
 
 /// Literal paths in `main` and `exports` (patterns with `*` are skipped).
@@ -682,19 +663,6 @@ fn normalize(root: &Path, path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn files_patterns_select_like_npm() {
-        assert!(selects("lib", "lib/a.js"));
-        assert!(selects("index.js", "index.js"));
-        assert!(!selects("lib", "libx/a.js"));
-        assert!(selects("*.js", "a.js"));
-        assert!(!selects("*.js", "src/a.js"));
-        assert!(selects("src/**/*.js", "src/x/y/a.js"));
-        assert!(selects("dist/*", "dist/a/b.js"));
-        assert!(always_included("README.md") && always_included("LICENSE"));
-        assert!(!always_included("src/README.md"));
-    }
 
     #[test]
     fn links_resolve_lexically_inside_the_root() {

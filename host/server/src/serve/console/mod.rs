@@ -865,3 +865,34 @@ async fn submit(
         Err(refusal) => refuse(&door, Some(&session), refusal),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_csrf_token_one_byte_off_or_of_another_length_is_refused() {
+        let console = Console::default();
+        let id = console.open_session().unwrap();
+        let session = console
+            .session(Some(&format!("{}={id}", session::COOKIE)))
+            .unwrap();
+        let csrf = session.csrf.clone();
+        let mut off = csrf.clone().into_bytes();
+        off[0] = if off[0] == b'a' { b'b' } else { b'a' };
+        let off = String::from_utf8(off).unwrap();
+        for wrong in [
+            off.as_str(),
+            &csrf[..csrf.len() - 1],
+            &format!("{csrf}a"),
+            "",
+        ] {
+            assert_eq!(
+                check_csrf(&session, wrong).unwrap_err().code(),
+                "JIG_CONSOLE_CSRF_INVALID",
+                "{wrong}"
+            );
+        }
+        assert!(check_csrf(&session, &csrf).is_ok());
+    }
+}

@@ -6,7 +6,6 @@
 //! the API does.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -38,11 +37,11 @@ pub struct Console {
     sessions: Mutex<HashMap<String, Session>>,
 }
 
-/// 32 random bytes from the kernel, hex.
+/// 32 random bytes from the kernel (getrandom(2), no file descriptor to
+/// run out of or a chroot to lack), hex.
 fn random_token() -> Result<String, Error> {
     let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
+    getrandom::fill(&mut bytes)
         .map_err(|e| Error::Internal(format!("no randomness for a console token: {e}")))?;
     Ok(flow::digest::hex(&bytes))
 }
@@ -153,6 +152,49 @@ mod tests {
         assert!(console.session(None).is_none());
         console.close(Some(&cookie));
         assert!(console.session(Some(&cookie)).is_none());
+    }
+
+    /// `ticket` with its last byte changed.
+    fn one_byte_off(ticket: &str) -> String {
+        let mut bytes = ticket.as_bytes().to_vec();
+        let last = bytes.last_mut().unwrap();
+        *last = if *last == b'0' { b'1' } else { b'0' };
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn a_ticket_or_session_one_byte_off_or_of_another_length_is_refused() {
+        let console = Console::default();
+        let ticket = console.mint_ticket().unwrap();
+        let near = [
+            one_byte_off(&ticket),
+            ticket[..ticket.len() - 1].to_string(),
+            format!("{ticket}0"),
+            String::new(),
+        ];
+        for wrong in &near {
+            assert_eq!(
+                console.redeem(wrong).unwrap_err().code(),
+                "UNAUTHENTICATED",
+                "{wrong}"
+            );
+        }
+        let id = console.redeem(&ticket).unwrap();
+        for wrong in [one_byte_off(&id), id[1..].to_string(), format!("{id}0")] {
+            assert!(console
+                .session(Some(&format!("{COOKIE}={wrong}")))
+                .is_none());
+        }
+        assert!(console.session(Some(&format!("{COOKIE}={id}"))).is_some());
+    }
+
+    #[test]
+    fn tokens_are_distinct_hex() {
+        let a = random_token().unwrap();
+        let b = random_token().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 
     #[test]
