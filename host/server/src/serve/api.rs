@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio_stream::StreamExt;
 
 use super::console::Console;
-use super::http::{public_message, status, MAX_LIST, TAR_TYPE};
+use super::http::{challenge, public_message, read_body, status, MAX_LIST, TAR_TYPE};
 use super::listen::Peer;
 use super::runner::{Live, ServedRun, Server};
 use super::token::Bearer;
@@ -208,36 +208,6 @@ fn refused(refusal: Error) -> Response {
     let mut response = error(status(&refusal), refusal.code(), &public_message(&refusal));
     challenge(&refusal, response.headers_mut());
     response
-}
-
-/// The headers a refusal carries beside its body: how to authenticate,
-/// when to try again, and that a body refused unread ends the connection.
-pub(super) fn challenge(refusal: &Error, headers: &mut HeaderMap) {
-    match refusal {
-        Error::Unauthenticated(_) => {
-            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        Error::Throttled { retry_after, .. } => {
-            let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        Error::BodyTooLarge(_) | Error::BodyTimeout(_) => {
-            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        _ => {}
-    }
-}
-
-/// A body read whole, at most `limit` bytes: past it `too_large`; cut off
-/// by the body timeout, `JIG_REQUEST_TIMEOUT`.
-pub(super) async fn read_body(
-    body: Body,
-    limit: usize,
-    too_large: impl FnOnce() -> Error,
-) -> Result<Bytes, Error> {
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|e| super::listen::timed_out(&e).unwrap_or_else(too_large))
 }
 
 async fn health(State(server): State<Arc<Server>>) -> Response {

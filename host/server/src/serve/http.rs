@@ -1,8 +1,11 @@
 //! What the API and the console answer alike: the HTTP status of every
-//! failure and what a client is told of it, the bound of a Run list, the
-//! content type of a tar body.
+//! failure, what a client is told of it and the headers it carries, how a
+//! body is read, the bound of a Run list, the content type of a tar body.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, HeaderValue};
 
 use crate::Error;
 
@@ -89,6 +92,36 @@ pub fn public_message(e: &Error) -> String {
             "the daemon could not complete the request (ref {reference} in the daemon's log)"
         ),
     }
+}
+
+/// The headers a refusal carries beside its body: how to authenticate,
+/// when to try again, and that a body refused unread ends the connection.
+pub fn challenge(refusal: &Error, headers: &mut HeaderMap) {
+    match refusal {
+        Error::Unauthenticated(_) => {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Error::Throttled { retry_after, .. } => {
+            let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        Error::BodyTooLarge(_) | Error::BodyTimeout(_) => {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        _ => {}
+    }
+}
+
+/// A body read whole, at most `limit` bytes: past it `too_large`; cut off
+/// by the body timeout, `JIG_REQUEST_TIMEOUT`.
+pub async fn read_body(
+    body: Body,
+    limit: usize,
+    too_large: impl FnOnce() -> Error,
+) -> Result<Bytes, Error> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|e| super::listen::timed_out(&e).unwrap_or_else(too_large))
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use serde_json::json;
 pub use session::Console;
 use session::Session;
 
-use super::http::{public_message, status, MAX_LIST, TAR_TYPE};
+use super::http::{challenge, public_message, read_body, status, MAX_LIST, TAR_TYPE};
 use super::listen::Peer;
 use super::runner::{ServedRun, Server};
 use super::token::{self, Bearer};
@@ -221,7 +221,7 @@ fn refuse(door: &Door, session: Option<&Session>, refusal: Error) -> Response {
         }
     };
     if !matches!(refusal, Error::Unauthenticated(_)) {
-        super::api::challenge(&refusal, response.headers_mut());
+        challenge(&refusal, response.headers_mut());
     }
     response
 }
@@ -297,7 +297,7 @@ async fn login_form(req: Request) -> Result<LoginForm, Error> {
     if declared.is_some_and(|n| n > LOGIN_BODY_BYTES as u64) {
         return Err(too_large());
     }
-    let bytes = super::api::read_body(req.into_body(), LOGIN_BODY_BYTES, too_large).await?;
+    let bytes = read_body(req.into_body(), LOGIN_BODY_BYTES, too_large).await?;
     serde_urlencoded::from_bytes(&bytes)
         .map_err(|e| Error::RequestInvalid(format!("the sign-in form is malformed: {e}")))
 }
