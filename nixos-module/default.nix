@@ -460,7 +460,7 @@ let
         # Room for max-connections (256 by default) TCP clients beside the
         # 512 descriptors jig serve keeps for the socket and Runs: it
         # refuses to start when the limit cannot hold both.
-        LimitNOFILE = 65536;
+        LimitNOFILE = jigLib.descriptorLimit server.maxConnections;
         ReadWritePaths = lib.mapAttrsToList (_: p: p.path) servedProjects;
       };
     };
@@ -614,6 +614,34 @@ in
         type = types.nullOr types.ints.unsigned;
         default = null;
         description = "For how many recently run targets the next Run's envelope is made ahead and held before its program runs (`[serve] envelopes-ahead`); 0 makes none. null: jig's default (8).";
+      };
+
+      maxConnections = mkOption {
+        type = types.nullOr positive;
+        default = null;
+        description = "At most this many TCP connections at once (`[serve] max-connections`); one past it is answered 503 and closed. The Unix socket is counted apart. The unit's LimitNOFILE leaves room for it. null: jig's default (256).";
+      };
+
+      headerTimeout = mkOption {
+        type = types.nullOr (
+          types.addCheck types.str jigLib.isDuration
+          // {
+            description = "duration matching `${jigLib.durationPattern}`";
+          }
+        );
+        default = null;
+        description = "How long a request's head may take, and an idle connection is kept (`[serve] header-timeout`). null: jig's default (10s).";
+      };
+
+      bodyTimeout = mkOption {
+        type = types.nullOr (
+          types.addCheck types.str jigLib.isDuration
+          // {
+            description = "duration matching `${jigLib.durationPattern}`";
+          }
+        );
+        default = null;
+        description = "How long a request's body may take from its head (`[serve] body-timeout`): a file Run's upload must fit it. null: jig's default (60s).";
       };
 
       shutdownGrace = mkOption {

@@ -219,6 +219,16 @@ rec {
         };
       };
 
+  # jig.service's LimitNOFILE: 65,536, or more where max-connections (jig's
+  # default 256 when null) and the 512 descriptors jig serve keeps for the
+  # socket and Runs need it, with as many again to spare.
+  descriptorLimit =
+    maxConnections:
+    let
+      connections = if maxConnections == null then 256 else maxConnections;
+    in
+    if connections + 1024 > 65536 then connections + 1024 else 65536;
+
   # `host:port` or `[v6]:port`, port 1-65535.
   maxPort = 65535;
   isTcpAddress =
@@ -345,6 +355,9 @@ rec {
             max-queued-runs = server.maxQueuedRuns;
             envelopes-ahead = server.envelopesAhead or null;
             shutdown-grace = server.shutdownGrace;
+            max-connections = server.maxConnections or null;
+            header-timeout = server.headerTimeout or null;
+            body-timeout = server.bodyTimeout or null;
             tcp = server.tcp;
             token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;
             tls-cert = if (server.tlsCertFile or null) == null then null else cred tlsCertCredential server.tlsCertFile;

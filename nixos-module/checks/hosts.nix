@@ -82,6 +82,9 @@ rec {
       maxQueuedRuns = 64;
       envelopesAhead = 4;
       shutdownGrace = "2m";
+      maxConnections = 512;
+      headerTimeout = "5s";
+      bodyTimeout = "2m";
       tcp = "127.0.0.1:8480";
       tokenFile = "/var/keys/jig-token";
     };

@@ -181,6 +181,9 @@ let
       max-queued-runs = 64;
       envelopes-ahead = 4;
       shutdown-grace = "2m";
+      max-connections = 512;
+      header-timeout = "5s";
+      body-timeout = "2m";
       tcp = "127.0.0.1:8480";
       token-file = "${serveCreds}/serve-token";
     };
@@ -931,6 +934,22 @@ let
       && !builds (serverWith { server.tcp = "127.0.0.1:65536"; });
     "server.tcp port 1 builds, 0 is refused" =
       builds (serverWith { server.tcp = "localhost:1"; }) && !builds (serverWith { server.tcp = "localhost:0"; });
+    "server.maxConnections, headerTimeout and bodyTimeout reach [serve], and LimitNOFILE makes room" =
+      let
+        host = serverWith {
+          server.maxConnections = 100000;
+          server.headerTimeout = "5s";
+          server.bodyTimeout = "2m";
+        };
+        serve = (hostToml host).serve;
+      in
+      serve.max-connections == 100000
+      && serve.header-timeout == "5s"
+      && serve.body-timeout == "2m"
+      && elem "LimitNOFILE=101024" (unitLines host "jig.service")
+      && !builds (serverWith { server.maxConnections = 0; })
+      && !builds (serverWith { server.headerTimeout = "1d"; })
+      && !builds (serverWith { server.bodyTimeout = "soon"; });
     "server.shutdownGrace in hours builds, in days is refused" =
       builds (serverWith { server.shutdownGrace = "1h"; })
       && !builds (serverWith { server.shutdownGrace = "1d"; });
@@ -1066,6 +1085,9 @@ let
             "max-queued-runs"
             "envelopes-ahead"
             "shutdown-grace"
+            "max-connections"
+            "header-timeout"
+            "body-timeout"
           ];
         };
         expected = {
