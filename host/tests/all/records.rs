@@ -387,21 +387,11 @@ fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
     let runs = dir.path().join(".jig/runs");
     let script = format!(
         "mount -t tmpfs -o size=64k tmpfs {runs} && \
-         (head -c 1048576 /dev/zero > {runs}/filler 2>/dev/null || true) && exec \"$0\" \"$@\"",
+         (head -c 1048576 /dev/zero > {runs}/filler 2>/dev/null || true) && \
+         exec \"$0\" run flow:flows/hello --input null",
         runs = runs.display()
     );
-    let jig = jig(dir.path());
-    let run = output(
-        std::process::Command::new("unshare")
-            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
-            .arg(jig.get_program())
-            .args(["run", "flow:flows/hello", "--input", "null"])
-            .current_dir(dir.path())
-            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .env_remove("JIG_CONFIG")
-            .output()
-            .expect("unshare runs"),
-    );
+    let run = in_namespace(dir.path(), &script);
     assert_eq!(run.status, 2, "{run:?}");
     assert!(
         run.stderr.starts_with("JIG_STORAGE_UNAVAILABLE: "),
@@ -416,19 +406,25 @@ fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
     assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0);
 }
 
-/// Fills the filesystem of the `.jig/` above its scratch as a neighbour
-/// would (possible only without containment), then succeeds with `filled`
-/// (input `null`) or as many `x` as its input says.
-const FILLS_THE_DISK: &str = "import os\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    state = ctx.scratch\n    while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    try:\n        with open(os.path.join(state, 'filler'), 'wb') as f:\n            while True:\n                f.write(b'\\0' * 65536)\n                f.flush()\n    except OSError:\n        pass\n    output = 'filled' if ctx.input is None else 'x' * ctx.input\n    return {'outcome': 'done', 'output': output}\n\nhandle(run)\n";
+/// `script` run by `sh` in a private user and mount namespace, with `$0`
+/// the `jig` binary and the environment `jig(dir)` gives it.
+fn in_namespace(dir: &Path, script: &str) -> Run {
+    let jig = jig(dir);
+    output(
+        std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", script])
+            .arg(jig.get_program())
+            .current_dir(dir)
+            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .output()
+            .expect("unshare runs"),
+    )
+}
 
-/// A Run during which its host's disk fills up (here `.jig/` on an 8 MiB
-/// tmpfs in a private user and mount namespace, filled by the Flow itself
-/// under `[containment] mode = "none"`, as a neighbour would) still ends
-/// settled with its own terminal: the space its settlement needs was set
-/// aside when it was recorded. The next submission on the full disk is
-/// refused with the one code, nothing recorded.
-#[test]
-fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
+/// A reviewed project of `flows/fill` ([`FILLS_THE_DISK`]) without
+/// containment, its `.jig/` moved aside: `then` runs after `.jig/` is an
+/// 8 MiB tmpfs holding a copy of it, in [`in_namespace`].
+fn on_a_small_disk(then: &str) -> (tempfile::TempDir, Run) {
     let dir = project(&[
         (
             "flows/fill/FLOW.md",
@@ -446,22 +442,31 @@ fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
     std::fs::rename(&state, &on_disk).unwrap();
     std::fs::create_dir(&state).unwrap();
     let script = format!(
-        "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && \
-         \"$0\" run flow:flows/fill --input null --json; echo \"first=$?\"; \
-         \"$0\" run flow:flows/fill --input null --json; echo \"second=$?\"; \
-         cat {state}/runs/run-*.json; echo; ls {state}/runs {state}/runs/pending",
+        "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && {then}",
         state = state.display(),
         on_disk = on_disk.display()
     );
-    let jig = jig(dir.path());
-    let run = output(
-        std::process::Command::new("unshare")
-            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
-            .arg(jig.get_program())
-            .current_dir(dir.path())
-            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .output()
-            .expect("unshare runs"),
+    let run = in_namespace(dir.path(), &script);
+    (dir, run)
+}
+
+/// Fills the filesystem of the `.jig/` above its scratch as a neighbour
+/// would (possible only without containment), then succeeds with `filled`
+/// (input `null`) or as many `x` as its input says.
+const FILLS_THE_DISK: &str = "import os\nfrom jiggy.flow import handle\n\nasync def run(ctx):\n    state = ctx.scratch\n    while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)\n    try:\n        with open(os.path.join(state, 'filler'), 'wb') as f:\n            while True:\n                f.write(b'\\0' * 65536)\n                f.flush()\n    except OSError:\n        pass\n    output = 'filled' if ctx.input is None else 'x' * ctx.input\n    return {'outcome': 'done', 'output': output}\n\nhandle(run)\n";
+
+/// A Run during which its host's disk fills up (here `.jig/` on an 8 MiB
+/// tmpfs in a private user and mount namespace, filled by the Flow itself
+/// under `[containment] mode = "none"`, as a neighbour would) still ends
+/// settled with its own terminal: the space its settlement needs was set
+/// aside when it was recorded. The next submission on the full disk is
+/// refused with the one code, nothing recorded.
+#[test]
+fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
+    let (_dir, run) = on_a_small_disk(
+        "\"$0\" run flow:flows/fill --input null --json; echo \"first=$?\"; \
+         \"$0\" run flow:flows/fill --input null --json; echo \"second=$?\"; \
+         cat .jig/runs/run-*.json; echo; ls .jig/runs .jig/runs/pending",
     );
     let lines: Vec<&str> = run.stdout.lines().collect();
     let terminal: serde_json::Value = serde_json::from_str(lines[0]).expect("a terminal");
@@ -481,38 +486,7 @@ fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
 /// (`JIG_STORAGE_UNAVAILABLE`, exit 2); its record stays pending.
 #[test]
 fn a_terminal_larger_than_its_reserve_is_shown_then_reported() {
-    let dir = project(&[
-        (
-            "flows/fill/FLOW.md",
-            "---\nname: fill\ndescription: A test Flow.\n---\n",
-        ),
-        ("flows/fill/flow.py", FILLS_THE_DISK),
-        (
-            ".test-config-home/jig/host.toml",
-            "[containment]\nmode = \"none\"\n",
-        ),
-    ]);
-    review(dir.path());
-    let state = dir.path().join(".jig");
-    let on_disk = dir.path().join(".jig-on-disk");
-    std::fs::rename(&state, &on_disk).unwrap();
-    std::fs::create_dir(&state).unwrap();
-    let script = format!(
-        "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && \
-         exec \"$0\" run flow:flows/fill --input 300000 --json",
-        state = state.display(),
-        on_disk = on_disk.display()
-    );
-    let jig = jig(dir.path());
-    let run = output(
-        std::process::Command::new("unshare")
-            .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
-            .arg(jig.get_program())
-            .current_dir(dir.path())
-            .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .output()
-            .expect("unshare runs"),
-    );
+    let (dir, run) = on_a_small_disk("exec \"$0\" run flow:flows/fill --input 300000 --json");
     assert_eq!(run.status, 2, "{}", run.stderr);
     let terminal = run.json();
     assert_eq!(terminal["status"], "succeeded", "{}", run.stderr);
