@@ -724,6 +724,26 @@ fn cgroup() -> Cgroup {
 mod tests {
     use super::*;
 
+    /// `scratch-size` takes [`SCRATCH_BYTES_RANGE`]: each end, and one
+    /// byte past it, refused with the range; absent is the default.
+    #[test]
+    fn scratch_size_is_bounded_at_each_end() {
+        let size = |text: &str| {
+            serde_json::from_value::<Containment>(serde_json::json!({ "scratch-size": text }))
+                .map(|c| c.scratch_bytes())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(size("1MiB"), Ok(1 << 20));
+        assert_eq!(size("16GiB"), Ok(16 << 30));
+        for past in [(1u64 << 20) - 1, (16 << 30) + 1] {
+            let refused = size(&past.to_string()).unwrap_err();
+            assert!(refused.contains("is outside 1MiB..=16GiB"), "{refused}");
+        }
+        assert!(size("64MB").unwrap_err().contains("is not a size"));
+        let absent: Containment = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(absent.scratch_bytes(), DEFAULT_SCRATCH_BYTES);
+    }
+
     #[test]
     fn envelope_figures_match_host_facts() {
         // The reference's envelope: a 16 MiB tmpfs; 250 ms from SIGTERM

@@ -449,14 +449,18 @@ const OUTPUT_TMPFS_BYTES: usize = jig_sandbox::OUTPUT_TMPFS_BYTES as usize;
 /// `jig run flow:flows/fill` asked to write `bytes` bytes into its writable
 /// attachment, delivered to `out`.
 fn run_fill(project: &Path, out: &Path, bytes: usize) -> Run {
-    let input = format!(r#"{{"bytes":{bytes}}}"#);
+    run_fill_with(project, out, &format!(r#"{{"bytes":{bytes}}}"#))
+}
+
+/// `flows/fill` with `input`, delivered to `out`.
+fn run_fill_with(project: &Path, out: &Path, input: &str) -> Run {
     run_jig(
         project,
         &[
             "run",
             "flow:flows/fill",
             "--input",
-            &input,
+            input,
             "--out",
             path(out),
         ],
@@ -570,17 +574,10 @@ fn a_wasm_flow_writable_attachment_is_the_same_16_mib_tmpfs() {
         )],
     );
     let fill_scratch = |bytes: usize, out: &Path| {
-        let input = format!(r#"{{"bytes":{bytes},"scratch":true}}"#);
-        run_jig(
+        run_fill_with(
             project.path(),
-            &[
-                "run",
-                "flow:flows/fill",
-                "--input",
-                &input,
-                "--out",
-                path(out),
-            ],
+            out,
+            &format!(r#"{{"bytes":{bytes},"scratch":true}}"#),
         )
     };
     let run = fill_scratch(1 << 20, &out.path().join("scratch-at-limit"));

@@ -367,12 +367,8 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     found
 }
 
-/// A host whose records cannot be written (here: `.jig/runs` on a full
-/// 64 KiB tmpfs, mounted in a private user and mount namespace) refuses
-/// the Run with the one code for it, exit 2, naming no host path, and
-/// nothing of it runs or stays.
-#[test]
-fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
+/// A reviewed project whose `flows/hello` answers `"ran"`.
+fn hello_project() -> tempfile::TempDir {
     let dir = project(&[
         (
             "flows/hello/FLOW.md",
@@ -384,6 +380,16 @@ fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
         ),
     ]);
     review(dir.path());
+    dir
+}
+
+/// A host whose records cannot be written (here: `.jig/runs` on a full
+/// 64 KiB tmpfs, mounted in a private user and mount namespace) refuses
+/// the Run with the one code for it, exit 2, naming no host path, and
+/// nothing of it runs or stays.
+#[test]
+fn a_full_disk_refuses_the_run_with_one_code_naming_no_path() {
+    let dir = hello_project();
     let runs = dir.path().join(".jig/runs");
     let script = format!(
         "mount -t tmpfs -o size=64k tmpfs {runs} && \
@@ -507,17 +513,7 @@ fn a_terminal_larger_than_its_reserve_is_shown_then_reported() {
 /// rest, names the file to look at (exit 2), and `jig run` still runs.
 #[test]
 fn a_corrupt_record_is_named_and_the_others_are_listed() {
-    let dir = project(&[
-        (
-            "flows/hello/FLOW.md",
-            "---\nname: hello\ndescription: A test Flow.\n---\n",
-        ),
-        (
-            "flows/hello/flow.py",
-            "from jiggy.flow import handle\n\nasync def run(ctx):\n    return {'outcome': 'done', 'output': 'ran'}\n\nhandle(run)\n",
-        ),
-    ]);
-    review(dir.path());
+    let dir = hello_project();
     let ran = run_jig(dir.path(), &["run", "flow:flows/hello", "--input", "null"]);
     assert_eq!(ran.status, 0, "{ran:?}");
     let runs = dir.path().join(".jig/runs");

@@ -76,6 +76,14 @@ fn launch() -> Launch {
     }
 }
 
+/// `b`'s bubblewrap arguments for `launch`, as strings.
+fn strings(b: &Bubblewrap, launch: &Launch) -> Vec<String> {
+    b.arguments(launch)
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect()
+}
+
 fn after<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
     args.windows(3)
         .filter(|w| w[0] == flag)
@@ -107,11 +115,7 @@ fn a_flows_scratch_and_tmp_are_bounded_tmpfs() {
         scratch_bytes: None,
         ..launch()
     };
-    let args: Vec<String> = b
-        .arguments(&kept)
-        .into_iter()
-        .map(|a| a.into_string().unwrap())
-        .collect();
+    let args = strings(&b, &kept);
     assert_eq!(after(&args, "--bind"), ["/p/scratch"], "{args:?}");
     let sized: Vec<(&str, &str)> = args
         .windows(4)
@@ -132,11 +136,7 @@ fn a_tree_shown_at_the_package_replaces_its_bind() {
         ("/s/trees/abc".into(), "/p/pkg".into()),
         ("/s/support/py".into(), "/p/python".into()),
     ];
-    let args: Vec<String> = b
-        .arguments(&launch)
-        .into_iter()
-        .map(|a| a.into_string().unwrap())
-        .collect();
+    let args = strings(&b, &launch);
     let binds: Vec<(&str, &str)> = args
         .windows(3)
         .filter(|w| w[0] == "--ro-bind")
@@ -160,11 +160,7 @@ fn a_runtime_view_replaces_usr() {
     view.links
         .insert("/usr/bin/python3".into(), "python3.11".into());
     launch.view = Some(Arc::new(view));
-    let args: Vec<String> = b
-        .arguments(&launch)
-        .into_iter()
-        .map(|a| a.into_string().unwrap())
-        .collect();
+    let args = strings(&b, &launch);
     let ro = after(&args, "--ro-bind");
     assert!(!ro.contains(&"/usr"), "{args:?}");
     assert!(ro.contains(&"/usr/bin/python3.11") && ro.contains(&"/usr/lib/python3.11"));

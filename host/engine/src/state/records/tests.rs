@@ -326,6 +326,18 @@ fn a_run_can_settle_in_the_space_set_aside_for_it() {
     record.value["terminal"] = json!({"status": "succeeded", "output": "kept"});
     let too_big = vec![b' '; SETTLE_RESERVE_BYTES as usize + 1];
     assert!(!runs.settle_in_reserve(&id, &too_big).unwrap());
+    // Exactly the reserve fits (another Run's, which it then settles).
+    let Submission::New(at_limit) = runs.submit(None, json!({"target": "v"}), None).unwrap() else {
+        panic!("a new Run");
+    };
+    let whole = vec![b' '; SETTLE_RESERVE_BYTES as usize];
+    assert!(runs.settle_in_reserve(&at_limit.id, &whole).unwrap());
+    assert_eq!(
+        std::fs::metadata(dir.path().join(format!("runs/{}.json", at_limit.id)))
+            .unwrap()
+            .len(),
+        SETTLE_RESERVE_BYTES
+    );
     let bytes = flow::json::canonical(&record.value);
     assert!(runs.settle_in_reserve(&id, &bytes).unwrap());
     assert!(!reserve.exists());
