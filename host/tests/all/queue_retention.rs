@@ -555,6 +555,34 @@ fn a_worker_collects_what_no_current_generation_names_from_its_cache() {
     assert!(cached(&cache, &second));
 }
 
+/// A worker collecting its cache all the time (every 20 ms) never takes
+/// what a Run is fetching: each new generation is claimed while the
+/// collections remove the one before it, whose blobs (its unchanged
+/// FLOW.md) the new package shares; every Run succeeds.
+#[test]
+fn collections_never_take_what_a_run_is_fetching() {
+    use crate::queue::{run_status, worker_with};
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let served = Served::start(&root, &pg, logs.path());
+    let worker = worker_with(&pg, logs.path(), 0, "1", &["--cache-interval", "20ms"]);
+    for n in 1..=12 {
+        if n > 1 {
+            admit_a_change(&root, n);
+        }
+        let id = served.submit(&format!("run-{n}"), input(&witness, n, 0));
+        wait_until("the Run settled", Duration::from_secs(60), || {
+            run_status(&pg, &id) == "settled"
+        });
+        let terminal = served.terminal(&id);
+        assert_eq!(terminal["status"], "succeeded", "{terminal}\n{}", worker.log());
+    }
+    let removed: usize = cache_lines(&worker.log())
+        .iter()
+        .map(|l| l["packages"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert!(removed >= 8, "older generations were collected meanwhile: {}", worker.log());
+}
+
 /// What a Run executing on a worker uses stays in its cache through the
 /// collections during it, even once the database no longer names its
 /// generation (its row is made to name generation 2, so only the worker's

@@ -19,10 +19,13 @@
 //! ([`jig_engine::exec::sdk::collect_support`]). A Run that wants a removed entry
 //! again fetches it again and verifies it by digest, as on a first use.
 //!
-//! A claim cannot start using an entry while it is being removed: the
-//! collection holds the worker's cache gate from reading the Runs in flight
-//! to its last removal, and a Run joins the in-flight set under the same
-//! gate before it reads the cache. Each removal is one unlink or one
+//! A claim cannot start using an entry while it is being removed, nor
+//! write one while a collection lists the cache: the collection holds the
+//! worker's cache gate whole from reading the Runs in flight to its last
+//! removal, and a Run shares the gate from joining the in-flight set until
+//! its generation is whole in the cache (a collection that listed the
+//! cache while a package was half written would see blobs no manifest
+//! names yet, and remove those the new package shares with an older one). Each removal is one unlink or one
 //! rename aside (a package's manifest first, a work root or shared tree
 //! renamed aside before its files go), so a crash leaves only entries a
 //! later fetch verifies or makes again, and what was renamed aside, which

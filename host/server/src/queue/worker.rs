@@ -77,11 +77,17 @@ struct Worker {
     /// The Runs executing here, by (Run ID, epoch): the generation each
     /// runs. The cache keeps what they use.
     executing: std::sync::Mutex<std::collections::HashMap<(String, i64), (String, i64)>>,
-    /// Held by a cache collection from reading [`Worker::executing`] to its
-    /// last removal, and by a Run while it joins that set: no Run starts
-    /// using the cache while a collection removes from it.
-    cache_gate: tokio::sync::Mutex<()>,
+    /// Held whole by a cache collection from reading [`Worker::executing`]
+    /// to its last removal; shared by each Run from joining that set until
+    /// what it fetched into the cache is whole ([`Worker::join_executing`]).
+    /// No collection lists the cache while a Run writes into it: one that
+    /// did could miss a package whose manifest is not written yet and
+    /// remove the blobs it shares with an older one.
+    cache_gate: Arc<tokio::sync::RwLock<()>>,
 }
+
+/// A Run's share of [`Worker::cache_gate`] while it fetches.
+type Fetching = tokio::sync::OwnedRwLockReadGuard<()>;
 
 /// A Run's place in [`Worker::executing`], left when dropped.
 struct Executing {
@@ -234,18 +240,21 @@ async fn stop_signal() {
 }
 
 impl Worker {
-    /// Join the Runs executing here, under the cache gate.
-    async fn join_executing(self: &Arc<Self>, claim: &Claim) -> Executing {
-        let _gate = self.cache_gate.lock().await;
+    /// Join the Runs executing here, under the cache gate, which the Run
+    /// keeps (the guard returned) until what it fetches into the cache is
+    /// whole.
+    async fn join_executing(self: &Arc<Self>, claim: &Claim) -> (Executing, Fetching) {
+        let fetching = self.cache_gate.clone().read_owned().await;
         let key = (claim.id.clone(), claim.epoch);
         self.executing
             .lock()
             .unwrap()
             .insert(key.clone(), (claim.project.clone(), claim.generation));
-        Executing {
+        let executing = Executing {
             worker: self.clone(),
             key,
-        }
+        };
+        (executing, fetching)
     }
 
     /// Collect the cache (see [`super::cache`]); a failure is logged and
@@ -267,7 +276,7 @@ impl Worker {
     }
 
     async fn try_collect_cache(&self) -> Result<CacheCollected, Error> {
-        let _gate = self.cache_gate.lock().await;
+        let _gate = self.cache_gate.write().await;
         let executing: Vec<((String, i64), (String, i64))> = self
             .executing
             .lock()
@@ -301,7 +310,7 @@ impl Worker {
 
     async fn execute(self: Arc<Self>, claim: Claim) {
         // From here until this Run ends, the cache keeps what it uses.
-        let _executing = self.join_executing(&claim).await;
+        let (_executing, fetching) = self.join_executing(&claim).await;
         let (cancel_tx, cancel_rx) = watch::channel(false);
         // The end of the shutdown grace cancels this Run too.
         let shutdown = {
@@ -340,7 +349,7 @@ impl Worker {
                 }
             })
         };
-        let terminal = self.prepare_and_run(&claim, cancel_rx).await;
+        let terminal = self.prepare_and_run(&claim, cancel_rx, fetching).await;
         beat.abort();
         shutdown.abort();
         let Some((terminal, packet)) = terminal else {
@@ -377,11 +386,13 @@ impl Worker {
 
     /// Fetch, dispatch, execute: the terminal and a file Run's packet blob.
     /// `None`: dispatch was refused, nothing ran and nothing is ours to
-    /// write.
+    /// write. `fetching` keeps cache collections out until the Run's
+    /// generation is whole in the cache.
     async fn prepare_and_run(
         &self,
         claim: &Claim,
         cancel: watch::Receiver<bool>,
+        fetching: Fetching,
     ) -> Option<(Terminal, Option<String>)> {
         // A Run settled before dispatch: its terminal formed as every
         // door forms one (nothing of it ran).
@@ -411,6 +422,8 @@ impl Worker {
         };
         let package = jig_engine::exec::submit::admitted_package(&plan, &target)
             .and_then(|(_, digest, _)| self.cache.store().load_package(&digest).ok());
+        // Whole in the cache: from here the executing set keeps it.
+        drop(fetching);
         let Some(package) = package else {
             return Some((
                 refused(jig_engine::Error::PackageMissing {
