@@ -57,7 +57,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let root = project_root(args.dir)?;
     let config = load_config(args.config)?;
     let state = match ProjectState::acquire(&root) {
-        Ok(state) => state,
+        Ok(state) => state.with_settle_reserve(config.records.settle_reserve_bytes()),
         // A local daemon holds the project: submit to it.
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
             Some(served) => return submit_to(&served, &args, &request, input, None),

@@ -428,19 +428,18 @@ fn in_namespace(dir: &Path, script: &str) -> Run {
 }
 
 /// A reviewed project of `flows/fill` ([`FILLS_THE_DISK`]) without
-/// containment, its `.jig/` moved aside: `then` runs after `.jig/` is an
-/// 8 MiB tmpfs holding a copy of it, in [`in_namespace`].
-fn on_a_small_disk(then: &str) -> (tempfile::TempDir, Run) {
+/// containment (and with `config` added to its host configuration), its
+/// `.jig/` moved aside: `then` runs after `.jig/` is an 8 MiB tmpfs
+/// holding a copy of it, in [`in_namespace`].
+fn on_a_small_disk(config: &str, then: &str) -> (tempfile::TempDir, Run) {
+    let host_toml = format!("[containment]\nmode = \"none\"\n{config}");
     let dir = project(&[
         (
             "flows/fill/FLOW.md",
             "---\nname: fill\ndescription: A test Flow.\n---\n",
         ),
         ("flows/fill/flow.py", FILLS_THE_DISK),
-        (
-            ".test-config-home/jig/host.toml",
-            "[containment]\nmode = \"none\"\n",
-        ),
+        (".test-config-home/jig/host.toml", &host_toml),
     ]);
     review(dir.path());
     let state = dir.path().join(".jig");
@@ -470,6 +469,7 @@ const FILLS_THE_DISK: &str = "import os\nfrom jiggy.flow import handle\n\nasync 
 #[test]
 fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
     let (_dir, run) = on_a_small_disk(
+        "",
         "\"$0\" run flow:flows/fill --input null --json; echo \"first=$?\"; \
          \"$0\" run flow:flows/fill --input null --json; echo \"second=$?\"; \
          cat .jig/runs/run-*.json; echo; ls .jig/runs .jig/runs/pending",
@@ -492,7 +492,7 @@ fn a_run_that_fills_the_disk_is_still_settled_and_the_next_is_refused() {
 /// (`JIG_STORAGE_UNAVAILABLE`, exit 2); its record stays pending.
 #[test]
 fn a_terminal_larger_than_its_reserve_is_shown_then_reported() {
-    let (dir, run) = on_a_small_disk("exec \"$0\" run flow:flows/fill --input 300000 --json");
+    let (dir, run) = on_a_small_disk("", "exec \"$0\" run flow:flows/fill --input 300000 --json");
     assert_eq!(run.status, 2, "{}", run.stderr);
     let terminal = run.json();
     assert_eq!(terminal["status"], "succeeded", "{}", run.stderr);
@@ -507,6 +507,28 @@ fn a_terminal_larger_than_its_reserve_is_shown_then_reported() {
         "{}",
         run.stderr
     );
+}
+
+/// `[records] settle-reserve` sets aside more: the same 300 KB terminal,
+/// on the same full disk, is settled (exit 0) in a 1 MiB reserve.
+#[test]
+fn a_larger_settle_reserve_keeps_a_larger_terminal() {
+    let (_dir, run) = on_a_small_disk(
+        "[records]\nsettle-reserve = \"1MiB\"\n",
+        "\"$0\" run flow:flows/fill --input 300000 --json; echo \"status=$?\"; \
+         cat .jig/runs/run-*.json; echo; ls .jig/runs/pending",
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let terminal: serde_json::Value = serde_json::from_str(lines[0]).expect("a terminal");
+    assert_eq!(terminal["status"], "succeeded", "{}", run.stderr);
+    assert_eq!(lines[1], "status=0", "{}", run.stderr);
+    let record: serde_json::Value = serde_json::from_str(lines[2]).expect("the record");
+    assert_eq!(record["terminal"]["status"], "succeeded");
+    assert_eq!(
+        record["terminal"]["output"].as_str().map(str::len),
+        Some(300000)
+    );
+    assert_eq!(lines.len(), 3, "nothing pending: {lines:?}");
 }
 
 /// One corrupt record does not hide the others: `jig runs` lists the

@@ -165,6 +165,48 @@ pub fn agent_endpoint(
     jig_provider_builtin::agent::endpoint::resolve(&env, table)
 }
 
+/// `[records]`: how the Runs' records are kept.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Records {
+    /// `settle-reserve`: the space set aside on disk when a Run is
+    /// recorded, so that a filesystem filled while it runs cannot keep its
+    /// terminal from being written: a settled record up to this size is
+    /// written whatever fills the disk. Absent:
+    /// [`crate::state::DEFAULT_SETTLE_RESERVE_BYTES`].
+    #[serde(default, deserialize_with = "settle_reserve")]
+    pub settle_reserve: Option<u64>,
+}
+
+/// The range `[records] settle-reserve` takes: from a terminal with no
+/// output to well past the largest a Run can have (a JSON/1 document is at
+/// most 16 MiB).
+pub const SETTLE_RESERVE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(64 << 20);
+
+impl Records {
+    /// The space set aside for each Run recorded.
+    pub fn settle_reserve_bytes(&self) -> u64 {
+        self.settle_reserve
+            .unwrap_or(crate::state::DEFAULT_SETTLE_RESERVE_BYTES)
+    }
+}
+
+/// `settle-reserve` as written (`"256KiB"`), within [`SETTLE_RESERVE_RANGE`].
+fn settle_reserve<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let text = <String as Deserialize>::deserialize(d)?;
+    let bytes = flow::size::parse(&text).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "settle-reserve {text:?} is not a size (a byte count with B, KiB, MiB or GiB)"
+        ))
+    })?;
+    if !SETTLE_RESERVE_RANGE.contains(&bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "settle-reserve {text:?} is outside 64KiB..=64MiB"
+        )));
+    }
+    Ok(Some(bytes))
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {
@@ -195,6 +237,9 @@ pub struct HostConfig {
     /// `[retention]`: absent, nothing is removed.
     #[serde(default)]
     pub retention: Option<Retention>,
+    /// `[records]`: how a Run's record is kept.
+    #[serde(default)]
+    pub records: Records,
     /// Where the configuration came from, for diagnostics and for resolving
     /// relative provider paths.
     #[serde(skip)]
@@ -425,5 +470,28 @@ path = "/var/lib/jig/projects/site"
         let refused = HostConfig::parse("[retention]\nmax-age = \"30 days\"\n").unwrap_err();
         assert!(refused.contains("[retention] max-age"), "{refused}");
         assert!(HostConfig::parse("[retention]\nkeep = 1\n").is_err());
+    }
+
+    /// `[records] settle-reserve` takes [`SETTLE_RESERVE_RANGE`]: each
+    /// end, and one byte past it is refused with the range.
+    #[test]
+    fn the_settle_reserve_is_bounded_at_each_end() {
+        let reserve = |text: &str| {
+            HostConfig::parse(&format!("[records]\nsettle-reserve = {text:?}\n"))
+                .map(|c| c.records.settle_reserve_bytes())
+        };
+        assert_eq!(reserve("64KiB"), Ok(64 << 10));
+        assert_eq!(reserve("64MiB"), Ok(64 << 20));
+        assert_eq!(reserve("17MiB"), Ok(17 << 20));
+        for past in ["65535B", "67108865B"] {
+            let refused = reserve(past).unwrap_err();
+            assert!(refused.contains("outside 64KiB..=64MiB"), "{refused}");
+        }
+        assert!(reserve("lots").unwrap_err().contains("is not a size"));
+        let absent = HostConfig::parse("").unwrap();
+        assert_eq!(
+            absent.records.settle_reserve_bytes(),
+            crate::state::DEFAULT_SETTLE_RESERVE_BYTES
+        );
     }
 }

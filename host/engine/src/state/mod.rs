@@ -16,7 +16,7 @@ mod store;
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
 pub use records::{
     is_run_id, retain_input, utc_text, Listing, RunRecord, Runs, RunsError, Submission, Unreadable,
-    INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
+    DEFAULT_SETTLE_RESERVE_BYTES, INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
 };
 pub use store::Store;
 
@@ -109,6 +109,9 @@ pub struct ProjectState {
     _owner: Option<File>,
     /// The admission lock, while a review may advance the generation.
     admission: Option<File>,
+    /// The space set aside when a Run is recorded to settle it on a full
+    /// filesystem ([`ProjectState::with_settle_reserve`]).
+    settle_reserve: u64,
 }
 
 /// The admitted generation: the exact authority that Runs execute.
@@ -152,6 +155,7 @@ impl ProjectState {
             dir,
             _owner: Some(owner),
             admission: None,
+            settle_reserve: records::DEFAULT_SETTLE_RESERVE_BYTES,
         })
     }
 
@@ -176,6 +180,7 @@ impl ProjectState {
             dir,
             _owner: None,
             admission: None,
+            settle_reserve: records::DEFAULT_SETTLE_RESERVE_BYTES,
         };
         state.hold_admission()?;
         Ok(state)
@@ -219,7 +224,15 @@ impl ProjectState {
     }
 
     pub fn runs(&self) -> Runs {
-        Runs::new(self.dir.join("runs"))
+        Runs::new(self.dir.join("runs"), self.settle_reserve)
+    }
+
+    /// Set aside `bytes` when a Run is recorded, to settle it on a full
+    /// filesystem (`[records] settle-reserve`): a settled record up to
+    /// that size is written whatever fills the disk meanwhile.
+    pub fn with_settle_reserve(mut self, bytes: u64) -> ProjectState {
+        self.settle_reserve = bytes;
+        self
     }
 
     /// The latest accepted Run Checkpoint of each root Run that has one.

@@ -81,6 +81,8 @@ impl RunRecord {
 #[derive(Clone)]
 pub struct Runs {
     dir: PathBuf,
+    /// What [`Runs::reserve`] sets aside for each Run it records.
+    reserve_bytes: u64,
 }
 
 pub enum Submission {
@@ -89,16 +91,16 @@ pub enum Submission {
 }
 
 impl Runs {
-    pub(super) fn new(dir: PathBuf) -> Runs {
-        Runs { dir }
+    pub(super) fn new(dir: PathBuf, reserve_bytes: u64) -> Runs {
+        Runs { dir, reserve_bytes }
     }
 
     fn path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.json"))
     }
 
-    /// The space set aside to settle Run `id` ([`SETTLE_RESERVE_BYTES`]),
-    /// beside where its settled record goes: `<id>.reserve`.
+    /// The space set aside to settle Run `id` ([`Runs::reserve`]), beside
+    /// where its settled record goes: `<id>.reserve`.
     fn reserve_path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}{RESERVE_SUFFIX}"))
     }
@@ -121,7 +123,7 @@ impl Runs {
             &file,
             nix::fcntl::FallocateFlags::empty(),
             0,
-            SETTLE_RESERVE_BYTES as i64,
+            self.reserve_bytes as i64,
         );
         match allocated {
             Ok(()) => Ok(()),
@@ -139,19 +141,20 @@ impl Runs {
     /// Write settled record `bytes` of Run `id` into its reserve and
     /// rename it into place: what [`Runs::settle`] does when the
     /// filesystem has no room for a new file. `false`: there is no reserve,
-    /// or the record does not fit it.
+    /// or the record does not fit it (the size it was set aside with, when
+    /// the Run was recorded, decides).
     fn settle_in_reserve(&self, id: &str, bytes: &[u8]) -> Result<bool, RunsError> {
         use std::os::unix::fs::FileExt;
         let io = |e| RunsError::State(StateError::io("settling the Run in its reserve")(e));
-        if bytes.len() as u64 > SETTLE_RESERVE_BYTES {
-            return Ok(false);
-        }
         let reserve = self.reserve_path(id);
         let file = match std::fs::OpenOptions::new().write(true).open(&reserve) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io(e)),
         };
+        if bytes.len() as u64 > file.metadata().map_err(io)?.len() {
+            return Ok(false);
+        }
         file.write_all_at(bytes, 0).map_err(io)?;
         file.set_len(bytes.len() as u64).map_err(io)?;
         file.sync_all().map_err(io)?;
@@ -734,9 +737,10 @@ fn remove_file(path: &std::path::Path) -> std::io::Result<()> {
 /// The records of the Runs not settled yet, below `runs/`.
 const PENDING_DIR: &str = "pending";
 /// The space set aside when a Run is recorded so that it can be settled on
-/// a full filesystem: a settled record up to this size (a terminal with a
-/// large output beyond it waits for room, held by its door).
-pub const SETTLE_RESERVE_BYTES: u64 = 256 * 1024;
+/// a full filesystem, unless `[records] settle-reserve` says otherwise: a
+/// settled record up to this size (a terminal with a larger output waits
+/// for room, held by its door).
+pub const DEFAULT_SETTLE_RESERVE_BYTES: u64 = 256 * 1024;
 /// The suffix of a Run's reserve, `<id>.reserve` beside the settled records.
 const RESERVE_SUFFIX: &str = ".reserve";
 /// The inputs kept with the Runs, below `runs/` ([`Runs::input`]).

@@ -205,10 +205,12 @@ impl Server {
                     root.display()
                 )));
             }
-            let state = ProjectState::acquire(root).map_err(|e| Error::Project {
-                name: name.clone(),
-                source: e.into(),
-            })?;
+            let state = ProjectState::acquire(root)
+                .map_err(|e| Error::Project {
+                    name: name.clone(),
+                    source: e.into(),
+                })?
+                .with_settle_reserve(config.records.settle_reserve_bytes());
             let fenced = state.runs().fence_lost().map_err(|e| Error::Project {
                 name: name.clone(),
                 source: e.into(),

@@ -25,7 +25,7 @@ fn lost() -> Terminal {
 /// A project's `runs/` with the Runs API over it.
 fn fresh_runs() -> (tempfile::TempDir, Runs) {
     let dir = tempfile::tempdir().unwrap();
-    let runs = Runs::new(dir.path().join("runs"));
+    let runs = Runs::new(dir.path().join("runs"), DEFAULT_SETTLE_RESERVE_BYTES);
     std::fs::create_dir_all(dir.path().join("runs")).unwrap();
     (dir, runs)
 }
@@ -309,7 +309,7 @@ fn recovery_at_and_past_its_budget() {
     assert_eq!(ok["delivery"]["status"], "written");
 }
 
-/// A recorded Run has its settlement set aside ([`SETTLE_RESERVE_BYTES`]
+/// A recorded Run has its settlement set aside ([`DEFAULT_SETTLE_RESERVE_BYTES`]
 /// allocated beside the records); settling in it renames it into place,
 /// and a record larger than it is not written there.
 #[test]
@@ -322,21 +322,21 @@ fn a_run_can_settle_in_the_space_set_aside_for_it() {
     let id = record.id.clone();
     let reserve = dir.path().join(format!("runs/{id}.reserve"));
     let allocated = std::fs::metadata(&reserve).unwrap();
-    assert_eq!(allocated.len(), SETTLE_RESERVE_BYTES);
+    assert_eq!(allocated.len(), DEFAULT_SETTLE_RESERVE_BYTES);
     record.value["terminal"] = json!({"status": "succeeded", "output": "kept"});
-    let too_big = vec![b' '; SETTLE_RESERVE_BYTES as usize + 1];
+    let too_big = vec![b' '; DEFAULT_SETTLE_RESERVE_BYTES as usize + 1];
     assert!(!runs.settle_in_reserve(&id, &too_big).unwrap());
     // Exactly the reserve fits (another Run's, which it then settles).
     let Submission::New(at_limit) = runs.submit(None, json!({"target": "v"}), None).unwrap() else {
         panic!("a new Run");
     };
-    let whole = vec![b' '; SETTLE_RESERVE_BYTES as usize];
+    let whole = vec![b' '; DEFAULT_SETTLE_RESERVE_BYTES as usize];
     assert!(runs.settle_in_reserve(&at_limit.id, &whole).unwrap());
     assert_eq!(
         std::fs::metadata(dir.path().join(format!("runs/{}.json", at_limit.id)))
             .unwrap()
             .len(),
-        SETTLE_RESERVE_BYTES
+        DEFAULT_SETTLE_RESERVE_BYTES
     );
     let bytes = flow::json::canonical(&record.value);
     assert!(runs.settle_in_reserve(&id, &bytes).unwrap());
