@@ -1476,16 +1476,12 @@ while os.path.basename(state) != '.jig':\n        state = os.path.dirname(state)
 os.remove(os.path.join(state, 'filler'))\n    return {'outcome': 'done', 'output': 'freed'}\n\
 handle(run)\n";
 
-/// A Run whose terminal cannot be written (its disk filled while it ran,
-/// and its terminal larger than the space set aside for it) is answered
-/// to its client from memory, not as pending; nothing counts it yet; a
-/// new submission is refused 503 with the one code, naming no host path;
-/// once there is room again the terminal is written, and it is the one
-/// the client saw. `.jig/` is an 8 MiB tmpfs in a private user and mount
-/// namespace, and `[containment] mode = "none"` lets the Flow fill it as a
+/// A daemon (with `flags`) of a project whose `.jig/` is an 8 MiB tmpfs
+/// in a private user and mount namespace, with `flows/fill` (fills that
+/// disk, then returns a 300 KB output) and `flows/free`, under
+/// `[containment] mode = "none"` so that a Flow can fill it as a
 /// neighbour would.
-#[test]
-fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can() {
+fn on_a_small_disk(flags: &str) -> (tempfile::TempDir, PathBuf, Daemon) {
     let outer = tempfile::tempdir().unwrap();
     let root = outer.path().join("p");
     write_files(
@@ -1511,7 +1507,7 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
         let jig = jig(&root);
         let script = format!(
             "mount -t tmpfs -o size=8m tmpfs {state} && cp -a {on_disk}/. {state}/ && \
-             exec \"$0\" -C {root} serve --socket {socket}",
+             exec \"$0\" -C {root} serve --socket {socket} {flags}",
             state = state.display(),
             on_disk = on_disk.display(),
             root = root.display(),
@@ -1525,6 +1521,19 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
             .envs(jig.get_envs().filter_map(|(k, v)| Some((k, v?))));
         command
     });
+    (outer, root, daemon)
+}
+
+/// A Run whose terminal cannot be written (its disk filled while it ran,
+/// and its terminal larger than the space set aside for it) is answered
+/// to its client from memory, not as pending; nothing counts it yet; a
+/// new submission is refused 503 with the one code, naming no host path;
+/// once there is room again the terminal is written, and it is the one
+/// the client saw ([`on_a_small_disk`]).
+#[test]
+fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can() {
+    let (_outer, root, daemon) = on_a_small_disk("");
+    let state = root.join(".jig");
     let (status, filled) = daemon.submit(json!({"target": "flow:flows/fill", "input": null}));
     assert_eq!(status, 200, "{filled}");
     assert_eq!(filled["status"], "succeeded", "{filled}");
@@ -1583,6 +1592,27 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(daemon);
+}
+
+/// A daemon stopped while a terminal is still waiting for room says so
+/// on its way out, naming the Run, what it becomes and what to do.
+#[test]
+fn a_daemon_stopped_before_there_is_room_names_the_terminal_it_could_not_keep() {
+    let (_outer, _root, mut daemon) = on_a_small_disk("--shutdown-grace 1s");
+    let (status, filled) = daemon.submit(json!({"target": "flow:flows/fill", "input": null}));
+    assert_eq!(status, 200, "{filled}");
+    let id = filled["runId"].as_str().unwrap().to_string();
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    daemon.wait();
+    let log = daemon.log();
+    assert!(
+        log.contains(&format!(
+            "stopping with 1 terminal(s) the disk had no room for: {id}; the next start records \
+             them lost"
+        )),
+        "{log}"
+    );
+    assert!(log.contains("raise [records] settle-reserve"), "{log}");
 }
 
 /// A record that cannot be read is listed apart, by its file in the

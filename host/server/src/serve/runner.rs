@@ -866,6 +866,16 @@ impl Server {
             live.cancel.send_replace(true);
         }
         let _ = tokio::time::timeout(super::CANCEL_FENCE_BUDGET, all_settled()).await;
+        let unsettled: Vec<String> = self.unsettled.lock().unwrap().keys().cloned().collect();
+        if !unsettled.is_empty() {
+            eprintln!(
+                "jig serve: stopping with {} terminal(s) the disk had no room for: {}; the next \
+                 start records them lost. Make room for .jig/, or raise [records] settle-reserve \
+                 to keep terminals this large",
+                unsettled.len(),
+                unsettled.join(", ")
+            );
+        }
     }
 }
 
