@@ -242,6 +242,7 @@ impl Package {
                 instance_pointer: String::new(),
                 schema_pointer: String::new(),
                 keyword: None,
+                message: "settings must be a JSON object".into(),
             }));
         };
         match &self.settings_schema {
@@ -252,6 +253,7 @@ impl Package {
                     instance_pointer: format!("/{}", escape_pointer_token(name)),
                     schema_pointer: String::new(),
                     keyword: None,
+                    message: format!("unexpected setting {}", Value::String(name.clone())),
                 })),
             },
         }

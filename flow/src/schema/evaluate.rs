@@ -87,6 +87,8 @@ impl<'g> Evaluator<'g> {
             instance_pointer: self.instance_pointer(instance_id(inst)),
             schema_pointer,
             keyword,
+            // Worded once, for the diagnostic returned (`explain`).
+            message: String::new(),
         }))
     }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::json::{self, number_value, Value};
 
 mod evaluate;
+mod explain;
 #[cfg(test)]
 mod tests;
 
@@ -75,15 +76,7 @@ pub enum Invalid {
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Invalid::Diagnostic(d) => write!(
-                f,
-                "instance {:?} fails schema {:?}{}",
-                d.instance_pointer,
-                d.schema_pointer,
-                d.keyword
-                    .map(|k| format!(" keyword {k}"))
-                    .unwrap_or_default()
-            ),
+            Invalid::Diagnostic(d) => f.write_str(&d.message),
             Invalid::LimitExceeded => write!(f, "validation exceeds {WORK_BUDGET} work units"),
             Invalid::Json(e) => write!(f, "instance is not JSON/1: {e}"),
         }
@@ -119,6 +112,7 @@ impl Invalid {
         if let Some(k) = keyword {
             out.insert("keyword".into(), Value::from(k));
         }
+        out.insert("message".into(), Value::from(self.to_string()));
         Value::Object(out)
     }
 }
@@ -132,6 +126,9 @@ pub struct Diagnostic {
     /// RFC 6901 pointer to the failing keyword (or to a `false` schema).
     pub schema_pointer: String,
     pub keyword: Option<&'static str>,
+    /// The failure in words, located (`/rows/0/age: expected integer, got
+    /// "1"`): Schema/1 leaves the wording to the host.
+    pub message: String,
 }
 
 /// A compiled schema: one root inside a shared compiled graph.
@@ -794,7 +791,11 @@ impl Schema {
         match ev.run(self.root, instance) {
             Err(Exhausted) => (Err(Invalid::LimitExceeded), ev.units),
             Ok(None) => (Ok(()), ev.units),
-            Ok(Some(d)) => (Err(Invalid::Diagnostic((*d).clone())), ev.units),
+            Ok(Some(d)) => {
+                let mut d = (*d).clone();
+                d.message = explain::sentence(&self.graph, &d, instance);
+                (Err(Invalid::Diagnostic(d)), ev.units)
+            }
         }
     }
 }

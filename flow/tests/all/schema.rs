@@ -525,7 +525,7 @@ fn evaluation_semantics_and_diagnostics() {
     let v = Invalid::Diagnostic(diagnostic(&s, json!({}))).to_value("INVALID_INPUT");
     assert_eq!(
         v,
-        json!({"code": "INVALID_INPUT", "instancePointer": "", "schemaPointer": "/required", "keyword": "required"})
+        json!({"code": "INVALID_INPUT", "instancePointer": "", "schemaPointer": "/required", "keyword": "required", "message": "missing required property \"a/b\""})
     );
 
     let one = compile(json!({"oneOf": [{"type": "integer"}, {"minimum": 0}]})).unwrap();

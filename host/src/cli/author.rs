@@ -222,6 +222,7 @@ pub fn schema_validate(file: &Path, instance: &Path, json_output: bool) -> Resul
             "instancePointer": d.instance_pointer,
             "schemaPointer": d.schema_pointer,
             "keyword": d.keyword,
+            "message": d.message,
             "workUnits": units,
         }),
         Err(Invalid::LimitExceeded) => {

@@ -45,7 +45,18 @@ fn triage_binding_runs_its_classifier_through_the_child_slot() {
     // The input schema is checked before any package code starts.
     let invalid = run_jig(dir.path(), &["run", "binding:intake", "--input", "42"]);
     assert_eq!(invalid.status, 1, "{invalid:?}");
-    assert_eq!(invalid.json()["code"], "INVALID_INPUT");
+    let terminal = invalid.json();
+    assert_eq!(terminal["code"], "INVALID_INPUT");
+    // In words, with the pointers kept in the details.
+    assert!(
+        terminal["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(": expected string, got 42"),
+        "{terminal}"
+    );
+    assert_eq!(terminal["details"]["message"], "expected string, got 42");
+    assert_eq!(terminal["details"]["schemaPointer"], "/type");
 }
 
 #[test]
@@ -114,7 +125,7 @@ fn each_broken_binding_is_rejected_with_its_location() {
         ("flows/tuned/flow.py", PY),
         (
             "flows/tuned/settings.schema.json",
-            "{\"$schema\":\"https://flow.jig.md/schemas/schema-1.json\",\"type\":\"object\",\"properties\":{\"strict\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
+            "{\"$schema\":\"https://flow.jig.md/schemas/schema-1.json\",\"type\":\"object\",\"properties\":{\"strict\":{\"type\":\"boolean\"},\"tone\":{\"enum\":[\"warm\",\"curt\"]}},\"additionalProperties\":false}",
         ),
         (
             "bindings/critic.ts",
@@ -124,49 +135,64 @@ fn each_broken_binding_is_rejected_with_its_location() {
     let binding = |body: &str| {
         format!("import {{ defineBinding }} from \"@jigging/jig\";\nexport default defineBinding({body});\n")
     };
-    let cases: Vec<(&str, String, &str, &str)> = vec![
+    // Settings refused say, in words, which setting was wrong and how
+    // (`--details` explains each diagnostic after the reference's line).
+    let cases: Vec<(&str, String, &str, &str, &str)> = vec![
         (
             "settings without a schema",
             binding("{ package: \"./flows/review\", settings: { strict: true } }"),
             "PROJECT_BINDING_SETTINGS_INVALID",
             "/settings",
+            "only {} is valid: unexpected setting \"strict\"",
         ),
         (
             "settings against the schema",
             binding("{ package: \"./flows/tuned\", settings: { strict: \"yes\" } }"),
             "PROJECT_BINDING_SETTINGS_INVALID",
             "/settings",
+            "settings.schema.json: /strict: expected boolean, got \"yes\" (schema /properties/strict/type)",
+        ),
+        (
+            "a setting not among the allowed",
+            binding("{ package: \"./flows/tuned\", settings: { tone: \"loud\" } }"),
+            "PROJECT_BINDING_SETTINGS_INVALID",
+            "/settings",
+            "/tone: \"loud\" is not one of \"warm\", \"curt\" (schema /properties/tone/enum)",
         ),
         (
             "own package",
             binding("{ package: \"./flows/review\", slots: { me: \"flow:flows/review\" } }"),
             "PROJECT_BINDING_SLOT_MISSING",
             "/slots/me",
+            "",
         ),
         (
             "non-leaf binding",
             binding("{ package: \"./flows/review\", slots: { critique: \"binding:critic\" } }"),
             "PROJECT_BINDING_SLOT_MISSING",
             "/slots/critique",
+            "",
         ),
         (
             "instructions-only target",
             binding("{ package: \"./flows/review\", slots: { read: \"flow:flows/notes\" } }"),
             "PROJECT_BINDING_SLOT_MISSING",
             "/slots/read",
+            "",
         ),
         (
             "attachment-bearing target",
             binding("{ package: \"./flows/review\", slots: { files: \"flow:flows/files\" } }"),
             "PROJECT_BINDING_SLOT_MISSING",
             "/slots/files",
+            "",
         ),
     ];
-    for (name, source, code, pointer) in cases {
+    for (name, source, code, pointer, words) in cases {
         let mut files = base.clone();
         files.push(("bindings/reviewer.ts", &source));
         let dir = project(&files);
-        let run = run_jig(dir.path(), &["review", "--yes"]);
+        let run = run_jig(dir.path(), &["review", "--yes", "--details"]);
         assert_eq!(run.status, 1, "{name}: {run:?}");
         assert!(
             run.stderr.starts_with("INVALID_CANDIDATE: "),
@@ -177,6 +203,7 @@ fn each_broken_binding_is_rejected_with_its_location() {
             run.stderr.contains(&location),
             "{name}: want {location}: {run:?}"
         );
+        assert!(run.stderr.contains(words), "{name}: want {words}: {run:?}");
         assert!(!dir.path().join("jig.lock").exists(), "{name}");
     }
 }

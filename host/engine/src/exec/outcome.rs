@@ -208,6 +208,7 @@ pub(super) fn invalid_details(invalid: &flow::schema::Invalid) -> Value {
             "instancePointer": d.instance_pointer,
             "schemaPointer": d.schema_pointer,
             "keyword": d.keyword,
+            "message": d.message,
         }),
         flow::schema::Invalid::LimitExceeded => json!({ "code": "SCHEMA_LIMIT_EXCEEDED" }),
         flow::schema::Invalid::Json(e) => json!({ "message": e.to_string() }),

@@ -196,7 +196,7 @@ pub(crate) fn direct_run(package: &Package) -> bool {
     {
         return false;
     }
-    accepts_settings(package, &json!({}))
+    refused_settings(package, &json!({})).is_none()
 }
 
 /// Does the package use Run Checkpoint? That makes it root-only (docs/src/
@@ -207,10 +207,18 @@ pub(crate) fn uses_run_checkpoint(package: &Package) -> bool {
 
 const ROOT_ONLY: &str = "the selected package uses Run Checkpoint, which only a root Run may use";
 
-fn accepts_settings(package: &Package, settings: &Value) -> bool {
-    match package.settings_schema() {
-        Some(schema) => schema.validate(settings).is_ok(),
-        None => settings.as_object().is_some_and(|o| o.is_empty()),
+/// Whether `package` accepts a Binding's `settings`: the diagnostic in
+/// words when it does not.
+fn refused_settings(package: &Package, settings: &Value) -> Option<flow::schema::Diagnostic> {
+    match package.validate_settings(settings) {
+        Ok(()) => None,
+        Err(flow::schema::Invalid::Diagnostic(d)) => Some(d),
+        Err(other) => Some(flow::schema::Diagnostic {
+            instance_pointer: String::new(),
+            schema_pointer: String::new(),
+            keyword: None,
+            message: other.to_string(),
+        }),
     }
 }
 
@@ -353,16 +361,20 @@ pub fn plan(
                 message: "an instructions-only package cannot be bound".into(),
             });
         }
-        if !binding.settings.is_object() || !accepts_settings(package, &binding.settings) {
+        if let Some(refused) = refused_settings(package, &binding.settings) {
+            let said = match package.settings_schema() {
+                Some(_) => "settings do not satisfy the package's settings.schema.json",
+                None => "the package has no settings.schema.json, so only {} is valid",
+            };
+            let schema = match refused.keyword {
+                Some(_) => format!(" (schema {})", refused.schema_pointer),
+                None => String::new(),
+            };
             invalid.push(Diagnostic {
                 code: "PROJECT_BINDING_SETTINGS_INVALID".into(),
                 path: at.clone(),
                 pointer: Some("/settings".into()),
-                message: if package.settings_schema().is_some() {
-                    "settings do not satisfy the package's settings.schema.json".into()
-                } else {
-                    "the package has no settings.schema.json, so only {} is valid".into()
-                },
+                message: format!("{said}: {}{schema}", refused.message),
             });
         }
         // Project Command policy belongs to a Binding of a command-capable
