@@ -461,6 +461,10 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
     runtime()?.block_on(async {
         let project = served.project_path(asked.local.as_deref()).await?;
         let mut body = asked.body();
+        if asked.receive.is_empty() && std::io::stderr().is_terminal() {
+            let terminal = watched(served, &project, &body, asked.target).await?;
+            return Ok(shown(&terminal, print_terminal(&terminal, asked.json)));
+        }
         if asked.receive.is_empty() {
             let terminal = served
                 .endpoint
@@ -480,6 +484,68 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
         let id = accepted["runId"].as_str().unwrap_or_default();
         receive(served, &format!("{project}/runs/{}/events", segment(id))).await
     })
+}
+
+/// How often a person's `jig run --server` asks how its Run is doing.
+const WATCH_PERIOD: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long a Run waits queued before its status line says that no
+/// worker has claimed it.
+const UNCLAIMED_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Submit `body` and follow its Run to its terminal with the live status
+/// line a person sees on a terminal: what it waits on, and, queued with
+/// a database, that no worker has claimed it yet.
+async fn watched(
+    served: &Served,
+    project: &str,
+    body: &RunRequest,
+    target: &str,
+) -> Result<Value, CliError> {
+    let accepted = served
+        .endpoint
+        .call(
+            "POST",
+            &format!("{project}/runs?wait=false"),
+            Some(body.to_value()),
+        )
+        .await?;
+    let id = accepted["runId"].as_str().unwrap_or_default().to_string();
+    let waiting = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let shown = waiting.clone();
+    let live = super::terminal::LiveStatus::start(
+        move || shown.lock().unwrap().clone(),
+        target.to_string(),
+    );
+    let started = std::time::Instant::now();
+    let path = format!("{project}/runs/{}", segment(&id));
+    let terminal = loop {
+        let record = served.endpoint.call("GET", &path, None).await?;
+        if let Some(terminal) = record.get("terminal").filter(|t| !t.is_null()) {
+            break terminal.clone();
+        }
+        *waiting.lock().unwrap() = waits_on(&record, started.elapsed());
+        tokio::time::sleep(WATCH_PERIOD).await;
+    };
+    if let Some(live) = live {
+        live.stop();
+    }
+    Ok(terminal)
+}
+
+/// What a pending Run's record says it waits on: with a database, a
+/// worker to claim it (none has, after [`UNCLAIMED_AFTER`]), or its
+/// worker to start it; nothing once it runs.
+fn waits_on(record: &Value, waited: std::time::Duration) -> Vec<String> {
+    let queue = &record["queue"];
+    let what = match (queue["status"].as_str(), queue["claims"].as_i64()) {
+        (Some("queued"), Some(0)) if waited >= UNCLAIMED_AFTER => {
+            "a worker: none has claimed it yet"
+        }
+        (Some("queued"), _) => "a worker",
+        (Some("claimed"), _) => "its worker to start it",
+        _ => return Vec::new(),
+    };
+    vec![what.to_string()]
 }
 
 /// A file Run for the daemon: the attachments captured here (by the same

@@ -134,7 +134,11 @@ pub(super) fn run_invocation(
                 _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
             }
         };
-        let live = terminal::LiveStatus::start(root.executor.clone(), root.target.to_string());
+        let executor = root.executor.clone();
+        let live = terminal::LiveStatus::start(
+            move || executor.waiting_on(),
+            root.target.to_string(),
+        );
         let conducting = run::conduct(root, door);
         tokio::pin!(conducting);
         tokio::pin!(interrupt);

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use flow::json::Value;
 
-use jig_engine::exec::Executor;
 
 /// The themes `JIG_THEME` selects (docs/src/reference.md, Environment); the first is the default.
 pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];
@@ -301,10 +300,27 @@ pub fn next_action(code: &str) -> Option<&'static str> {
     })
 }
 
+/// What to do next after a Run's failure: [`next_action`] of its code,
+/// except that a Run whose deadline passed while no worker ever claimed
+/// it (`details.queue` `"unclaimed"`) needs a worker, not more time.
+fn terminal_next_action(code: &str, details: Option<&Value>) -> Option<&'static str> {
+    let unclaimed = details.and_then(|d| d.get("queue")).and_then(Value::as_str);
+    match (code, unclaimed) {
+        ("DEADLINE_EXCEEDED", Some("unclaimed")) => Some(
+            "start a jig worker on the daemon's database (jig worker --database URL), then submit again",
+        ),
+        _ => next_action(code),
+    }
+}
+
 /// A failure for a person: the explanation, the next action, then the code.
 pub fn render_failure(code: &str, message: &str, style: &Style) -> String {
+    render_failure_next(code, message, next_action(code), style)
+}
+
+fn render_failure_next(code: &str, message: &str, next: Option<&str>, style: &Style) -> String {
     let mut out = format!("{} {}\n", style.paint(Role::Failure, "✗"), escape(message));
-    if let Some(next) = next_action(code) {
+    if let Some(next) = next {
         let _ = writeln!(out, "  {} {next}", style.paint(Role::Muted, "next:"));
     }
     let _ = writeln!(
@@ -341,8 +357,10 @@ pub fn render_terminal(terminal: &Value, style: &Style) -> String {
             if status == "lost" {
                 message = format!("the Run was lost: {message}");
             }
-            out.push_str(&render_failure(code, &message, style));
-            if let Some(details) = terminal.get("details").filter(|d| !d.is_null()) {
+            let details = terminal.get("details").filter(|d| !d.is_null());
+            let next = terminal_next_action(code, details);
+            out.push_str(&render_failure_next(code, &message, next, style));
+            if let Some(details) = details {
                 let _ = writeln!(
                     out,
                     "  {} {}",
@@ -574,7 +592,12 @@ impl LiveStatus {
     /// Start it when stderr is a terminal; `None` otherwise. Animated in
     /// place, or (`NO_COLOR`, `TERM=dumb`) one plain line after
     /// [`PLAIN_FIRST`] and then each [`PLAIN_PERIOD`].
-    pub fn start(executor: Arc<Executor>, target: String) -> Option<LiveStatus> {
+    /// `waiting` says, at each redraw, what the Run waits on (nothing:
+    /// it is running).
+    pub fn start(
+        waiting: impl Fn() -> Vec<String> + Send + 'static,
+        target: String,
+    ) -> Option<LiveStatus> {
         if !std::io::stderr().is_terminal() {
             return None;
         }
@@ -598,7 +621,7 @@ impl LiveStatus {
             let mut frame = 0usize;
             loop {
                 tick.tick().await;
-                let waiting = executor.waiting_on();
+                let waiting = waiting();
                 let cancelling = stop.load(Ordering::SeqCst);
                 let text = live_text(&target, started.elapsed(), &waiting, cancelling);
                 let mut err = std::io::stderr().lock();

@@ -930,6 +930,61 @@ fn serve_settles_a_queued_run_past_its_deadline_without_a_worker() {
     assert_eq!(std::fs::read_to_string(&witness).unwrap(), "");
 }
 
+/// With a database and no worker, a person's `jig run` says so while it
+/// waits (the live line: no worker has claimed the Run yet), and at its
+/// deadline says that no worker claimed it and to start one, not to give
+/// it more time; the record shows where it waits, and /metrics how long
+/// the oldest queued Run has waited.
+#[test]
+fn a_run_no_worker_claims_says_so_while_it_waits_and_at_its_deadline() {
+    let (pg, _outer, root, logs, witness) = queue_fixture();
+    let served = Served::start(&root, &pg, logs.path());
+    let server = format!("unix:{}", served.socket.display());
+    let input = input(&witness, 1, 0).to_string();
+    let command = format!(
+        "{} run --server {server} flow:flows/witness --timeout 5s --input '{input}'",
+        env!("CARGO_BIN_EXE_jig")
+    );
+    let client = Command::new("script")
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .args(["-qec", &command, "/dev/null"])
+        .envs(jig(&root).get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("TERM", "xterm")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the Run is queued", Duration::from_secs(60), || {
+        pg.sql("SELECT count(*) FROM jig_runs") == "1"
+    });
+    let id = pg.sql("SELECT id FROM jig_runs");
+    let (status, record) = served.call("GET", &format!("/v1/projects/p/runs/{id}"), None);
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["queue"], json!({"status": "queued", "claims": 0}));
+    std::thread::sleep(Duration::from_secs(1));
+    let waited: f64 = metric(&served, "jig_oldest_queued_seconds").parse().unwrap();
+    assert!(waited >= 1.0, "{waited}");
+    let finished = client.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&finished.stdout).to_string();
+    assert_eq!(finished.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("flow:flows/witness · 3.") && shown.contains("waiting on a worker: none has claimed it yet"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("no worker claimed the Run before its deadline passed"),
+        "{shown}"
+    );
+    assert!(shown.contains("start a jig worker on the daemon's database"), "{shown}");
+    assert!(!shown.contains("more time with --timeout"), "{shown}");
+    let terminal = served.terminal(&id);
+    assert_eq!(terminal["details"], json!({"queue": "unclaimed"}), "{terminal}");
+    assert_eq!(metric(&served, "jig_oldest_queued_seconds"), "0.0");
+    assert_eq!(std::fs::read_to_string(&witness).unwrap(), "");
+}
+
 /// The value of metric `name` in serve's /metrics text.
 fn metric(served: &Served, name: &str) -> String {
     let out = Command::new("curl")

@@ -137,6 +137,9 @@ pub struct Bounds {
 pub struct Counts {
     pub queued: i64,
     pub active: i64,
+    /// How long the oldest queued Run has waited for a worker, in
+    /// milliseconds; 0 when none waits.
+    pub oldest_queued_ms: i64,
 }
 
 /// The advisory lock serialising one project's bounded submissions.
@@ -145,7 +148,9 @@ const BOUND_LOCK_SQL: &str =
 
 /// Counts by state; `claimed` is not yet dispatched, so it is queued.
 const COUNTS_SQL: &str = "SELECT count(*) FILTER (WHERE status IN ('queued', 'claimed')),
-        count(*) FILTER (WHERE status = 'running')
+        count(*) FILTER (WHERE status = 'running'),
+        coalesce((extract(epoch FROM now() - min(created) FILTER (WHERE status = 'queued'))
+                  * 1000)::bigint, 0)
      FROM jig_runs WHERE project = ANY($1) AND status <> 'settled'";
 
 /// The terminal of a Run whose deadline (recorded at submission) passed
@@ -157,6 +162,24 @@ pub fn deadline_passed(run_id: &str) -> Terminal {
     )
     .with_run_id(run_id)
 }
+
+/// The terminal of a Run whose deadline passed while it was queued and no
+/// worker had ever claimed it: what to look at is the workers, not the
+/// timeout (`details.queue` is `"unclaimed"`).
+pub fn deadline_passed_unclaimed(run_id: &str) -> Terminal {
+    Terminal::failure(
+        flow::wire::ErrorCode::DeadlineExceeded.into(),
+        "no worker claimed the Run before its deadline passed; is a `jig worker` running on \
+         this database?"
+            .into(),
+        Some(json!({ "queue": UNCLAIMED })),
+        Default::default(),
+    )
+    .with_run_id(run_id)
+}
+
+/// `details.queue` of a Run no worker ever claimed.
+pub const UNCLAIMED: &str = "unclaimed";
 
 /// A Run a worker has claimed: what to execute and the epoch fencing it.
 #[derive(Debug, Clone)]
@@ -263,6 +286,7 @@ impl Queue {
         Ok(Counts {
             queued: row.get(0),
             active: row.get(1),
+            oldest_queued_ms: row.get(2),
         })
     }
 
@@ -764,7 +788,7 @@ async fn load_in(
 
 const RUN_COLUMNS: &str =
     "SELECT id, project, generation, target, request_digest, key, status, terminal,
-        (extract(epoch FROM created) * 1000)::bigint, input_digest FROM jig_runs";
+        (extract(epoch FROM created) * 1000)::bigint, input_digest, epoch FROM jig_runs";
 
 fn stored(row: &tokio_postgres::Row) -> StoredRun {
     let id: String = row.get(0);
@@ -787,6 +811,13 @@ fn stored(row: &tokio_postgres::Row) -> StoredRun {
     });
     if let Some(key) = key {
         value["key"] = json!(key);
+    }
+    let status: String = row.get(6);
+    if status != "settled" {
+        // Where it waits: `queued` (no worker holds it; `claims` says how
+        // many ever did), `claimed` or `running`.
+        let claims: i64 = row.get(10);
+        value["queue"] = json!({ "status": status, "claims": claims });
     }
     if let Some(terminal) = terminal.and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
         value["terminal"] = terminal;

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::{coordinator_lost, deadline_passed, event_in, notify_in, worker, Queue, SWEEP_BATCH};
+use super::{coordinator_lost, deadline_passed, deadline_passed_unclaimed, event_in, notify_in, worker, Queue, SWEEP_BATCH};
 use crate::Error;
 use jig_engine::terminal::{Delivery, Source, Terminal};
 
@@ -29,7 +29,7 @@ impl Queue {
             .map_err(Error::db("sweeping"))?;
         let expired = tx
             .query(
-                "SELECT id FROM jig_runs WHERE status = 'queued' AND deadline <= now()
+                "SELECT id, epoch FROM jig_runs WHERE status = 'queued' AND deadline <= now()
                  ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
                 &[&SWEEP_BATCH],
             )
@@ -37,7 +37,12 @@ impl Queue {
             .map_err(Error::db("sweeping"))?;
         for row in &expired {
             let id: String = row.get(0);
-            let terminal = deadline_passed(&id).to_value();
+            let claims: i64 = row.get(1);
+            let terminal = match claims {
+                0 => deadline_passed_unclaimed(&id),
+                _ => deadline_passed(&id),
+            }
+            .to_value();
             let text = String::from_utf8(flow::json::canonical(&terminal)).expect("UTF-8");
             tx.execute(
                 "UPDATE jig_runs SET status = 'settled', terminal = $2, epoch = epoch + 1 WHERE id = $1",

@@ -831,6 +831,8 @@ impl Server {
                 Ok(counts) => {
                     self.metrics.queued.set(counts.queued);
                     self.metrics.active.set(counts.active);
+                    let oldest = counts.oldest_queued_ms as f64 / 1000.0;
+                    self.metrics.oldest_queued.set(oldest);
                 }
                 Err(e) => eprintln!("jig serve: metrics: {e}"),
             }

@@ -399,6 +399,9 @@ pub fn run(
                 @if let Some(key) = record.get("key").and_then(Value::as_str) {
                     dt { "key" } dd { code { (visible(key)) } }
                 }
+                @if let Some(waits) = queue_text(record) {
+                    dt { "queue" } dd #queue { (waits) }
+                }
             }
             @if terminal.is_none() {
                 form #cancel method="post" action={ (base) "/cancel" } {
@@ -502,10 +505,43 @@ pub fn submit(
     )
 }
 
+/// Where a pending Run waits, with a database (its record's `queue`):
+/// above all, that no worker has claimed it yet.
+fn queue_text(record: &Value) -> Option<String> {
+    let queue = record.get("queue")?;
+    let claims = queue["claims"].as_i64().unwrap_or(0);
+    Some(match (queue["status"].as_str()?, claims) {
+        ("queued", 0) => "waiting for a worker: none has claimed it yet (is a jig worker running on this database?)".into(),
+        ("queued", n) => format!("waiting for a worker (claimed {n} times before, then given back)"),
+        ("claimed", _) => "claimed by a worker, not yet started".into(),
+        (status, _) => format!("{status} on a worker"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_queued_run_says_whether_a_worker_has_claimed_it() {
+        let frame = Frame {
+            title: "t",
+            csrf: None,
+            projects: &[],
+        };
+        let page = |queue: Value| {
+            run(&frame, "p", &json!({"id": "run-1", "queue": queue}), None, None).into_string()
+        };
+        let unclaimed = page(json!({"status": "queued", "claims": 0}));
+        assert!(
+            unclaimed.contains("waiting for a worker: none has claimed it yet"),
+            "{unclaimed}"
+        );
+        assert!(page(json!({"status": "running", "claims": 1})).contains("running on a worker"));
+        let local = run(&frame, "p", &json!({"id": "run-1"}), None, None).into_string();
+        assert!(!local.contains("id=\"queue\""), "{local}");
+    }
 
     #[test]
     fn project_strings_are_text_and_control_characters_visible() {

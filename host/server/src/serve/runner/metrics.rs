@@ -1,5 +1,6 @@
 //! A daemon's OpenMetrics: Runs settled by status, their durations, the
-//! active and queued gauges, Runs started ahead, and the disk `.jig/` uses.
+//! active and queued gauges (with a database, the oldest queued Run's
+//! wait too), Runs started ahead, and the disk `.jig/` uses.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -15,6 +16,9 @@ pub(super) struct Metrics {
     pub(super) durations: Histogram,
     pub(super) active: Gauge,
     pub(super) queued: Gauge,
+    /// With a database: how long the oldest queued Run has waited for a
+    /// worker (0 when none waits).
+    pub(super) oldest_queued: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Runs whose envelope was made ahead of them and used.
     pub(super) ahead: Counter,
     pub(super) disk: retention::Disk,
@@ -45,6 +49,12 @@ impl Metrics {
             "Runs accepted and waiting for a slot",
             queued.clone(),
         );
+        let oldest_queued = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "jig_oldest_queued_seconds",
+            "With a database: how long the oldest queued Run has waited for a worker to claim it",
+            oldest_queued.clone(),
+        );
         let ahead = Counter::default();
         registry.register(
             "jig_runs_started_ahead",
@@ -60,6 +70,7 @@ impl Metrics {
             durations,
             active,
             queued,
+            oldest_queued,
         }
     }
 
