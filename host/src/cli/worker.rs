@@ -15,6 +15,10 @@ pub struct DatabaseArgs {
     /// The file holding the database password (default [database] password-file).
     #[arg(long, value_name = "PATH")]
     pub database_password_file: Option<PathBuf>,
+    /// The CA certificates (PEM) the database's TLS certificate is checked
+    /// against (default [database] ca-file; else the system's roots).
+    #[arg(long, value_name = "PATH")]
+    pub database_ca_file: Option<PathBuf>,
 }
 
 impl DatabaseArgs {
@@ -22,7 +26,7 @@ impl DatabaseArgs {
     pub fn resolve(
         &self,
         table: &jig_engine::config::Database,
-    ) -> Result<Option<tokio_postgres::Config>, CliError> {
+    ) -> Result<Option<queue::Database>, CliError> {
         let Some(url) = self.database.clone().or(table.url.clone()) else {
             return Ok(None);
         };
@@ -30,7 +34,8 @@ impl DatabaseArgs {
             .database_password_file
             .clone()
             .or(table.password_file.clone());
-        queue::connect_config(&url, password.as_deref())
+        let ca_file = self.database_ca_file.clone().or(table.ca_file.clone());
+        queue::connect_config(&url, password.as_deref(), ca_file.as_deref())
             .map(Some)
             .map_err(CliError::from)
     }

@@ -722,6 +722,55 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
     assert_ne!(record["code"], "COORDINATOR_LOST", "{record}");
 }
 
+/// PostgreSQL over TLS: a server with a self-signed certificate that takes
+/// only TLS on TCP. With `sslmode=require` and the certificate as the CA
+/// file, the queue connects (and a worker starts with
+/// `--database-ca-file`); without it the certificate is refused, even
+/// under `require` (jig verifies the chain and name, as libpq's
+/// `verify-full`); a name the certificate does not hold is refused too.
+#[test]
+fn a_database_over_tls_is_verified_against_its_ca_file() {
+    use jig_server::queue::{connect_config, Queue};
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = certified.cert.pem();
+    let key = certified.key_pair.serialize_pem();
+    let (pg, port) = Postgres::start_tls(&cert, &key);
+    let logs = tempfile::tempdir().unwrap();
+    let ca = logs.path().join("ca.pem");
+    std::fs::write(&ca, &cert).unwrap();
+    let url = Postgres::tcp_url("localhost", port, "require");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let verified = connect_config(&url, None, Some(&ca)).unwrap();
+        Queue::open(verified).await.expect("TLS with the CA file");
+        let unknown = connect_config(&url, None, None).unwrap();
+        let refused = Queue::open(unknown).await.err().expect("an unknown issuer");
+        assert_eq!(refused.code(), "JIG_DATABASE_UNAVAILABLE", "{refused}");
+        assert!(refused.to_string().contains("certificate"), "{refused}");
+        let other_name = Postgres::tcp_url("127.0.0.1", port, "require");
+        let refused = Queue::open(connect_config(&other_name, None, Some(&ca)).unwrap())
+            .await
+            .err()
+            .expect("a name the certificate does not hold");
+        assert!(refused.to_string().contains("certificate"), "{refused}");
+        // The server takes no plain connection on TCP.
+        let plain = Postgres::tcp_url("localhost", port, "disable");
+        assert!(Queue::open(connect_config(&plain, None, Some(&ca)).unwrap()).await.is_err());
+    });
+    let (root_dir, root) = queued_project();
+    let mut worker = spawn(
+        &root,
+        &["worker", "--database", &url, "--database-ca-file", ca.to_str().unwrap()],
+        logs.path().join("worker.log"),
+    );
+    wait_until("the worker started over TLS", Duration::from_secs(60), || {
+        worker.log().contains("jig.worker.started")
+    });
+    worker.signal(Signal::SIGTERM);
+    assert!(worker.exited(Duration::from_secs(30)).success(), "{}", worker.log());
+    drop((root_dir, pg));
+}
+
 /// The claim rules through the library against the real database: a lease
 /// expired before dispatch requeues (the old claim's dispatch is refused),
 /// one a sweep finds expired after dispatch ends `COORDINATOR_LOST` and is
@@ -733,7 +782,7 @@ fn claims_are_fenced_by_epoch_and_lease() {
     let pg = Postgres::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let config = connect_config(&pg.url(), None).unwrap();
+        let config = connect_config(&pg.url(), None, None).unwrap();
         let queue = Queue::open(config.clone()).await.unwrap();
         // Migrations are idempotent: a second start finds the schema current.
         Queue::open(config).await.unwrap();
@@ -859,7 +908,7 @@ fn a_sweep_settles_expired_queued_runs_in_bounded_batches() {
     let pg = Postgres::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+        let queue = Queue::open(connect_config(&pg.url(), None, None).unwrap())
             .await
             .unwrap();
         let submit = |n: i64, timeout_ms: i64| {

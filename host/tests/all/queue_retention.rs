@@ -58,7 +58,7 @@ fn database_retention_at_each_boundary() {
     let pg = Postgres::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+        let queue = Queue::open(connect_config(&pg.url(), None, None).unwrap())
             .await
             .unwrap();
         // The count limit at and one past.
@@ -297,7 +297,7 @@ fn database_store_collection_at_each_boundary() {
     let grace = Duration::from_secs(3600);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+        let queue = Queue::open(connect_config(&pg.url(), None, None).unwrap())
             .await
             .unwrap();
         let cache_dir = tempfile::tempdir().unwrap();
@@ -402,7 +402,7 @@ fn a_crash_in_the_middle_of_a_database_sweep_leaves_the_old_state() {
     let cache = Cache::open(cache_dir.path()).unwrap();
     let read_generation = |n: i64| {
         runtime.block_on(async {
-            let queue = Queue::open(connect_config(&pg.url(), None).unwrap())
+            let queue = Queue::open(connect_config(&pg.url(), None, None).unwrap())
                 .await
                 .unwrap();
             cache.generation(&queue, "p", n).await.map(|_| ())

@@ -376,6 +376,47 @@ pub struct Postgres {
 
 impl Postgres {
     pub fn start() -> Postgres {
+        Postgres::start_configured(|_| String::new())
+    }
+
+    /// A PostgreSQL that also listens on TCP at 127.0.0.1 and takes only
+    /// TLS there (`hostnossl` is rejected), with `cert` and `key` (PEM)
+    /// as its certificate: its URL over TCP is [`Postgres::tcp_url`].
+    pub fn start_tls(cert: &str, key: &str) -> (Postgres, u16) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pg = Postgres::start_configured(|data| {
+            use std::os::unix::fs::PermissionsExt;
+            for (name, text) in [("server.crt", cert), ("server.key", key)] {
+                let path = data.join(name);
+                std::fs::write(&path, text).unwrap();
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+                nix::unistd::chown(
+                    &path,
+                    Some(nix::unistd::Uid::from_raw(POSTGRES_UID)),
+                    Some(nix::unistd::Gid::from_raw(POSTGRES_UID)),
+                )
+                .unwrap();
+            }
+            let hba = data.join("pg_hba.conf");
+            let rules = std::fs::read_to_string(&hba).unwrap();
+            std::fs::write(&hba, format!("hostnossl all all 0.0.0.0/0 reject\n{rules}")).unwrap();
+            format!("listen_addresses = '127.0.0.1'\nport = {port}\nssl = on\n")
+        });
+        (pg, port)
+    }
+
+    /// The URL of [`Postgres::start_tls`]'s TCP listener at `host`.
+    pub fn tcp_url(host: &str, port: u16, sslmode: &str) -> String {
+        format!("postgresql://jig@{host}:{port}/postgres?sslmode={sslmode}")
+    }
+
+    /// Initialise and start; `configure` prepares the data directory and
+    /// returns lines that override `postgresql.conf`'s.
+    fn start_configured(configure: impl FnOnce(&Path) -> String) -> Postgres {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -400,8 +441,9 @@ impl Postgres {
         );
         let conf = format!(
             "listen_addresses = ''\nunix_socket_directories = '{}'\nfsync = off\n\
-             synchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n",
-            pg.dir.path().display()
+             synchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n{}",
+            pg.dir.path().display(),
+            configure(&data)
         );
         let mut file = std::fs::OpenOptions::new()
             .append(true)

@@ -119,6 +119,9 @@ pub struct Serve {
 pub struct Database {
     pub url: Option<String>,
     pub password_file: Option<PathBuf>,
+    /// The CA certificates (PEM) the database's TLS certificate is checked
+    /// against; absent, the system's roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// One `[[projects]]` entry: a LocalName and the project's absolute path.

@@ -66,15 +66,27 @@ impl Error {
     }
 }
 
-/// A database error with the server's own message, when it sent one.
+/// A database error with the server's own message, when it sent one, or
+/// else with each of its causes (a refused certificate says why).
 pub fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{e}: {}", db.message()),
-        None => match std::error::Error::source(e) {
-            Some(source) => format!("{e}: {source}"),
-            None => e.to_string(),
-        },
+        None => with_causes(e),
     }
+}
+
+/// An error and its causes, as one line.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = next.source();
+    }
+    text
 }
 
 /// The database cannot be reached or answered with an error.
@@ -86,9 +98,82 @@ pub const SCHEMA_NEWER: &str = "JIG_DATABASE_SCHEMA_NEWER";
 /// A fetched blob's bytes do not match the digest it is stored under.
 pub const BLOB_MISMATCH: &str = "JIG_BLOB_DIGEST_MISMATCH";
 
-/// Where the database is: a URL without a password, and the password
-/// (if any) read from a file.
+/// Where the database is and how its connections are made: a URL without
+/// a password, the password (if any) read from a file, and TLS as the
+/// URL's `sslmode` asks (`prefer` by default: TLS when the server offers
+/// it). Over TLS the server's certificate is always verified, name and
+/// chain (libpq's `verify-full`), against `ca_file`'s certificates (PEM)
+/// or else the system's roots.
+#[derive(Clone)]
+pub struct Database {
+    pub config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl std::fmt::Debug for Database {
+    /// The connection settings (tokio-postgres leaves the password out);
+    /// the TLS roots are not shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The largest CA file read (`[database] ca-file`).
+const MAX_CA_FILE_BYTES: u64 = 1 << 20;
+
 pub fn connect_config(
+    url: &str,
+    password_file: Option<&Path>,
+    ca_file: Option<&Path>,
+) -> Result<Database, Error> {
+    let config = url_config(url, password_file)?;
+    Ok(Database {
+        config,
+        tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(ca_file)?),
+    })
+}
+
+/// The TLS client settings: ring, TLS 1.2 and 1.3, and the roots of
+/// `ca_file` or the system.
+fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let invalid = |m: String| Error::DatabaseUrl(format!("CA file {}: {m}", path.display()));
+            let meta = std::fs::metadata(path).map_err(|e| invalid(e.to_string()))?;
+            if meta.len() > MAX_CA_FILE_BYTES {
+                return Err(invalid(format!("larger than {MAX_CA_FILE_BYTES} bytes")));
+            }
+            let pem = std::fs::read(path).map_err(|e| invalid(e.to_string()))?;
+            for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+                let certificate =
+                    certificate.map_err(|e| invalid(format!("not PEM certificates: {e}")))?;
+                roots
+                    .add(certificate)
+                    .map_err(|e| invalid(format!("a certificate rustls cannot use: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(invalid("holds no PEM CERTIFICATE block".into()));
+            }
+        }
+        // Certificates the system lists but rustls cannot read are
+        // skipped; none at all fails the handshake, never the start.
+        None => {
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Internal(format!("TLS settings: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+fn url_config(
     url: &str,
     password_file: Option<&Path>,
 ) -> Result<tokio_postgres::Config, Error> {
@@ -117,7 +202,7 @@ pub fn connect_config(
 #[derive(Clone)]
 pub struct Queue {
     pool: deadpool_postgres::Pool,
-    config: tokio_postgres::Config,
+    database: Database,
     bounds: Option<Bounds>,
 }
 
@@ -245,10 +330,10 @@ pub struct StoredRun {
 impl Queue {
     /// Connect, apply this binary's migrations, and refuse a schema newer
     /// than it knows.
-    pub async fn open(config: tokio_postgres::Config) -> Result<Queue, Error> {
+    pub async fn open(database: Database) -> Result<Queue, Error> {
         let manager = deadpool_postgres::Manager::from_config(
-            config.clone(),
-            tokio_postgres::NoTls,
+            database.config.clone(),
+            database.tls.clone(),
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
@@ -262,7 +347,7 @@ impl Queue {
             .map_err(|e| Error::Database(e.to_string()))?;
         let queue = Queue {
             pool,
-            config,
+            database,
             bounds: None,
         };
         let mut client = queue.client().await?;
@@ -294,7 +379,7 @@ impl Queue {
         self.pool
             .get()
             .await
-            .map_err(|e| Error::Database(format!("no database connection: {e}")))
+            .map_err(|e| Error::Database(format!("no database connection: {}", with_causes(&e))))
     }
 
     /// A dedicated connection that LISTENs on [`NOTIFY_CHANNEL`]; each
@@ -303,8 +388,9 @@ impl Queue {
     pub async fn listen(&self) -> Result<tokio::sync::mpsc::Receiver<()>, Error> {
         use futures_util::StreamExt;
         let (client, mut connection) = self
+            .database
             .config
-            .connect(tokio_postgres::NoTls)
+            .connect(self.database.tls.clone())
             .await
             .map_err(Error::db("connecting to listen"))?;
         let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -873,18 +959,18 @@ mod tests {
 
     #[test]
     fn a_password_in_the_url_is_refused_and_one_from_a_file_is_used() {
-        let e = connect_config("postgresql://jig:secret@db/jig", None).unwrap_err();
+        let e = connect_config("postgresql://jig:secret@db/jig", None, None).unwrap_err();
         assert_eq!(e.code(), URL_INVALID);
         assert!(!e.to_string().contains("secret"));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("password");
         std::fs::write(&file, "s3cret\n").unwrap();
-        let config = connect_config("postgresql://jig@db/jig", Some(&file)).unwrap();
-        assert_eq!(config.get_password(), Some(&b"s3cret"[..]));
-        let missing = connect_config("postgresql://jig@db/jig", Some(&dir.path().join("no")));
+        let database = connect_config("postgresql://jig@db/jig", Some(&file), None).unwrap();
+        assert_eq!(database.config.get_password(), Some(&b"s3cret"[..]));
+        let missing = connect_config("postgresql://jig@db/jig", Some(&dir.path().join("no")), None);
         assert_eq!(missing.unwrap_err().code(), URL_INVALID);
         assert_eq!(
-            connect_config("not a url", None).unwrap_err().code(),
+            connect_config("not a url", None, None).unwrap_err().code(),
             URL_INVALID
         );
     }

@@ -51,7 +51,7 @@ pub struct Options {
     pub shutdown_grace: Duration,
     pub config: HostConfig,
     /// `--database`: enqueue Runs in PostgreSQL for `jig worker`s.
-    pub database: Option<tokio_postgres::Config>,
+    pub database: Option<crate::queue::Database>,
     /// `--console`: serve the console on the TCP listener too (on the Unix
     /// socket it is always there, reached through `jig console`).
     pub console: bool,
