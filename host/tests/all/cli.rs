@@ -322,3 +322,47 @@ fn a_binding_typescript_error_names_its_file_line_and_column() {
         "{run:?}"
     );
 }
+
+#[test]
+fn a_flow_py_that_does_not_compile_is_refused_at_review_with_its_place() {
+    let dir = project(&[
+        ("flows/b/FLOW.md", "---\nname: b\ndescription: B.\n---\n"),
+        (
+            "flows/b/flow.py",
+            "from jiggy.flow import handle\nasync def run(ctx:\n    return {'outcome': 'done', 'output': 1}\nhandle(run)\n",
+        ),
+    ]);
+    let run = run_jig(dir.path(), &["review", "--yes"]);
+    assert_eq!(
+        (run.status, run.stdout.as_str(), run.stderr.as_str()),
+        (
+            1,
+            "",
+            "INVALID_CANDIDATE: the project definition is invalid; PACKAGE_ENTRYPOINT_INVALID at \"flows/b/flow.py\"\n"
+        ),
+        "{run:?}"
+    );
+    assert!(!dir.path().join("jig.lock").exists(), "nothing is admitted");
+    let explained = run_jig(dir.path(), &["review", "--yes", "--details"]);
+    assert!(
+        explained
+            .stderr
+            .contains("\"flows/b/flow.py:2:14\" is not valid Python: "),
+        "{explained:?}"
+    );
+    // Fixed, it is admitted and runs.
+    write_files(
+        dir.path(),
+        &[(
+            "flows/b/flow.py",
+            "from jiggy.flow import handle\nasync def run(ctx):\n    return {'outcome': 'done', 'output': 1}\nhandle(run)\n",
+        )],
+    );
+    review(dir.path());
+    let ran = run_jig(dir.path(), &["run", "flow:flows/b"]);
+    assert_eq!(
+        (ran.status, ran.json()["output"].clone()),
+        (0, serde_json::json!(1)),
+        "{ran:?}"
+    );
+}
