@@ -27,20 +27,20 @@ pub(super) fn review(
         allow_resolution_network,
     } = options;
     let config = load_config(config)?;
-    let declarations = jig_project::capture(&root).map_err(|e| {
+    let declarations = jig_project::capture(root).map_err(|e| {
         if e.is_candidate_invalid() {
             CliError::Candidate(e)
         } else {
             CliError::Project(e)
         }
     })?;
-    let (mut state, beside_a_daemon) = match ProjectState::acquire(&root) {
+    let (mut state, beside_a_daemon) = match ProjectState::acquire(root) {
         Ok(state) => (state, false),
         // A `jig serve` holds the project: admit beside it (its new Runs
         // take the new generation; its in-flight Runs keep theirs).
-        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
+        Err(e @ state::StateError::Busy { .. }) => match client::holding(root) {
             Some(_) => (
-                ProjectState::beside_holder(&root).map_err(CliError::from)?,
+                ProjectState::beside_holder(root).map_err(CliError::from)?,
                 true,
             ),
             None => return Err(e.into()),
@@ -51,7 +51,7 @@ pub(super) fn review(
         &mut state,
         declarations,
         jig_engine::review::Asked {
-            root: &root,
+            root,
             config: &config,
             allow_resolution_network,
             details,
