@@ -54,19 +54,54 @@ pub enum JsonErrorKind {
     LimitExceeded,
 }
 
-/// A JSON/1 failure: the kind, the byte offset when parsing, and a message.
+/// A JSON/1 failure: the kind, the byte offset and the line and column
+/// when parsing, and a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct JsonError {
     pub kind: JsonErrorKind,
     pub offset: Option<usize>,
+    /// Where `offset` is for a person reading the text, 1-based.
+    pub position: Option<Position>,
     pub message: String,
+}
+
+/// A place in a text as an editor shows it: the line (1-based, after each
+/// `\n`) and the column (1-based, in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Position {
+    /// Where byte `offset` of `bytes` is; the bytes before it are UTF-8
+    /// (an offset is only ever given past valid text).
+    pub fn of(bytes: &[u8], offset: usize) -> Position {
+        let before = &bytes[..offset.min(bytes.len())];
+        let line_start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |newline| newline + 1);
+        Position {
+            line: before.iter().filter(|b| **b == b'\n').count() + 1,
+            column: String::from_utf8_lossy(&before[line_start..])
+                .chars()
+                .count()
+                + 1,
+        }
+    }
 }
 
 impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.offset {
-            Some(offset) => write!(f, "{} at byte {}", self.message, offset),
-            None => f.write_str(&self.message),
+        match (self.position, self.offset) {
+            (Some(at), _) => write!(
+                f,
+                "{} at line {}, column {}",
+                self.message, at.line, at.column
+            ),
+            (None, Some(offset)) => write!(f, "{} at byte {}", self.message, offset),
+            (None, None) => f.write_str(&self.message),
         }
     }
 }
@@ -76,7 +111,17 @@ impl JsonError {
         JsonError {
             kind,
             offset,
+            position: None,
             message: message.into(),
+        }
+    }
+
+    /// The same error placed by line and column in `bytes`, the document
+    /// its offset is in.
+    fn in_document(self, bytes: &[u8]) -> Self {
+        JsonError {
+            position: self.offset.map(|offset| Position::of(bytes, offset)),
+            ..self
         }
     }
 }
@@ -87,8 +132,13 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
 }
 
 /// Parses one strict JSON/1 document whose seam fixes a lower byte limit.
-/// A limit above [`MAX_DOCUMENT_BYTES`] is clamped to it.
+/// A limit above [`MAX_DOCUMENT_BYTES`] is clamped to it. An error names
+/// its line and column.
 pub fn parse_with_limit(bytes: &[u8], max_bytes: usize) -> Result<Value, JsonError> {
+    parse_document(bytes, max_bytes).map_err(|e| e.in_document(bytes))
+}
+
+fn parse_document(bytes: &[u8], max_bytes: usize) -> Result<Value, JsonError> {
     let max_bytes = max_bytes.min(MAX_DOCUMENT_BYTES);
     if bytes.len() > max_bytes {
         return Err(JsonError::new(
@@ -929,6 +979,28 @@ mod tests {
         assert_eq!(kind(b"\"a\tb\""), JsonErrorKind::Syntax);
         assert_eq!(kind(b""), JsonErrorKind::Syntax);
         assert_eq!(kind(b"{} x"), JsonErrorKind::Syntax);
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_line_and_column() {
+        let error = parse(b"{\n  \"type\": \"object\",\n  \"required\": [\"a\",]\n}").unwrap_err();
+        assert_eq!(error.kind, JsonErrorKind::Syntax);
+        assert_eq!(
+            error.position,
+            Some(Position {
+                line: 3,
+                column: 20
+            })
+        );
+        assert!(
+            error.to_string().ends_with(" at line 3, column 20"),
+            "{error}"
+        );
+        // Columns count characters, not bytes; the first byte is line 1, column 1.
+        let error = parse("[\"é\", x]".as_bytes()).unwrap_err();
+        assert_eq!(error.position, Some(Position { line: 1, column: 7 }));
+        let error = parse(b"\xEF\xBB\xBF{}").unwrap_err();
+        assert_eq!(error.position, Some(Position { line: 1, column: 1 }));
     }
 
     #[test]

@@ -216,6 +216,20 @@ impl ModuleSet {
     }
 }
 
+/// `path:line:column` of where `diagnostic` points in `text` (its primary
+/// label, else its first), as editors and compilers name a place; the
+/// path alone when it points nowhere.
+fn located(path: &str, text: &str, diagnostic: &oxc_diagnostics::OxcDiagnostic) -> String {
+    let labels = &diagnostic.labels;
+    match labels.iter().find(|l| l.primary()).or(labels.first()) {
+        Some(label) => {
+            let at = flow::json::Position::of(text.as_bytes(), label.offset() as usize);
+            paths::escape(&format!("{path}:{}:{}", at.line, at.column))
+        }
+        None => paths::escape(path),
+    }
+}
+
 /// Parses one module, checks its imports, and strips its types.
 pub(crate) fn compile(path: &str, bytes: Vec<u8>) -> Result<AuthorModule, ProjectError> {
     let invalid = |message: String| ProjectError::new(INVALID, message).at(path);
@@ -225,15 +239,11 @@ pub(crate) fn compile(path: &str, bytes: Vec<u8>) -> Result<AuthorModule, Projec
     let source_type = SourceType::ts().with_module(true);
     let parsed = Parser::new(&allocator, text, source_type).parse();
     if parsed.panicked || !parsed.diagnostics.is_empty() {
-        let first = parsed
-            .diagnostics
-            .first()
-            .map(|d| d.to_string())
-            .unwrap_or_default();
-        return Err(invalid(format!(
-            "{} is not valid TypeScript: {first}",
-            paths::escape(path)
-        )));
+        let (at, first) = match parsed.diagnostics.first() {
+            Some(first) => (located(path, text, first), first.to_string()),
+            None => (paths::escape(path), String::new()),
+        };
+        return Err(invalid(format!("{at} is not valid TypeScript: {first}")));
     }
     if let Some(dynamic) = parsed.module_record.dynamic_imports.first() {
         let snippet = dynamic.span.source_text(text);
@@ -276,7 +286,7 @@ pub(crate) fn compile(path: &str, bytes: Vec<u8>) -> Result<AuthorModule, Projec
     if let Some(first) = semantic.diagnostics.first() {
         return Err(invalid(format!(
             "{} is not valid TypeScript: {first}",
-            paths::escape(path)
+            located(path, text, first)
         )));
     }
     let scoping = semantic.semantic.into_scoping();
@@ -295,7 +305,7 @@ pub(crate) fn compile(path: &str, bytes: Vec<u8>) -> Result<AuthorModule, Projec
     if let Some(first) = transformed.diagnostics.first() {
         return Err(invalid(format!(
             "{} cannot be compiled: {first}",
-            paths::escape(path)
+            located(path, text, first)
         )));
     }
     let script = Codegen::new().build(&program).code;
@@ -373,6 +383,27 @@ mod tests {
             assert_eq!(err.code, INVALID, "{src}");
             assert_eq!(err.path.as_deref(), Some("jig.ts"));
         }
+    }
+
+    #[test]
+    fn a_typescript_error_names_its_file_line_and_column() {
+        let src = "import { defineBinding } from \"@jigging/jig\";\nexport default defineBinding({\n  package: \"./flows/a\" settings: {},\n});\n";
+        let err = compile("bindings/a.ts", src.as_bytes().to_vec()).unwrap_err();
+        assert_eq!(err.code, INVALID);
+        assert!(
+            err.message
+                .starts_with("\"bindings/a.ts:3:24\" is not valid TypeScript: "),
+            "{}",
+            err.message
+        );
+        // A semantic error is placed too: here where `a` was first declared.
+        let err = compile("jig.ts", b"let a = 1;\nlet a = 2;\n".to_vec()).unwrap_err();
+        assert!(
+            err.message
+                .starts_with("\"jig.ts:1:5\" is not valid TypeScript: "),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

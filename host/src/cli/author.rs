@@ -24,9 +24,9 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
 
 fn emit(value: &Value, json_output: bool, text: impl FnOnce() -> String) {
     if json_output {
-        println!("{}", flow::json::canonical_string(value));
+        outln!("{}", flow::json::canonical_string(value));
     } else {
-        print!("{}", text());
+        out!("{}", text());
     }
 }
 

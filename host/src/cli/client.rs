@@ -7,7 +7,7 @@
 //! against `--cacert` / `JIG_SERVER_CACERT` when given. Output and exit statuses are those of the
 //! local commands: the daemon returns the same terminals and records.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use flow::json::Value;
@@ -27,8 +27,10 @@ pub const TOKEN_FILE_ENV: &str = "JIG_SERVER_TOKEN_FILE";
 pub const CACERT_ENV: &str = "JIG_SERVER_CACERT";
 /// A CA file larger than this is not one (a system bundle is about 200 KiB).
 const MAX_CACERT_BYTES: u64 = 4 * 1024 * 1024;
-/// How many Runs `jig runs` lists (as locally).
+/// How many Runs `jig runs` lists unless `--limit` says (as locally).
 pub const LISTED_RUNS: usize = 50;
+/// The most Runs `jig runs --limit` lists: the most a daemon lists at once.
+pub const MAX_LISTED_RUNS: usize = 1000;
 
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
@@ -693,8 +695,15 @@ async fn receive(served: &Served, path: &str) -> Result<u8, CliError> {
     Ok(exit::run_exit_code(Terminal::status_of(&terminal)))
 }
 
-/// `jig runs` and `jig runs show ID` from the daemon.
-pub fn runs(served: &Served, show: Option<&str>, local: Option<String>) -> Result<u8, CliError> {
+/// `jig runs` and `jig runs show ID` from the daemon. The daemon lists
+/// its newest Runs; `--status` and `--target` choose among its newest
+/// [`MAX_LISTED_RUNS`].
+pub(super) fn runs(
+    served: &Served,
+    show: Option<&str>,
+    filter: &super::RunsFilter,
+    local: Option<String>,
+) -> Result<u8, CliError> {
     runtime()?.block_on(async {
         let project = served.project_path(local.as_deref()).await?;
         match show {
@@ -703,12 +712,16 @@ pub fn runs(served: &Served, show: Option<&str>, local: Option<String>) -> Resul
                     .endpoint
                     .call("GET", &format!("{project}/runs/{}", segment(id)), None)
                     .await?;
-                println!("{}", flow::json::canonical_string(&record));
+                super::print_record(&record);
             }
             None => {
+                let limit = match filter.narrows() {
+                    true => MAX_LISTED_RUNS,
+                    false => filter.limit,
+                };
                 let listed = served
                     .endpoint
-                    .call("GET", &format!("{project}/runs?limit={LISTED_RUNS}"), None)
+                    .call("GET", &format!("{project}/runs?limit={limit}"), None)
                     .await?;
                 let records: Vec<jig_engine::state::RunRecord> = listed["runs"]
                     .as_array()
@@ -721,7 +734,7 @@ pub fn runs(served: &Served, show: Option<&str>, local: Option<String>) -> Resul
                             .collect()
                     })
                     .unwrap_or_default();
-                super::print_runs(&records, std::io::stdout().is_terminal());
+                super::print_runs(&filter.select(&records));
                 let unreadable: Vec<jig_engine::state::Unreadable> = listed["unreadable"]
                     .as_array()
                     .into_iter()

@@ -49,7 +49,7 @@ fn check(path: &Path) -> Result<u8, CliError> {
             ),
         ));
     }
-    println!("configuration is valid");
+    outln!("configuration is valid");
     Ok(0)
 }
 

@@ -80,7 +80,7 @@ async fn serve(socket: PathBuf, listen: SocketAddr) -> Result<u8, CliError> {
     let bound = listener
         .local_addr()
         .map_err(|e| unavailable(e.to_string()))?;
-    println!("http://{bound}/console/login?token={ticket}");
+    outln!("http://{bound}/console/login?token={ticket}");
     eprintln!(
         "jig console: open the link above (it works once, for five minutes); Ctrl-C stops the console"
     );

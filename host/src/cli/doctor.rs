@@ -11,14 +11,14 @@ const REQUIRED: [&str; 3] = ["flow.py", "flow.wasm", "flow.bin"];
 
 pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     let mut ok = true;
-    println!("jig {}", env!("CARGO_PKG_VERSION"));
+    outln!("jig {}", env!("CARGO_PKG_VERSION"));
     if let Some(source) = &config.source {
-        println!("configuration: {}", source.display());
+        outln!("configuration: {}", source.display());
     } else {
-        println!("configuration: defaults (no host.toml)");
+        outln!("configuration: defaults (no host.toml)");
     }
     let verifier = jig_verify::current();
-    println!(
+    outln!(
         "installation verification: {} ({})",
         verifier.policy().as_str(),
         match (verifier.policy(), jig_verify::cache_dir(false)) {
@@ -33,15 +33,15 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     // runnable, `flow.wasm` included.
     let report = envelope::report(&config.containment);
     let envelope = &report.envelope;
-    println!("recipes:");
+    outln!("recipes:");
     let mut line = |entry: &str, state: Result<String, String>| {
         let state = match &envelope {
             Ok(_) => state,
             Err(_) => Err("no execution envelope on this host (see containment)".to_string()),
         };
         match &state {
-            Ok(how) => println!("  {entry:<10} runnable: {how}"),
-            Err(why) => println!("  {entry:<10} unavailable: {why}"),
+            Ok(how) => outln!("  {entry:<10} runnable: {how}"),
+            Err(why) => outln!("  {entry:<10} unavailable: {why}"),
         }
         if state.is_err() && REQUIRED.contains(&entry) {
             ok = false;
@@ -71,33 +71,33 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
             .or_else(|_| runtime("node")),
     );
 
-    println!("containment:");
+    outln!("containment:");
     match &report.bwrap {
-        Ok((path, version)) => println!(
+        Ok((path, version)) => outln!(
             "  bubblewrap: {version} at {} (jig needs >= {}; note: the reference host asks for >= {})",
             path.display(),
             report.bwrap_min,
             report.bwrap_reference,
         ),
-        Err(why) => println!("  bubblewrap: unavailable: {why}"),
+        Err(why) => outln!("  bubblewrap: unavailable: {why}"),
     }
     match &report.user_namespaces {
-        Ok(()) => println!("  user namespaces: available"),
-        Err(why) => println!("  user namespaces: unavailable: {why}"),
+        Ok(()) => outln!("  user namespaces: available"),
+        Err(why) => outln!("  user namespaces: unavailable: {why}"),
     }
     match &report.cgroup {
         Some((version, controllers)) => {
-            println!(
+            outln!(
                 "  cgroup: {version}, controllers: {}",
                 controllers.join(" ")
             )
         }
-        None => println!("  cgroup: none found"),
+        None => outln!("  cgroup: none found"),
     }
     match envelope {
-        Ok(envelope) => println!("  envelope in use: {envelope}"),
+        Ok(envelope) => outln!("  envelope in use: {envelope}"),
         Err(why) => {
-            println!("  envelope in use: none; jig run and jig exec refuse every Run: {why}");
+            outln!("  envelope in use: none; jig run and jig exec refuse every Run: {why}");
             ok = false;
         }
     }
@@ -105,7 +105,7 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     agent(config);
     for provider in &config.providers {
         let path = provider.path.as_deref().unwrap_or(Path::new("(builtin)"));
-        println!(
+        outln!(
             "provider {}: {} {}",
             provider.name,
             kind(&provider.kind),
@@ -119,32 +119,35 @@ pub fn doctor(config: &HostConfig, base: &Path) -> u8 {
     }
 }
 
-/// What the project `jig doctor` runs in keeps under `.jig/`, and the
-/// retention that bounds it (nothing is read but sizes and names).
+/// What the project `jig doctor` runs in (or below) keeps under `.jig/`,
+/// and the retention that bounds it (nothing is read but sizes and names).
 fn disk(config: &HostConfig, base: &Path) {
-    if !base.join("jig.ts").is_file() {
+    let Ok(root) = super::project_root(base) else {
         return;
-    }
-    let used = jig_engine::state::retention::usage(base);
-    println!("disk (this project's .jig):");
-    println!(
+    };
+    let used = jig_engine::state::retention::usage(&root);
+    outln!("disk (this project's .jig):");
+    outln!(
         "  runs: {} ({} bytes with keys and checkpoints)",
-        used.runs.count, used.runs.bytes
+        used.runs.count,
+        used.runs.bytes
     );
-    println!(
+    outln!(
         "  packets: {} ({} bytes)",
-        used.packets.count, used.packets.bytes
+        used.packets.count,
+        used.packets.bytes
     );
-    println!(
+    outln!(
         "  store: {} artifacts ({} bytes)",
-        used.store.count, used.store.bytes
+        used.store.count,
+        used.store.bytes
     );
     match config.retention_policy() {
         Ok(Some(policy)) => {
             let limit = |d: Option<std::time::Duration>| {
                 d.map_or("none".to_string(), |d| format!("{} s", d.as_secs()))
             };
-            println!(
+            outln!(
                 "  retention: max-age {}, max-runs {}, packets-max-age {}, key-window {} s",
                 limit(policy.max_age),
                 policy
@@ -154,8 +157,8 @@ fn disk(config: &HostConfig, base: &Path) {
                 policy.key_window.as_secs()
             );
         }
-        Ok(None) => println!("  retention: none ([retention] not set; nothing is removed)"),
-        Err(why) => println!("  retention: invalid: {why}"),
+        Ok(None) => outln!("  retention: none ([retention] not set; nothing is removed)"),
+        Err(why) => outln!("  retention: invalid: {why}"),
     }
 }
 
@@ -164,14 +167,14 @@ fn disk(config: &HostConfig, base: &Path) {
 /// request and reads no key. An Agent is optional host support, so an
 /// invalid configuration does not fail `jig doctor`.
 fn agent(config: &HostConfig) {
-    println!("agent:");
+    outln!("agent:");
     agent_endpoint(config);
     // The installed worker of the native ACP clients (providers/acp).
     let worker = jig_provider_builtin::agent::acp::WORKER_PROGRAM;
     match jig_verify::installed(worker) {
-        Ok(path) => println!("  acp worker: {worker} at {}", path.display()),
+        Ok(path) => outln!("  acp worker: {worker} at {}", path.display()),
         Err(why) => {
-            println!("  acp worker: unavailable: {why} (native ACP clients are refused at review)")
+            outln!("  acp worker: unavailable: {why} (native ACP clients are refused at review)")
         }
     }
 }
@@ -182,32 +185,32 @@ fn agent_endpoint(config: &HostConfig) {
     let endpoint = match config.agent.endpoint() {
         Ok(endpoint) => endpoint,
         Err(why) => {
-            println!("  configuration: invalid: {why}");
-            println!("  Agent-using targets are refused at review (PROJECT_AGENT_UNAVAILABLE)");
+            outln!("  configuration: invalid: {why}");
+            outln!("  Agent-using targets are refused at review (PROJECT_AGENT_UNAVAILABLE)");
             return;
         }
     };
     let identity = endpoint.identity();
-    println!("  client: {}", identity.client);
-    println!("  api: {}", identity.api);
-    println!("  endpoint: {}", identity.endpoint);
+    outln!("  client: {}", identity.client);
+    outln!("  api: {}", identity.api);
+    outln!("  endpoint: {}", identity.endpoint);
     if let Some(native) = &endpoint.native {
         // A native ACP client: the executable is the endpoint; credentials
         // are named, never shown.
         if identity.model.is_empty() {
-            println!("  model: (the client's default)");
+            outln!("  model: (the client's default)");
         } else {
-            println!("  model: {}", identity.model);
+            outln!("  model: {}", identity.model);
         }
         let names: Vec<&str> = native.env.iter().map(|(k, _)| k.as_str()).collect();
-        println!(
+        outln!(
             "  credentials: {} (passed to the ACP client only)",
             names.join(" ")
         );
-        println!("  configuration: valid (from the environment; the client was not started)");
+        outln!("  configuration: valid (from the environment; the client was not started)");
         return;
     }
-    println!("  model: {}", identity.model);
+    outln!("  model: {}", identity.model);
     let key = match &endpoint.key {
         KeySource::Env(_) if endpoint.base_url.contains("openrouter.ai") => {
             "OPENROUTER_API_KEY (environment)"
@@ -215,7 +218,7 @@ fn agent_endpoint(config: &HostConfig) {
         KeySource::Env(_) => "OPENAI_API_KEY (environment)",
         KeySource::File(_) => "[agent] api-key-file (read by the Agent worker only)",
     };
-    println!("  key: {key}");
+    outln!("  key: {key}");
     let source = match endpoint.source {
         Source::Environment => "the environment",
         Source::Table => "the [agent] table of host.toml",
@@ -225,12 +228,12 @@ fn agent_endpoint(config: &HostConfig) {
         KeySource::Env(_) => true,
     };
     if key_file_ok {
-        println!("  configuration: valid (from {source}; no request was sent)");
+        outln!("  configuration: valid (from {source}; no request was sent)");
     } else {
-        println!("  configuration: invalid: [agent] api-key-file is not a regular file");
+        outln!("  configuration: invalid: [agent] api-key-file is not a regular file");
     }
     if !endpoint.ignored_env.is_empty() {
-        println!(
+        outln!(
             "  ignored (the complete [agent] table wins): {}",
             endpoint.ignored_env.join(" ")
         );

@@ -187,7 +187,7 @@ pub(super) fn finish_output(
 pub(super) fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
     let status = Execution::status_of(terminal);
     if json_output || !std::io::stdout().is_terminal() {
-        println!("{}", flow::json::canonical_string(terminal));
+        outln!("{}", flow::json::canonical_string(terminal));
     } else {
         if let Some(stderr) = terminal
             .pointer("/diagnostics/stderr")
@@ -197,7 +197,7 @@ pub(super) fn print_terminal(terminal: &Value, json_output: bool) -> u8 {
                 eprintln!("component stderr:\n{}", terminal::escape_lines(stderr));
             }
         }
-        print!(
+        out!(
             "{}",
             terminal::render_terminal(terminal, &terminal::Style::terminal())
         );

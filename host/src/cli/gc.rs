@@ -28,7 +28,7 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
         Err(e) => return Err(e.into()),
     };
     let Some(policy) = policy else {
-        println!("no [retention] table in the host configuration; nothing is removed");
+        outln!("no [retention] table in the host configuration; nothing is removed");
         return Ok(0);
     };
     let verb = if dry_run { "would remove" } else { "removed" };
@@ -45,10 +45,10 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
         };
         let report = retention::sweep(&state, &policy, now, dry_run, budget)?;
         for id in &report.runs {
-            println!("{verb} run {id}");
+            outln!("{verb} run {id}");
         }
         for id in &report.packets {
-            println!("{verb} packet {id}");
+            outln!("{verb} packet {id}");
         }
         runs += report.runs.len();
         removed_runs.extend(report.runs);
@@ -62,21 +62,21 @@ pub(super) fn gc(dir: &Path, config: &HostConfig, dry_run: bool) -> Result<u8, C
     // Then the store: what no admitted generation or remaining Run names.
     let store = retention::collect_store(&state, dry_run, &removed_runs)?;
     for digest in &store.plans {
-        println!("{verb} plan {digest}");
+        outln!("{verb} plan {digest}");
     }
     for digest in &store.packages {
-        println!("{verb} package {digest}");
+        outln!("{verb} package {digest}");
     }
     if store.deferred {
-        println!("the store was left as it is: a review is admitting this project");
+        outln!("the store was left as it is: a review is admitting this project");
     }
     // The bundled SDK trees of other jig builds, idle past their grace.
     let sdk = jig_engine::exec::sdk::collect_support(&state.store(), dry_run)?;
     for name in &sdk.trees {
-        println!("{verb} SDK tree {name}");
+        outln!("{verb} SDK tree {name}");
     }
     freed += store.freed_bytes + sdk.freed_bytes;
-    println!(
+    outln!(
         "{verb} {runs} Run(s), {packets} packet(s), {checkpoints} checkpoint(s); \
          {} Plan(s), {} package(s), {} blob(s), {} SDK tree(s) of the store; {} {freed} bytes",
         store.plans.len(),

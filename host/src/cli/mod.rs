@@ -2,6 +2,26 @@
 //! with the documented status. No command reads a file before its
 //! arguments are fully parsed.
 
+/// `print!` for the command's output on stdout, except that a reader that
+/// has gone (`jig completions zsh | head`: EPIPE) ends nothing: the
+/// command finishes as it would and exits with its own status. Any other
+/// failure to write is said on stderr.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!($($arg)*))
+    };
+}
+
+/// [`out!`] with a newline, as `println!`.
+macro_rules! outln {
+    () => {
+        $crate::cli::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod author;
 mod client;
 mod config_check;
@@ -80,7 +100,8 @@ enum Command {
     },
     /// Capture the project, show what would change, and admit it.
     Review {
-        /// The project directory (default: the current directory).
+        /// The project directory (default: the current directory's project,
+        /// the nearest directory with a jig.ts at or above it).
         project: Option<PathBuf>,
         /// Admit without asking.
         #[arg(long)]
@@ -185,6 +206,8 @@ enum Command {
     Runs {
         #[command(subcommand)]
         action: Option<RunsAction>,
+        #[command(flatten)]
+        filter: RunsFilter,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -300,6 +323,60 @@ enum SchemaAction {
     },
 }
 
+/// Which Runs `jig runs` lists: the newest `limit` of those with the
+/// status and the target asked.
+#[derive(clap::Args, Debug)]
+pub(crate) struct RunsFilter {
+    /// List only the Runs with this status.
+    #[arg(long, value_name = "STATUS", value_parser = ["pending", "succeeded", "failed", "lost"])]
+    status: Option<String>,
+    /// List only the Runs of this target (flow:<path> or binding:<id>).
+    #[arg(long, value_name = "TARGET")]
+    target: Option<String>,
+    /// List at most N Runs, the newest (1 to 1000).
+    #[arg(long, value_name = "N", default_value_t = client::LISTED_RUNS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+              .range(1..=client::MAX_LISTED_RUNS as u64))]
+    limit: usize,
+}
+
+impl RunsFilter {
+    /// Whether it narrows the listing beyond its length.
+    fn narrows(&self) -> bool {
+        self.status.is_some() || self.target.is_some()
+    }
+
+    /// The target as the records spell it, or a refusal of one that is
+    /// not a target.
+    fn checked(mut self) -> Result<RunsFilter, CliError> {
+        if let Some(text) = self.target.take() {
+            let target = jig_engine::exec::TargetRef::parse(&text).ok_or_else(|| {
+                CliError::new(Code::Usage, "--target must be flow:<path> or binding:<id>")
+            })?;
+            self.target = Some(target.to_string());
+        }
+        Ok(self)
+    }
+
+    /// The records it lists, newest first, from a listing newest first.
+    fn select<'a>(&self, listed: &'a [state::RunRecord]) -> Vec<&'a state::RunRecord> {
+        listed
+            .iter()
+            .filter(|record| {
+                self.status
+                    .as_deref()
+                    .is_none_or(|status| record.status().as_str() == status)
+            })
+            .filter(|record| {
+                self.target
+                    .as_deref()
+                    .is_none_or(|target| record.value["target"].as_str() == Some(target))
+            })
+            .take(self.limit)
+            .collect()
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum RunsAction {
     /// Print one Run record.
@@ -331,7 +408,7 @@ pub fn main() -> u8 {
         }
     };
     if cli.version {
-        println!("{}", env!("CARGO_PKG_VERSION"));
+        outln!("{}", env!("CARGO_PKG_VERSION"));
         return 0;
     }
     let Some(command) = cli.command else {
@@ -388,15 +465,21 @@ pub fn main() -> u8 {
             details,
             allow_resolution_network,
             ..
-        } => review(
-            &project.map(|p| base.join(p)).unwrap_or(base),
-            cli.config.as_deref(),
-            ReviewOptions {
-                yes,
-                details,
-                allow_resolution_network,
-            },
-        ),
+        } => match &project {
+            Some(project) => named_project_root(&base.join(project)),
+            None => project_root(&base),
+        }
+        .and_then(|root| {
+            review(
+                &root,
+                cli.config.as_deref(),
+                ReviewOptions {
+                    yes,
+                    details,
+                    allow_resolution_network,
+                },
+            )
+        }),
         Command::Run {
             target,
             input,
@@ -425,7 +508,11 @@ pub fn main() -> u8 {
             token_file: server.token_file.as_deref(),
             cacert: server.cacert.as_deref(),
         }),
-        Command::Runs { action, server } => runs(&base, action, server),
+        Command::Runs {
+            action,
+            filter,
+            server,
+        } => runs(&base, action, filter, server),
         Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
         Command::Console(args) => console::console(&base, args),
         Command::Worker(args) => worker::worker(cli.config.as_deref(), args),
@@ -509,6 +596,27 @@ pub(crate) fn report_error(code: &str, message: &str, details: &[String]) {
     }
 }
 
+/// What [`out!`] writes: to stdout as [`send_out`], and any failure but
+/// a reader that has gone is said on stderr.
+pub(crate) fn write_out(text: std::fmt::Arguments) {
+    if let Err(e) = send_out(text.to_string().as_bytes()) {
+        report_error(e.code(), &e.to_string(), &[]);
+    }
+}
+
+/// Bytes to stdout. A reader that has gone (EPIPE) is no failure: what
+/// it did not read, it did not want, and `jig … | head` never panics.
+pub(crate) fn send_out(bytes: &[u8]) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            Code::OutputFailed,
+            format!("stdout cannot be written: {e}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn completions(shell: CompletionShell) -> Result<u8, CliError> {
     use clap::CommandFactory;
     let shell = match shell {
@@ -517,7 +625,10 @@ fn completions(shell: CompletionShell) -> Result<u8, CliError> {
         CompletionShell::Fish => clap_complete::Shell::Fish,
     };
     let mut command = Cli::command();
-    clap_complete::generate(shell, &mut command, "jig", &mut std::io::stdout());
+    // Written whole, then sent: clap_complete panics on a write that fails.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "jig", &mut script);
+    send_out(&script)?;
     Ok(0)
 }
 
@@ -527,9 +638,7 @@ fn manpage() -> Result<u8, CliError> {
     let mut out = Vec::new();
     man.render(&mut out)
         .map_err(|e| CliError::new(Code::Internal, e.to_string()))?;
-    std::io::stdout()
-        .write_all(&out)
-        .map_err(|e| CliError::new(Code::OutputFailed, e.to_string()))?;
+    send_out(&out)?;
     Ok(0)
 }
 
@@ -543,8 +652,6 @@ enum InitLang {
 
 /// Where an installed jig keeps the Rust SDK's sources, from its executable.
 const INSTALLED_RUST_SDK: &str = "../share/jig/sdk-rust";
-/// The Rust SDK of the checkout this jig was built in.
-const CHECKOUT_RUST_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk-rust");
 
 fn init(
     destination: &Path,
@@ -570,15 +677,24 @@ fn init(
     };
     jig_project::init(destination, template).map_err(CliError::from)?;
     if bare {
-        println!("created bare Jig project");
+        // The reference's exact line; where the project is and what to do
+        // next go to a person's terminal only, so redirected streams carry
+        // what they always did.
+        outln!("created bare Jig project");
+        if std::io::stderr().is_terminal() {
+            let at = terminal::escape(&destination.display().to_string());
+            eprintln!(
+                "  at {at}\n  next: add a Flow as {at}/flows/NAME/ (its FLOW.md and entrypoint), then cd {at} && jig review"
+            );
+        }
     } else if rust_sdk.is_some() {
-        println!(
+        outln!(
             "created {}\nnext: cd {} && ./build.sh && jig review && jig run flow:flows/hello --input '\"Ada\"'",
             destination.display(),
             destination.display()
         );
     } else {
-        println!(
+        outln!(
             "created {}\nnext: cd {} && jig review && jig run flow:flows/hello --input '\"Ada\"'",
             destination.display(),
             destination.display()
@@ -589,17 +705,16 @@ fn init(
 
 /// The Rust SDK a `--lang rust` greeting builds against, as an absolute
 /// path safe inside Cargo.toml: `--sdk`, else the copy installed beside
-/// this jig ([`INSTALLED_RUST_SDK`]), else the one of the checkout it was
-/// built in ([`CHECKOUT_RUST_SDK`]), as `jig provider new` finds its SDK.
+/// this jig ([`INSTALLED_RUST_SDK`]), else a refusal that says to pass
+/// `--sdk` (the guide's words). Never the checkout a jig was built in:
+/// that path is the build machine's, not the user's.
 fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
     const CRATE: &str = "flow-sdk";
     let usage = |m: String| CliError::new(Code::Usage, m);
     let dir = match sdk {
         Some(dir) => dir,
         None => sdk::beside_executable(INSTALLED_RUST_SDK)
-            .into_iter()
-            .chain([PathBuf::from(CHECKOUT_RUST_SDK)])
-            .find(|dir| sdk::is_crate(dir, CRATE))
+            .filter(|dir| sdk::is_crate(dir, CRATE))
             .ok_or_else(|| {
                 usage(
                     "--lang rust needs the Rust SDK, and none is installed with this jig; \
@@ -622,7 +737,28 @@ fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
     })
 }
 
+/// The project a command works in when none is named (`jig run`, `jig
+/// runs`, `jig review` without PROJECT, `jig gc`, ...): `dir` or, as cargo
+/// and git find theirs, the nearest directory above it with a `jig.ts`.
+/// Its absolute path, without symbolic links.
 pub(crate) fn project_root(dir: &Path) -> Result<PathBuf, CliError> {
+    let start = std::fs::canonicalize(dir)
+        .map_err(|e| CliError::new(Code::ProjectNotFound, format!("{}: {e}", dir.display())))?;
+    start
+        .ancestors()
+        .find(|candidate| candidate.join("jig.ts").is_file())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            CliError::new(
+                Code::ProjectNotFound,
+                format!("no jig.ts in {} or any directory above it", start.display()),
+            )
+        })
+}
+
+/// The project a command was named (`jig review PROJECT`): exactly that
+/// directory, never one above it.
+pub(crate) fn named_project_root(dir: &Path) -> Result<PathBuf, CliError> {
     if !dir.join("jig.ts").is_file() {
         return Err(CliError::new(
             Code::ProjectNotFound,
@@ -687,21 +823,33 @@ pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
     flow::json::parse(&bytes).map_err(|_| invalid("the selected --input file is not FLOW JSON/1"))
 }
 
-fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8, CliError> {
+fn runs(
+    dir: &Path,
+    action: Option<RunsAction>,
+    filter: RunsFilter,
+    server: ServerArgs,
+) -> Result<u8, CliError> {
     let show = action.as_ref().map(|RunsAction::Show { id }| id.as_str());
+    if show.is_some() && (filter.narrows() || filter.limit != client::LISTED_RUNS) {
+        return Err(CliError::new(
+            Code::Usage,
+            "--status, --target and --limit choose what jig runs lists; jig runs show takes only the Run ID",
+        ));
+    }
+    let filter = filter.checked()?;
     if let Some(served) = client::named(
         server.server.as_deref(),
         server.token_file.as_deref(),
         server.cacert.as_deref(),
     )? {
         let local = project_root(dir).ok().map(|root| serve::local_name(&root));
-        return client::runs(&served, show, local);
+        return client::runs(&served, show, &filter, local);
     }
     let root = project_root(dir)?;
     let state = match ProjectState::acquire(&root) {
         Ok(state) => state,
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
-            Some(served) => return client::runs(&served, show, None),
+            Some(served) => return client::runs(&served, show, &filter, None),
             None => return Err(e.into()),
         },
         Err(e) => return Err(e.into()),
@@ -711,15 +859,28 @@ fn runs(dir: &Path, action: Option<RunsAction>, server: ServerArgs) -> Result<u8
     match show {
         None => {
             let listed = runs.list().map_err(CliError::from)?;
-            print_runs(&listed.records, std::io::stdout().is_terminal());
-            return Ok(report_unreadable(&listed.unreadable));
+            print_runs(&filter.select(&listed.records));
+            Ok(report_unreadable(&listed.unreadable))
         }
         Some(id) => {
             let record = runs.load(id).map_err(CliError::from)?;
-            println!("{}", flow::json::canonical_string(&record.value));
+            print_record(&record.value);
+            Ok(0)
         }
     }
-    Ok(0)
+}
+
+/// One Run's record: on a terminal a summary with RFC 3339 times, then
+/// the record indented; redirected, its canonical JSON line.
+pub(crate) fn print_record(record: &Value) {
+    if std::io::stdout().is_terminal() {
+        out!(
+            "{}",
+            terminal::render_record(record, &terminal::Style::terminal())
+        );
+    } else {
+        outln!("{}", flow::json::canonical_string(record));
+    }
 }
 
 /// After the Runs listed: each record that cannot be read, named by its
@@ -742,7 +903,6 @@ pub(crate) fn report_unreadable(unreadable: &[state::Unreadable]) -> u8 {
     }
 }
 
-/// The newest Runs: a table on a terminal, else one tab-separated line each.
 /// Whether an interrupted command still prints its terminal on stdout: for
 /// a person (stdout a terminal, no `--json`), or as the last line of a
 /// `--receive` stream, which always ends with one. A script reading
@@ -752,39 +912,42 @@ pub(crate) fn shows_interrupted(json_output: bool, stream: &Option<receive::Stre
     stream.is_some() || (!json_output && std::io::stdout().is_terminal())
 }
 
-fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
-    if on_terminal {
+/// The Runs listed: a table on a terminal, else one tab-separated line each.
+fn print_runs(listed: &[&state::RunRecord]) {
+    if std::io::stdout().is_terminal() {
         let rows: Vec<terminal::RunRow> = listed
             .iter()
-            .take(client::LISTED_RUNS)
             .map(|record| {
                 let at = |key: &str| record.value.get(key).and_then(Value::as_u64);
+                let text = |pointer: &str| {
+                    record
+                        .value
+                        .pointer(pointer)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
                 let submitted = at("submittedAtUnixMs");
                 terminal::RunRow {
                     id: record.id.clone(),
                     created_unix_ms: submitted,
                     status: record.status().as_str().to_string(),
-                    target: record.value["target"].as_str().unwrap_or("").to_string(),
+                    outcome: text("/terminal/outcome"),
+                    target: text("/target"),
                     duration_ms: submitted
                         .zip(at("settledAtUnixMs"))
                         .map(|(from, to)| to.saturating_sub(from)),
-                    code: record
-                        .value
-                        .pointer("/terminal/code")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
+                    code: text("/terminal/code"),
                 }
             })
             .collect();
-        print!(
+        out!(
             "{}",
             terminal::runs_table(&rows, &terminal::Style::terminal())
         );
         return;
     }
-    let mut out = std::io::stdout().lock();
-    for record in listed.iter().take(client::LISTED_RUNS) {
+    for record in listed {
         let target = record.value["target"].as_str().unwrap_or("");
         let status = record.status().as_str();
         let code = record
@@ -792,11 +955,7 @@ fn print_runs(listed: &[state::RunRecord], on_terminal: bool) {
             .pointer("/terminal/code")
             .and_then(Value::as_str)
             .unwrap_or("");
-        // A reader that stopped early (`jig runs | head -1`) is not a
-        // failure of the listing.
-        if writeln!(out, "{}\t{status}\t{target}\t{code}", record.id).is_err() {
-            return;
-        }
+        outln!("{}\t{status}\t{target}\t{code}", record.id);
     }
 }
 

@@ -243,9 +243,9 @@ fn inspect(path: &Path, json_output: bool) -> Result<u8, CliError> {
     report["artifactDigest"] = json!(jig_provider_api::artifact_digest(&bytes));
     report["contracts"] = json!(contracts);
     if json_output {
-        println!("{}", flow::json::canonical_string(&report));
+        outln!("{}", flow::json::canonical_string(&report));
     } else {
-        print!("{}", render_inspection(&report));
+        out!("{}", render_inspection(&report));
     }
     Ok(0)
 }
@@ -372,12 +372,12 @@ fn call(args: CallArgs<'_>) -> Result<u8, CliError> {
         .unwrap_or_else(|_| Err(dispatch::deadline_exceeded()));
     match outcome {
         Ok(value) => {
-            println!("{}", flow::json::canonical_string(&value));
+            outln!("{}", flow::json::canonical_string(&value));
             Ok(0)
         }
         Err(CallError::Application { name, data }) => {
             let error = json!({"error": {"name": name, "data": data}});
-            println!("{}", flow::json::canonical_string(&error));
+            outln!("{}", flow::json::canonical_string(&error));
             Ok(1)
         }
         Err(CallError::Operational {

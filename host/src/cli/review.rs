@@ -8,7 +8,7 @@ use jig_engine::review::Proposal;
 use jig_engine::state::{self, ProjectState};
 
 use super::exit::{CliError, Code};
-use super::{client, load_config, project_root, terminal};
+use super::{client, load_config, terminal};
 
 pub(super) struct ReviewOptions {
     pub(super) yes: bool,
@@ -17,7 +17,7 @@ pub(super) struct ReviewOptions {
 }
 
 pub(super) fn review(
-    dir: &Path,
+    root: &Path,
     config: Option<&Path>,
     options: ReviewOptions,
 ) -> Result<u8, CliError> {
@@ -26,22 +26,21 @@ pub(super) fn review(
         details,
         allow_resolution_network,
     } = options;
-    let root = project_root(dir)?;
     let config = load_config(config)?;
-    let declarations = jig_project::capture(&root).map_err(|e| {
+    let declarations = jig_project::capture(root).map_err(|e| {
         if e.is_candidate_invalid() {
             CliError::Candidate(e)
         } else {
             CliError::Project(e)
         }
     })?;
-    let (mut state, beside_a_daemon) = match ProjectState::acquire(&root) {
+    let (mut state, beside_a_daemon) = match ProjectState::acquire(root) {
         Ok(state) => (state, false),
         // A `jig serve` holds the project: admit beside it (its new Runs
         // take the new generation; its in-flight Runs keep theirs).
-        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
+        Err(e @ state::StateError::Busy { .. }) => match client::holding(root) {
             Some(_) => (
-                ProjectState::beside_holder(&root).map_err(CliError::from)?,
+                ProjectState::beside_holder(root).map_err(CliError::from)?,
                 true,
             ),
             None => return Err(e.into()),
@@ -52,7 +51,7 @@ pub(super) fn review(
         &mut state,
         declarations,
         jig_engine::review::Asked {
-            root: &root,
+            root,
             config: &config,
             allow_resolution_network,
             details,
@@ -63,25 +62,25 @@ pub(super) fn review(
         Proposal::Changes(changes) => changes,
         Proposal::Unchanged { lock_repaired } => {
             if lock_repaired {
-                println!("jig.lock repaired to match the admitted project");
+                outln!("jig.lock repaired to match the admitted project");
             }
             // The reference prints only the readiness line; a person on a
             // terminal is also told that nothing needed admission.
             if std::io::stderr().is_terminal() {
                 eprintln!("unchanged: the admitted project already matches");
             }
-            println!("project is ready");
+            outln!("project is ready");
             return Ok(0);
         }
     };
     let text = &changes.text;
     if std::io::stdout().is_terminal() {
-        print!(
+        out!(
             "{}",
             terminal::paint_review(text, &terminal::Style::terminal())
         );
     } else {
-        print!("{text}");
+        out!("{text}");
     }
     let _ = std::io::stdout().flush();
     if !yes {
@@ -92,7 +91,7 @@ pub(super) fn review(
                 "project changes require confirmation; rerun with --yes",
             ));
         }
-        print!("Approve this exact revision for execution? [y/N] ");
+        out!("Approve this exact revision for execution? [y/N] ");
         let _ = std::io::stdout().flush();
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
@@ -105,6 +104,6 @@ pub(super) fn review(
         }
     }
     changes.admit(&state, beside_a_daemon)?;
-    println!("project is ready");
+    outln!("project is ready");
     Ok(0)
 }

@@ -189,7 +189,7 @@ fn submit_to(
 fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
     let terminal = submit::shown_terminal(record);
     let status = if receiving {
-        println!(
+        outln!(
             "{}",
             flow::json::canonical_string(&json!({"type": "terminal", "result": terminal}))
         );

@@ -434,15 +434,25 @@ pub struct RunRow {
     pub id: String,
     pub created_unix_ms: Option<u64>,
     pub status: String,
+    /// The outcome a succeeded Run declared; empty for any other.
+    pub outcome: String,
     pub target: String,
     pub duration_ms: Option<u64>,
     pub code: String,
 }
 
-/// `jig runs` as a table: time (UTC), status, target, duration, Run ID.
+/// `jig runs` as a table: time (UTC), status, outcome, target, duration,
+/// Run ID.
 pub fn runs_table(rows: &[RunRow], style: &Style) -> String {
-    let header = ["TIME (UTC)", "STATUS", "TARGET", "DURATION", "RUN"];
-    let cells: Vec<[String; 5]> = rows
+    let header = [
+        "TIME (UTC)",
+        "STATUS",
+        "OUTCOME",
+        "TARGET",
+        "DURATION",
+        "RUN",
+    ];
+    let cells: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {
             let status = if r.code.is_empty() {
@@ -453,6 +463,10 @@ pub fn runs_table(rows: &[RunRow], style: &Style) -> String {
             [
                 r.created_unix_ms.map(utc_time).unwrap_or_default(),
                 escape(&status),
+                match r.outcome.is_empty() {
+                    true => "-".into(),
+                    false => escape(&r.outcome),
+                },
                 escape(&r.target),
                 r.duration_ms
                     .map(duration_text)
@@ -490,7 +504,7 @@ pub fn runs_table(rows: &[RunRow], style: &Style) -> String {
             let padded = pad(cell, width);
             line.push(if i == 1 {
                 style.paint(role, &padded)
-            } else if i == 4 {
+            } else if i == 5 {
                 style.paint(Role::Muted, &padded)
             } else {
                 padded
@@ -504,6 +518,58 @@ pub fn runs_table(rows: &[RunRow], style: &Style) -> String {
 /// `2026-12-01 16:18:16` for Unix milliseconds.
 pub fn utc_time(unix_ms: u64) -> String {
     jig_engine::state::utc_text(unix_ms)
+}
+
+/// `2026-12-01T16:18:16.250Z` (RFC 3339, UTC) for Unix milliseconds.
+pub fn rfc3339_time(unix_ms: u64) -> String {
+    format!(
+        "{}.{:03}Z",
+        utc_time(unix_ms).replacen(' ', "T", 1),
+        unix_ms % 1000
+    )
+}
+
+/// One Run's record for a person (`jig runs show` on a terminal): the Run,
+/// its target, status and outcome or code, its times in RFC 3339 and how
+/// long it took, then the whole record indented.
+pub fn render_record(record: &Value, style: &Style) -> String {
+    let text = |p: &str| escape(record.pointer(p).and_then(Value::as_str).unwrap_or(""));
+    let at = |key: &str| record.get(key).and_then(Value::as_u64);
+    let label = |name: &str| style.paint(Role::Muted, &format!("{name:<10}"));
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}", style.paint(Role::Heading, "Run"), text("/id"));
+    let _ = writeln!(out, "{} {}", label("target"), text("/target"));
+    let status = match record.pointer("/terminal/status").and_then(Value::as_str) {
+        None => style.paint(Role::Muted, "pending"),
+        Some("succeeded") => format!(
+            "{} · outcome {}",
+            style.paint(Role::Success, "succeeded"),
+            text("/terminal/outcome")
+        ),
+        Some(status) => {
+            let role = match status {
+                "failed" => Role::Failure,
+                _ => Role::Warning,
+            };
+            format!(
+                "{} {}",
+                style.paint(role, &escape(status)),
+                text("/terminal/code")
+            )
+        }
+    };
+    let _ = writeln!(out, "{} {status}", label("status"));
+    if let Some(submitted) = at("submittedAtUnixMs") {
+        let _ = writeln!(out, "{} {}", label("submitted"), rfc3339_time(submitted));
+    }
+    if let Some(settled) = at("settledAtUnixMs") {
+        let took = at("submittedAtUnixMs")
+            .map(|from| format!(" ({})", duration_text(settled.saturating_sub(from))))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{} {}{took}", label("settled"), rfc3339_time(settled));
+    }
+    let _ = writeln!(out, "{}", render_json(record, style));
+    out
 }
 
 /// `850ms`, `4.2s`, `3m05s`, `1h02m`.
@@ -520,7 +586,7 @@ pub fn duration_text(ms: u64) -> String {
 }
 
 /// The final status line on stderr: execution status, outcome, delivery
-/// and cleanup, each reported on its own.
+/// and cleanup, each reported on its own, then the time and the Run ID.
 pub fn final_line(
     terminal: &Value,
     cleanup_failed: bool,
@@ -556,6 +622,11 @@ pub fn final_line(
         "cleanup complete".into()
     });
     parts.push(style.paint(Role::Muted, &duration_text(elapsed.as_millis() as u64)));
+    // The Run ID, for `jig runs show`: stdout's JSON carries it, but a
+    // person reading a terminal would otherwise never see it.
+    if !text("/runId").is_empty() {
+        parts.push(style.paint(Role::Muted, &format!("run {}", escape(text("/runId")))));
+    }
     format!("{}\n", parts.join(" · "))
 }
 
@@ -722,6 +793,8 @@ mod tests {
         assert_eq!(utc_time(0), "1970-01-01 00:00:00");
         assert_eq!(utc_time(1_796_141_896_000), "2026-12-01 16:18:16");
         assert_eq!(utc_time(951_782_400_000), "2000-02-29 00:00:00");
+        assert_eq!(rfc3339_time(1_796_141_896_250), "2026-12-01T16:18:16.250Z");
+        assert_eq!(rfc3339_time(951_782_400_007), "2000-02-29T00:00:00.007Z");
         assert_eq!(duration_text(999), "999ms");
         assert_eq!(duration_text(4_250), "4.2s");
         assert_eq!(duration_text(185_000), "3m05s");
@@ -788,6 +861,7 @@ mod tests {
                 id: "r-0001".into(),
                 created_unix_ms: Some(1_796_141_896_000),
                 status: "succeeded".into(),
+                outcome: "done".into(),
                 target: "flow:flows/hello".into(),
                 duration_ms: Some(412),
                 code: String::new(),
@@ -796,6 +870,7 @@ mod tests {
                 id: "r-0002".into(),
                 created_unix_ms: Some(1_796_141_999_000),
                 status: "failed".into(),
+                outcome: String::new(),
                 target: "binding:intake\u{1b}[2J".into(),
                 duration_ms: Some(30_000),
                 code: "DEADLINE_EXCEEDED".into(),
@@ -804,12 +879,27 @@ mod tests {
                 id: "r-0003".into(),
                 created_unix_ms: None,
                 status: "pending".into(),
+                outcome: String::new(),
                 target: "flow:flows/slow".into(),
                 duration_ms: None,
                 code: String::new(),
             },
         ];
         insta::assert_snapshot!("runs_plain", runs_table(&rows, &Style::PLAIN));
+    }
+
+    #[test]
+    fn a_record_for_a_person() {
+        let record = json!({"id": "run-01", "target": "flow:flows/hello", "generation": 1,
+            "submittedAtUnixMs": 1_796_141_896_000u64, "settledAtUnixMs": 1_796_141_897_250u64,
+            "terminal": succeeded()});
+        insta::assert_snapshot!("record_plain", render_record(&record, &Style::PLAIN));
+        let pending = json!({"id": "run-02", "target": "binding:b\u{1b}[2J",
+            "submittedAtUnixMs": 1_796_141_896_000u64});
+        insta::assert_snapshot!(
+            "record_pending_plain",
+            render_record(&pending, &Style::PLAIN)
+        );
     }
 
     #[test]
@@ -836,6 +926,12 @@ mod tests {
         assert_eq!(
             final_line(&failed(), true, Duration::from_millis(80), &Style::PLAIN),
             "✗ execution failed REVIEW_REQUIRED · cleanup failed · 80ms\n"
+        );
+        let mut named = failed();
+        named["runId"] = json!("run-01");
+        assert_eq!(
+            final_line(&named, false, Duration::from_millis(80), &Style::PLAIN),
+            "✗ execution failed REVIEW_REQUIRED · cleanup complete · 80ms · run run-01\n"
         );
     }
 

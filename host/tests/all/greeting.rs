@@ -152,19 +152,21 @@ fn the_rust_greeting_says_to_build_first_and_needs_an_sdk() {
         "{made:?}"
     );
     // This test build has no SDK installed beside it (../share/jig/sdk-rust):
-    // it finds the SDK of the checkout it was built in, as `jig provider
-    // new` does.
-    let found = run_jig(dir.path(), &["init", "--lang", "rust", "found"]);
-    assert_eq!(found.status, 0, "{found:?}");
-    let manifest = std::fs::read_to_string(dir.path().join("found/src/hello/Cargo.toml")).unwrap();
-    let checkout = sdk.canonicalize().unwrap();
-    assert!(
-        manifest.contains(&format!(
-            "flow-sdk = {{ path = \"{}\" }}",
-            checkout.display()
-        )),
-        "{manifest}"
+    // without --sdk it refuses as the guide says, and never writes the
+    // path of the checkout it was built in (the build machine's).
+    let refused = run_jig(dir.path(), &["init", "--lang", "rust", "found"]);
+    assert_eq!(
+        (refused.status, refused.stdout.as_str()),
+        (2, ""),
+        "{refused:?}"
     );
+    assert_eq!(
+        refused.stderr,
+        "JIG_USAGE: --lang rust needs the Rust SDK, and none is installed with this jig; \
+         pass --sdk PATH (the sdk-rust directory of a jig checkout)\n",
+        "{refused:?}"
+    );
+    assert!(!dir.path().join("found").exists());
     // A directory that is not the Rust SDK, and --sdk without --lang rust.
     for args in [
         &["init", "--lang", "rust", "--sdk", ".", "other"][..],

@@ -1038,11 +1038,29 @@ fn jig_run_through_the_daemon_shows_what_a_local_run_shows() {
     let missing = run_jig(&path, &["runs", "show", "no-such-run"]);
     assert_eq!(listed.status, 0, "{listed:?}");
     assert_eq!(shown.status, 0, "{shown:?}");
+    let filter = [
+        "--status",
+        "succeeded",
+        "--target",
+        "flow:flows/echo",
+        "--limit",
+        "1",
+    ];
+    let filtered = run_jig(
+        &path,
+        &[&["runs", "--server", &server][..], &filter].concat(),
+    );
+    assert_eq!(filtered.status, 0, "{filtered:?}");
+    assert_eq!(filtered.stdout.lines().count(), 1, "{filtered:?}");
     drop(daemon);
     // Killed: its socket entry is stale and ignored; the project is local
     // again, and shows the same records byte for byte.
     assert_eq!(run_jig(&path, &["runs"]).stdout, listed.stdout);
     assert_eq!(run_jig(&path, &["runs", "show", &id]).stdout, shown.stdout);
+    assert_eq!(
+        run_jig(&path, &[&["runs"][..], &filter].concat()).stdout,
+        filtered.stdout
+    );
     let missing_local = run_jig(&path, &["runs", "show", "no-such-run"]);
     assert_eq!(
         (missing.status, &missing.stderr),

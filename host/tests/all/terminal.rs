@@ -287,12 +287,12 @@ fn runs_is_a_table_on_a_terminal_and_tab_separated_when_redirected() {
     let header = lines.next().unwrap();
     assert!(
         header.split_whitespace().collect::<Vec<_>>()
-            == ["TIME", "(UTC)", "STATUS", "TARGET", "DURATION", "RUN"],
+            == ["TIME", "(UTC)", "STATUS", "OUTCOME", "TARGET", "DURATION", "RUN"],
         "{text:?}"
     );
     let row = lines.next().unwrap();
     assert!(
-        row.contains("succeeded") && row.contains("flow:flows/slow"),
+        row.contains("succeeded  done") && row.contains("flow:flows/slow"),
         "{text:?}"
     );
     assert!(row.ends_with(&id), "{text:?}");
@@ -302,6 +302,88 @@ fn runs_is_a_table_on_a_terminal_and_tab_separated_when_redirected() {
         format!("{id}\tsucceeded\tflow:flows/slow\t\n"),
         "{redirected:?}"
     );
+}
+
+#[test]
+fn a_run_on_a_terminal_names_its_run_and_runs_show_reads_for_a_person() {
+    let dir = slow_project();
+    let seen = on_tty(
+        dir.path(),
+        &["run", "flow:flows/slow", "--input", "0"],
+        &[("TERM", "dumb")],
+        On::Stderr,
+        false,
+    );
+    assert_eq!(seen.status, 0, "{seen:?}");
+    // The redirected stdout is the terminal line it always was.
+    let terminal: serde_json::Value = serde_json::from_str(seen.stdout.trim_end()).unwrap();
+    assert_eq!(seen.stdout, format!("{terminal}\n"), "{seen:?}");
+    let id = terminal["runId"].as_str().unwrap().to_string();
+    let final_line = seen.tty.replace("\r\n", "\n");
+    assert!(
+        final_line.contains(" · cleanup complete · ")
+            && final_line.ends_with(&format!(" · run {id}\n")),
+        "the final line names the Run: {final_line:?}"
+    );
+    // `jig runs show` for a person: a summary with RFC 3339 times, then
+    // the record indented.
+    let shown = on_tty(
+        dir.path(),
+        &["runs", "show", &id],
+        &[("TERM", "dumb")],
+        On::Both,
+        false,
+    );
+    assert_eq!(shown.status, 0, "{shown:?}");
+    let text = shown.tty.replace("\r\n", "\n");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("Run {id}"), "{text:?}");
+    assert_eq!(lines[1], "target     flow:flows/slow", "{text:?}");
+    assert_eq!(lines[2], "status     succeeded · outcome done", "{text:?}");
+    let rfc3339 = |line: &str, label: &str| {
+        let time = line
+            .strip_prefix(label)
+            .unwrap_or_else(|| panic!("{label}: {text:?}"));
+        let time = time.split(' ').next().unwrap();
+        let shape: String = time
+            .chars()
+            .map(|c| if c.is_ascii_digit() { '9' } else { c })
+            .collect();
+        assert_eq!(shape, "9999-99-99T99:99:99.999Z", "{text:?}");
+    };
+    rfc3339(lines[3], "submitted  ");
+    rfc3339(lines[4], "settled    ");
+    assert_eq!(lines[5], "{", "{text:?}");
+    assert!(
+        text.contains("\n  \"target\": \"flow:flows/slow\",\n"),
+        "{text:?}"
+    );
+    // Redirected, the record stays one canonical JSON line.
+    let redirected = run_jig(dir.path(), &["runs", "show", &id]);
+    assert_eq!(redirected.stdout.lines().count(), 1, "{redirected:?}");
+    assert_eq!(redirected.json()["id"], id.as_str(), "{redirected:?}");
+}
+
+#[test]
+fn init_bare_on_a_terminal_says_where_and_what_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = on_tty(
+        dir.path(),
+        &["init", "--bare", "demo"],
+        &[("TERM", "dumb")],
+        On::Stderr,
+        false,
+    );
+    assert_eq!(seen.status, 0, "{seen:?}");
+    // stdout keeps the reference's exact line.
+    assert_eq!(seen.stdout, "created bare Jig project\n", "{seen:?}");
+    let text = seen.tty.replace("\r\n", "\n");
+    assert_eq!(
+        text,
+        "  at ./demo\n  next: add a Flow as ./demo/flows/NAME/ (its FLOW.md and entrypoint), then cd ./demo && jig review\n",
+        "{seen:?}"
+    );
+    assert!(dir.path().join("demo/jig.ts").is_file());
 }
 
 #[test]

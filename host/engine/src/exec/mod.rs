@@ -72,6 +72,9 @@ impl TargetRef {
     pub fn parse(text: &str) -> Option<TargetRef> {
         if let Some(path) = text.strip_prefix("flow:") {
             let path = path.strip_prefix("./").unwrap_or(path);
+            // One trailing slash, as shell completion writes a directory,
+            // names the same Flow; anything else stays the path it is.
+            let path = path.strip_suffix('/').unwrap_or(path);
             return (!path.is_empty()).then(|| TargetRef::Flow(path.to_string()));
         }
         let id = text.strip_prefix("binding:")?;

@@ -103,7 +103,7 @@ pub fn new(
         (_, _) => String::new(),
     };
     if lang == Lang::Rust {
-        println!("using the provider SDK at {sdk}");
+        outln!("using the provider SDK at {sdk}");
     }
     let crate_name = name.replace('-', "_");
     let fill = |text: &str| {
@@ -134,7 +134,7 @@ pub fn new(
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| invalid(format!("cannot make {} executable: {e}", script.display())))?;
     }
-    println!(
+    outln!(
         "created {} ({lang:?} provider {name:?}); build and test it with {}",
         dir.display(),
         dir.join("test.sh").display()

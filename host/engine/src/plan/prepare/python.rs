@@ -17,6 +17,11 @@
 //!
 //! Diagnostics sit at the lock (or at `pyproject.toml` when there is no
 //! lock) with fixed guidance, never installer output.
+//!
+//! Before any of it, the same envelope (without network) compiles a new
+//! `flow.py` with the host's Python, so one with a syntax error is refused
+//! at review (`PACKAGE_ENTRYPOINT_INVALID`, its file, line and column)
+//! instead of failing at its first Run.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,8 +32,9 @@ use flow::package::Package;
 use serde_json::json;
 
 use super::{
-    capture_tree, check_prepared_size, check_source_size, refusal, Refusal, Session, Workspace,
-    MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, MAX_PREPARED_FILES, NETWORK_FILES,
+    capture_tree, check_prepared_size, check_source_size, manifest::pointer_token, refusal,
+    Refusal, Session, Workspace, MAX_LOCK_BYTES, MAX_MANIFEST_BYTES, MAX_PREPARED_FILES,
+    NETWORK_FILES,
 };
 use crate::plan::Recipe;
 use jig_sandbox::{Launch, Limits};
@@ -103,6 +109,7 @@ impl Session<'_> {
         package: &Package,
         recipe: &Recipe,
     ) -> Result<Prepared, Refusal> {
+        self.check_syntax(path, package, recipe)?;
         let files = package.files();
         let lock_name = match (files.contains_key(PYLOCK), files.contains_key(REQUIREMENTS)) {
             (true, true) => {
@@ -201,6 +208,77 @@ impl Session<'_> {
         Ok(Some((evidence, Some(prepared))))
     }
 
+    /// Refuse a `flow.py` that this host's Python cannot compile, at review
+    /// rather than at its first Run: [`COMPILE_SCRIPT`] compiles it (runs
+    /// nothing of it) in the preparation envelope, without network. A
+    /// package admitted with these exact bytes was checked then; a host
+    /// without Python or an envelope cannot run the package either, and is
+    /// not checked here (its Runs are refused).
+    fn check_syntax(
+        &mut self,
+        path: &str,
+        package: &Package,
+        recipe: &Recipe,
+    ) -> Result<(), Refusal> {
+        let admitted = self.request.admitted.and_then(|plan| {
+            plan.pointer(&format!("/lock/packages/{}/digest", pointer_token(path)))
+        });
+        if admitted == Some(&json!(package.digest())) {
+            return Ok(());
+        }
+        let (Some(source), Some(runtime)) = (package.files().get(ENTRYPOINT), &recipe.runtime)
+        else {
+            return Ok(());
+        };
+        let at = format!("{path}/{ENTRYPOINT}");
+        let Ok(sandbox) = self.sandbox_for(codes::PREPARATION_FAILED, &at) else {
+            return Ok(());
+        };
+        let failed = |message: &str| refusal(codes::PREPARATION_FAILED, &at, None, message);
+        let work =
+            Workspace::new().map_err(|_| failed("cannot create the preparation directory"))?;
+        std::fs::write(work.package.join(ENTRYPOINT), source)
+            .and_then(|()| std::fs::create_dir_all(work.scratch.join("tmp")))
+            .map_err(|_| failed("cannot stage flow.py"))?;
+        let launch = compile_launch(runtime, &work);
+        self.run_contained(
+            &launch,
+            &sandbox,
+            codes::PREPARATION_FAILED,
+            "Python could not check flow.py",
+            &at,
+        )?;
+        let compiled = std::fs::read(work.package.join(COMPILED))
+            .ok()
+            .and_then(|bytes| flow::json::parse(&bytes).ok())
+            .ok_or_else(|| failed("Python could not check flow.py"))?;
+        let Some(message) = compiled.get("message").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let place = match (
+            compiled.get("line").and_then(Value::as_u64),
+            compiled.get("column").and_then(Value::as_u64),
+        ) {
+            (Some(line), Some(column)) => format!("{at}:{line}:{column}"),
+            (Some(line), None) => format!("{at}:{line}"),
+            _ => at.clone(),
+        };
+        let message: String = message
+            .chars()
+            .take(MAX_COMPILE_MESSAGE_CHARS)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        Err(refusal(
+            flow::package::codes::PACKAGE_ENTRYPOINT_INVALID,
+            &at,
+            None,
+            &format!(
+                "{} is not valid Python: {message}",
+                flow::json::ascii_quote(&place)
+            ),
+        ))
+    }
+
     /// How preparation runs here: pip's interpreter, the index, the
     /// arguments and the containment mode.
     fn python_recipe_digest(&self, recipe: &Recipe, index: &str) -> String {
@@ -265,6 +343,54 @@ fn index(config: &crate::config::HostConfig) -> String {
         index.push('/');
     }
     index
+}
+
+/// The Python entrypoint the syntax check compiles.
+const ENTRYPOINT: &str = "flow.py";
+/// Where [`COMPILE_SCRIPT`] writes what it found, beside the staged file.
+const COMPILED: &str = "compiled.json";
+/// The longest compiler message a refusal repeats, in characters.
+const MAX_COMPILE_MESSAGE_CHARS: usize = 200;
+/// Compile `flow.py` (as `python3 -m py_compile` would, without writing
+/// bytecode) and write `{}` or where and why it is not Python. Nothing of
+/// the file runs: `compile` only parses and compiles it.
+const COMPILE_SCRIPT: &str = "\
+import json
+try:
+    with open('flow.py', 'rb') as f:
+        compile(f.read(), 'flow.py', 'exec', dont_inherit=True)
+    found = {}
+except SyntaxError as e:
+    found = {'line': e.lineno, 'column': e.offset, 'message': e.msg}
+except (ValueError, RecursionError, MemoryError) as e:
+    found = {'message': str(e) or type(e).__name__}
+with open('compiled.json', 'w') as f:
+    json.dump(found, f)
+";
+
+/// `python3 -I -S -B -c COMPILE_SCRIPT` in the staged directory: no site,
+/// no user site, no environment, no bytecode written, no network.
+fn compile_launch(runtime: &Path, work: &Workspace) -> Launch {
+    Launch {
+        args: ["-I", "-S", "-B", "-c", COMPILE_SCRIPT]
+            .iter()
+            .map(Into::into)
+            .collect(),
+        env: vec![
+            (
+                "HOME".into(),
+                work.scratch.join("home").display().to_string(),
+            ),
+            (
+                "TMPDIR".into(),
+                work.scratch.join("tmp").display().to_string(),
+            ),
+            ("LANG".into(), "C.UTF-8".into()),
+        ],
+        read_only: Vec::new(),
+        network: false,
+        ..pip_launch(runtime, work, DEFAULT_PYTHON_INDEX)
+    }
 }
 
 /// `python3 -I -m pip --isolated install …`: no user site, no `PYTHON*`
