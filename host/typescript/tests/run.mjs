@@ -674,7 +674,7 @@ test("cancelling a read disposes the receiver; the read and release responses ar
   assert.equal(await peer.finish(), 0);
 });
 
-test("a failed read settles the receiver: no release; a later read and close answer locally", async () => {
+test("a failed read settles the receiver: with no close, no release and a later read answers locally", async () => {
   const peer = new Peer("probe");
   peer.send(rootRequest({ case: "failed-read" }));
   peer.reply(await peer.next(), directGrants);
@@ -687,7 +687,27 @@ test("a failed read settles the receiver: no release; a later read and close ans
   assert.deepEqual(root.result?.output, {
     first: { type: "OperationError", code: "LAGGED" },
     again: { type: "OperationError", code: "LAGGED" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("closing a receiver after its failed read sends one release and takes the failed answer", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "failed-read-close" }));
+  peer.reply(await peer.next(), directGrants);
+  peer.fail(await peer.next(), "LAGGED");
+  const release = await peer.next();
+  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "ch:1/receive" }]);
+  assert.deepEqual(await peer.quiet(), [], "close waits for the release's answer");
+  peer.reply(release, { status: "failed", code: "LAGGED" });
+  // The second close joins the first: the root result comes next, not another release.
+  const root = await peer.next();
+  assert.equal(root.method, undefined, `expected the root result, got ${JSON.stringify(root)}`);
+  assert.deepEqual(root.result?.output, {
+    first: { type: "OperationError", code: "LAGGED" },
     closed: { value: "closed" },
+    closedAgain: { value: "closed" },
+    again: { type: "OperationError", code: "LAGGED" },
   });
   assert.equal(await peer.finish(), 0);
 });
