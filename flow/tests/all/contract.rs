@@ -146,8 +146,9 @@ fn identity_grammar() {
         "https://example.org/a",
         "https://a.b.c/x/y.z/~_-",
         "https://xn--bcher-kva.example/contracts/v1",
-        "https://1.2.3/a",
-        "https://999.1.1.1/a",
+        "https://0x7f.example.org/a",
+        "https://1.2.3.example/a",
+        "https://example.0x7g/a",
     ] {
         assert!(contract::is_contract_id(good), "{good}");
     }
@@ -162,6 +163,14 @@ fn identity_grammar() {
         "https://user@example.org/a",
         "https://192.168.0.1/a",
         "https://10.0.0.01/a",
+        // IPv4 in its other spellings: a numeric last label is an address.
+        "https://127.1/a",
+        "https://0x7f.0.0.1/a",
+        "https://1.2.3/a",
+        "https://999.1.1.1/a",
+        "https://example.0x7f/a",
+        "https://example.0x/a",
+        "https://example.123/a",
         "https://example.org/a//b",
         "https://example.org/a/./b",
         "https://example.org/a/..",

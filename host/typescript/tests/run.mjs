@@ -825,6 +825,37 @@ test("root params: 256 attachments and channels pass, 257 get -32602", async () 
   }
 });
 
+test("root params: a grant's contract id follows the contract id grammar; IP literals get -32602", async () => {
+  const granted = (id) => ({
+    channels: {
+      events: {
+        endpoint: "e:1",
+        direction: "send",
+        delivery: "direct",
+        contract: { id, version: "1.0.0", digest: `sha256:${"0".repeat(64)}` },
+      },
+    },
+  });
+  for (
+    const [id, expected] of [
+      ["https://example.org/updates", "result"],
+      ["https://1.2.3.example/updates", "result"],
+      ["https://192.168.0.1/updates", -32602],
+      ["https://127.1/updates", -32602],
+      ["https://0x7f.0.0.1/updates", -32602],
+      ["https://1.2.3/updates", -32602],
+      ["https://example.org", -32602],
+    ]
+  ) {
+    const peer = new Peer("matrix");
+    peer.send(rootRequest({ case: "none" }, granted(id)));
+    const reply = await peer.next();
+    if (expected === "result") assert.deepEqual(reply.result, { outcome: "done", output: null }, id);
+    else assert.equal(reply.error?.code, expected, id);
+    assert.equal(await peer.finish(), 0);
+  }
+});
+
 test("error messages are cut to 1,024 Unicode scalar values", async () => {
   const { root } = await rootOf("long-message");
   assert.equal(Array.from(root.error.message).length, 1_024);
