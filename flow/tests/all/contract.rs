@@ -54,6 +54,22 @@ fn channel_contract_example_validates() {
     assert_ne!(c.digest, contract::digest(&c.descriptor));
 }
 
+/// Channel Contract/1 §2: `sha256(UTF8("FLOW-Channel-Contract/1\0") ||
+/// RFC8785(descriptor))`. The expected value was computed outside this
+/// crate (Python's hashlib over the RFC 8785 bytes of the reference's
+/// example, the same computation reproducing the capability digests in
+/// `KNOWN` under their own domain), so a change of the domain string or of
+/// the canonical bytes fails here.
+#[test]
+fn known_channel_digest_comes_out_exactly() {
+    const ACP_PUBLIC_UPDATES: &str =
+        "sha256:6c6ff5e95478b9a974490bd3a7c0c26974b434daa144a6d6cdd5512129fd36bb";
+    let c = ChannelContract::parse(&data("acp-public-updates.json")).unwrap();
+    assert_eq!(c.digest, ACP_PUBLIC_UPDATES);
+    assert_eq!(contract::channel_digest(&c.descriptor), ACP_PUBLIC_UPDATES);
+    assert_eq!(contract::CHANNEL_DOMAIN, b"FLOW-Channel-Contract/1\0");
+}
+
 use flow::contract::codes::*;
 use serde_json::Value;
 
