@@ -15,7 +15,7 @@ use std::time::Duration;
 use flow::json::Value;
 use flow::wire::{
     self, CancelParams, CapabilityCallParams, Direction, ErrorCode, FlowRunParams, FrameDecoder,
-    Message, Method, OperationalError, RpcError, RunChildParams,
+    FrameError, Message, Method, OperationalError, RpcError, RunChildParams,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -82,6 +82,8 @@ pub struct PeerLimits {
 
 enum Event {
     Bytes(std::io::Result<usize>),
+    /// The writer task ended: `Err` when a write to the component failed.
+    Written(std::io::Result<()>),
     Completion(String, Result<Value, OperationalError>),
     Deadline,
     Cancel,
@@ -102,7 +104,9 @@ where
 {
     let mut report = PeerReport::default();
     let (write_tx, write_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(write_frames(stdin, write_rx));
+    // Watched by the loop: a failed write closes the channel at once (Run/1
+    // §1), without waiting for another frame from the component.
+    let mut writer = Some(tokio::spawn(write_frames(stdin, write_rx)));
     let mut writer_open = Some(write_tx);
     let send = |tx: &Option<mpsc::UnboundedSender<Vec<u8>>>, message: &Message| {
         if let Some(tx) = tx {
@@ -135,9 +139,22 @@ where
                 _ = tokio::time::sleep_until(limits.deadline), if deadline_armed => Event::Deadline,
                 Ok(()) = limits.cancel.changed(), if deadline_armed => Event::Cancel,
                 _ = sleep_until_opt(grace.or(drain_until)), if grace.is_some() || drain_until.is_some() => Event::GraceOver,
+                written = writer_ended(&mut writer), if writer.is_some() => Event::Written(written),
             }
         };
         match event {
+            Event::Written(written) => {
+                writer = None;
+                match written {
+                    Err(e) if !root_settled => {
+                        report
+                            .lost
+                            .get_or_insert(format!("writing to the component failed: {e}"));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
             Event::Deadline | Event::Cancel => {
                 if matches!(event, Event::Deadline) {
                     report.deadline = true;
@@ -191,6 +208,16 @@ where
                         Ok(Some(frame)) => frame,
                         Ok(None) => break,
                         Err(e) => {
+                            // An empty frame is complete, LF-terminated and
+                            // valid UTF-8, and it fails JSON/1: best-effort
+                            // -32700 with id null before the close (Run/1
+                            // §1). Oversized frames close silently.
+                            if matches!(e, FrameError::Empty) {
+                                if let Some(reply) = wire::decode(b"").err().and_then(|e| e.reply())
+                                {
+                                    send(&writer_open, &reply);
+                                }
+                            }
                             report
                                 .violation
                                 .get_or_insert(format!("invalid frame: {e}"));
@@ -396,8 +423,19 @@ where
     }
     ledger.abort_all();
     drop(writer_open);
-    let _ = tokio::time::timeout(Duration::from_millis(100), writer).await;
+    if let Some(writer) = writer {
+        let _ = tokio::time::timeout(Duration::from_millis(100), writer).await;
+    }
     report
+}
+
+/// How the writer task ended; a task that panicked or was aborted counts as
+/// a failed write.
+async fn writer_ended(writer: &mut Option<tokio::task::JoinHandle<std::io::Result<()>>>) -> std::io::Result<()> {
+    match writer {
+        Some(task) => task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        None => std::future::pending().await,
+    }
 }
 
 /// One admitted component request, ready for the ledger: its operation id,
@@ -442,16 +480,19 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// Writes the host's frames in order until the sender is dropped, then
+/// closes the component's stdin; the first failed write ends it with `Err`.
 async fn write_frames<W: AsyncWrite + Unpin>(
     mut stdin: W,
     mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
-) {
+) -> std::io::Result<()> {
     while let Some(frame) = frames.recv().await {
-        if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
-            return;
-        }
+        stdin.write_all(&frame).await?;
+        stdin.flush().await?;
     }
+    // The component may already have closed its stdin after answering.
     let _ = stdin.shutdown().await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -511,6 +552,124 @@ mod tests {
             let report = serve_ready_answer(past).await;
             assert!(report.deadline, "{report:?}");
         }
+    }
+
+    /// The component's side of a scripted channel: the frames the host
+    /// writes, and the component's stdout.
+    struct Component {
+        from_host: tokio::io::Lines<tokio::io::BufReader<tokio::io::DuplexStream>>,
+        to_host: tokio::io::DuplexStream,
+    }
+
+    impl Component {
+        /// The next frame the host wrote, `None` once the host closed stdin.
+        async fn recv(&mut self) -> Option<Value> {
+            let line = self.from_host.next_line().await.unwrap()?;
+            Some(serde_json::from_str(&line).unwrap())
+        }
+
+        /// Reads the host's `flow/run`.
+        async fn root(&mut self) {
+            let run = self.recv().await.unwrap();
+            assert_eq!(run["method"], "flow/run", "{run}");
+        }
+    }
+
+    /// Serves a component played by `script` under `deadline` and `cancel`;
+    /// the report and what the script returned.
+    async fn serve_scripted<T, F, Fut>(
+        deadline: tokio::time::Instant,
+        cancel: watch::Receiver<bool>,
+        script: F,
+    ) -> (PeerReport, T)
+    where
+        T: Send + 'static,
+        F: FnOnce(Component) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        use tokio::io::AsyncBufReadExt;
+        let (to_host, host_out) = tokio::io::duplex(64 * 1024);
+        let (host_in, from_host) = tokio::io::duplex(64 * 1024);
+        let component = Component {
+            from_host: tokio::io::BufReader::new(from_host).lines(),
+            to_host,
+        };
+        let played = tokio::spawn(script(component));
+        let limits = PeerLimits { deadline, cancel };
+        let report = tokio::time::timeout(
+            Duration::from_secs(60),
+            serve(host_out, host_in, params(), Arc::new(NoServices), limits),
+        )
+        .await
+        .expect("the channel ended");
+        let played = tokio::time::timeout(Duration::from_secs(60), played)
+            .await
+            .expect("the script ended")
+            .expect("the script did not panic");
+        (report, played)
+    }
+
+    fn later() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(30)
+    }
+
+    fn not_cancelled() -> watch::Receiver<bool> {
+        watch::channel(false).1
+    }
+
+    fn request(id: &str, method: &str, params: Value) -> Value {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    /// Run/1 §1: an empty frame is a complete, valid-UTF-8 frame that fails
+    /// JSON/1, so the host answers `-32700` with id null, then closes.
+    #[tokio::test]
+    async fn an_empty_frame_gets_a_parse_error_with_a_null_id_then_the_close() {
+        let (report, after) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            c.to_host.write_all(b"\n").await.unwrap();
+            let mut after = Vec::new();
+            while let Some(frame) = c.recv().await {
+                after.push(frame);
+            }
+            after
+        })
+        .await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0]["id"], Value::Null);
+        assert_eq!(after[0]["error"]["code"], wire::PARSE_ERROR);
+        assert_eq!(report.violation.as_deref(), Some("invalid frame: empty frame"));
+        assert!(report.response.is_none());
+    }
+
+    /// Run/1 §1: a failed write closes the channel without waiting for
+    /// another frame, and it ends as `CHANNEL_LOST`.
+    #[tokio::test]
+    async fn a_failed_write_to_the_component_closes_the_channel_as_lost() {
+        let (report, _stdout) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            // The component stops reading after `flow/run`, asks for
+            // something, and keeps its stdout open (it is returned, so it
+            // lives until the channel ended): only the failed write of the
+            // answer can end the channel.
+            c.root().await;
+            drop(c.from_host);
+            let mut bytes = serde_json::to_vec(&request("c:1", "x/unknown", serde_json::json!({}))).unwrap();
+            bytes.push(b'\n');
+            c.to_host.write_all(&bytes).await.unwrap();
+            c.to_host
+        })
+        .await;
+        assert!(
+            report.lost.as_deref().is_some_and(|l| l.starts_with("writing to the component failed")),
+            "{report:?}"
+        );
+        assert!(report.response.is_none() && report.violation.is_none() && !report.deadline);
+        let exit = super::super::outcome::Exit {
+            code: None,
+            killed: true,
+        };
+        let failure = super::super::outcome::classify(&report, &exit).unwrap_err();
+        assert_eq!(failure.code, ErrorCode::ChannelLost.into());
     }
 
     /// Before the deadline the same answer is accepted.
