@@ -1527,7 +1527,9 @@ fn a_monitor_closing_its_lagged_receiver_gets_the_recorded_failure_and_succeeds(
                 (&format!("monitor/{entry}"), &monitor),
             ],
         );
-        let capacity = BROADCAST_QUEUE_CAPACITY.max(DIRECT_QUEUE_CAPACITY).to_string();
+        let capacity = BROADCAST_QUEUE_CAPACITY
+            .max(DIRECT_QUEUE_CAPACITY)
+            .to_string();
         let run = exec(
             dir.path(),
             "root",

@@ -582,7 +582,11 @@ fn releasing_a_receiver_after_its_failed_read_sends_one_release_and_accepts_fail
     assert_eq!(releases.len(), 1, "{out:?}");
     assert_eq!(releases[0]["id"], "component:4");
     assert_eq!(releases[0]["params"], json!({"endpoint": "r"}));
-    assert_eq!(out.len(), 5, "create, two reads, one release, the root result");
+    assert_eq!(
+        out.len(),
+        5,
+        "create, two reads, one release, the root result"
+    );
     assert_eq!(
         out[4]["result"]["output"],
         json!({"values": ["a"], "read": "LAGGED",

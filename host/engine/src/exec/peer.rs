@@ -431,7 +431,9 @@ where
 
 /// How the writer task ended; a task that panicked or was aborted counts as
 /// a failed write.
-async fn writer_ended(writer: &mut Option<tokio::task::JoinHandle<std::io::Result<()>>>) -> std::io::Result<()> {
+async fn writer_ended(
+    writer: &mut Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+) -> std::io::Result<()> {
     match writer {
         Some(task) => task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))),
         None => std::future::pending().await,
@@ -568,10 +570,32 @@ mod tests {
             Some(serde_json::from_str(&line).unwrap())
         }
 
+        /// Writes one frame. A failed write is not the script's failure:
+        /// the host may have closed the channel already, and what it did is
+        /// asserted from its report.
+        async fn send(&mut self, frame: &Value) {
+            let mut bytes = serde_json::to_vec(frame).unwrap();
+            bytes.push(b'\n');
+            let _ = self.to_host.write_all(&bytes).await;
+        }
+
         /// Reads the host's `flow/run`.
         async fn root(&mut self) {
             let run = self.recv().await.unwrap();
             assert_eq!(run["method"], "flow/run", "{run}");
+        }
+
+        /// Answers the root and reads what the host wrote after it.
+        async fn answer(mut self, result: Value) -> Vec<Value> {
+            let id = ROOT_REQUEST_ID;
+            self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                .await;
+            self.to_host.shutdown().await.unwrap();
+            let mut rest = Vec::new();
+            while let Some(frame) = self.recv().await {
+                rest.push(frame);
+            }
+            rest
         }
     }
 
@@ -621,6 +645,14 @@ mod tests {
         serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
     }
 
+    fn capability_call(id: &str) -> Value {
+        request(
+            id,
+            "capability/call",
+            serde_json::json!({"operationId": "late:1", "slot": "sink", "method": "write", "input": null}),
+        )
+    }
+
     /// Run/1 §1: an empty frame is a complete, valid-UTF-8 frame that fails
     /// JSON/1, so the host answers `-32700` with id null, then closes.
     #[tokio::test]
@@ -638,7 +670,10 @@ mod tests {
         assert_eq!(after.len(), 1, "{after:?}");
         assert_eq!(after[0]["id"], Value::Null);
         assert_eq!(after[0]["error"]["code"], wire::PARSE_ERROR);
-        assert_eq!(report.violation.as_deref(), Some("invalid frame: empty frame"));
+        assert_eq!(
+            report.violation.as_deref(),
+            Some("invalid frame: empty frame")
+        );
         assert!(report.response.is_none());
     }
 
@@ -653,14 +688,18 @@ mod tests {
             // answer can end the channel.
             c.root().await;
             drop(c.from_host);
-            let mut bytes = serde_json::to_vec(&request("c:1", "x/unknown", serde_json::json!({}))).unwrap();
+            let mut bytes =
+                serde_json::to_vec(&request("c:1", "x/unknown", serde_json::json!({}))).unwrap();
             bytes.push(b'\n');
             c.to_host.write_all(&bytes).await.unwrap();
             c.to_host
         })
         .await;
         assert!(
-            report.lost.as_deref().is_some_and(|l| l.starts_with("writing to the component failed")),
+            report
+                .lost
+                .as_deref()
+                .is_some_and(|l| l.starts_with("writing to the component failed")),
             "{report:?}"
         );
         assert!(report.response.is_none() && report.violation.is_none() && !report.deadline);
@@ -670,6 +709,145 @@ mod tests {
         };
         let failure = super::super::outcome::classify(&report, &exit).unwrap_err();
         assert_eq!(failure.code, ErrorCode::ChannelLost.into());
+    }
+
+    /// A request read after root cancellation or after the deadline gets
+    /// `OWNER_CLOSED` and is never dispatched (`NoServices` would panic).
+    #[tokio::test]
+    async fn a_request_after_cancellation_or_the_deadline_is_owner_closed() {
+        let soon = tokio::time::Instant::now() + Duration::from_millis(200);
+        for (deadline, cancelled) in [(later(), true), (soon, false)] {
+            let (cancel_tx, cancel) = watch::channel(false);
+            let (report, answer) = serve_scripted(deadline, cancel, |mut c| async move {
+                c.root().await;
+                if cancelled {
+                    cancel_tx.send(true).unwrap();
+                }
+                let stop = c.recv().await.unwrap();
+                assert_eq!(stop["method"], "request/cancel", "{stop}");
+                c.send(&capability_call("c:1")).await;
+                let answer = c.recv().await.unwrap();
+                let failure = serde_json::json!({"jsonrpc": "2.0", "id": ROOT_REQUEST_ID,
+                    "error": {"code": -32000, "message": "cancelled", "data": {"code": "CANCELLED"}}});
+                c.send(&failure).await;
+                answer
+            })
+            .await;
+            assert_eq!((report.cancelled, report.deadline), (cancelled, !cancelled));
+            assert_eq!(answer["id"], "c:1");
+            assert_eq!(answer["error"]["data"]["code"], "OWNER_CLOSED", "{answer}");
+        }
+    }
+
+    /// The 65,537th component request on one channel is fatal; the 65,536
+    /// before it are served (here each answered `-32601` at once).
+    #[tokio::test]
+    async fn the_65537th_component_request_is_a_protocol_error() {
+        let (report, answered) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            let mut from_host = c.from_host;
+            let reader = tokio::spawn(async move {
+                let mut answered = 0u64;
+                while let Some(line) = from_host.next_line().await.unwrap() {
+                    let frame: Value = serde_json::from_str(&line).unwrap();
+                    assert_eq!(frame["error"]["code"], wire::METHOD_NOT_FOUND, "{frame}");
+                    answered += 1;
+                }
+                answered
+            });
+            let mut batch = Vec::new();
+            for n in 1..=wire::MAX_LIFETIME_REQUESTS + 1 {
+                let frame = request(&format!("c:{n}"), "x/unknown", serde_json::json!({}));
+                batch.extend(serde_json::to_vec(&frame).unwrap());
+                batch.push(b'\n');
+                if batch.len() > 32 * 1024 {
+                    c.to_host.write_all(&batch).await.unwrap();
+                    batch.clear();
+                }
+            }
+            // The host may already have closed the channel: a failed write
+            // of the last bytes is expected.
+            let _ = c.to_host.write_all(&batch).await;
+            drop(c.to_host);
+            reader.await.unwrap()
+        })
+        .await;
+        assert_eq!(
+            report.violation.as_deref(),
+            Some("more than 65,536 requests on one channel")
+        );
+        assert_eq!(answered, wire::MAX_LIFETIME_REQUESTS);
+    }
+
+    /// A request id the component already used is fatal, even after the
+    /// first request was answered.
+    #[tokio::test]
+    async fn a_reused_component_request_id_is_a_protocol_error() {
+        let (report, first) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            c.send(&request("c:1", "x/unknown", serde_json::json!({})))
+                .await;
+            let first = c.recv().await.unwrap();
+            c.send(&request("c:1", "x/unknown", serde_json::json!({})))
+                .await;
+            assert_eq!(c.recv().await, None, "the host closes without an answer");
+            first
+        })
+        .await;
+        assert_eq!(first["error"]["code"], wire::METHOD_NOT_FOUND);
+        assert_eq!(
+            report.violation.as_deref(),
+            Some("request id \"c:1\" reused")
+        );
+    }
+
+    /// A `request/cancel` notification without a valid `requestId` is fatal.
+    #[tokio::test]
+    async fn a_malformed_request_cancel_is_a_protocol_error() {
+        for params in [serde_json::json!({}), serde_json::json!({"requestId": 1})] {
+            let (report, ()) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+                c.root().await;
+                c.send(&serde_json::json!({"jsonrpc": "2.0", "method": "request/cancel", "params": params}))
+                    .await;
+                assert_eq!(c.recv().await, None, "the host closes without an answer");
+            })
+            .await;
+            assert_eq!(
+                report.violation.as_deref(),
+                Some("malformed request/cancel")
+            );
+        }
+    }
+
+    /// Unknown methods, host-only methods sent by the component and
+    /// `request/cancel` sent as a request get `-32601`; the channel goes on
+    /// and the root answer is still the response.
+    #[tokio::test]
+    async fn wrong_direction_and_unknown_methods_get_method_not_found() {
+        let (report, answers) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            let mut answers = Vec::new();
+            for (n, method) in ["flow/run", "request/cancel", "x/unknown"]
+                .iter()
+                .enumerate()
+            {
+                let params = serde_json::json!({"requestId": "host:1"});
+                c.send(&request(&format!("c:{n}"), method, params)).await;
+                answers.push(c.recv().await.unwrap());
+            }
+            let rest = c
+                .answer(serde_json::json!({"outcome": "done", "output": null}))
+                .await;
+            assert!(rest.is_empty(), "{rest:?}");
+            answers
+        })
+        .await;
+        for (n, answer) in answers.iter().enumerate() {
+            assert_eq!(answer["id"], format!("c:{n}"));
+            assert_eq!(answer["error"]["code"], wire::METHOD_NOT_FOUND, "{answer}");
+        }
+        assert!(report.violation.is_none(), "{report:?}");
+        assert!(matches!(report.response, Some(Ok(_))), "{report:?}");
     }
 
     /// Before the deadline the same answer is accepted.
