@@ -579,6 +579,13 @@ mod tests {
             let _ = self.to_host.write_all(&bytes).await;
         }
 
+        /// Writes `bytes` as they are, then closes stdout.
+        async fn send_raw(mut self, bytes: &[u8]) {
+            self.to_host.write_all(bytes).await.unwrap();
+            // The host may already have ended the channel.
+            let _ = self.to_host.shutdown().await;
+        }
+
         /// Reads the host's `flow/run`.
         async fn root(&mut self) {
             let run = self.recv().await.unwrap();
@@ -848,6 +855,35 @@ mod tests {
         }
         assert!(report.violation.is_none(), "{report:?}");
         assert!(matches!(report.response, Some(Ok(_))), "{report:?}");
+    }
+
+    /// After its root response the component writes nothing more: a whole
+    /// frame, or bytes without their LF at the end of stdout, is a protocol
+    /// error (and the executor classifies a violation before the response).
+    #[tokio::test]
+    async fn output_after_the_root_response_is_a_protocol_error() {
+        for (trailing, violation) in [
+            (&b"{}\n"[..], "component wrote after its root response"),
+            (&b"{"[..], "component stdout ended inside a frame"),
+        ] {
+            let (report, ()) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+                c.root().await;
+                let answer = serde_json::json!({"jsonrpc": "2.0", "id": ROOT_REQUEST_ID,
+                    "result": {"outcome": "done", "output": null}});
+                let mut bytes = serde_json::to_vec(&answer).unwrap();
+                bytes.push(b'\n');
+                bytes.extend_from_slice(trailing);
+                c.send_raw(&bytes).await;
+            })
+            .await;
+            assert_eq!(report.violation.as_deref(), Some(violation));
+            let exit = super::super::outcome::Exit {
+                code: Some(0),
+                killed: false,
+            };
+            let failure = super::super::outcome::classify(&report, &exit).unwrap_err();
+            assert_eq!(failure.code, ErrorCode::ProtocolError.into());
+        }
     }
 
     /// Before the deadline the same answer is accepted.
