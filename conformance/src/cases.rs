@@ -1083,10 +1083,11 @@ fn channel_direct_drain(c: &Component) -> Step<()> {
 }
 
 /// A failed read settles its receiver (Run/1 §5.1): the host already holds
-/// the sticky cause, so the next thing it expects from the component is its
-/// next request or its root result, never a `channel/release` of that
-/// receiver. The handler sees `LAGGED` (`complete: false`) and the Run
-/// succeeds with the values read before it.
+/// the sticky cause, and the channels component does not close the
+/// receiver, so the next thing the host sees is the component's next request
+/// or its root result, never a `channel/release` of that receiver. The
+/// handler sees `LAGGED` (`complete: false`) and the Run succeeds with the
+/// values read before it.
 fn channel_direct_lagged(c: &Component) -> Step<()> {
     let mut s = Session::spawn(c)?;
     let (call, read) = open_direct(&mut s)?;
@@ -1538,6 +1539,11 @@ fn wiring_monitor_stop(c: &Component) -> Step<()> {
     s.finish_clean()
 }
 
+/// The monitor reads `events` inside its scope (Python's `async with`),
+/// meets `LAGGED` and leaves the scope: closing the receiver sends exactly
+/// one `channel/release`, answered with the failure the host recorded, and
+/// the root result (`complete: false`) follows it. Unlike the channels
+/// component, which never closes its failed receiver (and so sends nothing).
 fn wiring_monitor_lagged(c: &Component) -> Step<()> {
     let mut s = Session::spawn(c)?;
     send_root_with_channels(
@@ -1548,8 +1554,13 @@ fn wiring_monitor_lagged(c: &Component) -> Step<()> {
     feed_monitor(&mut s, &[item(1, json!({"text": "kept"}))])?;
     let read = expect_request_with(&mut s, Method::ChannelNext, &json!({"endpoint": "e:r"}))?;
     s.reply_error(&read.id, "LAGGED")?;
-    // The failed read settled the receiver: the root result comes next, no
-    // `channel/release` before it.
+    let release = expect_request_with(&mut s, Method::ChannelRelease, &json!({"endpoint": "e:r"}))
+        .map_err(|e| format!("after the failed read: {e}"))?;
+    // The close waits for the release's answer.
+    s.expect_quiet()
+        .map_err(|e| format!("before the release's answer: {e}"))?;
+    s.reply(&release.id, json!({"status": "failed", "code": "LAGGED"}))?;
+    // One release: the root result comes next.
     expect_done(
         s.expect_root()
             .map_err(|e| format!("after the failed read: {e}"))?,

@@ -659,13 +659,7 @@ pub fn is_contract_id(id: &str) -> bool {
     if labels.len() < 2 || !labels.iter().all(|l| is_dns_label(l)) {
         return false;
     }
-    // A dotted quad of octets is an IPv4 literal, not a DNS name.
-    let octet = |l: &&str| {
-        l.len() <= 3
-            && l.bytes().all(|b| b.is_ascii_digit())
-            && l.parse::<u16>().is_ok_and(|n| n <= 255)
-    };
-    if labels.len() == 4 && labels.iter().all(octet) {
+    if is_numeric_label(labels[labels.len() - 1]) {
         return false;
     }
     path.split('/').all(|seg| {
@@ -675,6 +669,22 @@ pub fn is_contract_id(id: &str) -> bool {
             && seg
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._~-".contains(&b))
+    })
+}
+
+/// Whether a host ending in `label` is an IP literal rather than a DNS name:
+/// a URL parser reads a host whose last label is a number (decimal, or hex
+/// after `0x`) as IPv4 in any of its spellings (`127.1`, `0x7f.0.0.1`,
+/// `1.2.3`, or `999.1.1.1`, which is no address at all), never as a name.
+fn is_numeric_label(label: &str) -> bool {
+    let digits = label.strip_prefix("0x").unwrap_or(label);
+    let hex = digits.len() < label.len();
+    digits.bytes().all(|b| {
+        if hex {
+            b.is_ascii_hexdigit()
+        } else {
+            b.is_ascii_digit()
+        }
     })
 }
 

@@ -15,7 +15,9 @@
 //!   forwards each kept text to `progress` when present, stops after the
 //!   first kept item when `stop` is true (releasing the reader), and closes
 //!   `progress` at the end. `LAGGED` or stopping early makes
-//!   `complete: false`. Output `{"complete", "selected"}`.
+//!   `complete: false`; either way the reader is released once (after
+//!   `LAGGED` the host answers `{"status": "failed", "code": "LAGGED"}`).
+//!   Output `{"complete", "selected"}`.
 
 use std::collections::BTreeMap;
 
@@ -124,6 +126,10 @@ async fn monitor(ctx: &RunContext) -> Result<Value, HandlerError> {
             Ok(Some(_)) => {}
             Ok(None) => break,
             Err(e) if e.code == ErrorCode::Lagged => {
+                // Leaving the read closes the receiver, as Python's `async
+                // with` does: one release, which the host answers with the
+                // failure it recorded (the disposition, not a new error).
+                events.release().await?;
                 complete = false;
                 break;
             }

@@ -34,9 +34,8 @@ async fn run(ctx: RunContext) -> Result<RunResult, HandlerError> {
             Ok(Some(v)) => values.push(v),
             Ok(None) => break,
             Err(e) if e.code == ErrorCode::Lagged => {
-                // The failed read already settled the receiver; releasing it
-                // is local and sends nothing.
-                pair.receiver.release().await?;
+                // The failed read settled the receiver; it is not released,
+                // so nothing more goes on the wire for it.
                 complete = false;
                 break;
             }

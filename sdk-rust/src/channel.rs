@@ -353,9 +353,10 @@ impl ChannelReceiver {
 
     /// The next value, or `None` at the clean end. A failure (for example
     /// `LAGGED`) is sticky and settles the receiver: later reads report it
-    /// again locally, nothing more is sent for it (the host already holds
-    /// the cause), and it no longer counts as unfinished work. Only one read
-    /// may be outstanding. Cancelling a read disposes the receiver.
+    /// again locally, nothing is sent for it unless the receiver is then
+    /// released (the host already holds the cause), and it no longer counts
+    /// as unfinished work. Only one read may be outstanding. Cancelling a
+    /// read disposes the receiver.
     ///
     /// # Example
     ///
@@ -424,8 +425,11 @@ impl ChannelReceiver {
     }
 
     /// Disposes the receiver and reports how it finished. After a failed
-    /// read the receiver is already settled: this sends nothing and reports
-    /// `Failed` with the cause the read returned.
+    /// read this still sends one `channel/release` (closing the receiver is
+    /// what the host peer expects to see) and accepts the host's answer,
+    /// `Failed` with the cause it recorded, as the disposition, not as a
+    /// new error: the read already reported that cause. A second release
+    /// sends nothing and reports the same `Failed` status.
     ///
     /// # Example
     ///
@@ -448,10 +452,10 @@ impl ChannelReceiver {
     pub fn release(&self) -> Call<Result<ReleaseStatus, OperationError>> {
         let params = serde_json::json!({ "endpoint": self.grant.endpoint });
         if let Some(s) = self.peer.borrow_mut().receiver(&self.grant.endpoint) {
-            // A failed read settled the receiver and the host holds its
-            // cause (Run/1 §5.1): answer with it here; a release on the wire
-            // is not what the host expects next.
-            if let Some(failure) = &s.failure {
+            // Released once already after its failed read: the disposition
+            // is known, and a second release on the wire would be a
+            // request for nothing.
+            if let (Some(failure), true) = (&s.failure, s.disposed) {
                 let status = ReleaseStatus::Failed {
                     code: failure.code,
                     details: failure.details.clone(),

@@ -31,7 +31,8 @@ pub(crate) struct ReceiverState {
     pub(crate) reading: bool,
     pub(crate) ended: bool,
     /// Sticky terminal failure of a read. It settles the receiver: the host
-    /// already holds the cause, so no `channel/release` follows it.
+    /// already holds the cause, so no `channel/release` follows it unless
+    /// the handler releases the receiver (then exactly one).
     pub(crate) failure: Option<OperationError>,
     /// Released (disposed) locally or on the wire.
     pub(crate) disposed: bool,

@@ -12,7 +12,9 @@ pub(super) fn parse_json(bytes: &[u8]) -> Result<Value, String> {
 }
 
 /// Why a byte stream stopped yielding frames. Every variant is fatal to the
-/// channel and none of them is answered on the wire.
+/// channel. Only [`FrameError::Empty`] is answered, by the peer that reads
+/// it: a complete, valid-UTF-8 frame that fails JSON/1 gets a best-effort
+/// `-32700` with id null (Run/1 §1); the others close silently.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
     /// An LF with no bytes before it.

@@ -190,8 +190,10 @@ impl ChannelContractIdentity {
         let id = f.string("id")?;
         let version = f.string("version")?;
         let digest = f.string("digest")?;
-        if !id.starts_with("https://") {
-            return Err(bad("contract id must be an https URI"));
+        if !crate::contract::is_contract_id(&id) {
+            return Err(bad(
+                "contract id must be a canonical https://<dns-name>/<segment>... URI",
+            ));
         }
         let semver = version.split('.').collect::<Vec<_>>();
         let semver_ok = semver.len() == 3

@@ -304,6 +304,32 @@ fn channel_contract_reference_bound() {
 }
 
 #[test]
+fn grant_contract_ids_follow_the_contract_id_grammar() {
+    let grant = |id: &str| {
+        ChannelResult::from_value(&json!({
+            "endpoint": "r", "direction": "receive", "delivery": "direct", "startSequence": 1,
+            "contract": {"id": id, "version": "1.0.0", "digest": format!("sha256:{}", "0".repeat(64))},
+        }))
+    };
+    assert!(grant("https://example.org/updates").is_ok());
+    // More than the https:// prefix: the whole Capability Contract/1 §1.1
+    // grammar, IP literals in any spelling refused.
+    for bad in [
+        "https://",
+        "https://example.org",
+        "https://Example.org/updates",
+        "https://example.org:443/updates",
+        "https://example.org/a%20b",
+        "https://192.168.0.1/updates",
+        "https://127.1/updates",
+        "https://0x7f.0.0.1/updates",
+        "https://1.2.3/updates",
+    ] {
+        assert!(grant(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn channel_results_fit_their_methods() {
     let r = ChannelResult::from_value(&json!(null)).unwrap();
     assert!(r.fits(Method::ChannelSend));

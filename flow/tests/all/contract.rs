@@ -54,6 +54,22 @@ fn channel_contract_example_validates() {
     assert_ne!(c.digest, contract::digest(&c.descriptor));
 }
 
+/// Channel Contract/1 §2: `sha256(UTF8("FLOW-Channel-Contract/1\0") ||
+/// RFC8785(descriptor))`. The expected value was computed outside this
+/// crate (Python's hashlib over the RFC 8785 bytes of the reference's
+/// example, the same computation reproducing the capability digests in
+/// `KNOWN` under their own domain), so a change of the domain string or of
+/// the canonical bytes fails here.
+#[test]
+fn known_channel_digest_comes_out_exactly() {
+    const ACP_PUBLIC_UPDATES: &str =
+        "sha256:6c6ff5e95478b9a974490bd3a7c0c26974b434daa144a6d6cdd5512129fd36bb";
+    let c = ChannelContract::parse(&data("acp-public-updates.json")).unwrap();
+    assert_eq!(c.digest, ACP_PUBLIC_UPDATES);
+    assert_eq!(contract::channel_digest(&c.descriptor), ACP_PUBLIC_UPDATES);
+    assert_eq!(contract::CHANNEL_DOMAIN, b"FLOW-Channel-Contract/1\0");
+}
+
 use flow::contract::codes::*;
 use serde_json::Value;
 
@@ -146,8 +162,9 @@ fn identity_grammar() {
         "https://example.org/a",
         "https://a.b.c/x/y.z/~_-",
         "https://xn--bcher-kva.example/contracts/v1",
-        "https://1.2.3/a",
-        "https://999.1.1.1/a",
+        "https://0x7f.example.org/a",
+        "https://1.2.3.example/a",
+        "https://example.0x7g/a",
     ] {
         assert!(contract::is_contract_id(good), "{good}");
     }
@@ -162,6 +179,14 @@ fn identity_grammar() {
         "https://user@example.org/a",
         "https://192.168.0.1/a",
         "https://10.0.0.01/a",
+        // IPv4 in its other spellings: a numeric last label is an address.
+        "https://127.1/a",
+        "https://0x7f.0.0.1/a",
+        "https://1.2.3/a",
+        "https://999.1.1.1/a",
+        "https://example.0x7f/a",
+        "https://example.0x/a",
+        "https://example.123/a",
         "https://example.org/a//b",
         "https://example.org/a/./b",
         "https://example.org/a/..",

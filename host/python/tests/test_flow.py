@@ -869,8 +869,8 @@ class ChannelTests(PeerTestCase):
         peer.respond(item(read["id"], 1, "a"))
         read = peer.receive_request("channel/next")
         peer.respond(operation_error(read["id"], "LAGGED"))
-        # The failed read settled the receiver: `async with` closes it
-        # locally, and no channel/release follows (the host holds the cause).
+        # The failed read settled the receiver and the component does not
+        # close it: no channel/release follows (the host holds the cause).
         peer.expect_quiet(QUIET_SECONDS)
         peer.respond(success(work["id"], {"value": None}))
         self.assertRootSuccess(peer, {"complete": False, "values": ["a"], "work": None})
@@ -1017,6 +1017,27 @@ class ChannelTests(PeerTestCase):
         self.assertEqual(close["params"], {"endpoint": "out:w"})
         peer.respond(success(close["id"], None))
         self.assertRootSuccess(peer, {"complete": False, "selected": ["hello"]})
+
+    def test_monitor_closing_its_lagged_receiver_sends_one_release(self) -> None:
+        peer = self.peer(CHANNEL_WIRING)
+        channels = {"events": grant("in:r", "receive"), "progress": grant("out:w", "send")}
+        peer.send(flow_run(input={"role": "monitor"}, channels=channels))
+        read = peer.receive_request("channel/next")
+        peer.respond(item(read["id"], 1, {"text": "kept"}))
+        send = peer.receive_request("channel/send")
+        peer.respond(success(send["id"], None))
+        read = peer.receive_request("channel/next")
+        peer.respond(operation_error(read["id"], "LAGGED"))
+        # Leaving `async with` after the failed read closes the receiver:
+        # exactly one release, whose failed answer is its disposition.
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "in:r"})
+        peer.expect_quiet(0.1)
+        peer.respond(success(release["id"], {"status": "failed", "code": "LAGGED"}))
+        close = peer.receive_request("channel/close")
+        self.assertEqual(close["params"], {"endpoint": "out:w"})
+        peer.respond(success(close["id"], None))
+        self.assertRootSuccess(peer, {"complete": False, "selected": ["kept"]})
 
     def test_root_wires_worker_and_monitor_after_a_rejected_mapping(self) -> None:
         peer = self.peer(CHANNEL_WIRING)

@@ -157,6 +157,27 @@ class GrammarTests(unittest.TestCase):
             with self.subTest(bad=bad):
                 self.assertFalse(_wire.is_local_name(bad))
 
+    def test_grant_contract_ids_follow_the_contract_id_grammar(self) -> None:
+        digest = "sha256:" + "0" * 64
+
+        def identity(contract_id: str) -> dict:
+            return {"id": contract_id, "version": "1.0.0", "digest": digest}
+
+        for good in ("https://example.org/a", "https://0x7f.example.org/a", "https://1.2.3.example/a"):
+            with self.subTest(good=good):
+                _wire.parse_contract_identity(identity(good), "grant")
+        for bad in (
+            "https://example.org",
+            "https://192.168.0.1/a",
+            "https://127.1/a",
+            "https://0x7f.0.0.1/a",
+            "https://1.2.3/a",
+            "https://999.1.1.1/a",
+            "https://example.0x/a",
+        ):
+            with self.subTest(bad=bad), self.assertRaises(_wire.InvalidParams):
+                _wire.parse_contract_identity(identity(bad), "grant")
+
     def test_outbound_frames_are_held_to_frame_limits(self) -> None:
         value = None
         for _ in range(_json1.MAX_DEPTH - 1):

@@ -1461,3 +1461,96 @@ fn received_ports_keep_their_declared_contract_and_schema() {
         "{run:?}"
     );
 }
+
+/// A raw root: a contract broadcast source with two readers. The first,
+/// its own, lags before a read, and the root reads and releases it twice, so
+/// the host's answers show. The second goes to child `monitor` as `events`,
+/// with the writer of a direct channel as `progress`: the monitor forwards
+/// each text it reads there, and the root reads them. Once the monitor's
+/// first forward arrived (the reader moved and is being read), the root
+/// floods the source past what the monitor can take while its forwards
+/// wait for the root: the reader lags for certain, however the processes
+/// are scheduled. Then the root drains `progress` to its end.
+const LAGGED_MONITOR_ROOT: &str = r#"
+flood = 4 * req['params']['input']
+b = call('channel/create', {'delivery': 'broadcast', 'contract': './updates.json'})
+bs = b['send']['endpoint']
+own = call('channel/subscribe', {'source': b['source']})['endpoint']
+lent = call('channel/subscribe', {'source': b['source']})['endpoint']
+ps, pr, _ = pair()
+monitor = request('flow/run-child', {'operationId': 'monitor', 'slot': 'monitor',
+    'input': {'role': 'monitor'}, 'channels': {'events': lent, 'progress': ps}})
+call('channel/send', {'endpoint': bs, 'value': {'text': 't0'}})
+forwarded = [call('channel/next', {'endpoint': pr})['item']['value']]
+for i in range(1, flood):
+    call('channel/send', {'endpoint': bs, 'value': {'text': f't{i}'}})
+call('channel/close', {'endpoint': bs})
+while True:
+    read = call('channel/next', {'endpoint': pr})
+    if 'end' in read:
+        break
+    forwarded.append(read['item']['value'])
+out['read'] = call('channel/next', {'endpoint': own})
+out['release'] = call('channel/release', {'endpoint': own})
+out['releaseAgain'] = call('channel/release', {'endpoint': own})
+out['forwarded'] = forwarded
+out['flood'] = flood
+out['monitor'] = wait(monitor)
+"#;
+
+/// Seed 000 §5.1 and issue 51: a release after a failed read is answered
+/// with the failure the host recorded, as often as it is asked; and each
+/// SDK's monitor, which closes its receiver after `LAGGED` (one release, its
+/// wire pinned by the conformance case `channel-wiring-monitor-lagged`),
+/// takes that answer as the disposition: its Run succeeds `complete: false`
+/// with what it read before the lag.
+#[test]
+fn a_monitor_closing_its_lagged_receiver_gets_the_recorded_failure_and_succeeds() {
+    let typescript = std::fs::read_to_string(
+        workspace().join("host/typescript/tests/components/channel_wiring.js"),
+    )
+    .unwrap()
+    .replace("\"../../flow/index.js\"", "\"@jigging/flow\"");
+    for (entry, monitor) in [
+        ("flow.py", component("channel_wiring")),
+        ("flow.js", typescript),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        package(dir.path(), "root", "", &raw(LAGGED_MONITOR_ROOT));
+        package(dir.path(), "monitor", MONITOR_PORTS, "");
+        std::fs::remove_file(dir.path().join("monitor/flow.py")).unwrap();
+        write_files(
+            dir.path(),
+            &[
+                ("root/updates.json", UPDATES),
+                ("monitor/updates.json", UPDATES),
+                (&format!("monitor/{entry}"), &monitor),
+            ],
+        );
+        let capacity = BROADCAST_QUEUE_CAPACITY
+            .max(DIRECT_QUEUE_CAPACITY)
+            .to_string();
+        let run = exec(
+            dir.path(),
+            "root",
+            &capacity,
+            &["--child", "monitor=monitor"],
+        );
+        let out = output(&run);
+        let lagged = json!({"status": "failed", "code": "LAGGED"});
+        assert_eq!(out["read"], json!({"error": "LAGGED"}), "{entry}: {run:?}");
+        assert_eq!(out["release"], lagged, "{entry}: {run:?}");
+        assert_eq!(out["releaseAgain"], lagged, "{entry}: {run:?}");
+        // What the monitor kept is what it forwarded: a prefix, cut short.
+        let forwarded = out["forwarded"].as_array().unwrap();
+        assert!(forwarded.len() < out["flood"].as_u64().unwrap() as usize);
+        for (i, text) in forwarded.iter().enumerate() {
+            assert_eq!(text, &json!(format!("t{i}")), "{entry}: {run:?}");
+        }
+        assert_eq!(
+            out["monitor"],
+            json!({"outcome": "done", "output": {"complete": false, "selected": forwarded}}),
+            "{entry}: {run:?}"
+        );
+    }
+}

@@ -156,8 +156,10 @@ function parseRootParams(params) {
   return params;
 }
 
+// A host whose last label is a number (decimal, or hex after 0x) is an IPv4 literal in one of
+// its spellings (127.1, 0x7f.0.0.1, 1.2.3), never a DNS name.
 const CONTRACT_ID =
-  /^https:\/\/(?!(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])(?:\/|$))[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+\/(?!\.{1,2}(?:\/|$))[a-z0-9._~-]+(?:\/(?!\.{1,2}(?:\/|$))[a-z0-9._~-]+)*$/;
+  /^https:\/\/(?![a-z0-9.-]*\.(?:[0-9]+|0x[0-9a-f]*)\/)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+\/(?!\.{1,2}(?:\/|$))[a-z0-9._~-]+(?:\/(?!\.{1,2}(?:\/|$))[a-z0-9._~-]+)*$/;
 const VERSION = /^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/;
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
@@ -978,7 +980,8 @@ class ChannelReceiver {
       state.read = null;
       if (error instanceof OperationError && !LOCAL_CODES.has(error.code)) {
         // A failed read settles the receiver (Run/1 §5.1): the host holds
-        // the sticky cause, so nothing more is sent for it.
+        // the sticky cause, so nothing more is sent for it unless the
+        // receiver is then closed (one release).
         terminal(state, FAILED, error);
         state.exposed = true;
       }
@@ -1001,15 +1004,12 @@ class ChannelReceiver {
 
   /**
    * Dispose, joining a disposal already started; rejects with a cause no earlier operation exposed.
-   * A receiver that ended or whose read failed is already settled: nothing is sent for it.
+   * A receiver that ended sends nothing; one whose read failed sends one release and takes the
+   * host's failed answer as its disposition.
    */
   async close(options) {
     const state = endpoints.get(this);
     if (state.disposal === null && !startDisposal(state)) {
-      if (state.state === FAILED && !state.exposed) {
-        state.exposed = true;
-        throw state.cause;
-      }
       if (state.read !== null) await cancellable(state.read.wireDone, options?.signal);
       return;
     }
@@ -1065,12 +1065,17 @@ function terminal(state, to, cause = null) {
   deactivate(state);
 }
 
-/** Start the one retained release action; false when nothing needs it. */
+/**
+ * Start the one retained release action; false when nothing needs it. A receiver whose read
+ * failed is settled, but closing it still sends its one release: the host answers with the
+ * failure it recorded, and the receiver stays failed (later reads reject with the same cause).
+ */
 function startDisposal(state) {
-  if (state.disposal !== null || state.state === ENDED || state.state === FAILED || state.state === DISPOSED) {
+  if (state.disposal !== null || state.state === ENDED || state.state === DISPOSED) {
     return false;
   }
-  state.state = DISPOSING;
+  const failed = state.state === FAILED;
+  if (!failed) state.state = DISPOSING;
   let call;
   try {
     call = state.session.admit("channel/release", { endpoint: state.reference }, parseRelease, {
@@ -1078,7 +1083,7 @@ function startDisposal(state) {
       internal: true,
     });
   } catch {
-    state.state = DISPOSED;
+    if (!failed) state.state = DISPOSED;
     deactivate(state);
     return false;
   }
@@ -1093,7 +1098,7 @@ function startDisposal(state) {
       if (error instanceof OperationError && !LOCAL_CODES.has(error.code) && state.cause === null) state.cause = error;
     }
     if (state.read !== null) await state.read.wireDone;
-    state.state = DISPOSED;
+    if (state.state === DISPOSING) state.state = DISPOSED;
     deactivate(state);
   })();
   return true;

@@ -674,7 +674,7 @@ test("cancelling a read disposes the receiver; the read and release responses ar
   assert.equal(await peer.finish(), 0);
 });
 
-test("a failed read settles the receiver: no release; a later read and close answer locally", async () => {
+test("a failed read settles the receiver: with no close, no release and a later read answers locally", async () => {
   const peer = new Peer("probe");
   peer.send(rootRequest({ case: "failed-read" }));
   peer.reply(await peer.next(), directGrants);
@@ -687,7 +687,27 @@ test("a failed read settles the receiver: no release; a later read and close ans
   assert.deepEqual(root.result?.output, {
     first: { type: "OperationError", code: "LAGGED" },
     again: { type: "OperationError", code: "LAGGED" },
+  });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("closing a receiver after its failed read sends one release and takes the failed answer", async () => {
+  const peer = new Peer("probe");
+  peer.send(rootRequest({ case: "failed-read-close" }));
+  peer.reply(await peer.next(), directGrants);
+  peer.fail(await peer.next(), "LAGGED");
+  const release = await peer.next();
+  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "ch:1/receive" }]);
+  assert.deepEqual(await peer.quiet(), [], "close waits for the release's answer");
+  peer.reply(release, { status: "failed", code: "LAGGED" });
+  // The second close joins the first: the root result comes next, not another release.
+  const root = await peer.next();
+  assert.equal(root.method, undefined, `expected the root result, got ${JSON.stringify(root)}`);
+  assert.deepEqual(root.result?.output, {
+    first: { type: "OperationError", code: "LAGGED" },
     closed: { value: "closed" },
+    closedAgain: { value: "closed" },
+    again: { type: "OperationError", code: "LAGGED" },
   });
   assert.equal(await peer.finish(), 0);
 });
@@ -801,6 +821,37 @@ test("root params: 256 attachments and channels pass, 257 get -32602", async () 
     const reply = await peer.next();
     if (expected === "result") assert.deepEqual(reply.result, { outcome: "done", output: null });
     else assert.equal(reply.error.code, expected);
+    assert.equal(await peer.finish(), 0);
+  }
+});
+
+test("root params: a grant's contract id follows the contract id grammar; IP literals get -32602", async () => {
+  const granted = (id) => ({
+    channels: {
+      events: {
+        endpoint: "e:1",
+        direction: "send",
+        delivery: "direct",
+        contract: { id, version: "1.0.0", digest: `sha256:${"0".repeat(64)}` },
+      },
+    },
+  });
+  for (
+    const [id, expected] of [
+      ["https://example.org/updates", "result"],
+      ["https://1.2.3.example/updates", "result"],
+      ["https://192.168.0.1/updates", -32602],
+      ["https://127.1/updates", -32602],
+      ["https://0x7f.0.0.1/updates", -32602],
+      ["https://1.2.3/updates", -32602],
+      ["https://example.org", -32602],
+    ]
+  ) {
+    const peer = new Peer("matrix");
+    peer.send(rootRequest({ case: "none" }, granted(id)));
+    const reply = await peer.next();
+    if (expected === "result") assert.deepEqual(reply.result, { outcome: "done", output: null }, id);
+    else assert.equal(reply.error?.code, expected, id);
     assert.equal(await peer.finish(), 0);
   }
 });

@@ -499,29 +499,10 @@ fn a_released_or_drained_receiver_allows_success() {
     );
 }
 
-#[test]
-fn a_failed_read_settles_the_receiver_and_the_run_keeps_its_partial_values() {
-    async fn read_until_lagged(ctx: RunContext) -> Result<RunResult, HandlerError> {
-        let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
-        let mut values = Vec::new();
-        let code = loop {
-            match pair.receiver.next().await {
-                Ok(Some(v)) => values.push(v),
-                Ok(None) => break "ended".to_string(),
-                Err(e) => break e.code.as_str().to_string(),
-            }
-        };
-        // Settled by the failure: both answer locally.
-        let again = pair.receiver.next().await.unwrap_err().code;
-        let status = pair.receiver.release().await?;
-        Ok(RunResult::done(json!({
-            "values": values,
-            "read": code,
-            "again": again.as_str(),
-            "release": format!("{status:?}"),
-        })))
-    }
-    let input = script(&[
+/// Host frames up to a read of the pair's receiver failing `LAGGED` after
+/// one item (`component:1` creates, `component:2` and `:3` read).
+fn lagged_after_one_item() -> Vec<Value> {
+    vec![
         root(Value::Null),
         ok("component:1", pair_result()),
         ok(
@@ -530,8 +511,36 @@ fn a_failed_read_settles_the_receiver_and_the_run_keeps_its_partial_values() {
         ),
         json!({"jsonrpc":"2.0","id":"component:3","error":
                 {"code":-32000,"message":"behind","data":{"code":"LAGGED"}}}),
-    ]);
-    let (status, out) = exchange(input, read_until_lagged);
+    ]
+}
+
+/// Reads the pair's receiver until it ends or fails; the values and the
+/// failure's code (or "ended").
+async fn read_to_failure(receiver: &crate::ChannelReceiver) -> (Vec<Value>, String) {
+    let mut values = Vec::new();
+    loop {
+        match receiver.next().await {
+            Ok(Some(v)) => values.push(v),
+            Ok(None) => return (values, "ended".into()),
+            Err(e) => return (values, e.code.as_str().into()),
+        }
+    }
+}
+
+#[test]
+fn a_failed_read_settles_the_receiver_and_sends_nothing_unless_it_is_released() {
+    async fn read_until_lagged(ctx: RunContext) -> Result<RunResult, HandlerError> {
+        let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
+        let (values, code) = read_to_failure(&pair.receiver).await;
+        // Settled by the failure: a second read answers locally.
+        let again = pair.receiver.next().await.unwrap_err().code;
+        Ok(RunResult::done(json!({
+            "values": values,
+            "read": code,
+            "again": again.as_str(),
+        })))
+    }
+    let (status, out) = exchange(script(&lagged_after_one_item()), read_until_lagged);
     assert_eq!(status, EXIT_ANSWERED);
     assert!(
         out.iter().all(|f| f["method"] != "channel/release"),
@@ -540,8 +549,49 @@ fn a_failed_read_settles_the_receiver_and_the_run_keeps_its_partial_values() {
     assert_eq!(out.len(), 4, "create, two reads, the root result");
     assert_eq!(
         out[3]["result"]["output"],
-        json!({"values": ["a"], "read": "LAGGED", "again": "LAGGED",
-                   "release": "Failed { code: Lagged, details: None }"})
+        json!({"values": ["a"], "read": "LAGGED", "again": "LAGGED"})
+    );
+}
+
+#[test]
+fn releasing_a_receiver_after_its_failed_read_sends_one_release_and_accepts_failed() {
+    async fn read_then_release(ctx: RunContext) -> Result<RunResult, HandlerError> {
+        let pair = ctx.channel(Default::default()).await?.into_pair().unwrap();
+        let (values, code) = read_to_failure(&pair.receiver).await;
+        // The host's answer is the disposition, not a new error.
+        let first = pair.receiver.release().await?;
+        let second = pair.receiver.release().await?;
+        Ok(RunResult::done(json!({
+            "values": values,
+            "read": code,
+            "release": format!("{first:?}"),
+            "again": format!("{second:?}"),
+        })))
+    }
+    let mut frames = lagged_after_one_item();
+    frames.push(ok(
+        "component:4",
+        json!({"status": "failed", "code": "LAGGED"}),
+    ));
+    let (status, out) = exchange(script(&frames), read_then_release);
+    assert_eq!(status, EXIT_ANSWERED);
+    let releases: Vec<_> = out
+        .iter()
+        .filter(|f| f["method"] == "channel/release")
+        .collect();
+    assert_eq!(releases.len(), 1, "{out:?}");
+    assert_eq!(releases[0]["id"], "component:4");
+    assert_eq!(releases[0]["params"], json!({"endpoint": "r"}));
+    assert_eq!(
+        out.len(),
+        5,
+        "create, two reads, one release, the root result"
+    );
+    assert_eq!(
+        out[4]["result"]["output"],
+        json!({"values": ["a"], "read": "LAGGED",
+               "release": "Failed { code: Lagged, details: None }",
+               "again": "Failed { code: Lagged, details: None }"})
     );
 }
 

@@ -214,3 +214,71 @@ pub(super) fn invalid_details(invalid: &flow::schema::Invalid) -> Value {
         flow::schema::Invalid::Json(e) => json!({ "message": e.to_string() }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use flow::wire::{self, OperationalError, RpcError};
+
+    use super::*;
+
+    fn exited(code: i32) -> Exit {
+        Exit {
+            code: Some(code),
+            killed: false,
+        }
+    }
+
+    fn answered(response: Result<Value, RpcError>) -> PeerReport {
+        PeerReport {
+            response: Some(response),
+            ..PeerReport::default()
+        }
+    }
+
+    fn success() -> Result<Value, RpcError> {
+        Ok(json!({"outcome": "done", "output": null}))
+    }
+
+    /// Run/1 §7: a component answers `flow/run` with a result or an
+    /// operational error; a standard JSON-RPC error there is the
+    /// component's protocol error, not its failure code.
+    #[test]
+    fn a_json_rpc_error_answering_flow_run_is_a_protocol_error() {
+        for code in [
+            wire::METHOD_NOT_FOUND,
+            wire::INVALID_PARAMS,
+            wire::PARSE_ERROR,
+        ] {
+            let report = answered(Err(RpcError::standard(code, "no")));
+            let failure = classify(&report, &exited(0)).unwrap_err();
+            assert_eq!(failure.code, ErrorCode::ProtocolError.into(), "{code}");
+        }
+        // The operational error keeps its own code.
+        let operational = OperationalError::new(ErrorCode::InvalidInput, "bad input").to_rpc();
+        let failure = classify(&answered(Err(operational)), &exited(0)).unwrap_err();
+        assert_eq!(failure.code, ErrorCode::InvalidInput.into());
+    }
+
+    /// Run/1 §9: after its response the component must exit 0 on its own;
+    /// one killed after it (it did not exit, or stdout did not drain in
+    /// time) or exiting non-zero fails `EXECUTION_FAILED`, success or not.
+    #[test]
+    fn a_kill_or_a_drain_timeout_after_the_response_is_execution_failed() {
+        let killed = Exit {
+            code: None,
+            killed: true,
+        };
+        let failure = classify(&answered(success()), &killed).unwrap_err();
+        assert_eq!(failure.code, ErrorCode::ExecutionFailed.into());
+        let drained_late = PeerReport {
+            drain_timed_out: true,
+            ..answered(success())
+        };
+        let failure = classify(&drained_late, &exited(0)).unwrap_err();
+        assert_eq!(failure.code, ErrorCode::ExecutionFailed.into());
+        let failure = classify(&answered(success()), &exited(3)).unwrap_err();
+        assert_eq!(failure.code, ErrorCode::ExecutionFailed.into());
+        // The same response with a clean exit is the result.
+        assert!(classify(&answered(success()), &exited(0)).is_ok());
+    }
+}

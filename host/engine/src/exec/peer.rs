@@ -15,7 +15,7 @@ use std::time::Duration;
 use flow::json::Value;
 use flow::wire::{
     self, CancelParams, CapabilityCallParams, Direction, ErrorCode, FlowRunParams, FrameDecoder,
-    Message, Method, OperationalError, RpcError, RunChildParams,
+    FrameError, Message, Method, OperationalError, RpcError, RunChildParams,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -82,6 +82,8 @@ pub struct PeerLimits {
 
 enum Event {
     Bytes(std::io::Result<usize>),
+    /// The writer task ended: `Err` when a write to the component failed.
+    Written(std::io::Result<()>),
     Completion(String, Result<Value, OperationalError>),
     Deadline,
     Cancel,
@@ -102,7 +104,9 @@ where
 {
     let mut report = PeerReport::default();
     let (write_tx, write_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(write_frames(stdin, write_rx));
+    // Watched by the loop: a failed write closes the channel at once (Run/1
+    // §1), without waiting for another frame from the component.
+    let mut writer = Some(tokio::spawn(write_frames(stdin, write_rx)));
     let mut writer_open = Some(write_tx);
     let send = |tx: &Option<mpsc::UnboundedSender<Vec<u8>>>, message: &Message| {
         if let Some(tx) = tx {
@@ -135,9 +139,22 @@ where
                 _ = tokio::time::sleep_until(limits.deadline), if deadline_armed => Event::Deadline,
                 Ok(()) = limits.cancel.changed(), if deadline_armed => Event::Cancel,
                 _ = sleep_until_opt(grace.or(drain_until)), if grace.is_some() || drain_until.is_some() => Event::GraceOver,
+                written = writer_ended(&mut writer), if writer.is_some() => Event::Written(written),
             }
         };
         match event {
+            Event::Written(written) => {
+                writer = None;
+                match written {
+                    Err(e) if !root_settled => {
+                        report
+                            .lost
+                            .get_or_insert(format!("writing to the component failed: {e}"));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
             Event::Deadline | Event::Cancel => {
                 if matches!(event, Event::Deadline) {
                     report.deadline = true;
@@ -191,6 +208,16 @@ where
                         Ok(Some(frame)) => frame,
                         Ok(None) => break,
                         Err(e) => {
+                            // An empty frame is complete, LF-terminated and
+                            // valid UTF-8, and it fails JSON/1: best-effort
+                            // -32700 with id null before the close (Run/1
+                            // §1). Oversized frames close silently.
+                            if matches!(e, FrameError::Empty) {
+                                if let Some(reply) = wire::decode(b"").err().and_then(|e| e.reply())
+                                {
+                                    send(&writer_open, &reply);
+                                }
+                            }
                             report
                                 .violation
                                 .get_or_insert(format!("invalid frame: {e}"));
@@ -396,8 +423,21 @@ where
     }
     ledger.abort_all();
     drop(writer_open);
-    let _ = tokio::time::timeout(Duration::from_millis(100), writer).await;
+    if let Some(writer) = writer {
+        let _ = tokio::time::timeout(Duration::from_millis(100), writer).await;
+    }
     report
+}
+
+/// How the writer task ended; a task that panicked or was aborted counts as
+/// a failed write.
+async fn writer_ended(
+    writer: &mut Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+) -> std::io::Result<()> {
+    match writer {
+        Some(task) => task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        None => std::future::pending().await,
+    }
 }
 
 /// One admitted component request, ready for the ledger: its operation id,
@@ -442,16 +482,19 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// Writes the host's frames in order until the sender is dropped, then
+/// closes the component's stdin; the first failed write ends it with `Err`.
 async fn write_frames<W: AsyncWrite + Unpin>(
     mut stdin: W,
     mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
-) {
+) -> std::io::Result<()> {
     while let Some(frame) = frames.recv().await {
-        if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
-            return;
-        }
+        stdin.write_all(&frame).await?;
+        stdin.flush().await?;
     }
+    // The component may already have closed its stdin after answering.
     let _ = stdin.shutdown().await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -510,6 +553,336 @@ mod tests {
             let past = tokio::time::Instant::now() - Duration::from_millis(1);
             let report = serve_ready_answer(past).await;
             assert!(report.deadline, "{report:?}");
+        }
+    }
+
+    /// The component's side of a scripted channel: the frames the host
+    /// writes, and the component's stdout.
+    struct Component {
+        from_host: tokio::io::Lines<tokio::io::BufReader<tokio::io::DuplexStream>>,
+        to_host: tokio::io::DuplexStream,
+    }
+
+    impl Component {
+        /// The next frame the host wrote, `None` once the host closed stdin.
+        async fn recv(&mut self) -> Option<Value> {
+            let line = self.from_host.next_line().await.unwrap()?;
+            Some(serde_json::from_str(&line).unwrap())
+        }
+
+        /// Writes one frame. A failed write is not the script's failure:
+        /// the host may have closed the channel already, and what it did is
+        /// asserted from its report.
+        async fn send(&mut self, frame: &Value) {
+            let mut bytes = serde_json::to_vec(frame).unwrap();
+            bytes.push(b'\n');
+            let _ = self.to_host.write_all(&bytes).await;
+        }
+
+        /// Writes `bytes` as they are, then closes stdout.
+        async fn send_raw(mut self, bytes: &[u8]) {
+            self.to_host.write_all(bytes).await.unwrap();
+            // The host may already have ended the channel.
+            let _ = self.to_host.shutdown().await;
+        }
+
+        /// Reads the host's `flow/run`.
+        async fn root(&mut self) {
+            let run = self.recv().await.unwrap();
+            assert_eq!(run["method"], "flow/run", "{run}");
+        }
+
+        /// Answers the root and reads what the host wrote after it.
+        async fn answer(mut self, result: Value) -> Vec<Value> {
+            let id = ROOT_REQUEST_ID;
+            self.send(&serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                .await;
+            self.to_host.shutdown().await.unwrap();
+            let mut rest = Vec::new();
+            while let Some(frame) = self.recv().await {
+                rest.push(frame);
+            }
+            rest
+        }
+    }
+
+    /// Serves a component played by `script` under `deadline` and `cancel`;
+    /// the report and what the script returned.
+    async fn serve_scripted<T, F, Fut>(
+        deadline: tokio::time::Instant,
+        cancel: watch::Receiver<bool>,
+        script: F,
+    ) -> (PeerReport, T)
+    where
+        T: Send + 'static,
+        F: FnOnce(Component) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        use tokio::io::AsyncBufReadExt;
+        let (to_host, host_out) = tokio::io::duplex(64 * 1024);
+        let (host_in, from_host) = tokio::io::duplex(64 * 1024);
+        let component = Component {
+            from_host: tokio::io::BufReader::new(from_host).lines(),
+            to_host,
+        };
+        let played = tokio::spawn(script(component));
+        let limits = PeerLimits { deadline, cancel };
+        let report = tokio::time::timeout(
+            Duration::from_secs(60),
+            serve(host_out, host_in, params(), Arc::new(NoServices), limits),
+        )
+        .await
+        .expect("the channel ended");
+        let played = tokio::time::timeout(Duration::from_secs(60), played)
+            .await
+            .expect("the script ended")
+            .expect("the script did not panic");
+        (report, played)
+    }
+
+    fn later() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(30)
+    }
+
+    fn not_cancelled() -> watch::Receiver<bool> {
+        watch::channel(false).1
+    }
+
+    fn request(id: &str, method: &str, params: Value) -> Value {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    fn capability_call(id: &str) -> Value {
+        request(
+            id,
+            "capability/call",
+            serde_json::json!({"operationId": "late:1", "slot": "sink", "method": "write", "input": null}),
+        )
+    }
+
+    /// Run/1 §1: an empty frame is a complete, valid-UTF-8 frame that fails
+    /// JSON/1, so the host answers `-32700` with id null, then closes.
+    #[tokio::test]
+    async fn an_empty_frame_gets_a_parse_error_with_a_null_id_then_the_close() {
+        let (report, after) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            c.to_host.write_all(b"\n").await.unwrap();
+            let mut after = Vec::new();
+            while let Some(frame) = c.recv().await {
+                after.push(frame);
+            }
+            after
+        })
+        .await;
+        assert_eq!(after.len(), 1, "{after:?}");
+        assert_eq!(after[0]["id"], Value::Null);
+        assert_eq!(after[0]["error"]["code"], wire::PARSE_ERROR);
+        assert_eq!(
+            report.violation.as_deref(),
+            Some("invalid frame: empty frame")
+        );
+        assert!(report.response.is_none());
+    }
+
+    /// Run/1 §1: a failed write closes the channel without waiting for
+    /// another frame, and it ends as `CHANNEL_LOST`.
+    #[tokio::test]
+    async fn a_failed_write_to_the_component_closes_the_channel_as_lost() {
+        let (report, _stdout) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            // The component stops reading after `flow/run`, asks for
+            // something, and keeps its stdout open (it is returned, so it
+            // lives until the channel ended): only the failed write of the
+            // answer can end the channel.
+            c.root().await;
+            drop(c.from_host);
+            let mut bytes =
+                serde_json::to_vec(&request("c:1", "x/unknown", serde_json::json!({}))).unwrap();
+            bytes.push(b'\n');
+            c.to_host.write_all(&bytes).await.unwrap();
+            c.to_host
+        })
+        .await;
+        assert!(
+            report
+                .lost
+                .as_deref()
+                .is_some_and(|l| l.starts_with("writing to the component failed")),
+            "{report:?}"
+        );
+        assert!(report.response.is_none() && report.violation.is_none() && !report.deadline);
+        let exit = super::super::outcome::Exit {
+            code: None,
+            killed: true,
+        };
+        let failure = super::super::outcome::classify(&report, &exit).unwrap_err();
+        assert_eq!(failure.code, ErrorCode::ChannelLost.into());
+    }
+
+    /// A request read after root cancellation or after the deadline gets
+    /// `OWNER_CLOSED` and is never dispatched (`NoServices` would panic).
+    #[tokio::test]
+    async fn a_request_after_cancellation_or_the_deadline_is_owner_closed() {
+        let soon = tokio::time::Instant::now() + Duration::from_millis(200);
+        for (deadline, cancelled) in [(later(), true), (soon, false)] {
+            let (cancel_tx, cancel) = watch::channel(false);
+            let (report, answer) = serve_scripted(deadline, cancel, |mut c| async move {
+                c.root().await;
+                if cancelled {
+                    cancel_tx.send(true).unwrap();
+                }
+                let stop = c.recv().await.unwrap();
+                assert_eq!(stop["method"], "request/cancel", "{stop}");
+                c.send(&capability_call("c:1")).await;
+                let answer = c.recv().await.unwrap();
+                let failure = serde_json::json!({"jsonrpc": "2.0", "id": ROOT_REQUEST_ID,
+                    "error": {"code": -32000, "message": "cancelled", "data": {"code": "CANCELLED"}}});
+                c.send(&failure).await;
+                answer
+            })
+            .await;
+            assert_eq!((report.cancelled, report.deadline), (cancelled, !cancelled));
+            assert_eq!(answer["id"], "c:1");
+            assert_eq!(answer["error"]["data"]["code"], "OWNER_CLOSED", "{answer}");
+        }
+    }
+
+    /// The 65,537th component request on one channel is fatal; the 65,536
+    /// before it are served (here each answered `-32601` at once).
+    #[tokio::test]
+    async fn the_65537th_component_request_is_a_protocol_error() {
+        let (report, answered) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            let mut from_host = c.from_host;
+            let reader = tokio::spawn(async move {
+                let mut answered = 0u64;
+                while let Some(line) = from_host.next_line().await.unwrap() {
+                    let frame: Value = serde_json::from_str(&line).unwrap();
+                    assert_eq!(frame["error"]["code"], wire::METHOD_NOT_FOUND, "{frame}");
+                    answered += 1;
+                }
+                answered
+            });
+            let mut batch = Vec::new();
+            for n in 1..=wire::MAX_LIFETIME_REQUESTS + 1 {
+                let frame = request(&format!("c:{n}"), "x/unknown", serde_json::json!({}));
+                batch.extend(serde_json::to_vec(&frame).unwrap());
+                batch.push(b'\n');
+                if batch.len() > 32 * 1024 {
+                    c.to_host.write_all(&batch).await.unwrap();
+                    batch.clear();
+                }
+            }
+            // The host may already have closed the channel: a failed write
+            // of the last bytes is expected.
+            let _ = c.to_host.write_all(&batch).await;
+            drop(c.to_host);
+            reader.await.unwrap()
+        })
+        .await;
+        assert_eq!(
+            report.violation.as_deref(),
+            Some("more than 65,536 requests on one channel")
+        );
+        assert_eq!(answered, wire::MAX_LIFETIME_REQUESTS);
+    }
+
+    /// A request id the component already used is fatal, even after the
+    /// first request was answered.
+    #[tokio::test]
+    async fn a_reused_component_request_id_is_a_protocol_error() {
+        let (report, first) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            c.send(&request("c:1", "x/unknown", serde_json::json!({})))
+                .await;
+            let first = c.recv().await.unwrap();
+            c.send(&request("c:1", "x/unknown", serde_json::json!({})))
+                .await;
+            assert_eq!(c.recv().await, None, "the host closes without an answer");
+            first
+        })
+        .await;
+        assert_eq!(first["error"]["code"], wire::METHOD_NOT_FOUND);
+        assert_eq!(
+            report.violation.as_deref(),
+            Some("request id \"c:1\" reused")
+        );
+    }
+
+    /// A `request/cancel` notification without a valid `requestId` is fatal.
+    #[tokio::test]
+    async fn a_malformed_request_cancel_is_a_protocol_error() {
+        for params in [serde_json::json!({}), serde_json::json!({"requestId": 1})] {
+            let (report, ()) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+                c.root().await;
+                c.send(&serde_json::json!({"jsonrpc": "2.0", "method": "request/cancel", "params": params}))
+                    .await;
+                assert_eq!(c.recv().await, None, "the host closes without an answer");
+            })
+            .await;
+            assert_eq!(
+                report.violation.as_deref(),
+                Some("malformed request/cancel")
+            );
+        }
+    }
+
+    /// Unknown methods, host-only methods sent by the component and
+    /// `request/cancel` sent as a request get `-32601`; the channel goes on
+    /// and the root answer is still the response.
+    #[tokio::test]
+    async fn wrong_direction_and_unknown_methods_get_method_not_found() {
+        let (report, answers) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+            c.root().await;
+            let mut answers = Vec::new();
+            for (n, method) in ["flow/run", "request/cancel", "x/unknown"]
+                .iter()
+                .enumerate()
+            {
+                let params = serde_json::json!({"requestId": "host:1"});
+                c.send(&request(&format!("c:{n}"), method, params)).await;
+                answers.push(c.recv().await.unwrap());
+            }
+            let rest = c
+                .answer(serde_json::json!({"outcome": "done", "output": null}))
+                .await;
+            assert!(rest.is_empty(), "{rest:?}");
+            answers
+        })
+        .await;
+        for (n, answer) in answers.iter().enumerate() {
+            assert_eq!(answer["id"], format!("c:{n}"));
+            assert_eq!(answer["error"]["code"], wire::METHOD_NOT_FOUND, "{answer}");
+        }
+        assert!(report.violation.is_none(), "{report:?}");
+        assert!(matches!(report.response, Some(Ok(_))), "{report:?}");
+    }
+
+    /// After its root response the component writes nothing more: a whole
+    /// frame, or bytes without their LF at the end of stdout, is a protocol
+    /// error (and the executor classifies a violation before the response).
+    #[tokio::test]
+    async fn output_after_the_root_response_is_a_protocol_error() {
+        for (trailing, violation) in [
+            (&b"{}\n"[..], "component wrote after its root response"),
+            (&b"{"[..], "component stdout ended inside a frame"),
+        ] {
+            let (report, ()) = serve_scripted(later(), not_cancelled(), |mut c| async move {
+                c.root().await;
+                let answer = serde_json::json!({"jsonrpc": "2.0", "id": ROOT_REQUEST_ID,
+                    "result": {"outcome": "done", "output": null}});
+                let mut bytes = serde_json::to_vec(&answer).unwrap();
+                bytes.push(b'\n');
+                bytes.extend_from_slice(trailing);
+                c.send_raw(&bytes).await;
+            })
+            .await;
+            assert_eq!(report.violation.as_deref(), Some(violation));
+            let exit = super::super::outcome::Exit {
+                code: Some(0),
+                killed: false,
+            };
+            let failure = super::super::outcome::classify(&report, &exit).unwrap_err();
+            assert_eq!(failure.code, ErrorCode::ProtocolError.into());
         }
     }
 

@@ -24,7 +24,7 @@ from ._channels import (
 )
 from ._context import Attachment, RunContext, RunResult
 from ._errors import CapabilityError, OperationError
-from ._session import Session
+from . import _session
 
 JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
 RunHandler = Callable[[RunContext], Awaitable[RunResult]]
@@ -55,7 +55,7 @@ def handle(handler: RunHandler) -> None:
         raise RuntimeError("handle() serves exactly one Run per process")
     _handled = True
     in_fd, out_fd = _take_over_stdio()
-    status = _run_loop(Session(handler, RunContext, in_fd, out_fd))
+    status = _run_loop(_session.Session(handler, RunContext, in_fd, out_fd))
     try:
         sys.stderr.flush()
     except (OSError, ValueError):
@@ -91,7 +91,7 @@ def _take_over_stdio() -> tuple[int, int]:
     return in_fd, out_fd
 
 
-def _run_loop(session: Session) -> int:
+def _run_loop(session: _session.Session) -> int:
     loop = asyncio.new_event_loop()
     try:
         asyncio.set_event_loop(loop)

@@ -176,7 +176,8 @@ class ChannelReceiver:
             self._read = None
             if error.code not in LOCAL_CODES:
                 # A failed read settles the receiver (Run/1 §5.1): the host
-                # holds the sticky cause, so nothing more is sent for it.
+                # holds the sticky cause, so nothing more is sent for it
+                # unless the receiver is then closed (one release).
                 self._terminal(_FAILED, error)
                 self._cause_exposed = True
             raise
@@ -194,10 +195,16 @@ class ChannelReceiver:
     # --- disposal ------------------------------------------------------------------------
 
     def _start_disposal(self) -> bool:
-        """Start the one retained release action; False when nothing needs it."""
-        if self._disposal is not None or self._state in (_ENDED, _FAILED, _DISPOSED):
+        """Start the one retained release action; False when nothing needs it.
+
+        A receiver whose read failed is settled, but closing it still sends
+        its one release: the host answers with the failure it recorded, and
+        the receiver stays failed (later reads raise the same cause).
+        """
+        if self._disposal is not None or self._state in (_ENDED, _DISPOSED):
             return False
-        self._state = _DISPOSING
+        if self._state != _FAILED:
+            self._state = _DISPOSING
         call = self._session.admit(
             "channel/release",
             {"endpoint": self._reference},
@@ -221,20 +228,18 @@ class ChannelReceiver:
         read = self._read
         if read is not None:
             await asyncio.shield(read.wire_done)
-        self._state = _DISPOSED
+        if self._state == _DISPOSING:
+            self._state = _DISPOSED
         self._deactivate()
 
     async def aclose(self) -> None:
         """Dispose the receiver, joining any disposal already started.
 
         Raises a terminal cause that no earlier public operation exposed. A
-        receiver that ended or whose read failed is already settled: this
-        sends nothing for it.
+        receiver that ended sends nothing; one whose read failed sends one
+        release and takes the host's failed answer as its disposition.
         """
         if self._disposal is None and not self._start_disposal():
-            if self._state == _FAILED and not self._cause_exposed:
-                self._cause_exposed = True
-                raise self._cause
             if self._read is not None:
                 await asyncio.shield(self._read.wire_done)
             return

@@ -276,9 +276,10 @@ def parse_channel_grants(channels: Any) -> None:
         seen.add(grant["endpoint"])
 
 
+# A host whose last label is a number (decimal, or hex after 0x) is an IPv4
+# literal in one of its spellings (127.1, 0x7f.0.0.1, 1.2.3), never a DNS name.
 _CONTRACT_ID = re.compile(
-    r"https://(?!(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])\.){3}"
-    r"(?:25[0-5]|2[0-4][0-9]|[01]?[0-9]?[0-9])(?:/|$))"
+    r"https://(?![a-z0-9.-]*\.(?:[0-9]+|0x[0-9a-f]*)/)"
     r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+"
     r"/(?!\.{1,2}(?:/|$))[a-z0-9._~-]+(?:/(?!\.{1,2}(?:/|$))[a-z0-9._~-]+)*",
     re.ASCII,

@@ -9,9 +9,9 @@ async def read_all(receiver: ChannelReceiver):
     values = []
     complete = True
     try:
-        async with receiver:
-            async for value in receiver:
-                values.append(value)
+        # To the end or to a failure; the reader is not closed after either.
+        async for value in receiver:
+            values.append(value)
     except OperationError as error:
         if error.code != "LAGGED":
             raise

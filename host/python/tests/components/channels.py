@@ -28,9 +28,10 @@ async def run(context: RunContext) -> RunResult:
     async def observe():
         values = []
         try:
-            async with pair.receive:
-                async for value in pair.receive:
-                    values.append(value)
+            # Read to the end or to a failure, either of which settles the
+            # receiver; it is not closed, so a failed read sends nothing more.
+            async for value in pair.receive:
+                values.append(value)
         except OperationError as error:
             if error.code != "LAGGED":
                 raise

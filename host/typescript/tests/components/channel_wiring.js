@@ -54,15 +54,21 @@ async function monitor(run) {
   const selected = [];
   let complete = true;
   try {
-    for await (const update of events) {
-      if (update !== null && typeof update === "object" && !Array.isArray(update) && Object.hasOwn(update, "text")) {
-        selected.push(update.text);
-        if (progress !== undefined) await progress.send(update.text);
-        if (stop) {
-          complete = false;
-          break;
+    // Leaving the read closes the receiver, as Python's `async with` does: after LAGGED that
+    // is one release, which the host answers with the failure it recorded.
+    try {
+      for await (const update of events) {
+        if (update !== null && typeof update === "object" && !Array.isArray(update) && Object.hasOwn(update, "text")) {
+          selected.push(update.text);
+          if (progress !== undefined) await progress.send(update.text);
+          if (stop) {
+            complete = false;
+            break;
+          }
         }
       }
+    } finally {
+      await events.close();
     }
   } catch (error) {
     if (!(error instanceof OperationError) || error.code !== "LAGGED") throw error;

@@ -24,8 +24,7 @@ await handle(async (run) => {
       for await (const value of pair.receive) values.push(value);
     } catch (error) {
       if (!(error instanceof OperationError) || error.code !== "LAGGED") throw error;
-      // The failed read already settled the receiver: closing it is local.
-      await pair.receive.close();
+      // The failed read settled the receiver; it is not closed, so nothing more is sent.
       return { complete: false, values };
     }
     return { complete: true, values };

@@ -138,8 +138,15 @@ const CASES = {
     const pair = await run.channel();
     const first = await outcome(pair.receive.next());
     const again = await outcome(pair.receive.next());
+    return { outcome: "done", output: { first, again } };
+  },
+  "failed-read-close": async (run) => {
+    const pair = await run.channel();
+    const first = await outcome(pair.receive.next());
     const closed = await outcome(pair.receive.close().then(() => "closed"));
-    return { outcome: "done", output: { first, again, closed } };
+    const closedAgain = await outcome(pair.receive.close().then(() => "closed"));
+    const again = await outcome(pair.receive.next());
+    return { outcome: "done", output: { first, closed, closedAgain, again } };
   },
   "abandoned-receiver": async (run) => {
     const pair = await run.channel();
