@@ -463,7 +463,7 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
     runtime()?.block_on(async {
         let project = served.project_path(asked.local.as_deref()).await?;
         let mut body = asked.body();
-        if asked.receive.is_empty() && std::io::stderr().is_terminal() {
+        if asked.receive.is_empty() && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             let terminal = watched(served, &project, &body, asked.target).await?;
             return Ok(shown(&terminal, print_terminal(&terminal, asked.json)));
         }
