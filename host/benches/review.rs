@@ -67,3 +67,21 @@ fn review_project(bencher: divan::Bencher, flows: usize) {
     let project = make_project(flows);
     bencher.bench(|| review(project.path()));
 }
+
+/// What `jig run` adds to say whether the live source differs from the
+/// admitted bytes (`state::Sources::changed`): the target's Flow and the
+/// project's modules, by metadata, in projects of 50 and 500 Flows (the
+/// 50-Flow figure is the baseline: the check should not grow with the
+/// project).
+#[divan::bench(args = [50, 500], sample_count = 20)]
+fn source_check(bencher: divan::Bencher, flows: usize) {
+    let project = make_project(flows);
+    let root = project.path();
+    let candidate = plan::stage(root, jig_project::capture(root).unwrap()).unwrap();
+    let sources = jig_engine::state::Sources::seen(root, &candidate);
+    let target = jig_engine::exec::TargetRef::Flow("flows/f0007".into());
+    bencher.bench(|| {
+        let changed = sources.changed(root, &target);
+        assert!(changed.is_empty(), "{changed:?}");
+    });
+}

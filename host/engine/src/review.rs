@@ -14,7 +14,7 @@ use jig_project::Declarations;
 use crate::config::HostConfig;
 use crate::plan;
 use crate::providers::ProviderSet;
-use crate::state::ProjectState;
+use crate::state::{ProjectState, Sources};
 use crate::Error;
 
 /// What a review was asked, beside the project.
@@ -45,6 +45,8 @@ pub struct Changes {
     pub text: String,
     plan_digest: String,
     current: Option<u64>,
+    /// What the proposal's sources were on disk, kept once it is admitted.
+    sources: Sources,
 }
 
 /// Plan `declarations` against `state`'s admitted generation and propose
@@ -57,6 +59,9 @@ pub fn propose(
 ) -> Result<Proposal, Error> {
     state.hold_admission()?;
     let candidate = plan::stage(asked.root, declarations)?;
+    // What the captured bytes were on disk, so a Run can say when the
+    // live source differs from what it runs (`state::Sources`).
+    let sources = Sources::seen(asked.root, &candidate);
     let providers = ProviderSet::new(asked.config.providers.clone());
     let current = state.current()?;
     let mut proposed = plan::plan(
@@ -87,6 +92,7 @@ pub fn propose(
             if lock_repaired {
                 state.write_lock(&lock_bytes)?;
             }
+            state.keep_sources(&sources.of_generation(current.number));
             return Ok(Proposal::Unchanged { lock_repaired });
         }
     }
@@ -116,6 +122,7 @@ pub fn propose(
         text,
         plan_digest,
         current: current.as_ref().map(|g| g.number),
+        sources,
     }))
 }
 
@@ -124,7 +131,8 @@ impl Changes {
     /// a `jig serve` holds the project, and its Runs in flight of the old
     /// generation still run from that generation's package trees.
     pub fn admit(self, state: &ProjectState, beside_a_daemon: bool) -> Result<(), Error> {
-        state.apply(&self.plan_digest, self.current)?;
+        let generation = state.apply(&self.plan_digest, self.current)?;
+        state.keep_sources(&self.sources.of_generation(generation));
         // The trees of packages the new generation no longer runs go with
         // the one they served (best effort: a tree left behind is only
         // disk). Beside a daemon, its retention removes them with their

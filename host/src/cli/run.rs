@@ -81,6 +81,10 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Submitted::Replay(record) => return Ok(replay(&record, args.json, !receive.is_empty())),
         Submitted::New(local) => local,
     };
+    let source_changed = local.source_changed().to_vec();
+    if !source_changed.is_empty() {
+        eprintln!("{}", source_notice(&source_changed));
+    }
     if let Some(ms) = state::fault_hook(TEST_ABORT_AFTER_DISPATCH_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -114,7 +118,11 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             &[],
         );
     }
-    let terminal = conducted.terminal.to_value();
+    let mut terminal = conducted.terminal.to_value();
+    if !source_changed.is_empty() {
+        // Said in the terminal too, for a reader of the JSON alone.
+        terminal["sourceChanged"] = serde_json::json!(source_changed);
+    }
     let interrupted = conducted.interrupted;
     let status = match interrupted && !super::shows_interrupted(args.json, &conducted.stream) {
         // The reference prints nothing on stdout for an interrupted
@@ -198,4 +206,23 @@ fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
         print_terminal(&terminal, json_output)
     };
     super::exit::shown_exit_code(&terminal, status)
+}
+
+/// The one line that says the live source of what a Run uses differs
+/// from the admitted bytes it runs, naming what changed (the first few)
+/// and what admits it.
+fn source_notice(changed: &[String]) -> String {
+    const NAMED: usize = 3;
+    let mut named = changed
+        .iter()
+        .take(NAMED)
+        .map(|p| super::terminal::escape(p))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if changed.len() > NAMED {
+        named.push_str(&format!(" and {} more", changed.len() - NAMED));
+    }
+    format!(
+        "note: {named} changed since review; this Run runs the admitted version (jig review admits the change)"
+    )
 }

@@ -109,6 +109,66 @@ fn the_old_generation_runs_until_the_edit_is_applied() {
     );
 }
 
+/// An edited Flow still runs its admitted bytes, and `jig run` says so:
+/// one line on stderr naming what changed and `jig review`, and
+/// `sourceChanged` in the terminal. A file rewritten with the same bytes
+/// is no change; a file added is one; so is an author module; a review
+/// that admits the edit ends the notice, and so does undoing the edit.
+#[test]
+fn a_run_says_when_the_live_source_differs_from_what_it_runs() {
+    let dir = hello_project();
+    review(dir.path());
+    let quiet = |dir: &Path| {
+        let run = run_jig(dir, &["run", "flow:flows/hello"]);
+        assert_eq!(run.status, 0, "{run:?}");
+        assert!(!run.stderr.contains("changed since review"), "{run:?}");
+        assert!(run.json().get("sourceChanged").is_none(), "{run:?}");
+    };
+    quiet(dir.path());
+    // The same bytes written again: new times, same content.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(dir.path().join("flows/hello/flow.py"), HELLO_FLOW).unwrap();
+    quiet(dir.path());
+
+    edit(dir.path(), "Changed");
+    let run = run_jig(dir.path(), &["run", "flow:flows/hello"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(run.json()["output"], "Hello", "the admitted bytes run");
+    assert_eq!(
+        run.stderr,
+        "note: flows/hello/flow.py changed since review; this Run runs the admitted version \
+         (jig review admits the change)\n"
+    );
+    assert_eq!(
+        run.json()["sourceChanged"],
+        serde_json::json!(["flows/hello/flow.py"])
+    );
+    std::fs::write(dir.path().join("flows/hello/notes.txt"), "new").unwrap();
+    std::fs::write(
+        dir.path().join("jig.ts"),
+        std::fs::read_to_string(dir.path().join("jig.ts")).unwrap() + "\n// edited\n",
+    )
+    .unwrap();
+    let run = run_jig(dir.path(), &["run", "flow:flows/hello"]);
+    assert_eq!(
+        run.json()["sourceChanged"],
+        serde_json::json!(["flows/hello/flow.py", "flows/hello/notes.txt", "jig.ts"]),
+        "{run:?}"
+    );
+    review(dir.path());
+    quiet(dir.path());
+    assert_eq!(greeting_of(dir.path()), "Changed");
+    // Edited, then undone: the admitted bytes again, found by digest.
+    edit(dir.path(), "Again");
+    let run = run_jig(dir.path(), &["run", "flow:flows/hello"]);
+    assert!(run.stderr.contains("changed since review"), "{run:?}");
+    edit(dir.path(), "Changed");
+    quiet(dir.path());
+    // A review that finds the project unchanged keeps its new times.
+    review(dir.path());
+    quiet(dir.path());
+}
+
 #[test]
 fn a_missing_or_drifted_lock_is_repaired_without_a_new_generation() {
     let dir = hello_project();

@@ -72,6 +72,9 @@ pub struct Local<'s> {
     input: Value,
     timeout: Duration,
     receive: Vec<String>,
+    /// The project paths whose live source differs from the admitted
+    /// bytes this Run uses ([`state::Sources::changed`]).
+    source_changed: Vec<String>,
 }
 
 /// A Run taken to its end in its record.
@@ -159,6 +162,12 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
         Recorded::New(record, held) => (record, held),
     };
     let work_root = state.run_dir(&record.id)?;
+    // What of the live source differs from the admitted bytes this Run
+    // runs: the door says so (metadata first; only a moved file is read).
+    let source_changed = state
+        .admitted_sources()
+        .map(|sources| sources.changed(state.root(), &target))
+        .unwrap_or_default();
     let method = resolved.method(&target);
     let root_run = (resolved.checkpointing && destination.is_some()).then(|| {
         Arc::new(RootRun::bound(
@@ -203,10 +212,17 @@ pub fn submit<'s>(state: &'s ProjectState, asked: Asked<'_>) -> Result<Submitted
         input: asked.input,
         timeout: asked.checked.timeout,
         receive: asked.receive.to_vec(),
+        source_changed,
     })))
 }
 
 impl Local<'_> {
+    /// The files of what this Run uses whose live source differs from the
+    /// admitted bytes it runs (changed, added or removed since review).
+    pub fn source_changed(&self) -> &[String] {
+        &self.source_changed
+    }
+
     fn record(&self) -> std::sync::MutexGuard<'_, RunRecord> {
         self.record.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -11,6 +11,7 @@ mod checkpoints;
 pub mod lock;
 mod records;
 pub mod retention;
+mod sources;
 mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
@@ -18,6 +19,7 @@ pub use records::{
     is_run_id, retain_input, utc_text, Listing, RunRecord, Runs, RunsError, Submission, Unreadable,
     DEFAULT_SETTLE_RESERVE_BYTES, INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
 };
+pub use sources::Sources;
 pub use store::Store;
 
 use std::fs::{File, OpenOptions};

@@ -736,6 +736,23 @@ impl Server {
         self.project(project)?.generation()
     }
 
+    /// The files of a project whose live source differs from the admitted
+    /// bytes its Runs run (changed, added or removed since review; none
+    /// when review kept no record of them).
+    pub async fn source_changed(&self, project: &str) -> Result<Vec<String>, Error> {
+        let project = self.project(project)?.clone();
+        let changed = tokio::task::spawn_blocking(move || {
+            project
+                .state
+                .admitted_sources()
+                .map(|sources| sources.changed_anywhere(project.state.root()))
+                .unwrap_or_default()
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("comparing the live source: {e}")))?;
+        Ok(changed)
+    }
+
     /// Each admitted target of a project's current generation with its
     /// package as the next Run would resolve it (the same resolution a
     /// submission takes).

@@ -398,8 +398,13 @@ async fn projects(
                 .count(),
             Err(refusal) => return refuse(&door, Some(&session), refusal),
         };
+        let source_changed = match door.server.source_changed(name).await {
+            Ok(changed) => changed,
+            Err(refusal) => return refuse(&door, Some(&session), refusal),
+        };
         views.push(pages::ProjectView {
             name: name.clone(),
+            source_changed,
             generation: generation
                 .as_ref()
                 .map(|g| (g.number, g.plan_digest.clone())),

@@ -129,7 +129,12 @@ pub struct ProjectView {
     /// (target, Flow name, description)
     pub targets: Vec<(String, String, String)>,
     pub pending: usize,
+    /// The files whose live source differs from the admitted bytes.
+    pub source_changed: Vec<String>,
 }
+
+/// How many changed files the projects page names before "and N more".
+const SOURCE_NAMED: usize = 5;
 
 pub fn projects(frame: &Frame, views: &[ProjectView], occupancy: (usize, usize)) -> Markup {
     page(
@@ -146,6 +151,20 @@ pub fn projects(frame: &Frame, views: &[ProjectView], occupancy: (usize, usize))
                         " · "
                         a href={ "/console/projects/" (segment(&view.name)) "/submit" } { "Submit a Run" }
                         " · pending: " span.pending { (view.pending) }
+                    }
+                    @if !view.source_changed.is_empty() {
+                        p.banner.source-changed {
+                            "The live source differs from what runs: "
+                            @for (i, path) in view.source_changed.iter().take(SOURCE_NAMED).enumerate() {
+                                @if i > 0 { ", " }
+                                code { (visible(path)) }
+                            }
+                            @if view.source_changed.len() > SOURCE_NAMED {
+                                " and " (view.source_changed.len() - SOURCE_NAMED) " more"
+                            }
+                            ". Runs run the admitted version until "
+                            code { "jig review" } " admits the change."
+                        }
                     }
                     @match &view.generation {
                         None => p { "Not admitted: run " code { "jig review" } "." },
@@ -522,6 +541,31 @@ fn queue_text(record: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_project_whose_live_source_differs_says_so_in_a_banner() {
+        let frame = Frame {
+            title: "t",
+            csrf: None,
+            projects: &[],
+        };
+        let view = |changed: Vec<String>| ProjectView {
+            name: "p".into(),
+            generation: Some((1, "sha256:00".into())),
+            plan: None,
+            targets: Vec::new(),
+            pending: 0,
+            source_changed: changed,
+        };
+        let quiet = projects(&frame, &[view(Vec::new())], (0, 0)).into_string();
+        assert!(!quiet.contains("source-changed"), "{quiet}");
+        let changed: Vec<String> = (0..7).map(|i| format!("flows/f{i}/<flow>.ts")).collect();
+        let page = projects(&frame, &[view(changed)], (0, 0)).into_string();
+        assert!(page.contains("The live source differs from what runs"), "{page}");
+        assert!(page.contains("flows/f0/&lt;flow&gt;.ts"), "{page}");
+        assert!(page.contains(" and 2 more"), "{page}");
+        assert!(!page.contains("flows/f5"), "{page}");
+    }
 
     #[test]
     fn a_queued_run_says_whether_a_worker_has_claimed_it() {
