@@ -56,6 +56,9 @@ const CASES = {
   throw: async () => {
     throw new Error("boom");
   },
+  "type-error": async (run) => {
+    return { outcome: "done", output: run.input.missing.data };
+  },
   output: async () => {
     console.log("console.log line");
     console.info("console.info line");
