@@ -812,14 +812,19 @@ function ownFrames(error) {
     stack = "";
   }
   const sdk = [SDK_DIR.href, decodeURIComponent(SDK_DIR.pathname)];
-  const cwd = `${process.cwd()}/`;
+  // A file of the package is named by its path in the package (`flow.ts`),
+  // so a stack names no host directory.
+  const main = typeof process.argv[1] === "string" ? process.argv[1] : "";
+  const root = main.startsWith("/") ? main.slice(0, main.lastIndexOf("/") + 1) : `${process.cwd()}/`;
   const frames = [];
   for (const line of stack.split("\n")) {
     const match = /^\s+at (.*)$/.exec(line);
     if (match === null) continue;
     const frame = match[1];
     if (sdk.some((dir) => frame.includes(dir)) || /\bnode:internal|\bext:|\(native\)|^native/.test(frame)) continue;
-    frames.push(frame.replaceAll("file://", "").replaceAll(`(${cwd}`, "(").slice(0, MAX_FRAME_CHARS));
+    const place = frame.replaceAll("file://", "");
+    const relative = place.startsWith(root) ? place.slice(root.length) : place.replaceAll(`(${root}`, "(");
+    frames.push(relative.slice(0, MAX_FRAME_CHARS));
   }
   return frames;
 }

@@ -30,12 +30,30 @@ def _own(filename: str) -> bool:
     return not (path.startswith(_SDK_DIR + os.sep) or path.startswith(_ASYNCIO_DIR + os.sep))
 
 
+def _package_dir() -> str | None:
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.dirname(os.path.abspath(main)) if main else None
+
+
 def _place(filename: str) -> str:
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:
+    """A file of the package by its path in the package (`flow.py`), so a
+    traceback names no host directory; anything else as it is."""
+    root = _package_dir()
+    if root is None:
         return filename
-    return filename if relative.startswith("..") else relative
+    path = os.path.abspath(filename)
+    return os.path.relpath(path, root) if path.startswith(root + os.sep) else filename
+
+
+def _own_stack(error: BaseException) -> list[traceback.FrameSummary]:
+    frames = []
+    for frame in traceback.extract_tb(error.__traceback__):
+        if not _own(frame.filename):
+            continue
+        frame.line  # noqa: B018 - read the source line while the path still finds it
+        frame.filename = _place(frame.filename)
+        frames.append(frame)
+    return frames
 
 
 def message(error: BaseException) -> str:
@@ -55,10 +73,10 @@ def details(error: BaseException) -> dict[str, Any]:
         text = str(error)
     except Exception:  # noqa: BLE001
         text = ""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if _own(f.filename)]
+    frames = _own_stack(error)
     frames.reverse()
     kept = frames[:MAX_STACK_FRAMES]
-    stack = [f"{f.name} ({_place(f.filename)}:{f.lineno})"[:MAX_FRAME_CHARS] for f in kept]
+    stack = [f"{f.name} ({f.filename}:{f.lineno})"[:MAX_FRAME_CHARS] for f in kept]
     return {
         "exception": {
             "type": type(error).__qualname__[:MAX_FRAME_CHARS],
@@ -70,12 +88,20 @@ def details(error: BaseException) -> dict[str, Any]:
 
 
 def write_traceback(error: BaseException) -> None:
-    """The usual Python traceback on stderr, its last frames and characters."""
+    """The usual Python traceback on stderr: the component's own frames (the
+    last of them), package files by their path in the package."""
     try:
-        lines = traceback.format_exception(
-            type(error), error, error.__traceback__, limit=-MAX_STDERR_FRAMES
-        )
-        text = "".join(lines)
+        described = traceback.TracebackException.from_exception(error)
+        frames = _own_stack(error)
+        omitted = max(0, len(frames) - MAX_STDERR_FRAMES)
+        described.stack = traceback.StackSummary.from_list(frames[omitted:])
+        text = "".join(described.format())
+        if omitted:
+            text = text.replace(
+                "Traceback (most recent call last):\n",
+                f"Traceback (most recent call last, {omitted} earlier frames left out):\n",
+                1,
+            )
         if len(text) > MAX_STDERR_CHARS:
             text = "…" + text[-MAX_STDERR_CHARS:]
         sys.stderr.write(text)
