@@ -657,6 +657,12 @@ class ResultTests(PeerTestCase):
         self.assertEqual(error["data"]["details"]["exception"]["type"], "KeyError")
         self.assertIn("KeyError: 'data'", peer.stderr)
 
+    def test_an_unencodable_exception_text_still_reaches_the_host(self) -> None:
+        peer = self.run_probe({"case": "lone-surrogate"})
+        error = self.assertRootError(peer, "EXECUTION_FAILED")
+        self.assertEqual(error["message"], "RuntimeError: half ? a pair")
+        self.assertEqual(error["data"]["details"]["exception"]["message"], "half ? a pair")
+
     def test_a_deep_traceback_is_bounded(self) -> None:
         peer = self.run_probe({"case": "recurse", "depth": 200})
         error = self.assertRootError(peer, "EXECUTION_FAILED")

@@ -824,7 +824,7 @@ function ownFrames(error) {
     if (sdk.some((dir) => frame.includes(dir)) || /\bnode:internal|\bext:|\(native\)|^native/.test(frame)) continue;
     const place = frame.replaceAll("file://", "");
     const relative = place.startsWith(root) ? place.slice(root.length) : place.replaceAll(`(${root}`, "(");
-    frames.push(relative.slice(0, MAX_FRAME_CHARS));
+    frames.push(wellFormed(relative, MAX_FRAME_CHARS));
   }
   return frames;
 }
@@ -846,12 +846,18 @@ function exceptionDetails(error, text) {
   }
   return {
     exception: {
-      type: type.slice(0, MAX_FRAME_CHARS),
-      message: message.slice(0, 1_024),
+      type: wellFormed(type, MAX_FRAME_CHARS),
+      message: wellFormed(message, MAX_ERROR_MESSAGE_CHARS),
       stack: kept,
       framesOmitted: frames.length - kept.length,
     },
   };
+}
+
+/** At most `max` Unicode scalar values of `text`, lone surrogates replaced (JSON/1 refuses them). */
+function wellFormed(text, max) {
+  const scalars = Array.from(text.toWellFormed?.() ?? text);
+  return scalars.length > max ? scalars.slice(0, max).join("") : scalars.join("");
 }
 
 /** The error and its frames on stderr, bounded; stderr is diagnostics only. */

@@ -583,6 +583,12 @@ test("an ordinary error keeps its name, message and the component's own frames",
   assert.match(peer.stderr, /probe\.js:\d+/);
 });
 
+test("an error text with a lone surrogate still reaches the host as JSON/1", async () => {
+  const { root } = await rootOf("lone-surrogate");
+  assert.equal(root.error.message, "RangeError: half \ufffd a pair");
+  assert.equal(root.error.data.details.exception.message, "half \ufffd a pair");
+});
+
 test("application console and process.stdout output goes to stderr", async () => {
   const { root, code, peer } = await rootOf("output");
   assert.deepEqual(root.result, { outcome: "done", output: "clean" });

@@ -12,6 +12,8 @@ import sys
 import traceback
 from typing import Any
 
+from . import _wire
+
 # The innermost frames kept in the details, and the characters of each.
 MAX_STACK_FRAMES = 16
 MAX_FRAME_CHARS = 256
@@ -56,6 +58,12 @@ def _own_stack(error: BaseException) -> list[traceback.FrameSummary]:
     return frames
 
 
+def _text(value: str, limit: int) -> str:
+    """At most `limit` characters, anything UTF-8 cannot carry (a lone
+    surrogate) replaced, so the details stay JSON/1."""
+    return value.encode("utf-8", errors="replace").decode("utf-8")[:limit]
+
+
 def message(error: BaseException) -> str:
     """`KeyError: 'data'`, or the bare type name when it says nothing."""
     name = type(error).__name__
@@ -76,11 +84,11 @@ def details(error: BaseException) -> dict[str, Any]:
     frames = _own_stack(error)
     frames.reverse()
     kept = frames[:MAX_STACK_FRAMES]
-    stack = [f"{f.name} ({f.filename}:{f.lineno})"[:MAX_FRAME_CHARS] for f in kept]
+    stack = [_text(f"{f.name} ({f.filename}:{f.lineno})", MAX_FRAME_CHARS) for f in kept]
     return {
         "exception": {
-            "type": type(error).__qualname__[:MAX_FRAME_CHARS],
-            "message": text[:1024],
+            "type": _text(type(error).__qualname__, MAX_FRAME_CHARS),
+            "message": _text(text, _wire.MAX_ERROR_MESSAGE_CHARS),
             "stack": stack,
             "framesOmitted": len(frames) - len(kept),
         }

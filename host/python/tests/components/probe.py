@@ -167,6 +167,8 @@ async def run(context: RunContext) -> RunResult:
         sys.exit(0)
     if case == "raise":
         raise RuntimeError(context.input["message"])
+    if case == "lone-surrogate":
+        raise RuntimeError("half \ud800 a pair")
     if case == "key-error":
         return {"outcome": "done", "output": context.input["data"]}
     if case == "recurse":
