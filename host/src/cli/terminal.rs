@@ -329,7 +329,8 @@ fn terminal_next_action(code: &str, terminal: &Value) -> Option<String> {
         .unwrap_or("");
     let stack = details
         .and_then(|d| d.pointer("/exception/stack"))
-        .is_some();
+        .and_then(Value::as_array)
+        .is_some_and(|frames| !frames.is_empty());
     match code {
         "EXECUTION_FAILED" | "PROTOCOL_ERROR" | "CHANNEL_LOST" if stderr.is_empty() && stack => {
             Some("fix the Flow where the stack below points, review and run again".into())
@@ -1026,6 +1027,12 @@ mod tests {
                 "stack": ["lookup (flows/hello/flow.py:4)", "run (flows/hello/flow.py:8)"], "framesOmitted": 3}},
             "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}});
         insta::assert_snapshot!("raised_plain", render_terminal(&raised, &Style::PLAIN));
+        // Nothing on stderr and no frames: no stack to point at, no stderr to read.
+        let mut bare = raised.clone();
+        bare["details"]["exception"]["stack"] = json!([]);
+        assert!(render_terminal(&bare, &Style::PLAIN).contains(
+            "  next: the component wrote nothing to stderr; fix the Flow, review and run again\n"
+        ));
         let child = json!({"status": "failed", "code": "INVALID_RESULT",
             "message": "child slot \"classifier\" (flow:flows/code) failed with INVALID_RESULT: the result does not satisfy result.schema.json",
             "details": {"child": {"slot": "classifier", "target": "flow:flows/code", "code": "INVALID_RESULT",
