@@ -75,6 +75,7 @@ where
     Fut: Future<Output = Result<RunResult, E>>,
     E: Into<HandlerError>,
 {
+    watch_panics();
     let peer = Rc::new(RefCell::new(Peer::new(output)));
     let mut frames = FrameReader::new(input);
     let mut host = HostRequests::default();
@@ -164,8 +165,60 @@ where
     }
 }
 
+/// The characters of a panic's message kept in the root error's details.
+pub(crate) const MAX_PANIC_MESSAGE_CHARS: usize = 1_024;
+
+thread_local! {
+    /// The last panic on this thread: its message and `file:line:column`.
+    static LAST_PANIC: RefCell<Option<(String, Option<String>)>> = const { RefCell::new(None) };
+}
+
+/// Records each panic's message and place for [`panicked`], then lets the
+/// hook that was installed before (by default the one printing
+/// `thread '…' panicked at …` to stderr) run as it would have.
+fn watch_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let place = info
+                .location()
+                .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            LAST_PANIC.with(|last| *last.borrow_mut() = Some((message, place)));
+            previous(info);
+        }));
+    });
+}
+
+/// `EXECUTION_FAILED`, reading `panicked at src/main.rs:10:5: the message`,
+/// with the message and place in `details.exception` as the Python and
+/// TypeScript SDKs give theirs (a backtrace is not captured: in an
+/// envelope it has no symbols to read, and it is not cheap).
 fn panicked() -> OperationError {
-    OperationError::new(ErrorCode::ExecutionFailed, "the handler panicked")
+    let Some((message, place)) = LAST_PANIC.with(|last| last.borrow_mut().take()) else {
+        return OperationError::new(ErrorCode::ExecutionFailed, "the handler panicked");
+    };
+    let message: String = message.chars().take(MAX_PANIC_MESSAGE_CHARS).collect();
+    let text = match (&place, message.is_empty()) {
+        (Some(place), false) => format!("panicked at {place}: {message}"),
+        (Some(place), true) => format!("panicked at {place}"),
+        (None, false) => format!("panicked: {message}"),
+        (None, true) => "the handler panicked".into(),
+    };
+    OperationError::new(ErrorCode::ExecutionFailed, text).with_details(serde_json::json!({
+        "exception": {
+            "type": "panic",
+            "message": message,
+            "stack": place.into_iter().collect::<Vec<_>>(),
+            "framesOmitted": 0,
+        }
+    }))
 }
 
 /// Checks a handler's result and builds the root success frame.

@@ -190,7 +190,7 @@ impl ChannelContractIdentity {
         let id = f.string("id")?;
         let version = f.string("version")?;
         let digest = f.string("digest")?;
-        if !crate::contract::is_contract_id(&id) {
+        if !crate::contract::is_contract_id(id) {
             return Err(bad(
                 "contract id must be a canonical https://<dns-name>/<segment>... URI",
             ));

@@ -635,10 +635,44 @@ class ResultTests(PeerTestCase):
         )
         self.assertEqual(peer.finish(), 0)
 
-    def test_exception_becomes_execution_failed_with_its_text(self) -> None:
+    def test_exception_becomes_execution_failed_with_its_type_text_and_frames(self) -> None:
         peer = self.run_probe({"case": "raise", "message": "boom"})
         error = self.assertRootError(peer, "EXECUTION_FAILED")
-        self.assertEqual(error["message"], "boom")
+        self.assertEqual(error["message"], "RuntimeError: boom")
+        exception = error["data"]["details"]["exception"]
+        self.assertEqual(exception["type"], "RuntimeError")
+        self.assertEqual(exception["message"], "boom")
+        # Innermost first, the component's own frames only: no SDK or asyncio.
+        self.assertRegex(exception["stack"][0], r"^run \(.*probe\.py:\d+\)$")
+        self.assertEqual(len(exception["stack"]), 1, exception)
+        self.assertEqual(exception["framesOmitted"], 0)
+        # And the usual traceback on stderr.
+        self.assertIn("Traceback (most recent call last):", peer.stderr)
+        self.assertIn("RuntimeError: boom", peer.stderr)
+
+    def test_a_key_error_names_its_type(self) -> None:
+        peer = self.run_probe({"case": "key-error"})
+        error = self.assertRootError(peer, "EXECUTION_FAILED")
+        self.assertEqual(error["message"], "KeyError: 'data'")
+        self.assertEqual(error["data"]["details"]["exception"]["type"], "KeyError")
+        self.assertIn("KeyError: 'data'", peer.stderr)
+
+    def test_an_unencodable_exception_text_still_reaches_the_host(self) -> None:
+        peer = self.run_probe({"case": "lone-surrogate"})
+        error = self.assertRootError(peer, "EXECUTION_FAILED")
+        self.assertEqual(error["message"], "RuntimeError: half ? a pair")
+        self.assertEqual(error["data"]["details"]["exception"]["message"], "half ? a pair")
+
+    def test_a_deep_traceback_is_bounded(self) -> None:
+        peer = self.run_probe({"case": "recurse", "depth": 200})
+        error = self.assertRootError(peer, "EXECUTION_FAILED")
+        exception = error["data"]["details"]["exception"]
+        self.assertEqual(error["message"], "ValueError: at the bottom")
+        self.assertEqual(len(exception["stack"]), 16)
+        self.assertRegex(exception["stack"][0], r"^recurse \(")
+        # 200 recursions, `run` and the innermost 16 kept.
+        self.assertEqual(exception["framesOmitted"], 202 - 16)
+        self.assertLessEqual(len(peer.stderr), 16 * 1024 + 1024)
 
     def test_system_exit_in_the_handler_becomes_execution_failed(self) -> None:
         peer = self.run_probe({"case": "exit"})

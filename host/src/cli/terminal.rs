@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use flow::json::Value;
 
-
 /// The themes `JIG_THEME` selects (docs/src/reference.md, Environment); the first is the default.
 pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];
 /// The live line appears only once a Run has been pending this long, so a
@@ -302,14 +301,139 @@ pub fn next_action(code: &str) -> Option<&'static str> {
 
 /// What to do next after a Run's failure: [`next_action`] of its code,
 /// except that a Run whose deadline passed while no worker ever claimed
-/// it (`details.queue` `"unclaimed"`) needs a worker, not more time.
-fn terminal_next_action(code: &str, details: Option<&Value>) -> Option<&'static str> {
+/// it (`details.queue` `"unclaimed"`) needs a worker, not more time; a
+/// failure a child Flow caused (`details.child`) points at that child; and
+/// a component that failed without a word on stderr is not sent to read it.
+fn terminal_next_action(code: &str, terminal: &Value) -> Option<String> {
+    let details = terminal.get("details").filter(|d| !d.is_null());
     let unclaimed = details.and_then(|d| d.get("queue")).and_then(Value::as_str);
-    match (code, unclaimed) {
-        ("DEADLINE_EXCEEDED", Some("unclaimed")) => Some(
-            "start a jig worker on the daemon's database (jig worker --database URL), then submit again",
-        ),
-        _ => next_action(code),
+    if let ("DEADLINE_EXCEEDED", Some("unclaimed")) = (code, unclaimed) {
+        return Some(
+            "start a jig worker on the daemon's database (jig worker --database URL), then submit again".into(),
+        );
+    }
+    if let Some(child) = details
+        .and_then(|d| d.get("child"))
+        .filter(|c| c.is_object())
+    {
+        let text = |key: &str| escape(child.get(key).and_then(Value::as_str).unwrap_or(""));
+        return Some(format!(
+            "the child Flow {} (slot {}) failed, not this one: read its failure below, fix it, review and run again",
+            text("target"),
+            json_string(child.get("slot").and_then(Value::as_str).unwrap_or(""))
+        ));
+    }
+    let stderr = terminal
+        .pointer("/diagnostics/stderr")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let stack = details
+        .and_then(|d| d.pointer("/exception/stack"))
+        .and_then(Value::as_array)
+        .is_some_and(|frames| !frames.is_empty());
+    match code {
+        "EXECUTION_FAILED" | "PROTOCOL_ERROR" | "CHANNEL_LOST" if stderr.is_empty() && stack => {
+            Some("fix the Flow where the stack below points, review and run again".into())
+        }
+        "EXECUTION_FAILED" | "PROTOCOL_ERROR" | "CHANNEL_LOST" if stderr.is_empty() => {
+            Some("the component wrote nothing to stderr; fix the Flow, review and run again".into())
+        }
+        _ => next_action(code).map(str::to_string),
+    }
+}
+
+/// The frames of a failure's stack (innermost first) for a person.
+const MAX_SHOWN_FRAMES: usize = 16;
+/// How deep a chain of failed children is drawn.
+const MAX_SHOWN_CHILDREN: usize = 8;
+
+/// A failure's details for a person, each line after `indent`: a handler
+/// error's stack, a failed child (its slot, target, code, message, own
+/// details and stderr, and so on down), then whatever else as JSON.
+fn write_details(out: &mut String, details: &Value, indent: &str, depth: usize, style: &Style) {
+    let mut rest = details.clone();
+    if let Some(map) = rest.as_object_mut() {
+        let exception = map.remove("exception");
+        if let Some(stack) = exception
+            .as_ref()
+            .and_then(|e| e.get("stack"))
+            .and_then(Value::as_array)
+        {
+            for (i, frame) in stack.iter().take(MAX_SHOWN_FRAMES).enumerate() {
+                let label = if i == 0 { "stack:" } else { "      " };
+                let _ = writeln!(
+                    out,
+                    "{indent}{} {}",
+                    style.paint(Role::Muted, label),
+                    escape(frame.as_str().unwrap_or(""))
+                );
+            }
+            let omitted = exception
+                .as_ref()
+                .and_then(|e| e.get("framesOmitted"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                + stack.len().saturating_sub(MAX_SHOWN_FRAMES) as u64;
+            if omitted > 0 {
+                let _ = writeln!(
+                    out,
+                    "{indent}       {}",
+                    style.paint(Role::Muted, &format!("… {omitted} more frames"))
+                );
+            }
+        } else if let Some(exception) = exception {
+            map.insert("exception".into(), exception);
+        }
+        let child = map.remove("child").filter(|c| c.is_object());
+        if let Some(child) = child {
+            write_child(out, &child, indent, depth, style);
+        }
+    }
+    if rest.as_object().is_some_and(|m| m.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{indent}{} {}",
+        style.paint(Role::Muted, "details:"),
+        render_json(&rest, style).replace('\n', &format!("\n{indent}"))
+    );
+}
+
+/// A failed child Flow, as its parent's terminal carries it.
+fn write_child(out: &mut String, child: &Value, indent: &str, depth: usize, style: &Style) {
+    let text = |key: &str| child.get(key).and_then(Value::as_str).unwrap_or("");
+    let _ = writeln!(
+        out,
+        "{indent}{} slot {} · {} · {}",
+        style.paint(Role::Muted, "child:"),
+        json_string(text("slot")),
+        escape(text("target")),
+        style.paint(Role::Failure, &escape(text("code")))
+    );
+    let inner = format!("{indent}  ");
+    let _ = writeln!(out, "{inner}{}", escape(text("message")));
+    if depth + 1 >= MAX_SHOWN_CHILDREN {
+        return;
+    }
+    if let Some(details) = child.get("details").filter(|d| !d.is_null()) {
+        write_details(out, details, &inner, depth + 1, style);
+    }
+    let stderr = text("stderr");
+    if !stderr.is_empty() {
+        let truncated = child
+            .get("stderrTruncated")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let label = if truncated {
+            "stderr (its end):"
+        } else {
+            "stderr:"
+        };
+        let _ = writeln!(out, "{inner}{}", style.paint(Role::Muted, label));
+        for line in stderr.strip_suffix('\n').unwrap_or(stderr).split('\n') {
+            let _ = writeln!(out, "{inner}  {}", escape(line));
+        }
     }
 }
 
@@ -357,16 +481,10 @@ pub fn render_terminal(terminal: &Value, style: &Style) -> String {
             if status == "lost" {
                 message = format!("the Run was lost: {message}");
             }
-            let details = terminal.get("details").filter(|d| !d.is_null());
-            let next = terminal_next_action(code, details);
-            out.push_str(&render_failure_next(code, &message, next, style));
-            if let Some(details) = details {
-                let _ = writeln!(
-                    out,
-                    "  {} {}",
-                    style.paint(Role::Muted, "details:"),
-                    render_json(details, style).replace('\n', "\n  ")
-                );
+            let next = terminal_next_action(code, terminal);
+            out.push_str(&render_failure_next(code, &message, next.as_deref(), style));
+            if let Some(details) = terminal.get("details").filter(|d| !d.is_null()) {
+                write_details(&mut out, details, "  ", 0, style);
             }
         }
     }
@@ -900,6 +1018,31 @@ mod tests {
             "record_pending_plain",
             render_record(&pending, &Style::PLAIN)
         );
+    }
+
+    #[test]
+    fn a_handler_error_shows_its_stack_and_a_failed_child_its_own_failure() {
+        let raised = json!({"status": "failed", "code": "EXECUTION_FAILED", "message": "KeyError: 'data'",
+            "details": {"exception": {"type": "KeyError", "message": "'data'",
+                "stack": ["lookup (flows/hello/flow.py:4)", "run (flows/hello/flow.py:8)"], "framesOmitted": 3}},
+            "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}});
+        insta::assert_snapshot!("raised_plain", render_terminal(&raised, &Style::PLAIN));
+        // Nothing on stderr and no frames: no stack to point at, no stderr to read.
+        let mut bare = raised.clone();
+        bare["details"]["exception"]["stack"] = json!([]);
+        assert!(render_terminal(&bare, &Style::PLAIN).contains(
+            "  next: the component wrote nothing to stderr; fix the Flow, review and run again\n"
+        ));
+        let child = json!({"status": "failed", "code": "INVALID_RESULT",
+            "message": "child slot \"classifier\" (flow:flows/code) failed with INVALID_RESULT: the result does not satisfy result.schema.json",
+            "details": {"child": {"slot": "classifier", "target": "flow:flows/code", "code": "INVALID_RESULT",
+                "message": "the result does not satisfy result.schema.json",
+                "details": {"keyword": "type", "instancePointer": "/output/label"},
+                "stderr": "classifying\n\u{1b}[2Jdone\n", "stderrBytes": 21, "stderrTruncated": false}},
+            "diagnostics": {"stderr": "", "stderrBytes": 0, "stderrTruncated": false}});
+        let shown = render_terminal(&child, &Style::PLAIN);
+        assert!(!shown.contains('\u{1b}'), "child stderr is escaped");
+        insta::assert_snapshot!("child_failed_plain", shown);
     }
 
     #[test]

@@ -441,3 +441,63 @@ fn review_on_a_terminal_is_coloured_by_change() {
     let again = run_jig(dir.path(), &["review"]);
     assert_eq!(again.stdout, "project is ready\n");
 }
+
+/// Issue 50: on a terminal, a handler's error reads as its type and
+/// message with its stack, and a Binding whose child failed names that
+/// child, its code, its message and its stderr.
+#[test]
+fn a_raised_error_and_a_failed_child_read_for_a_person() {
+    let dir = project(&[
+        ("flows/order/FLOW.md", "---\nname: order\ndescription: Prices an order.\n---\n"),
+        (
+            "flows/order/flow.py",
+            "from jiggy.flow import handle\n\n\nasync def run(ctx):\n    price = await ctx.run_child_flow(operation_id=\"price:1\", slot=\"pricing\", input=ctx.input)\n    return {\"outcome\": \"done\", \"output\": price[\"output\"]}\n\n\nhandle(run)\n",
+        ),
+        ("flows/price/FLOW.md", "---\nname: price\ndescription: Looks up a price.\n---\n"),
+        (
+            "flows/price/flow.py",
+            "from jiggy.flow import handle\n\nPRICES = {\"tea\": 3}\n\n\nasync def run(ctx):\n    item = ctx.input[\"item\"]\n    print(\"pricing\", item)\n    if item == \"cake\":\n        return {\"outcome\": \"estimate\", \"output\": 5}\n    return {\"outcome\": \"done\", \"output\": PRICES[item]}\n\n\nhandle(run)\n",
+        ),
+        (
+            "bindings/checkout.ts",
+            "import { defineBinding } from \"@jigging/jig\";\n\nexport default defineBinding({\n  package: \"./flows/order\",\n  slots: { pricing: \"flow:./flows/price\" },\n});\n",
+        ),
+    ]);
+    review(dir.path());
+
+    let seen = on_tty(
+        dir.path(),
+        &["run", "flow:flows/price", "--input", "{\"item\": \"pie\"}"],
+        &[("TERM", "dumb")],
+        On::Both,
+        false,
+    );
+    assert_eq!(seen.status, 1, "{seen:?}");
+    let text = seen.tty.replace("\r\n", "\n");
+    assert!(
+        text.starts_with("component stderr:\npricing pie\nTraceback (most recent call last):\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "✗ KeyError: 'pie'\n  next: read the component's stderr above, fix the Flow, review and run again\n  code: EXECUTION_FAILED\n  stack: run (flow.py:11)\n✗ execution failed EXECUTION_FAILED"
+        ),
+        "{text}"
+    );
+
+    let seen = on_tty(
+        dir.path(),
+        &["run", "binding:checkout", "--input", "{\"item\": \"cake\"}"],
+        &[("TERM", "dumb")],
+        On::Both,
+        false,
+    );
+    assert_eq!(seen.status, 1, "{seen:?}");
+    let text = seen.tty.replace("\r\n", "\n");
+    assert!(
+        text.starts_with(
+            "✗ child slot \"pricing\" (flow:flows/price) failed with INVALID_RESULT: outcome \"estimate\" is neither done nor declared in FLOW.md\n  next: the child Flow flow:flows/price (slot \"pricing\") failed, not this one: read its failure below, fix it, review and run again\n  code: INVALID_RESULT\n  child: slot \"pricing\" · flow:flows/price · INVALID_RESULT\n    outcome \"estimate\" is neither done nor declared in FLOW.md\n    stderr:\n      pricing cake\n✗ execution failed INVALID_RESULT"
+        ),
+        "{text}"
+    );
+}

@@ -791,7 +791,85 @@ function handlerError(id, error) {
   } catch {
     text = "the handler failed";
   }
-  return rootError(id, "EXECUTION_FAILED", text);
+  writeStack(error, text);
+  return rootError(id, "EXECUTION_FAILED", text, exceptionDetails(error, text));
+}
+
+// What an ordinary error escaping the handler carries in the root error's
+// details and on stderr: its name, message and the component's own frames,
+// bounded so a deep recursion cannot fill the frame or the host's stderr tail.
+const MAX_STACK_FRAMES = 16;
+const MAX_FRAME_CHARS = 256;
+const MAX_STDERR_CHARS = 16 * 1024;
+const SDK_DIR = new URL(".", import.meta.url);
+
+/** The frames of `error.stack`, innermost first, the SDK's and the runtime's left out. */
+function ownFrames(error) {
+  let stack;
+  try {
+    stack = error instanceof Error && typeof error.stack === "string" ? error.stack : "";
+  } catch {
+    stack = "";
+  }
+  const sdk = [SDK_DIR.href, decodeURIComponent(SDK_DIR.pathname)];
+  // A file of the package is named by its path in the package (`flow.ts`),
+  // so a stack names no host directory.
+  const main = typeof process.argv[1] === "string" ? process.argv[1] : "";
+  const root = main.startsWith("/") ? main.slice(0, main.lastIndexOf("/") + 1) : `${process.cwd()}/`;
+  const frames = [];
+  for (const line of stack.split("\n")) {
+    const match = /^\s+at (.*)$/.exec(line);
+    if (match === null) continue;
+    const frame = match[1];
+    if (sdk.some((dir) => frame.includes(dir)) || /\bnode:internal|\bext:|\(native\)|^native/.test(frame)) continue;
+    const place = frame.replaceAll("file://", "");
+    const relative = place.startsWith(root) ? place.slice(root.length) : place.replaceAll(`(${root}`, "(");
+    frames.push(wellFormed(relative, MAX_FRAME_CHARS));
+  }
+  return frames;
+}
+
+function exceptionDetails(error, text) {
+  const frames = ownFrames(error);
+  const kept = frames.slice(0, MAX_STACK_FRAMES);
+  let type = "";
+  let message = text;
+  try {
+    if (error instanceof Error) {
+      type = String(error.name);
+      message = String(error.message);
+    } else {
+      type = typeof error;
+    }
+  } catch {
+    // A hostile name or message: keep what the text said.
+  }
+  return {
+    exception: {
+      type: wellFormed(type, MAX_FRAME_CHARS),
+      message: wellFormed(message, MAX_ERROR_MESSAGE_CHARS),
+      stack: kept,
+      framesOmitted: frames.length - kept.length,
+    },
+  };
+}
+
+/** At most `max` Unicode scalar values of `text`, lone surrogates replaced (JSON/1 refuses them). */
+function wellFormed(text, max) {
+  const scalars = Array.from(text.toWellFormed?.() ?? text);
+  return scalars.length > max ? scalars.slice(0, max).join("") : scalars.join("");
+}
+
+/** The error and its frames on stderr, bounded; stderr is diagnostics only. */
+function writeStack(error, text) {
+  try {
+    const frames = ownFrames(error).slice(0, 2 * MAX_STACK_FRAMES);
+    let out = [text, ...frames.map((frame) => `    at ${frame}`)].join("\n");
+    if (out.length > MAX_STDERR_CHARS) out = `${out.slice(0, MAX_STDERR_CHARS)}…`;
+    process.stderr.write(`${out}\n`);
+  } catch {
+    // The root error still goes out.
+  }
 }
 
 // --- channels (Run/1 §5.1, Run SDK/1 §9) -------------------------------------------------------

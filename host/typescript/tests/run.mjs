@@ -566,6 +566,29 @@ test("handler throws: wire codes are preserved, everything else is EXECUTION_FAI
   }
 });
 
+test("an ordinary error keeps its name, message and the component's own frames", async () => {
+  const { root, peer } = await rootOf("type-error");
+  assert.equal(errorCode(root), "EXECUTION_FAILED");
+  assert.match(root.error.message, /^TypeError: /);
+  const exception = root.error.data.details.exception;
+  assert.equal(exception.type, "TypeError");
+  assert.equal(`TypeError: ${exception.message}`, root.error.message);
+  // Innermost first: the probe's frame, never the SDK's.
+  assert.match(exception.stack[0], /probe\.js:\d+:\d+\)?$/, exception.stack.join("\n"));
+  assert.ok(exception.stack.every((frame) => !frame.includes("flow/index.js")), exception.stack.join("\n"));
+  assert.ok(exception.stack.length <= 16);
+  assert.equal(typeof exception.framesOmitted, "number");
+  // And on stderr.
+  assert.match(peer.stderr, /TypeError: /);
+  assert.match(peer.stderr, /probe\.js:\d+/);
+});
+
+test("an error text with a lone surrogate still reaches the host as JSON/1", async () => {
+  const { root } = await rootOf("lone-surrogate");
+  assert.equal(root.error.message, "RangeError: half \ufffd a pair");
+  assert.equal(root.error.data.details.exception.message, "half \ufffd a pair");
+});
+
 test("application console and process.stdout output goes to stderr", async () => {
   const { root, code, peer } = await rootOf("output");
   assert.deepEqual(root.result, { outcome: "done", output: "clean" });

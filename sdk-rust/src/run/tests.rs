@@ -367,6 +367,27 @@ fn panics_and_invalid_results_are_classified() {
     }
     let (_, out) = exchange(script(&[root(Value::Null)]), panics);
     assert_eq!(error_code(&out[0]), "EXECUTION_FAILED");
+    // The panic's message and place, in the message and the details.
+    let message = out[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("panicked at ") && message.ends_with(": boom"),
+        "{message}"
+    );
+    assert!(message.contains("src/run/tests.rs:"), "{message}");
+    let exception = &out[0]["error"]["data"]["details"]["exception"];
+    assert_eq!(exception["type"], "panic");
+    assert_eq!(exception["message"], "boom");
+    assert!(
+        exception["stack"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("sdk-rust/src/run/tests.rs:")
+            || exception["stack"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("src/run/tests.rs:"),
+        "{exception}"
+    );
     let (_, out) = exchange(script(&[root(Value::Null)]), bad_outcome);
     assert_eq!(error_code(&out[0]), "INVALID_RESULT");
     let (_, out) = exchange(script(&[root(Value::Null)]), plain_error);
@@ -669,4 +690,29 @@ fn cancelling_a_read_disposes_the_receiver_and_drains_both_responses() {
             json!({"outcome":"done","output":["CANCELLED","DISCONNECTED"]})
         )
     );
+}
+
+#[test]
+fn a_panic_message_is_bounded_in_the_details() {
+    for (len, kept) in [
+        (MAX_PANIC_MESSAGE_CHARS, MAX_PANIC_MESSAGE_CHARS),
+        (MAX_PANIC_MESSAGE_CHARS + 1, MAX_PANIC_MESSAGE_CHARS),
+    ] {
+        let text = "é".repeat(len);
+        let (_, out) = exchange(script(&[root(json!(text))]), |ctx: RunContext| async move {
+            let text = ctx.input().as_str().unwrap().to_string();
+            if !text.is_empty() {
+                panic!("{text}");
+            }
+            Ok::<_, HandlerError>(RunResult::done(Value::Null))
+        });
+        let exception = &out[0]["error"]["data"]["details"]["exception"];
+        assert_eq!(exception["message"].as_str().unwrap().chars().count(), kept);
+        let message = out[0]["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            message.chars().count(),
+            1_024,
+            "the wire clamps the message"
+        );
+    }
 }

@@ -92,6 +92,51 @@ impl Drop for SettleInvocation {
     }
 }
 
+/// How much of a failed child's stderr its parent's error keeps: the tail,
+/// where a traceback ends. The parent's own terminal keeps its own 64 KiB.
+pub(super) const CHILD_STDERR_BYTES: usize = 8 * 1024;
+/// A failed child's own details larger than this (serialized) are left
+/// out of its parent's error, so a deep tree of failures stays bounded.
+pub(super) const CHILD_DETAILS_BYTES: usize = 16 * 1024;
+
+/// A child's failure as its parent receives it (seed 002: a child has no
+/// Run history of its own, so what it was is carried here): the child's
+/// wire code, a message naming the slot and the child target, and
+/// `details.child` with the slot, target, the child's own code, message
+/// and details, and the tail of its stderr.
+pub(super) fn attributed(slot: &str, target: &str, failure: &super::Failure) -> OperationalError {
+    let wire = failure.to_operational();
+    let stderr = &failure.diagnostics.stderr;
+    let mut cut = stderr.len().saturating_sub(CHILD_STDERR_BYTES);
+    while !stderr.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let details = failure.details.clone().unwrap_or(Value::Null);
+    let details_fit = serde_json::to_vec(&details).is_ok_and(|b| b.len() <= CHILD_DETAILS_BYTES);
+    let mut child = json!({
+        "slot": slot,
+        "target": target,
+        "code": failure.code.as_str(),
+        "message": failure.message,
+        "details": if details_fit { details } else { Value::Null },
+        "stderr": &stderr[cut..],
+        "stderrBytes": failure.diagnostics.stderr_bytes,
+        "stderrTruncated": cut > 0 || failure.diagnostics.stderr_truncated,
+    });
+    if !details_fit {
+        child["detailsOmitted"] = Value::Bool(true);
+    }
+    OperationalError {
+        code: wire.code,
+        message: format!(
+            "child slot {slot:?} ({target}) failed with {}: {}",
+            failure.code.as_str(),
+            failure.message
+        ),
+        details: Some(json!({ "child": child })),
+    }
+}
+
 impl Services for InvocationServices {
     fn channel(
         &self,
@@ -127,6 +172,7 @@ impl Services for InvocationServices {
             holder: self.broker.new_holder(),
             transfer: Some((self.holder, params.channels)),
         };
+        let called = (params.slot.clone(), invocation.target.to_string());
         let child = self.executor.run_child(invocation, link);
         let waited = Waited::new(&self.executor.waiting, |w| &w.children);
         Box::pin(async move {
@@ -134,7 +180,7 @@ impl Services for InvocationServices {
             let _waited = waited;
             match child.await {
                 Ok(success) => Ok(json!({ "outcome": success.outcome, "output": success.output })),
-                Err(failure) => Err(failure.to_operational()),
+                Err(failure) => Err(attributed(&called.0, &called.1, &failure)),
             }
         })
     }
@@ -338,5 +384,83 @@ impl InvocationServices {
             .and_then(|m| m.get("channels"))
             .cloned();
         Ok((target, method, identity, declared_channels))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::{Diagnostics, Failure};
+
+    fn failed(stderr: String, details: Option<Value>) -> Failure {
+        Failure {
+            code: ErrorCode::InvalidResult.into(),
+            message: "the result does not satisfy result.schema.json".into(),
+            details,
+            diagnostics: Diagnostics {
+                stderr_bytes: stderr.len() as u64,
+                stderr,
+                stderr_truncated: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_child_failure_names_its_slot_target_and_code() {
+        let e = attributed(
+            "classifier",
+            "flow:flows/code",
+            &failed("oops\n".into(), Some(json!({"keyword": "type"}))),
+        );
+        assert_eq!(e.code, ErrorCode::InvalidResult);
+        assert_eq!(
+            e.message,
+            "child slot \"classifier\" (flow:flows/code) failed with INVALID_RESULT: the result does not satisfy result.schema.json"
+        );
+        assert_eq!(
+            e.details.unwrap(),
+            json!({"child": {"slot": "classifier", "target": "flow:flows/code",
+                "code": "INVALID_RESULT", "message": "the result does not satisfy result.schema.json",
+                "details": {"keyword": "type"}, "stderr": "oops\n", "stderrBytes": 5,
+                "stderrTruncated": false}})
+        );
+    }
+
+    #[test]
+    fn a_host_only_child_code_reaches_the_parent_as_execution_failed_and_is_kept() {
+        let mut failure = failed(String::new(), None);
+        failure.code = crate::code::HostCode::CleanupFailed.into();
+        let e = attributed("s", "binding:b", &failure);
+        assert_eq!(e.code, ErrorCode::ExecutionFailed);
+        assert_eq!(e.details.unwrap()["child"]["code"], "JIG_CLEANUP_FAILED");
+    }
+
+    #[test]
+    fn a_child_stderr_tail_and_its_details_are_bounded() {
+        // At the bound, all of it; one past, its end (on a character).
+        let at = "x".repeat(CHILD_STDERR_BYTES);
+        let child = attributed("s", "flow:f", &failed(at.clone(), None))
+            .details
+            .unwrap();
+        assert_eq!(child["child"]["stderr"], at);
+        assert_eq!(child["child"]["stderrTruncated"], false);
+        let over = format!("é{}", "x".repeat(CHILD_STDERR_BYTES - 1));
+        let child = attributed("s", "flow:f", &failed(over, None))
+            .details
+            .unwrap();
+        assert_eq!(child["child"]["stderr"], "x".repeat(CHILD_STDERR_BYTES - 1));
+        assert_eq!(child["child"]["stderrTruncated"], true);
+
+        // A string serializes to its bytes and its two quotes.
+        let fits = json!("y".repeat(CHILD_DETAILS_BYTES - 2));
+        let child = attributed("s", "flow:f", &failed(String::new(), Some(fits.clone())));
+        let child = child.details.unwrap();
+        assert_eq!(child["child"]["details"], fits);
+        assert!(child["child"].get("detailsOmitted").is_none());
+        let over = json!("y".repeat(CHILD_DETAILS_BYTES - 1));
+        let child = attributed("s", "flow:f", &failed(String::new(), Some(over)));
+        let child = child.details.unwrap();
+        assert_eq!(child["child"]["details"], Value::Null);
+        assert_eq!(child["child"]["detailsOmitted"], true);
     }
 }

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 from collections.abc import Awaitable, Callable, Mapping
 
-from . import _json1, _wire
+from . import _failure, _json1, _wire
 from ._errors import LOCAL_CODES, WIRE_CODES, OperationError
 
 # How long a fatal close waits for the cancelled handler before exiting.
@@ -567,5 +567,7 @@ def _handler_error(root_id: str | None, error: BaseException) -> dict[str, Any]:
         return _root_error(root_id, error.code, error.message, details)
     if isinstance(error, OperationError) and error.code in LOCAL_CODES:
         return _root_error(root_id, "EXECUTION_FAILED", f"{error.code}: {error.message}")
-    text = str(error) or type(error).__name__
-    return _root_error(root_id, "EXECUTION_FAILED", text)
+    _failure.write_traceback(error)
+    return _root_error(
+        root_id, "EXECUTION_FAILED", _failure.message(error), _failure.details(error)
+    )

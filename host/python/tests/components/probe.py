@@ -149,6 +149,12 @@ async def ignore_cancellation(context: RunContext):
     return {"outcome": "done", "output": "ignored"}
 
 
+def recurse(depth: int):
+    if depth == 0:
+        raise ValueError("at the bottom")
+    return recurse(depth - 1)
+
+
 async def run(context: RunContext) -> RunResult:
     case = context.input.get("case") if isinstance(context.input, dict) else None
     if case == "context":
@@ -161,6 +167,12 @@ async def run(context: RunContext) -> RunResult:
         sys.exit(0)
     if case == "raise":
         raise RuntimeError(context.input["message"])
+    if case == "lone-surrogate":
+        raise RuntimeError("half \ud800 a pair")
+    if case == "key-error":
+        return {"outcome": "done", "output": context.input["data"]}
+    if case == "recurse":
+        return recurse(int(context.input["depth"]))
     if case == "operation-error":
         raise OperationError(context.input["code"], "refused here", context.input.get("details"))
     if case == "noisy":

@@ -56,6 +56,12 @@ const CASES = {
   throw: async () => {
     throw new Error("boom");
   },
+  "lone-surrogate": async () => {
+    throw new RangeError("half \ud800 a pair");
+  },
+  "type-error": async (run) => {
+    return { outcome: "done", output: run.input.missing.data };
+  },
   output: async () => {
     console.log("console.log line");
     console.info("console.info line");
