@@ -132,7 +132,7 @@ if [ -x "$jig" ]; then
   variants="plain"
   # The server tables need a jig that has `jig serve`'s [serve] table.
   if "$jig" config check "$rendered/probe.toml" >/dev/null 2>&1; then
-    variants="plain server"
+    variants="plain server worker"
   else
     echo "skip server: $jig does not know [serve]"
   fi

@@ -97,23 +97,8 @@ pkgs.testers.runNixOSTest {
 
   nodes.queued =
     { ... }:
-    let
-      # Peer authentication over the local socket: the units run as `jig`.
-      database.url = "postgresql:///jig?host=/run/postgresql&user=jig";
-    in
     {
       imports = [ ./default.nix ];
-
-      services.postgresql = {
-        enable = true;
-        ensureDatabases = [ "jig" ];
-        ensureUsers = [
-          {
-            name = "jig";
-            ensureDBOwnership = true;
-          }
-        ];
-      };
 
       services.jig = {
         enable = true;
@@ -121,20 +106,18 @@ pkgs.testers.runNixOSTest {
           bun = null;
           deno = null;
         };
-        server = {
-          enable = true;
-          inherit database;
-        };
+        # PostgreSQL on this machine, reached over its socket with peer
+        # authentication (the units run as `jig`); the server and the
+        # workers default to it.
+        database.createLocally = true;
+        server.enable = true;
         worker = {
           count = 2;
           concurrency = 1;
-          inherit database;
         };
         projects.triage.source = ../examples/triage;
       };
 
-      systemd.services.jig.after = [ "postgresql.service" ];
-      systemd.services.jig.requires = [ "postgresql.service" ];
       environment.systemPackages = [ pkgs.curl ];
       virtualisation.memorySize = 2048;
       virtualisation.cores = 2;
@@ -208,12 +191,16 @@ pkgs.testers.runNixOSTest {
           assert server.succeed("stat -c %U /var/lib/jig/projects/review").strip() == "jig"
           server.succeed("journalctl -u jig-admit-review.service --no-pager >&2")
 
-      with subtest("host.toml names credential paths, never the key"):
+      with subtest("jig.service reads its own host.toml, naming credential paths, never the key"):
+          serve_toml = server.succeed("cat /etc/jig/serve.toml")
+          assert 'api-key-file = "/run/credentials/jig.service/agent-key"' in serve_toml, serve_toml
+          assert "/var/keys" not in serve_toml and "test-key" not in serve_toml, serve_toml
+          assert 'socket = "/run/jig/jig.sock"' in serve_toml, serve_toml
+          server.succeed("jig config check /etc/jig/serve.toml")
+          # jig at a shell reads /etc/jig/host.toml: the operator's file.
           host_toml = server.succeed("cat /etc/jig/host.toml")
-          assert 'api-key-file = "/run/credentials/jig.service/agent-key"' in host_toml, host_toml
-          assert "/var/keys" not in host_toml and "test-key" not in host_toml, host_toml
-          assert 'socket = "/run/jig/jig.sock"' in host_toml, host_toml
-          server.fail("grep -r test-key /nix/store/*-jig-host*.toml")
+          assert 'api-key-file = "/var/keys/jig-agent"' in host_toml, host_toml
+          server.fail("grep -r test-key /nix/store/*-jig-*.toml")
 
       with subtest("a Run submitted over the socket reaches the Agent endpoint"):
           server.wait_for_unit("jig.socket")
@@ -261,7 +248,7 @@ pkgs.testers.runNixOSTest {
           assert again["status"] == "succeeded", again
 
       # ---- the queue: serve enqueues, workers execute -------------------
-      queued.wait_for_unit("postgresql.service")
+      queued.wait_for_unit("postgresql.target")
       queued.wait_for_unit("jig-admit-triage.service")
       queued.wait_for_unit("jig-worker-1.service")
       queued.wait_for_unit("jig-worker-2.service")
@@ -293,5 +280,13 @@ pkgs.testers.runNixOSTest {
               "curl -sS --unix-socket /run/jig/jig.sock http://jig/v1/projects/triage/runs"
           ))
           assert terminal["runId"] in [r["id"] for r in runs["runs"]], runs
+
+      with subtest("the workers restart together"):
+          before = queued.succeed("systemctl show -P InvocationID jig-worker-1 jig-worker-2").split()
+          queued.succeed("systemctl restart jig-workers.target")
+          queued.wait_for_unit("jig-worker-1.service")
+          queued.wait_for_unit("jig-worker-2.service")
+          after = queued.succeed("systemctl show -P InvocationID jig-worker-1 jig-worker-2").split()
+          assert len(after) == 2 and not set(before) & set(after), (before, after)
     '';
 }
