@@ -69,9 +69,10 @@ in
 lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
   ''
     jig needs rustc >= ${workspace.rust-version} (rust-version in Cargo.toml), but this
-    nixpkgs provides rustc ${rustc.version}. Build against a newer nixpkgs, e.g.
-      nix build --override-input nixpkgs github:NixOS/nixpkgs/nixos-unstable
-    or pass a newer toolchain: jig.override { rustPlatform = ...; }''
+    nixpkgs provides rustc ${rustc.version}. Use the flake's own package (its
+    nixosModules.default installs it on any release), build against a newer
+    nixpkgs such as nixos-unstable, or pass a newer toolchain:
+    jig.override { rustPlatform = ...; }''
   rustPlatform.buildRustPackage
   {
     pname = "jig";

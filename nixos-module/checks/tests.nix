@@ -403,7 +403,8 @@ let
     );
 
     # ---- flake.nix ---------------------------------------------------------
-    "flake input is nixos-25.11" = flake.inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-25.11";
+    # nixos-25.11's rustc (1.91) is older than Cargo.toml's rust-version.
+    "flake input is nixos-unstable" = flake.inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-unstable";
     "flake outputs are the expected set" = {
       expr = attrNames outputs;
       expected = [
@@ -485,12 +486,36 @@ let
     );
     "nixosModules.default is the module" =
       isFunction outputs.nixosModules.default
-      && functionArgs outputs.nixosModules.default == {
-        config = false;
-        lib = false;
-        pkgs = false;
-      }
       && (nixos [ outputs.nixosModules.default ]).options.services.jig.enable.type.name == "bool";
+    # A host on nixos-25.11 (rustc 1.91) cannot build jig with its own
+    # nixpkgs: the flake's module installs the flake's build instead, and
+    # the operator may still choose another.
+    "the flake's module installs the flake's own jig, so a host on an older nixpkgs works" =
+      let
+        olderPkgs = import ./pkgs.nix {
+          inherit lib;
+          system = "x86_64-linux";
+          rustcVersion = "1.91.1";
+        };
+        onOlder =
+          modules:
+          lib.evalModules {
+            class = "nixos";
+            modules = [
+              ./nixos.nix
+              { _module.args.pkgs = olderPkgs; }
+              { services.jig.enable = true; }
+            ]
+            ++ modules;
+          };
+        viaFlake = onOlder [ outputs.nixosModules.default ];
+        mine = olderPkgs.bubblewrap // { pname = "my-jig"; };
+      in
+      (tryEval viaFlake.config.services.jig.package.outPath).value
+        == outputs.packages.x86_64-linux.default.outPath
+      && builds viaFlake
+      && !(tryEval (onOlder [ ../default.nix ]).config.services.jig.package.pname).success
+      && (onOlder [ outputs.nixosModules.default { services.jig.package = mine; } ]).config.services.jig.package.pname == "my-jig";
     "overlay adds jig" = (outputs.overlays.default pkgs pkgs).jig.pname == "jig";
     "formatter is nixfmt-tree" = perSystem (sys: outputs.formatter.${sys}.pname == "nixfmt-tree");
 
@@ -499,15 +524,15 @@ let
       lock.version == 7 && lock.root == "root" && lock.nodes.root.inputs.nixpkgs == "nixpkgs";
     "flake.lock nixpkgs is a locked github node" =
       locked.type == "github"
-      && locked.owner == "NixOS"
+      && lib.toLower locked.owner == "nixos"
       && locked.repo == "nixpkgs"
       && stringLength locked.rev == 40
       && builtins.match "sha256-[A-Za-z0-9+/]{43}=" locked.narHash != null
       && builtins.isInt locked.lastModified;
-    "flake.lock original follows nixos-25.11" = lock.nodes.nixpkgs.original == {
+    "flake.lock original follows nixos-unstable" = lock.nodes.nixpkgs.original == {
       owner = "NixOS";
       repo = "nixpkgs";
-      ref = "nixos-25.11";
+      ref = "nixos-unstable";
       type = "github";
     };
 
