@@ -126,13 +126,27 @@ if ! diff -u nixos-module/checks/options.expected "$actual"; then
 fi
 echo "ok $(grep -c . nixos-module/checks/options.expected) options"
 
+step "the guide's options page"
+page="$(mktemp)"
+trap 'rm -f "$actual" "$page"' EXIT
+eval_checks --json nixos-module/checks/options-page.nix \
+  | python3 -c 'import json, sys; sys.stdout.write(json.load(sys.stdin))' >"$page"
+if [ "${JIG_WRITE_OPTIONS_PAGE:-}" = 1 ]; then
+  cp "$page" docs/src/nixos-options.md
+  echo "wrote docs/src/nixos-options.md"
+elif ! diff -u docs/src/nixos-options.md "$page"; then
+  echo "docs/src/nixos-options.md differs from the module's options: JIG_WRITE_OPTIONS_PAGE=1 bash nixos-module/check.sh rewrites it" >&2
+  exit 1
+fi
+echo "ok docs/src/nixos-options.md"
+
 step "rendered host.toml accepted by jig config check"
 # The real loader judges what the module writes. JIG_BIN, else a debug build
 # of this checkout; skipped when neither exists (no Rust build here).
 jig="${JIG_BIN:-$root/target/debug/jig}"
 if [ -x "$jig" ]; then
   rendered="$(mktemp -d)"
-  trap 'rm -f "$actual"; rm -rf "$rendered"' EXIT
+  trap 'rm -f "$actual" "$page"; rm -rf "$rendered"' EXIT
   printf '[serve]\n' >"$rendered/probe.toml"
   variants="plain"
   # The server tables need a jig that has `jig serve`'s [serve] table.

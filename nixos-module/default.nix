@@ -555,7 +555,7 @@ in
       type = types.package;
       default = pkgs.callPackage ./package.nix { };
       defaultText = literalExpression "pkgs.callPackage ./package.nix { } # jig from this repository, built with the system's nixpkgs";
-      description = "The jig package to install.";
+      description = "The jig package to install. The flake's `nixosModules.default` sets it to the flake's own build (its pinned nixpkgs), which a host on any release can run; this module imported alone builds jig with the system's nixpkgs, which needs rustc >= Cargo.toml's rust-version.";
     };
 
     unitHostTomls = mkOption {
