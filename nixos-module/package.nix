@@ -7,6 +7,7 @@
 # never by the caller's PATH.
 {
   lib,
+  stdenv,
   rustPlatform,
   formats,
   makeBinaryWrapper,
@@ -122,14 +123,19 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
         skip && /^\]/ { skip = 0; next }
         skip || /^(default-members|exclude) =/ { next }
         { print }' Cargo.toml > $out/share/jig/Cargo.toml
-      # The manual page (clap_mangen) and shell completions (clap_complete),
-      # generated at build time by the binary just built.
+    ''
+    # The manual page (clap_mangen) and shell completions (clap_complete),
+    # generated at build time by the binary just built: only where the
+    # build machine can run it (not in a cross build).
+    + lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
       $out/bin/jig manpage > jig.1
       installManPage jig.1
       installShellCompletion --cmd jig \
         --bash <($out/bin/jig completions bash) \
         --zsh <($out/bin/jig completions zsh) \
         --fish <($out/bin/jig completions fish)
+    ''
+    + ''
       wrapProgram $out/bin/jig --set-default JIG_CONFIG $out/share/jig/host.toml
     '';
 

@@ -576,6 +576,21 @@ let
     "package installs the manual page and bash, zsh and fish completions" =
       builtins.match ".*jig manpage > jig.1.*installManPage jig.1.*--bash <\\(\\$out/bin/jig completions bash\\).*--zsh <\\(\\$out/bin/jig completions zsh\\).*--fish <\\(\\$out/bin/jig completions fish\\).*" package.postInstall
       != null;
+    # A cross build cannot run the binary it built: no manual page or
+    # completions then, the wrapper all the same.
+    "package runs the built jig at build time only where the build machine can" =
+      let
+        cross = package.override {
+          stdenv = pkgs.stdenv // {
+            buildPlatform = pkgs.stdenv.buildPlatform // {
+              canExecute = _: false;
+            };
+          };
+        };
+      in
+      !(contains "[$]out/bin/jig (manpage|completions)" cross.postInstall)
+      && contains "wrapProgram [$]out/bin/jig --set-default JIG_CONFIG" cross.postInstall
+      && contains "[$]out/bin/jig manpage > jig.1" package.postInstall;
     "package wraps jig with a default JIG_CONFIG" =
       contains "wrapProgram [$]out/bin/jig --set-default JIG_CONFIG [$]out/share/jig/host.toml" package.postInstall;
     "package host.toml names python and bwrap by store path" = {
