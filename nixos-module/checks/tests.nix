@@ -1469,6 +1469,20 @@ let
       && contains "'api-key-file = \"${(hostToml vmServer).agent.api-key-file}\"' in host_toml" vmTestScript
       && contains "--unix-socket ${toml.serve.socket}" vmTestScript
       && contains "http://jig/v1/projects/review/runs" vmTestScript;
+    "server: a contained flow.ts Run, TCP with a token, the slice and an exposure ceiling" =
+      let
+        toml = unitToml vmServer "jig.service";
+      in
+      vmServer.config.systemd.services ? jig-admit-repair
+      && pathExists (root + "/examples/repair/flows/repair/flow.ts")
+      && pathExists (root + "/examples/repair/input.json")
+      && contains "\"target\": \"binding:fixer\"" vmTestScript
+      && toml.serve.tcp == "127.0.0.1:8480"
+      && toml.serve.token-file == "/run/credentials/jig.service/serve-token"
+      && elem "LoadCredential=serve-token:/var/keys/jig-token" (unitLines vmServer "jig.service")
+      && contains "Bearer test-token' http://${toml.serve.tcp}/v1/health" vmTestScript
+      && contains "/sys/fs/cgroup/jig.slice/jig.service/cgroup.controllers" vmTestScript
+      && contains "systemd-analyze security jig.service --no-pager --threshold=60\"[)]$" vmTestScript;
     "queued: PostgreSQL before jig.service, two workers, a served project" =
       let
         q = vmQueued.config;
@@ -1486,6 +1500,9 @@ let
       && (unitToml vmQueued "jig.service").database.url == q.services.jig.worker.database.url
       && (unitToml vmQueued "jig-worker-1.service").database.url == q.services.jig.worker.database.url
       && contains "systemctl restart jig-workers.target" vmTestScript
+      && (unitToml vmQueued "jig-worker-1.service").agent.api-key-file == "/run/credentials/jig-worker-1.service/agent-key"
+      && contains "'api-key-file = \"/run/credentials/jig-worker-1.service/agent-key\"' in worker_toml" vmTestScript
+      && q.systemd.services ? jig-admit-review
       && contains "jig-worker-2.service" vmTestScript
       && contains "http://jig/v1/projects/triage/runs" vmTestScript;
   };
