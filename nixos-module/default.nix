@@ -119,7 +119,7 @@ let
         type = types.attrsOf secretFile;
         default = { };
         example = {
-          token = "/run/credentials/jig/kv-token";
+          token = "/var/keys/kv-token";
         };
         description = "Secret name -> file holding it. The jig units are handed each with `LoadCredential=` (credential `${jigLib.providerSecretCredential "<provider>" "<name>"}`), and their host.toml names the credential's path; /etc/jig/host.toml names the file.";
       };
@@ -338,8 +338,8 @@ let
       password-file = database.passwordFile;
     };
 
-  # The database the server's socket database defaults to when PostgreSQL
-  # is created here: peer authentication over the local socket, as `jig`.
+  # server.database's default when PostgreSQL is created here: peer
+  # authentication over the local socket, as `jig`.
   localDatabase = {
     url = "postgresql:///${jigLib.databaseName}?host=/run/postgresql&user=${jigLib.serverUser}";
     passwordFile = null;
