@@ -39,6 +39,16 @@ pub const SANDBOX_HOSTNAME: &str = "flow";
 /// `--hostname`: a seccomp filter inherited from whatever started jig.
 const HOSTNAME_REFUSED: &str = "Can't set hostname";
 
+/// The explanation of a failed Run's stderr where bubblewrap itself failed
+/// for a cause jig knows (its `bwrap: ` line), else None: a Run whose
+/// envelope never started says why, not only that its program exited.
+pub fn known_failure(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find(|line| line.starts_with("bwrap: ") && line.contains(HOSTNAME_REFUSED))
+        .map(explain_failure)
+}
+
 /// bubblewrap's own complaint (its stderr) in the operator's terms where
 /// jig knows the cause; otherwise the complaint as it is.
 pub fn explain_failure(stderr: &str) -> String {

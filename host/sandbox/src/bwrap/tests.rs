@@ -360,6 +360,10 @@ fn under_a_filter_refusing_sethostname_bubblewrap_fails_and_jig_says_why() {
     ] {
         assert!(said.contains(words), "{words:?} not in {said}");
     }
+    // A Run's stderr names the cause where bubblewrap's line is in it.
+    let run_stderr = format!("starting\n{stderr}");
+    assert_eq!(known_failure(&run_stderr).as_deref(), Some(said.as_str()));
+    assert_eq!(known_failure("Can't set hostname, said the program"), None);
     // Any other complaint is passed on unchanged.
     assert_eq!(
         explain_failure("bwrap: execvp x: No such file\n"),
