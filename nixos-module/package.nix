@@ -86,10 +86,19 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
       "jig"
     ];
 
-    # The test suites create user namespaces and cgroups and run Bubblewrap,
-    # none of which the Nix build sandbox permits; the NixOS VM test
-    # (checks.<system>.module) exercises the installed binary instead.
-    doCheck = false;
+    # The suites of the FLOW library (wire, schema, package and contract
+    # rules) and of the runtime verifier need no namespaces, network or
+    # home directory, so they run here. The host's suites create user
+    # namespaces and cgroups and run Bubblewrap, which the Nix build
+    # sandbox does not permit; the NixOS VM test (checks.<system>.module)
+    # exercises the installed binary instead.
+    doCheck = true;
+    cargoTestFlags = [
+      "-p"
+      "flow"
+      "-p"
+      "jig-verify"
+    ];
 
     # rquickjs-sys and zstd-sys compile their bundled C sources with the
     # stdenv C compiler; rquickjs-sys ships pre-generated bindings for

@@ -537,12 +537,18 @@ let
     };
 
     # ---- package.nix -------------------------------------------------------
-    "package builds only -p jig without tests" =
+    "package builds only -p jig and runs the suites that need no namespaces" =
       package.cargoBuildFlags == [
         "-p"
         "jig"
       ]
-      && package.doCheck == false;
+      && package.doCheck
+      && package.cargoTestFlags == [
+        "-p"
+        "flow"
+        "-p"
+        "jig-verify"
+      ];
     "package name and version come from the workspace" =
       package.pname == "jig" && package.version == workspace.package.version;
     "package installs jig-agent-acp, built alone from its own lock, beside jig" =
