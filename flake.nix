@@ -1,7 +1,10 @@
 {
   description = "jig: a FLOW host";
 
-  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-25.11";
+  # nixos-unstable: jig needs rustc >= Cargo.toml's rust-version (1.95),
+  # newer than nixos-25.11's (1.91). The module below installs this flake's
+  # own build, so hosts on an older release run it all the same.
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
 
   outputs =
     { self, nixpkgs }:
@@ -124,9 +127,16 @@
           }
         );
 
-      # The module builds jig from this repository with the system's own
-      # nixpkgs (see services.jig.package), so it needs no overlay.
-      nixosModules.default = import ./nixos-module;
+      # The module, with services.jig.package defaulting to this flake's own
+      # build (its pinned nixpkgs' rustc), whatever the host's nixpkgs
+      # release: nixos-25.11's rustc cannot build jig. Imported without the
+      # flake, the module builds jig with the system's nixpkgs instead.
+      nixosModules.default =
+        { lib, pkgs, ... }:
+        {
+          imports = [ ./nixos-module ];
+          services.jig.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.default;
+        };
 
       overlays.default = final: _prev: {
         jig = final.callPackage ./nixos-module/package.nix { };

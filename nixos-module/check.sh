@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Offline checks of the Nix packaging: parses every Nix file, checks flake.lock
-# against the recorded nixpkgs pin, evaluates the flake inputs, then evaluates
+# against the recorded nixos-unstable pin, evaluates the flake inputs, then evaluates
 # the flake, the package and the NixOS module with nixpkgs' real lib
 # (lib.evalModules; stand-ins only for NixOS's own options and for nixpkgs'
 # packages, in checks/): the tests in checks/tests.nix (units, host.toml,
@@ -12,6 +12,11 @@
 # $JIG_NIXPKGS_LIB (any nixpkgs' lib/ directory). nixpkgs itself is not
 # needed (and cannot be fetched here); building the package and running the
 # NixOS VM test is `nix flake check` on a Nix machine.
+#
+# Last, `jig config check` judges the rendered host.toml files: $JIG_BIN,
+# else target/debug/jig of this checkout (a worktree without a build can
+# point JIG_BIN at another checkout's); skipped, saying so, when neither is
+# there.
 # Exits non-zero on the first failing step.
 set -euo pipefail
 
@@ -53,15 +58,15 @@ done
 step "flake.lock"
 eval_nix -E '
   let lock = builtins.fromJSON (builtins.readFile ./flake.lock);
-  in assert lock.version == 7 && lock.nodes.nixpkgs.original.ref == "nixos-25.11"; lock.nodes.nixpkgs.locked.rev'
+  in assert lock.version == 7 && lock.nodes.nixpkgs.original.ref == "nixos-unstable"; lock.nodes.nixpkgs.locked.rev'
 if [ -f "$pins" ]; then
   eval_nix --arg pinsFile "$pins" -E '
     { pinsFile }:
     let
-      pin = removeAttrs (builtins.fromJSON (builtins.readFile pinsFile))."nixos-25.11" [ "seen_in" ];
+      pin = removeAttrs (builtins.fromJSON (builtins.readFile pinsFile))."nixos-unstable" [ "seen_in" ];
       locked = (builtins.fromJSON (builtins.readFile ./flake.lock)).nodes.nixpkgs.locked;
     in
-    if pin == locked then "matches the nixos-25.11 pin"
+    if pin == locked then "matches the nixos-unstable pin"
     else throw "flake.lock nixpkgs ${builtins.toJSON locked} differs from pin ${builtins.toJSON pin}"'
 else
   echo "no pins file at $pins; lock checked structurally only"
@@ -121,18 +126,32 @@ if ! diff -u nixos-module/checks/options.expected "$actual"; then
 fi
 echo "ok $(grep -c . nixos-module/checks/options.expected) options"
 
+step "the guide's options page"
+page="$(mktemp)"
+trap 'rm -f "$actual" "$page"' EXIT
+eval_checks --json nixos-module/checks/options-page.nix \
+  | python3 -c 'import json, sys; sys.stdout.write(json.load(sys.stdin))' >"$page"
+if [ "${JIG_WRITE_OPTIONS_PAGE:-}" = 1 ]; then
+  cp "$page" docs/src/nixos-options.md
+  echo "wrote docs/src/nixos-options.md"
+elif ! diff -u docs/src/nixos-options.md "$page"; then
+  echo "docs/src/nixos-options.md differs from the module's options: JIG_WRITE_OPTIONS_PAGE=1 bash nixos-module/check.sh rewrites it" >&2
+  exit 1
+fi
+echo "ok docs/src/nixos-options.md"
+
 step "rendered host.toml accepted by jig config check"
 # The real loader judges what the module writes. JIG_BIN, else a debug build
 # of this checkout; skipped when neither exists (no Rust build here).
 jig="${JIG_BIN:-$root/target/debug/jig}"
 if [ -x "$jig" ]; then
   rendered="$(mktemp -d)"
-  trap 'rm -f "$actual"; rm -rf "$rendered"' EXIT
+  trap 'rm -f "$actual" "$page"; rm -rf "$rendered"' EXIT
   printf '[serve]\n' >"$rendered/probe.toml"
   variants="plain"
   # The server tables need a jig that has `jig serve`'s [serve] table.
   if "$jig" config check "$rendered/probe.toml" >/dev/null 2>&1; then
-    variants="plain server"
+    variants="plain server worker"
   else
     echo "skip server: $jig does not know [serve]"
   fi

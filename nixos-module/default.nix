@@ -92,35 +92,6 @@ let
     };
   };
 
-  agentModule = {
-    options = {
-      api = mkOption {
-        type = types.enum jigLib.agentApis;
-        default = "responses";
-        description = "Wire shape of the OpenAI-compatible endpoint.";
-      };
-      base-url = mkOption {
-        type = types.nullOr baseUrl;
-        default = null;
-        example = "https://api.example.org/v1";
-        description = "Endpoint base URL; null uses the host's default endpoint.";
-      };
-      model = mkOption {
-        type = modelName;
-        example = "some-model";
-        description = "Model name. There is no default model.";
-      };
-      api-key-file = mkOption {
-        type = secretFile;
-        example = "/run/credentials/jig/agent-key";
-        description = ''
-          File holding the API key. Only the path is written to host.toml;
-          the key never enters the Nix store.
-        '';
-      };
-    };
-  };
-
   providerModule = {
     options = {
       name = mkOption {
@@ -148,15 +119,16 @@ let
         type = types.attrsOf secretFile;
         default = { };
         example = {
-          token = "/run/credentials/jig/kv-token";
+          token = "/var/keys/kv-token";
         };
-        description = "Secret name -> file holding it. Only paths are written to host.toml.";
+        description = "Secret name -> file holding it. The jig units are handed each with `LoadCredential=` (credential `${jigLib.providerSecretCredential "<provider>" "<name>"}`), and their host.toml names the credential's path; /etc/jig/host.toml names the file.";
       };
     };
   };
 
-  # The server's Agent endpoint: the key reaches jig.service as a credential.
-  serverAgentModule = {
+  # The Agent endpoint, for jig at a shell, jig.service and the workers
+  # alike: a unit is handed the key as a credential.
+  agentModule = {
     options = {
       api = mkOption {
         type = types.enum jigLib.agentApis;
@@ -178,9 +150,12 @@ let
         type = credentialFile;
         example = "/var/keys/jig-agent";
         description = ''
-          File holding the API key, read by systemd (as root) and handed to
-          the jig units with `LoadCredential=`; host.toml names only the
-          credential's path (`$CREDENTIALS_DIRECTORY/${jigLib.agentKeyCredential}`).
+          File holding the API key. jig.service, the admission units and the
+          workers are handed it with `LoadCredential=` (systemd reads it as
+          root) and their host.toml names only the credential's path
+          (`$CREDENTIALS_DIRECTORY/${jigLib.agentKeyCredential}`);
+          /etc/jig/host.toml, read by jig at a shell, names the file itself.
+          The key never enters the Nix store.
         '';
       };
     };
@@ -308,19 +283,10 @@ let
 
   # Projects with a source are served; their names are `[[projects]] name`.
   servedProjects = lib.filterAttrs (_: p: p.source != null) cfg.projects;
-  servedPaths = builtins.mapAttrs (_: p: p.path) servedProjects;
 
-  # The host.toml a unit reads: `credentials` is where that unit finds its
-  # credentials (null: the operator's files themselves, for a shell user).
-  hostTomlValue =
-    credentials:
-    jigLib.hostToml cfg.settings
-    // jigLib.serverTables {
-      inherit credentials server;
-      inherit (cfg) agent secrets;
-      projects = servedPaths;
-    }
-    // jigLib.retentionTable cfg.retention;
+  # host.toml as jig at a shell reads it (/etc/jig/host.toml): `settings`,
+  # into which the typed options write, naming the operator's files.
+  settingsValue = jigLib.hostToml cfg.settings;
 
   # Rendered, then checked by `jig config check` at build time, so a bad
   # configuration fails the build rather than the service.
@@ -337,35 +303,68 @@ let
   serverUnit = "jig.service";
   workerUnit = i: "jig-worker-${toString i}.service";
   workerNumbers = builtins.genList (i: i + 1) cfg.worker.count;
-  workerToml =
-    i:
-    checkedToml "jig-host-worker-${toString i}.toml" (
-      jigLib.hostToml cfg.settings
-      // {
-        database = jigLib.databaseTable (jigLib.credentialsDir (workerUnit i)) cfg.worker.database;
-      }
-    );
   admitUnit = name: "jig-admit-${name}.service";
 
-  hostToml = checkedToml "jig-host.toml" (
-    hostTomlValue (if server == null then null else jigLib.credentialsDir serverUnit)
-  );
-  serveToml = hostToml;
-  admitToml = name: checkedToml "jig-host-admit-${name}.toml" (hostTomlValue (jigLib.credentialsDir (admitUnit name)));
+  # What a worker reads: `settings` without the server's tables, with the
+  # workers' database.
+  workerValue =
+    removeAttrs settingsValue [
+      "serve"
+      "projects"
+      "retention"
+      "database"
+    ]
+    // lib.optionalAttrs (cfg.worker.database != null) {
+      database = databaseTable cfg.worker.database;
+    };
 
-  credentials = jigLib.loadCredentials {
-    inherit server;
-    inherit (cfg) agent secrets;
+  # Each unit reads its own file, naming the credentials in its own
+  # credentials directory.
+  unitToml =
+    name: unit: value:
+    checkedToml name (jigLib.withCredentials (jigLib.credentialsDir unit) value);
+
+  hostToml = checkedToml "jig-host.toml" settingsValue;
+  serveToml = unitToml "jig-serve.toml" serverUnit settingsValue;
+  admitToml = name: unitToml "jig-host-admit-${name}.toml" (admitUnit name) settingsValue;
+  workerToml = i: unitToml "jig-host-worker-${toString i}.toml" (workerUnit i) workerValue;
+
+  credentials = jigLib.loadCredentials settingsValue;
+
+  databaseTable =
+    database:
+    jigLib.dropNulls {
+      inherit (database) url;
+      password-file = database.passwordFile;
+    };
+
+  # server.database's default when PostgreSQL is created here: peer
+  # authentication over the local socket, as `jig`.
+  localDatabase = {
+    url = "postgresql:///${jigLib.databaseName}?host=/run/postgresql&user=${jigLib.serverUser}";
+    passwordFile = null;
   };
 
-  # Hardening shared by jig.service and the admission units (review prepares
-  # dependencies in the same containment). Each relaxation says why.
-  hardening = {
+  # Who the jig units run as, and where.
+  identity = {
     User = jigLib.serverUser;
     Group = jigLib.serverGroup;
     StateDirectory = jigLib.stateDirectory;
     StateDirectoryMode = "0750";
     WorkingDirectory = jigLib.stateDir;
+    Environment = [ "HOME=${jigLib.stateDir}" ];
+    # Each Run's cgroup is made inside the unit's own subtree (jig moves
+    # itself into a leaf so the controllers can be enabled for its
+    # children); the slice caps all of them together.
+    Delegate = "cpu memory pids";
+    Slice = jigLib.slice;
+  };
+
+  # Hardening shared by jig.service, the admission units (review prepares
+  # dependencies in the same containment) and the workers, each setting
+  # under mkDefault, so an operator relaxes one with a plain definition.
+  # Each relaxation says why.
+  hardening = builtins.mapAttrs (_: lib.mkDefault) {
     UMask = "0077";
     NoNewPrivileges = true;
     # An unprivileged user namespace starts with a full capability set of its
@@ -429,34 +428,43 @@ let
       "seccomp"
     ];
     SystemCallErrorNumber = "EPERM";
-    LoadCredential = credentials;
   };
+
+  # A unit that stops on failure comes back after RestartSec (5 s rather
+  # than systemd's 100 ms, which trips the start limit within a second
+  # while the database is still down).
+  restart = {
+    Restart = lib.mkDefault "on-failure";
+    RestartSec = lib.mkDefault "5s";
+  };
+
+  # Ordering on the database: the local one's readiness (postgresql.target:
+  # the server and its ensure* setup), else postgresql.service when one
+  # runs here (none elsewhere: the ordering is then a no-op).
+  databaseUnits =
+    if cfg.database.createLocally then [ "postgresql.target" ] else [ "postgresql.service" ];
 
   # jig.service and one admission unit per served project.
   serverServices = {
     jig = {
       description = "jig FLOW host (jig serve)";
-      requires = [ "jig.socket" ];
+      requires = [ "jig.socket" ] ++ lib.optionals cfg.database.createLocally databaseUnits;
       after = [
         "jig.socket"
         "network-online.target"
-      ];
+      ]
+      ++ lib.optionals (server.database != null) databaseUnits;
       wants = [ "network-online.target" ];
       wantedBy = [ "multi-user.target" ];
-      serviceConfig = hardening // {
+      serviceConfig = identity // hardening // restart // {
         Type = "exec";
         # fd 3 is jig.socket (LISTEN_FDS); [[projects]] in host.toml
         # names what it serves. A changed configuration is a changed
         # unit, so a switch restarts it.
         ExecStart = "${cfg.package}/bin/jig serve --config ${serveToml}";
-        Environment = [ "HOME=${jigLib.stateDir}" ];
-        # Each Run's cgroup is made inside the service's own subtree
-        # (jig moves itself into a leaf so the controllers can be
-        # enabled for its children).
-        Delegate = "cpu memory pids";
         KillMode = "control-group";
         TimeoutStopSec = "${toString (jigLib.durationSeconds server.shutdownGrace + jigLib.stopMarginSeconds)}s";
-        Restart = "on-failure";
+        LoadCredential = credentials;
         # Room for max-connections (256 by default) TCP clients beside the
         # 512 descriptors jig serve keeps for the socket and Runs: it
         # refuses to start when the limit cannot hold both.
@@ -481,12 +489,11 @@ let
       # The script names the source's store path, so a changed source is
       # a changed unit, re-run by the switch.
       restartTriggers = [ p.source ];
-      serviceConfig = hardening // {
+      serviceConfig = identity // hardening // {
         Type = "oneshot";
         RemainAfterExit = true;
-        Environment = [ "HOME=${jigLib.stateDir}" ];
-        Delegate = "cpu memory pids";
         ReadWritePaths = [ p.path ];
+        LoadCredential = credentials;
       };
       script = jigLib.admitScript {
         inherit name;
@@ -504,26 +511,22 @@ let
       i:
       lib.nameValuePair "jig-worker-${toString i}" {
         description = "jig worker ${toString i} (Runs queued in PostgreSQL)";
-        after = [
-          "network-online.target"
-          "postgresql.service"
-        ];
+        after = [ "network-online.target" ] ++ databaseUnits;
+        requires = lib.optionals cfg.database.createLocally databaseUnits;
         wants = [ "network-online.target" ];
-        wantedBy = [ "multi-user.target" ];
-        serviceConfig = hardening // {
+        # jig-workers.target starts them all, and stopping or restarting
+        # it does the same to each.
+        wantedBy = [ jigLib.workersTarget ];
+        partOf = [ jigLib.workersTarget ];
+        serviceConfig = identity // hardening // restart // {
           Type = "exec";
           ExecStart = "${cfg.package}/bin/jig worker --config ${workerToml i} --concurrency ${toString cfg.worker.concurrency} --cache /var/cache/jig-worker-${toString i}";
-          Environment = [ "HOME=${jigLib.stateDir}" ];
           CacheDirectory = "jig-worker-${toString i}";
           CacheDirectoryMode = "0700";
-          Delegate = "cpu memory pids";
           KillMode = "control-group";
-          Restart = "on-failure";
-          LoadCredential =
-            if cfg.worker.database.passwordFile == null then
-              [ ]
-            else
-              [ "${jigLib.databaseCredential}:${cfg.worker.database.passwordFile}" ];
+          # The Agent key, the secrets and the providers' secrets, as
+          # jig.service gets them, and the workers' database password.
+          LoadCredential = jigLib.loadCredentials workerValue;
         };
       }
     ) workerNumbers
@@ -552,7 +555,14 @@ in
       type = types.package;
       default = pkgs.callPackage ./package.nix { };
       defaultText = literalExpression "pkgs.callPackage ./package.nix { } # jig from this repository, built with the system's nixpkgs";
-      description = "The jig package to install.";
+      description = "The jig package to install. The flake's `nixosModules.default` sets it to the flake's own build (its pinned nixpkgs), which a host on any release can run; this module imported alone builds jig with the system's nixpkgs, which needs rustc >= Cargo.toml's rust-version.";
+    };
+
+    unitHostTomls = mkOption {
+      type = types.attrsOf types.package;
+      internal = true;
+      readOnly = true;
+      description = "The checked host.toml each jig unit reads, by unit name (for inspection and the checks).";
     };
 
     bubblewrapPackage = mkOption {
@@ -576,11 +586,6 @@ in
             default = { };
             description = "Containment executables.";
           };
-          agent = mkOption {
-            type = types.nullOr (types.submodule agentModule);
-            default = null;
-            description = "The builtin Agent Run provider's endpoint; null writes no `[agent]` table.";
-          };
           providers = mkOption {
             type = types.listOf (types.submodule providerModule);
             default = [ ];
@@ -590,8 +595,13 @@ in
       };
       default = { };
       description = ''
-        Host configuration, written to /etc/jig/host.toml. Keys not declared
-        here are passed through unchanged.
+        Host configuration, written to /etc/jig/host.toml (and, with each
+        secret file replaced by its credential's path, to each jig unit's own
+        host.toml). Keys not declared here are passed through unchanged. The
+        typed options (`agent`, `secrets`, `server`, `retention`, the
+        databases, served `projects`) write their tables here through the
+        module system: a key set both here and by an option must agree, or
+        the evaluation fails naming both definitions.
       '';
     };
 
@@ -654,14 +664,14 @@ in
 
       tcp = mkOption {
         type = types.nullOr (
-          types.addCheck types.str jigLib.isTcpAddress
+          types.addCheck types.str jigLib.isServerTcp
           // {
-            description = "host:port or [address]:port, port 1-${toString jigLib.maxPort}";
+            description = "host:port or [address]:port, port ${toString jigLib.minServerPort}-${toString jigLib.maxPort}";
           }
         );
         default = null;
         example = "127.0.0.1:8480";
-        description = "Also listen on TCP (`[serve] tcp`), which always requires `tokenFile`. Off loopback (anything but 127.x.y.z, [::1] or localhost) it requires `tlsCertFile` and `tlsKeyFile`, or `insecurePlainHttp`. A port below 1024 is refused: the service holds no capabilities.";
+        description = "Also listen on TCP (`[serve] tcp`), which always requires `tokenFile`. Off loopback (anything but 127.x.y.z, [::1] or localhost) it requires `tlsCertFile` and `tlsKeyFile`, or `insecurePlainHttp`. Its type refuses a port below ${toString jigLib.minServerPort}: the service holds no capabilities to bind one.";
       };
 
       tlsCertFile = mkOption {
@@ -699,7 +709,11 @@ in
 
       database = mkOption {
         type = types.nullOr (types.submodule databaseModule);
-        default = null;
+        default = if cfg.database.createLocally then localDatabase else null;
+        defaultText = literalExpression ''
+          if config.services.jig.database.createLocally then
+            { url = "postgresql:///${jigLib.databaseName}?host=/run/postgresql&user=${jigLib.serverUser}"; passwordFile = null; }
+          else null'';
         description = "Enqueue Runs in this PostgreSQL for `services.jig.worker`s instead of executing them here (`[database]`).";
       };
     };
@@ -721,18 +735,63 @@ in
 
       database = mkOption {
         type = types.nullOr (types.submodule databaseModule);
+        default = if cfg.server.enable then cfg.server.database else null;
+        defaultText = literalExpression "config.services.jig.server.database when the server is enabled, else null";
+        description = "The PostgreSQL the workers claim Runs from; required when `count` is above 0. Defaults to the server's.";
+      };
+    };
+
+    database.createLocally = mkOption {
+      type = types.bool;
+      default = false;
+      description = ''
+        Run PostgreSQL on this machine for the Run queue
+        (`services.postgresql`): the database `${jigLib.databaseName}` owned by the
+        role `${jigLib.serverUser}` (ensureDatabases, ensureUsers), reached over
+        the local socket with peer authentication. `server.database` and so
+        the workers' database default to it, and jig.service and the workers
+        are ordered after, and require, `postgresql.target`.
+      '';
+    };
+
+    runs = {
+      memoryMax = mkOption {
+        type = types.nullOr (
+          types.strMatching "[1-9][0-9]*[KMGT]?|[1-9][0-9]?%|100%|infinity"
+          // {
+            description = "bytes with an optional K, M, G or T suffix, a percentage of RAM, or `infinity`";
+          }
+        );
         default = null;
-        description = "The PostgreSQL the workers claim Runs from; required when `count` is above 0.";
+        example = "8G";
+        description = "Memory all Runs of the jig units (jig.service, admissions, workers) may use together: `MemoryMax=` of `${jigLib.slice}`, which they run in. null: no cap beyond each Run's own.";
+      };
+      tasksMax = mkOption {
+        type = types.nullOr positive;
+        default = null;
+        example = 4096;
+        description = "Tasks (processes and threads) of all jig units together: `TasksMax=` of `${jigLib.slice}`.";
+      };
+      cpuQuota = mkOption {
+        type = types.nullOr (
+          types.strMatching "[1-9][0-9]*%"
+          // {
+            description = "percentage of one CPU, such as `400%`";
+          }
+        );
+        default = null;
+        example = "400%";
+        description = "CPU time of all jig units together: `CPUQuota=` of `${jigLib.slice}` (100% is one CPU).";
       };
     };
 
     agent = mkOption {
-      type = types.nullOr (types.submodule serverAgentModule);
+      type = types.nullOr (types.submodule agentModule);
       default = null;
       description = ''
-        The builtin Agent Run provider's endpoint, with the key handed over as
-        a credential; written as `[agent]`. Use this or `settings.agent`, not
-        both.
+        The builtin Agent Run provider's endpoint, written as `[agent]` for jig
+        at a shell, jig.service, the admission units and the workers alike;
+        the units get the key as a credential. null: no `[agent]` table.
       '';
     };
 
@@ -835,10 +894,6 @@ in
     )
     ++ [
       {
-        assertion = cfg.agent == null || cfg.settings.agent == null;
-        message = "services.jig: set services.jig.agent or services.jig.settings.agent, not both";
-      }
-      {
         assertion = (cfg.server.tcp == null) == (cfg.server.tokenFile == null);
         message = "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)";
       }
@@ -870,13 +925,79 @@ in
     ++ lib.mapAttrsToList (name: _: {
       assertion = jigLib.isSecretName name;
       message = "services.jig.secrets.${name}: the name must match `${jigLib.secretNamePattern}` (a systemd credential ID)";
-    }) cfg.secrets;
+    }) cfg.secrets
+    # Whatever set them (an option or `settings` itself), secret files are
+    # handed to the units as credentials: their IDs must be credential IDs,
+    # the files outside the world-readable store.
+    ++ map (c: {
+      assertion = jigLib.isCredentialId c.id;
+      message = "services.jig.settings: the credential `${c.id}` for ${c.file} is not a systemd credential ID (`${jigLib.credentialIdPattern}`): rename the provider or the secret";
+    }) (builtins.filter (c: !(cfg.secrets ? ${lib.removePrefix "secret-" c.id})) (jigLib.credentials settingsValue))
+    ++ map (c: {
+      assertion = jigLib.isSecretFile c.file;
+      message = "services.jig.settings: the secret file ${c.file} (credential `${c.id}`) must be an absolute path outside the Nix store";
+    }) (jigLib.credentials settingsValue);
 
     warnings =
       lib.optional (lib.versionOlder (lib.getVersion cfg.bubblewrapPackage) jigLib.minBubblewrapVersion)
-        "services.jig: Bubblewrap ${lib.getVersion cfg.bubblewrapPackage} is older than ${jigLib.minBubblewrapVersion}, the minimum jig's containment is specified for; set services.jig.bubblewrapPackage to a newer one.";
+        "services.jig: Bubblewrap ${lib.getVersion cfg.bubblewrapPackage} is older than ${jigLib.minBubblewrapVersion}, the oldest jig accepts (it needs --size): jig refuses to run process recipes contained with it. Set services.jig.bubblewrapPackage to a newer one.";
 
+    # The typed options' tables, written into `settings` through the module
+    # system, so a key also set in `settings` must agree with them.
+    services.jig.settings = lib.mkMerge [
+      (mkIf (cfg.agent != null) {
+        agent = jigLib.dropNulls {
+          inherit (cfg.agent) api model;
+          base-url = cfg.agent.baseUrl;
+          api-key-file = cfg.agent.apiKeyFile;
+        };
+      })
+      (mkIf (cfg.secrets != { }) { inherit (cfg) secrets; })
+      (mkIf (server != null) {
+        serve = jigLib.dropNulls {
+          socket = jigLib.socketPath;
+          max-active-runs = server.maxActiveRuns;
+          max-queued-runs = server.maxQueuedRuns;
+          envelopes-ahead = server.envelopesAhead;
+          shutdown-grace = server.shutdownGrace;
+          max-connections = server.maxConnections;
+          header-timeout = server.headerTimeout;
+          body-timeout = server.bodyTimeout;
+          inherit (server) tcp;
+          token-file = server.tokenFile;
+          tls-cert = server.tlsCertFile;
+          tls-key = server.tlsKeyFile;
+          insecure-plain-http = if server.insecurePlainHttp then true else null;
+          console = if server.console then true else null;
+        };
+      })
+      (mkIf (server != null && server.database != null) { database = databaseTable server.database; })
+      (mkIf (server != null && servedProjects != { }) {
+        projects = lib.mapAttrsToList (name: p: {
+          inherit name;
+          inherit (p) path;
+        }) servedProjects;
+      })
+      (mkIf (cfg.retention != null) {
+        retention = jigLib.dropNulls {
+          max-age = cfg.retention.maxAge;
+          max-runs = cfg.retention.maxRuns;
+          packets-max-age = cfg.retention.packetsMaxAge;
+          key-window = cfg.retention.keyWindow;
+          inherit (cfg.retention) interval;
+        };
+      })
+    ];
+
+    services.jig.unitHostTomls =
+      lib.optionalAttrs (server != null) (
+        { ${serverUnit} = serveToml; } // lib.mapAttrs' (name: _: lib.nameValuePair (admitUnit name) (admitToml name)) servedProjects
+      )
+      // builtins.listToAttrs (map (i: lib.nameValuePair (workerUnit i) (workerToml i)) workerNumbers);
+
+    # jig at a shell reads this one; each jig unit reads its own.
     environment.etc."jig/host.toml".source = hostToml;
+    environment.etc."jig/serve.toml" = mkIf (server != null) { source = serveToml; };
 
     # Session variables land in both the PAM environment (so the systemd user
     # manager and non-shell sessions see it) and environment.variables.
@@ -924,7 +1045,7 @@ in
       ) cfg.projects
     ));
 
-    users.users = mkIf (server != null) {
+    users.users = mkIf (server != null || cfg.worker.count > 0) {
       ${jigLib.serverUser} = {
         isSystemUser = true;
         group = jigLib.serverGroup;
@@ -932,7 +1053,33 @@ in
         description = "jig FLOW host server";
       };
     };
-    users.groups = mkIf (server != null) { ${jigLib.serverGroup} = { }; };
+    users.groups = mkIf (server != null || cfg.worker.count > 0) { ${jigLib.serverGroup} = { }; };
+
+    services.postgresql = mkIf cfg.database.createLocally {
+      enable = true;
+      ensureDatabases = [ jigLib.databaseName ];
+      ensureUsers = [
+        {
+          name = jigLib.serverUser;
+          ensureDBOwnership = true;
+        }
+      ];
+    };
+
+    # Every jig unit runs in jig.slice; `runs` caps them all together.
+    systemd.slices.jig = mkIf (server != null || cfg.worker.count > 0) {
+      description = "jig FLOW host: all Runs of the jig units";
+      sliceConfig = jigLib.dropNulls {
+        MemoryMax = cfg.runs.memoryMax;
+        TasksMax = cfg.runs.tasksMax;
+        CPUQuota = cfg.runs.cpuQuota;
+      };
+    };
+
+    systemd.targets.jig-workers = mkIf (cfg.worker.count > 0) {
+      description = "jig workers (systemctl restart jig-workers.target restarts them all)";
+      wantedBy = [ "multi-user.target" ];
+    };
 
     # The API socket; members of the `jig` group may submit Runs.
     systemd.sockets.jig = mkIf (server != null) {

@@ -8,6 +8,7 @@ let
   inherit (builtins)
     all
     attrNames
+    concatMap
     concatStringsSep
     elem
     filter
@@ -18,6 +19,7 @@ let
     isString
     length
     listToAttrs
+    mapAttrs
     match
     readFile
     fromTOML
@@ -63,8 +65,9 @@ rec {
     "builtin"
   ];
 
-  # docs/src/containment.md: containment requires Bubblewrap >= 0.12.
-  minBubblewrapVersion = "0.12";
+  # jig refuses a Bubblewrap older than this, the oldest with --size (the
+  # bounded tmpfs): host/sandbox BWRAP_MIN_VERSION, docs/src/containment.md.
+  minBubblewrapVersion = "0.7.0";
 
   # Modes for what the module creates for a declared project.
   projectDirMode = "0750";
@@ -163,6 +166,14 @@ rec {
   stateDirectory = "jig";
   stateDir = "/var/lib/${stateDirectory}";
   projectsDir = "${stateDir}/projects";
+  # The slice every jig unit (jig.service, the admission units, the
+  # workers) runs in, so all their Runs are capped together.
+  slice = "jig.slice";
+  # The target the workers are part of: restart it to restart them all.
+  workersTarget = "jig-workers.target";
+  # The database services.jig.database.createLocally creates, owned by the
+  # `jig` role of the same name as the user.
+  databaseName = "jig";
   # The Unix socket jig.socket listens on (handed to `jig serve` as fd 3).
   socketPath = "/run/jig/jig.sock";
   socketMode = "0660";
@@ -178,6 +189,11 @@ rec {
   maxSecretNameLength = 64;
   secretNamePattern = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,${toString (maxSecretNameLength - 1)}}";
   isSecretName = s: isString s && match secretNamePattern s != null;
+  # A credential ID itself: a file name of at most 255 characters
+  # (systemd's credential_name_valid()).
+  maxCredentialIdLength = 255;
+  credentialIdPattern = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,${toString (maxCredentialIdLength - 1)}}";
+  isCredentialId = s: isString s && match credentialIdPattern s != null;
 
   # The CLI's duration grammar (`--timeout`): digits and one unit.
   durationPattern = "[0-9]+(ms|s|m|h)";
@@ -202,23 +218,6 @@ rec {
     && builtins.fromJSON (builtins.elemAt parts 0) * retentionUnitSeconds.${builtins.elemAt parts 1}
       <= maxRetentionSeconds;
 
-  # `[retention]` from services.jig.retention (null: no table, nothing is
-  # removed).
-  retentionTable =
-    retention:
-    if retention == null then
-      { }
-    else
-      {
-        retention = dropNulls {
-          max-age = retention.maxAge;
-          max-runs = retention.maxRuns;
-          packets-max-age = retention.packetsMaxAge;
-          key-window = retention.keyWindow;
-          interval = retention.interval;
-        };
-      };
-
   # jig.service's LimitNOFILE: 65,536, or more where max-connections (jig's
   # default 256 when null) and the 512 descriptors jig serve keeps for the
   # socket and Runs need it, with as many again to spare.
@@ -231,13 +230,23 @@ rec {
 
   # `host:port` or `[v6]:port`, port 1-65535.
   maxPort = 65535;
-  isTcpAddress =
+  # The port of such an address, or 0 when it is not one.
+  tcpPort =
     s:
     let
       m = if isString s then match "([[][0-9A-Fa-f:.]+[]]|[A-Za-z0-9.-]+):([0-9]{1,5})" s else null;
-      port = if m == null then 0 else digitsToInt (builtins.elemAt m 1);
     in
-    m != null && port >= 1 && port <= maxPort;
+    if m == null then 0 else digitsToInt (builtins.elemAt m 1);
+  isTcpAddress =
+    s:
+    let
+      port = tcpPort s;
+    in
+    port >= 1 && port <= maxPort;
+  # jig.service holds no capabilities (CapabilityBoundingSet= is empty), so
+  # it cannot bind a port below 1024.
+  minServerPort = 1024;
+  isServerTcp = s: isTcpAddress s && tcpPort s >= minServerPort;
 
   # Whether a `[serve] tcp` address is loopback as written: 127.x.y.z,
   # [::1] or localhost. jig serve resolves a name itself and refuses plain
@@ -284,106 +293,9 @@ rec {
     builtins.match "postgres(ql)?://[^[:space:]]*" u != null
     && builtins.match "postgres(ql)?://[^/@:]*:[^/@]*@.*" u == null;
 
-  # `[database]` for a unit reading its password from `credentials`.
-  databaseTable =
-    credentials: database:
-    dropNulls {
-      inherit (database) url;
-      password-file =
-        if database.passwordFile == null then
-          null
-        else if credentials == null then
-          database.passwordFile
-        else
-          "${credentials}/${databaseCredential}";
-    };
   secretCredential = name: "secret-${name}";
+  providerSecretCredential = provider: name: "provider-${provider}-${name}";
   credentialsDir = unit: "/run/credentials/${unit}";
-
-  # The tables the server options add to host.toml. `credentials` is the
-  # directory the reading unit finds its credentials in, or null to name the
-  # operator's files themselves (no server: jig is run at a shell).
-  #   agent:    null or { api, baseUrl, model, apiKeyFile }
-  #   secrets:  name -> file
-  #   server:   null or { maxActiveRuns, maxQueuedRuns, envelopesAhead, shutdownGrace, tcp, tokenFile,
-  #               tlsCertFile, tlsKeyFile, insecurePlainHttp, console }
-  #   projects: name -> path of the projects jig serve serves
-  serverTables =
-    {
-      credentials,
-      agent,
-      secrets,
-      server,
-      projects,
-    }:
-    let
-      cred = id: file: if credentials == null then file else "${credentials}/${id}";
-    in
-    (
-      if agent == null then
-        { }
-      else
-        {
-          agent = dropNulls {
-            inherit (agent) api model;
-            base-url = agent.baseUrl;
-            api-key-file = cred agentKeyCredential agent.apiKeyFile;
-          };
-        }
-    )
-    // (
-      if secrets == { } then
-        { }
-      else
-        {
-          secrets = listToAttrs (
-            map (n: {
-              name = n;
-              value = cred (secretCredential n) secrets.${n};
-            }) (attrNames secrets)
-          );
-        }
-    )
-    // (
-      if server == null then
-        { }
-      else
-        {
-          serve = dropNulls {
-            socket = socketPath;
-            max-active-runs = server.maxActiveRuns;
-            max-queued-runs = server.maxQueuedRuns;
-            envelopes-ahead = server.envelopesAhead or null;
-            shutdown-grace = server.shutdownGrace;
-            max-connections = server.maxConnections or null;
-            header-timeout = server.headerTimeout or null;
-            body-timeout = server.bodyTimeout or null;
-            tcp = server.tcp;
-            token-file = if server.tokenFile == null then null else cred tokenCredential server.tokenFile;
-            tls-cert = if (server.tlsCertFile or null) == null then null else cred tlsCertCredential server.tlsCertFile;
-            tls-key = if (server.tlsKeyFile or null) == null then null else cred tlsKeyCredential server.tlsKeyFile;
-            insecure-plain-http = if server.insecurePlainHttp or false then true else null;
-            console = if server.console or false then true else null;
-          };
-        }
-        // (
-          if (server.database or null) == null then
-            { }
-          else
-            { database = databaseTable credentials server.database; }
-        )
-        // (
-          if projects == { } then
-            { }
-          else
-            {
-              projects = map (n: {
-                name = n;
-                path = projects.${n};
-              }) (attrNames projects);
-            }
-        )
-    );
 
   # The admission unit's script: replace the project's files (never its
   # protected state) with the source's, then review and admit. Store files
@@ -421,38 +333,86 @@ rec {
         ''
     );
 
-  # LoadCredential= lines for the same files.
-  loadCredentials =
-    {
-      agent,
-      secrets,
-      server,
-    }:
-    (if agent == null then [ ] else [ "${agentKeyCredential}:${agent.apiKeyFile}" ])
-    ++ map (n: "${secretCredential n}:${secrets.${n}}") (attrNames secrets)
-    ++ (
-      if server == null || server.tokenFile == null then
-        [ ]
-      else
-        [ "${tokenCredential}:${server.tokenFile}" ]
+  # The files a host.toml value names that hold secrets, each with the
+  # systemd credential ID a unit is handed it as (LoadCredential=ID:FILE):
+  # the Agent's key, `[secrets]`, the server's token and TLS files, the
+  # database password and every provider's secrets, however they were set
+  # (a typed option or `settings` itself).
+  credentials =
+    value:
+    let
+      table = name: if isAttrs (value.${name} or null) then value.${name} else { };
+      file =
+        attrs: key: id:
+        if isString (attrs.${key} or null) then
+          [
+            {
+              inherit id;
+              file = attrs.${key};
+            }
+          ]
+        else
+          [ ];
+      secrets = table "secrets";
+    in
+    file (table "agent") "api-key-file" agentKeyCredential
+    ++ map (n: {
+      id = secretCredential n;
+      file = secrets.${n};
+    }) (attrNames secrets)
+    ++ file (table "serve") "token-file" tokenCredential
+    ++ file (table "serve") "tls-cert" tlsCertCredential
+    ++ file (table "serve") "tls-key" tlsKeyCredential
+    ++ file (table "database") "password-file" databaseCredential
+    ++ concatMap (
+      p:
+      map (n: {
+        id = providerSecretCredential p.name n;
+        file = p.secrets.${n};
+      }) (attrNames (p.secrets or { }))
+    ) (value.providers or [ ]);
+
+  # LoadCredential= lines for a host.toml value's secret files.
+  loadCredentials = value: map (c: "${c.id}:${c.file}") (credentials value);
+
+  # The same value as a unit reads it: each secret file replaced by the
+  # path of its credential in `dir` (the unit's credentials directory).
+  withCredentials =
+    dir: value:
+    let
+      cred = id: "${dir}/${id}";
+      table =
+        name: f:
+        if isAttrs (value.${name} or null) then
+          {
+            ${name} = f value.${name};
+          }
+        else
+          { };
+      set =
+        key: id: attrs:
+        if isString (attrs.${key} or null) then attrs // { ${key} = cred id; } else attrs;
+    in
+    value
+    // table "agent" (set "api-key-file" agentKeyCredential)
+    // table "secrets" (mapAttrs (n: _: cred (secretCredential n)))
+    // table "serve" (
+      t: set "tls-key" tlsKeyCredential (set "tls-cert" tlsCertCredential (set "token-file" tokenCredential t))
     )
-    ++ (
-      if server == null || (server.tlsCertFile or null) == null then
-        [ ]
+    // table "database" (set "password-file" databaseCredential)
+    // (
+      if value ? providers then
+        {
+          providers = map (
+            p:
+            if (p.secrets or { }) == { } then
+              p
+            else
+              p // { secrets = mapAttrs (n: _: cred (providerSecretCredential p.name n)) p.secrets; }
+          ) value.providers;
+        }
       else
-        [ "${tlsCertCredential}:${server.tlsCertFile}" ]
-    )
-    ++ (
-      if server == null || (server.tlsKeyFile or null) == null then
-        [ ]
-      else
-        [ "${tlsKeyCredential}:${server.tlsKeyFile}" ]
-    )
-    ++ (
-      if server == null || (server.database or null) == null || server.database.passwordFile == null then
-        [ ]
-      else
-        [ "${databaseCredential}:${server.database.passwordFile}" ]
+        { }
     );
 
   # Names that occur more than once in a list of strings.

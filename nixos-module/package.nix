@@ -7,6 +7,7 @@
 # never by the caller's PATH.
 {
   lib,
+  stdenv,
   rustPlatform,
   formats,
   makeBinaryWrapper,
@@ -69,9 +70,10 @@ in
 lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
   ''
     jig needs rustc >= ${workspace.rust-version} (rust-version in Cargo.toml), but this
-    nixpkgs provides rustc ${rustc.version}. Build against a newer nixpkgs, e.g.
-      nix build --override-input nixpkgs github:NixOS/nixpkgs/nixos-unstable
-    or pass a newer toolchain: jig.override { rustPlatform = ...; }''
+    nixpkgs provides rustc ${rustc.version}. Use the flake's own package (its
+    nixosModules.default installs it on any release), build against a newer
+    nixpkgs such as nixos-unstable, or pass a newer toolchain:
+    jig.override { rustPlatform = ...; }''
   rustPlatform.buildRustPackage
   {
     pname = "jig";
@@ -84,10 +86,19 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
       "jig"
     ];
 
-    # The test suites create user namespaces and cgroups and run Bubblewrap,
-    # none of which the Nix build sandbox permits; the NixOS VM test
-    # (checks.<system>.module) exercises the installed binary instead.
-    doCheck = false;
+    # The suites of the FLOW library (wire, schema, package and contract
+    # rules) and of the runtime verifier need no namespaces, network or
+    # home directory, so they run here. The host's suites create user
+    # namespaces and cgroups and run Bubblewrap, which the Nix build
+    # sandbox does not permit; the NixOS VM test (checks.<system>.module)
+    # exercises the installed binary instead.
+    doCheck = true;
+    cargoTestFlags = [
+      "-p"
+      "flow"
+      "-p"
+      "jig-verify"
+    ];
 
     # rquickjs-sys and zstd-sys compile their bundled C sources with the
     # stdenv C compiler; rquickjs-sys ships pre-generated bindings for
@@ -121,14 +132,19 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
         skip && /^\]/ { skip = 0; next }
         skip || /^(default-members|exclude) =/ { next }
         { print }' Cargo.toml > $out/share/jig/Cargo.toml
-      # The manual page (clap_mangen) and shell completions (clap_complete),
-      # generated at build time by the binary just built.
+    ''
+    # The manual page (clap_mangen) and shell completions (clap_complete),
+    # generated at build time by the binary just built: only where the
+    # build machine can run it (not in a cross build).
+    + lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
       $out/bin/jig manpage > jig.1
       installManPage jig.1
       installShellCompletion --cmd jig \
         --bash <($out/bin/jig completions bash) \
         --zsh <($out/bin/jig completions zsh) \
         --fish <($out/bin/jig completions fish)
+    ''
+    + ''
       wrapProgram $out/bin/jig --set-default JIG_CONFIG $out/share/jig/host.toml
     '';
 

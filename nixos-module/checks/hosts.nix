@@ -30,7 +30,7 @@ rec {
         kind = "wasm";
         path = "/opt/kv/kv.wasm";
         settings.namespace = "demo";
-        secrets.token = "/run/credentials/jig/kv-token";
+        secrets.token = "/var/keys/kv-token";
       }
       {
         name = "checkpoint";
@@ -52,12 +52,11 @@ rec {
   # A host whose users run jig in their own projects.
   userCfg = {
     enable = true;
-    settings = settings // {
-      agent = {
-        api = "chat-completions";
-        model = "some-model";
-        api-key-file = "/run/credentials/jig/agent-key";
-      };
+    inherit settings;
+    agent = {
+      api = "chat-completions";
+      model = "some-model";
+      apiKeyFile = "/var/keys/alice-agent";
     };
     projects = userProjects;
   };

@@ -98,6 +98,7 @@ let
       wants = unitList "Wants=.";
       after = unitList "After=.";
       before = unitList "Before=.";
+      partOf = unitList "PartOf=.";
       wantedBy = unitList "Units that want this one.";
       requiredBy = unitList "Units that require this one.";
       restartTriggers = mkOption {
@@ -154,6 +155,15 @@ let
     };
   };
 
+  sliceModule = {
+    imports = [ commonUnitOptions ];
+    options.sliceConfig = mkOption {
+      type = types.attrsOf unitOption;
+      default = { };
+      description = "[Slice] settings.";
+    };
+  };
+
   # nixos/lib/systemd-lib.nix: `attrsToSection`, one `Key=value` line per
   # value (a list is one line per item), keys in attribute order.
   toOption =
@@ -181,6 +191,7 @@ let
         Wants = toString unit.wants;
         After = toString unit.after;
         Before = toString unit.before;
+        PartOf = toString unit.partOf;
       }
       // unit.unitConfig
     );
@@ -370,6 +381,16 @@ in
       default = { };
       description = "System sockets.";
     };
+    systemd.slices = mkOption {
+      type = types.attrsOf (types.submodule sliceModule);
+      default = { };
+      description = "Slices.";
+    };
+    systemd.targets = mkOption {
+      type = types.attrsOf (types.submodule commonUnitOptions);
+      default = { };
+      description = "Targets.";
+    };
     systemd.units = mkOption {
       type = types.attrsOf (
         types.submodule {
@@ -487,6 +508,13 @@ in
           text =
             unitSection unit + section "Socket" ({ ListenStream = unit.listenStreams; } // unit.socketConfig);
         }
-      ) (lib.filterAttrs (_: u: u.enable) config.systemd.sockets);
+      ) (lib.filterAttrs (_: u: u.enable) config.systemd.sockets)
+      // lib.mapAttrs' (
+        name: unit:
+        lib.nameValuePair "${name}.slice" { text = unitSection unit + section "Slice" unit.sliceConfig; }
+      ) (lib.filterAttrs (_: u: u.enable) config.systemd.slices)
+      // lib.mapAttrs' (name: unit: lib.nameValuePair "${name}.target" { text = unitSection unit; }) (
+        lib.filterAttrs (_: u: u.enable) config.systemd.targets
+      );
   };
 }

@@ -57,9 +57,15 @@ let
 
   self = {
     inherit lib;
-    stdenv.hostPlatform = {
-      inherit system;
-      isLinux = true;
+    stdenv = rec {
+      hostPlatform = {
+        inherit system;
+        isLinux = true;
+      };
+      # A native build: the build machine runs what it builds.
+      buildPlatform = hostPlatform // {
+        canExecute = platform: platform.system == system;
+      };
     };
     callPackage = lib.callPackageWith self;
     inherit runCommand;

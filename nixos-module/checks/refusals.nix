@@ -46,7 +46,19 @@ let
     };
     "server.tcp port 65536" = {
       host = serverWith { server.tcp = "0.0.0.0:65536"; };
-      message = typeError "server.tcp" "null or host:port or [address]:port, port 1-65535";
+      message = typeError "server.tcp" "null or host:port or [address]:port, port 1024-65535";
+    };
+    "server.tcp port 1023" = {
+      host = serverWith { server.tcp = "127.0.0.1:1023"; };
+      message = typeError "server.tcp" "null or host:port or [address]:port, port 1024-65535";
+    };
+    "settings.serve.max-active-runs against server.maxActiveRuns" = {
+      host = serverWith { settings.serve.max-active-runs = 8; };
+      message = "The option `services.jig.settings.serve.max-active-runs' has conflicting definition values";
+    };
+    "a secret file in the store through settings" = {
+      host = serverWith { settings.secrets.stored = "${store}/00000000000000000000000000000000-secret"; };
+      message = failedAssertion "services.jig.settings: the secret file ${store}/00000000000000000000000000000000-secret (credential `secret-stored`) must be an absolute path outside the Nix store";
     };
     "server.database.url with a password" = {
       host = serverWith { server.database.url = "postgresql://jig:secret@db/jig"; };

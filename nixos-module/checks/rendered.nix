@@ -1,5 +1,6 @@
 # The host.toml values the module renders for a host whose users run jig
-# (`plain`) and for a server with a database and retention (`server`, with TLS), for check.sh to
+# (`plain`), for jig.service with a database and retention (`server`, with
+# TLS) and for a worker (`worker`), for check.sh to
 # write out as TOML and hand to the real `jig config check`.
 { nixpkgsLib }:
 let
@@ -8,7 +9,7 @@ let
 in
 {
   plain = system.hostToml (hosts.userWith { });
-  server = system.hostToml (
+  server = system.unitToml (
     hosts.serverWith {
       server.database = hosts.database;
       server.tlsCertFile = "/var/lib/acme/jig.example.org/fullchain.pem";
@@ -19,5 +20,7 @@ in
         keyWindow = "12h";
       };
     }
-  );
+  ) "jig.service";
+  # A worker's: [agent], secrets and providers' secrets as its credentials.
+  worker = system.unitToml (hosts.workerWith { }) "jig-worker-1.service";
 }

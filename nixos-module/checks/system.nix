@@ -74,6 +74,10 @@ rec {
   # The host.toml value the system writes to /etc/jig/host.toml.
   hostToml = system: builtins.fromJSON system.config.environment.etc."jig/host.toml".source.toml.value;
 
+  # The host.toml value a jig unit reads (jig.service, jig-admit-<name>,
+  # jig-worker-<n>).
+  unitToml = system: unit: builtins.fromJSON system.config.services.jig.unitHostTomls.${unit}.toml.value;
+
   # The lines of a unit file.
   unitLines = system: unit: lib.splitString "\n" system.config.systemd.units.${unit}.text;
 }

@@ -38,6 +38,7 @@ let
     builds
     failedAssertions
     hostToml
+    unitToml
     unitLines
     ;
   jigLib = import ../lib.nix;
@@ -116,6 +117,7 @@ let
 
   jigPackage = c.services.jig.package;
   checkedHostToml = s.environment.etc."jig/host.toml".source;
+  checkedServeToml = s.environment.etc."jig/serve.toml".source;
 
   # Does some line of `text` match the regex `re` (anywhere in the line)?
   contains = re: text: any (l: builtins.match ".*${re}.*" l != null) (lib.splitString "\n" text);
@@ -149,7 +151,7 @@ let
     agent = {
       api = "chat-completions";
       model = "some-model";
-      api-key-file = "/run/credentials/jig/agent-key";
+      api-key-file = "/var/keys/alice-agent";
     };
     providers = [
       {
@@ -157,7 +159,7 @@ let
         kind = "wasm";
         path = "/opt/kv/kv.wasm";
         settings.namespace = "demo";
-        secrets.token = "/run/credentials/jig/kv-token";
+        secrets.token = "/var/keys/kv-token";
       }
       {
         name = "checkpoint";
@@ -167,13 +169,33 @@ let
   };
 
   serveCreds = "/run/credentials/jig.service";
-  expectedServeToml = removeAttrs expectedHostToml [ "agent" ] // {
+  # What the server's jig at a shell reads (/etc/jig/host.toml): the
+  # operator's files.
+  expectedServerHostToml = expectedHostToml // {
+    agent = {
+      api = "chat-completions";
+      base-url = "http://127.0.0.1:8080/v1";
+      model = "some-model";
+      api-key-file = "/var/keys/jig-agent";
+    };
+    secrets.deploy = "/var/keys/deploy";
+    serve = expectedServeToml.serve // {
+      token-file = "/var/keys/jig-token";
+    };
+    inherit (expectedServeToml) projects;
+  };
+  # What jig.service reads: every secret file a credential of its own.
+  expectedServeToml = expectedHostToml // {
     agent = {
       api = "chat-completions";
       base-url = "http://127.0.0.1:8080/v1";
       model = "some-model";
       api-key-file = "${serveCreds}/agent-key";
     };
+    providers = [
+      (builtins.head expectedHostToml.providers // { secrets.token = "${serveCreds}/provider-kv-token"; })
+      (builtins.elemAt expectedHostToml.providers 1)
+    ];
     secrets.deploy = "${serveCreds}/secret-deploy";
     serve = {
       socket = "/run/jig/jig.sock";
@@ -351,15 +373,15 @@ let
         creds = "/run/credentials/jig-admit-greeter.service";
       in
       {
-        expr = jigLib.serverTables {
-          credentials = creds;
-          inherit (s.services.jig) agent secrets server;
-          projects = { };
-        };
-        expected = {
+        expr = unitToml serverHost "jig-admit-greeter.service";
+        expected = expectedServeToml // {
           agent = expectedServeToml.agent // {
             api-key-file = "${creds}/agent-key";
           };
+          providers = [
+            (builtins.head expectedHostToml.providers // { secrets.token = "${creds}/provider-kv-token"; })
+            (builtins.elemAt expectedHostToml.providers 1)
+          ];
           secrets.deploy = "${creds}/secret-deploy";
           serve = expectedServeToml.serve // {
             token-file = "${creds}/serve-token";
@@ -367,7 +389,7 @@ let
         };
       };
     "a worker's [database] names its own credential" = {
-      expr = jigLib.databaseTable (jigLib.credentialsDir "jig-worker-2.service") database;
+      expr = (unitToml workerHost "jig-worker-2.service").database;
       expected = {
         inherit (database) url;
         password-file = "/run/credentials/jig-worker-2.service/database-password";
@@ -381,7 +403,8 @@ let
     );
 
     # ---- flake.nix ---------------------------------------------------------
-    "flake input is nixos-25.11" = flake.inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-25.11";
+    # nixos-25.11's rustc (1.91) is older than Cargo.toml's rust-version.
+    "flake input is nixos-unstable" = flake.inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-unstable";
     "flake outputs are the expected set" = {
       expr = attrNames outputs;
       expected = [
@@ -463,12 +486,36 @@ let
     );
     "nixosModules.default is the module" =
       isFunction outputs.nixosModules.default
-      && functionArgs outputs.nixosModules.default == {
-        config = false;
-        lib = false;
-        pkgs = false;
-      }
       && (nixos [ outputs.nixosModules.default ]).options.services.jig.enable.type.name == "bool";
+    # A host on nixos-25.11 (rustc 1.91) cannot build jig with its own
+    # nixpkgs: the flake's module installs the flake's build instead, and
+    # the operator may still choose another.
+    "the flake's module installs the flake's own jig, so a host on an older nixpkgs works" =
+      let
+        olderPkgs = import ./pkgs.nix {
+          inherit lib;
+          system = "x86_64-linux";
+          rustcVersion = "1.91.1";
+        };
+        onOlder =
+          modules:
+          lib.evalModules {
+            class = "nixos";
+            modules = [
+              ./nixos.nix
+              { _module.args.pkgs = olderPkgs; }
+              { services.jig.enable = true; }
+            ]
+            ++ modules;
+          };
+        viaFlake = onOlder [ outputs.nixosModules.default ];
+        mine = olderPkgs.bubblewrap // { pname = "my-jig"; };
+      in
+      (tryEval viaFlake.config.services.jig.package.outPath).value
+        == outputs.packages.x86_64-linux.default.outPath
+      && builds viaFlake
+      && !(tryEval (onOlder [ ../default.nix ]).config.services.jig.package.pname).success
+      && (onOlder [ outputs.nixosModules.default { services.jig.package = mine; } ]).config.services.jig.package.pname == "my-jig";
     "overlay adds jig" = (outputs.overlays.default pkgs pkgs).jig.pname == "jig";
     "formatter is nixfmt-tree" = perSystem (sys: outputs.formatter.${sys}.pname == "nixfmt-tree");
 
@@ -477,25 +524,31 @@ let
       lock.version == 7 && lock.root == "root" && lock.nodes.root.inputs.nixpkgs == "nixpkgs";
     "flake.lock nixpkgs is a locked github node" =
       locked.type == "github"
-      && locked.owner == "NixOS"
+      && lib.toLower locked.owner == "nixos"
       && locked.repo == "nixpkgs"
       && stringLength locked.rev == 40
       && builtins.match "sha256-[A-Za-z0-9+/]{43}=" locked.narHash != null
       && builtins.isInt locked.lastModified;
-    "flake.lock original follows nixos-25.11" = lock.nodes.nixpkgs.original == {
+    "flake.lock original follows nixos-unstable" = lock.nodes.nixpkgs.original == {
       owner = "NixOS";
       repo = "nixpkgs";
-      ref = "nixos-25.11";
+      ref = "nixos-unstable";
       type = "github";
     };
 
     # ---- package.nix -------------------------------------------------------
-    "package builds only -p jig without tests" =
+    "package builds only -p jig and runs the suites that need no namespaces" =
       package.cargoBuildFlags == [
         "-p"
         "jig"
       ]
-      && package.doCheck == false;
+      && package.doCheck
+      && package.cargoTestFlags == [
+        "-p"
+        "flow"
+        "-p"
+        "jig-verify"
+      ];
     "package name and version come from the workspace" =
       package.pname == "jig" && package.version == workspace.package.version;
     "package installs jig-agent-acp, built alone from its own lock, beside jig" =
@@ -529,6 +582,21 @@ let
     "package installs the manual page and bash, zsh and fish completions" =
       builtins.match ".*jig manpage > jig.1.*installManPage jig.1.*--bash <\\(\\$out/bin/jig completions bash\\).*--zsh <\\(\\$out/bin/jig completions zsh\\).*--fish <\\(\\$out/bin/jig completions fish\\).*" package.postInstall
       != null;
+    # A cross build cannot run the binary it built: no manual page or
+    # completions then, the wrapper all the same.
+    "package runs the built jig at build time only where the build machine can" =
+      let
+        cross = package.override {
+          stdenv = pkgs.stdenv // {
+            buildPlatform = pkgs.stdenv.buildPlatform // {
+              canExecute = _: false;
+            };
+          };
+        };
+      in
+      !(contains "[$]out/bin/jig (manpage|completions)" cross.postInstall)
+      && contains "wrapProgram [$]out/bin/jig --set-default JIG_CONFIG" cross.postInstall
+      && contains "[$]out/bin/jig manpage > jig.1" package.postInstall;
     "package wraps jig with a default JIG_CONFIG" =
       contains "wrapProgram [$]out/bin/jig --set-default JIG_CONFIG [$]out/share/jig/host.toml" package.postInstall;
     "package host.toml names python and bwrap by store path" = {
@@ -667,9 +735,19 @@ let
       ) == [ "services.jig.settings.providers: provider `checkpoint` of kind `builtin` must not set `path`" ];
     "old bubblewrap warns" = {
       expr =
-        (userWith { bubblewrapPackage = pkgs.bubblewrap // { version = "0.11.0"; }; }).config.warnings;
+        map (version: (userWith { bubblewrapPackage = pkgs.bubblewrap // { inherit version; }; }).config.warnings) [
+          "0.6.3"
+          "0.7.0"
+          "0.11.0"
+        ];
+      # jig refuses below 0.7.0 (host/sandbox BWRAP_MIN_VERSION); 0.12 is
+      # only what the reference host asks for.
       expected = [
-        "services.jig: Bubblewrap 0.11.0 is older than 0.12, the minimum jig's containment is specified for; set services.jig.bubblewrapPackage to a newer one."
+        [
+          "services.jig: Bubblewrap 0.6.3 is older than 0.7.0, the oldest jig accepts (it needs --size): jig refuses to run process recipes contained with it. Set services.jig.bubblewrapPackage to a newer one."
+        ]
+        [ ]
+        [ ]
       ];
     };
     "a user project needs its path and user" =
@@ -699,10 +777,16 @@ let
       expr = failedAssertions serverHost;
       expected = [ ];
     };
-    "server host.toml has serve, projects and credential paths only" = {
-      expr = hostToml serverHost;
+    "jig.service reads its own host.toml: every secret file a credential of its own" = {
+      expr = unitToml serverHost "jig.service";
       expected = expectedServeToml;
     };
+    "/etc/jig/host.toml on a server names the operator's files, never a unit's credentials" = {
+      expr = hostToml serverHost;
+      expected = expectedServerHostToml;
+    };
+    "/etc/jig/serve.toml is what jig.service reads" =
+      s.environment.etc."jig/serve.toml".source == s.services.jig.unitHostTomls."jig.service";
     "server.console renders [serve] console = true" = {
       expr = (hostToml (serverWith { server.console = true; })).serve.console;
       expected = true;
@@ -723,7 +807,9 @@ let
       contains "^${jigPackage}/bin/jig config check ${checkedHostToml.toml}$" checkedHostToml.buildCommand
       && contains "^cp ${checkedHostToml.toml} [$]out$" checkedHostToml.buildCommand;
     "jig.service serves the checked host.toml over the socket" =
-      elem "ExecStart=${jigPackage}/bin/jig serve --config ${checkedHostToml}" jigUnit
+      elem "ExecStart=${jigPackage}/bin/jig serve --config ${checkedServeToml}" jigUnit
+      && s.services.jig.unitHostTomls."jig.service" == checkedServeToml
+      && contains "^${jigPackage}/bin/jig config check ${checkedServeToml.toml}$" checkedServeToml.buildCommand
       && elem "Requires=jig.socket" jigUnit
       && elem "After=jig.socket network-online.target" jigUnit
       && jigService.wantedBy == [ "multi-user.target" ];
@@ -769,6 +855,7 @@ let
         "LoadCredential=agent-key:/var/keys/jig-agent"
         "LoadCredential=secret-deploy:/var/keys/deploy"
         "LoadCredential=serve-token:/var/keys/jig-token"
+        "LoadCredential=provider-kv-token:/var/keys/kv-token"
       ];
     };
     "jig.service is hardened where bubblewrap allows" = all (l: elem l jigUnit) [
@@ -888,7 +975,6 @@ let
       expected = [
         "services.jig.projects.Upper: a served project's name must be a LocalName (`[a-z0-9]+(-[a-z0-9]+)*`, at most 64 characters)"
         "services.jig.projects.alices.user: a served project belongs to `jig`, not `alice`"
-        "services.jig: set services.jig.agent or services.jig.settings.agent, not both"
         "services.jig.server: `tcp` and `tokenFile` go together (TCP always requires a bearer token)"
         "services.jig.secrets.bad/name: the name must match `[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}` (a systemd credential ID)"
       ];
@@ -912,9 +998,9 @@ let
     "agent.model of 256 characters builds, 257 is refused" =
       builds (serverWith { agent.model = repeat 256 "m"; })
       && !builds (serverWith { agent.model = repeat 257 "m"; });
-    "settings.agent.model of 256 characters builds, 257 is refused" =
-      builds (userWith { settings.agent.model = repeat 256 "m"; })
-      && !builds (userWith { settings.agent.model = repeat 257 "m"; });
+    "agent.model of 256 characters builds on a user host, 257 is refused" =
+      builds (userWith { agent.model = repeat 256 "m"; })
+      && !builds (userWith { agent.model = repeat 257 "m"; });
     "agent.baseUrl of 4096 characters builds, 4097 is refused" =
       let
         url = n: "https://h/" + repeat (n - 10) "a";
@@ -932,8 +1018,11 @@ let
     "server.tcp port 65535 builds, 65536 is refused" =
       builds (serverWith { server.tcp = "127.0.0.1:65535"; })
       && !builds (serverWith { server.tcp = "127.0.0.1:65536"; });
-    "server.tcp port 1 builds, 0 is refused" =
-      builds (serverWith { server.tcp = "localhost:1"; }) && !builds (serverWith { server.tcp = "localhost:0"; });
+    # The service holds no capabilities: it cannot bind below 1024.
+    "server.tcp port 1024 builds, 1023 is refused" =
+      builds (serverWith { server.tcp = "localhost:1024"; })
+      && !builds (serverWith { server.tcp = "localhost:1023"; })
+      && !builds (serverWith { server.tcp = "localhost:443"; });
     "server.maxConnections, headerTimeout and bodyTimeout reach [serve], and LimitNOFILE makes room" =
       let
         host = serverWith {
@@ -1059,7 +1148,7 @@ let
 
     # ---- PostgreSQL: serve --database and workers ----------------------------
     "server.database renders [database] with the credential path" = {
-      expr = (hostToml (serverWith { server.database = database; })).database;
+      expr = (unitToml (serverWith { server.database = database; }) "jig.service").database;
       expected = {
         inherit (database) url;
         password-file = "${serveCreds}/database-password";
@@ -1079,7 +1168,7 @@ let
       {
         expr = {
           credentials = filter (lib.hasPrefix "LoadCredential=serve-") (unitLines host "jig.service");
-          serve = removeAttrs (hostToml host).serve [
+          serve = removeAttrs (unitToml host "jig.service").serve [
             "socket"
             "max-active-runs"
             "max-queued-runs"
@@ -1158,7 +1247,11 @@ let
       let
         lines = unitLines workerHost "jig-worker-1.service";
       in
-      filter (lib.hasPrefix "LoadCredential=") lines == [ "LoadCredential=database-password:/var/keys/jig-db" ]
+      filter (lib.hasPrefix "LoadCredential=") lines == [
+        "LoadCredential=agent-key:/var/keys/alice-agent"
+        "LoadCredential=database-password:/var/keys/jig-db"
+        "LoadCredential=provider-kv-token:/var/keys/kv-token"
+      ]
       && all (l: elem l lines) [
         "CacheDirectory=jig-worker-1"
         "CacheDirectoryMode=0700"
@@ -1172,6 +1265,177 @@ let
       expected = [ "services.jig.worker.database: workers need the database URL" ];
     };
     "no workers by default" = workerServices != { } && !any (lib.hasPrefix "jig-worker-") (attrNames s.systemd.services);
+
+    # ---- issue 54: workers reach the Agent -----------------------------------
+    "workers read [agent] with their own key credential" =
+      let
+        lines = unitLines workerHost "jig-worker-1.service";
+      in
+      (unitToml workerHost "jig-worker-1.service").agent == {
+        api = "chat-completions";
+        model = "some-model";
+        api-key-file = "/run/credentials/jig-worker-1.service/agent-key";
+      }
+      && elem "LoadCredential=agent-key:/var/keys/alice-agent" lines;
+    "workers read the secrets and the providers' secrets as credentials, not the server's tables" =
+      let
+        host = serverWith {
+          server.database = database;
+          worker.count = 1;
+        };
+        toml = unitToml host "jig-worker-1.service";
+        creds = "/run/credentials/jig-worker-1.service";
+      in
+      toml.secrets.deploy == "${creds}/secret-deploy"
+      && (builtins.head toml.providers).secrets.token == "${creds}/provider-kv-token"
+      && !(toml ? serve)
+      && !(toml ? projects)
+      && !(elem "LoadCredential=serve-token:/var/keys/jig-token" (unitLines host "jig-worker-1.service"));
+
+    # ---- issue 54: settings and the typed options, one configuration -------
+    "settings.serve and settings.secrets survive server.enable" =
+      let
+        host = serverWith {
+          settings.serve.console = true;
+          settings.secrets.extra = "/var/keys/extra";
+        };
+        toml = unitToml host "jig.service";
+      in
+      toml.serve.console
+      && toml.serve.max-active-runs == 4
+      && toml.secrets == {
+        deploy = "${serveCreds}/secret-deploy";
+        extra = "${serveCreds}/secret-extra";
+      }
+      && elem "LoadCredential=secret-extra:/var/keys/extra" (unitLines host "jig.service");
+    "a key set in settings and by a typed option must agree" =
+      !builds (serverWith { settings.serve.max-active-runs = 8; })
+      && builds (serverWith { settings.serve.max-active-runs = 4; })
+      && !builds (serverWith { settings.agent.model = "another-model"; })
+      && !builds (serverWith { settings.database.url = "postgresql:///other"; server.database = database; });
+    "a secret file set through settings is refused in the store" =
+      !builds (serverWith { settings.secrets.stored = "${store}/00000000000000000000000000000000-secret"; });
+    "a provider secret whose credential ID is not one is refused" = {
+      expr = failedAssertions (
+        userWith {
+          settings.providers = [
+            {
+              name = "kv";
+              kind = "wasm";
+              path = "/opt/kv.wasm";
+              secrets."a/b" = "/var/keys/x";
+            }
+          ];
+        }
+      );
+      expected = [
+        "services.jig.settings: the credential `provider-kv-a/b` for /var/keys/x is not a systemd credential ID (`[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}`): rename the provider or the secret"
+      ];
+    };
+
+    # ---- issue 54: the queue deploys whole ------------------------------------
+    "database.createLocally creates the database and orders the units after it" =
+      let
+        host = serverWith {
+          database.createLocally = true;
+          worker.count = 2;
+        };
+        h = host.config;
+        url = "postgresql:///jig?host=/run/postgresql&user=jig";
+      in
+      builds host
+      && h.services.postgresql.enable
+      && h.services.postgresql.ensureDatabases == [ "jig" ]
+      && h.services.postgresql.ensureUsers == [
+        {
+          name = "jig";
+          ensureDBOwnership = true;
+        }
+      ]
+      && (unitToml host "jig.service").database == { inherit url; }
+      && (unitToml host "jig-worker-2.service").database == { inherit url; }
+      && all (unit: elem "postgresql.target" h.systemd.services.${unit}.after && elem "postgresql.target" h.systemd.services.${unit}.requires) [
+        "jig"
+        "jig-worker-1"
+        "jig-worker-2"
+      ];
+    "jig.service is ordered after PostgreSQL when it has a database" =
+      elem "postgresql.service" (serverWith { server.database = database; }).config.systemd.services.jig.after
+      && !(elem "postgresql.service" jigService.after);
+    "workers default to the server's database" =
+      let
+        host = serverWith {
+          server.database = database;
+          worker.count = 1;
+        };
+      in
+      host.config.services.jig.worker.database == database
+      && (unitToml host "jig-worker-1.service").database == {
+        inherit (database) url;
+        password-file = "/run/credentials/jig-worker-1.service/database-password";
+      };
+    "jig.service and the workers restart after 5 s, not 100 ms" =
+      elem "RestartSec=5s" jigUnit
+      && elem "Restart=on-failure" jigUnit
+      && elem "RestartSec=5s" (unitLines workerHost "jig-worker-1.service");
+    "the workers are parts of jig-workers.target, which multi-user.target wants" =
+      let
+        w = workerHost.config.systemd;
+      in
+      w.targets.jig-workers.wantedBy == [ "multi-user.target" ]
+      && all (n: w.services.${n}.wantedBy == [ "jig-workers.target" ] && elem "PartOf=jig-workers.target" (unitLines workerHost "${n}.service")) (attrNames workerServices)
+      && !(s.systemd.targets ? jig-workers);
+    "a host with workers and no server has the jig user the workers run as" =
+      workerHost.config.users.users.jig.isSystemUser && workerHost.config.users.groups ? jig;
+
+    # ---- issue 54: capping all Runs, relaxing hardening -----------------------
+    "every jig unit runs in jig.slice, which runs caps" =
+      let
+        host = serverWith {
+          runs = {
+            memoryMax = "8G";
+            tasksMax = 4096;
+            cpuQuota = "400%";
+          };
+          worker = {
+            count = 1;
+            inherit database;
+          };
+        };
+      in
+      all (u: elem "Slice=jig.slice" (unitLines host u)) [
+        "jig.service"
+        "jig-admit-greeter.service"
+        "jig-worker-1.service"
+      ]
+      && unitLines host "jig.slice" == [
+        "[Unit]"
+        "Description=jig FLOW host: all Runs of the jig units"
+        "[Slice]"
+        "CPUQuota=400%"
+        "MemoryMax=8G"
+        "TasksMax=4096"
+        ""
+      ]
+      && unitLines serverHost "jig.slice" == [
+        "[Unit]"
+        "Description=jig FLOW host: all Runs of the jig units"
+        "[Slice]"
+        ""
+      ]
+      && !builds (serverWith { runs.memoryMax = "8 GB"; })
+      && !builds (serverWith { runs.tasksMax = 0; })
+      && !builds (serverWith { runs.cpuQuota = "4"; });
+    "an operator relaxes one hardening setting without mkForce" =
+      let
+        host = jig serverCfg [
+          users
+          { systemd.services.jig.serviceConfig.ProtectSystem = "full"; }
+        ];
+      in
+      builds host
+      && elem "ProtectSystem=full" (unitLines host "jig.service")
+      && !(elem "ProtectSystem=strict" (unitLines host "jig.service"));
 
     # ---- test.nix: the VM test's nodes, as NixOS evaluates them -------------
     "the VM test has the machine, server and queued nodes" =
@@ -1197,7 +1461,7 @@ let
       && vmMachine.config.systemd.tmpfiles.settings."10-jig-projects"."/home/alice/intake" == dir "alice" "users" "0750";
     "server: a served project, the Agent and the key outside the store" =
       let
-        toml = hostToml vmServer;
+        toml = unitToml vmServer "jig.service";
         jigCfg = vmServer.config.services.jig;
       in
       jigCfg.projects.review.source == root + "/examples/review"
@@ -1207,23 +1471,44 @@ let
       && toml.serve.socket == "/run/jig/jig.sock"
       && !(lib.hasInfix "/var/keys" (builtins.toJSON toml))
       && elem "jig.service" vmServer.config.systemd.services.fake-agent.before
-      && contains "'api-key-file = \"${toml.agent.api-key-file}\"' in host_toml" vmTestScript
+      && contains "'api-key-file = \"${toml.agent.api-key-file}\"' in serve_toml" vmTestScript
+      && contains "'api-key-file = \"${(hostToml vmServer).agent.api-key-file}\"' in host_toml" vmTestScript
       && contains "--unix-socket ${toml.serve.socket}" vmTestScript
       && contains "http://jig/v1/projects/review/runs" vmTestScript;
+    "server: a contained flow.ts Run, TCP with a token, the slice and an exposure ceiling" =
+      let
+        toml = unitToml vmServer "jig.service";
+      in
+      vmServer.config.systemd.services ? jig-admit-repair
+      && pathExists (root + "/examples/repair/flows/repair/flow.ts")
+      && pathExists (root + "/examples/repair/input.json")
+      && contains "\"target\": \"binding:fixer\"" vmTestScript
+      && toml.serve.tcp == "127.0.0.1:8480"
+      && toml.serve.token-file == "/run/credentials/jig.service/serve-token"
+      && elem "LoadCredential=serve-token:/var/keys/jig-token" (unitLines vmServer "jig.service")
+      && contains "Bearer test-token' http://${toml.serve.tcp}/v1/health" vmTestScript
+      && contains "/sys/fs/cgroup/jig.slice/jig.service/cgroup.controllers" vmTestScript
+      && contains "systemd-analyze security jig.service --no-pager --threshold=60\"[)]$" vmTestScript;
     "queued: PostgreSQL before jig.service, two workers, a served project" =
       let
         q = vmQueued.config;
       in
-      q.services.postgresql.enable
+      q.services.jig.database.createLocally
+      && q.services.postgresql.enable
       && q.services.postgresql.ensureDatabases == [ "jig" ]
-      && elem "postgresql.service" q.systemd.services.jig.after
+      && elem "postgresql.target" q.systemd.services.jig.after
       && elem "jig.socket" q.systemd.services.jig.requires
-      && elem "postgresql.service" q.systemd.services.jig.requires
+      && elem "postgresql.target" q.systemd.services.jig.requires
       && q.systemd.services ? jig-worker-1
       && q.systemd.services ? jig-worker-2
       && q.systemd.services ? jig-admit-triage
       && pathExists (root + "/examples/triage/flows/code/flow.py")
-      && (hostToml vmQueued).database.url == q.services.jig.worker.database.url
+      && (unitToml vmQueued "jig.service").database.url == q.services.jig.worker.database.url
+      && (unitToml vmQueued "jig-worker-1.service").database.url == q.services.jig.worker.database.url
+      && contains "systemctl restart jig-workers.target" vmTestScript
+      && (unitToml vmQueued "jig-worker-1.service").agent.api-key-file == "/run/credentials/jig-worker-1.service/agent-key"
+      && contains "'api-key-file = \"/run/credentials/jig-worker-1.service/agent-key\"' in worker_toml" vmTestScript
+      && q.systemd.services ? jig-admit-review
       && contains "jig-worker-2.service" vmTestScript
       && contains "http://jig/v1/projects/triage/runs" vmTestScript;
   };

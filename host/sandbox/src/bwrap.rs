@@ -35,6 +35,37 @@ pub const SANDBOX_GID: u32 = 65534;
 /// The host name package code sees.
 pub const SANDBOX_HOSTNAME: &str = "flow";
 
+/// What bubblewrap prints when `sethostname()` is refused for its
+/// `--hostname`: a seccomp filter inherited from whatever started jig.
+const HOSTNAME_REFUSED: &str = "Can't set hostname";
+
+/// The explanation of a failed Run's stderr where bubblewrap itself failed
+/// for a cause jig knows (its `bwrap: ` line), else None: a Run whose
+/// envelope never started says why, not only that its program exited.
+pub fn known_failure(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find(|line| line.starts_with("bwrap: ") && line.contains(HOSTNAME_REFUSED))
+        .map(explain_failure)
+}
+
+/// bubblewrap's own complaint (its stderr) in the operator's terms where
+/// jig knows the cause; otherwise the complaint as it is.
+pub fn explain_failure(stderr: &str) -> String {
+    let stderr = stderr.trim();
+    if stderr.contains(HOSTNAME_REFUSED) {
+        format!(
+            "{stderr}: a seccomp filter on jig's process (such as systemd's \
+             ProtectHostname=) forbids sethostname(), which bubblewrap needs to name each \
+             sandbox inside its own UTS namespace, so contained Runs cannot start under it; \
+             lift the filter for the unit that runs jig (ProtectHostname=false; the host's \
+             own hostname stays unchanged either way)"
+        )
+    } else {
+        stderr.to_string()
+    }
+}
+
 /// Read-only runtime trees the host's own effects (the Agent worker,
 /// Project Commands, dependency preparation) see: the system's programs and
 /// libraries. A process recipe sees only its runtime's closure instead

@@ -440,7 +440,7 @@ fn smoke_test(envelope: &Bubblewrap) -> Result<(), String> {
             }
             return Err(format!(
                 "bubblewrap could not start a process here ({status}): {}",
-                why.trim()
+                bwrap::explain_failure(&why)
             ));
         }
         Ok(())

@@ -1354,3 +1354,111 @@ fn past_the_envelopes_ahead_bound_the_oldest_is_ended() {
     }
     assert_eq!(ahead_roots(root).len(), 1);
 }
+
+/// systemd's ProtectHostname= is a seccomp filter refusing sethostname() to
+/// the unit and everything it starts, bubblewrap's `--hostname` among them.
+/// Under it a contained Run cannot start, and its failure says why (the
+/// filter, and that contained Runs cannot start under it), not only that
+/// its program exited.
+#[test]
+fn under_a_filter_refusing_sethostname_a_run_fails_saying_why() {
+    let dir = project(&[
+        ("flows/hi/FLOW.md", "---\nname: hi\ndescription: Answers.\n---\n"),
+        (
+            "flows/hi/flow.py",
+            "from jiggy.flow import handle\n\nasync def run(context):\n    return {\"outcome\": \"done\", \"output\": 1}\n\nhandle(run)\n",
+        ),
+    ]);
+    if let Some(parent) = test_cgroup_parent() {
+        write_files(
+            dir.path(),
+            &[(
+                ".test-config-home/jig/host.toml",
+                &format!("[containment]\ncgroup-parent = {parent:?}\n"),
+            )],
+        );
+    }
+    review(dir.path());
+    let unfiltered = run_jig(dir.path(), &["run", "flow:flows/hi"]);
+    assert_eq!(unfiltered.status, 0, "{unfiltered:?}");
+
+    let mut command = jig(dir.path());
+    command.args(["run", "flow:flows/hi"]);
+    // SAFETY: the hook only makes raw prctl() calls on a filter held on
+    // its own stack; it allocates nothing and takes no locks.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(refuse_sethostname);
+    }
+    let run = output(command.output().expect("jig runs"));
+    assert_eq!(run.status, 1, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["status"], "failed", "{run:?}");
+    assert_eq!(terminal["code"], "EXECUTION_FAILED", "{run:?}");
+    let message = terminal["message"].as_str().unwrap();
+    for words in [
+        "Can't set hostname",
+        "seccomp filter",
+        "ProtectHostname=",
+        "contained Runs cannot start under it",
+    ] {
+        assert!(message.contains(words), "{words:?} not in {message}");
+    }
+}
+
+/// What ProtectHostname= installs, reduced to its point: sethostname()
+/// fails with EPERM, every other system call is allowed.
+fn refuse_sethostname() -> std::io::Result<()> {
+    use nix::libc;
+    // Classic BPF opcodes (linux/filter.h) and seccomp actions
+    // (linux/seccomp.h); struct seccomp_data has the call's number at 0.
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JMP_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    let filter = [
+        libc::sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: JMP_JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_sethostname as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ALLOW,
+        },
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl with integer arguments, then with a pointer to a
+    // program that outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -207,6 +207,13 @@ impl Executor {
             });
         }
         let result = classify(&report, &exit).map_err(|mut f| {
+            // An envelope that never started (bubblewrap failed before the
+            // program ran) says why where jig knows the cause.
+            if f.code == FailureCode::Run(ErrorCode::ExecutionFailed) {
+                if let Some(why) = jig_sandbox::bwrap::known_failure(&diagnostics.stderr) {
+                    f.message = format!("{}: {why}", f.message);
+                }
+            }
             f.diagnostics = diagnostics.clone();
             f
         })?;

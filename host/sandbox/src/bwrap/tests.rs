@@ -292,3 +292,139 @@ fn an_interpreter_outside_usr_brings_its_prefix_only() {
     assert_eq!(roots, vec![dir.path().join("py").canonicalize().unwrap()]);
     assert!(program_roots(Path::new("/usr/bin/env"), Path::new("/p")).is_empty());
 }
+
+/// systemd's ProtectHostname= is a seccomp filter refusing sethostname()
+/// to the unit and all it starts. Under such a filter bubblewrap's
+/// `--hostname` fails, and what jig says about that failure names the
+/// filter and that contained Runs cannot start under it.
+#[test]
+fn under_a_filter_refusing_sethostname_bubblewrap_fails_and_jig_says_why() {
+    let bwrap = match super::super::find_bwrap(None) {
+        Ok((path, _)) => path,
+        Err(e) => {
+            eprintln!("\n*** SKIPPED: no usable bubblewrap: {e} ***\n");
+            return;
+        }
+    };
+    // Without the filter the same command works here, so the failure
+    // below is the filter's.
+    let plain = std::process::Command::new(&bwrap)
+        .args([
+            "--unshare-all",
+            "--hostname",
+            "x",
+            "--ro-bind",
+            "/",
+            "/",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    if !plain.status.success() {
+        eprintln!(
+            "\n*** SKIPPED: bubblewrap cannot start a sandbox here: {} ***\n",
+            String::from_utf8_lossy(&plain.stderr)
+        );
+        return;
+    }
+    let mut command = std::process::Command::new(&bwrap);
+    command.args([
+        "--unshare-all",
+        "--hostname",
+        "x",
+        "--ro-bind",
+        "/",
+        "/",
+        "true",
+    ]);
+    // SAFETY: the hook only makes raw prctl() calls on a filter held on
+    // its own stack; it allocates nothing and takes no locks.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(refuse_sethostname);
+    }
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "bubblewrap ran under the filter: {stderr}"
+    );
+    assert!(stderr.contains("Can't set hostname"), "{stderr}");
+    let said = explain_failure(&stderr);
+    assert!(said.starts_with(stderr.trim()), "{said}");
+    for words in [
+        "seccomp filter",
+        "ProtectHostname=",
+        "forbids sethostname()",
+        "contained Runs cannot start under it",
+    ] {
+        assert!(said.contains(words), "{words:?} not in {said}");
+    }
+    // A Run's stderr names the cause where bubblewrap's line is in it.
+    let run_stderr = format!("starting\n{stderr}");
+    assert_eq!(known_failure(&run_stderr).as_deref(), Some(said.as_str()));
+    assert_eq!(known_failure("Can't set hostname, said the program"), None);
+    // Any other complaint is passed on unchanged.
+    assert_eq!(
+        explain_failure("bwrap: execvp x: No such file\n"),
+        "bwrap: execvp x: No such file"
+    );
+}
+
+/// What ProtectHostname= installs, reduced to its point: sethostname()
+/// fails with EPERM, every other system call is allowed.
+fn refuse_sethostname() -> std::io::Result<()> {
+    use nix::libc;
+    // Classic BPF opcodes (linux/filter.h) and seccomp actions
+    // (linux/seccomp.h).
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JMP_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    // struct seccomp_data: nr at offset 0.
+    let filter = [
+        libc::sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: JMP_JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_sethostname as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ALLOW,
+        },
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prctl with integer arguments, then with a pointer to a
+    // program that outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
