@@ -475,17 +475,26 @@ pub fn run(served: &Served, asked: Submitted) -> Result<u8, CliError> {
             return Ok(shown(&terminal, print_terminal(&terminal, asked.json)));
         }
         body.receive = asked.receive.to_vec();
-        let accepted = served
-            .endpoint
-            .call(
-                "POST",
-                &format!("{project}/runs?wait=false"),
-                Some(body.to_value()),
-            )
-            .await?;
-        let id = accepted["runId"].as_str().unwrap_or_default();
-        receive(served, &format!("{project}/runs/{}/events", segment(id))).await
+        let id = submit_unwaited(served, &project, &body).await?;
+        receive(served, &format!("{project}/runs/{}/events", segment(&id))).await
     })
+}
+
+/// Submit `body` without waiting for its Run: its ID.
+async fn submit_unwaited(
+    served: &Served,
+    project: &str,
+    body: &RunRequest,
+) -> Result<String, CliError> {
+    let accepted = served
+        .endpoint
+        .call(
+            "POST",
+            &format!("{project}/runs?wait=false"),
+            Some(body.to_value()),
+        )
+        .await?;
+    Ok(accepted["runId"].as_str().unwrap_or_default().to_string())
 }
 
 /// How often a person's `jig run --server` asks how its Run is doing.
@@ -503,15 +512,7 @@ async fn watched(
     body: &RunRequest,
     target: &str,
 ) -> Result<Value, CliError> {
-    let accepted = served
-        .endpoint
-        .call(
-            "POST",
-            &format!("{project}/runs?wait=false"),
-            Some(body.to_value()),
-        )
-        .await?;
-    let id = accepted["runId"].as_str().unwrap_or_default().to_string();
+    let id = submit_unwaited(served, project, body).await?;
     let waiting = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let shown = waiting.clone();
     let live = super::terminal::LiveStatus::start(
