@@ -307,7 +307,7 @@ fn channel_contract_reference_bound() {
 fn grant_contract_ids_follow_the_contract_id_grammar() {
     let grant = |id: &str| {
         ChannelResult::from_value(&json!({
-            "endpoint": "r", "direction": "receive", "delivery": "direct", "startSequence": 1,
+            "endpoint": "r", "direction": "receive", "delivery": "broadcast", "startSequence": 1,
             "contract": {"id": id, "version": "1.0.0", "digest": format!("sha256:{}", "0".repeat(64))},
         }))
     };
