@@ -369,6 +369,7 @@ fn an_operational_failure_publishes_only_the_host_record() {
             "checkpoint",
             "code",
             "delivery",
+            "details",
             "diagnostics",
             "input",
             "message",
@@ -378,6 +379,9 @@ fn an_operational_failure_publishes_only_the_host_record() {
         ]
     );
     assert_eq!(stdout["status"], "failed");
+    // The raised error, as the SDK reports it (docs/src/troubleshooting.md).
+    assert_eq!(stdout["message"], "RuntimeError: broken on purpose");
+    assert_eq!(stdout["details"]["exception"]["type"], "RuntimeError");
     assert_eq!(stdout["delivery"]["status"], "written");
     assert_eq!(stdout["delivery"]["source"], "none");
     assert_eq!(
