@@ -31,9 +31,10 @@ pub(super) fn sentence(graph: &Graph, diagnostic: &Diagnostic, instance: &Value)
     };
     let node = graph.nodes.iter().find(|n| n.pointer == node_pointer);
     let (at, words) = match (node.map(|n| &n.kind), diagnostic.keyword) {
-        (Some(NodeKind::Object(k)), Some(keyword)) => {
-            (diagnostic.instance_pointer.as_str(), keyword_words(graph, k, keyword, value))
-        }
+        (Some(NodeKind::Object(k)), Some(keyword)) => (
+            diagnostic.instance_pointer.as_str(),
+            keyword_words(graph, k, keyword, value),
+        ),
         // A `false` schema: a member `additionalProperties` refuses reads
         // best at its object.
         _ => match diagnostic.schema_pointer.ends_with("/additionalProperties") {
@@ -73,8 +74,7 @@ fn keyword_words(graph: &Graph, k: &Keywords, keyword: &str, value: &Value) -> S
         },
         "enum" => {
             let allowed = k.enumeration.as_deref().unwrap_or_default();
-            let mut listed: Vec<String> =
-                allowed.iter().take(LISTED_MEMBERS).map(quote).collect();
+            let mut listed: Vec<String> = allowed.iter().take(LISTED_MEMBERS).map(quote).collect();
             if allowed.len() > LISTED_MEMBERS {
                 listed.push("…".into());
             }
@@ -117,11 +117,15 @@ fn keyword_words(graph: &Graph, k: &Keywords, keyword: &str, value: &Value) -> S
         "dependentRequired" => {
             let object = value.as_object();
             let has = |name: &String| object.is_some_and(|o| o.contains_key(name));
-            let missing = k.dependent_required.iter().flatten().find_map(|(trigger, names)| {
-                has(trigger)
-                    .then(|| names.iter().find(|n| !has(n)).map(|n| (trigger, n)))
-                    .flatten()
-            });
+            let missing = k
+                .dependent_required
+                .iter()
+                .flatten()
+                .find_map(|(trigger, names)| {
+                    has(trigger)
+                        .then(|| names.iter().find(|n| !has(n)).map(|n| (trigger, n)))
+                        .flatten()
+                });
             match missing {
                 Some((trigger, name)) => format!(
                     "property {} requires property {}, which is missing",

@@ -755,19 +755,35 @@ fn a_database_over_tls_is_verified_against_its_ca_file() {
         assert!(refused.to_string().contains("certificate"), "{refused}");
         // The server takes no plain connection on TCP.
         let plain = Postgres::tcp_url("localhost", port, "disable");
-        assert!(Queue::open(connect_config(&plain, None, Some(&ca)).unwrap()).await.is_err());
+        assert!(
+            Queue::open(connect_config(&plain, None, Some(&ca)).unwrap())
+                .await
+                .is_err()
+        );
     });
     let (root_dir, root) = queued_project();
     let mut worker = spawn(
         &root,
-        &["worker", "--database", &url, "--database-ca-file", ca.to_str().unwrap()],
+        &[
+            "worker",
+            "--database",
+            &url,
+            "--database-ca-file",
+            ca.to_str().unwrap(),
+        ],
         logs.path().join("worker.log"),
     );
-    wait_until("the worker started over TLS", Duration::from_secs(60), || {
-        worker.log().contains("jig.worker.started")
-    });
+    wait_until(
+        "the worker started over TLS",
+        Duration::from_secs(60),
+        || worker.log().contains("jig.worker.started"),
+    );
     worker.signal(Signal::SIGTERM);
-    assert!(worker.exited(Duration::from_secs(30)).success(), "{}", worker.log());
+    assert!(
+        worker.exited(Duration::from_secs(30)).success(),
+        "{}",
+        worker.log()
+    );
     drop((root_dir, pg));
 }
 
@@ -1013,23 +1029,33 @@ fn a_run_no_worker_claims_says_so_while_it_waits_and_at_its_deadline() {
     assert_eq!(status, 200, "{record}");
     assert_eq!(record["queue"], json!({"status": "queued", "claims": 0}));
     std::thread::sleep(Duration::from_secs(1));
-    let waited: f64 = metric(&served, "jig_oldest_queued_seconds").parse().unwrap();
+    let waited: f64 = metric(&served, "jig_oldest_queued_seconds")
+        .parse()
+        .unwrap();
     assert!(waited >= 1.0, "{waited}");
     let finished = client.wait_with_output().unwrap();
     let shown = String::from_utf8_lossy(&finished.stdout).to_string();
     assert_eq!(finished.status.code(), Some(1), "{shown}");
     assert!(
-        shown.contains("flow:flows/witness · 3.") && shown.contains("waiting on a worker: none has claimed it yet"),
+        shown.contains("flow:flows/witness · 3.")
+            && shown.contains("waiting on a worker: none has claimed it yet"),
         "{shown}"
     );
     assert!(
         shown.contains("no worker claimed the Run before its deadline passed"),
         "{shown}"
     );
-    assert!(shown.contains("start a jig worker on the daemon's database"), "{shown}");
+    assert!(
+        shown.contains("start a jig worker on the daemon's database"),
+        "{shown}"
+    );
     assert!(!shown.contains("more time with --timeout"), "{shown}");
     let terminal = served.terminal(&id);
-    assert_eq!(terminal["details"], json!({"queue": "unclaimed"}), "{terminal}");
+    assert_eq!(
+        terminal["details"],
+        json!({"queue": "unclaimed"}),
+        "{terminal}"
+    );
     assert_eq!(metric(&served, "jig_oldest_queued_seconds"), "0.0");
     assert_eq!(std::fs::read_to_string(&witness).unwrap(), "");
 }

@@ -574,13 +574,22 @@ fn collections_never_take_what_a_run_is_fetching() {
             run_status(&pg, &id) == "settled"
         });
         let terminal = served.terminal(&id);
-        assert_eq!(terminal["status"], "succeeded", "{terminal}\n{}", worker.log());
+        assert_eq!(
+            terminal["status"],
+            "succeeded",
+            "{terminal}\n{}",
+            worker.log()
+        );
     }
     let removed: usize = cache_lines(&worker.log())
         .iter()
         .map(|l| l["packages"].as_array().map_or(0, Vec::len))
         .sum();
-    assert!(removed >= 8, "older generations were collected meanwhile: {}", worker.log());
+    assert!(
+        removed >= 8,
+        "older generations were collected meanwhile: {}",
+        worker.log()
+    );
 }
 
 /// What a Run executing on a worker uses stays in its cache through the

@@ -142,9 +142,12 @@ impl Sources {
     /// what was admitted: changed, added or removed; sorted.
     pub fn changed(&self, root: &Path, target: &crate::exec::TargetRef) -> Vec<String> {
         let dirs: Vec<&String> = match target {
-            crate::exec::TargetRef::Flow(path) => {
-                self.packages.get_key_value(path).map(|(k, _)| k).into_iter().collect()
-            }
+            crate::exec::TargetRef::Flow(path) => self
+                .packages
+                .get_key_value(path)
+                .map(|(k, _)| k)
+                .into_iter()
+                .collect(),
             crate::exec::TargetRef::Binding(id) => {
                 self.bindings.get(id).into_iter().flatten().collect()
             }

@@ -142,7 +142,8 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
-            let invalid = |m: String| Error::DatabaseUrl(format!("CA file {}: {m}", path.display()));
+            let invalid =
+                |m: String| Error::DatabaseUrl(format!("CA file {}: {m}", path.display()));
             let meta = std::fs::metadata(path).map_err(|e| invalid(e.to_string()))?;
             if meta.len() > MAX_CA_FILE_BYTES {
                 return Err(invalid(format!("larger than {MAX_CA_FILE_BYTES} bytes")));
@@ -173,10 +174,7 @@ fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Error> {
         .with_no_client_auth())
 }
 
-fn url_config(
-    url: &str,
-    password_file: Option<&Path>,
-) -> Result<tokio_postgres::Config, Error> {
+fn url_config(url: &str, password_file: Option<&Path>) -> Result<tokio_postgres::Config, Error> {
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| Error::DatabaseUrl(format!("{url:?} is not a PostgreSQL URL: {e}")))?;
@@ -967,7 +965,11 @@ mod tests {
         std::fs::write(&file, "s3cret\n").unwrap();
         let database = connect_config("postgresql://jig@db/jig", Some(&file), None).unwrap();
         assert_eq!(database.config.get_password(), Some(&b"s3cret"[..]));
-        let missing = connect_config("postgresql://jig@db/jig", Some(&dir.path().join("no")), None);
+        let missing = connect_config(
+            "postgresql://jig@db/jig",
+            Some(&dir.path().join("no")),
+            None,
+        );
         assert_eq!(missing.unwrap_err().code(), URL_INVALID);
         assert_eq!(
             connect_config("not a url", None, None).unwrap_err().code(),

@@ -6,7 +6,10 @@
 
 use serde_json::{json, Value};
 
-use super::{coordinator_lost, deadline_passed, deadline_passed_unclaimed, event_in, notify_in, worker, Queue, SWEEP_BATCH};
+use super::{
+    coordinator_lost, deadline_passed, deadline_passed_unclaimed, event_in, notify_in, worker,
+    Queue, SWEEP_BATCH,
+};
 use crate::Error;
 use jig_engine::terminal::{Delivery, Source, Terminal};
 

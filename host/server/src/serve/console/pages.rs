@@ -561,7 +561,10 @@ mod tests {
         assert!(!quiet.contains("source-changed"), "{quiet}");
         let changed: Vec<String> = (0..7).map(|i| format!("flows/f{i}/<flow>.ts")).collect();
         let page = projects(&frame, &[view(changed)], (0, 0)).into_string();
-        assert!(page.contains("The live source differs from what runs"), "{page}");
+        assert!(
+            page.contains("The live source differs from what runs"),
+            "{page}"
+        );
         assert!(page.contains("flows/f0/&lt;flow&gt;.ts"), "{page}");
         assert!(page.contains(" and 2 more"), "{page}");
         assert!(!page.contains("flows/f5"), "{page}");
@@ -575,7 +578,14 @@ mod tests {
             projects: &[],
         };
         let page = |queue: Value| {
-            run(&frame, "p", &json!({"id": "run-1", "queue": queue}), None, None).into_string()
+            run(
+                &frame,
+                "p",
+                &json!({"id": "run-1", "queue": queue}),
+                None,
+                None,
+            )
+            .into_string()
         };
         let unclaimed = page(json!({"status": "queued", "claims": 0}));
         assert!(
