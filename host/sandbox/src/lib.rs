@@ -21,6 +21,8 @@ pub mod bwrap;
 pub mod cgroup;
 pub mod closure;
 pub mod syscall;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
 pub use budget::{Budget, Exhausted, Reservation};
 pub use error::Error;

@@ -53,15 +53,7 @@ fn hostile_project() -> tempfile::TempDir {
         ("home/secret.txt", "home secret\n"),
     ]);
     std::fs::copy(hostile_bin(), dir.path().join("flows/hostile-bin/flow.bin")).unwrap();
-    if let Some(parent) = test_cgroup_parent() {
-        write_files(
-            dir.path(),
-            &[(
-                ".test-config-home/jig/host.toml",
-                &format!("[containment]\ncgroup-parent = {parent:?}\n"),
-            )],
-        );
-    }
+    use_the_test_cgroup_parent(dir.path());
     review(dir.path());
     dir
 }
@@ -1369,15 +1361,7 @@ fn under_a_filter_refusing_sethostname_a_run_fails_saying_why() {
             "from jiggy.flow import handle\n\nasync def run(context):\n    return {\"outcome\": \"done\", \"output\": 1}\n\nhandle(run)\n",
         ),
     ]);
-    if let Some(parent) = test_cgroup_parent() {
-        write_files(
-            dir.path(),
-            &[(
-                ".test-config-home/jig/host.toml",
-                &format!("[containment]\ncgroup-parent = {parent:?}\n"),
-            )],
-        );
-    }
+    use_the_test_cgroup_parent(dir.path());
     review(dir.path());
     let unfiltered = run_jig(dir.path(), &["run", "flow:flows/hi"]);
     assert_eq!(unfiltered.status, 0, "{unfiltered:?}");
@@ -1388,7 +1372,7 @@ fn under_a_filter_refusing_sethostname_a_run_fails_saying_why() {
     // its own stack; it allocates nothing and takes no locks.
     unsafe {
         use std::os::unix::process::CommandExt;
-        command.pre_exec(refuse_sethostname);
+        command.pre_exec(jig_sandbox::testing::refuse_sethostname);
     }
     let run = output(command.output().expect("jig runs"));
     assert_eq!(run.status, 1, "{run:?}");
@@ -1406,59 +1390,16 @@ fn under_a_filter_refusing_sethostname_a_run_fails_saying_why() {
     }
 }
 
-/// What ProtectHostname= installs, reduced to its point: sethostname()
-/// fails with EPERM, every other system call is allowed.
-fn refuse_sethostname() -> std::io::Result<()> {
-    use nix::libc;
-    // Classic BPF opcodes (linux/filter.h) and seccomp actions
-    // (linux/seccomp.h); struct seccomp_data has the call's number at 0.
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JMP_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    const RET_ERRNO: u32 = 0x0005_0000;
-    let filter = [
-        libc::sock_filter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        libc::sock_filter {
-            code: JMP_JEQ_K,
-            jt: 0,
-            jf: 1,
-            k: libc::SYS_sethostname as u32,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ERRNO | libc::EPERM as u32,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ALLOW,
-        },
-    ];
-    let program = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: prctl with integer arguments, then with a pointer to a
-    // program that outlives the call.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &program as *const libc::sock_fprog,
-            ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
+/// Name CI's empty cgroup parent, when it gives one
+/// ([`test_cgroup_parent`]), in the project's host configuration.
+fn use_the_test_cgroup_parent(dir: &Path) {
+    if let Some(parent) = test_cgroup_parent() {
+        write_files(
+            dir,
+            &[(
+                ".test-config-home/jig/host.toml",
+                &format!("[containment]\ncgroup-parent = {parent:?}\n"),
+            )],
+        );
     }
-    Ok(())
 }

@@ -341,7 +341,7 @@ fn under_a_filter_refusing_sethostname_bubblewrap_fails_and_jig_says_why() {
     // its own stack; it allocates nothing and takes no locks.
     unsafe {
         use std::os::unix::process::CommandExt;
-        command.pre_exec(refuse_sethostname);
+        command.pre_exec(crate::testing::refuse_sethostname);
     }
     let out = command.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -369,62 +369,4 @@ fn under_a_filter_refusing_sethostname_bubblewrap_fails_and_jig_says_why() {
         explain_failure("bwrap: execvp x: No such file\n"),
         "bwrap: execvp x: No such file"
     );
-}
-
-/// What ProtectHostname= installs, reduced to its point: sethostname()
-/// fails with EPERM, every other system call is allowed.
-fn refuse_sethostname() -> std::io::Result<()> {
-    use nix::libc;
-    // Classic BPF opcodes (linux/filter.h) and seccomp actions
-    // (linux/seccomp.h).
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JMP_JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    const RET_ERRNO: u32 = 0x0005_0000;
-    // struct seccomp_data: nr at offset 0.
-    let filter = [
-        libc::sock_filter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        libc::sock_filter {
-            code: JMP_JEQ_K,
-            jt: 0,
-            jf: 1,
-            k: libc::SYS_sethostname as u32,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ERRNO | libc::EPERM as u32,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ALLOW,
-        },
-    ];
-    let program = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: prctl with integer arguments, then with a pointer to a
-    // program that outlives the call.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-            || libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &program as *const libc::sock_fprog,
-            ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

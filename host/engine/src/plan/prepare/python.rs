@@ -368,6 +368,22 @@ with open('compiled.json', 'w') as f:
     json.dump(found, f)
 ";
 
+/// The environment every Python launch of preparation starts from: a
+/// private home and temporary directory in its scratch, and UTF-8.
+fn private_env(work: &Workspace) -> Vec<(String, String)> {
+    vec![
+        (
+            "HOME".into(),
+            work.scratch.join("home").display().to_string(),
+        ),
+        (
+            "TMPDIR".into(),
+            work.scratch.join("tmp").display().to_string(),
+        ),
+        ("LANG".into(), "C.UTF-8".into()),
+    ]
+}
+
 /// `python3 -I -S -B -c COMPILE_SCRIPT` in the staged directory: no site,
 /// no user site, no environment, no bytecode written, no network.
 fn compile_launch(runtime: &Path, work: &Workspace) -> Launch {
@@ -376,17 +392,7 @@ fn compile_launch(runtime: &Path, work: &Workspace) -> Launch {
             .iter()
             .map(Into::into)
             .collect(),
-        env: vec![
-            (
-                "HOME".into(),
-                work.scratch.join("home").display().to_string(),
-            ),
-            (
-                "TMPDIR".into(),
-                work.scratch.join("tmp").display().to_string(),
-            ),
-            ("LANG".into(), "C.UTF-8".into()),
-        ],
+        env: private_env(work),
         read_only: Vec::new(),
         network: false,
         ..pip_launch(runtime, work, DEFAULT_PYTHON_INDEX)
@@ -425,20 +431,14 @@ fn pip_launch(runtime: &Path, work: &Workspace, index: &str) -> Launch {
         view: None,
         program: runtime.to_path_buf(),
         args,
-        env: vec![
-            (
-                "HOME".into(),
-                work.scratch.join("home").display().to_string(),
-            ),
-            (
-                "TMPDIR".into(),
-                work.scratch.join("tmp").display().to_string(),
-            ),
-            ("LANG".into(), "C.UTF-8".into()),
-            ("PIP_CONFIG_FILE".into(), "/dev/null".into()),
-            ("PYTHONNOUSERSITE".into(), "1".into()),
-            ("NO_COLOR".into(), "1".into()),
-        ],
+        env: private_env(work)
+            .into_iter()
+            .chain([
+                ("PIP_CONFIG_FILE".into(), "/dev/null".into()),
+                ("PYTHONNOUSERSITE".into(), "1".into()),
+                ("NO_COLOR".into(), "1".into()),
+            ])
+            .collect(),
         cwd: work.package.clone(),
         package: work.empty.clone(),
         scratch: work.scratch.clone(),
