@@ -335,6 +335,27 @@ mod tests {
         );
     }
 
+    /// A value's JSON text is quoted whole up to [`super::QUOTED_CHARS`]
+    /// characters and cut one past; an `enum` lists
+    /// [`super::LISTED_MEMBERS`] members, and `…` past them.
+    #[test]
+    fn quotes_and_lists_are_bounded_at_their_limits() {
+        let at = "x".repeat(super::QUOTED_CHARS - 2); // with its quotes
+        let said = words(json!({"type": "integer"}), json!(at));
+        assert_eq!(said, format!("expected integer, got \"{at}\""));
+        let past = "x".repeat(super::QUOTED_CHARS - 1);
+        let said = words(json!({"type": "integer"}), json!(past));
+        assert!(said.ends_with("x…"), "{said}");
+        let members = |n: usize| (0..n).map(|i| json!(i)).collect::<Vec<_>>();
+        let listed = words(json!({"enum": members(super::LISTED_MEMBERS)}), json!("x"));
+        assert_eq!(listed, r#""x" is not one of 0, 1, 2, 3, 4, 5, 6, 7"#);
+        let cut = words(
+            json!({"enum": members(super::LISTED_MEMBERS + 1)}),
+            json!("x"),
+        );
+        assert_eq!(cut, r#""x" is not one of 0, 1, 2, 3, 4, 5, 6, 7, …"#);
+    }
+
     #[test]
     fn a_long_value_is_cut() {
         let long = "x".repeat(500);

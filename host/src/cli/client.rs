@@ -751,3 +751,32 @@ pub(super) fn runs(
         Ok(0)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A queued Run no worker ever claimed says so from
+    /// [`UNCLAIMED_AFTER`] on, not before; one claimed before, or running,
+    /// says what it waits on instead.
+    #[test]
+    fn a_queued_run_says_no_worker_claimed_it_from_the_bound_on() {
+        let queued = json!({"queue": {"status": "queued", "claims": 0}});
+        let just_before = UNCLAIMED_AFTER - std::time::Duration::from_millis(1);
+        assert_eq!(waits_on(&queued, just_before), ["a worker"]);
+        assert_eq!(
+            waits_on(&queued, UNCLAIMED_AFTER),
+            ["a worker: none has claimed it yet"]
+        );
+        let again = json!({"queue": {"status": "queued", "claims": 1}});
+        assert_eq!(waits_on(&again, UNCLAIMED_AFTER), ["a worker"]);
+        let claimed = json!({"queue": {"status": "claimed", "claims": 1}});
+        assert_eq!(
+            waits_on(&claimed, UNCLAIMED_AFTER),
+            ["its worker to start it"]
+        );
+        assert!(waits_on(&json!({"queue": {"status": "running"}}), UNCLAIMED_AFTER).is_empty());
+        assert!(waits_on(&json!({}), UNCLAIMED_AFTER).is_empty());
+    }
+}

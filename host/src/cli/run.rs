@@ -208,21 +208,48 @@ fn replay(record: &state::RunRecord, json_output: bool, receiving: bool) -> u8 {
     super::exit::shown_exit_code(&terminal, status)
 }
 
+/// How many changed files the notice names before "and N more".
+const NOTICE_NAMED: usize = 3;
+
 /// The one line that says the live source of what a Run uses differs
 /// from the admitted bytes it runs, naming what changed (the first few)
 /// and what admits it.
 fn source_notice(changed: &[String]) -> String {
-    const NAMED: usize = 3;
     let mut named = changed
         .iter()
-        .take(NAMED)
+        .take(NOTICE_NAMED)
         .map(|p| super::terminal::escape(p))
         .collect::<Vec<_>>()
         .join(", ");
-    if changed.len() > NAMED {
-        named.push_str(&format!(" and {} more", changed.len() - NAMED));
+    if changed.len() > NOTICE_NAMED {
+        named.push_str(&format!(" and {} more", changed.len() - NOTICE_NAMED));
     }
     format!(
         "note: {named} changed since review; this Run runs the admitted version (jig review admits the change)"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The notice names [`NOTICE_NAMED`] files, and counts the rest.
+    #[test]
+    fn the_notice_names_three_files_and_counts_the_rest() {
+        let files = |n: usize| {
+            (0..n)
+                .map(|i| format!("flows/f/{i}.py"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            source_notice(&files(NOTICE_NAMED)),
+            "note: flows/f/0.py, flows/f/1.py, flows/f/2.py changed since review; this Run runs \
+             the admitted version (jig review admits the change)"
+        );
+        assert_eq!(
+            source_notice(&files(NOTICE_NAMED + 1)),
+            "note: flows/f/0.py, flows/f/1.py, flows/f/2.py and 1 more changed since review; \
+             this Run runs the admitted version (jig review admits the change)"
+        );
+    }
 }

@@ -955,6 +955,24 @@ async fn conclude(
 mod tests {
     use super::*;
 
+    /// A CA file is read up to [`MAX_CA_FILE_BYTES`] and refused one byte
+    /// past it; one that holds no certificate is refused as such.
+    #[test]
+    fn a_ca_file_is_bounded_and_must_hold_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ca.pem");
+        let url = "postgresql://jig@db/jig";
+        std::fs::write(&file, vec![b'\n'; MAX_CA_FILE_BYTES as usize]).unwrap();
+        let at = connect_config(url, None, Some(&file))
+            .unwrap_err()
+            .to_string();
+        assert!(at.contains("holds no PEM CERTIFICATE block"), "{at}");
+        std::fs::write(&file, vec![b'\n'; MAX_CA_FILE_BYTES as usize + 1]).unwrap();
+        let past = connect_config(url, None, Some(&file)).unwrap_err();
+        assert_eq!(past.code(), URL_INVALID);
+        assert!(past.to_string().contains("larger than"), "{past}");
+    }
+
     #[test]
     fn a_password_in_the_url_is_refused_and_one_from_a_file_is_used() {
         let e = connect_config("postgresql://jig:secret@db/jig", None, None).unwrap_err();
