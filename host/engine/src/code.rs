@@ -80,7 +80,7 @@ impl FailureCode {
     }
 
     /// A Run stopped from outside (cancelled, or its deadline passed).
-    pub fn is_stop(self) -> bool {
+    pub(crate) fn is_stop(self) -> bool {
         matches!(
             self,
             FailureCode::Run(ErrorCode::Cancelled | ErrorCode::DeadlineExceeded)

@@ -50,6 +50,10 @@ pub enum Error {
          frame that carries it"
     )]
     InputTooLarge { bytes: usize, max: usize },
+    /// `JIG_RUN_INPUT_INVALID`: `--input` is not JSON/1, or its file
+    /// cannot be read as one (the message names no host path).
+    #[error("{0}")]
+    InputInvalid(&'static str),
     /// `ADMISSION_MISSING`: nothing was ever admitted.
     #[error("the project has no usable reviewed revision; complete jig review before running")]
     AdmissionMissing,
@@ -79,7 +83,7 @@ impl Error {
             Error::TargetMalformed | Error::TargetNotAdmitted { .. } => "JIG_RUN_TARGET_INVALID",
             Error::TimeoutInvalid => "JIG_RUN_TIMEOUT_INVALID",
             Error::KeyInvalid { .. } => "INVALID_REQUEST",
-            Error::InputTooLarge { .. } => "JIG_RUN_INPUT_INVALID",
+            Error::InputTooLarge { .. } | Error::InputInvalid(_) => "JIG_RUN_INPUT_INVALID",
             Error::AdmissionMissing => "ADMISSION_MISSING",
             Error::PackageMissing { .. } => "PROJECT_STATE_INVALID",
             Error::NotRecorded { code, .. } => code,

@@ -27,10 +27,6 @@ pub const TOKEN_FILE_ENV: &str = "JIG_SERVER_TOKEN_FILE";
 pub const CACERT_ENV: &str = "JIG_SERVER_CACERT";
 /// A CA file larger than this is not one (a system bundle is about 200 KiB).
 const MAX_CACERT_BYTES: u64 = 4 * 1024 * 1024;
-/// How many Runs `jig runs` lists unless `--limit` says (as locally).
-pub const LISTED_RUNS: usize = 50;
-/// The most Runs `jig runs --limit` lists: the most a daemon lists at once.
-pub const MAX_LISTED_RUNS: usize = 1000;
 
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
@@ -367,7 +363,12 @@ impl Endpoint {
         }
     }
 
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, CliError> {
+    pub(super) async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, CliError> {
         let body = body.map(|b| flow::json::canonical(&b));
         let (status, value) = self.send(method, path, body).await?.json().await?;
         if !(200..300).contains(&status) {
@@ -386,7 +387,7 @@ pub async fn console_ticket(endpoint: &Endpoint) -> Result<String, CliError> {
         .ok_or_else(|| unavailable("the daemon answered a console ticket without a token"))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -394,7 +395,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 }
 
 /// A path segment, percent-encoded where it is not unreserved.
-fn segment(text: &str) -> String {
+pub(super) fn segment(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -407,7 +408,7 @@ fn segment(text: &str) -> String {
 
 impl Served {
     /// The project's path prefix: the named one, else the daemon's only one.
-    async fn project_path(&self, local: Option<&str>) -> Result<String, CliError> {
+    pub(super) async fn project_path(&self, local: Option<&str>) -> Result<String, CliError> {
         let name = match (&self.project, local) {
             (Some(name), _) => name.clone(),
             (None, local) => {
@@ -694,62 +695,6 @@ async fn receive(served: &Served, path: &str) -> Result<u8, CliError> {
     let terminal = terminal
         .ok_or_else(|| unavailable("the daemon's event stream ended before the terminal"))?;
     Ok(exit::run_exit_code(Terminal::status_of(&terminal)))
-}
-
-/// `jig runs` and `jig runs show ID` from the daemon. The daemon lists
-/// its newest Runs; `--status` and `--target` choose among its newest
-/// [`MAX_LISTED_RUNS`].
-pub(super) fn runs(
-    served: &Served,
-    show: Option<&str>,
-    filter: &super::RunsFilter,
-    local: Option<String>,
-) -> Result<u8, CliError> {
-    runtime()?.block_on(async {
-        let project = served.project_path(local.as_deref()).await?;
-        match show {
-            Some(id) => {
-                let record = served
-                    .endpoint
-                    .call("GET", &format!("{project}/runs/{}", segment(id)), None)
-                    .await?;
-                super::print_record(&record);
-            }
-            None => {
-                let limit = match filter.narrows() {
-                    true => MAX_LISTED_RUNS,
-                    false => filter.limit,
-                };
-                let listed = served
-                    .endpoint
-                    .call("GET", &format!("{project}/runs?limit={limit}"), None)
-                    .await?;
-                let records: Vec<jig_engine::state::RunRecord> = listed["runs"]
-                    .as_array()
-                    .map(|runs| {
-                        runs.iter()
-                            .map(|value| jig_engine::state::RunRecord {
-                                id: value["id"].as_str().unwrap_or_default().to_string(),
-                                value: value.clone(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                super::print_runs(&filter.select(&records));
-                let unreadable: Vec<jig_engine::state::Unreadable> = listed["unreadable"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|u| jig_engine::state::Unreadable {
-                        id: u["id"].as_str().unwrap_or_default().to_string(),
-                        file: u["file"].as_str().unwrap_or_default().to_string(),
-                    })
-                    .collect();
-                return Ok(super::report_unreadable(&unreadable));
-            }
-        }
-        Ok(0)
-    })
 }
 
 #[cfg(test)]

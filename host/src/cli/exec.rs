@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::{
-    finish_output, load_config, read_input, receive, run_invocation, CliError, Code, CommandLine,
-    DEFAULT_TIMEOUT,
-};
+use super::{finish_output, load_config, receive, run_invocation, CliError, Code, CommandLine};
+use jig_engine::run::ask;
 use jig_engine::run::trial::{self, Trial, TrialError};
 use jig_engine::run::{self, NotConducted};
 
@@ -43,16 +41,8 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         slots.insert(slot.to_string(), args.base.join(dir));
     }
     let receive = receive::parse(args.receive)?;
-    let timeout = match args.timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(text) => super::parse_timeout(text).ok_or_else(|| {
-            CliError::new(
-                Code::TimeoutInvalid,
-                "--timeout must be a positive integer followed by ms, s, m, or h, up to 24h",
-            )
-        })?,
-    };
-    let input = read_input(args.input, args.base)?;
+    let timeout = ask::timeout(args.timeout)?;
+    let input = ask::input(args.input, args.base)?;
     let settings = match args.settings {
         None => json!({}),
         Some(text) => flow::json::parse(text.as_bytes())

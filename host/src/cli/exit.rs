@@ -21,8 +21,6 @@ pub enum Code {
     InvalidInput,
     /// `PROJECT_NOT_FOUND`: no `jig.ts` where a project must be.
     ProjectNotFound,
-    /// `JIG_RUN_INPUT_INVALID`: `--input` is not JSON/1.
-    InputInvalid,
     /// `JIG_RUN_TIMEOUT_INVALID`.
     TimeoutInvalid,
     /// `JIG_RUN_FILES_INVALID`: attachments or `--out` that cannot be used.
@@ -59,14 +57,13 @@ pub enum Code {
 impl Code {
     /// Every code the command line finds itself, for the Reference's test
     /// (host/tests/all/reference.rs): each is documented with its status.
-    pub const ALL: [Code; 21] = [
+    pub const ALL: [Code; 20] = [
         Code::Usage,
         Code::InvalidRequest,
         Code::InvalidSettings,
         Code::InvalidCandidate,
         Code::InvalidInput,
         Code::ProjectNotFound,
-        Code::InputInvalid,
         Code::TimeoutInvalid,
         Code::FilesInvalid,
         Code::ConfigInvalid,
@@ -91,7 +88,6 @@ impl Code {
             Code::InvalidCandidate => "INVALID_CANDIDATE",
             Code::InvalidInput => "INVALID_INPUT",
             Code::ProjectNotFound => "PROJECT_NOT_FOUND",
-            Code::InputInvalid => "JIG_RUN_INPUT_INVALID",
             Code::TimeoutInvalid => "JIG_RUN_TIMEOUT_INVALID",
             Code::FilesInvalid => "JIG_RUN_FILES_INVALID",
             Code::ConfigInvalid => "JIG_CONFIG_INVALID",
@@ -290,7 +286,6 @@ pub fn exit_status(e: &CliError) -> u8 {
             | Code::InvalidCandidate
             | Code::InvalidInput
             | Code::ProjectNotFound
-            | Code::InputInvalid
             | Code::TimeoutInvalid
             | Code::FilesInvalid
             | Code::ConfigInvalid
@@ -330,6 +325,7 @@ fn engine_status(e: &jig_engine::Error) -> u8 {
         | Engine::TimeoutInvalid
         | Engine::KeyInvalid { .. }
         | Engine::InputTooLarge { .. }
+        | Engine::InputInvalid(_)
         | Engine::PackageMissing { .. }
         | Engine::Runs(RunsError::Conflict | RunsError::NotFound(_)) => 1,
         Engine::State(e) | Engine::Runs(RunsError::State(e)) => match e {

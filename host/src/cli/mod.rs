@@ -31,9 +31,11 @@ mod door;
 mod exec;
 mod exit;
 mod gc;
+mod init;
 mod provider;
 mod review;
 pub(crate) mod run;
+mod runs;
 mod sdk;
 mod serve;
 mod terminal;
@@ -47,18 +49,11 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
-use flow::json::Value;
-use serde_json::json;
 
 use jig_engine::config::HostConfig;
 use jig_engine::exec::receive;
 use jig_engine::exec::submit::{parse_timeout, DEFAULT_TIMEOUT};
-use jig_engine::plan;
-use jig_engine::state::{self, ProjectState};
 use jig_verify::{Policy, Verifier};
-
-/// `--input @FILE` is JSON/1, so it is bounded by the JSON/1 document limit.
-pub const MAX_INPUT_FILE_BYTES: u64 = flow::json::MAX_DOCUMENT_BYTES as u64;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -90,7 +85,7 @@ enum Command {
         /// The greeting's language: flow.ts with its package.json (default), flow.py,
         /// or a Rust crate that build.sh compiles to flow.wasm.
         #[arg(long, value_enum)]
-        lang: Option<InitLang>,
+        lang: Option<init::InitLang>,
         /// For --lang rust: the Rust SDK (sdk-rust) to build against; default: the
         /// one installed with this jig.
         #[arg(long, value_name = "PATH", requires = "lang")]
@@ -205,9 +200,9 @@ enum Command {
     /// List recent Runs, or show one.
     Runs {
         #[command(subcommand)]
-        action: Option<RunsAction>,
+        action: Option<runs::RunsAction>,
         #[command(flatten)]
-        filter: RunsFilter,
+        filter: runs::RunsFilter,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -323,69 +318,6 @@ enum SchemaAction {
     },
 }
 
-/// Which Runs `jig runs` lists: the newest `limit` of those with the
-/// status and the target asked.
-#[derive(clap::Args, Debug)]
-pub(crate) struct RunsFilter {
-    /// List only the Runs with this status.
-    #[arg(long, value_name = "STATUS", value_parser = ["pending", "succeeded", "failed", "lost"])]
-    status: Option<String>,
-    /// List only the Runs of this target (flow:<path> or binding:<id>).
-    #[arg(long, value_name = "TARGET")]
-    target: Option<String>,
-    /// List at most N Runs, the newest (1 to 1000).
-    #[arg(long, value_name = "N", default_value_t = client::LISTED_RUNS,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
-              .range(1..=client::MAX_LISTED_RUNS as u64))]
-    limit: usize,
-}
-
-impl RunsFilter {
-    /// Whether it narrows the listing beyond its length.
-    fn narrows(&self) -> bool {
-        self.status.is_some() || self.target.is_some()
-    }
-
-    /// The target as the records spell it, or a refusal of one that is
-    /// not a target.
-    fn checked(mut self) -> Result<RunsFilter, CliError> {
-        if let Some(text) = self.target.take() {
-            let target = jig_engine::exec::TargetRef::parse(&text).ok_or_else(|| {
-                CliError::new(Code::Usage, "--target must be flow:<path> or binding:<id>")
-            })?;
-            self.target = Some(target.to_string());
-        }
-        Ok(self)
-    }
-
-    /// The records it lists, newest first, from a listing newest first.
-    fn select<'a>(&self, listed: &'a [state::RunRecord]) -> Vec<&'a state::RunRecord> {
-        listed
-            .iter()
-            .filter(|record| {
-                self.status
-                    .as_deref()
-                    .is_none_or(|status| record.status().as_str() == status)
-            })
-            .filter(|record| {
-                self.target
-                    .as_deref()
-                    .is_none_or(|target| record.value["target"].as_str() == Some(target))
-            })
-            .take(self.limit)
-            .collect()
-    }
-}
-
-#[derive(Subcommand, Debug)]
-enum RunsAction {
-    /// Print one Run record.
-    Show {
-        /// The Run ID (run-…), as `jig runs` lists it.
-        id: String,
-    },
-}
-
 /// Run the command line; returns the process exit status.
 pub fn main() -> u8 {
     // The Agent worker (seed 002 §9) is this binary re-executed inside its
@@ -458,7 +390,7 @@ pub fn main() -> u8 {
             lang,
             directory,
             sdk,
-        } => init(&base.join(directory), bare, lang, sdk.map(|p| base.join(p))),
+        } => init::init(&base.join(directory), bare, lang, sdk.map(|p| base.join(p))),
         Command::Review {
             project,
             yes,
@@ -512,7 +444,7 @@ pub fn main() -> u8 {
             action,
             filter,
             server,
-        } => runs(&base, action, filter, server),
+        } => runs::runs(&base, action, filter, server),
         Command::Serve(args) => serve::serve(cli.chdir.as_deref(), cli.config.as_deref(), args),
         Command::Console(args) => console::console(&base, args),
         Command::Worker(args) => worker::worker(cli.config.as_deref(), args),
@@ -642,101 +574,6 @@ fn manpage() -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// `jig init --lang`: the greeting Flow's recipe.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum InitLang {
-    Typescript,
-    Python,
-    Rust,
-}
-
-/// Where an installed jig keeps the Rust SDK's sources, from its executable.
-const INSTALLED_RUST_SDK: &str = "../share/jig/sdk-rust";
-
-fn init(
-    destination: &Path,
-    bare: bool,
-    lang: Option<InitLang>,
-    sdk: Option<PathBuf>,
-) -> Result<u8, CliError> {
-    let usage = |m: String| CliError::new(Code::Usage, m);
-    let rust_sdk = match lang {
-        Some(InitLang::Rust) => Some(rust_sdk(sdk)?),
-        _ if sdk.is_some() => return Err(usage("--sdk is for --lang rust".into())),
-        _ => None,
-    };
-    let template = match (bare, lang) {
-        (true, _) => jig_project::Template::Bare,
-        (false, None | Some(InitLang::Typescript)) => jig_project::Template::TypeScript {
-            sdk_revision: plan::prepare::BUNDLED_SDK_VERSION,
-        },
-        (false, Some(InitLang::Python)) => jig_project::Template::Python,
-        (false, Some(InitLang::Rust)) => jig_project::Template::Rust {
-            sdk: rust_sdk.as_deref().unwrap_or_default(),
-        },
-    };
-    jig_project::init(destination, template).map_err(CliError::from)?;
-    if bare {
-        // The reference's exact line; where the project is and what to do
-        // next go to a person's terminal only, so redirected streams carry
-        // what they always did.
-        outln!("created bare Jig project");
-        if std::io::stderr().is_terminal() {
-            let at = terminal::escape(&destination.display().to_string());
-            eprintln!(
-                "  at {at}\n  next: add a Flow as {at}/flows/NAME/ (its FLOW.md and entrypoint), then cd {at} && jig review"
-            );
-        }
-    } else if rust_sdk.is_some() {
-        outln!(
-            "created {}\nnext: cd {} && ./build.sh && jig review && jig run flow:flows/hello --input '\"Ada\"'",
-            destination.display(),
-            destination.display()
-        );
-    } else {
-        outln!(
-            "created {}\nnext: cd {} && jig review && jig run flow:flows/hello --input '\"Ada\"'",
-            destination.display(),
-            destination.display()
-        );
-    }
-    Ok(0)
-}
-
-/// The Rust SDK a `--lang rust` greeting builds against, as an absolute
-/// path safe inside Cargo.toml: `--sdk`, else the copy installed beside
-/// this jig ([`INSTALLED_RUST_SDK`]), else a refusal that says to pass
-/// `--sdk` (the guide's words). Never the checkout a jig was built in:
-/// that path is the build machine's, not the user's.
-fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
-    const CRATE: &str = "flow-sdk";
-    let usage = |m: String| CliError::new(Code::Usage, m);
-    let dir = match sdk {
-        Some(dir) => dir,
-        None => sdk::beside_executable(INSTALLED_RUST_SDK)
-            .filter(|dir| sdk::is_crate(dir, CRATE))
-            .ok_or_else(|| {
-                usage(
-                    "--lang rust needs the Rust SDK, and none is installed with this jig; \
-                     pass --sdk PATH (the sdk-rust directory of a jig checkout)"
-                        .into(),
-                )
-            })?,
-    };
-    if !sdk::is_crate(&dir, CRATE) {
-        return Err(usage(format!(
-            "--sdk {}: is not the Rust SDK (the sdk-rust directory of a jig checkout)",
-            dir.display()
-        )));
-    }
-    sdk::toml_path(&dir).map_err(|why| match why {
-        sdk::Unwritable::Unresolved(e) => usage(format!("--sdk {}: {e}", dir.display())),
-        sdk::Unwritable::Unquotable(absolute) => usage(format!(
-            "--sdk {absolute}: the path cannot be written into Cargo.toml"
-        )),
-    })
-}
-
 /// The project a command works in when none is named (`jig run`, `jig
 /// runs`, `jig review` without PROJECT, `jig gc`, ...): `dir` or, as cargo
 /// and git find theirs, the nearest directory above it with a `jig.ts`.
@@ -772,137 +609,6 @@ pub(crate) fn load_config(path: Option<&Path>) -> Result<HostConfig, CliError> {
     HostConfig::load(path).map_err(CliError::from)
 }
 
-/// `--input JSON|@FILE`. A file is opened once, must be a regular
-/// non-symlink file, is bounded, and is parsed as JSON/1.
-pub fn read_input(text: Option<&str>, base: &Path) -> Result<Value, CliError> {
-    // The reference's texts (tests/all/reference_texts.rs); a refusal about a local file
-    // names no host path, since a message can reach logs and other people.
-    let invalid = |m: &str| CliError::new(Code::InputInvalid, m);
-    let Some(text) = text else {
-        return Ok(json!({}));
-    };
-    let Some(file) = text.strip_prefix('@') else {
-        return flow::json::parse(text.as_bytes())
-            .map_err(|_| invalid("--input must be FLOW JSON/1"));
-    };
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let unreadable = || invalid("the selected --input file cannot be read");
-    let mut handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(base.join(file))
-        .map_err(|e| match e.raw_os_error() {
-            Some(nix::libc::ELOOP) => invalid("--input file cannot be a symbolic link"),
-            Some(nix::libc::ENOENT) => invalid("the selected --input file does not exist"),
-            _ => unreadable(),
-        })?;
-    let meta = handle.metadata().map_err(|_| unreadable())?;
-    if !meta.is_file() {
-        return Err(invalid("the selected --input file is not a regular file"));
-    }
-    if meta.len() > MAX_INPUT_FILE_BYTES {
-        return Err(invalid(
-            "the selected --input file is larger than a FLOW JSON/1 document may be",
-        ));
-    }
-    let mut bytes = Vec::new();
-    Read::by_ref(&mut handle)
-        .take(MAX_INPUT_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| unreadable())?;
-    let after = handle.metadata().map_err(|_| unreadable())?;
-    if bytes.len() as u64 != meta.len()
-        || after.len() != meta.len()
-        || after.modified().ok() != meta.modified().ok()
-    {
-        return Err(invalid(
-            "the selected --input file changed while it was read",
-        ));
-    }
-    flow::json::parse(&bytes).map_err(|_| invalid("the selected --input file is not FLOW JSON/1"))
-}
-
-fn runs(
-    dir: &Path,
-    action: Option<RunsAction>,
-    filter: RunsFilter,
-    server: ServerArgs,
-) -> Result<u8, CliError> {
-    let show = action.as_ref().map(|RunsAction::Show { id }| id.as_str());
-    if show.is_some() && (filter.narrows() || filter.limit != client::LISTED_RUNS) {
-        return Err(CliError::new(
-            Code::Usage,
-            "--status, --target and --limit choose what jig runs lists; jig runs show takes only the Run ID",
-        ));
-    }
-    let filter = filter.checked()?;
-    if let Some(served) = client::named(
-        server.server.as_deref(),
-        server.token_file.as_deref(),
-        server.cacert.as_deref(),
-    )? {
-        let local = project_root(dir).ok().map(|root| serve::local_name(&root));
-        return client::runs(&served, show, &filter, local);
-    }
-    let root = project_root(dir)?;
-    let state = match ProjectState::acquire(&root) {
-        Ok(state) => state,
-        Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
-            Some(served) => return client::runs(&served, show, &filter, None),
-            None => return Err(e.into()),
-        },
-        Err(e) => return Err(e.into()),
-    };
-    let runs = state.runs();
-    runs.fence_lost().map_err(CliError::from)?;
-    match show {
-        None => {
-            let listed = runs.list().map_err(CliError::from)?;
-            print_runs(&filter.select(&listed.records));
-            Ok(report_unreadable(&listed.unreadable))
-        }
-        Some(id) => {
-            let record = runs.load(id).map_err(CliError::from)?;
-            print_record(&record.value);
-            Ok(0)
-        }
-    }
-}
-
-/// One Run's record: on a terminal a summary with RFC 3339 times, then
-/// the record indented; redirected, its canonical JSON line.
-pub(crate) fn print_record(record: &Value) {
-    if std::io::stdout().is_terminal() {
-        out!(
-            "{}",
-            terminal::render_record(record, &terminal::Style::terminal())
-        );
-    } else {
-        outln!("{}", flow::json::canonical_string(record));
-    }
-}
-
-/// After the Runs listed: each record that cannot be read, named by its
-/// file in the project (`PROJECT_STATE_INVALID` on stderr). The status:
-/// 2 when there is one (the listing is not whole), else 0.
-pub(crate) fn report_unreadable(unreadable: &[state::Unreadable]) -> u8 {
-    for u in unreadable {
-        report_error(
-            "PROJECT_STATE_INVALID",
-            &format!(
-                "Run {} cannot be listed: its record is not readable; look at {}",
-                u.id, u.file
-            ),
-            &[],
-        );
-    }
-    match unreadable.is_empty() {
-        true => 0,
-        false => 2,
-    }
-}
-
 /// Whether an interrupted command still prints its terminal on stdout: for
 /// a person (stdout a terminal, no `--json`), or as the last line of a
 /// `--receive` stream, which always ends with one. A script reading
@@ -910,53 +616,6 @@ pub(crate) fn report_unreadable(unreadable: &[state::Unreadable]) -> u8 {
 /// `JIG_COMMAND_INTERRUPTED` on stderr say what happened.
 pub(crate) fn shows_interrupted(json_output: bool, stream: &Option<receive::Stream>) -> bool {
     stream.is_some() || (!json_output && std::io::stdout().is_terminal())
-}
-
-/// The Runs listed: a table on a terminal, else one tab-separated line each.
-fn print_runs(listed: &[&state::RunRecord]) {
-    if std::io::stdout().is_terminal() {
-        let rows: Vec<terminal::RunRow> = listed
-            .iter()
-            .map(|record| {
-                let at = |key: &str| record.value.get(key).and_then(Value::as_u64);
-                let text = |pointer: &str| {
-                    record
-                        .value
-                        .pointer(pointer)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                };
-                let submitted = at("submittedAtUnixMs");
-                terminal::RunRow {
-                    id: record.id.clone(),
-                    created_unix_ms: submitted,
-                    status: record.status().as_str().to_string(),
-                    outcome: text("/terminal/outcome"),
-                    target: text("/target"),
-                    duration_ms: submitted
-                        .zip(at("settledAtUnixMs"))
-                        .map(|(from, to)| to.saturating_sub(from)),
-                    code: text("/terminal/code"),
-                }
-            })
-            .collect();
-        out!(
-            "{}",
-            terminal::runs_table(&rows, &terminal::Style::terminal())
-        );
-        return;
-    }
-    for record in listed {
-        let target = record.value["target"].as_str().unwrap_or("");
-        let status = record.status().as_str();
-        let code = record
-            .value
-            .pointer("/terminal/code")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        outln!("{}\t{status}\t{target}\t{code}", record.id);
-    }
 }
 
 /// The longest a daemon's duration option (`--shutdown-grace`, `--lease`,
@@ -1019,35 +678,6 @@ mod tests {
         assert_eq!(
             message,
             "shutdown grace \"soon\" is not a positive duration like 30s or 2m"
-        );
-    }
-
-    #[test]
-    fn a_quoted_at_string_is_inline_input() {
-        let value = read_input(Some("\"@notes\""), Path::new("/nonexistent")).unwrap();
-        assert_eq!(value, json!("@notes"));
-        assert_eq!(read_input(None, Path::new(".")).unwrap(), json!({}));
-        let err = read_input(Some("@/nonexistent/input.json"), Path::new(".")).unwrap_err();
-        assert_eq!(err.code(), "JIG_RUN_INPUT_INVALID");
-    }
-
-    #[test]
-    fn an_input_file_is_read_at_the_json1_document_limit_and_refused_past_it() {
-        let dir = tempfile::tempdir().unwrap();
-        // `{}` padded with whitespace: a JSON/1 document of exactly the size.
-        let document = |bytes: u64| format!("{{}}{}", " ".repeat(bytes as usize - 2));
-        std::fs::write(dir.path().join("at.json"), document(MAX_INPUT_FILE_BYTES)).unwrap();
-        std::fs::write(
-            dir.path().join("past.json"),
-            document(MAX_INPUT_FILE_BYTES + 1),
-        )
-        .unwrap();
-        assert_eq!(read_input(Some("@at.json"), dir.path()).unwrap(), json!({}));
-        let err = read_input(Some("@past.json"), dir.path()).unwrap_err();
-        assert_eq!(err.code(), "JIG_RUN_INPUT_INVALID");
-        assert_eq!(
-            err.to_string(),
-            "the selected --input file is larger than a FLOW JSON/1 document may be"
         );
     }
 }

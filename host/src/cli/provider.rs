@@ -111,7 +111,7 @@ pub fn main(action: ProviderAction, base: &Path) -> Result<u8, CliError> {
                     )
                 })?,
             };
-            let input = super::read_input(Some(&input), base)?;
+            let input = jig_engine::run::ask::input(Some(&input), base)?;
             call(CallArgs {
                 file: &base.join(file),
                 contract: &contract,

@@ -10,11 +10,12 @@ use flow::json::Value;
 use serde_json::json;
 
 use super::{
-    client, finish_output, load_config, print_terminal, project_root, read_input, receive,
-    run_invocation, CliError, Code, CommandLine,
+    client, finish_output, load_config, print_terminal, project_root, run_invocation, CliError,
+    Code, CommandLine,
 };
 use jig_engine::exec::submit;
 use jig_engine::files::{self, Request};
+use jig_engine::run::ask::{Ask, Given};
 use jig_engine::run::local::{self, Settled, Submitted};
 use jig_engine::state::{self, ProjectState};
 use jig_engine::terminal::Terminal as Execution;
@@ -44,10 +45,21 @@ pub struct RunArgs<'a> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
-    let asked = submit::check(args.target, args.timeout, args.key).map_err(CliError::from)?;
-    let receive = receive::parse(args.receive)?;
-    let request = Request::parse(args.attach, args.select).map_err(CliError::from)?;
-    let input = read_input(args.input, args.dir)?;
+    let Ask {
+        checked,
+        receive,
+        request,
+        input,
+    } = Ask::parse(&Given {
+        target: args.target,
+        timeout: args.timeout,
+        key: args.key,
+        input: args.input,
+        attach: args.attach,
+        select: args.select,
+        receive: args.receive,
+        base: args.dir,
+    })?;
     if let Some(served) = client::named(args.server, args.token_file, args.cacert)? {
         let local = project_root(args.dir)
             .ok()
@@ -68,7 +80,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
     let submitted = local::submit(
         &state,
         local::Asked {
-            checked: asked,
+            checked,
             input,
             request: &request,
             dir: args.dir,

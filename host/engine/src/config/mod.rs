@@ -184,7 +184,7 @@ pub struct Records {
 /// The range `[records] settle-reserve` takes: from a terminal with no
 /// output to well past the largest a Run can have (a JSON/1 document is at
 /// most 16 MiB).
-pub const SETTLE_RESERVE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(64 << 20);
+pub(crate) const SETTLE_RESERVE_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(64 << 20);
 
 impl Records {
     /// The space set aside for each Run recorded.

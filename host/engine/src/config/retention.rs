@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 /// How long a keyed Run is kept after it settled when `key-window` is not
 /// set: a client retrying within a day gets its Run back.
-pub const DEFAULT_KEY_WINDOW: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const DEFAULT_KEY_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// How often `jig serve` sweeps when `interval` is not set.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// The longest duration the table accepts (ten years).
-pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
 /// `[retention]`: what the operator lets go of settled Runs and delivered
 /// packets (docs/src/runs.md, Retention). No table means nothing is ever removed; the rules
 /// are [`Policy`]'s.
@@ -74,11 +74,11 @@ impl Policy {
 
 /// The units a `[retention]` duration is written in: a Run's age is never
 /// counted in milliseconds, and often in days.
-pub const UNITS: [Unit; 4] = [Unit::Seconds, Unit::Minutes, Unit::Hours, Unit::Days];
+pub(crate) const UNITS: [Unit; 4] = [Unit::Seconds, Unit::Minutes, Unit::Hours, Unit::Days];
 
 /// A positive integer followed by `s`, `m`, `h` or `d` ([`flow::duration`]),
 /// up to [`MAX_DURATION`].
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     flow::duration::parse_in(text, &UNITS)
         .filter(|d| *d <= MAX_DURATION)
         .ok_or_else(|| {

@@ -38,7 +38,7 @@ pub use ahead::Ahead;
 pub use invoke::ProcessLaunch;
 use jig_sandbox::Sandbox;
 use peer::BoxFuture;
-pub use services::RootChannels;
+pub(crate) use services::RootChannels;
 use services::{ChannelLink, Ended, SettleInvocation};
 
 /// Where the bundled SDKs are written below a Run's support directory, which
@@ -244,7 +244,7 @@ pub struct Executor {
 
 /// The project's repository root and the operator's secret map.
 #[derive(Debug, Clone)]
-pub struct Repository {
+pub(crate) struct Repository {
     pub root: PathBuf,
     pub secrets: BTreeMap<String, PathBuf>,
 }

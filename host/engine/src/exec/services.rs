@@ -25,7 +25,7 @@ use super::{builtin, channels, provider_ports, Invocation, Waited};
 /// The channels of one root Run tree as the host connects them: the tree's
 /// broker (one per root Run), the host's own holder in it, and the writers
 /// (root port → host-held token) it maps into the root.
-pub struct RootChannels {
+pub(crate) struct RootChannels {
     pub broker: Arc<channels::Broker>,
     pub host: channels::HolderId,
     pub writers: BTreeMap<String, String>,

@@ -172,7 +172,7 @@ impl Resolved {
 /// What a `flow/run` frame holds beside the input and the settings: the
 /// JSON-RPC envelope, the parameter names, the attachments' and scratch's
 /// paths, the deadline and the channel grants, with room to spare.
-pub const FRAME_HEADROOM_BYTES: usize = 64 * 1024;
+pub(crate) const FRAME_HEADROOM_BYTES: usize = 64 * 1024;
 
 impl Resolved {
     /// Refuse an input that would not fit the one Run/1 frame that carries
@@ -438,7 +438,7 @@ pub fn undispatched(run_id: &str, message: &str) -> Terminal {
 
 /// Settle a Run that was recorded but never dispatched ([`undispatched`]),
 /// and return its terminal.
-pub fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Terminal {
+pub(crate) fn settle_undispatched(runs: &Runs, record: &mut RunRecord, message: &str) -> Terminal {
     let terminal = undispatched(&record.id, message);
     let _ = runs.settle(record, terminal.to_value());
     terminal

@@ -204,7 +204,7 @@ pub(crate) fn fd_path(fd: &OwnedFd) -> Result<PathBuf, String> {
 /// symlink), resolve where it really is, and refuse other filesystems and
 /// protected places. A refusal names no host path (as reference_texts.rs pins): the
 /// caller names the attachment.
-pub fn open_root(path: &Path) -> Result<(OwnedFd, PathBuf, FileStat), String> {
+pub(crate) fn open_root(path: &Path) -> Result<(OwnedFd, PathBuf, FileStat), String> {
     let fd = nix::fcntl::open(
         path,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,

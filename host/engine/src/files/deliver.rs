@@ -94,7 +94,7 @@ pub fn read_output(dir: &Path) -> Result<Vec<OutputFile>, FilesError> {
 /// (the writable attachment's tmpfs, detached once the Run's mount
 /// namespace is gone). Every step below `dir` is `openat` with
 /// `O_NOFOLLOW`, so nothing the Run left can redirect the read.
-pub fn read_output_fd(dir: &OwnedFd) -> Result<Vec<OutputFile>, FilesError> {
+pub(crate) fn read_output_fd(dir: &OwnedFd) -> Result<Vec<OutputFile>, FilesError> {
     let mut files = Vec::new();
     let mut entries = 0;
     let mut bytes = 0;
@@ -108,7 +108,7 @@ pub fn read_output_fd(dir: &OwnedFd) -> Result<Vec<OutputFile>, FilesError> {
 /// Read what a [`Handoff`] holds, then release it (which unmounts a
 /// detached tmpfs). An empty handoff is a delivery failure: the Run's
 /// writable attachment was never retained.
-pub fn read_handoff(handoff: &Handoff) -> Result<Vec<OutputFile>, FilesError> {
+pub(crate) fn read_handoff(handoff: &Handoff) -> Result<Vec<OutputFile>, FilesError> {
     let fd = handoff.take().ok_or_else(|| {
         FilesError::delivery("the writable attachment was not handed back by the envelope")
     })?;

@@ -10,10 +10,12 @@ pub mod archive;
 mod capture;
 mod deliver;
 
-pub use capture::{capture, open_root, Captured, CapturedFile, CapturedRoot};
+pub use capture::{capture, Captured, CapturedFile, CapturedRoot};
+pub(crate) use deliver::read_handoff;
+pub use deliver::Handoff;
 pub use deliver::{
-    packet_record, prepare_destination, private_destination, publish, read_handoff, read_output,
-    read_output_fd, remove_tree, seal, Destination, Handoff, OutputFile,
+    packet_record, prepare_destination, private_destination, publish, read_output, remove_tree,
+    seal, Destination, OutputFile,
 };
 
 use std::collections::BTreeMap;

@@ -10,9 +10,10 @@ pub mod prepare;
 mod recipe;
 mod review;
 
-pub use crate::state::lock::{lock_bytes, LOCK_FILE};
-pub use recipe::{Recipe, RecipeKind};
-pub use review::{changed_targets, review_text};
+pub(crate) use crate::state::lock::{lock_bytes, LOCK_FILE};
+pub(crate) use recipe::Recipe;
+pub use recipe::RecipeKind;
+pub(crate) use review::{changed_targets, review_text};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

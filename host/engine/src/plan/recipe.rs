@@ -64,7 +64,7 @@ impl RecipeKind {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Recipe {
+pub(crate) struct Recipe {
     pub kind: RecipeKind,
     pub entrypoint: String,
     /// The interpreter, when the recipe has one.

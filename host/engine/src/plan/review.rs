@@ -100,7 +100,7 @@ fn describe_package(package: &Value) -> String {
 /// identity, their Binding, or the private execution evidence (recipe,
 /// providers, prepared dependencies) of their package. Only the names are
 /// shown; the evidence itself never is.
-pub fn changed_targets(current: &Value, proposed: &Value) -> BTreeSet<String> {
+pub(crate) fn changed_targets(current: &Value, proposed: &Value) -> BTreeSet<String> {
     let identity = |plan: &Value, path: &str| {
         (
             plan["lock"]["packages"][path].clone(),
@@ -132,7 +132,7 @@ pub fn changed_targets(current: &Value, proposed: &Value) -> BTreeSet<String> {
 /// `notes` (each already escaped) say what the host made of a package's
 /// own files. With `details`, the complete current and proposed policy
 /// follow.
-pub fn review_text(
+pub(crate) fn review_text(
     current: Option<&Value>,
     proposed: &Value,
     changed: &BTreeSet<String>,

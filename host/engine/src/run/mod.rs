@@ -13,6 +13,7 @@
 //! whether the command itself was interrupted. Recording and settling stay
 //! with the door (a file, or a PostgreSQL row), as does printing.
 
+pub mod ask;
 pub mod local;
 pub mod trial;
 

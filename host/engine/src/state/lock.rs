@@ -2,9 +2,9 @@
 
 use flow::json::Value;
 
-pub const LOCK_FILE: &str = "jig.lock";
+pub(crate) const LOCK_FILE: &str = "jig.lock";
 
-pub fn lock_bytes(lock: &Value) -> Vec<u8> {
+pub(crate) fn lock_bytes(lock: &Value) -> Vec<u8> {
     let mut bytes = flow::json::canonical(lock);
     bytes.push(b'\n');
     bytes

@@ -16,9 +16,9 @@ mod store;
 
 pub use checkpoints::{Aggregate, Checkpoints, Mirror};
 pub use records::{
-    is_run_id, retain_input, utc_text, Listing, RunRecord, Runs, RunsError, Submission, Unreadable,
-    DEFAULT_SETTLE_RESERVE_BYTES, INPUT_RETAINED, MAX_RETAINED_INPUT_BYTES,
+    is_run_id, utc_text, Listing, RunRecord, Runs, RunsError, Submission, Unreadable,
 };
+pub(crate) use records::{retain_input, DEFAULT_SETTLE_RESERVE_BYTES};
 pub use sources::Sources;
 pub use store::Store;
 
@@ -93,7 +93,7 @@ impl StateError {
 
 /// Does `e` say the filesystem cannot be written at all (full, over quota,
 /// read-only, or failing), rather than that one operation went wrong?
-pub fn unwritable(e: &std::io::Error) -> bool {
+pub(crate) fn unwritable(e: &std::io::Error) -> bool {
     use std::io::ErrorKind;
     matches!(
         e.kind(),
@@ -565,7 +565,7 @@ fn write_replacing(
 /// Make what a rename, a creation or an unlink did in `dir` durable: fsync
 /// the directory. Its error is returned, never dropped: a record, a store
 /// entry or an SDK tree is durable only once this succeeds.
-pub fn sync_dir(dir: &Path) -> Result<(), StateError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StateError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(StateError::io(format!(

@@ -44,14 +44,14 @@ pub struct RunRecord {
 /// The record field saying the Run's input is kept beside it
 /// ([`Runs::input`]); records written before it existed lack it, and show
 /// only the input's digest.
-pub const INPUT_RETAINED: &str = "inputRetained";
+pub(crate) const INPUT_RETAINED: &str = "inputRetained";
 /// The most input bytes kept with a Run: the JSON/1 document limit every
 /// door already holds an input to, so nothing a Run accepted is too large.
-pub const MAX_RETAINED_INPUT_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
+pub(crate) const MAX_RETAINED_INPUT_BYTES: usize = flow::json::MAX_DOCUMENT_BYTES;
 
 /// The canonical bytes of `input` to keep with a new Run, when within
 /// [`MAX_RETAINED_INPUT_BYTES`], and `record` marked as keeping them.
-pub fn retain_input(record: &mut RunRecord, input: &Value) -> Option<Vec<u8>> {
+pub(crate) fn retain_input(record: &mut RunRecord, input: &Value) -> Option<Vec<u8>> {
     let bytes = flow::json::canonical(input);
     if bytes.len() > MAX_RETAINED_INPUT_BYTES {
         return None;
@@ -740,7 +740,7 @@ const PENDING_DIR: &str = "pending";
 /// a full filesystem, unless `[records] settle-reserve` says otherwise: a
 /// settled record up to this size (a terminal with a larger output waits
 /// for room, held by its door).
-pub const DEFAULT_SETTLE_RESERVE_BYTES: u64 = 256 * 1024;
+pub(crate) const DEFAULT_SETTLE_RESERVE_BYTES: u64 = 256 * 1024;
 /// The suffix of a Run's reserve, `<id>.reserve` beside the settled records.
 const RESERVE_SUFFIX: &str = ".reserve";
 /// The inputs kept with the Runs, below `runs/` ([`Runs::input`]).

@@ -132,7 +132,7 @@ impl Sources {
     }
 
     /// These sources as those of admitted generation `generation`.
-    pub fn of_generation(mut self, generation: u64) -> Sources {
+    pub(crate) fn of_generation(mut self, generation: u64) -> Sources {
         self.generation = generation;
         self
     }
@@ -223,7 +223,7 @@ impl super::ProjectState {
 
     /// Keep `sources` as what the admitted generation's sources were
     /// (advisory: a failure to write it only loses the notice).
-    pub fn keep_sources(&self, sources: &Sources) {
+    pub(crate) fn keep_sources(&self, sources: &Sources) {
         if let Ok(bytes) = serde_json::to_vec(sources) {
             let _ = super::write_unsynced(&self.sources_path(), &bytes);
         }

@@ -317,11 +317,6 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Write an admitted package as a read-only tree at `dest`.
-    pub fn materialize(&self, digest: &str, dest: &Path) -> Result<(), StateError> {
-        Store::write_tree(&self.get_package(digest)?, dest)
-    }
-
     /// The digests of the retained packages and of the blobs, as their
     /// file names say (temporary files of an unfinished write skipped).
     pub(super) fn contents(&self) -> (Vec<String>, Vec<String>) {

@@ -25,6 +25,7 @@ pub fn status(e: &Error) -> u16 {
             Engine::TargetMalformed
             | Engine::TimeoutInvalid
             | Engine::KeyInvalid { .. }
+            | Engine::InputInvalid(_)
             | Engine::Receive(_) => 400,
             Engine::InputTooLarge { .. } => 413,
             Engine::Files(e) => match e.kind {

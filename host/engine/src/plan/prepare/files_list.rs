@@ -20,11 +20,11 @@
 use flow::json::Value;
 
 /// At most this many entries in one `files` list.
-pub const MAX_ENTRIES: usize = 1024;
+pub(crate) const MAX_ENTRIES: usize = 1024;
 /// At most this many bytes in one entry.
 pub const MAX_ENTRY_BYTES: usize = 1024;
 /// At most this many alternatives one entry's `{...}` expand to.
-pub const MAX_ALTERNATIVES: usize = 64;
+pub(crate) const MAX_ALTERNATIVES: usize = 64;
 
 /// Why a `files` list is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub enum FilesListError {
 
 impl FilesListError {
     /// Is this a bound (rather than a malformed list)?
-    pub fn is_limit(self) -> bool {
+    pub(crate) fn is_limit(self) -> bool {
         !matches!(self, FilesListError::NotAString)
     }
 
@@ -140,7 +140,7 @@ impl FilesList {
     }
 
     /// [`FilesList::selects`], adding the steps it took to `work`.
-    pub fn selects_metered(&self, path: &str, work: &mut u64) -> bool {
+    pub(crate) fn selects_metered(&self, path: &str, work: &mut u64) -> bool {
         if always_included(path) || self.required.iter().any(|r| r == path) {
             return true;
         }

@@ -299,7 +299,7 @@ pub(crate) fn link_text(path: &str, target: &str) -> String {
 }
 
 /// Create exactly the recorded links below `root`, after its regular files.
-pub fn materialize(root: &Path, layout: &Layout) -> std::io::Result<()> {
+pub(crate) fn materialize(root: &Path, layout: &Layout) -> std::io::Result<()> {
     for alias in &layout.aliases {
         let link = root.join(&alias.path);
         let parent = link.parent().expect("an alias path has a parent");

@@ -250,7 +250,7 @@ pub(super) fn staged_lock(lock: &Value, authored: &[u8]) -> Vec<u8> {
 }
 
 /// Parse Bun's text lock: JSON with trailing commas allowed.
-pub fn parse_lock(bytes: &[u8]) -> Result<Value, &'static str> {
+pub(crate) fn parse_lock(bytes: &[u8]) -> Result<Value, &'static str> {
     if bytes.len() > MAX_LOCK_BYTES {
         return Err("is larger than 2 MiB");
     }

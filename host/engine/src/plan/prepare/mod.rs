@@ -28,9 +28,9 @@ pub use python::codes as python_codes;
 mod workspace;
 
 pub use layout::Layout;
-pub use manifest::parse_lock;
+pub(crate) use manifest::parse_lock;
 use manifest::*;
-pub use python::{DEFAULT_PYTHON_INDEX, PYTHON_SITE};
+pub(crate) use python::PYTHON_SITE;
 
 use super::{Diagnostic, PlanError, Recipe, RecipeKind};
 use crate::config::HostConfig;
