@@ -101,10 +101,16 @@ enum Command {
         /// Admit without asking.
         #[arg(long)]
         yes: bool,
-        /// Show the complete current and proposed policy; when review
-        /// refuses, explain each diagnostic after the refusal line.
+        /// Show the complete current and proposed policy and each changed
+        /// package's files with their diffs; when review refuses, explain
+        /// each diagnostic after the refusal line.
         #[arg(long)]
         details: bool,
+        /// Show each changed package's files and the unified diff of its
+        /// text files, new packages' files too (on a terminal the files and
+        /// the diffs against the admitted bytes are always shown).
+        #[arg(long)]
+        diff: bool,
         /// Installation verification: cached (default), strict or fast (overrides $JIG_VERIFICATION).
         #[arg(long, value_name = "POLICY", value_parser = Policy::NAMES)]
         verification: Option<String>,
@@ -395,6 +401,7 @@ pub fn main() -> u8 {
             project,
             yes,
             details,
+            diff,
             allow_resolution_network,
             ..
         } => match &project {
@@ -408,6 +415,7 @@ pub fn main() -> u8 {
                 ReviewOptions {
                     yes,
                     details,
+                    diff,
                     allow_resolution_network,
                 },
             )

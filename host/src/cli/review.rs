@@ -13,6 +13,7 @@ use super::{client, load_config, terminal};
 pub(super) struct ReviewOptions {
     pub(super) yes: bool,
     pub(super) details: bool,
+    pub(super) diff: bool,
     pub(super) allow_resolution_network: bool,
 }
 
@@ -24,6 +25,7 @@ pub(super) fn review(
     let ReviewOptions {
         yes,
         details,
+        diff,
         allow_resolution_network,
     } = options;
     let config = load_config(config)?;
@@ -74,13 +76,19 @@ pub(super) fn review(
         }
     };
     let text = &changes.text;
-    if std::io::stdout().is_terminal() {
+    let on_terminal = std::io::stdout().is_terminal();
+    let style = match on_terminal {
+        true => terminal::Style::terminal(),
+        false => terminal::Style::PLAIN,
+    };
+    out!("{}", terminal::paint_review(text, &style));
+    // What the bytes are: on a terminal always; redirected, when asked
+    // (the reference's text alone otherwise).
+    if on_terminal || diff || details {
         out!(
             "{}",
-            terminal::paint_review(text, &terminal::Style::terminal())
+            terminal::review::review_files(&changes.files, changes.lock.as_deref(), diff, &style)
         );
-    } else {
-        out!("{text}");
     }
     let _ = std::io::stdout().flush();
     if !yes {

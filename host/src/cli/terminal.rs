@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use flow::json::Value;
 
+pub mod review;
+
 /// The themes `JIG_THEME` selects (docs/src/reference.md, Environment); the first is the default.
 pub const THEMES: [&str; 3] = ["one-dark", "one-light", "macchiato"];
 /// The live line appears only once a Run has been pending this long, so a

@@ -169,6 +169,92 @@ fn a_run_says_when_the_live_source_differs_from_what_it_runs() {
     quiet(dir.path());
 }
 
+/// Review shows the bytes it admits: off a terminal only when asked
+/// (`--diff`), so the reference's text is unchanged; each changed
+/// package's files with sizes, a unified diff of each text file, a binary
+/// by its digest; and a fresh clone says which packages match `jig.lock`.
+#[test]
+fn review_shows_the_files_and_the_diff_it_approves() {
+    let dir = hello_project();
+    let first = review(dir.path());
+    assert!(!first.stdout.contains("Files:"), "{first:?}");
+    edit(dir.path(), "Changed");
+    std::fs::write(dir.path().join("flows/hello/logo.bin"), b"\x89P\0\x01").unwrap();
+    let plain = run_jig(dir.path(), &["review"]);
+    assert_eq!(plain.status, 2, "{plain:?}");
+    assert!(!plain.stdout.contains("Files:"), "{plain:?}");
+    let run = run_jig(dir.path(), &["review", "--diff", "--yes"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let files = &run.stdout[run.stdout.find("Files:\n").expect("a files section")..];
+    let size = HELLO_FLOW.len();
+    let expected = format!("Files:\n  ~ \"flows/hello\" was sha256:");
+    assert!(files.starts_with(&expected), "{run:?}");
+    assert!(
+        files.contains(&format!(
+            "\n      ~ \"flow.py\" {size} -> {} bytes\n",
+            size + "Changed".len() - "Hello".len()
+        )),
+        "{run:?}"
+    );
+    assert!(
+        files.contains("\n      + \"logo.bin\" 4 bytes, not shown as text, sha256:"),
+        "{run:?}"
+    );
+    assert!(
+        files.contains(
+            "--- a/flows/hello/flow.py\n+++ b/flows/hello/flow.py\n@@ -1,6 +1,6 @@\n from jiggy.flow import handle\n \n async def run(ctx):\n-    return {\"outcome\": \"done\", \"output\": \"Hello\"}\n+    return {\"outcome\": \"done\", \"output\": \"Changed\"}\n \n handle(run)\n"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        files.ends_with(" handle(run)\nproject is ready\n"),
+        "{run:?}"
+    );
+    assert_eq!(greeting_of(dir.path()), "Changed");
+
+    // A fresh clone: the sources and jig.lock, no .jig/.
+    let clone = tempfile::tempdir().unwrap();
+    for file in [
+        "jig.ts",
+        "jig.lock",
+        "flows/hello/FLOW.md",
+        "flows/hello/logo.bin",
+    ] {
+        let to = clone.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(dir.path().join(file), to).unwrap();
+    }
+    edit(clone.path(), "Changed");
+    let run = run_jig(clone.path(), &["review", "--diff", "--yes"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "jig.lock:\n    \"flows/hello\" matches jig.lock\nFiles:\n  + \"flows/hello\"\n"
+        ),
+        "{run:?}"
+    );
+    // --diff shows a new package's text files whole.
+    assert!(
+        run.stdout
+            .contains("--- /dev/null\n+++ b/flows/hello/FLOW.md\n"),
+        "{run:?}"
+    );
+    let other = tempfile::tempdir().unwrap();
+    for file in ["jig.ts", "jig.lock", "flows/hello/FLOW.md"] {
+        let to = other.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(dir.path().join(file), to).unwrap();
+    }
+    edit(other.path(), "Other");
+    let run = run_jig(other.path(), &["review", "--diff", "--yes"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("jig.lock:\n  ~ \"flows/hello\" differs from jig.lock (sha256:"),
+        "{run:?}"
+    );
+}
+
 #[test]
 fn a_missing_or_drifted_lock_is_repaired_without_a_new_generation() {
     let dir = hello_project();

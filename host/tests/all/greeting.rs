@@ -334,5 +334,15 @@ fn review_details_show_current_and_proposed_policy() {
         text.starts_with("Packages:\n  ~ \"flows/hello\" sha256:"),
         "{run:?}"
     );
-    assert!(text[current..].contains("\\\"flows/hello\\\""), "{run:?}");
+    // Each policy is indented JSON, not one escaped string.
+    assert!(
+        text[current..].contains("\n      \"flows/hello\": {\n"),
+        "{run:?}"
+    );
+    // And the files of the changed package follow.
+    assert!(
+        text[proposed..].contains("Files:\n  ~ \"flows/hello\" was sha256:"),
+        "{run:?}"
+    );
+    assert!(text.contains("      + \"notes.md\" 5 bytes\n"), "{run:?}");
 }

@@ -440,6 +440,30 @@ fn review_on_a_terminal_is_coloured_by_change() {
     // Redirected, the review is the plain text it always was.
     let again = run_jig(dir.path(), &["review"]);
     assert_eq!(again.stdout, "project is ready\n");
+    // An edit: on a terminal the changed file and its diff follow, coloured.
+    std::fs::write(
+        dir.path().join("flows/slow/flow.py"),
+        "from jiggy.flow import handle\n\nhandle(None)  # edited\n",
+    )
+    .unwrap();
+    let seen = on_tty(
+        dir.path(),
+        &["review", "--yes"],
+        &[("TERM", "xterm-256color"), ("JIG_THEME", "one-dark")],
+        On::Both,
+        false,
+    );
+    assert_eq!(seen.status, 0, "{seen:?}");
+    assert!(seen.tty.contains("Files:"), "{seen:?}");
+    assert!(
+        seen.tty.contains("      ~ \"flow.py\" 44 -> 54 bytes"),
+        "{seen:?}"
+    );
+    assert!(
+        seen.tty
+            .contains("\x1b[38;2;152;195;121m+handle(None)  # edited"),
+        "{seen:?}"
+    );
 }
 
 /// Issue 50: on a terminal, a handler's error reads as its type and

@@ -221,22 +221,37 @@ pub(crate) fn review_text(
         let _ = writeln!(out, "Current policy:");
         match current {
             Some(lock) => {
-                let _ = writeln!(
-                    out,
-                    "  {}",
-                    ascii_quote(&flow::json::canonical_string(lock))
-                );
+                let _ = writeln!(out, "  {}", ascii_pretty(lock, "  "));
             }
             None => {
                 let _ = writeln!(out, "  (nothing admitted)");
             }
         }
         let _ = writeln!(out, "Proposed policy:");
-        let _ = writeln!(
-            out,
-            "  {}",
-            ascii_quote(&flow::json::canonical_string(proposed))
-        );
+        let _ = writeln!(out, "  {}", ascii_pretty(proposed, "  "));
+    }
+    out
+}
+
+/// `value` as indented JSON, each line after the first led by `indent`,
+/// with every character outside printable ASCII a `\u` escape: still
+/// JSON, and nothing a terminal acts on.
+fn ascii_pretty(value: &Value, indent: &str) -> String {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut out = String::with_capacity(pretty.len());
+    for c in pretty.chars() {
+        match c {
+            '\n' => {
+                out.push('\n');
+                out.push_str(indent);
+            }
+            ' '..='~' => out.push(c),
+            _ => {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
     }
     out
 }
@@ -294,6 +309,21 @@ mod tests {
             let text = review_text(None, &proposed, &BTreeSet::new(), &providers, &[], details);
             assert!(text.contains("  \"flows/ask#agent\" served by \"agent-run\" (builtin) client \"openai-compatible\" api \"responses\" endpoint \"http://127.0.0.1:9/v1\" model \"m-1\"\n"), "{text}");
         }
+    }
+
+    #[test]
+    fn details_show_each_policy_as_indented_json_that_escapes_what_a_terminal_acts_on() {
+        let proposed = json!({"packages": {"flows/\u{1b}[2J\u{e9}\u{1f600}": {"digest": "sha256:ab", "directRun": true, "uses": {}}}, "bindings": {}});
+        let text = review_text(None, &proposed, &BTreeSet::new(), &json!({}), &[], true);
+        let policy = &text[text.find("Proposed policy:\n").unwrap()..];
+        assert_eq!(
+            policy,
+            "Proposed policy:\n  {\n    \"bindings\": {},\n    \"packages\": {\n      \"flows/\\u001b[2J\\u00e9\\ud83d\\ude00\": {\n        \"digest\": \"sha256:ab\",\n        \"directRun\": true,\n        \"uses\": {}\n      }\n    }\n  }\n"
+        );
+        let json: String = policy.lines().skip(1).collect();
+        let parsed: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed, proposed);
+        assert!(text.contains("Current policy:\n  (nothing admitted)\n"));
     }
 
     #[test]

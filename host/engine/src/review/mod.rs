@@ -4,7 +4,10 @@
 //! dependencies, then either repair `jig.lock` (nothing else changed) or
 //! retain the proposed Plan and form the review text; [`Changes::admit`]
 //! makes it the current generation. The door (`jig review`) captures the
-//! project, holds its state, shows the text and asks.
+//! project, holds its state, shows the text and asks. Beside the text, a
+//! proposal carries the files it changes and their diffs ([`files`]).
+
+pub mod files;
 
 use std::path::Path;
 
@@ -43,6 +46,11 @@ pub struct Changes {
     /// The review text (seed 002 §7, local admission): what approval
     /// admits.
     pub text: String,
+    /// Each package whose digest changes, with its files and diffs.
+    pub files: Vec<files::PackageFiles>,
+    /// With nothing admitted yet (a fresh clone), whether each proposed
+    /// package matches the project's committed `jig.lock`.
+    pub lock: Option<Vec<(String, files::LockMatch)>>,
     plan_digest: String,
     current: Option<u64>,
     /// What the proposal's sources were on disk, kept once it is admitted.
@@ -110,6 +118,18 @@ pub fn propose(
         .as_ref()
         .map(|g| plan::changed_targets(&g.plan, &proposed))
         .unwrap_or_default();
+    let files = files::compare(
+        current.as_ref().map(|g| &g.plan["lock"]),
+        &proposed["lock"],
+        &candidate.packages,
+        &store,
+    );
+    let lock = match &current {
+        None => state
+            .read_lock()
+            .and_then(|committed| files::against_lock(&committed, &proposed["lock"])),
+        Some(_) => None,
+    };
     let text = plan::review_text(
         current.as_ref().map(|g| &g.plan["lock"]),
         &proposed["lock"],
@@ -120,6 +140,8 @@ pub fn propose(
     );
     Ok(Proposal::Changes(Changes {
         text,
+        files,
+        lock,
         plan_digest,
         current: current.as_ref().map(|g| g.number),
         sources,
