@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{finish_output, load_config, receive, run_invocation, CliError, Code, CommandLine};
+use jig_engine::files::Request;
 use jig_engine::run::ask;
 use jig_engine::run::trial::{self, Trial, TrialError};
 use jig_engine::run::{self, NotConducted};
@@ -22,6 +23,10 @@ pub struct ExecArgs<'a> {
     pub timeout: Option<&'a str>,
     pub json: bool,
     pub receive: &'a [String],
+    /// `--attach NAME=DIR`, `--select NAME=PATTERN`, `--out DIR`: as `jig run`.
+    pub attach: &'a [String],
+    pub select: &'a [String],
+    pub out: Option<&'a Path>,
     pub config: Option<&'a Path>,
     pub base: &'a Path,
 }
@@ -41,6 +46,7 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         slots.insert(slot.to_string(), args.base.join(dir));
     }
     let receive = receive::parse(args.receive)?;
+    let request = Request::parse(args.attach, args.select).map_err(CliError::from)?;
     let timeout = ask::timeout(args.timeout)?;
     let input = ask::input(args.input, args.base)?;
     let settings = match args.settings {
@@ -65,8 +71,9 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
                 TrialError::Engine(e) => (*e).into(),
             }
         })?;
-    receive::check(&trial.root, &receive)?;
-    let door = CommandLine::new(!receive.is_empty());
+    let files = trial.files(&request, args.base, args.out, &receive, &input)?;
+    let mut door = CommandLine::new(!receive.is_empty());
+    door.destination = files.destination;
     let ran = run_invocation(
         run::Root {
             run_id: None,
@@ -76,7 +83,11 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             deadline: run::Deadline::After(timeout),
             cancel: None,
             work_root: &trial.work_root,
-            files: None,
+            files: Some(run::Files {
+                captured: &files.captured,
+                writable: files.writable.as_deref(),
+                packet: files.packet.clone(),
+            }),
             package: &trial.root,
             receive: &receive,
             checkpoint: None,
@@ -106,6 +117,9 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
     }
     if interrupted {
         return Err(super::exit::interrupted_error());
+    }
+    if let Some(e) = conducted.delivery {
+        return Err(super::exit::delivery_error(&e));
     }
     Ok(status)
 }

@@ -176,6 +176,15 @@ enum Command {
         /// Receive the package's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
         #[arg(long = "receive", value_name = "CHANNEL")]
         receive: Vec<String>,
+        /// Give read attachment NAME the files of DIR (repeatable).
+        #[arg(long = "attach", value_name = "NAME=DIR")]
+        attach: Vec<String>,
+        /// Capture only FILE (relative to NAME's DIR) instead of the whole tree (repeatable).
+        #[arg(long = "select", value_name = "NAME=FILE")]
+        select: Vec<String>,
+        /// Publish the packet (delivered files and result.json) as the new directory DIR.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Inspect or digest a package directory (Package/1).
     Package {
@@ -464,6 +473,9 @@ pub fn main() -> u8 {
             timeout,
             json,
             receive,
+            attach,
+            select,
+            out,
         } => exec::exec(exec::ExecArgs {
             package: &package,
             input: input.as_deref(),
@@ -472,6 +484,9 @@ pub fn main() -> u8 {
             timeout: timeout.as_deref(),
             json,
             receive: &receive,
+            attach: &attach,
+            select: &select,
+            out: out.as_deref(),
             config: cli.config.as_deref(),
             base: &base,
         }),

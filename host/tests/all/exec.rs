@@ -144,3 +144,100 @@ fn answering_the_root_with_requests_pending_is_a_violation() {
     assert_eq!(run.status, 1, "{run:?}");
     assert_eq!(run.json()["code"], "PROTOCOL_ERROR", "{run:?}");
 }
+
+/// `jig exec` takes a file Run's options as `jig run` does: a read
+/// attachment (whole, or the files `--select` names), a writable one whose
+/// files become the packet `--out` publishes, and the same refusals
+/// before anything runs.
+#[test]
+fn exec_attaches_selects_and_publishes_a_packet_as_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(
+        dir.path(),
+        &[
+            (
+                "count/FLOW.md",
+                "---\nname: count\ndescription: Count the attached files.\nattachments:\n  source: read\n  deliverables: read-write\n---\n",
+            ),
+            (
+                "count/flow.py",
+                "import os\nfrom jiggy.flow import handle\n\nasync def run(context):\n    source = context.attachments['source']['path']\n    names = sorted(os.path.relpath(os.path.join(d, f), source) for d, _, fs in os.walk(source) for f in fs)\n    out = context.attachments.get('deliverables')\n    if out:\n        with open(os.path.join(out['path'], 'names.txt'), 'w') as f:\n            f.write('\\n'.join(names))\n    return {'outcome': 'done', 'output': names}\n\nhandle(run)\n",
+            ),
+            (
+                "list/FLOW.md",
+                "---\nname: list\ndescription: List the attached files.\nattachments:\n  source: read\n---\n",
+            ),
+            (
+                "list/flow.py",
+                "import os\nfrom jiggy.flow import handle\n\nasync def run(context):\n    source = context.attachments['source']['path']\n    return {'outcome': 'done', 'output': sorted(os.path.relpath(os.path.join(d, f), source) for d, _, fs in os.walk(source) for f in fs)}\n\nhandle(run)\n",
+            ),
+            ("docs/a.txt", "one\n"),
+            ("docs/sub/b.txt", "two\n"),
+        ],
+    );
+    let run = exec(dir.path(), "list", &["--attach", "source=docs"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!(["a.txt", "sub/b.txt"])
+    );
+    let run = exec(
+        dir.path(),
+        "list",
+        &["--attach", "source=docs", "--select", "source=sub/b.txt"],
+    );
+    assert_eq!(
+        run.json()["output"],
+        serde_json::json!(["sub/b.txt"]),
+        "{run:?}"
+    );
+
+    let run = exec(
+        dir.path(),
+        "count",
+        &["--attach", "source=docs", "--out", "packet"],
+    );
+    assert_eq!(run.status, 0, "{run:?}");
+    let terminal = run.json();
+    assert_eq!(terminal["delivery"]["status"], "written", "{run:?}");
+    assert_eq!(terminal["method"]["target"], "binding:exec");
+    assert_eq!(
+        terminal["input"]["attachments"]["source"][0]["path"],
+        "a.txt"
+    );
+    let packet = dir.path().join("packet");
+    assert_eq!(
+        std::fs::read_to_string(packet.join("files/names.txt")).unwrap(),
+        "a.txt\nsub/b.txt"
+    );
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(packet.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["execution"]["status"], "succeeded");
+    assert_eq!(result["input"], terminal["input"]);
+
+    // The same refusals as jig run, before anything runs: a writable
+    // attachment without --out, an attachment the package does not
+    // declare, and an --out that exists.
+    let refused = exec(dir.path(), "count", &["--attach", "source=docs"]);
+    assert_eq!(refused.status, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("give --out DIR to receive it"),
+        "{refused:?}"
+    );
+    let refused = exec(dir.path(), "list", &["--attach", "other=docs"]);
+    assert_eq!(refused.status, 1, "{refused:?}");
+    assert!(
+        refused.stderr.starts_with("JIG_RUN_FILES_INVALID: "),
+        "{refused:?}"
+    );
+    let refused = exec(
+        dir.path(),
+        "count",
+        &["--attach", "source=docs", "--out", "packet"],
+    );
+    assert_eq!(refused.status, 1, "{refused:?}");
+    assert!(
+        refused.stderr.starts_with("JIG_OUTPUT_EXISTS: "),
+        "{refused:?}"
+    );
+}

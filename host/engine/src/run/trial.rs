@@ -13,9 +13,11 @@ use flow::json::Value;
 use flow::package::{Package, PackageError};
 use jig_project::{BindingDecl, Declarations, SlotTarget};
 
+use super::Packet;
 use crate::config::HostConfig;
 use crate::envelope::Envelope;
-use crate::exec::{sdk, Executor, TargetRef};
+use crate::exec::{sdk, submit, Executor, TargetRef};
+use crate::files::{self, Captured, Destination, Request};
 use crate::plan::{self, Candidate};
 use crate::providers::ProviderSet;
 use crate::state::Store;
@@ -81,12 +83,59 @@ impl Trial {
         TargetRef::Binding(BINDING_ID.into())
     }
 
+    /// The trial's files, as `jig run` takes them: the attachments,
+    /// `--out` and `--receive` checked against what the package declares,
+    /// the attachments captured (relative to `base`), the `--out`
+    /// destination prepared, and the packet it will receive (what ran,
+    /// and the input's identity). Refused before anything runs.
+    pub fn files(
+        &self,
+        request: &Request,
+        base: &Path,
+        out: Option<&Path>,
+        receive: &[String],
+        input: &Value,
+    ) -> Result<TrialFiles, Error> {
+        let writable = submit::check_declared(&self.root, request, out.is_some(), receive)?;
+        let captured = files::capture(request, base)?;
+        let destination = out
+            .map(|out| files::prepare_destination(&base.join(out), &captured.real_roots()))
+            .transpose()?;
+        let packet = destination.is_some().then(|| Packet {
+            method: serde_json::json!({
+                "target": Trial::target().to_string(),
+                "package": {"path": ROOT_PATH, "digest": self.root.digest()},
+                "binding": BINDING_ID,
+            }),
+            input: serde_json::json!({
+                "digest": flow::digest::sha256_digest(&flow::json::canonical(input)),
+                "attachments": captured.manifest(),
+            }),
+        });
+        Ok(TrialFiles {
+            captured,
+            writable,
+            destination,
+            packet,
+        })
+    }
+
     /// Remove the private directory (the store, the plan's packages and
     /// whatever the Run left).
     pub fn close(self) -> std::io::Result<()> {
         drop(self.executor);
         self.private.close()
     }
+}
+
+/// A trial's attachments and packet ([`Trial::files`]).
+pub struct TrialFiles {
+    pub captured: Captured,
+    /// The declared writable attachment, if any.
+    pub writable: Option<String>,
+    /// Where `--out` publishes the packet.
+    pub destination: Option<Destination>,
+    pub packet: Option<Packet>,
 }
 
 /// Stage `package` (and each child directory for its slot), plan them as
