@@ -152,6 +152,47 @@ pub enum Template<'a> {
     /// at `sdk` (an absolute path, written into its Cargo.toml) and
     /// `build.sh`, which builds `flows/hello/flow.wasm`.
     Rust { sdk: &'a str },
+    /// `jig new flow NAME`: one Flow package (not a project), a greeting in
+    /// TypeScript on the bundled SDK revision, with a fixture that passes.
+    FlowTypeScript {
+        name: &'a str,
+        sdk_revision: &'a str,
+    },
+    /// `jig new flow NAME --lang python`: the same in Python.
+    FlowPython { name: &'a str },
+}
+
+/// A new Flow's FLOW.md: its name, what it does, and where to go next.
+fn flow_md(name: &str) -> String {
+    format!(
+        "---\nname: {name}\ndescription: Greet someone by name.\n---\n\n\
+         Greet the name given as input (a string), or the world.\n\
+         Replace this text with what {name} does: a person and an Agent read it.\n"
+    )
+}
+
+/// A new Flow's input schema (Schema/1): a name, or nothing.
+const FLOW_INPUT_SCHEMA: &str = r#"{
+  "$schema": "https://flow.jig.md/schemas/schema-1.json",
+  "type": ["string", "object"]
+}
+"#;
+
+/// A new Flow's fixture (`jig test`): the input it is given and what it
+/// must give back.
+const FLOW_FIXTURE: &str = r#"{
+  "input": "Ada",
+  "expect": {
+    "outcome": "done",
+    "output": { "message": "Hello, Ada!" }
+  }
+}
+"#;
+
+/// A new Flow's package-local manifest on the bundled SDK revision.
+fn flow_package_json(name: &str, sdk_revision: &str) -> String {
+    hello_package_json(sdk_revision)
+        .replace("\"name\": \"hello\"", &format!("\"name\": \"{name}\""))
 }
 
 /// One entry of the skeleton, in creation order.
@@ -163,6 +204,38 @@ enum Entry {
 }
 
 fn skeleton(template: Template) -> Vec<Entry> {
+    // A Flow package alone: its FLOW.md, entrypoint, schema and fixture.
+    let flow_entries = |md: String, entry: Vec<Entry>| {
+        let mut entries = vec![
+            Entry::File("FLOW.md", md),
+            Entry::File("input.schema.json", FLOW_INPUT_SCHEMA.into()),
+        ];
+        entries.extend(entry);
+        entries.extend([
+            Entry::Dir("fixtures"),
+            Entry::Dir("fixtures/example"),
+            Entry::File("fixtures/example/case.json", FLOW_FIXTURE.into()),
+        ]);
+        entries
+    };
+    match template {
+        Template::FlowTypeScript { name, sdk_revision } => {
+            return flow_entries(
+                flow_md(name),
+                vec![
+                    Entry::File("package.json", flow_package_json(name, sdk_revision)),
+                    Entry::File("flow.ts", HELLO_FLOW_TS.into()),
+                ],
+            )
+        }
+        Template::FlowPython { name } => {
+            return flow_entries(
+                flow_md(name),
+                vec![Entry::File("flow.py", HELLO_FLOW_PY.into())],
+            )
+        }
+        _ => {}
+    }
     let mut entries = vec![
         Entry::File(".gitignore", GITIGNORE.into()),
         Entry::File("jig.ts", JIG_TS.into()),
@@ -183,7 +256,7 @@ fn skeleton(template: Template) -> Vec<Entry> {
         Entry::File("flows/hello/FLOW.md", HELLO_FLOW_MD.into()),
     ]);
     match template {
-        Template::Bare => {}
+        Template::Bare | Template::FlowTypeScript { .. } | Template::FlowPython { .. } => {}
         Template::TypeScript { sdk_revision } => entries.extend([
             Entry::File("flows/hello/package.json", hello_package_json(sdk_revision)),
             Entry::File("flows/hello/flow.ts", HELLO_FLOW_TS.into()),

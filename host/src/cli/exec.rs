@@ -59,18 +59,8 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
             })?,
     };
     let config = load_config(args.config)?;
-    let trial =
-        trial::prepare(&args.base.join(args.package), &slots, settings, &config).map_err(|e| {
-            match e {
-                TrialError::Unstaged { dir, at, error } => CliError::new(
-                    Code::InvalidCandidate,
-                    format!("{}: {error}", dir.display()),
-                )
-                .with_location(&at),
-                TrialError::Private(_) => CliError::new(Code::Internal, e.to_string()),
-                TrialError::Engine(e) => (*e).into(),
-            }
-        })?;
+    let trial = trial::prepare(&args.base.join(args.package), &slots, settings, &config)
+        .map_err(trial_error)?;
     let files = trial.files(&request, args.base, args.out, &receive, &input)?;
     let mut door = CommandLine::new(!receive.is_empty());
     door.destination = files.destination;
@@ -122,4 +112,17 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
         return Err(super::exit::delivery_error(&e));
     }
     Ok(status)
+}
+
+/// Why a trial could not be prepared, as the command line reports it.
+pub(super) fn trial_error(e: TrialError) -> CliError {
+    match e {
+        TrialError::Unstaged { dir, at, error } => CliError::new(
+            Code::InvalidCandidate,
+            format!("{}: {error}", dir.display()),
+        )
+        .with_location(&at),
+        TrialError::Private(_) => CliError::new(Code::Internal, e.to_string()),
+        TrialError::Engine(e) => (*e).into(),
+    }
 }

@@ -102,3 +102,49 @@ fn rust_sdk(sdk: Option<PathBuf>) -> Result<String, CliError> {
         )),
     })
 }
+
+/// `jig new flow --lang`: the new Flow's recipe.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(super) enum FlowLang {
+    Typescript,
+    Python,
+}
+
+/// `jig new flow NAME`: a Flow package at `flows/NAME` of the project
+/// found from `base`, a greeting with a fixture that `jig test` passes.
+pub(super) fn new_flow(base: &Path, name: &str, lang: FlowLang) -> Result<u8, CliError> {
+    if !flow::wire::is_local_name(name) {
+        return Err(CliError::new(
+            Code::Usage,
+            format!(
+                "{} is not a Flow name: a LocalName, like greet or price-order",
+                terminal::escape(name)
+            ),
+        ));
+    }
+    let root = super::project_root(base)?;
+    let relative = format!("flows/{name}");
+    let template = match lang {
+        FlowLang::Typescript => jig_project::Template::FlowTypeScript {
+            name,
+            sdk_revision: plan::prepare::BUNDLED_SDK_VERSION,
+        },
+        FlowLang::Python => jig_project::Template::FlowPython { name },
+    };
+    std::fs::create_dir_all(root.join("flows")).map_err(|e| {
+        CliError::new(
+            Code::Unavailable,
+            format!("{}: {e}", root.join("flows").display()),
+        )
+    })?;
+    jig_project::init(&root.join(&relative), template).map_err(CliError::from)?;
+    let entry = match lang {
+        FlowLang::Typescript => "flow.ts, package.json",
+        FlowLang::Python => "flow.py",
+    };
+    outln!(
+        "created {relative} (FLOW.md, {entry}, input.schema.json, fixtures/example/case.json)\n\
+         next: jig test {relative}, then jig review"
+    );
+    Ok(0)
+}

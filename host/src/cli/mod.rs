@@ -30,6 +30,7 @@ mod doctor;
 mod door;
 mod exec;
 mod exit;
+mod fixtures;
 mod gc;
 mod init;
 mod provider;
@@ -92,6 +93,11 @@ enum Command {
         sdk: Option<PathBuf>,
         /// The project directory to create; it must not exist.
         directory: PathBuf,
+    },
+    /// Add to the project: `jig new flow NAME` scaffolds a Flow with a fixture.
+    New {
+        #[command(subcommand)]
+        what: NewAction,
     },
     /// Capture the project, show what would change, and admit it.
     Review {
@@ -186,6 +192,15 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Run each Flow's fixtures (fixtures/<case>/case.json beside its FLOW.md) as
+    /// `jig exec` runs a package; admits nothing.
+    Test {
+        /// Package directories (default: the Flows the project's jig.ts declares).
+        packages: Vec<PathBuf>,
+        /// Also write the results as JUnit XML to FILE.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
     /// Inspect or digest a package directory (Package/1).
     Package {
         #[command(subcommand)]
@@ -274,6 +289,19 @@ enum CompletionShell {
     Bash,
     Zsh,
     Fish,
+}
+
+#[derive(Subcommand, Debug)]
+enum NewAction {
+    /// A Flow package at flows/NAME (FLOW.md, entrypoint, input schema and a
+    /// fixture that `jig test` passes).
+    Flow {
+        /// The Flow's name (a LocalName): its directory and FLOW.md name.
+        name: String,
+        /// The entrypoint's language: flow.ts with its package.json (default) or flow.py.
+        #[arg(long, value_enum, default_value = "typescript")]
+        lang: init::FlowLang,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -376,7 +404,7 @@ pub fn main() -> u8 {
             (verification.as_deref(), true, true, false)
         }
         Command::Doctor { verification } => (verification.as_deref(), true, false, false),
-        Command::Exec { .. } => (None, true, true, false),
+        Command::Exec { .. } | Command::Test { .. } => (None, true, true, false),
         Command::Serve(_) | Command::Worker(_) => (None, true, true, true),
         _ => (None, false, false, false),
     };
@@ -406,6 +434,9 @@ pub fn main() -> u8 {
             directory,
             sdk,
         } => init::init(&base.join(directory), bare, lang, sdk.map(|p| base.join(p))),
+        Command::New {
+            what: NewAction::Flow { name, lang },
+        } => init::new_flow(&base, &name, lang),
         Command::Review {
             project,
             yes,
@@ -487,6 +518,12 @@ pub fn main() -> u8 {
             attach: &attach,
             select: &select,
             out: out.as_deref(),
+            config: cli.config.as_deref(),
+            base: &base,
+        }),
+        Command::Test { packages, junit } => fixtures::test(fixtures::TestArgs {
+            packages: &packages,
+            junit: junit.as_deref(),
             config: cli.config.as_deref(),
             base: &base,
         }),

@@ -18,6 +18,7 @@ mod dependencies;
 mod exec;
 mod failures;
 mod files;
+mod fixtures;
 mod greeting;
 mod guide;
 mod npm_registry;

@@ -14,6 +14,7 @@
 //! with the door (a file, or a PostgreSQL row), as does printing.
 
 pub mod ask;
+pub mod fixture;
 pub mod local;
 pub mod trial;
 
