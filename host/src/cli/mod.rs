@@ -26,6 +26,7 @@ mod author;
 mod client;
 mod config_check;
 mod console;
+mod dev;
 mod doctor;
 mod door;
 mod exec;
@@ -93,6 +94,21 @@ enum Command {
         sdk: Option<PathBuf>,
         /// The project directory to create; it must not exist.
         directory: PathBuf,
+    },
+    /// Review, admit and run TARGET now and again after each save, until Ctrl-C
+    /// (the project this process holds; admits only with consent for this session).
+    Dev {
+        /// flow:<path> or binding:<id>: what runs after each review.
+        target: String,
+        /// The input of each Run: JSON text, or @FILE (read again for each Run).
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// Each Run's deadline: a positive integer with ms, s, m or h (at most 24h).
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        /// Consent for this session: admit each reviewed change without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// Add to the project: `jig new flow NAME` scaffolds a Flow with a fixture.
     New {
@@ -404,7 +420,9 @@ pub fn main() -> u8 {
             (verification.as_deref(), true, true, false)
         }
         Command::Doctor { verification } => (verification.as_deref(), true, false, false),
-        Command::Exec { .. } | Command::Test { .. } => (None, true, true, false),
+        Command::Exec { .. } | Command::Test { .. } | Command::Dev { .. } => {
+            (None, true, true, false)
+        }
         Command::Serve(_) | Command::Worker(_) => (None, true, true, true),
         _ => (None, false, false, false),
     };
@@ -437,6 +455,19 @@ pub fn main() -> u8 {
         Command::New {
             what: NewAction::Flow { name, lang },
         } => init::new_flow(&base, &name, lang),
+        Command::Dev {
+            target,
+            input,
+            timeout,
+            yes,
+        } => dev::dev(dev::DevArgs {
+            target: &target,
+            input: input.as_deref(),
+            timeout: timeout.as_deref(),
+            yes,
+            dir: &base,
+            config: cli.config.as_deref(),
+        }),
         Command::Review {
             project,
             yes,
@@ -456,6 +487,7 @@ pub fn main() -> u8 {
                     yes,
                     details,
                     diff,
+                    files: false,
                     allow_resolution_network,
                 },
             )

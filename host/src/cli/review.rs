@@ -4,16 +4,22 @@
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+use jig_engine::config::HostConfig;
 use jig_engine::review::Proposal;
 use jig_engine::state::{self, ProjectState};
+use jig_project::Declarations;
 
 use super::exit::{CliError, Code};
 use super::{client, load_config, terminal};
 
+#[derive(Clone, Copy)]
 pub(super) struct ReviewOptions {
     pub(super) yes: bool,
     pub(super) details: bool,
     pub(super) diff: bool,
+    /// Show the changed packages' files and diffs even when redirected
+    /// (`jig dev`).
+    pub(super) files: bool,
     pub(super) allow_resolution_network: bool,
 }
 
@@ -22,20 +28,8 @@ pub(super) fn review(
     config: Option<&Path>,
     options: ReviewOptions,
 ) -> Result<u8, CliError> {
-    let ReviewOptions {
-        yes,
-        details,
-        diff,
-        allow_resolution_network,
-    } = options;
     let config = load_config(config)?;
-    let declarations = jig_project::capture(root).map_err(|e| {
-        if e.is_candidate_invalid() {
-            CliError::Candidate(e)
-        } else {
-            CliError::Project(e)
-        }
-    })?;
+    let declarations = capture(root)?;
     let (mut state, beside_a_daemon) = match ProjectState::acquire(root) {
         Ok(state) => (state, false),
         // A `jig serve` holds the project: admit beside it (its new Runs
@@ -49,12 +43,50 @@ pub(super) fn review(
         },
         Err(e) => return Err(e.into()),
     };
-    let proposal = jig_engine::review::propose(
+    review_held(
         &mut state,
+        root,
+        &config,
+        declarations,
+        &options,
+        beside_a_daemon,
+    )
+}
+
+/// The project's declarations as `jig.ts` proposes them now.
+pub(super) fn capture(root: &Path) -> Result<Declarations, CliError> {
+    jig_project::capture(root).map_err(|e| {
+        if e.is_candidate_invalid() {
+            CliError::Candidate(e)
+        } else {
+            CliError::Project(e)
+        }
+    })
+}
+
+/// Review `declarations` against the project `state` holds: show what
+/// would change, ask (unless `yes`), and admit.
+pub(super) fn review_held(
+    state: &mut ProjectState,
+    root: &Path,
+    config: &HostConfig,
+    declarations: Declarations,
+    options: &ReviewOptions,
+    beside_a_daemon: bool,
+) -> Result<u8, CliError> {
+    let ReviewOptions {
+        yes,
+        details,
+        diff,
+        files,
+        allow_resolution_network,
+    } = *options;
+    let proposal = jig_engine::review::propose(
+        state,
         declarations,
         jig_engine::review::Asked {
             root,
-            config: &config,
+            config,
             allow_resolution_network,
             details,
             warn: &mut |text| eprintln!("{text}"),
@@ -84,7 +116,7 @@ pub(super) fn review(
     out!("{}", terminal::paint_review(text, &style));
     // What the bytes are: on a terminal always; redirected, when asked
     // (the reference's text alone otherwise).
-    if on_terminal || diff || details {
+    if on_terminal || diff || details || files {
         out!(
             "{}",
             terminal::review::review_files(&changes.files, changes.lock.as_deref(), diff, &style)
@@ -111,7 +143,7 @@ pub(super) fn review(
             ));
         }
     }
-    changes.admit(&state, beside_a_daemon)?;
+    changes.admit(state, beside_a_daemon)?;
     outln!("project is ready");
     Ok(0)
 }

@@ -13,6 +13,7 @@ use super::{
     client, finish_output, load_config, print_terminal, project_root, run_invocation, CliError,
     Code, CommandLine,
 };
+use jig_engine::config::HostConfig;
 use jig_engine::exec::submit;
 use jig_engine::files::{self, Request};
 use jig_engine::run::ask::{Ask, Given};
@@ -45,12 +46,7 @@ pub struct RunArgs<'a> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8, CliError> {
-    let Ask {
-        checked,
-        receive,
-        request,
-        input,
-    } = Ask::parse(&Given {
+    let ask = Ask::parse(&Given {
         target: args.target,
         timeout: args.timeout,
         key: args.key,
@@ -64,7 +60,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         let local = project_root(args.dir)
             .ok()
             .map(|r| super::serve::local_name(&r));
-        return submit_to(&served, &args, &request, input, local);
+        return submit_to(&served, &args, &ask.request, ask.input, local);
     }
     let root = project_root(args.dir)?;
     let config = load_config(args.config)?;
@@ -72,13 +68,30 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
         Ok(state) => state.with_settle_reserve(config.records.settle_reserve_bytes()),
         // A local daemon holds the project: submit to it.
         Err(e @ state::StateError::Busy { .. }) => match client::holding(&root) {
-            Some(served) => return submit_to(&served, &args, &request, input, None),
+            Some(served) => return submit_to(&served, &args, &ask.request, ask.input, None),
             None => return Err(e.into()),
         },
         Err(e) => return Err(e.into()),
     };
+    run_held(&state, &config, ask, &args)
+}
+
+/// A Run of the project `state` holds, to its printed terminal and exit
+/// status: `jig run`'s local door, and `jig dev`'s after each admission.
+pub(super) fn run_held(
+    state: &ProjectState,
+    config: &HostConfig,
+    ask: Ask,
+    args: &RunArgs,
+) -> Result<u8, CliError> {
+    let Ask {
+        checked,
+        receive,
+        request,
+        input,
+    } = ask;
     let submitted = local::submit(
-        &state,
+        state,
         local::Asked {
             checked,
             input,
@@ -86,7 +99,7 @@ pub fn run(args: RunArgs) -> Result<u8, CliError> {
             dir: args.dir,
             out: args.out,
             receive: &receive,
-            config: &config,
+            config,
         },
     )?;
     let mut local = match submitted {

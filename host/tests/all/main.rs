@@ -15,6 +15,7 @@ mod config_check;
 mod console;
 mod containment;
 mod dependencies;
+mod dev;
 mod exec;
 mod failures;
 mod files;
