@@ -31,6 +31,7 @@ mod doctor;
 mod door;
 mod exec;
 mod exit;
+mod explain;
 mod fixtures;
 mod gc;
 mod init;
@@ -109,6 +110,15 @@ enum Command {
         /// Consent for this session: admit each reviewed change without asking.
         #[arg(long)]
         yes: bool,
+    },
+    /// Print the guide's Troubleshooting entry for an error code (offline).
+    Explain {
+        /// The code, as a refusal or a failed terminal gives it (e.g. JIG_RUN_TARGET_INVALID).
+        #[arg(required_unless_present = "list")]
+        code: Option<String>,
+        /// List every code the guide explains.
+        #[arg(long, conflicts_with = "code")]
+        list: bool,
     },
     /// Add to the project: `jig new flow NAME` scaffolds a Flow with a fixture.
     New {
@@ -455,6 +465,7 @@ pub fn main() -> u8 {
         Command::New {
             what: NewAction::Flow { name, lang },
         } => init::new_flow(&base, &name, lang),
+        Command::Explain { code, list } => explain::explain(code.as_deref(), list),
         Command::Dev {
             target,
             input,

@@ -449,12 +449,20 @@ fn render_failure_next(code: &str, message: &str, next: Option<&str>, style: &St
     if let Some(next) = next {
         let _ = writeln!(out, "  {} {next}", style.paint(Role::Muted, "next:"));
     }
-    let _ = writeln!(
+    let _ = write!(
         out,
         "  {} {}",
         style.paint(Role::Muted, "code:"),
         escape(code)
     );
+    if super::explain::has_entry(code) {
+        let _ = write!(
+            out,
+            " {}",
+            style.paint(Role::Muted, &format!("(jig explain {code})"))
+        );
+    }
+    out.push('\n');
     out
 }
 

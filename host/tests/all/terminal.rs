@@ -271,7 +271,12 @@ fn failures_on_a_terminal_lead_with_the_explanation_and_next_action() {
     assert!(lines[2].starts_with("  code: "), "{text:?}");
     // Redirected, the same failure is the `CODE: message` line.
     let run = run_jig(dir.path(), &["run", "flow:flows/missing"]);
-    let code = lines[2].trim_start_matches("  code: ");
+    // The code line names where the guide explains it.
+    let (code, hint) = lines[2]
+        .trim_start_matches("  code: ")
+        .split_once(' ')
+        .unwrap();
+    assert_eq!(hint, format!("(jig explain {code})"), "{text:?}");
     assert!(run.stderr.starts_with(&format!("{code}: ")), "{run:?}");
 }
 
@@ -504,7 +509,7 @@ fn a_raised_error_and_a_failed_child_read_for_a_person() {
     );
     assert!(
         text.contains(
-            "✗ KeyError: 'pie'\n  next: read the component's stderr above, fix the Flow, review and run again\n  code: EXECUTION_FAILED\n  stack: run (flow.py:11)\n✗ execution failed EXECUTION_FAILED"
+            "✗ KeyError: 'pie'\n  next: read the component's stderr above, fix the Flow, review and run again\n  code: EXECUTION_FAILED (jig explain EXECUTION_FAILED)\n  stack: run (flow.py:11)\n✗ execution failed EXECUTION_FAILED"
         ),
         "{text}"
     );
@@ -520,7 +525,7 @@ fn a_raised_error_and_a_failed_child_read_for_a_person() {
     let text = seen.tty.replace("\r\n", "\n");
     assert!(
         text.starts_with(
-            "✗ child slot \"pricing\" (flow:flows/price) failed with INVALID_RESULT: outcome \"estimate\" is neither done nor declared in FLOW.md\n  next: the child Flow flow:flows/price (slot \"pricing\") failed, not this one: read its failure below, fix it, review and run again\n  code: INVALID_RESULT\n  child: slot \"pricing\" · flow:flows/price · INVALID_RESULT\n    outcome \"estimate\" is neither done nor declared in FLOW.md\n    stderr:\n      pricing cake\n✗ execution failed INVALID_RESULT"
+            "✗ child slot \"pricing\" (flow:flows/price) failed with INVALID_RESULT: outcome \"estimate\" is neither done nor declared in FLOW.md\n  next: the child Flow flow:flows/price (slot \"pricing\") failed, not this one: read its failure below, fix it, review and run again\n  code: INVALID_RESULT (jig explain INVALID_RESULT)\n  child: slot \"pricing\" · flow:flows/price · INVALID_RESULT\n    outcome \"estimate\" is neither done nor declared in FLOW.md\n    stderr:\n      pricing cake\n✗ execution failed INVALID_RESULT"
         ),
         "{text}"
     );
