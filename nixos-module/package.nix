@@ -42,6 +42,8 @@ let
       # The provider WIT world, read by the wasm provider host and the
       # provider SDK at build time (`path: "../wit"`).
       ++ [ (root + "/providers/wit") ]
+      # The guide's Troubleshooting page, built into jig for `jig explain`.
+      ++ [ (root + "/docs/src/troubleshooting.md") ]
       ++ map (dir: root + "/${dir}") (jigLib.memberDirs (root + "/Cargo.toml"))
     )) (lib.fileset.fileFilter (file: file.hasExt "pyc") root);
   };

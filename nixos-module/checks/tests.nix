@@ -557,10 +557,11 @@ let
       && contains "install -Dm0555 ${package.passthru.acpWorker}/bin/jig-agent-acp [$]out/bin/jig-agent-acp" package.postInstall;
     # lib.fileset, evaluated for real: which files of this checkout the
     # build sees.
-    "package source has the manifest, the lock, the provider WIT world and every member" = all inSource (
+    "package source has the manifest, the lock, the provider WIT world, the Troubleshooting page and every member" = all inSource (
       [
         "Cargo.toml"
         "Cargo.lock"
+        "docs/src/troubleshooting.md"
       ]
       ++ map (f: "providers/wit/${f}") (
         attrNames (lib.filterAttrs (_: t: t == "regular") (builtins.readDir (root + "/providers/wit")))
@@ -569,6 +570,7 @@ let
     );
     "package source leaves out the rest of the checkout" = !any inSource [
       "README.md"
+      "docs/src/runs.md"
       "ARCHITECTURE.md"
       "flake.nix"
       "flake.lock"
