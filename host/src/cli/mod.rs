@@ -29,6 +29,7 @@ mod console;
 mod dev;
 mod doctor;
 mod door;
+mod editor;
 mod exec;
 mod exit;
 mod explain;
@@ -111,6 +112,10 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Write the bundled SDKs where editors and type checkers find them, offline:
+    /// each JavaScript Flow's node_modules/@jigging/flow and .jig-sdk/python, with
+    /// tsconfig.json, pyrightconfig.json and mypy.ini where none exists.
+    Editor,
     /// Print the guide's Troubleshooting entry for an error code (offline).
     Explain {
         /// The code, as a refusal or a failed terminal gives it (e.g. JIG_RUN_TARGET_INVALID).
@@ -465,6 +470,7 @@ pub fn main() -> u8 {
         Command::New {
             what: NewAction::Flow { name, lang },
         } => init::new_flow(&base, &name, lang),
+        Command::Editor => editor::editor(&base),
         Command::Explain { code, list } => explain::explain(code.as_deref(), list),
         Command::Dev {
             target,

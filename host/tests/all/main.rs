@@ -16,6 +16,7 @@ mod console;
 mod containment;
 mod dependencies;
 mod dev;
+mod editor;
 mod exec;
 mod failures;
 mod files;
