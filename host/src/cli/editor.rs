@@ -124,3 +124,41 @@ fn write_tree(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// `jig lock PACKAGE`: resolve the package's npm dependencies into its
+/// `bun.lock` (`jig_engine::run::trial::lock`: Bun in the envelope, the
+/// configured registry only, the bundled SDK left out, as review's
+/// resolution), then write it beside its `package.json`. The one command
+/// that writes a lock into source: review never does.
+pub fn lock(base: &Path, package: &Path, config: Option<&Path>) -> Result<u8, CliError> {
+    let dir = base.join(package);
+    let shown = terminal::escape(&package.display().to_string());
+    if !dir.join("package.json").is_file() {
+        return Err(CliError::new(
+            Code::Usage,
+            format!("{shown} has no package.json: name a Flow's package directory"),
+        ));
+    }
+    let config = super::load_config(config)?;
+    eprintln!(
+        "Resolving dependencies for {shown} from {}. Bun may contact dependency-selected \
+         public or private-network services; requests cannot be undone.",
+        terminal::escape(&jig_engine::plan::prepare::registry(&config))
+    );
+    let locked = jig_engine::run::trial::lock(&dir, &config, &mut |_| {})
+        .map_err(super::exec::trial_error)?;
+    let Some(bytes) = locked else {
+        outln!("{shown} has no runtime dependencies besides the bundled SDK: nothing to lock");
+        return Ok(0);
+    };
+    let path = dir.join("bun.lock");
+    let staged = dir.join(".bun.lock.jig-lock");
+    std::fs::write(&staged, &bytes)
+        .and_then(|()| std::fs::rename(&staged, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&staged);
+            CliError::new(Code::Unavailable, format!("{}: {e}", path.display()))
+        })?;
+    outln!("wrote {shown}/bun.lock; commit it, then jig review");
+    Ok(0)
+}

@@ -116,6 +116,12 @@ enum Command {
     /// each JavaScript Flow's node_modules/@jigging/flow and .jig-sdk/python, with
     /// tsconfig.json, pyrightconfig.json and mypy.ini where none exists.
     Editor,
+    /// Resolve a package's npm dependencies into its bun.lock (Bun in the envelope,
+    /// the configured registry only; the bundled @jigging/flow left out).
+    Lock {
+        /// The Flow's package directory (with its package.json).
+        package: PathBuf,
+    },
     /// Print the guide's Troubleshooting entry for an error code (offline).
     Explain {
         /// The code, as a refusal or a failed terminal gives it (e.g. JIG_RUN_TARGET_INVALID).
@@ -435,9 +441,10 @@ pub fn main() -> u8 {
             (verification.as_deref(), true, true, false)
         }
         Command::Doctor { verification } => (verification.as_deref(), true, false, false),
-        Command::Exec { .. } | Command::Test { .. } | Command::Dev { .. } => {
-            (None, true, true, false)
-        }
+        Command::Exec { .. }
+        | Command::Test { .. }
+        | Command::Dev { .. }
+        | Command::Lock { .. } => (None, true, true, false),
         Command::Serve(_) | Command::Worker(_) => (None, true, true, true),
         _ => (None, false, false, false),
     };
@@ -471,6 +478,7 @@ pub fn main() -> u8 {
             what: NewAction::Flow { name, lang },
         } => init::new_flow(&base, &name, lang),
         Command::Editor => editor::editor(&base),
+        Command::Lock { package } => editor::lock(&base, &package, cli.config.as_deref()),
         Command::Explain { code, list } => explain::explain(code.as_deref(), list),
         Command::Dev {
             target,

@@ -1031,3 +1031,68 @@ fn an_installer_past_its_deadline_is_ended_and_the_review_fails() {
     assert!(run.stderr.contains("within 60 s"), "{run:?}");
     assert!(!dir.path().join("jig.lock").exists(), "nothing admitted");
 }
+
+/// `jig lock` (issue 49): the author's one way to make a package's
+/// bun.lock although `@jigging/flow` is on no registry. It resolves from
+/// the configured registry in the envelope, leaves the bundled SDK out,
+/// replaces a stale lock, and review then prepares from it with no flag;
+/// a package without dependencies has nothing to lock.
+#[test]
+fn jig_lock_writes_the_lock_review_then_prepares_from_without_the_flag() {
+    let registry = registry();
+    let manifest = "{\"name\":\"hello\",\"dependencies\":{\"@jigging/flow\":\"1.0.0\",\"greet-lib\":\"^1.0.0\"}}";
+    let dir = project_with(manifest, None, &registry.url, registry.port());
+    // A stale lock (for another manifest) is replaced, not kept.
+    write_files(
+        dir.path(),
+        &[("flows/hello/bun.lock", "{\"stale\": true}\n")],
+    );
+    let locked = run_jig(dir.path(), &["lock", "flows/hello"]);
+    assert_eq!(locked.status, 0, "{locked:?}");
+    assert_eq!(
+        locked.stdout,
+        "wrote flows/hello/bun.lock; commit it, then jig review\n"
+    );
+    assert!(
+        locked
+            .stderr
+            .starts_with("Resolving dependencies for flows/hello from http://127.0.0.1:"),
+        "{locked:?}"
+    );
+    let lock = std::fs::read_to_string(dir.path().join("flows/hello/bun.lock")).unwrap();
+    assert!(lock.contains("\"greet-lib\""), "{lock}");
+    assert!(
+        !lock.contains("@jigging/flow@"),
+        "the bundled SDK is never resolved: {lock}"
+    );
+    // Review prepares from the committed lock: no resolution, no flag.
+    let reviewed = run_jig(dir.path(), &["review", "--yes"]);
+    assert_eq!(reviewed.status, 0, "{reviewed:?}");
+    assert!(
+        !reviewed.stderr.contains("Resolving dependencies"),
+        "{reviewed:?}"
+    );
+    assert_eq!(run_hello(dir.path())["message"], "Hello, Ada!");
+
+    let plain = project_with(
+        "{\"name\":\"hello\",\"dependencies\":{\"@jigging/flow\":\"1.0.0\"}}",
+        None,
+        &registry.url,
+        registry.port(),
+    );
+    let nothing = run_jig(plain.path(), &["lock", "flows/hello"]);
+    assert_eq!(nothing.status, 0, "{nothing:?}");
+    assert_eq!(
+        nothing.stdout,
+        "flows/hello has no runtime dependencies besides the bundled SDK: nothing to lock\n"
+    );
+    assert!(!plain.path().join("flows/hello/bun.lock").exists());
+    let refused = run_jig(plain.path(), &["lock", "flows"]);
+    assert_eq!(refused.status, 2, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .starts_with("JIG_USAGE: flows has no package.json"),
+        "{refused:?}"
+    );
+}

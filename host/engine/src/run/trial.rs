@@ -147,39 +147,8 @@ pub fn prepare(
     settings: Value,
     config: &HostConfig,
 ) -> Result<Trial, TrialError> {
-    let stage = |dir: &Path, at: &str| {
-        Package::stage_dir(dir).map_err(|error| TrialError::Unstaged {
-            dir: dir.to_path_buf(),
-            at: at.to_string(),
-            error: Box::new(error),
-        })
-    };
-    let mut packages = BTreeMap::from([(ROOT_PATH.to_string(), stage(package, ROOT_PATH)?)]);
-    let mut slots = BTreeMap::new();
-    for (slot, dir) in children {
-        let path = format!("exec/child/{slot}");
-        packages.insert(path.clone(), stage(dir, &path)?);
-        slots.insert(slot.clone(), SlotTarget::Flow(path));
-    }
-    let binding = BindingDecl {
-        file: "jig exec".into(),
-        package: ROOT_PATH.into(),
-        settings,
-        slots,
-        commands: None,
-    };
-    let candidate = Candidate {
-        declarations: Declarations {
-            flows: packages.keys().cloned().collect(),
-            bindings: BTreeMap::from([(BINDING_ID.to_string(), binding)]),
-            project: Value::Null,
-            sources: BTreeMap::new(),
-        },
-        packages,
-    };
-    let providers = Arc::new(ProviderSet::new(config.providers.clone()));
-    let planned = plan::plan(&candidate, config, &providers, None)?;
-
+    let (candidate, planned, providers) =
+        plan_trial(package, children, settings, config, &|_| false)?;
     let private = tempfile::Builder::new()
         .prefix("jig-exec-")
         .tempdir()
@@ -206,4 +175,98 @@ pub fn prepare(
         work_root,
         private,
     })
+}
+
+/// Resolve the npm dependencies of the package at `package` into a new
+/// `bun.lock` (`jig lock`): the package without the lock it may have
+/// (nor `node_modules`) is planned as a trial and prepared as review
+/// prepares with resolution allowed: Bun in the envelope, reaching only
+/// the configured registry, the bundled SDK left out. Returns the lock the
+/// preparation then installed from, frozen; `None` when the package has no
+/// runtime dependencies to lock. `warn` hears review's resolution warning.
+pub fn lock(
+    package: &Path,
+    config: &HostConfig,
+    warn: &mut dyn FnMut(&str),
+) -> Result<Option<Vec<u8>>, TrialError> {
+    let leave_out = |p: &str| p == LOCK_FILE;
+    let (candidate, mut planned, _) = plan_trial(
+        package,
+        &BTreeMap::new(),
+        Value::Object(Default::default()),
+        config,
+        &leave_out,
+    )?;
+    let private = tempfile::Builder::new()
+        .prefix("jig-lock-")
+        .tempdir()
+        .map_err(TrialError::Private)?;
+    let store = Store::throwaway(private.path().join("store"));
+    let prepared = plan::prepare::prepare(
+        &candidate.packages,
+        &mut planned,
+        plan::prepare::Request {
+            root: private.path(),
+            config,
+            allow_resolution_network: true,
+            admitted: None,
+            store: &store,
+            warn,
+            note: &mut |_| {},
+        },
+    )?;
+    Ok(prepared
+        .iter()
+        .find_map(|p| p.files().get(LOCK_FILE).cloned()))
+}
+
+/// The Bun lock a package keeps beside its `package.json`.
+const LOCK_FILE: &str = "bun.lock";
+
+/// Stage `package` (less what `leave_out` names, and `node_modules`, as
+/// review stages a Flow) and each child directory for its slot, and plan
+/// them as one Binding with `settings`.
+fn plan_trial(
+    package: &Path,
+    children: &BTreeMap<String, PathBuf>,
+    settings: Value,
+    config: &HostConfig,
+    leave_out: &dyn Fn(&str) -> bool,
+) -> Result<(Candidate, Value, Arc<ProviderSet>), TrialError> {
+    let stage = |dir: &Path, at: &str, leave_out: &dyn Fn(&str) -> bool| {
+        let exclude =
+            |p: &str| p == "node_modules" || p.starts_with("node_modules/") || leave_out(p);
+        Package::stage_dir_excluding(dir, &exclude).map_err(|error| TrialError::Unstaged {
+            dir: dir.to_path_buf(),
+            at: at.to_string(),
+            error: Box::new(error),
+        })
+    };
+    let mut packages =
+        BTreeMap::from([(ROOT_PATH.to_string(), stage(package, ROOT_PATH, leave_out)?)]);
+    let mut slots = BTreeMap::new();
+    for (slot, dir) in children {
+        let path = format!("exec/child/{slot}");
+        packages.insert(path.clone(), stage(dir, &path, &|_| false)?);
+        slots.insert(slot.clone(), SlotTarget::Flow(path));
+    }
+    let binding = BindingDecl {
+        file: "jig exec".into(),
+        package: ROOT_PATH.into(),
+        settings,
+        slots,
+        commands: None,
+    };
+    let candidate = Candidate {
+        declarations: Declarations {
+            flows: packages.keys().cloned().collect(),
+            bindings: BTreeMap::from([(BINDING_ID.to_string(), binding)]),
+            project: Value::Null,
+            sources: BTreeMap::new(),
+        },
+        packages,
+    };
+    let providers = Arc::new(ProviderSet::new(config.providers.clone()));
+    let planned = plan::plan(&candidate, config, &providers, None)?;
+    Ok((candidate, planned, providers))
 }

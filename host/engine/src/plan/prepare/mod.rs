@@ -319,7 +319,9 @@ fn has_runtime_dependencies(package: &Package) -> bool {
         .is_some_and(|m| !m.runtime_dependencies().is_empty())
 }
 
-fn registry(config: &HostConfig) -> String {
+/// The npm registry Bun is given: the configured one, else the public
+/// registry, with a trailing `/`.
+pub fn registry(config: &HostConfig) -> String {
     let mut registry = config
         .dependencies
         .npm_registry
