@@ -153,14 +153,78 @@ pub enum Template<'a> {
     /// `build.sh`, which builds `flows/hello/flow.wasm`.
     Rust { sdk: &'a str },
     /// `jig new flow NAME`: one Flow package (not a project), a greeting in
-    /// TypeScript on the bundled SDK revision, with a fixture that passes.
+    /// TypeScript on the bundled SDK revision, with a fixture that passes;
+    /// with `agent` (the Agent Run descriptor the host serves), a Flow that
+    /// asks the Agent instead, the descriptor beside it.
     FlowTypeScript {
         name: &'a str,
         sdk_revision: &'a str,
+        agent: Option<AgentContracts<'a>>,
     },
     /// `jig new flow NAME --lang python`: the same in Python.
-    FlowPython { name: &'a str },
+    FlowPython {
+        name: &'a str,
+        agent: Option<AgentContracts<'a>>,
+    },
 }
+
+/// The Agent Run descriptor the host serves and the channel contract it
+/// names, each with its path in the package, for an Agent Flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentContracts<'a> {
+    pub capability: &'a str,
+    pub updates_path: &'static str,
+    pub updates: &'a str,
+}
+
+/// Where an Agent Flow keeps the Agent Run descriptor it uses.
+const AGENT_DESCRIPTOR: &str = "contracts/agent-run.capability.json";
+
+/// A new Agent Flow's FLOW.md: its `agent` slot on the descriptor beside it.
+fn agent_flow_md(name: &str) -> String {
+    format!(
+        "---\nname: {name}\ndescription: Ask the Agent a question and return its answer.\n\
+         uses:\n  agent:\n    contract: ./{AGENT_DESCRIPTOR}\n---\n\n\
+         Send the input (a question) to the Agent and return what it answers.\n\
+         Replace this text with what {name} does: a person and an Agent read it.\n"
+    )
+}
+
+const AGENT_FLOW_PY: &str = r#"from jiggy.flow import RunContext, RunResult, handle
+
+
+async def run(context: RunContext) -> RunResult:
+    question = context.input if isinstance(context.input, str) else "Say hello."
+    answer = await context.call_capability(
+        operation_id="ask:1",
+        slot="agent",
+        method="run",
+        input={"instructions": question},
+    )
+    if answer["outcome"] != "completed":
+        return {"outcome": "done", "output": {"outcome": answer["outcome"], "text": answer["text"]}}
+    return {"outcome": "done", "output": {"text": answer["text"]}}
+
+
+handle(run)
+"#;
+
+const AGENT_FLOW_TS: &str = r#"import { handle, type RunResult } from "@jigging/flow";
+
+await handle(async (run): Promise<RunResult> => {
+  const question = typeof run.input === "string" ? run.input : "Say hello.";
+  const answer = (await run.callCapability({
+    operationId: "ask:1",
+    slot: "agent",
+    method: "run",
+    input: { instructions: question },
+  })) as { outcome: string; text: string };
+  if (answer.outcome !== "completed") {
+    return { outcome: "done", output: { outcome: answer.outcome, text: answer.text } };
+  }
+  return { outcome: "done", output: { text: answer.text } };
+});
+"#;
 
 /// A new Flow's FLOW.md: its name, what it does, and where to go next.
 fn flow_md(name: &str) -> String {
@@ -218,8 +282,46 @@ fn skeleton(template: Template) -> Vec<Entry> {
         ]);
         entries
     };
+    // An Agent Flow: the descriptor beside it, and no fixture (its Runs
+    // need the Agent endpoint this host is configured with).
+    let agent_entries = |name: &str, entry: Vec<Entry>, contracts: AgentContracts| {
+        let mut entries = vec![
+            Entry::File("FLOW.md", agent_flow_md(name)),
+            Entry::Dir("contracts"),
+            Entry::File(AGENT_DESCRIPTOR, contracts.capability.to_string()),
+            Entry::File(contracts.updates_path, contracts.updates.to_string()),
+        ];
+        entries.extend(entry);
+        entries
+    };
     match template {
-        Template::FlowTypeScript { name, sdk_revision } => {
+        Template::FlowTypeScript {
+            name,
+            sdk_revision,
+            agent: Some(descriptor),
+        } => {
+            return agent_entries(
+                name,
+                vec![
+                    Entry::File("package.json", flow_package_json(name, sdk_revision)),
+                    Entry::File("flow.ts", AGENT_FLOW_TS.into()),
+                ],
+                descriptor,
+            )
+        }
+        Template::FlowPython {
+            name,
+            agent: Some(descriptor),
+        } => {
+            return agent_entries(
+                name,
+                vec![Entry::File("flow.py", AGENT_FLOW_PY.into())],
+                descriptor,
+            )
+        }
+        Template::FlowTypeScript {
+            name, sdk_revision, ..
+        } => {
             return flow_entries(
                 flow_md(name),
                 vec![
@@ -228,7 +330,7 @@ fn skeleton(template: Template) -> Vec<Entry> {
                 ],
             )
         }
-        Template::FlowPython { name } => {
+        Template::FlowPython { name, .. } => {
             return flow_entries(
                 flow_md(name),
                 vec![Entry::File("flow.py", HELLO_FLOW_PY.into())],

@@ -27,7 +27,7 @@ pub use declaration::{
 pub use discovery::{FLOW_MD, MAX_MEMBERS};
 pub use error::{InitError, ProjectCode, ProjectError};
 pub use evaluate::{EVALUATION_DEADLINE, EVALUATION_MEMORY_LIMIT, EVALUATION_STACK_LIMIT};
-pub use init::{init, Template, GITIGNORE, JIG_TS};
+pub use init::{init, AgentContracts, Template, GITIGNORE, JIG_TS};
 pub use modules::{MAX_CLOSURE_BYTES, MAX_CLOSURE_MODULES, MAX_MODULE_BYTES, SDK_SPECIFIER};
 
 use serde_json::Value as Json;

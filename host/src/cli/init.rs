@@ -112,7 +112,12 @@ pub(super) enum FlowLang {
 
 /// `jig new flow NAME`: a Flow package at `flows/NAME` of the project
 /// found from `base`, a greeting with a fixture that `jig test` passes.
-pub(super) fn new_flow(base: &Path, name: &str, lang: FlowLang) -> Result<u8, CliError> {
+pub(super) fn new_flow(
+    base: &Path,
+    name: &str,
+    lang: FlowLang,
+    agent: bool,
+) -> Result<u8, CliError> {
     if !flow::wire::is_local_name(name) {
         return Err(CliError::new(
             Code::Usage,
@@ -124,12 +129,19 @@ pub(super) fn new_flow(base: &Path, name: &str, lang: FlowLang) -> Result<u8, Cl
     }
     let root = super::project_root(base)?;
     let relative = format!("flows/{name}");
+    use jig_provider_builtin::agent;
+    let agent = agent.then_some(jig_project::AgentContracts {
+        capability: agent::DESCRIPTOR,
+        updates_path: agent::UPDATES_PATH,
+        updates: agent::UPDATES_DESCRIPTOR,
+    });
     let template = match lang {
         FlowLang::Typescript => jig_project::Template::FlowTypeScript {
             name,
             sdk_revision: plan::prepare::BUNDLED_SDK_VERSION,
+            agent,
         },
-        FlowLang::Python => jig_project::Template::FlowPython { name },
+        FlowLang::Python => jig_project::Template::FlowPython { name, agent },
     };
     std::fs::create_dir_all(root.join("flows")).map_err(|e| {
         CliError::new(
@@ -142,9 +154,17 @@ pub(super) fn new_flow(base: &Path, name: &str, lang: FlowLang) -> Result<u8, Cl
         FlowLang::Typescript => "flow.ts, package.json",
         FlowLang::Python => "flow.py",
     };
-    outln!(
-        "created {relative} (FLOW.md, {entry}, input.schema.json, fixtures/example/case.json)\n\
-         next: jig test {relative}, then jig review"
-    );
+    match agent {
+        Some(_) => outln!(
+            "created {relative} (FLOW.md, {entry}, contracts/agent-run.capability.json: \
+             the Agent Run {} this jig serves)\n\
+             next: configure an Agent endpoint (jig doctor shows it), then jig review",
+            agent::CONTRACT_VERSION
+        ),
+        None => outln!(
+            "created {relative} (FLOW.md, {entry}, input.schema.json, fixtures/example/case.json)\n\
+             next: jig test {relative}, then jig review"
+        ),
+    }
     Ok(0)
 }

@@ -338,6 +338,10 @@ enum NewAction {
         /// The entrypoint's language: flow.ts with its package.json (default) or flow.py.
         #[arg(long, value_enum, default_value = "typescript")]
         lang: init::FlowLang,
+        /// A Flow that asks the Agent: its `agent` slot on the exact Agent Run
+        /// descriptor this jig serves, written beside it (no fixture).
+        #[arg(long)]
+        agent: bool,
     },
 }
 
@@ -475,8 +479,8 @@ pub fn main() -> u8 {
             sdk,
         } => init::init(&base.join(directory), bare, lang, sdk.map(|p| base.join(p))),
         Command::New {
-            what: NewAction::Flow { name, lang },
-        } => init::new_flow(&base, &name, lang),
+            what: NewAction::Flow { name, lang, agent },
+        } => init::new_flow(&base, &name, lang, agent),
         Command::Editor => editor::editor(&base),
         Command::Lock { package } => editor::lock(&base, &package, cli.config.as_deref()),
         Command::Explain { code, list } => explain::explain(code.as_deref(), list),

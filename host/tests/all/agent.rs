@@ -1121,3 +1121,68 @@ fn the_events_of_the_revision_without_delivery_are_fed_directly() {
     );
     assert_eq!(endpoint.requests()[0].body["stream"], true);
 }
+
+/// `jig new flow --agent` (issue 49): the Flow it scaffolds, in Python and
+/// TypeScript, names the exact Agent Run descriptor this jig serves (its
+/// digest is the builtin's), reviews against a configured endpoint and
+/// runs, returning the Agent's answer.
+#[test]
+fn a_new_agent_flow_names_the_served_descriptor_and_asks_the_agent() {
+    let endpoint = Endpoint::start(Reply::Json(
+        200,
+        chat(
+            "stop",
+            json!({"role": "assistant", "content": "hello from the Agent"}),
+        ),
+    ));
+    let outer = tempfile::tempdir().unwrap();
+    assert_eq!(run_jig(outer.path(), &["init", "--bare", "p"]).status, 0);
+    let dir = outer.path().join("p");
+    for (name, lang) in [("ask", "python"), ("tell", "typescript")] {
+        let made = run_jig(&dir, &["new", "flow", name, "--agent", "--lang", lang]);
+        assert_eq!(made.status, 0, "{made:?}");
+        assert!(
+            made.stdout.contains(
+                "contracts/agent-run.capability.json: the Agent Run 1.0.0 this jig serves)"
+            ),
+            "{made:?}"
+        );
+        let digest = run_jig(
+            &dir,
+            &[
+                "contract",
+                "digest",
+                &format!("flows/{name}/contracts/agent-run.capability.json"),
+            ],
+        );
+        assert_eq!(
+            digest.stdout.trim(),
+            jig_provider_builtin::agent::CONTRACT_DIGEST,
+            "{digest:?}"
+        );
+    }
+    let key_file = dir.join("agent-key");
+    std::fs::write(&key_file, "sk-new-flow\n").unwrap();
+    write_files(
+        &dir,
+        &[(
+            ".test-config-home/jig/host.toml",
+            &format!(
+                "[agent]\napi = \"chat-completions\"\nbase-url = \"{}\"\nmodel = \"m\"\napi-key-file = \"{}\"\n",
+                endpoint.base_url(),
+                key_file.display()
+            ),
+        )],
+    );
+    review(&dir);
+    for target in ["flow:flows/ask", "flow:flows/tell"] {
+        let run = run_jig(&dir, &["run", target, "--input", "\"Greet me.\""]);
+        assert_eq!(run.status, 0, "{run:?}");
+        assert_eq!(
+            run.json()["output"],
+            json!({"text": "hello from the Agent"}),
+            "{run:?}"
+        );
+    }
+    assert_eq!(endpoint.requests().len(), 2);
+}

@@ -17,6 +17,15 @@ pub mod worker;
 pub use worker::WORKER_ARG;
 
 pub const CONTRACT_ID: &str = "https://jig.md/contracts/agent-run";
+/// The Agent Run 1.0.0 descriptor this host serves ([`CONTRACT_DIGEST`]),
+/// as `jig new flow --agent` writes it into a package.
+pub const DESCRIPTOR: &str = include_str!("../../../../flow/tests/data/agent-run.capability.json");
+/// The channel contract [`DESCRIPTOR`]'s `events` port names, at the
+/// package path it names ([`UPDATES_PATH`]).
+pub const UPDATES_DESCRIPTOR: &str =
+    include_str!("../../../../flow/tests/data/acp-public-updates.json");
+/// Where [`DESCRIPTOR`] expects [`UPDATES_DESCRIPTOR`] in a package.
+pub const UPDATES_PATH: &str = "contracts/acp-public-updates.json";
 pub const CONTRACT_VERSION: &str = "1.0.0";
 /// Agent Run 1.0.0 as the reference serves it today
 /// (`agent-run.capability.json`).
