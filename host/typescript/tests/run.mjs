@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import path from "node:path";
 import fs from "node:fs";
 import * as json1 from "../flow/json1.js";
+import * as contract from "../flow/contract.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const runtime = (process.env.FLOW_TS_RUNTIME ?? "node").split(/\s+/).filter(Boolean);
@@ -136,6 +137,56 @@ async function protocolError(peer, reason) {
   assert.match(peer.stderr, new RegExp(`PROTOCOL_ERROR: ${reason}`));
   assert.equal(await peer.finish(), code);
 }
+
+// --- Contract digests (Capability Contract/1 case 7) -----------------------------------------
+// The known answers are the shared conformance/fixtures/contract-digests.json: the digests the
+// standard and the reference publish, and RFC 8785's own edge cases.
+
+const repo = path.resolve(here, "../../..");
+const known = JSON.parse(fs.readFileSync(path.join(repo, "conformance/fixtures/contract-digests.json"), "utf8"));
+const descriptorData = path.join(repo, "flow/tests/data");
+const fromBits = (hex) => new DataView(Uint8Array.from(Buffer.from(hex, "hex")).buffer).getFloat64(0);
+
+test("contract digests: every known descriptor digest comes out exactly, from bytes and from the value", () => {
+  assert.ok(known.descriptors.length >= 7);
+  for (const { file, kind, digest } of known.descriptors) {
+    const bytes = fs.readFileSync(path.join(descriptorData, file));
+    const compute = kind === "capability" ? contract.capabilityDigest : contract.channelDigest;
+    assert.equal(compute(bytes), digest, file);
+    assert.equal(compute(JSON.parse(bytes.toString("utf8"))), digest, file);
+    assert.equal(compute(new Uint8Array(bytes)), digest, file);
+  }
+  assert.equal(contract.CAPABILITY_DOMAIN, "FLOW-Capability-Contract/1\0");
+  assert.equal(contract.CHANNEL_DOMAIN, "FLOW-Channel-Contract/1\0");
+  const store = fs.readFileSync(path.join(descriptorData, "session-store.capability.json"));
+  assert.notEqual(contract.capabilityDigest(store), contract.channelDigest(store));
+  const changed = { ...JSON.parse(store.toString("utf8")), version: "1.0.1" };
+  assert.notEqual(contract.capabilityDigest(changed), contract.capabilityDigest(store));
+});
+
+test("contract digests: descriptor bytes outside JSON/1 or its byte bound are refused", () => {
+  for (const text of ['{"a":1,"a":2}', "\ufeff{}", '{"n":1e21}']) {
+    assert.throws(() => contract.capabilityDigest(Buffer.from(text)), json1.Json1Error, text);
+  }
+  assert.throws(() => contract.capabilityDigest(Uint8Array.of(0xff)), json1.Json1Error);
+  const limit = contract.MAX_DESCRIPTOR_BYTES;
+  assert.match(contract.capabilityDigest(Buffer.from("{}" + " ".repeat(limit - 2))), /^sha256:[0-9a-f]{64}$/);
+  assert.throws(() => contract.capabilityDigest(Buffer.from("{}" + " ".repeat(limit - 1))), json1.Json1Error);
+});
+
+test("RFC 8785: canonical texts, UTF-16 key order, ECMAScript numbers, refusals", () => {
+  for (const [text, expected] of known.canonical) assert.equal(contract.canonical(json1.parse(text)), expected, text);
+  // U+10000 is D800 DC00 in UTF-16, so it sorts before U+FFFF.
+  assert.equal(contract.canonical({ "\uffff": 1, "\u{10000}": 2, "\ue000": 3 }), '{"\u{10000}":2,"\ue000":3,"\uffff":1}');
+  for (const [hex, expected] of known.numbers) assert.equal(json1.formatNumber(fromBits(hex)), expected, hex);
+  assert.equal(contract.canonical(-0), "0");
+  for (const text of known.refused) {
+    assert.throws(() => contract.canonical(json1.parse(text)), json1.Json1Error, text);
+  }
+  for (const value of [1e21, NaN, Infinity, 2 ** 53, "\ud800", { k: undefined }, [1n], new Date(0)]) {
+    assert.throws(() => contract.canonical(value), json1.Json1Error, String(value));
+  }
+});
 
 // --- JSON/1 ---------------------------------------------------------------------------------
 
