@@ -7,10 +7,11 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import fs from "node:fs";
+import os from "node:os";
 import * as json1 from "../flow/json1.js";
 import * as contract from "../flow/contract.js";
 
@@ -185,6 +186,40 @@ test("RFC 8785: canonical texts, UTF-16 key order, ECMAScript numbers, refusals"
   }
   for (const value of [1e21, NaN, Infinity, 2 ** 53, "\ud800", { k: undefined }, [1n], new Date(0)]) {
     assert.throws(() => contract.canonical(value), json1.Json1Error, String(value));
+  }
+});
+
+// --- Type declarations ------------------------------------------------------------------------
+// tsc is TypeScript 5.9.3 where .ci/setup installs it ($JIG_TYPESCRIPT_DIR, /opt/jig-typescript).
+
+const tscPath = path.join(process.env.JIG_TYPESCRIPT_DIR ?? "/opt/jig-typescript", "node_modules/.bin/tsc");
+
+function tsc(project) {
+  assert.ok(fs.existsSync(tscPath), `${tscPath} is missing: run .ci/setup (or set JIG_TYPESCRIPT_DIR)`);
+  const run = spawnSync(tscPath, ["--noEmit", "-p", project], { encoding: "utf8" });
+  assert.equal(run.status, 0, `tsc --noEmit -p ${project}:\n${run.stdout}${run.stderr}`);
+}
+
+test("types: flow/*.d.ts type-check against typical use (tsc --noEmit)", () => {
+  tsc(path.join(here, "..", "tsconfig.json"));
+});
+
+test("types: a consumer importing @jigging/flow and @jigging/flow/contract by name type-checks", () => {
+  // The package linked where Node and tsc look for it, so `exports` and `types` are what resolve.
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), "flow-types-"));
+  try {
+    for (const file of ["consumer.ts", "package.json"]) {
+      fs.copyFileSync(path.join(here, "package", file), path.join(project, file));
+    }
+    fs.writeFileSync(
+      path.join(project, "tsconfig.json"),
+      JSON.stringify({ extends: path.join(here, "..", "tsconfig.json"), files: ["consumer.ts"] }),
+    );
+    fs.mkdirSync(path.join(project, "node_modules", "@jigging"), { recursive: true });
+    fs.symlinkSync(path.join(here, "..", "flow"), path.join(project, "node_modules", "@jigging", "flow"));
+    tsc(project);
+  } finally {
+    fs.rmSync(project, { recursive: true, force: true });
   }
 });
 
