@@ -821,6 +821,60 @@ test("closing a receiver after its failed read sends one release and takes the f
   assert.equal(await peer.finish(), 0);
 });
 
+/** Start a probe `kase` up to a held broadcast subscription (2 requests issued). */
+async function holdingASubscription(t, kase) {
+  const peer = new Peer("probe");
+  // A failed assertion must not leave the component holding the suite open.
+  t.after(() => peer.closed || peer.child.kill("SIGKILL"));
+  peer.send(rootRequest({ case: kase }));
+  const create = await peer.next();
+  assert.equal(create.method, "channel/create");
+  peer.reply(create, { send: { endpoint: "b:w", direction: "send", delivery: "broadcast" }, source: "b:src" });
+  const subscribe = await peer.next();
+  assert.equal(subscribe.method, "channel/subscribe");
+  peer.reply(subscribe, { endpoint: "b:r", direction: "receive", delivery: "broadcast", startSequence: 1 });
+  return peer;
+}
+
+test("settlement reserve: a held endpoint keeps one of the 64 window slots for its release", async (t) => {
+  // Run/1 §1, SDK §6: ordinary calls leave one slot free while an endpoint may need settling.
+  const peer = await holdingASubscription(t, "settlement-reserve-window");
+  const calls = [];
+  for (let i = 0; i < 63; i++) calls.push(await peer.next());
+  assert.deepEqual([...new Set(calls.map((c) => c.method))], ["capability/call"]);
+  const release = await peer.next();
+  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "b:r" }]);
+  assert.deepEqual(await peer.quiet(), [], "the 64th call waits while the reserve is owed");
+  peer.reply(release, { status: "released" });
+  const last = await peer.next();
+  assert.equal(last.method, "capability/call", "settled: the reserve's slot is free again");
+  calls.push(last);
+  assert.deepEqual(
+    new Set(calls.map((c) => c.params.operationId)),
+    new Set(Array.from({ length: 64 }, (_, i) => `reserve:${i + 1}`)),
+  );
+  for (const call of calls) peer.reply(call, { value: null });
+  assert.deepEqual((await peer.next()).result?.output, { settled: 64 });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("settlement reserve: a held endpoint keeps one lifetime request for its release", async (t) => {
+  // 2 requests for the subscription and 65,533 ordinary calls; the next is refused locally,
+  // so the release is the 65,536th request.
+  const peer = await holdingASubscription(t, "settlement-reserve-lifetime");
+  const ordinary = 65_536 - 2 - 1;
+  for (let i = 1; i <= ordinary; i++) {
+    const call = await peer.next();
+    assert.equal(call.method, "capability/call");
+    peer.reply(call, { value: null });
+  }
+  const release = await peer.next();
+  assert.deepEqual([release.id, release.method], ["component:65536", "channel/release"]);
+  peer.reply(release, { status: "released" });
+  assert.deepEqual((await peer.next()).result?.output, { accepted: ordinary, refused: ["RESOURCE_EXHAUSTED"] });
+  assert.equal(await peer.finish(), 0);
+});
+
 test("a broadcast reader that lags is settled by its failed read while the other completes", async () => {
   const peer = new Peer("broadcast");
   peer.send(rootRequest(null));
