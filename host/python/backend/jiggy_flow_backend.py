@@ -125,7 +125,9 @@ def build_sdist(sdist_directory, config_settings=None):
     members += _package_files()
     members.append(("PKG-INFO", _metadata(project).encode("utf-8")))
     sdist = f"{base}.tar.gz"
-    with tarfile.open(os.path.join(sdist_directory, sdist), "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(
+        os.path.join(sdist_directory, sdist), "w:gz", format=tarfile.PAX_FORMAT
+    ) as tar:
         for path, data in members:
             entry = tarfile.TarInfo(f"{base}/{path}")
             entry.size, entry.mode, entry.mtime = len(data), 0o644, 0

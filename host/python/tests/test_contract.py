@@ -34,7 +34,10 @@ class DigestTests(unittest.TestCase):
         for known in KNOWN["descriptors"]:
             with self.subTest(known["file"]):
                 raw = (DATA / known["file"]).read_bytes()
-                digest = {"capability": contract.capability_digest, "channel": contract.channel_digest}
+                digest = {
+                    "capability": contract.capability_digest,
+                    "channel": contract.channel_digest,
+                }
                 self.assertEqual(digest[known["kind"]](raw), known["digest"])
                 # The parsed value gives the same digest as its bytes.
                 self.assertEqual(digest[known["kind"]](json.loads(raw)), known["digest"])
@@ -58,7 +61,9 @@ class DigestTests(unittest.TestCase):
             with self.subTest(text), self.assertRaises(_json1.Json1Error):
                 contract.capability_digest(text)
         limit = contract.MAX_DESCRIPTOR_BYTES
-        self.assertTrue(contract.capability_digest(b"{}" + b" " * (limit - 2)).startswith("sha256:"))
+        self.assertTrue(
+            contract.capability_digest(b"{}" + b" " * (limit - 2)).startswith("sha256:")
+        )
         with self.assertRaises(_json1.Json1Error):
             contract.capability_digest(b"{}" + b" " * (limit - 1))
 

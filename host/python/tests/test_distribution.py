@@ -65,7 +65,9 @@ class DistributionTests(unittest.TestCase):
         # Without ensurepip (Debian splits it out), installed by this
         # interpreter's pip into the venv's interpreter (pip >= 22.3).
         subprocess.run(
-            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=offline_env()
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+            check=True,
+            env=offline_env(),
         )
         pip = subprocess.run(
             [sys.executable, "-m", "pip", "--python", str(venv / "bin/python"), "install"]
@@ -80,7 +82,11 @@ class DistributionTests(unittest.TestCase):
 
     def assert_runs_installed(self, python: Path) -> None:
         where = subprocess.run(
-            [str(python), "-c", "import jiggy.flow.contract as c, jiggy.flow as f; print(f.__file__)"],
+            [
+                str(python),
+                "-c",
+                "import jiggy.flow.contract as c, jiggy.flow as f; print(f.__file__)",
+            ],
             capture_output=True,
             text=True,
             env=offline_env(),
