@@ -26,6 +26,8 @@ pub enum Target {
     Broadcast,
     /// The "channel-wiring component" of the conformance scenarios, one role per case.
     ChannelWiring,
+    /// A contract digest program (Capability Contract/1 case 7), not a Run/1 peer.
+    ContractDigest,
 }
 
 /// One named case.
@@ -211,6 +213,11 @@ pub const CASES: &[Case] = &[
         name: "channel-wiring-monitor-lagged",
         target: Target::ChannelWiring,
         run: wiring_monitor_lagged,
+    },
+    Case {
+        name: "contract-digest",
+        target: Target::ContractDigest,
+        run: crate::digest::contract_digests,
     },
 ];
 

@@ -7,6 +7,7 @@
 //! output beyond what the wire rules allow.
 
 pub mod cases;
+pub mod digest;
 pub mod session;
 
 pub use cases::{Case, Target, CASES};
@@ -37,6 +38,7 @@ pub struct Components {
     pub channels: Option<Component>,
     pub broadcast: Option<Component>,
     pub channel_wiring: Option<Component>,
+    pub contract_digest: Option<Component>,
 }
 
 impl Components {
@@ -48,6 +50,7 @@ impl Components {
             Target::Channels => self.channels.as_ref(),
             Target::Broadcast => self.broadcast.as_ref(),
             Target::ChannelWiring => self.channel_wiring.as_ref(),
+            Target::ContractDigest => self.contract_digest.as_ref(),
         }
     }
 }

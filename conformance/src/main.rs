@@ -3,7 +3,8 @@
 //!
 //! Plays the host side of the Run/1 corpus against the standard component
 //! given after `--` (and the matrix, channels, broadcast and channel-wiring
-//! components given by flag; cases for a component not given are skipped),
+//! components given by flag, and the contract digest program of
+//! Capability Contract/1 case 7; cases for a component not given are skipped),
 //! printing `PASS name` / `FAIL name: reason`. Exit status: 0 when every
 //! case passed, 1 when any failed, 2 on usage errors.
 
@@ -12,7 +13,8 @@ use std::process::ExitCode;
 use flow_conformance::{run, Component, Components};
 
 const USAGE: &str = "usage: flow-conformance component [--matrix PROGRAM] [--channels PROGRAM] \
-[--broadcast PROGRAM] [--channel-wiring PROGRAM] [--case SUBSTRING] [-- PROGRAM [ARGS...]]";
+[--broadcast PROGRAM] [--channel-wiring PROGRAM] [--contract-digest PROGRAM] \
+[--case SUBSTRING] [-- PROGRAM [ARGS...]]";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
             "--channels" => components.channels = one(args.next()),
             "--broadcast" => components.broadcast = one(args.next()),
             "--channel-wiring" => components.channel_wiring = one(args.next()),
+            "--contract-digest" => components.contract_digest = one(args.next()),
             "--case" => filter = args.next(),
             "--" => {
                 standard.extend(args.by_ref());
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         && components.channels.is_none()
         && components.broadcast.is_none()
         && components.channel_wiring.is_none()
+        && components.contract_digest.is_none()
     {
         eprintln!("{USAGE}");
         return ExitCode::from(2);

@@ -24,6 +24,7 @@ fn component_name(target: Target) -> &'static str {
         Target::Channels => "channels",
         Target::Broadcast => "broadcast",
         Target::ChannelWiring => "channel_wiring",
+        Target::ContractDigest => "contract_digest",
     }
 }
 
@@ -141,6 +142,7 @@ cases! {
     channel_wiring_monitor_drain => "channel-wiring-monitor-drain",
     channel_wiring_monitor_stop => "channel-wiring-monitor-stop",
     channel_wiring_monitor_lagged => "channel-wiring-monitor-lagged",
+    contract_digest => "contract-digest",
 }
 
 /// The runner's expectation table covers the fixture file exactly.

@@ -31,6 +31,49 @@ fn known_capability_digests_come_out_exactly() {
     }
 }
 
+/// The known answers every implementation shares
+/// (`conformance/fixtures/contract-digests.json`: the Python and TypeScript
+/// SDKs' suites and the conformance runner read the same file), so `flow`
+/// is held to exactly what they are.
+#[test]
+fn shared_known_answers_come_out_exactly() {
+    let known: Value = serde_json::from_str(include_str!(
+        "../../../conformance/fixtures/contract-digests.json"
+    ))
+    .unwrap();
+    let descriptors = known["descriptors"].as_array().unwrap();
+    assert!(descriptors.len() >= 8);
+    for entry in descriptors {
+        let file = entry["file"].as_str().unwrap();
+        let value = flow::json::parse(&data(file)).unwrap();
+        let digest = match entry["kind"].as_str().unwrap() {
+            "capability" => contract::digest(&value),
+            _ => contract::channel_digest(&value),
+        };
+        assert_eq!(digest, entry["digest"].as_str().unwrap(), "{file}");
+    }
+    for case in known["canonical"].as_array().unwrap() {
+        let value = flow::json::parse(case[0].as_str().unwrap().as_bytes()).unwrap();
+        assert_eq!(
+            flow::json::canonical_string(&value),
+            case[1].as_str().unwrap()
+        );
+    }
+    for case in known["numbers"].as_array().unwrap() {
+        let bits = u64::from_str_radix(case[0].as_str().unwrap(), 16).unwrap();
+        assert_eq!(
+            flow::json::format_number(f64::from_bits(bits)),
+            case[1].as_str().unwrap()
+        );
+    }
+    for text in known["refused"].as_array().unwrap() {
+        assert!(
+            flow::json::parse(text.as_str().unwrap().as_bytes()).is_err(),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn session_store_methods_validate_values() {
     let c = Contract::parse(&data("session-store.capability.json")).unwrap();

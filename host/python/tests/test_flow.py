@@ -955,6 +955,54 @@ class ChannelTests(PeerTestCase):
         )
         return reads
 
+    def hold_a_subscription(self, peer: HostPeer, case: str) -> None:
+        """Start `case` up to a held broadcast subscription (2 requests issued)."""
+        peer.send(flow_run(input={"case": case}))
+        create = peer.receive_request("channel/create")
+        peer.respond(
+            success(create["id"], {"send": grant("b:w", "send", "broadcast"), "source": "b:src"})
+        )
+        subscribe = peer.receive_request("channel/subscribe")
+        peer.respond(success(subscribe["id"], grant("b:r", "receive", "broadcast", 1)))
+
+    def test_settlement_reserve_keeps_one_window_slot_for_the_release(self) -> None:
+        # Run/1 §1, SDK §6: while an endpoint may need settling, ordinary
+        # calls leave one of the 64 slots free; the release takes it.
+        peer = self.peer(PROBE)
+        self.hold_a_subscription(peer, "settlement-reserve-window")
+        calls = [peer.receive_request("capability/call") for _ in range(63)]
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["params"], {"endpoint": "b:r"})
+        self.assertEqual(len(peer.requests_on_wire), 64)
+        peer.expect_quiet()  # the 64th call waits: the reserve is still owed
+        peer.respond(success(release["id"], {"status": "released"}))
+        calls.append(peer.receive_request("capability/call"))  # settled: the reserve is free
+        self.assertEqual(
+            {call["params"]["operationId"] for call in calls},
+            {f"reserve:{index}" for index in range(1, 65)},
+        )
+        for call in calls:
+            peer.respond(success(call["id"], {"value": None}))
+        self.assertRootSuccess(peer, {"settled": 64})
+        self.assertEqual(peer.max_on_wire, 64)
+
+    def test_settlement_reserve_keeps_one_lifetime_request_for_the_release(self) -> None:
+        # 2 requests for the subscription, 65,533 ordinary calls; the next
+        # ordinary call is refused locally so the release is the 65,536th.
+        peer = self.peer(PROBE)
+        self.hold_a_subscription(peer, "settlement-reserve-lifetime")
+        ordinary = 65_536 - 2 - 1
+        for size in [63] * (ordinary // 63) + [ordinary % 63]:
+            calls = [peer.receive() for _ in range(size)]
+            self.assertEqual({c["method"] for c in calls}, {"capability/call"})
+            peer.send_raw(b"".join(encode_frame(success(c["id"], {"value": None})) for c in calls))
+            peer.requests_on_wire.clear()
+        release = peer.receive_request("channel/release")
+        self.assertEqual(release["id"], "component:65536")
+        peer.respond(success(release["id"], {"status": "released"}))
+        self.assertRootSuccess(peer, {"accepted": ordinary, "refused": ["RESOURCE_EXHAUSTED"]})
+        self.assertEqual(len(peer.seen_request_ids), 65_536)
+
     def test_broadcast_early_and_late_readers(self) -> None:
         peer = self.peer(BROADCAST)
         reads = self.start_broadcast(peer)

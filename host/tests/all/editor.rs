@@ -8,11 +8,13 @@ use std::process::Command;
 
 use crate::support::*;
 
-/// TypeScript's compiler: `JIG_TSC`, else where `.ci/setup` installs it.
+/// TypeScript's compiler, where `.ci/setup` installs it (`JIG_TYPESCRIPT_DIR`,
+/// as the TypeScript SDK's suite finds it).
 fn tsc() -> PathBuf {
-    std::env::var_os("JIG_TSC")
+    std::env::var_os("JIG_TYPESCRIPT_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/jig-typecheck/node_modules/.bin/tsc"))
+        .unwrap_or_else(|| PathBuf::from("/opt/jig-typescript"))
+        .join("node_modules/.bin/tsc")
 }
 
 fn checked(dir: &Path, program: &Path, args: &[&str]) -> (bool, String) {

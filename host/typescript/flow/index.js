@@ -342,7 +342,7 @@ class Session {
     this.settlementQueue = [];
     this.idleWaiters = [];
     // Allocated or pending channel endpoints that may still need settlement.
-    this.channelDebt = 0;
+    this.debt = 0;
     this.receivers = new Set();
     this.admissionClosed = null;
     this.rootCancelled = false;
@@ -603,6 +603,19 @@ class Session {
     (internal || reserved ? this.settlementQueue : this.queue).push(call);
     this.pump();
     return call;
+  }
+
+  /** Allocated or pending channel endpoints that may still need settlement. */
+  get channelDebt() {
+    return this.debt;
+  }
+
+  set channelDebt(value) {
+    // A settled endpoint frees the window slot its reserve held: a call
+    // queued behind it goes out now, not at some unrelated later response.
+    const lowered = value < this.debt;
+    this.debt = value;
+    if (lowered) this.pump();
   }
 
   /** Admit, dispatch and await one ordinary component-originated request. */

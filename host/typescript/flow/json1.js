@@ -304,3 +304,50 @@ const encoder = new TextEncoder();
 export function encode(value) {
   return encoder.encode(JSON.stringify(value));
 }
+
+/**
+ * ECMAScript Number.prototype.toString of a finite binary64: the number form
+ * of RFC 8785 §3.2.2.3 (`-0` is `"0"`). Not a JSON/1 check: 1e21 formats.
+ */
+export function formatNumber(value) {
+  if (typeof value !== "number" || !Number.isFinite(value)) throw new Json1Error("number is not finite");
+  return String(value);
+}
+
+/**
+ * RFC 8785 (JCS) text of a JSON/1 value, the input of FLOW's digests. The value
+ * is checked as JSON/1 first: canonicalization never repairs an out-of-domain
+ * number, a lone surrogate or an oversized value.
+ */
+export function canonicalize(value) {
+  const parts = [];
+  canonicalInto(snapshot(value), parts);
+  return parts.join("");
+}
+
+function canonicalInto(value, out) {
+  if (value === null || typeof value !== "object") {
+    // JSON.stringify is RFC 8785's serializer for scalars: its string escapes
+    // (`"`, `\`, \b \t \n \f \r, other controls as lowercase \u00xx) and
+    // its number form (Number.prototype.toString, -0 as 0) are the RFC's.
+    out.push(typeof value === "number" ? formatNumber(value) : JSON.stringify(value));
+  } else if (Array.isArray(value)) {
+    out.push("[");
+    value.forEach((item, index) => {
+      if (index) out.push(",");
+      canonicalInto(item, out);
+    });
+    out.push("]");
+  } else {
+    out.push("{");
+    // The default sort compares UTF-16 code units, RFC 8785 §3.2.3's order.
+    Object.keys(value)
+      .sort()
+      .forEach((name, index) => {
+        if (index) out.push(",");
+        out.push(JSON.stringify(name), ":");
+        canonicalInto(value[name], out);
+      });
+    out.push("}");
+  }
+}

@@ -7,11 +7,13 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import fs from "node:fs";
+import os from "node:os";
 import * as json1 from "../flow/json1.js";
+import * as contract from "../flow/contract.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const runtime = (process.env.FLOW_TS_RUNTIME ?? "node").split(/\s+/).filter(Boolean);
@@ -136,6 +138,90 @@ async function protocolError(peer, reason) {
   assert.match(peer.stderr, new RegExp(`PROTOCOL_ERROR: ${reason}`));
   assert.equal(await peer.finish(), code);
 }
+
+// --- Contract digests (Capability Contract/1 case 7) -----------------------------------------
+// The known answers are the shared conformance/fixtures/contract-digests.json: the digests the
+// standard and the reference publish, and RFC 8785's own edge cases.
+
+const repo = path.resolve(here, "../../..");
+const known = JSON.parse(fs.readFileSync(path.join(repo, "conformance/fixtures/contract-digests.json"), "utf8"));
+const descriptorData = path.join(repo, "flow/tests/data");
+const fromBits = (hex) => new DataView(Uint8Array.from(Buffer.from(hex, "hex")).buffer).getFloat64(0);
+
+test("contract digests: every known descriptor digest comes out exactly, from bytes and from the value", () => {
+  assert.ok(known.descriptors.length >= 7);
+  for (const { file, kind, digest } of known.descriptors) {
+    const bytes = fs.readFileSync(path.join(descriptorData, file));
+    const compute = kind === "capability" ? contract.capabilityDigest : contract.channelDigest;
+    assert.equal(compute(bytes), digest, file);
+    assert.equal(compute(JSON.parse(bytes.toString("utf8"))), digest, file);
+    assert.equal(compute(new Uint8Array(bytes)), digest, file);
+  }
+  assert.equal(contract.CAPABILITY_DOMAIN, "FLOW-Capability-Contract/1\0");
+  assert.equal(contract.CHANNEL_DOMAIN, "FLOW-Channel-Contract/1\0");
+  const store = fs.readFileSync(path.join(descriptorData, "session-store.capability.json"));
+  assert.notEqual(contract.capabilityDigest(store), contract.channelDigest(store));
+  const changed = { ...JSON.parse(store.toString("utf8")), version: "1.0.1" };
+  assert.notEqual(contract.capabilityDigest(changed), contract.capabilityDigest(store));
+});
+
+test("contract digests: descriptor bytes outside JSON/1 or its byte bound are refused", () => {
+  for (const text of ['{"a":1,"a":2}', "\ufeff{}", '{"n":1e21}']) {
+    assert.throws(() => contract.capabilityDigest(Buffer.from(text)), json1.Json1Error, text);
+  }
+  assert.throws(() => contract.capabilityDigest(Uint8Array.of(0xff)), json1.Json1Error);
+  const limit = contract.MAX_DESCRIPTOR_BYTES;
+  assert.match(contract.capabilityDigest(Buffer.from("{}" + " ".repeat(limit - 2))), /^sha256:[0-9a-f]{64}$/);
+  assert.throws(() => contract.capabilityDigest(Buffer.from("{}" + " ".repeat(limit - 1))), json1.Json1Error);
+});
+
+test("RFC 8785: canonical texts, UTF-16 key order, ECMAScript numbers, refusals", () => {
+  for (const [text, expected] of known.canonical) assert.equal(contract.canonical(json1.parse(text)), expected, text);
+  // U+10000 is D800 DC00 in UTF-16, so it sorts before U+FFFF.
+  assert.equal(contract.canonical({ "\uffff": 1, "\u{10000}": 2, "\ue000": 3 }), '{"\u{10000}":2,"\ue000":3,"\uffff":1}');
+  for (const [hex, expected] of known.numbers) assert.equal(json1.formatNumber(fromBits(hex)), expected, hex);
+  assert.equal(contract.canonical(-0), "0");
+  for (const text of known.refused) {
+    assert.throws(() => contract.canonical(json1.parse(text)), json1.Json1Error, text);
+  }
+  for (const value of [1e21, NaN, Infinity, 2 ** 53, "\ud800", { k: undefined }, [1n], new Date(0)]) {
+    assert.throws(() => contract.canonical(value), json1.Json1Error, String(value));
+  }
+});
+
+// --- Type declarations ------------------------------------------------------------------------
+// tsc is TypeScript 5.9.3 where .ci/setup installs it ($JIG_TYPESCRIPT_DIR, /opt/jig-typescript).
+
+const tscPath = path.join(process.env.JIG_TYPESCRIPT_DIR ?? "/opt/jig-typescript", "node_modules/.bin/tsc");
+
+function tsc(project) {
+  assert.ok(fs.existsSync(tscPath), `${tscPath} is missing: run .ci/setup (or set JIG_TYPESCRIPT_DIR)`);
+  const run = spawnSync(tscPath, ["--noEmit", "-p", project], { encoding: "utf8" });
+  assert.equal(run.status, 0, `tsc --noEmit -p ${project}:\n${run.stdout}${run.stderr}`);
+}
+
+test("types: flow/*.d.ts type-check against typical use (tsc --noEmit)", () => {
+  tsc(path.join(here, "..", "tsconfig.json"));
+});
+
+test("types: a consumer importing @jigging/flow and @jigging/flow/contract by name type-checks", () => {
+  // The package linked where Node and tsc look for it, so `exports` and `types` are what resolve.
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), "flow-types-"));
+  try {
+    for (const file of ["consumer.ts", "package.json"]) {
+      fs.copyFileSync(path.join(here, "package", file), path.join(project, file));
+    }
+    fs.writeFileSync(
+      path.join(project, "tsconfig.json"),
+      JSON.stringify({ extends: path.join(here, "..", "tsconfig.json"), files: ["consumer.ts"] }),
+    );
+    fs.mkdirSync(path.join(project, "node_modules", "@jigging"), { recursive: true });
+    fs.symlinkSync(path.join(here, "..", "flow"), path.join(project, "node_modules", "@jigging", "flow"));
+    tsc(project);
+  } finally {
+    fs.rmSync(project, { recursive: true, force: true });
+  }
+});
 
 // --- JSON/1 ---------------------------------------------------------------------------------
 
@@ -732,6 +818,60 @@ test("closing a receiver after its failed read sends one release and takes the f
     closedAgain: { value: "closed" },
     again: { type: "OperationError", code: "LAGGED" },
   });
+  assert.equal(await peer.finish(), 0);
+});
+
+/** Start a probe `kase` up to a held broadcast subscription (2 requests issued). */
+async function holdingASubscription(t, kase) {
+  const peer = new Peer("probe");
+  // A failed assertion must not leave the component holding the suite open.
+  t.after(() => peer.closed || peer.child.kill("SIGKILL"));
+  peer.send(rootRequest({ case: kase }));
+  const create = await peer.next();
+  assert.equal(create.method, "channel/create");
+  peer.reply(create, { send: { endpoint: "b:w", direction: "send", delivery: "broadcast" }, source: "b:src" });
+  const subscribe = await peer.next();
+  assert.equal(subscribe.method, "channel/subscribe");
+  peer.reply(subscribe, { endpoint: "b:r", direction: "receive", delivery: "broadcast", startSequence: 1 });
+  return peer;
+}
+
+test("settlement reserve: a held endpoint keeps one of the 64 window slots for its release", async (t) => {
+  // Run/1 §1, SDK §6: ordinary calls leave one slot free while an endpoint may need settling.
+  const peer = await holdingASubscription(t, "settlement-reserve-window");
+  const calls = [];
+  for (let i = 0; i < 63; i++) calls.push(await peer.next());
+  assert.deepEqual([...new Set(calls.map((c) => c.method))], ["capability/call"]);
+  const release = await peer.next();
+  assert.deepEqual([release.method, release.params], ["channel/release", { endpoint: "b:r" }]);
+  assert.deepEqual(await peer.quiet(), [], "the 64th call waits while the reserve is owed");
+  peer.reply(release, { status: "released" });
+  const last = await peer.next();
+  assert.equal(last.method, "capability/call", "settled: the reserve's slot is free again");
+  calls.push(last);
+  assert.deepEqual(
+    new Set(calls.map((c) => c.params.operationId)),
+    new Set(Array.from({ length: 64 }, (_, i) => `reserve:${i + 1}`)),
+  );
+  for (const call of calls) peer.reply(call, { value: null });
+  assert.deepEqual((await peer.next()).result?.output, { settled: 64 });
+  assert.equal(await peer.finish(), 0);
+});
+
+test("settlement reserve: a held endpoint keeps one lifetime request for its release", async (t) => {
+  // 2 requests for the subscription and 65,533 ordinary calls; the next is refused locally,
+  // so the release is the 65,536th request.
+  const peer = await holdingASubscription(t, "settlement-reserve-lifetime");
+  const ordinary = 65_536 - 2 - 1;
+  for (let i = 1; i <= ordinary; i++) {
+    const call = await peer.next();
+    assert.equal(call.method, "capability/call");
+    peer.reply(call, { value: null });
+  }
+  const release = await peer.next();
+  assert.deepEqual([release.id, release.method], ["component:65536", "channel/release"]);
+  peer.reply(release, { status: "released" });
+  assert.deepEqual((await peer.next()).result?.output, { accepted: ordinary, refused: ["RESOURCE_EXHAUSTED"] });
   assert.equal(await peer.finish(), 0);
 });
 

@@ -6,6 +6,7 @@
 //! produces a Plan value that `state` may retain and later admit.
 
 pub mod builtin;
+mod equivocation;
 pub mod prepare;
 mod recipe;
 mod review;
@@ -481,6 +482,7 @@ pub fn plan(
             message: format!("more than {MAX_TARGETS} targets"),
         });
     }
+    invalid.extend(equivocation::check(&candidate.packages));
     if !invalid.is_empty() {
         return Err(PlanError::Invalid(invalid));
     }

@@ -191,3 +191,86 @@ def encode(value: Any) -> bytes:
     """Encode an already validated value compactly as UTF-8 bytes."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.encode("utf-8")
+
+
+def canonical(value: Any) -> bytes:
+    """RFC 8785 (JCS) bytes of a JSON/1 value, the input of FLOW's digests.
+
+    The value is checked as JSON/1 first (snapshot): canonicalization never
+    repairs an out-of-domain number, a lone surrogate or an oversized value.
+    """
+    parts: list[str] = []
+    _canonical(snapshot(value), parts)
+    return "".join(parts).encode("utf-8")
+
+
+def _canonical(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        # Python's escaping with ensure_ascii=False is RFC 8785's: `"`, `\`,
+        # the short forms \b \t \n \f \r, every other control as lowercase
+        # \u00xx, and everything else (U+007F, U+2028, non-BMP) literal.
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(format_number(value))
+    elif isinstance(value, list):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _canonical(item, out)
+        out.append("]")
+    else:
+        out.append("{")
+        # RFC 8785 §3.2.3: member names sort by their UTF-16 code units;
+        # big-endian UTF-16 bytes compare in exactly that order.
+        for index, name in enumerate(sorted(value, key=_utf16_units)):
+            if index:
+                out.append(",")
+            out.append(json.dumps(name, ensure_ascii=False))
+            out.append(":")
+            _canonical(value[name], out)
+        out.append("}")
+
+
+def _utf16_units(name: str) -> bytes:
+    return name.encode("utf-16-be")
+
+
+def format_number(value: float) -> str:
+    """ECMAScript Number.prototype.toString of a finite binary64 (RFC 8785 §3.2.2.3).
+
+    Python's repr gives the shortest digits that round-trip, which are the
+    digits ECMAScript chooses; only the layout around them differs.
+    """
+    if not math.isfinite(value):
+        raise Json1Error("number is not finite")
+    if value == 0:
+        return "0"  # -0 too
+    if value < 0:
+        return "-" + format_number(-value)
+    mantissa, _, exponent = repr(value).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    # value = 0.<digits> x 10^point
+    point = len(whole) + (int(exponent) if exponent else 0)
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    sign = "+" if n - 1 >= 0 else "-"
+    head = digits if k == 1 else digits[0] + "." + digits[1:]
+    return f"{head}e{sign}{abs(n - 1)}"

@@ -116,7 +116,7 @@ class Session:
         self._queue: collections.deque[_Call] = collections.deque()
         self._settlement_queue: collections.deque[_Call] = collections.deque()
         # Allocated or pending channel endpoints that may still need settlement.
-        self.channel_debt = 0
+        self._channel_debt = 0
         self.receivers: set[Any] = set()
         self._idle: asyncio.Event | None = None
         # Root state.
@@ -398,7 +398,20 @@ class Session:
 
     def settlement_debt(self) -> int:
         """Requests the SDK may still need to settle allocated channel endpoints."""
-        return self.channel_debt
+        return self._channel_debt
+
+    @property
+    def channel_debt(self) -> int:
+        return self._channel_debt
+
+    @channel_debt.setter
+    def channel_debt(self, value: int) -> None:
+        # A settled endpoint frees the window slot its reserve held: a call
+        # queued behind it goes out now, not at some unrelated later response.
+        lowered = value < self._channel_debt
+        self._channel_debt = value
+        if lowered and self._idle is not None:
+            self._pump()
 
     def _pump(self) -> None:
         """Move queued calls onto the wire while fewer than 64 await responses.

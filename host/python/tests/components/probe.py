@@ -141,6 +141,52 @@ async def channel_behaviour(context: RunContext, behaviour: str):
     raise RuntimeError(f"unknown channel behaviour {behaviour}")
 
 
+async def settlement_reserve_window(context: RunContext):
+    """64 calls while a subscription may need settling, then its release."""
+    source = await context.channel(delivery="broadcast")
+    reader = await source.subscribe()
+    calls = [
+        asyncio.ensure_future(
+            context.call_capability(
+                operation_id=f"reserve:{index}", slot="sink", method="write", input=None
+            )
+        )
+        for index in range(1, 65)
+    ]
+    await asyncio.sleep(0.05)  # every call admitted before the release
+    await reader.aclose()
+    return {"settled": len(await asyncio.gather(*calls))}
+
+
+async def settlement_reserve_lifetime(context: RunContext):
+    """Calls 63 at a time until refused while a subscription is held, then release it."""
+    source = await context.channel(delivery="broadcast")
+    reader = await source.subscribe()
+    accepted, refused = 0, []
+    while not refused:
+        results = await asyncio.gather(
+            *(
+                context.call_capability(
+                    operation_id=f"reserve:{accepted + index + 1}",
+                    slot="sink",
+                    method="write",
+                    input=None,
+                )
+                for index in range(63)
+            ),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, OperationError):
+                refused.append(result.code)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                accepted += 1
+    await reader.aclose()
+    return {"accepted": accepted, "refused": sorted(set(refused))}
+
+
 async def ignore_cancellation(context: RunContext):
     try:
         await asyncio.sleep(3600)
@@ -190,6 +236,10 @@ async def run(context: RunContext) -> RunResult:
             "outcome": "done",
             "output": await channel_behaviour(context, context.input["behaviour"]),
         }
+    if case == "settlement-reserve-window":
+        return {"outcome": "done", "output": await settlement_reserve_window(context)}
+    if case == "settlement-reserve-lifetime":
+        return {"outcome": "done", "output": await settlement_reserve_lifetime(context)}
     if case == "sleep":
         await asyncio.sleep(3600)
     if case == "ignore-cancellation":

@@ -184,6 +184,32 @@ const CASES = {
     await pair.receive.close();
     return { outcome: "done", output: { transfer, forged } };
   },
+  // 64 calls while a subscription may need settling, then its release.
+  "settlement-reserve-window": async (run) => {
+    const source = await run.channel({ delivery: "broadcast" });
+    const reader = await source.subscribe();
+    const calls = [];
+    for (let i = 1; i <= 64; i++) calls.push(cap(run, `reserve:${i}`, null));
+    await reader.close();
+    return { outcome: "done", output: { settled: (await Promise.all(calls)).length } };
+  },
+  // Calls 63 at a time until refused while a subscription is held, then release it.
+  "settlement-reserve-lifetime": async (run) => {
+    const source = await run.channel({ delivery: "broadcast" });
+    const reader = await source.subscribe();
+    let accepted = 0;
+    const refused = new Set();
+    while (refused.size === 0) {
+      const batch = [];
+      for (let i = 1; i <= 63; i++) batch.push(outcome(cap(run, `reserve:${accepted + i}`, null)));
+      for (const result of await Promise.all(batch)) {
+        if ("value" in result) accepted++;
+        else refused.add(result.code ?? result.type);
+      }
+    }
+    await reader.close();
+    return { outcome: "done", output: { accepted, refused: [...refused] } };
+  },
 };
 
 await handle(async (run) => CASES[run.input.case](run));

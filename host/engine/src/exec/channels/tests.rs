@@ -431,3 +431,155 @@ async fn a_source_accepts_its_lifetime_bytes_and_fails_one_byte_past() {
     assert_eq!(read.code, ErrorCode::ResourceExhausted);
     assert_eq!(late["startSequence"], items + 1);
 }
+
+// Channel Contract/1 §3 matching, the refusals (the positive paths are in
+// host/tests/all/channels.rs): each mapping below is invalid input, and a
+// refused mapping moves nothing, so the same right still maps to a port
+// that does match.
+
+/// A package with one port, `events`, declared by `port` (the YAML lines
+/// under it), carrying the reference's ACP public updates channel contract
+/// as `./updates.json`.
+fn with_port(port: &str) -> Package {
+    let flow_md =
+        format!("---\nname: p\ndescription: One port.\nchannels:\n  events:\n{port}---\n");
+    let files = BTreeMap::from([
+        ("FLOW.md".to_string(), flow_md.into_bytes()),
+        ("flow.py".to_string(), b"pass\n".to_vec()),
+        (
+            "updates.json".to_string(),
+            include_bytes!("../../../../../flow/tests/data/acp-public-updates.json").to_vec(),
+        ),
+    ]);
+    Package::from_files(files).unwrap()
+}
+
+fn events(endpoint: &Value) -> BTreeMap<String, String> {
+    BTreeMap::from([("events".to_string(), endpoint.as_str().unwrap().to_string())])
+}
+
+#[tokio::test]
+async fn an_unnamed_source_cannot_fill_a_named_reader() {
+    let broker = Broker::new();
+    let owner = broker.new_holder();
+    let child = broker.new_holder();
+    let created = pair(&broker, owner, "direct").await;
+    let refs = events(&created["receive"]["endpoint"]);
+    let named = with_port("    direction: receive\n    contract: ./updates.json\n");
+    let e = broker.transfer(owner, child, &refs, &named).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(
+        e.message.contains("exact channel contract"),
+        "{}",
+        e.message
+    );
+    // The same receiver fills a generic port: the refusal moved nothing.
+    let generic = with_port("    direction: receive\n");
+    broker.transfer(owner, child, &refs, &generic).unwrap();
+}
+
+#[tokio::test]
+async fn a_named_source_needs_its_exact_contract_on_a_transferred_writer() {
+    let broker = Broker::new();
+    let owner = broker.new_holder();
+    let child = broker.new_holder();
+    let named = with_port("    direction: send\n    contract: ./updates.json\n");
+    let created = broker
+        .request(
+            owner,
+            &named,
+            Method::ChannelCreate,
+            &json!({"contract": "./updates.json"}),
+        )
+        .unwrap()
+        .await
+        .unwrap();
+    let refs = events(&created["send"]["endpoint"]);
+    let generic = with_port("    direction: send\n");
+    let e = broker.transfer(owner, child, &refs, &generic).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(
+        e.message.contains("exact channel contract"),
+        "{}",
+        e.message
+    );
+    broker.transfer(owner, child, &refs, &named).unwrap();
+}
+
+#[tokio::test]
+async fn direct_late_binding_checks_the_queued_prefix_against_the_reader() {
+    let broker = Broker::new();
+    let owner = broker.new_holder();
+    let child = broker.new_holder();
+    let created = pair(&broker, owner, "direct").await;
+    send(&broker, owner, &created, json!("queued text"))
+        .await
+        .unwrap();
+    let refs = events(&created["receive"]["endpoint"]);
+    let integers = with_port("    direction: receive\n    schema:\n      type: integer\n");
+    let e = broker.transfer(owner, child, &refs, &integers).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("queued items"), "{}", e.message);
+    let strings = with_port("    direction: receive\n    schema:\n      type: string\n");
+    let grants = broker.transfer(owner, child, &refs, &strings).unwrap();
+    let moved = json!(grants["events"].endpoint);
+    assert_eq!(
+        next(&broker, child, &json!({"endpoint": moved}))
+            .await
+            .unwrap(),
+        json!({"item": {"sequence": 1, "value": "queued text"}})
+    );
+}
+
+#[tokio::test]
+async fn a_new_writer_must_match_a_live_subscribers_item_schema() {
+    let broker = Broker::new();
+    let owner = broker.new_holder();
+    let reader_child = broker.new_holder();
+    let writer_child = broker.new_holder();
+    let created = pair(&broker, owner, "broadcast").await;
+    let sub = subscribe(&broker, owner, &created).await.unwrap();
+    let integers = with_port("    direction: receive\n    schema:\n      type: integer\n");
+    broker
+        .transfer(owner, reader_child, &events(&sub["endpoint"]), &integers)
+        .unwrap();
+    let refs = events(&created["send"]["endpoint"]);
+    let strings = with_port("    direction: send\n    schema:\n      type: string\n");
+    let e = broker
+        .transfer(owner, writer_child, &refs, &strings)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("live receiver"), "{}", e.message);
+    let writer = with_port("    direction: send\n    schema:\n      type: integer\n");
+    broker
+        .transfer(owner, writer_child, &refs, &writer)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_broadcast_subscription_failing_its_schema_fails_alone() {
+    let broker = Broker::new();
+    let owner = broker.new_holder();
+    let child = broker.new_holder();
+    let created = pair(&broker, owner, "broadcast").await;
+    let strict = subscribe(&broker, owner, &created).await.unwrap();
+    let generic = subscribe(&broker, owner, &created).await.unwrap();
+    let integers = with_port("    direction: receive\n    schema:\n      type: integer\n");
+    let grants = broker
+        .transfer(owner, child, &events(&strict["endpoint"]), &integers)
+        .unwrap();
+    let strict = json!({"endpoint": grants["events"].endpoint});
+    // The source accepts the value: only the subscription it breaks fails.
+    send(&broker, owner, &created, json!("text")).await.unwrap();
+    let e = next(&broker, child, &strict).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert_eq!(
+        next(&broker, owner, &generic).await.unwrap(),
+        json!({"item": {"sequence": 1, "value": "text"}})
+    );
+    send(&broker, owner, &created, json!(2)).await.unwrap();
+    assert_eq!(
+        next(&broker, owner, &generic).await.unwrap(),
+        json!({"item": {"sequence": 2, "value": 2}})
+    );
+}
