@@ -31,6 +31,7 @@ mod door;
 mod exec;
 mod exit;
 mod gc;
+mod logs;
 mod provider;
 mod review;
 pub(crate) mod run;
