@@ -1627,6 +1627,17 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
     assert!(daemon
         .log()
         .contains(&format!("Run {id}: its terminal could not be written")));
+    let settled = |daemon: &Daemon| {
+        lifecycle(&daemon.log(), &id)
+            .into_iter()
+            .filter(|line| line["message"] == "settled")
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        settled(&daemon),
+        Vec::<Value>::new(),
+        "logged settled before it is durable"
+    );
     // The full disk refuses the next submission; nothing is recorded.
     let (status, refused) = daemon.submit(json!({"target": "flow:flows/free", "input": null}));
     assert_eq!(status, 503, "{refused}");
@@ -1655,14 +1666,20 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
     assert_eq!(written["terminal"]["status"], "succeeded", "{written}");
     assert_eq!(written["terminal"]["output"], filled["output"]);
     let started = Instant::now();
-    while !metrics(&daemon).contains("jig_runs_total{status=\"succeeded\"} 1") {
+    while !metrics(&daemon).contains("jig_runs_total{status=\"succeeded\"} 1")
+        || settled(&daemon).is_empty()
+    {
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "{}",
-            metrics(&daemon)
+            "{}\n{}",
+            metrics(&daemon),
+            daemon.log()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let settled = settled(&daemon);
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["status"], "succeeded", "{settled:?}");
     drop(daemon);
 }
 

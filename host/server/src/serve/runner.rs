@@ -523,7 +523,6 @@ impl Server {
             }
         };
         let held = self.settle(&project, &record, &terminal, held);
-        lifecycle::settled(&terminal.to_value());
         // The log ends with the terminal, once it is settled.
         match stream {
             Some(stream) => {
