@@ -102,9 +102,10 @@ lib.throwIfNot (lib.versionAtLeast rustc.version workspace.rust-version)
       "jig-verify"
     ];
 
-    # rquickjs-sys and zstd-sys compile their bundled C sources with the
-    # stdenv C compiler; rquickjs-sys ships pre-generated bindings for
-    # x86_64/aarch64 Linux, so neither bindgen nor libclang is needed.
+    # rquickjs-sys compiles its bundled C sources with the stdenv C
+    # compiler; it ships pre-generated bindings for x86_64/aarch64 Linux, so
+    # neither bindgen nor libclang is needed. (zstd-sys, from wasmtime's
+    # `cache` feature, is built only for the conformance runner, not jig.)
     nativeBuildInputs = [
       makeBinaryWrapper
       installShellFiles

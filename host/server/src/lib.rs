@@ -10,6 +10,7 @@
 //! Run twice (an expired lease after dispatch is `COORDINATOR_LOST`), and
 //! never reaches into the command line above it.
 
+mod lifecycle;
 pub mod queue;
 pub mod serve;
 

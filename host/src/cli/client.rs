@@ -17,6 +17,7 @@ use hyper::body::Bytes;
 use super::{exit, print_terminal, CliError, Code};
 use jig_engine::exec::submit::RunRequest;
 use jig_engine::terminal::{Delivery, Terminal};
+use jig_server::serve::path_segment as segment;
 
 /// The environment variable naming the daemon when `--server` is absent.
 pub const SERVER_ENV: &str = "JIG_SERVER";
@@ -392,18 +393,6 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::new(Code::Internal, e.to_string()))
-}
-
-/// A path segment, percent-encoded where it is not unreserved.
-pub(super) fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 impl Served {

@@ -36,6 +36,7 @@ mod explain;
 mod fixtures;
 mod gc;
 mod init;
+mod logs;
 mod provider;
 mod review;
 pub(crate) mod run;

@@ -224,7 +224,7 @@ fn from_daemon(
                     .endpoint
                     .call(
                         "GET",
-                        &format!("{project}/runs/{}", client::segment(id)),
+                        &format!("{project}/runs/{}", jig_server::serve::path_segment(id)),
                         None,
                     )
                     .await?;

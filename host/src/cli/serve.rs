@@ -195,6 +195,7 @@ pub fn serve(chdir: Option<&Path>, config: Option<&Path>, args: ServeArgs) -> Re
         tls,
         insecure_plain_http,
     };
+    super::logs::install("serve");
     serve::serve(options).map_err(CliError::from)?;
     Ok(0)
 }

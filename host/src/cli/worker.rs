@@ -100,6 +100,7 @@ pub fn worker(config: Option<&Path>, args: WorkerArgs) -> Result<u8, CliError> {
             base.join("jig").join("worker")
         }
     };
+    super::logs::install("worker");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -632,7 +632,7 @@ fn bad_input_is_refused_with_its_code() {
 fn a_queued_run_streams_and_answers_like_a_local_one() {
     let (pg, _outer, root, logs, witness) = queue_fixture();
     let served = Served::start(&root, &pg, logs.path());
-    let _w = worker(&root, &pg, logs.path(), 0, "1");
+    let w = worker(&root, &pg, logs.path(), 0, "1");
     // Waiting submission: the terminal, as without --database.
     let (status, terminal) = served.call(
         "POST",
@@ -643,6 +643,37 @@ fn a_queued_run_streams_and_answers_like_a_local_one() {
     assert_eq!(terminal["status"], "succeeded", "{terminal}");
     assert_eq!(terminal["output"], 7);
     let id = terminal["runId"].as_str().unwrap();
+    // Each daemon logs its part of the Run's lifecycle in the Run's span.
+    let messages = |log: &str| -> Vec<String> {
+        crate::serve::lifecycle(log, id)
+            .iter()
+            .map(|l| l["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let started = Instant::now();
+    while messages(&w.log()).len() < 3 && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        messages(&served.process.log()),
+        ["accepted"],
+        "{}",
+        served.process.log()
+    );
+    assert_eq!(
+        crate::serve::lifecycle(&served.process.log(), id)[0]["queued"],
+        true
+    );
+    assert_eq!(
+        messages(&w.log()),
+        ["claimed", "dispatched", "settled"],
+        "{}",
+        w.log()
+    );
+    assert_eq!(
+        crate::serve::lifecycle(&w.log(), id)[2]["status"],
+        "succeeded"
+    );
     // The same key and content: the same Run; changed content: a conflict.
     let (_, again) = served.call(
         "POST",

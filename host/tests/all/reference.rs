@@ -230,12 +230,20 @@ fn the_command_reference_is_the_clap_definition() {
     }
     let documented = &text[start..end];
     if documented != rendered {
-        let diff = snapbox::Assert::new()
-            .normalize_paths(false)
-            .try_eq(Some(&"clap"), rendered.clone().into(), documented.into())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        // The first line that differs, numbered from the begin marker.
+        let documented_lines: Vec<&str> = documented.lines().collect();
+        let rendered_lines: Vec<&str> = rendered.lines().collect();
+        let diff = (0..documented_lines.len().max(rendered_lines.len()))
+            .find(|&n| documented_lines.get(n) != rendered_lines.get(n))
+            .map(|n| {
+                format!(
+                    "line {}: documented {:?}, clap {:?}",
+                    n + 1,
+                    documented_lines.get(n),
+                    rendered_lines.get(n)
+                )
+            })
+            .unwrap_or_else(|| "they differ in line endings".into());
         panic!(
             "reference.md's commands differ from the clap definition; \
              rewrite them with {BLESS}=1 cargo test -p jig --test all -- reference::\n{diff}"

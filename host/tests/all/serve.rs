@@ -1088,6 +1088,60 @@ fn a_daemon_names_its_socket_in_the_project_and_removes_it_on_exit() {
     assert!(!entry_path.exists());
 }
 
+/// The lifecycle lines of Run `id` in a daemon's log: its JSON lines
+/// whose `run` span carries that id.
+pub(crate) fn lifecycle(log: &str, id: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["span"]["name"] == "run" && line["span"]["run_id"] == id)
+        .collect()
+}
+
+/// Its stderr not a terminal (a file, as under systemd), `jig serve` logs
+/// each Run's lifecycle as JSON lines in a span with the Run's id; its own
+/// lines keep their words. `JIG_LOG=warn` leaves the lifecycle out.
+#[test]
+fn a_runs_lifecycle_is_logged_as_json_lines_carrying_its_id() {
+    let (_outer, path, daemon) = start(&[]);
+    let (status, terminal) = daemon.submit(json!({"target": "flow:flows/echo", "input": "Ada"}));
+    assert_eq!(status, 200, "{terminal} {}", daemon.log());
+    let id = terminal["runId"].as_str().unwrap();
+    let started = Instant::now();
+    while lifecycle(&daemon.log(), id).len() < 3 && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = daemon.log();
+    let lines = lifecycle(&log, id);
+    let messages: Vec<&str> = lines.iter().filter_map(|l| l["message"].as_str()).collect();
+    assert_eq!(messages, ["accepted", "dispatched", "settled"], "{log}");
+    for line in &lines {
+        assert_eq!(line["level"], "INFO", "{line}");
+        assert_eq!(line["span"]["project"], "p", "{line}");
+    }
+    assert_eq!(lines[0]["run_target"], "flow:flows/echo", "{log}");
+    assert_eq!(lines[0]["queued"], false, "{log}");
+    assert_eq!(lines[2]["status"], "succeeded", "{log}");
+    assert_eq!(lines[2]["outcome"], "done", "{log}");
+    assert!(
+        log.starts_with("jig serve: listening on "),
+        "the daemon's own line keeps its words: {log}"
+    );
+    drop(daemon);
+
+    let quiet = Daemon::start_by(|socket| {
+        let mut command = jig(&path);
+        command
+            .env("JIG_LOG", "warn")
+            .args(["-C", path.to_str().unwrap(), "serve", "--socket"])
+            .arg(socket);
+        command
+    });
+    let (status, terminal) = quiet.submit(json!({"target": "flow:flows/echo", "input": "Bob"}));
+    assert_eq!(status, 200, "{terminal} {}", quiet.log());
+    let id = terminal["runId"].as_str().unwrap();
+    assert_eq!(lifecycle(&quiet.log(), id), Vec::<Value>::new());
+}
+
 #[test]
 fn server_urls_and_tokens_are_checked_before_anything_is_sent() {
     let (outer, path) = served();
@@ -1573,6 +1627,17 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
     assert!(daemon
         .log()
         .contains(&format!("Run {id}: its terminal could not be written")));
+    let settled = |daemon: &Daemon| {
+        lifecycle(&daemon.log(), &id)
+            .into_iter()
+            .filter(|line| line["message"] == "settled")
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        settled(&daemon),
+        Vec::<Value>::new(),
+        "logged settled before it is durable"
+    );
     // The full disk refuses the next submission; nothing is recorded.
     let (status, refused) = daemon.submit(json!({"target": "flow:flows/free", "input": null}));
     assert_eq!(status, 503, "{refused}");
@@ -1601,14 +1666,20 @@ fn a_terminal_the_disk_cannot_take_is_served_from_memory_and_written_once_it_can
     assert_eq!(written["terminal"]["status"], "succeeded", "{written}");
     assert_eq!(written["terminal"]["output"], filled["output"]);
     let started = Instant::now();
-    while !metrics(&daemon).contains("jig_runs_total{status=\"succeeded\"} 1") {
+    while !metrics(&daemon).contains("jig_runs_total{status=\"succeeded\"} 1")
+        || settled(&daemon).is_empty()
+    {
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "{}",
-            metrics(&daemon)
+            "{}\n{}",
+            metrics(&daemon),
+            daemon.log()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let settled = settled(&daemon);
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["status"], "succeeded", "{settled:?}");
     drop(daemon);
 }
 

@@ -29,11 +29,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::{watch, Semaphore};
+use tracing::Instrument;
 
 use super::blobs::Cache;
 use super::cache::{CacheCollected, Kept};
 use super::{Claim, Queue, Write, FALLBACK_POLL, HEARTBEAT_DIVISOR};
-use crate::Error;
+use crate::{lifecycle, Error};
 use jig_engine::code::FailureCode;
 use jig_engine::config::HostConfig;
 use jig_engine::envelope::Envelope;
@@ -309,6 +310,12 @@ impl Worker {
     }
 
     async fn execute(self: Arc<Self>, claim: Claim) {
+        let span = lifecycle::span(&claim.id, &claim.project);
+        span.in_scope(|| lifecycle::claimed(&self.name, claim.epoch));
+        self.execute_claimed(claim).instrument(span).await
+    }
+
+    async fn execute_claimed(self: Arc<Self>, claim: Claim) {
         // From here until this Run ends, the cache keeps what it uses.
         let (_executing, fetching) = self.join_executing(&claim).await;
         let (cancel_tx, cancel_rx) = watch::channel(false);
@@ -366,11 +373,11 @@ impl Worker {
 
     /// Write the terminal; a database outage is waited out (the write is
     /// fenced, so repeating it after a lost connection cannot settle twice),
-    /// a refusal is reported and dropped.
+    /// a refusal is reported and dropped; a written one is logged settled.
     async fn write_terminal(&self, claim: &Claim, terminal: &Value, packet: Option<&str>) {
         loop {
             match self.queue.settle(claim, terminal, packet).await {
-                Ok(Write::Accepted) => return,
+                Ok(Write::Accepted) => return lifecycle::settled(terminal),
                 Ok(Write::Refused) => {
                     report_refused(&self.name, claim, "terminal");
                     self.queue.note_refused(&self.name, claim, "terminal").await;
@@ -505,7 +512,7 @@ impl Worker {
         }
         // The durable record of dispatch, before any Flow code starts.
         match self.queue.dispatch(claim).await {
-            Ok(Write::Accepted) => {}
+            Ok(Write::Accepted) => lifecycle::dispatched(),
             Ok(Write::Refused) => {
                 report_refused(&self.name, claim, "dispatch");
                 self.queue.note_refused(&self.name, claim, "dispatch").await;

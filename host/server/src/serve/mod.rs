@@ -64,6 +64,20 @@ pub struct Options {
     pub insecure_plain_http: bool,
 }
 
+/// What a URL path segment of the HTTP API leaves as it is: RFC 3986's
+/// unreserved characters; every other byte is percent-encoded.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `text` as one URL path segment (a project name, a Run ID), as the
+/// console's links and the `--server` client spell it.
+pub fn path_segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, PATH_SEGMENT).to_string()
+}
+
 /// The default socket: `$XDG_RUNTIME_DIR/jig/jig.sock`, else
 /// `/run/jig/jig.sock`.
 pub fn default_socket() -> PathBuf {
@@ -312,5 +326,18 @@ async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
             signal.recv().await;
         }
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_segment;
+
+    #[test]
+    fn a_path_segment_keeps_the_unreserved_and_encodes_every_other_byte() {
+        assert_eq!(path_segment("run-1-0a_B.~"), "run-1-0a_B.~");
+        assert_eq!(path_segment("a b/c?d%"), "a%20b%2Fc%3Fd%25");
+        assert_eq!(path_segment("ü"), "%C3%BC");
+        assert_eq!(path_segment(""), "");
     }
 }

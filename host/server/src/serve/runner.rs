@@ -25,8 +25,9 @@ use flow::json::Value;
 use flow::package::Package;
 use serde_json::json;
 use tokio::sync::{watch, Semaphore};
+use tracing::Instrument;
 
-use crate::Error;
+use crate::{lifecycle, Error};
 use jig_engine::config::HostConfig;
 use jig_engine::envelope::Envelope;
 use jig_engine::exec::receive;
@@ -448,6 +449,8 @@ impl Server {
             Recorded::New(record, held) => (record, held),
         };
         self.runs_changed(project_name);
+        let span = lifecycle::span(&record.id, project_name);
+        span.in_scope(|| lifecycle::accepted(&asked.target.to_string(), false));
         let live = Live::new();
         live.push_value(&json!({"type": "status", "status": "queued", "runId": record.id}));
         self.live
@@ -469,10 +472,13 @@ impl Server {
         let task_record = record.clone();
         let task_live = live.clone();
         let task_project = project.clone();
-        tokio::spawn(async move {
-            this.execute(task_project, task_record, task_live, method, started, held)
-                .await
-        });
+        tokio::spawn(
+            async move {
+                this.execute(task_project, task_record, task_live, method, started, held)
+                    .await
+            }
+            .instrument(span),
+        );
         Ok(Started::Local(record, Some(live)))
     }
 
@@ -489,6 +495,7 @@ impl Server {
         self.metrics.queued.dec();
         self.metrics.active.inc();
         live.push_value(&json!({"type": "status", "status": "running", "runId": record.id}));
+        lifecycle::dispatched();
         // A Run without files may leave the next Run's envelope made ahead.
         let next = dispatch.files.is_none().then(|| {
             (

@@ -34,18 +34,7 @@ pub fn json_text(value: &Value) -> String {
     flow::json::canonical_string(value)
 }
 
-/// Percent-encode one URL path segment.
-pub fn segment(text: &str) -> String {
-    let mut out = String::new();
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use crate::serve::path_segment as segment;
 
 pub fn page(frame: &Frame, body: Markup) -> Markup {
     html! {

@@ -48,6 +48,10 @@ impl Server {
                     files.as_deref(),
                 )
                 .await?;
+            if new {
+                crate::lifecycle::span(&run.id, project_name)
+                    .in_scope(|| crate::lifecycle::accepted(&request.run.target, true));
+            }
             Ok((run.id, new))
         }
     }

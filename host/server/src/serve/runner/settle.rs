@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use jig_engine::state::RunRecord;
 use jig_engine::terminal::{Status, Terminal};
+use tracing::Instrument;
 
 use super::{Held, Project, Server};
+use crate::lifecycle;
 
 /// How long [`Server::settle`] first waits before writing a terminal
 /// again, doubled each time up to [`SETTLE_RETRY_MAX`].
@@ -22,7 +24,7 @@ impl Server {
     /// than the space set aside for it) keeps it in memory, answers it
     /// from there ([`Server::record`]), and writes it again, backing off,
     /// until it is durable; the Run holds its place (`held`, returned once
-    /// it is durable) and is counted only then.
+    /// it is durable) and is counted, and logged settled, only then.
     pub(super) fn settle(
         self: &Arc<Self>,
         project: &Arc<Project>,
@@ -35,6 +37,7 @@ impl Server {
         let e = match project.state.runs().settle(&mut settled, terminal.clone()) {
             Ok(()) => {
                 self.metrics.count_settled(&terminal);
+                lifecycle::settled(&terminal);
                 return Some(held);
             }
             Err(e) => e,
@@ -49,24 +52,29 @@ impl Server {
             .unwrap()
             .insert(record.id.clone(), settled.value);
         let (this, project, record) = (self.clone(), project.clone(), record.clone());
-        tokio::spawn(async move {
-            let mut wait = SETTLE_RETRY_FIRST;
-            loop {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(SETTLE_RETRY_MAX);
-                let runs = project.state.runs();
-                let (mut again, written) = (record.clone(), terminal.clone());
-                let settled =
-                    tokio::task::spawn_blocking(move || runs.settle(&mut again, written)).await;
-                if let Ok(Ok(())) = settled {
-                    this.unsettled.lock().unwrap().remove(&record.id);
-                    this.metrics.count_settled(&terminal);
-                    this.runs_changed(&project.name);
-                    drop(held);
-                    return;
+        // In the Run's span, so its `settled` is logged as the Run's.
+        tokio::spawn(
+            async move {
+                let mut wait = SETTLE_RETRY_FIRST;
+                loop {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(SETTLE_RETRY_MAX);
+                    let runs = project.state.runs();
+                    let (mut again, written) = (record.clone(), terminal.clone());
+                    let settled =
+                        tokio::task::spawn_blocking(move || runs.settle(&mut again, written)).await;
+                    if let Ok(Ok(())) = settled {
+                        this.unsettled.lock().unwrap().remove(&record.id);
+                        this.metrics.count_settled(&terminal);
+                        lifecycle::settled(&terminal);
+                        this.runs_changed(&project.name);
+                        drop(held);
+                        return;
+                    }
                 }
             }
-        });
+            .in_current_span(),
+        );
         None
     }
 
