@@ -6,14 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flow::json::Value;
 
 use serde_json::json;
 
 use super::{finish_output, load_config, receive, run_invocation, CliError, Code, CommandLine};
 use jig_engine::files::Request;
 use jig_engine::run::ask;
-use jig_engine::run::trial::{self, Trial, TrialError};
-use jig_engine::run::{self, NotConducted};
+use jig_engine::run::trial::{self, Trial, TrialError, TrialFiles};
+use jig_engine::run::{self, Conducted, NotConducted};
 
 pub struct ExecArgs<'a> {
     pub package: &'a Path,
@@ -61,9 +64,45 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
     let config = load_config(args.config)?;
     let trial = trial::prepare(&args.base.join(args.package), &slots, settings, &config)
         .map_err(trial_error)?;
-    let files = trial.files(&request, args.base, args.out, &receive, &input)?;
+    let mut files = trial.files(&request, args.base, args.out, &receive, &input)?;
     let mut door = CommandLine::new(!receive.is_empty());
-    door.destination = files.destination;
+    door.destination = files.destination.take();
+    let (conducted, shown) = conduct_trial(&trial, &files, input, timeout, &receive, &door)?;
+    let interrupted = conducted.interrupted;
+    let terminal = conducted.terminal.to_value();
+    let cleanup = conducted
+        .cleanup
+        .and_then(|()| trial.close())
+        .map(|()| PathBuf::new());
+    let status = finish_output(&terminal, args.json, conducted.stream);
+    super::final_line(shown, &terminal, cleanup.is_err());
+    if let Err(e) = cleanup {
+        return Err(CliError::new(
+            Code::CleanupFailed,
+            format!("the private directory could not be removed: {e}"),
+        ));
+    }
+    if interrupted {
+        return Err(super::exit::interrupted_error());
+    }
+    if let Some(e) = conducted.delivery {
+        return Err(super::exit::delivery_error(&e));
+    }
+    Ok(status)
+}
+
+/// Conduct `trial` once through the command line's `door`: its root with
+/// `files`, `input`, `timeout` and `receive` (`jig exec`, and each case of
+/// `jig test`). The conducted Run, and how long a terminal showed it
+/// pending.
+pub(super) fn conduct_trial(
+    trial: &Trial,
+    files: &TrialFiles,
+    input: Value,
+    timeout: Duration,
+    receive: &[String],
+    door: &CommandLine<'_>,
+) -> Result<(Conducted, Option<Duration>), CliError> {
     let ran = run_invocation(
         run::Root {
             run_id: None,
@@ -79,39 +118,18 @@ pub fn exec(args: ExecArgs<'_>) -> Result<u8, CliError> {
                 packet: files.packet.clone(),
             }),
             package: &trial.root,
-            receive: &receive,
+            receive,
             checkpoint: None,
         },
-        &door,
+        door,
     )?;
-    let conducted = match ran.conducted {
-        Ok(conducted) => conducted,
-        Err(NotConducted::Stopped(e)) => return Err(e.into()),
+    match ran.conducted {
+        Ok(conducted) => Ok((conducted, ran.shown)),
+        Err(NotConducted::Stopped(e)) => Err(e.into()),
         Err(NotConducted::Undispatched(failure)) => {
-            return Err(CliError::new(Code::Internal, failure.message))
+            Err(CliError::new(Code::Internal, failure.message))
         }
-    };
-    let interrupted = conducted.interrupted;
-    let terminal = conducted.terminal.to_value();
-    let cleanup = conducted
-        .cleanup
-        .and_then(|()| trial.close())
-        .map(|()| PathBuf::new());
-    let status = finish_output(&terminal, args.json, conducted.stream);
-    super::final_line(ran.shown, &terminal, cleanup.is_err());
-    if let Err(e) = cleanup {
-        return Err(CliError::new(
-            Code::CleanupFailed,
-            format!("the private directory could not be removed: {e}"),
-        ));
     }
-    if interrupted {
-        return Err(super::exit::interrupted_error());
-    }
-    if let Some(e) = conducted.delivery {
-        return Err(super::exit::delivery_error(&e));
-    }
-    Ok(status)
 }
 
 /// Why a trial could not be prepared, as the command line reports it.

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use flow::json::Value;
 use jig_engine::config::HostConfig;
 use jig_engine::files::Request;
+use jig_engine::run::ask;
 use jig_engine::run::fixture::{self, Fixture};
-use jig_engine::run::trial::{self, Trial};
-use jig_engine::run::{self, ask, NotConducted};
+use jig_engine::run::trial;
 
-use super::exec::trial_error;
-use super::{load_config, project_root, run_invocation, terminal, CliError, Code, CommandLine};
+use super::exec::{conduct_trial, trial_error};
+use super::{load_config, project_root, terminal, CliError, Code, CommandLine};
 
 pub struct TestArgs<'a> {
     /// Package directories; the project's Flows when empty.
@@ -153,33 +153,7 @@ fn run_case(dir: &Path, fixture: &Fixture, config: &HostConfig) -> Result<Value,
         trial::prepare(dir, &children, fixture.settings.clone(), config).map_err(trial_error)?;
     let files = trial.files(&request, &fixture.dir, None, &[], &fixture.input)?;
     let door = CommandLine::new(false);
-    let ran = run_invocation(
-        run::Root {
-            run_id: None,
-            executor: trial.executor.clone(),
-            target: Trial::target(),
-            input: fixture.input.clone(),
-            deadline: run::Deadline::After(timeout),
-            cancel: None,
-            work_root: &trial.work_root,
-            files: Some(run::Files {
-                captured: &files.captured,
-                writable: files.writable.as_deref(),
-                packet: None,
-            }),
-            package: &trial.root,
-            receive: &[],
-            checkpoint: None,
-        },
-        &door,
-    )?;
-    let conducted = match ran.conducted {
-        Ok(conducted) => conducted,
-        Err(NotConducted::Stopped(e)) => return Err(e.into()),
-        Err(NotConducted::Undispatched(failure)) => {
-            return Err(CliError::new(Code::Internal, failure.message))
-        }
-    };
+    let (conducted, _) = conduct_trial(&trial, &files, fixture.input.clone(), timeout, &[], &door)?;
     let terminal = conducted.terminal.to_value();
     let closed = trial.close();
     if conducted.interrupted {

@@ -179,15 +179,8 @@ enum Command {
         /// Print the terminal as one JSON line even on a terminal.
         #[arg(long)]
         json: bool,
-        /// Give read attachment NAME the files of DIR (repeatable).
-        #[arg(long = "attach", value_name = "NAME=DIR")]
-        attach: Vec<String>,
-        /// Capture only FILE (relative to NAME's DIR) instead of the whole tree (repeatable).
-        #[arg(long = "select", value_name = "NAME=FILE")]
-        select: Vec<String>,
-        /// Publish the packet (delivered files and result.json) as the new directory DIR.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        files: FileArgs,
         /// Receive the target's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
         #[arg(long = "receive", value_name = "CHANNEL")]
         receive: Vec<String>,
@@ -220,15 +213,8 @@ enum Command {
         /// Receive the package's send port CHANNEL; stdout becomes NDJSON (repeatable, up to 16).
         #[arg(long = "receive", value_name = "CHANNEL")]
         receive: Vec<String>,
-        /// Give read attachment NAME the files of DIR (repeatable).
-        #[arg(long = "attach", value_name = "NAME=DIR")]
-        attach: Vec<String>,
-        /// Capture only FILE (relative to NAME's DIR) instead of the whole tree (repeatable).
-        #[arg(long = "select", value_name = "NAME=FILE")]
-        select: Vec<String>,
-        /// Publish the packet (delivered files and result.json) as the new directory DIR.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
+        #[command(flatten)]
+        files: FileArgs,
     },
     /// Run each Flow's fixtures (fixtures/<case>/case.json beside its FLOW.md) as
     /// `jig exec` runs a package; admits nothing.
@@ -327,6 +313,20 @@ enum CompletionShell {
     Bash,
     Zsh,
     Fish,
+}
+
+/// A file Run's options, as `jig run` and `jig exec` take them.
+#[derive(clap::Args, Debug)]
+struct FileArgs {
+    /// Give read attachment NAME the files of DIR (repeatable).
+    #[arg(long = "attach", value_name = "NAME=DIR")]
+    attach: Vec<String>,
+    /// Capture only FILE (relative to NAME's DIR) instead of the whole tree (repeatable).
+    #[arg(long = "select", value_name = "NAME=FILE")]
+    select: Vec<String>,
+    /// Publish the packet (delivered files and result.json) as the new directory DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -528,9 +528,12 @@ pub fn main() -> u8 {
             timeout,
             key,
             json,
-            attach,
-            select,
-            out,
+            files:
+                FileArgs {
+                    attach,
+                    select,
+                    out,
+                },
             receive,
             server,
             ..
@@ -566,9 +569,12 @@ pub fn main() -> u8 {
             timeout,
             json,
             receive,
-            attach,
-            select,
-            out,
+            files:
+                FileArgs {
+                    attach,
+                    select,
+                    out,
+                },
         } => exec::exec(exec::ExecArgs {
             package: &package,
             input: input.as_deref(),

@@ -187,8 +187,10 @@ fn review_shows_the_files_and_the_diff_it_approves() {
     assert_eq!(run.status, 0, "{run:?}");
     let files = &run.stdout[run.stdout.find("Files:\n").expect("a files section")..];
     let size = HELLO_FLOW.len();
-    let expected = format!("Files:\n  ~ \"flows/hello\" was sha256:");
-    assert!(files.starts_with(&expected), "{run:?}");
+    assert!(
+        files.starts_with("Files:\n  ~ \"flows/hello\" was sha256:"),
+        "{run:?}"
+    );
     assert!(
         files.contains(&format!(
             "\n      ~ \"flow.py\" {size} -> {} bytes\n",
