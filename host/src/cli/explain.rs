@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{terminal, CliError, Code};
+use super::{CliError, Code};
 
 /// The guide's Troubleshooting page, as this `jig` was built with it.
 const TROUBLESHOOTING: &str = include_str!("../../../docs/src/troubleshooting.md");
@@ -137,13 +137,18 @@ pub fn explain(code: Option<&str>, list: bool) -> Result<u8, CliError> {
             "name a code (jig explain JIG_RUN_TARGET_INVALID), or --list for every code",
         ));
     };
-    let found: Vec<&Entry> = entries.iter().filter(|e| names(e, code)).collect();
+    // Only a code's spelling can name an entry (a family's prefix with
+    // anything after it cannot), so what is printed back is never escaped.
+    let found: Vec<&Entry> = match is_code(code) && !code.ends_with('*') {
+        true => entries.iter().filter(|e| names(e, code)).collect(),
+        false => Vec::new(),
+    };
     if found.is_empty() {
         return Err(CliError::new(
             Code::InvalidRequest,
             format!(
                 "the guide has no Troubleshooting entry for {}; jig explain --list names every code it has",
-                terminal::escape(code)
+                flow::json::ascii_quote(code)
             ),
         ));
     }
@@ -151,7 +156,8 @@ pub fn explain(code: Option<&str>, list: bool) -> Result<u8, CliError> {
         if i > 0 {
             outln!();
         }
-        outln!("{} ({})", terminal::escape(code), entry.section);
+        // A code an entry names is capitals, digits and `_`: nothing to escape.
+        outln!("{code} ({})", entry.section);
         if entry.when != entry.codes.join(", ") {
             outln!("  when:  {}", entry.when);
         }
