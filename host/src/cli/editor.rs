@@ -142,8 +142,9 @@ pub fn lock(base: &Path, package: &Path, config: Option<&Path>) -> Result<u8, Cl
     let config = super::load_config(config)?;
     eprintln!(
         "Resolving dependencies for {shown} from {}. Bun may contact dependency-selected \
-         public or private-network services; requests cannot be undone.",
-        terminal::escape(&jig_engine::plan::prepare::registry(&config))
+         public or private-network services; requests cannot be undone. {}",
+        terminal::escape(&jig_engine::plan::prepare::registry(&config)),
+        jig_engine::plan::prepare::RESOLUTION_REACH
     );
     let locked = jig_engine::run::trial::lock(&dir, &config, &mut |_| {})
         .map_err(super::exec::trial_error)?;

@@ -197,7 +197,8 @@ fn a_missing_lock_needs_the_resolution_flag_and_yes_never_implies_it() {
             "Resolving dependencies for \"flows/hello\". Bun may contact dependency-selected public \
              or private-network services before graph validation; requests cannot be undone, and \
              unsupported dependencies may still fail. Applies only to this review; Runs gain no \
-             network access.\n"
+             network access. Loopback services reachable from the host may be contacted too. \
+             The flag is not a network destination filter.\n"
         ),
         "{allowed:?}"
     );

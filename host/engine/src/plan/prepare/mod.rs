@@ -117,16 +117,21 @@ pub mod codes {
     pub(crate) const PREPARED_MISSING: &str = "PROJECT_STATE_INVALID";
 }
 
-/// The stderr text before each new resolution (the reference's words), `path`
-/// already escaped.
+/// The stderr text before each new resolution, `path` already escaped: the
+/// reference's words, then the two facts seed 002 §5 adds (loopback
+/// services too; the flag filters no destination).
 pub(crate) fn resolution_warning(quoted_path: &str) -> String {
     format!(
         "Resolving dependencies for {quoted_path}. Bun may contact dependency-selected public or \
          private-network services before graph validation; requests cannot be undone, and \
          unsupported dependencies may still fail. Applies only to this review; Runs gain no \
-         network access."
+         network access. {RESOLUTION_REACH}"
     )
 }
+
+/// What a resolution may reach beyond the reference's words (seed 002 §5).
+pub const RESOLUTION_REACH: &str = "Loopback services reachable from the host may be \
+     contacted too. The flag is not a network destination filter.";
 
 /// What one review asks of preparation.
 pub struct Request<'a> {
