@@ -7,7 +7,7 @@
 //! fails is reported and the loop goes on. It is local only: it refuses a
 //! project a daemon holds.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use jig_engine::run::ask::{Ask, Given};
 use jig_engine::state::{self, ProjectState};
 
-use super::review::{capture, review_held, ReviewOptions};
+use super::review::{approved, capture, review_held, ReviewOptions};
 use super::run::{run_held, RunArgs};
 use super::{client, load_config, project_root, report_error, CliError, Code};
 
@@ -153,21 +153,14 @@ pub fn dev(args: DevArgs<'_>) -> Result<u8, CliError> {
 /// session; `false` when declined. Without a terminal there is nobody to
 /// ask: `--yes` says it.
 fn consented(target: &str) -> Result<bool, CliError> {
-    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-        return Err(CliError::new(
-            Code::ApprovalRequired,
-            "jig dev admits each saved change; rerun with --yes to consent for this session",
-        ));
-    }
-    out!(
-        "jig dev reviews and admits each change you save, then runs {} again, until Ctrl-C. Consent for this session? [y/N] ",
-        super::terminal::escape(target)
-    );
-    let _ = std::io::stdout().flush();
-    let mut answer = String::new();
-    let _ = std::io::stdin().read_line(&mut answer);
-    let answer = answer.trim().to_ascii_lowercase();
-    Ok(answer == "y" || answer == "yes")
+    approved(
+        &format!(
+            "jig dev reviews and admits each change you save, then runs {} again, until Ctrl-C. \
+             Consent for this session? [y/N] ",
+            super::terminal::escape(target)
+        ),
+        "jig dev admits each saved change; rerun with --yes to consent for this session",
+    )
 }
 
 /// Wait for a change to the project's source (not its `.jig/` state or

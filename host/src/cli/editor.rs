@@ -128,7 +128,7 @@ fn write_tree(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
 /// `jig lock PACKAGE`: resolve the package's npm dependencies into its
 /// `bun.lock` (`jig_engine::run::trial::lock`: Bun in the envelope, the
 /// configured registry only, the bundled SDK left out, as review's
-/// resolution), then write it beside its `package.json`. The one command
+/// resolution), then write it beside its `package.json` (atomically). The one command
 /// that writes a lock into source: review never does.
 pub fn lock(base: &Path, package: &Path, config: Option<&Path>) -> Result<u8, CliError> {
     let dir = base.join(package);
@@ -152,14 +152,8 @@ pub fn lock(base: &Path, package: &Path, config: Option<&Path>) -> Result<u8, Cl
         outln!("{shown} has no runtime dependencies besides the bundled SDK: nothing to lock");
         return Ok(0);
     };
-    let path = dir.join("bun.lock");
-    let staged = dir.join(".bun.lock.jig-lock");
-    std::fs::write(&staged, &bytes)
-        .and_then(|()| std::fs::rename(&staged, &path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&staged);
-            CliError::new(Code::Unavailable, format!("{}: {e}", path.display()))
-        })?;
+    // Whole or not at all, and durable, as the host writes its own files.
+    jig_engine::state::write_atomic(&dir.join("bun.lock"), &bytes)?;
     outln!("wrote {shown}/bun.lock; commit it, then jig review");
     Ok(0)
 }

@@ -123,27 +123,34 @@ pub(super) fn review_held(
         );
     }
     let _ = std::io::stdout().flush();
-    if !yes {
-        let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-        if !interactive {
-            return Err(CliError::new(
-                Code::ApprovalRequired,
-                "project changes require confirmation; rerun with --yes",
-            ));
-        }
-        out!("Approve this exact revision for execution? [y/N] ");
-        let _ = std::io::stdout().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().read_line(&mut answer);
-        let answer = answer.trim().to_ascii_lowercase();
-        if answer != "y" && answer != "yes" {
-            return Err(CliError::new(
-                Code::ChangesDeclined,
-                "project changes were not admitted",
-            ));
-        }
+    if !yes
+        && !approved(
+            "Approve this exact revision for execution? [y/N] ",
+            "project changes require confirmation; rerun with --yes",
+        )?
+    {
+        return Err(CliError::new(
+            Code::ChangesDeclined,
+            "project changes were not admitted",
+        ));
     }
     changes.admit(state, beside_a_daemon)?;
     outln!("project is ready");
     Ok(0)
+}
+
+/// Ask a person `question` on the terminal: whether they answered `y` or
+/// `yes` (any case, trimmed), the reference's rule. Without a terminal on
+/// stdin and stdout nobody can answer: `JIG_APPROVAL_REQUIRED` with
+/// `unattended`.
+pub(super) fn approved(question: &str, unattended: &str) -> Result<bool, CliError> {
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(CliError::new(Code::ApprovalRequired, unattended));
+    }
+    out!("{question}");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    let answer = answer.trim().to_ascii_lowercase();
+    Ok(answer == "y" || answer == "yes")
 }

@@ -105,10 +105,16 @@ fn a_new_flow_passes_its_fixture_and_a_changed_expectation_fails_with_a_diff() {
         "{broken:?}"
     );
 
-    // What new flow refuses: a name that is not a LocalName, a Flow that exists.
+    // What new flow refuses: a name that is not a LocalName (of at most
+    // 64 bytes), a Flow that exists.
     let refused = run_jig(&shop, &["new", "flow", "Bad Name"]);
     assert_eq!(refused.status, 2, "{refused:?}");
     assert!(refused.stderr.starts_with("JIG_USAGE: "), "{refused:?}");
+    let at = "a".repeat(flow::wire::MAX_LOCAL_NAME_BYTES);
+    assert_eq!(run_jig(&shop, &["new", "flow", &at]).status, 0);
+    let past = run_jig(&shop, &["new", "flow", &format!("{at}a")]);
+    assert_eq!(past.status, 2, "{past:?}");
+    assert!(past.stderr.starts_with("JIG_USAGE: "), "{past:?}");
     let exists = run_jig(&shop, &["new", "flow", "greet"]);
     assert_eq!(exists.status, 1, "{exists:?}");
     assert!(

@@ -301,6 +301,32 @@ mod tests {
     }
 
     #[test]
+    fn admitted_bytes_the_store_cannot_give_are_named_and_the_files_shown_as_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::throwaway(dir.path().join("store"));
+        let missing = format!("sha256:{}", "0".repeat(64));
+        let current = json!({"packages": {"flows/a": {"digest": missing}}});
+        let package = Package::from_files(tree(&[
+            ("FLOW.md", b"---\nname: a\ndescription: A.\n---\n"),
+            ("flow.py", b"x = 1\n"),
+        ]))
+        .unwrap();
+        let proposed = json!({"packages": {"flows/a": {"digest": package.digest()}}});
+        let candidate = BTreeMap::from([("flows/a".to_string(), package)]);
+        let compared = compare(Some(&current), &proposed, &candidate, &store);
+        assert_eq!(compared.len(), 1);
+        assert!(compared[0].admitted_unreadable);
+        assert_eq!(compared[0].was.as_deref(), Some(missing.as_str()));
+        assert!(compared[0]
+            .files
+            .iter()
+            .all(|f| f.was.is_none() && f.now.is_some()));
+        assert_eq!(compared[0].files.len(), 2);
+        // The same digest on both sides is no change at all.
+        assert!(compare(Some(&proposed), &proposed, &candidate, &store).is_empty());
+    }
+
+    #[test]
     fn a_fresh_clone_says_which_packages_match_its_lock() {
         let committed =
             br#"{"packages":{"flows/a":{"digest":"sha256:aa"},"flows/b":{"digest":"sha256:bb"}}}"#;

@@ -330,6 +330,40 @@ mod tests {
     }
 
     #[test]
+    fn a_package_keeps_at_most_its_bound_of_fixtures_each_at_most_one_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let case = |name: &str, text: &[u8]| {
+            let at = dir.path().join(FIXTURES_DIR).join(name);
+            std::fs::create_dir_all(&at).unwrap();
+            std::fs::write(at.join(CASE_FILE), text).unwrap();
+        };
+        for i in 0..MAX_FIXTURES {
+            case(&format!("c{i:03}"), br#"{"expect": {}}"#);
+        }
+        assert_eq!(read_all(dir.path()).unwrap().len(), MAX_FIXTURES);
+        case("one-past", br#"{"expect": {}}"#);
+        let refused = read_all(dir.path()).unwrap_err();
+        assert!(refused.why.contains("more than 256 fixtures"), "{refused}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let padded = |bytes: u64| {
+            let mut text = br#"{"expect": {}}"#.to_vec();
+            text.resize(bytes as usize, b' ');
+            text
+        };
+        let at = dir.path().join(FIXTURES_DIR).join("big");
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join(CASE_FILE), padded(MAX_CASE_BYTES)).unwrap();
+        assert!(read_all(dir.path()).is_ok());
+        std::fs::write(at.join(CASE_FILE), padded(MAX_CASE_BYTES + 1)).unwrap();
+        let refused = read_all(dir.path()).unwrap_err();
+        assert!(
+            refused.why.contains("at most one JSON/1 document"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn only_what_is_named_is_compared_and_a_subset_may_leave_members_out() {
         let terminal = json!({"status": "succeeded", "outcome": "done",
             "output": {"rows": [{"a": 1, "b": 2}], "count": 1}, "runId": "run-x"});
